@@ -1,0 +1,118 @@
+"""ModelSpec: the architecture of a decoder-only transformer (dense, GQA, MLA, MoE).
+
+Canonical field names follow ../shared/DESIGN.md; users' JSON files and share links depend on
+them. Every field is described with its unit; the JSON schema (``ModelSpec.model_json_schema()``)
+is what the studio's editors render.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
+
+
+class ModelSpec(_Frozen):
+    name: str = Field("custom", max_length=120, description="Display name of the model.")
+    source: str = Field("", max_length=2000, description="Where the architecture figures come from (paper, config.json).")
+    hidden_size: int = Field(..., ge=8, le=262_144, description="Model width h (elements).")
+    num_layers: int = Field(..., ge=1, le=1024, description="Number of transformer blocks L.")
+    num_attention_heads: int = Field(..., ge=1, le=4096, description="Query heads a.")
+    num_kv_heads: int | None = Field(None, ge=1, le=4096, description="Key/value heads (GQA); None = num_attention_heads (MHA).")
+    head_dim: int | None = Field(None, ge=1, le=4096, description="Per-head dimension; None = hidden_size / num_attention_heads.")
+    ffn_hidden_size: int = Field(..., ge=1, le=1_048_576, description="Dense MLP intermediate size f (per gate for SwiGLU).")
+    vocab_size: int = Field(..., ge=2, le=4_194_304, description="Tokenizer vocabulary V before padding (Megatron pads to a multiple of 128·tp).")
+    activation: Literal["swiglu", "gelu", "relu"] = Field("swiglu", description="MLP activation; SwiGLU has two input projections (gate and up).")
+    norm: Literal["rmsnorm", "layernorm"] = Field("rmsnorm", description="Normalisation layer kind.")
+    tie_embeddings: bool = Field(False, description="Share input embedding and output (LM head) weights.")
+    attention: Literal["mha", "gqa", "mla"] = Field("gqa", description="Attention kind: multi-head, grouped-query or multi-head latent (DeepSeek).")
+    linear_bias: bool = Field(False, description="Linear layers carry a bias (GPT-2/3 style).")
+    position_embedding: Literal["rope", "learned"] = Field("rope", description="Rotary or learned absolute position embedding (learned adds seq_len·h parameters).")
+    max_position_embeddings: int = Field(4096, ge=1, le=16_777_216, description="Positions of a learned position embedding (only used when learned).")
+    # --- MLA (DeepSeek-V2, arXiv:2405.04434 §2.1) -------------------------------------------
+    q_lora_rank: int | None = Field(None, ge=1, le=65_536, description="MLA query compression rank d_c' (None = no query compression, as in DeepSeek-V2-Lite).")
+    kv_lora_rank: int | None = Field(None, ge=1, le=65_536, description="MLA key/value compression rank d_c.")
+    qk_nope_head_dim: int | None = Field(None, ge=1, le=4096, description="MLA per-head q/k dimension without rotary part.")
+    qk_rope_head_dim: int | None = Field(None, ge=0, le=4096, description="MLA per-head decoupled rotary dimension d_h^R.")
+    v_head_dim: int | None = Field(None, ge=1, le=4096, description="MLA per-head value dimension.")
+    # --- MoE --------------------------------------------------------------------------------
+    num_experts: int = Field(0, ge=0, le=65_536, description="Routed experts per MoE layer; 0 = dense model.")
+    top_k: int = Field(0, ge=0, le=1024, description="Routed experts per token.")
+    moe_ffn_hidden_size: int | None = Field(None, ge=1, le=1_048_576, description="Intermediate size of one routed expert.")
+    num_shared_experts: int = Field(0, ge=0, le=64, description="Always-active shared experts per MoE layer (each moe_ffn_hidden_size wide unless shared_expert_ffn_hidden_size).")
+    shared_expert_ffn_hidden_size: int | None = Field(None, ge=1, le=1_048_576, description="Total intermediate size of the shared experts (overrides num_shared_experts·moe_ffn_hidden_size).")
+    first_k_dense_layers: int = Field(0, ge=0, le=1024, description="Leading layers that use a dense MLP instead of MoE.")
+    moe_layer_freq: int = Field(1, ge=1, le=1024, description="Every n-th layer (after the dense ones) is MoE; others dense.")
+    router: Literal["softmax", "sigmoid"] = Field("softmax", description="Router scoring function.")
+    capacity_factor: float | None = Field(None, gt=0, le=64, description="Expert capacity factor; with padding every expert processes ceil(tokens·top_k/E·cf) tokens. None = dropless.")
+    mtp_layers: int = Field(0, ge=0, le=16, description="Multi-token-prediction modules (DeepSeek-V3), each one extra block plus projection.")
+
+    @model_validator(mode="after")
+    def _check(self) -> "ModelSpec":
+        kv = self.num_kv_heads if self.num_kv_heads is not None else self.num_attention_heads
+        if self.attention != "mla":
+            if self.num_attention_heads % kv:
+                raise ValueError(f"num_attention_heads={self.num_attention_heads} is not a multiple of num_kv_heads={kv}")
+            if self.attention == "mha" and kv != self.num_attention_heads:
+                raise ValueError(f"attention='mha' needs num_kv_heads == num_attention_heads, got num_kv_heads={kv}, num_attention_heads={self.num_attention_heads}")
+            if self.head_dim is None and self.hidden_size % self.num_attention_heads:
+                raise ValueError(f"hidden_size={self.hidden_size} is not divisible by num_attention_heads={self.num_attention_heads}; set head_dim")
+        else:
+            missing = [n for n in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim") if getattr(self, n) is None]
+            if missing:
+                raise ValueError("attention='mla' needs " + ", ".join(missing))
+        if self.num_experts:
+            if not 1 <= self.top_k <= self.num_experts:
+                raise ValueError(f"top_k={self.top_k} must be between 1 and num_experts={self.num_experts}")
+            if self.moe_ffn_hidden_size is None:
+                raise ValueError("num_experts > 0 needs moe_ffn_hidden_size")
+            if self.first_k_dense_layers > self.num_layers:
+                raise ValueError(f"first_k_dense_layers={self.first_k_dense_layers} exceeds num_layers={self.num_layers}")
+        elif self.top_k:
+            raise ValueError(f"top_k={self.top_k} needs num_experts > 0")
+        return self
+
+    # ---- derived shapes (cheap properties; no caching needed) -------------------------------
+    @property
+    def kv_heads(self) -> int:
+        return self.num_kv_heads if self.num_kv_heads is not None else self.num_attention_heads
+
+    @property
+    def d_head(self) -> int:
+        return self.head_dim if self.head_dim is not None else self.hidden_size // self.num_attention_heads
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+    @property
+    def qk_head_dim(self) -> int:
+        """Per-head q·k dimension (MLA: nope + rope)."""
+        if self.attention == "mla":
+            return int(self.qk_nope_head_dim) + int(self.qk_rope_head_dim)
+        return self.d_head
+
+    @property
+    def v_dim(self) -> int:
+        return int(self.v_head_dim) if self.attention == "mla" else self.d_head
+
+    @property
+    def shared_ffn(self) -> int:
+        """Total intermediate width of the shared experts (0 if none)."""
+        if self.shared_expert_ffn_hidden_size is not None:
+            return self.shared_expert_ffn_hidden_size
+        return self.num_shared_experts * int(self.moe_ffn_hidden_size or 0)
+
+    def is_moe_layer(self, index: int) -> bool:
+        """Layer ``index`` (0-based) uses an MoE MLP (Megatron moe_layer_freq / DeepSeek first_k_dense_replace)."""
+        if not self.is_moe or index < self.first_k_dense_layers:
+            return False
+        return (index - self.first_k_dense_layers) % self.moe_layer_freq == 0
+
+    @property
+    def num_moe_layers(self) -> int:
+        return sum(1 for i in range(self.num_layers) if self.is_moe_layer(i))

@@ -1,0 +1,174 @@
+"""Scenario = model + system + strategy, cross-checked.
+
+``check_scenario`` returns every problem as (field, message) with each term named, e.g.
+``("strategy.tp", "tp=3 does not divide num_attention_heads=64")``. ``load_scenario`` turns
+plain dicts (JSON, presets, share links) into a validated Scenario or raises ConfigError.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+
+from ..errors import ConfigError, from_pydantic
+from .model import ModelSpec
+from .strategy import StrategySpec
+from .system import SystemSpec
+
+
+def padded_vocab(vocab_size: int, tp: int, multiple: int = 128) -> int:
+    """Megatron pads the vocabulary to a multiple of 128·tp
+    (megatron/training/tokenizer: ``_vocab_size_with_padding``, make-vocab-size-divisible-by=128)."""
+    step = multiple * tp
+    return int(math.ceil(vocab_size / step) * step)
+
+
+def derived_dp(model: ModelSpec, system: SystemSpec, strategy: StrategySpec) -> int:
+    if strategy.dp is not None:
+        return strategy.dp
+    denom = strategy.tp * strategy.pp * strategy.cp
+    return max(system.num_gpus // denom, 1)
+
+
+def check_scenario(model: ModelSpec, system: SystemSpec, strategy: StrategySpec) -> list[tuple[str, str]]:
+    """All cross-field problems; empty when the scenario is consistent."""
+    s = strategy
+    issues: list[tuple[str, str]] = []
+    add = issues.append
+    tp, pp, cp, vpp = s.tp, s.pp, s.cp, s.vpp
+    dp = derived_dp(model, system, s)
+    world = tp * pp * cp * dp
+    if world != system.num_gpus:
+        if s.dp is None:
+            add(("strategy.tp", f"tp*pp*cp = {tp}*{pp}*{cp} = {tp * pp * cp} does not divide system.num_gpus = {system.num_gpus}"))
+        else:
+            add(("strategy.dp", f"tp*pp*cp*dp = {tp}*{pp}*{cp}*{dp} = {world} but system.num_gpus = {system.num_gpus}"))
+    heads, kv = model.num_attention_heads, model.kv_heads
+    if heads % tp:
+        add(("strategy.tp", f"tp={tp} does not divide num_attention_heads={heads}"))
+    if model.attention != "mla" and kv % tp and tp % kv:
+        add(("strategy.tp", f"tp={tp} and num_kv_heads={kv}: one must divide the other"))
+    if model.ffn_hidden_size % tp:
+        add(("strategy.tp", f"tp={tp} does not divide ffn_hidden_size={model.ffn_hidden_size}"))
+    if s.sequence_parallel and tp > 1 and (s.seq_len // cp) % tp:
+        add(("strategy.sequence_parallel", f"seq_len/cp = {s.seq_len}/{cp} is not divisible by tp={tp} (sequence parallelism shards the sequence)"))
+    if cp > 1:
+        if s.seq_len % (2 * cp):
+            add(("strategy.cp", f"seq_len={s.seq_len} is not divisible by 2*cp={2 * cp} (load-balanced causal split)"))
+        if s.cp_comm_type == "a2a" and (heads // max(tp, 1)) % cp:
+            add(("strategy.cp", f"cp={cp} does not divide num_attention_heads/tp = {heads}/{tp} (all-to-all CP splits heads)"))
+    if pp * vpp > model.num_layers:
+        add(("strategy.pp", f"pp*vpp = {pp}*{vpp} = {pp * vpp} exceeds num_layers={model.num_layers}"))
+    if dp >= 1 and s.global_batch_size % (s.micro_batch_size * dp):
+        add(("strategy.global_batch_size", f"global_batch_size={s.global_batch_size} is not divisible by micro_batch_size*dp = {s.micro_batch_size}*{dp}"))
+    else:
+        m = s.global_batch_size // (s.micro_batch_size * dp)
+        if s.schedule == "interleaved" and m % pp:
+            add(("strategy.global_batch_size", f"interleaved schedule needs micro-batches per step m={m} divisible by pp={pp}"))
+        if s.schedule == "dualpipev" and m < 2 * pp:
+            add(("strategy.global_batch_size", f"dualpipev needs micro-batches per step m={m} >= 2*pp = {2 * pp}"))
+    if s.schedule == "dualpipev" and model.num_layers % (2 * pp):
+        add(("strategy.pp", f"dualpipev needs num_layers={model.num_layers} divisible by 2*pp = {2 * pp}"))
+    if model.is_moe:
+        etp = s.etp_size
+        if model.num_experts % s.ep:
+            add(("strategy.ep", f"ep={s.ep} does not divide num_experts={model.num_experts}"))
+        if (tp * cp * dp) % (s.ep * etp):
+            add(("strategy.ep", f"ep*etp = {s.ep}*{etp} does not divide tp*cp*dp = {tp}*{cp}*{dp}"))
+        if int(model.moe_ffn_hidden_size or 0) % etp:
+            add(("strategy.etp", f"etp={etp} does not divide moe_ffn_hidden_size={model.moe_ffn_hidden_size}"))
+    else:
+        if s.ep > 1:
+            add(("strategy.ep", f"ep={s.ep} needs an MoE model (num_experts > 0)"))
+        if s.etp not in (None, 1):
+            add(("strategy.etp", f"etp={s.etp} needs an MoE model (num_experts > 0)"))
+    if s.dtype == "fp8" and system.gpu.peak_tflops.fp8 is None:
+        add(("strategy.dtype", f"dtype='fp8' but system.gpu.peak_tflops.fp8 is not set ({system.gpu.name} has no FP8 peak)"))
+    if s.recompute_num_layers is not None:
+        per_stage = math.ceil(model.num_layers / pp)
+        if s.recompute_num_layers > per_stage:
+            add(("strategy.recompute_num_layers", f"recompute_num_layers={s.recompute_num_layers} exceeds layers per stage ceil(num_layers/pp) = {per_stage}"))
+    return issues
+
+
+class Scenario(BaseModel):
+    """A validated, frozen (model, system, strategy) triple."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: ModelSpec
+    system: SystemSpec
+    strategy: StrategySpec
+
+    @model_validator(mode="after")
+    def _cross_check(self) -> "Scenario":
+        issues = check_scenario(self.model, self.system, self.strategy)
+        if issues:
+            raise ValueError("; ".join(f"{f}: {m}" for f, m in issues))
+        return self
+
+    # ---- derived layout -------------------------------------------------------------------
+    @property
+    def dp(self) -> int:
+        return derived_dp(self.model, self.system, self.strategy)
+
+    @property
+    def num_microbatches(self) -> int:
+        s = self.strategy
+        return s.global_batch_size // (s.micro_batch_size * self.dp)
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.strategy.global_batch_size * self.strategy.seq_len
+
+    @property
+    def edp(self) -> int:
+        """Expert data-parallel size: world / (ep·etp·pp) (Megatron-Core expert grid)."""
+        s = self.strategy
+        return max((s.tp * s.cp * self.dp) // (s.ep * s.etp_size), 1)
+
+    @property
+    def vocab_padded(self) -> int:
+        return padded_vocab(self.model.vocab_size, self.strategy.tp)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+def load_scenario(data: dict[str, Any]) -> Scenario:
+    """Validate ``{"model": {...}, "system": {...}, "strategy": {...}}``; raise ConfigError naming every bad field."""
+    if not isinstance(data, dict):
+        raise ConfigError([("", "a scenario must be a JSON object with model, system and strategy")])
+    issues: list[tuple[str, str]] = []
+    parts: dict[str, Any] = {}
+    for key, cls in (("model", ModelSpec), ("system", SystemSpec), ("strategy", StrategySpec)):
+        raw = data.get(key)
+        if isinstance(raw, (ModelSpec, SystemSpec, StrategySpec)):
+            parts[key] = raw
+            continue
+        if not isinstance(raw, dict):
+            issues.append((key, f"{key} must be a JSON object"))
+            continue
+        try:
+            parts[key] = cls.model_validate(raw)
+        except ValidationError as e:
+            issues.extend(from_pydantic(e, key).issues)
+    extra = set(data) - {"model", "system", "strategy"}
+    for k in sorted(extra):
+        issues.append((str(k), "unknown section (expected model, system, strategy)"))
+    if issues:
+        raise ConfigError(issues)
+    cross = check_scenario(parts["model"], parts["system"], parts["strategy"])
+    if cross:
+        raise ConfigError(cross)
+    return Scenario.model_construct(model=parts["model"], system=parts["system"], strategy=parts["strategy"])
+
+
+def make_scenario(model: ModelSpec, system: SystemSpec, strategy: StrategySpec) -> Scenario:
+    """Cross-check already-validated specs; raise ConfigError on problems."""
+    cross = check_scenario(model, system, strategy)
+    if cross:
+        raise ConfigError(cross)
+    return Scenario.model_construct(model=model, system=system, strategy=strategy)

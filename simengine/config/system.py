@@ -1,0 +1,101 @@
+"""SystemSpec: GPU, cluster and network tiers, plus the efficiency model of each.
+
+Units: bandwidths in GB/s (10^9 B/s) per GPU and per direction; latencies in µs; memory in GiB
+(2^30 B) as ``torch.cuda`` reports it; peak in dense TFLOP/s (10^12 FLOP/s, no sparsity).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
+
+
+class PeakTflops(_Frozen):
+    bf16: float = Field(..., gt=0, le=1e6, description="Dense BF16 tensor-core peak, TFLOP/s.")
+    fp8: float | None = Field(None, gt=0, le=1e6, description="Dense FP8 tensor-core peak, TFLOP/s (None = no FP8 support).")
+    fp32: float = Field(..., gt=0, le=1e6, description="FP32 (non-tensor) peak, TFLOP/s.")
+
+
+class GPUSpec(_Frozen):
+    name: str = Field(..., max_length=120, description="GPU model name.")
+    memory_gib: float = Field(..., gt=0, le=1e5, description="HBM capacity, GiB (2^30 bytes).")
+    peak_tflops: PeakTflops
+    hbm_bandwidth_gbs: float = Field(..., gt=0, le=1e6, description="HBM bandwidth, GB/s.")
+    tdp_w: float = Field(700.0, gt=0, le=1e5, description="Board power used for energy estimates, W.")
+    price_per_hour: float = Field(2.0, ge=0, le=1e5, description="Price of one GPU-hour, USD.")
+
+
+class NetworkTier(_Frozen):
+    bandwidth_gbs: float = Field(..., gt=0, le=1e6, description="Per-GPU unidirectional bandwidth, GB/s.")
+    latency_us: float = Field(..., ge=0, le=1e6, description="Per-hop latency (alpha of one ring step), µs.")
+
+
+class ScaleUp(NetworkTier):
+    domain_size: int = Field(8, ge=1, le=1_000_000, description="GPUs in one scale-up (NVLink/xGMI) domain.")
+
+
+class GemmPoint(_Frozen):
+    """One measured GEMM: achieved efficiency (achieved / peak) at shape m×n×k (batch b)."""
+
+    m: int = Field(..., ge=1)
+    n: int = Field(..., ge=1)
+    k: int = Field(..., ge=1)
+    b: int = Field(1, ge=1)
+    dtype: Literal["bf16", "fp8", "fp32"] = "bf16"
+    efficiency: float = Field(..., gt=0, le=2.0, description="Achieved / peak of that dtype.")
+
+
+class CollectivePoint(_Frozen):
+    """A fitted alpha-beta for one collective on one tier (from nccl-tests output)."""
+
+    kind: Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p"]
+    tier: Literal["scale_up", "scale_out"]
+    efficiency: float = Field(..., gt=0, le=2.0, description="Achieved bus bandwidth / tier bandwidth.")
+    latency_us: float = Field(..., ge=0, le=1e6, description="Fixed latency per call, µs.")
+
+
+class Efficiency(_Frozen):
+    """How close to peak each kind of work runs. Defaults are typical for Hopper/Blackwell GPUs
+    with cuBLAS/TransformerEngine; a measured table (``gemm_table``) overrides the GEMM curve."""
+
+    gemm: float = Field(0.70, gt=0, le=1.0, description="Large-GEMM efficiency (achieved / peak) of the default curve.")
+    gemm_half_dim: float = Field(96.0, ge=0, le=1e5, description="Default curve: each GEMM dimension d scales efficiency by d/(d+half_dim).")
+    attention_fwd: float = Field(0.55, gt=0, le=1.0, description="Flash-attention forward efficiency on the causal FLOPs actually computed.")
+    attention_bwd: float = Field(0.45, gt=0, le=1.0, description="Flash-attention backward efficiency on the causal FLOPs actually computed.")
+    grouped_gemm: float = Field(0.55, gt=0, le=1.0, description="Grouped (MoE expert) GEMM efficiency relative to peak.")
+    hbm: float = Field(0.70, gt=0, le=1.0, description="Achieved / peak HBM bandwidth of memory-bound kernels.")
+    kernel_overhead_us: float = Field(6.0, ge=0, le=1e4, description="Fixed per-kernel launch + tail cost, µs.")
+    collective_scale_up: float = Field(0.75, gt=0, le=2.0, description="Achieved bus bandwidth / scale-up bandwidth for large collectives.")
+    collective_scale_out: float = Field(0.80, gt=0, le=2.0, description="Achieved bus bandwidth / scale-out bandwidth for large collectives.")
+    collective_overhead_us: float = Field(20.0, ge=0, le=1e5, description="Fixed per-collective launch/synchronisation cost, µs.")
+    fp8_gemm: float = Field(0.55, gt=0, le=1.0, description="FP8 GEMM efficiency relative to the FP8 peak.")
+    gemm_table: tuple[GemmPoint, ...] = Field((), description="Measured GEMM efficiencies; interpolated in log-shape space when present.")
+    collective_table: tuple[CollectivePoint, ...] = Field((), description="Measured collective fits (from nccl-tests); override the tier defaults.")
+    source: str = Field("", max_length=2000, description="Where these efficiencies come from.")
+
+
+class SystemSpec(_Frozen):
+    name: str = Field("custom", max_length=120, description="Display name of the system.")
+    source: str = Field("", max_length=2000, description="Where the figures come from (datasheet).")
+    gpu: GPUSpec
+    num_gpus: int = Field(..., ge=1, le=10_000_000, description="GPUs in the job.")
+    gpus_per_node: int = Field(8, ge=1, le=1_000_000, description="GPUs per server (each with its own NIC share).")
+    scale_up: ScaleUp
+    scale_out: NetworkTier
+    efficiency: Efficiency = Field(default_factory=Efficiency)
+
+    @model_validator(mode="after")
+    def _check(self) -> "SystemSpec":
+        if self.scale_up.domain_size < self.gpus_per_node and self.gpus_per_node % self.scale_up.domain_size:
+            raise ValueError(f"scale_up.domain_size={self.scale_up.domain_size} must divide gpus_per_node={self.gpus_per_node}")
+        return self
+
+    @property
+    def domain(self) -> int:
+        """GPUs reachable over the scale-up tier (at least one node)."""
+        return max(self.scale_up.domain_size, 1)

@@ -1,0 +1,52 @@
+"""Report: what ``estimate`` returns. JSON-serialisable (pydantic); the CLI's --json contract.
+
+Times in seconds (``_s``), memory in GiB (2^30 B), energy in J, money in USD.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class StageMemory(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    stage: int = Field(..., description="Pipeline stage (rank in the PP group), 0 = first.")
+    peak_gib: float = Field(..., description="Predicted torch.cuda.max_memory_allocated().")
+    reserved_gib: float = Field(..., description="Predicted reserved memory of the caching allocator.")
+    weights_gib: float
+    grads_gib: float
+    optimizer_gib: float
+    activations_gib: float = Field(..., description="Activations held for backward at the peak (all in-flight micro-batches).")
+    other_gib: float = Field(..., description="Transient buffers at the peak (logits, collective buffers, workspaces) and framework buffers.")
+    inflight_microbatches: int = Field(..., description="Micro-batches whose activations are held at the peak.")
+    fits: bool
+
+
+class Report(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    step_time_s: float
+    tokens_per_s: float
+    tokens_per_s_per_gpu: float
+    mfu: float = Field(..., description="Model FLOPs (6·N_active + attention, PaLM App. B) / (step time · peak · GPUs).")
+    hfu: float = Field(..., description="Hardware FLOPs (model FLOPs + recompute) / (step time · peak · GPUs).")
+    peak_memory_gib: float = Field(..., description="Largest allocated peak over pipeline stages.")
+    reserved_memory_gib: float
+    memory_capacity_gib: float
+    fits: bool
+    memory_by_stage: list[StageMemory]
+    breakdown_s: dict[str, float] = Field(..., description="Where the step time goes on the slowest rank; sums to step_time_s.")
+    num_parameters: int
+    num_active_parameters: int = Field(..., description="Parameters touched per token (MoE: top-k routed + shared experts).")
+    model_flops_per_step: float
+    hardware_flops_per_step: float
+    cost_per_step_usd: float
+    cost_per_million_tokens_usd: float
+    energy_per_step_j: float
+    num_microbatches: int
+    dp: int
+    num_gpus: int
+    tokens_per_step: int
+    bubble_fraction: float = Field(..., description="Idle share of the pipeline on the slowest rank.")
+    warnings: list[str] = Field(default_factory=list)
