@@ -47,6 +47,7 @@ class GemmPoint(_Frozen):
     k: int = Field(..., ge=1)
     b: int = Field(1, ge=1)
     dtype: Literal["bf16", "fp8", "fp32"] = "bf16"
+    layout: Literal["TN", "NN", "NT"] | None = Field(None, description="cuBLAS layout: TN = forward, NN = data-grad, NT = weight-grad (None = any).")
     efficiency: float = Field(..., gt=0, le=2.0, description="Achieved / peak of that dtype.")
 
 
