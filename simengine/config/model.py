@@ -32,6 +32,8 @@ class ModelSpec(_Frozen):
     attention: Literal["mha", "gqa", "mla"] = Field("gqa", description="Attention kind: multi-head, grouped-query or multi-head latent (DeepSeek).")
     linear_bias: bool = Field(False, description="Linear layers carry a bias (GPT-2/3 style).")
     position_embedding: Literal["rope", "learned"] = Field("rope", description="Rotary or learned absolute position embedding (learned adds seq_len·h parameters).")
+    hidden_dropout: float = Field(0.0, ge=0.0, lt=1.0, description="Dropout after attention and MLP (GPT-3/Megatron 0.1; Llama 0). Adds a 1-byte mask per element to activations.")
+    attention_dropout: float = Field(0.0, ge=0.0, lt=1.0, description="Dropout on attention probabilities (only stored with unfused attention).")
     max_position_embeddings: int = Field(4096, ge=1, le=16_777_216, description="Positions of a learned position embedding (only used when learned).")
     # --- MLA (DeepSeek-V2, arXiv:2405.04434 §2.1) -------------------------------------------
     q_lora_rank: int | None = Field(None, ge=1, le=65_536, description="MLA query compression rank d_c' (None = no query compression, as in DeepSeek-V2-Lite).")
