@@ -1,0 +1,144 @@
+"""The preset catalogue: ``presets/{models,systems,strategies}/*.json`` next to the package.
+
+One JSON file per preset; the file name (without ``.json``) is the preset name. Every model and
+system preset carries a ``source`` citing the paper, config.json or datasheet its figures come
+from. The size presets ``small``, ``medium`` and ``large`` exist under all three kinds and combine
+into a valid scenario (:func:`size_scenario`).
+
+Pure functions: nothing here prints, reads environment variables or imports the UI. File reads
+are cached (``functools.lru_cache``); callers always receive deep copies, so mutating a returned
+dict never changes what the next caller sees.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from .config import ModelSpec, StrategySpec, SystemSpec
+from .errors import ConfigError, from_pydantic
+
+PRESET_DIR: Path = Path(__file__).resolve().parent.parent / "presets"
+"""Root of the catalogue (``<repo>/presets``), resolved relative to this file."""
+
+KINDS: tuple[str, ...] = ("models", "systems", "strategies")
+SCENARIO_SIZES: tuple[str, ...] = ("small", "medium", "large")
+
+_SPEC_CLASS: dict[str, type[BaseModel]] = {"models": ModelSpec, "systems": SystemSpec, "strategies": StrategySpec}
+# Section of a scenario each kind fills; used as the field prefix of validation errors.
+_SECTION: dict[str, str] = {"models": "model", "systems": "system", "strategies": "strategy"}
+# A preset name is one file name in one folder: no separators, no leading dot, no "..".
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,119}$")
+
+
+def _check_kind(kind: str) -> None:
+    if kind not in KINDS:
+        raise ConfigError([("kind", f"unknown preset kind {kind!r}; known: {', '.join(KINDS)}")])
+
+
+@lru_cache(maxsize=None)
+def _names(kind: str) -> tuple[str, ...]:
+    folder = PRESET_DIR / kind
+    if not folder.is_dir():
+        return ()
+    return tuple(sorted(p.stem for p in folder.glob("*.json") if p.is_file()))
+
+
+@lru_cache(maxsize=256)
+def _read_preset(kind: str, name: str) -> Any:
+    return _parse_file(PRESET_DIR / kind / f"{name}.json", _SECTION[kind])
+
+
+def _parse_file(path: Path, field: str) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError([(field, f"cannot read {path}: {e.strerror or e}")]) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ConfigError([(field, f"{path}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}")]) from None
+
+
+def list_presets(kind: str) -> list[str]:
+    """Sorted preset names of ``kind`` ("models", "systems" or "strategies")."""
+    _check_kind(kind)
+    return list(_names(kind))
+
+
+def load_preset(kind: str, name: str) -> dict[str, Any]:
+    """The raw JSON dict of preset ``name`` (a deep copy; not yet validated).
+
+    Raises ConfigError for an unknown kind, a name that is not a plain file name (path
+    separators, leading dot, "..") or a preset that does not exist.
+    """
+    _check_kind(kind)
+    if not isinstance(name, str):
+        raise ConfigError([(kind, f"preset name must be a string, got {type(name).__name__}")])
+    stem = name[:-5] if name.endswith(".json") else name
+    if not _NAME_RE.match(stem) or ".." in stem:
+        raise ConfigError([(kind, f"invalid preset name {name!r}: use a name from the catalogue, not a path")])
+    known = _names(kind)
+    if stem not in known:
+        raise ConfigError([(kind, f"unknown preset {name!r}; known: {', '.join(known) or '(none)'}")])
+    data = _read_preset(kind, stem)
+    if not isinstance(data, dict):
+        raise ConfigError([(_SECTION[kind], f"{PRESET_DIR / kind / (stem + '.json')}: expected a JSON object")])
+    return copy.deepcopy(data)
+
+
+def _looks_like_path(name_or_path: str | Path) -> bool:
+    """A Path, a string with a path separator, or an existing ``*.json`` file in the working directory."""
+    if isinstance(name_or_path, Path):
+        return True
+    s = str(name_or_path)
+    if "/" in s or "\\" in s:
+        return True
+    return s.endswith(".json") and Path(s).is_file()
+
+
+def load_spec(kind: str, name_or_path: str | Path) -> ModelSpec | SystemSpec | StrategySpec:
+    """A validated spec from a preset name or from a path to a ``.json`` file.
+
+    A ``Path``, a string with a path separator, or an existing ``*.json`` file in the working
+    directory is read as a file (never cached: users edit their files; meant for the CLI, not for
+    names arriving from a browser, which should go through :func:`load_preset`); anything else
+    is a preset name. Errors (missing file, bad JSON, invalid field) raise ConfigError with
+    dotted field paths such as ``model.hidden_size``.
+    """
+    _check_kind(kind)
+    section = _SECTION[kind]
+    if _looks_like_path(name_or_path):
+        path = Path(name_or_path)
+        if not path.is_file():
+            raise ConfigError([(section, f"no such file: {path}")])
+        data = _parse_file(path, section)
+        origin = str(path)
+    else:
+        data = load_preset(kind, str(name_or_path))
+        origin = f"preset {kind}/{name_or_path}"
+    if not isinstance(data, dict):
+        raise ConfigError([(section, f"{origin}: expected a JSON object")])
+    try:
+        return _SPEC_CLASS[kind].model_validate(data)
+    except ValidationError as e:
+        raise from_pydantic(e, section) from None
+
+
+def size_scenario(size: str) -> dict[str, dict[str, Any]]:
+    """``{"model": ..., "system": ..., "strategy": ...}`` plain dicts of a size preset
+    ("small", "medium" or "large"), ready for ``simengine.config.load_scenario``."""
+    if size not in SCENARIO_SIZES:
+        raise ConfigError([("size", f"unknown scenario size {size!r}; known: {', '.join(SCENARIO_SIZES)}")])
+    return {_SECTION[kind]: load_preset(kind, size) for kind in KINDS}
+
+
+__all__ = [
+    "KINDS", "PRESET_DIR", "SCENARIO_SIZES", "list_presets", "load_preset", "load_spec", "size_scenario",
+]
