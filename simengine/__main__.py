@@ -1,0 +1,7 @@
+"""``python -m simengine`` entry point."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

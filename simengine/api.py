@@ -1,0 +1,45 @@
+"""The surface the app and the CLI use. Every function takes plain JSON-like dicts or validated
+specs and returns pydantic models / dicts; bad input raises ``ConfigError`` naming the field."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .config.scenario import Scenario, load_scenario
+from .errors import ConfigError
+from .estimate import estimate as _estimate
+from .report import Report
+
+
+def scenario_from(config: dict[str, Any] | Scenario) -> Scenario:
+    if isinstance(config, Scenario):
+        return config
+    return load_scenario(config)
+
+
+def estimate(config: dict[str, Any] | Scenario) -> Report:
+    """Estimate one training step. ``config`` = {"model": {...}, "system": {...}, "strategy": {...}}."""
+    sc = scenario_from(config)
+    try:
+        return _estimate(sc)
+    except (ZeroDivisionError, OverflowError, ValueError) as e:  # numbers out of any sane range
+        if isinstance(e, ConfigError):
+            raise
+        raise ConfigError([("", f"cannot estimate this scenario: {e}")]) from e
+
+
+def estimate_json(config_json: str) -> dict[str, Any]:
+    """JSON text in, report dict out (the studio caches on the JSON text)."""
+    try:
+        data = json.loads(config_json)
+    except (TypeError, ValueError) as e:
+        raise ConfigError([("", f"not valid JSON: {e}")]) from e
+    return estimate(data).model_dump(mode="json")
+
+
+def simulate(config: dict[str, Any] | Scenario):
+    """Simulate the pipeline timeline of one step (per-rank spans, memory over time)."""
+    from .timeline import simulate_scenario
+
+    return simulate_scenario(scenario_from(config))

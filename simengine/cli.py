@@ -1,0 +1,142 @@
+"""Command line: ``python -m simengine estimate|simulate|presets``.
+
+Bad input exits with status 2 and one line naming the field; never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from .errors import ConfigError
+
+KINDS = {"model": "models", "system": "systems", "strategy": "strategies"}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2 (argparse prints usage otherwise)
+        raise ConfigError([("arguments", message)])
+
+
+def _parse_value(text: str) -> Any:
+    """JSON literal if it parses (numbers, true/false/null, lists, objects), else the raw string."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def apply_sets(config: dict[str, Any], sets: list[str]) -> dict[str, Any]:
+    """Apply ``section.field[.sub]=value`` overrides to a scenario dict (no eval)."""
+    for item in sets:
+        if "=" not in item:
+            raise ConfigError([("--set", f"'{item}' is not of the form section.field=value")])
+        path, raw = item.split("=", 1)
+        keys = [k.strip() for k in path.strip().split(".")]
+        if len(keys) < 2 or keys[0] not in KINDS or not all(keys):
+            raise ConfigError([("--set", f"'{path}' must start with model., system. or strategy.")])
+        node = config[keys[0]]
+        for k in keys[1:-1]:
+            nxt = node.get(k) if isinstance(node, dict) else None
+            if not isinstance(nxt, dict):
+                nxt = {}
+                node[k] = nxt
+            node = nxt
+        node[keys[-1]] = _parse_value(raw)
+    return config
+
+
+def _load(kind: str, ref: str) -> dict[str, Any]:
+    from . import presets
+
+    spec = presets.load_spec(KINDS[kind], ref)
+    return spec.model_dump(mode="json", exclude_unset=False)
+
+
+def build_config(args: argparse.Namespace) -> dict[str, Any]:
+    cfg = {"model": _load("model", args.model), "system": _load("system", args.system), "strategy": _load("strategy", args.strategy)}
+    return apply_sets(cfg, args.set or [])
+
+
+def _table(rep) -> str:
+    lines = [
+        f"step time        {rep.step_time_s * 1e3:12.1f} ms",
+        f"tokens/s         {rep.tokens_per_s:12,.0f}   ({rep.tokens_per_s_per_gpu:,.0f} per GPU)",
+        f"MFU / HFU        {rep.mfu * 100:11.1f}% / {rep.hfu * 100:.1f}%",
+        f"peak memory      {rep.peak_memory_gib:12.2f} GiB allocated, {rep.reserved_memory_gib:.2f} reserved of {rep.memory_capacity_gib:.1f}  -> {'fits' if rep.fits else 'DOES NOT FIT'}",
+        f"parameters       {rep.num_parameters / 1e9:12.2f} B  ({rep.num_active_parameters / 1e9:.2f} B active)",
+        f"micro-batches    {rep.num_microbatches:12d}   dp={rep.dp}, gpus={rep.num_gpus}",
+        f"cost             {rep.cost_per_step_usd:12.4f} USD/step, {rep.cost_per_million_tokens_usd:.4f} USD per 1M tokens",
+        f"energy           {rep.energy_per_step_j / 1e3:12.1f} kJ/step",
+        "",
+        "time breakdown (critical rank)",
+    ]
+    for k, v in rep.breakdown_s.items():
+        lines.append(f"  {k:18s} {v * 1e3:10.1f} ms  {v / rep.step_time_s * 100:5.1f}%")
+    lines += ["", "memory per stage (GiB)   peak  weights  grads  optim  activ  other  in-flight"]
+    for s in rep.memory_by_stage:
+        lines.append(f"  stage {s.stage:<3d}            {s.peak_gib:7.2f} {s.weights_gib:7.2f} {s.grads_gib:6.2f} {s.optimizer_gib:6.2f} "
+                     f"{s.activations_gib:6.2f} {s.other_gib:6.2f} {s.inflight_microbatches:6d}")
+    lines += [f"warning: {w}" for w in rep.warnings]
+    return "\n".join(lines)
+
+
+def _report_json(rep) -> dict[str, Any]:
+    return rep.model_dump(mode="json")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = _Parser(prog="python -m simengine", description="LLM-training performance simulator")
+    sub = p.add_subparsers(dest="cmd")
+    for name in ("estimate", "simulate"):
+        e = sub.add_parser(name, help=f"{name} one training step")
+        e.add_argument("--model", required=True, help="preset name or path to a ModelSpec JSON")
+        e.add_argument("--system", required=True, help="preset name or path to a SystemSpec JSON")
+        e.add_argument("--strategy", required=True, help="preset name or path to a StrategySpec JSON")
+        e.add_argument("--set", action="append", metavar="SECTION.FIELD=VALUE", help="override a field (repeatable)")
+        e.add_argument("--json", action="store_true", help="print one JSON object")
+        if name == "simulate":
+            e.add_argument("--trace", metavar="PATH", help="write a Chrome trace (Perfetto / chrome://tracing)")
+    sub.add_parser("presets", help="list the preset names").add_argument("--json", action="store_true")
+    try:
+        args = p.parse_args(argv)
+        if args.cmd is None:
+            raise ConfigError([("arguments", "choose a command: estimate, simulate or presets")])
+        if args.cmd == "presets":
+            from . import presets
+
+            data = {kind: presets.list_presets(kind) for kind in KINDS.values()}
+            print(json.dumps(data, indent=1) if args.json else "\n".join(f"{k}: {', '.join(v)}" for k, v in data.items()))
+            return 0
+        from . import api
+
+        cfg = build_config(args)
+        if args.cmd == "estimate":
+            rep = api.estimate(cfg)
+            print(json.dumps(_report_json(rep)) if args.json else _table(rep))
+            return 0
+        tl = api.simulate(cfg)
+        if args.trace:
+            from .sim.trace import to_chrome_trace
+
+            try:
+                with open(args.trace, "w", encoding="utf-8") as fh:
+                    json.dump(to_chrome_trace(tl, cfg["model"].get("name", "simengine")), fh)
+            except OSError as e:
+                raise ConfigError([("--trace", f"cannot write {args.trace}: {e.strerror}")]) from e
+        summary = {"step_time_s": tl.step_time_s, "bubble_fraction": list(tl.bubble_fraction),
+                   "peak_memory_gib": [b / 2**30 for b in tl.peak_memory_bytes], "spans": len(tl.spans)}
+        print(json.dumps(summary) if args.json else "\n".join(f"{k}: {v}" for k, v in summary.items()))
+        return 0
+    except ConfigError as e:
+        msg = str(e).replace("\n", " ")
+        print(f"error: {msg}", file=sys.stderr)
+        return 2
+    except RecursionError:
+        print("error: input nested too deeply", file=sys.stderr)
+        return 2
+    except Exception as e:  # never a traceback for the user; tests assert this path is unused
+        print(f"internal error: {type(e).__name__}: {e}".replace("\n", " "), file=sys.stderr)
+        return 1

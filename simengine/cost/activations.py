@@ -1,0 +1,102 @@
+"""Activation memory of one micro-batch: the tensors each block saves for backward.
+
+Follows Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models"
+(arXiv:2205.05198) §4: per layer 34·sbh + 5·a·s²·b bytes without parallelism, built from the
+saved tensors listed below. With TP the tensors inside the TP region divide by t; with SP the
+rest too; selective recompute drops the s² softmax terms; full recompute keeps only the block
+input. Flash attention (Dao et al. 2022) keeps q, k, v, the output and the fp32 log-sum-exp
+instead of the s² scores. TransformerEngine's LayerNormLinear keeps both the norm input and its
+output (the QKV / FC1 input), as in Korthikanti's accounting.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..config.model import ModelSpec
+from ..workload.dims import Dims
+
+BF16 = 2
+
+
+@dataclass(frozen=True, slots=True)
+class BlockActivations:
+    saved: float        # bytes kept from forward to backward
+    selective: float    # part of ``saved`` that selective recompute drops
+    bwd_transient: float  # extra bytes live at the block's backward peak (gradients of its widest tensor)
+
+
+def attention_activations(d: Dims, m: ModelSpec) -> BlockActivations:
+    S, Ssp, h = d.tokens, d.sp_tokens, d.h
+    ln_in = BF16 * Ssp * h
+    qkv_in = BF16 * Ssp * h
+    mask = Ssp * h if d.dropout else 0  # 1-byte dropout mask after the out-projection
+    s_kv = d.s
+    if m.attention == "mla":
+        qr = int(m.q_lora_rank or 0)
+        kvr = int(m.kv_lora_rank)
+        latent = BF16 * S * (2 * qr + 2 * kvr)   # q_norm in, q_up in, kv_norm in, kv_up in
+        q = BF16 * S * d.heads * d.d_qk
+        k = BF16 * S * d.heads * d.d_qk
+        v = BF16 * S * d.heads * d.d_v
+        core = q + k + v
+        extra = latent
+    else:
+        q = BF16 * S * d.heads * d.d_qk
+        k = BF16 * S * d.kv_heads * d.d_qk
+        v = BF16 * S * d.kv_heads * d.d_v
+        core = q + k + v
+        extra = 0.0
+    out_in = BF16 * S * d.heads * d.d_v
+    if d.unfused_attention:
+        scores = d.b * d.heads * (S // d.b) * s_kv
+        softmax = BF16 * scores + (scores + BF16 * scores if d.attn_dropout else 0)  # probs, mask, dropped probs
+        selective = softmax
+    else:
+        softmax = 4.0 * S * d.heads  # fp32 log-sum-exp per query and head
+        selective = softmax
+    saved = ln_in + qkv_in + extra + core + softmax + out_in + mask
+    # backward peak: grads of q, k, v live together with the saved tensors
+    bwd = core
+    return BlockActivations(saved, selective, bwd)
+
+
+def mlp_activations(d: Dims, width: int) -> BlockActivations:
+    S, Ssp, h = d.tokens, d.sp_tokens, d.h
+    f_in = (2 if d.gated else 1) * width
+    saved = BF16 * (Ssp * h + Ssp * h + S * f_in + S * width) + (Ssp * h if d.dropout else 0)
+    gathered = BF16 * S * h if d.sp else 0  # all-gathered input re-made for the wgrad GEMM
+    return BlockActivations(saved, 0.0, BF16 * S * f_in + gathered)
+
+
+def moe_activations(d: Dims, m: ModelSpec) -> BlockActivations:
+    """MoE MLP: norm input, router input (shared with the shared experts' FC1 input), routing
+    probabilities and map (fp32 + int/bool, 8 B per token·expert as in Megatron-Core's
+    ``MoEAlltoAllTokenDispatcher``), and per routed token the grouped FC1 input, activation input
+    and FC2 input."""
+    T, Ssp, h = d.moe_tokens, d.sp_tokens, d.h
+    R = d.tokens_per_expert * d.experts_local
+    f_in = (2 if d.gated else 1) * d.moe_ffn
+    saved = BF16 * (Ssp * h + T * h) + 8.0 * T * m.num_experts
+    saved += BF16 * R * (h + f_in + d.moe_ffn)
+    if d.shared_ffn:
+        fs = (2 if d.gated else 1) * d.shared_ffn
+        saved += BF16 * d.tokens * (fs + d.shared_ffn)
+    saved += Ssp * h if d.dropout else 0
+    return BlockActivations(saved, 0.0, BF16 * R * f_in)
+
+
+def layer_input(d: Dims) -> float:
+    """What a fully recomputed block keeps: its input (SP shard), Korthikanti et al. 2022 §5."""
+    return BF16 * d.sp_tokens * d.h
+
+
+def head_activations(d: Dims, fused_ce: bool) -> BlockActivations:
+    """Final norm input, LM-head input, and the logits state the loss keeps: fused CE keeps the
+    bf16 logits-grad buffer it computes in forward; unfused Megatron CE keeps the fp32 softmax and
+    has the bf16 logits plus an fp32 copy alive at its forward peak."""
+    S, Ssp, h, V = d.tokens, d.sp_tokens, d.h, d.vocab
+    base = BF16 * (2 * Ssp * h)
+    if fused_ce:
+        return BlockActivations(base + BF16 * S * V, 0.0, BF16 * S * h + 16.0 * S)
+    return BlockActivations(base + 4.0 * S * V, 0.0, (BF16 + 4.0) * S * V)

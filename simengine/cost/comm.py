@@ -1,0 +1,125 @@
+"""Collective time: alpha-beta with ring factors, on the network tier the group actually spans.
+
+Ring algorithms (Thakur, Rabenseifner & Gropp 2005; NCCL's busbw convention, nccl-tests
+doc/PERFORMANCE.md) on n ranks with a buffer of S bytes:
+
+- all-reduce:      2(n−1) steps, 2(n−1)/n · S bytes through each GPU's link
+- all-gather / reduce-scatter: (n−1) steps, (n−1)/n · S  (S = the full, gathered buffer)
+- all-to-all:      (n−1) steps, (n−1)/n · S
+- p2p:             1 step, S
+
+t = overhead + steps·α + bytes_on_link / (bandwidth · efficiency).
+
+Group placement follows Megatron-Core's rank order tp-cp-ep-dp-pp (parallel_state.py): a group
+with stride ``stride`` and ``n`` members spans n·stride consecutive ranks; if that span fits in
+one scale-up domain it uses scale-up bandwidth, otherwise the per-GPU scale-out (NIC) bandwidth.
+An all-to-all that crosses domains sends (n_in−1)/n of its data over scale-up and (n−n_in)/n over
+scale-out concurrently, where n_in members share a domain; the slower part dominates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..config.scenario import Scenario
+
+_STEPS = {"all_reduce": (2.0, 2.0), "all_gather": (1.0, 1.0), "reduce_scatter": (1.0, 1.0), "all_to_all": (1.0, 1.0)}
+
+
+@dataclass(frozen=True, slots=True)
+class Tier:
+    nominal_Bps: float     # per-GPU link bandwidth (bytes/s) from the datasheet
+    efficiency: float      # achieved bus bandwidth / nominal for large messages
+    latency_s: float       # alpha per ring step
+    overhead_s: float      # fixed per-call cost
+
+    @property
+    def bandwidth_Bps(self) -> float:
+        return self.nominal_Bps * self.efficiency
+
+
+@dataclass(frozen=True, slots=True)
+class GroupPlacement:
+    size: int
+    span: int          # consecutive ranks the group covers
+    in_domain: int     # members inside one scale-up domain
+
+
+def group_placements(sc: Scenario) -> dict[str, GroupPlacement]:
+    """Size, span and members-per-domain of each parallel group under Megatron's rank order."""
+    st = sc.strategy
+    tp, cp, dp, pp = st.tp, st.cp, sc.dp, st.pp
+    etp, ep = st.etp_size, st.ep
+    dom = sc.system.domain
+
+    def place(size: int, stride: int) -> GroupPlacement:
+        span = size * stride
+        if span <= dom:
+            inside = size
+        else:
+            inside = max(1, min(size, dom // stride)) if stride < dom else 1
+        return GroupPlacement(size, span, inside)
+
+    return {
+        "tp": place(tp, 1),
+        "cp": place(cp, tp),
+        "dp": place(dp * cp, tp),          # Megatron's data-parallel group with CP (grads, optimizer)
+        "ep": place(ep, etp),              # expert grid: etp-ep-edp-pp
+        "etp": place(etp, 1),
+        "edp": place(sc.edp, etp * ep),
+        "pp": place(pp, tp * cp * dp),
+    }
+
+
+class CommModel:
+    """Prices collectives for one scenario; measured fits (``Efficiency.collective_table``, from
+    nccl-tests via calibration) replace the tier's efficiency and fixed latency per kind."""
+
+    __slots__ = ("tiers", "places", "_cache")
+
+    def __init__(self, sc: Scenario):
+        sysm, e = sc.system, sc.system.efficiency
+        ov = e.collective_overhead_us * 1e-6
+        up = Tier(sysm.scale_up.bandwidth_gbs * 1e9, e.collective_scale_up, sysm.scale_up.latency_us * 1e-6, ov)
+        out = Tier(sysm.scale_out.bandwidth_gbs * 1e9, e.collective_scale_out, sysm.scale_out.latency_us * 1e-6, ov)
+        self.tiers: dict[tuple[str, str], Tier] = {}
+        for kind in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p"):
+            for name, tier in (("scale_up", up), ("scale_out", out)):
+                self.tiers[(kind, name)] = tier
+        for fit in e.collective_table:
+            base = self.tiers[(fit.kind, fit.tier)]
+            # a fitted alpha already folds the per-step latency in: keep it as the fixed cost
+            self.tiers[(fit.kind, fit.tier)] = Tier(base.nominal_Bps, fit.efficiency, 0.0, fit.latency_us * 1e-6)
+        self.places = group_placements(sc)
+        self._cache: dict[tuple, float] = {}
+
+    def tier_of(self, group: str) -> str:
+        p = self.places[group]
+        return "scale_up" if p.in_domain >= p.size else "scale_out"
+
+    def time(self, kind: str, size_bytes: float, group: str, n: int | None = None) -> float:
+        """Seconds for one collective of ``size_bytes`` (the full buffer) on ``group``."""
+        p = self.places[group]
+        n = p.size if n is None else n
+        if n <= 1 or size_bytes <= 0:
+            return 0.0
+        key = (kind, size_bytes, group, n)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        cross = p.in_domain < n
+        tier = self.tiers[(kind, "scale_out" if cross else "scale_up")]
+        bw = tier.bandwidth_Bps
+        if kind == "p2p":
+            t = tier.overhead_s + tier.latency_s + size_bytes / bw
+        elif kind == "all_to_all" and cross:
+            inside = p.in_domain
+            up = self.tiers[(kind, "scale_up")]
+            t_up = (inside - 1) / n * size_bytes / up.bandwidth_Bps
+            t_out = (n - inside) / n * size_bytes / bw
+            t = tier.overhead_s + (n - 1) * tier.latency_s + max(t_up, t_out)
+        else:
+            steps, vol = _STEPS[kind]
+            t = tier.overhead_s + steps * (n - 1) * tier.latency_s + vol * (n - 1) / n * size_bytes / bw
+        self._cache[key] = t
+        return t

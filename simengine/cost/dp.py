@@ -1,0 +1,74 @@
+"""Data-parallel gradient/parameter communication per bucket, and the optimizer step.
+
+Buckets follow Megatron-Core's ``ParamAndGradBuffer``: bucket_size = max(40M, 1M·dp) parameters
+(megatron/core/distributed/distributed_data_parallel.py); the dense and expert parameters have
+separate buffers on their own groups (DP×CP and EDP).
+
+- ZeRO-0 (DDP): all-reduce of the grads (fp32 main grads unless reduced in bf16).
+- ZeRO-1/2 (distributed optimizer): reduce-scatter of the grads, then all-gather of the updated
+  bf16 parameters.
+- ZeRO-3 (FSDP): reduce-scatter of the grads; the bf16 parameters are all-gathered before each
+  layer's forward and again before its backward.
+
+Optimizer (Megatron ``DistributedOptimizer.step`` with Apex/TE FusedAdam, memory-bound): zero the
+grad buffer (4 B/param over the whole buffer), then on the local shard: grad-norm read (4 B),
+clip scale (read+write 8 B), Adam (read grad 4, read/write master, m, v 24 B) and the bf16 copy
+back to the model weights (read 4, write 2 B): 4·N + 42·N_shard bytes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..config.scenario import Scenario
+from .comm import CommModel
+from .static_memory import StageParams
+
+MIN_BUCKET_PARAMS = 40_000_000
+OPTIMIZER_KERNELS = 12  # multi-tensor-apply launches per step (zero, norm, clip, adam, copy, …)
+
+
+@dataclass(frozen=True, slots=True)
+class DPWork:
+    grad_buckets_s: tuple[float, ...]
+    param_buckets_s: tuple[float, ...]
+    optimizer_s: float
+
+
+def _buckets(n_params: float, dp: int) -> list[float]:
+    size = max(MIN_BUCKET_PARAMS, 1_000_000 * dp)
+    if n_params <= 0:
+        return []
+    full = int(n_params // size)
+    rest = n_params - full * size
+    return [float(size)] * full + ([rest] if rest > 0 else [])
+
+
+def dp_work(sc: Scenario, comm: CommModel, p: StageParams) -> DPWork:
+    st, e = sc.strategy, sc.system.efficiency
+    z = st.zero_stage
+    grad_b = 4.0 if st.fp32_main_grads else 2.0
+    grads: list[float] = []
+    params: list[float] = []
+    for n, group, size in ((p.dense, "dp", sc.dp * st.cp), (p.expert, "edp", sc.edp)):
+        if size <= 1 or n <= 0:
+            continue
+        for b in _buckets(n, size):
+            if z == 0:
+                grads.append(comm.time("all_reduce", b * grad_b, group))
+            else:
+                grads.append(comm.time("reduce_scatter", b * grad_b, group))
+                t_ag = comm.time("all_gather", b * 2.0, group)
+                params.extend([t_ag, t_ag] if z >= 3 else [t_ag])
+    hbm = sc.system.gpu.hbm_bandwidth_gbs * 1e9 * e.hbm
+    dpcp = sc.dp * st.cp
+    shard = p.dense / (dpcp if z >= 1 else 1) + p.expert / (sc.edp if z >= 1 else 1)
+    full = p.dense / (dpcp if z >= 2 else 1) + p.expert / (sc.edp if z >= 2 else 1)
+    opt_bytes = grad_b * full + (42.0 if grad_b == 4.0 else 40.0) * shard
+    opt_s = opt_bytes / hbm + OPTIMIZER_KERNELS * e.kernel_overhead_us * 1e-6
+    return DPWork(tuple(grads), tuple(params), opt_s)
+
+
+def num_buckets(n_params: float, dp: int) -> int:
+    return math.ceil(n_params / max(MIN_BUCKET_PARAMS, 1_000_000 * dp)) if n_params > 0 else 0

@@ -1,0 +1,133 @@
+"""Per pipeline rank: the priced chunks (forward / backward-input / backward-weight / recompute),
+activation memory per in-flight micro-batch, model states, p2p and data-parallel work.
+
+This is the one place where workload and cost meet; the estimate and the timeline simulator both
+start from the ``StagePlan`` list it returns, so they price exactly the same work.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..config.scenario import Scenario
+from ..workload.builder import ChunkWork, Workload, build_workload
+from ..workload.ops import BF16, Attention
+from .activations import (attention_activations, head_activations, layer_input, mlp_activations,
+                          moe_activations)
+from .comm import CommModel
+from .compute import ComputeModel
+from .dp import DPWork, dp_work
+from .phase import PhaseCost, price_ops
+from .static_memory import StageParams, StaticMemory, stage_params, static_memory
+
+
+@dataclass(slots=True)
+class ChunkPlan:
+    work: ChunkWork
+    fwd: PhaseCost
+    bwd: PhaseCost        # backward w.r.t. inputs
+    wgt: PhaseCost        # backward w.r.t. weights
+    recompute: PhaseCost
+    activation_bytes: float   # held per in-flight micro-batch
+    peak_extra_bytes: float   # transient on top while this chunk runs
+
+
+@dataclass(slots=True)
+class StagePlan:
+    rank: int
+    chunks: list[ChunkPlan]
+    params: StageParams
+    static: StaticMemory
+    p2p_s: float
+    dp: DPWork
+
+
+@dataclass(slots=True)
+class Plan:
+    workload: Workload
+    stages: list[StagePlan]
+    comm: CommModel
+
+
+def _block_costs(wl: Workload, cm: ComputeModel, comm: CommModel, tp_overlap: bool) -> dict[str, tuple[PhaseCost, PhaseCost, PhaseCost]]:
+    return {k: (price_ops(ph.fwd, cm, comm, tp_overlap), price_ops(ph.bwd, cm, comm, tp_overlap), price_ops(ph.wgt, cm, comm, tp_overlap))
+            for k, ph in wl.blocks.items()}
+
+
+def build_plan(sc: Scenario) -> Plan:
+    st, m = sc.strategy, sc.model
+    wl = build_workload(sc)
+    d = wl.dims
+    cm = ComputeModel(sc.system, st.dtype)
+    comm = CommModel(sc)
+    costs = _block_costs(wl, cm, comm, st.tp_comm_overlap)
+    att_act = attention_activations(d, m)
+    mlp_act = mlp_activations(d, d.ffn) if "mlp" in wl.blocks else None
+    moe_act = moe_activations(d, m) if "moe" in wl.blocks else None
+    head_act = head_activations(d, st.fused_cross_entropy)
+    core = next(op for op in wl.blocks["attn"].fwd if isinstance(op, Attention))
+    core_fwd_s = cm.attention(core)
+    p2p_bytes = d.sp_tokens * d.h * BF16
+    p2p_s = comm.time("p2p", p2p_bytes, "pp") if st.pp > 1 else 0.0
+
+    stages = []
+    for rank_chunks in wl.ranks:
+        chunks = []
+        for cw in rank_chunks:
+            fwd, bwd, wgt, rc = PhaseCost(), PhaseCost(), PhaseCost(), PhaseCost()
+            n_layers = len(cw.layers)
+            for key, n in (("attn", n_layers), ("mlp", cw.dense_layers), ("moe", cw.moe_layers)):
+                if n:
+                    f, b, w = costs[key]
+                    fwd.add(f, n)
+                    bwd.add(b, n)
+                    wgt.add(w, n)
+            if cw.first:
+                f, b, w = costs["embed"]
+                fwd.add(f), bwd.add(b), wgt.add(w)
+            if cw.last:
+                f, b, w = costs["head"]
+                fwd.add(f), bwd.add(b), wgt.add(w)
+            # activations held per micro-batch and the transient on top (Korthikanti et al. 2022)
+            full_layer = att_act.saved
+            per_dense = att_act.saved + (mlp_act.saved if mlp_act else 0.0)
+            per_moe = att_act.saved + (moe_act.saved if moe_act else 0.0)
+            n_rc = 0
+            if st.recompute == "full":
+                n_rc = n_layers if st.recompute_num_layers is None else min(st.recompute_num_layers, n_layers)
+            held = 0.0
+            for i, layer in enumerate(cw.layers):
+                is_moe = m.is_moe_layer(layer)
+                full_layer = per_moe if is_moe else per_dense
+                if i < n_rc:
+                    held += layer_input(d)
+                elif st.recompute == "selective":
+                    held += full_layer - att_act.selective
+                else:
+                    held += full_layer
+            transients = [att_act.bwd_transient]
+            if mlp_act and cw.dense_layers:
+                transients.append(mlp_act.bwd_transient)
+            if moe_act and cw.moe_layers:
+                transients.append(moe_act.bwd_transient)
+            extra = max(transients)
+            if n_rc:
+                biggest = max(per_dense if cw.dense_layers else 0.0, per_moe if cw.moe_layers else 0.0)
+                extra += biggest - layer_input(d)
+                # recompute = the forward of the recomputed layers, comm included
+                share = n_rc / max(n_layers, 1)
+                for key, n in (("attn", n_layers), ("mlp", cw.dense_layers), ("moe", cw.moe_layers)):
+                    if n:
+                        rc.add(costs[key][0], n * share)
+            elif st.recompute == "selective":
+                rc.compute_s += core_fwd_s * n_layers
+                rc.flops += core.flops * n_layers
+            if cw.last:
+                held += head_act.saved
+                extra = max(extra, head_act.bwd_transient)
+            if cw.first and d.dropout:
+                held += d.sp_tokens * d.h  # embedding dropout mask
+            chunks.append(ChunkPlan(cw, fwd, bwd, wgt, rc, held, extra))
+        params = stage_params(sc, rank_chunks)
+        stages.append(StagePlan(rank_chunks[0].rank, chunks, params, static_memory(sc, params), p2p_s, dp_work(sc, comm, params)))
+    return Plan(wl, stages, comm)

@@ -1,0 +1,113 @@
+"""Model states per rank: weights, gradients, optimizer states (by ZeRO stage), framework buffers.
+
+Mixed-precision Adam (Rajbhandari et al. 2020, ZeRO §3; Megatron-LM distributed optimizer docs):
+bf16 weights 2 B + fp32 main grads 4 B + fp32 master weights, Adam m and v 12 B = 18 B/param.
+ZeRO-1 (Megatron ``--use-distributed-optimizer``) shards the 12 B over the data-parallel×context
+group: 6 + 12/DP. ZeRO-2 also shards the grads, ZeRO-3 the weights (FSDP). Expert parameters
+shard their states over the expert-data-parallel group instead (Megatron-Core MoE).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..config.scenario import Scenario
+from ..workload.builder import ChunkWork
+from ..workload.params import attention_params, dense_mlp_params, embedding_params, head_params, moe_params
+
+
+@dataclass(frozen=True, slots=True)
+class StageParams:
+    dense: float    # parameters on this rank on the dense (DP×CP) grid
+    expert: float   # routed-expert parameters on this rank (EDP grid)
+    gemm_shapes: tuple[tuple[int, int], ...]  # unique (out, in) weight shapes for TE wgrad buffers
+
+    @property
+    def total(self) -> float:
+        return self.dense + self.expert
+
+
+def stage_params(sc: Scenario, chunks: tuple[ChunkWork, ...]) -> StageParams:
+    m, st = sc.model, sc.strategy
+    tp, ep, etp = st.tp, st.ep, st.etp_size
+    att, dense = attention_params(m), dense_mlp_params(m)
+    moe = moe_params(m) if m.is_moe else None
+    n_layers = sum(len(c.layers) for c in chunks)
+    n_moe = sum(c.moe_layers for c in chunks)
+    n_dense = n_layers - n_moe
+    p_dense = n_layers * (att.tp_sharded / tp + att.replicated) + n_dense * (dense.tp_sharded / tp + dense.replicated)
+    p_expert = 0.0
+    if moe is not None and n_moe:
+        p_dense += n_moe * (moe.tp_sharded / tp + moe.replicated)
+        p_expert = n_moe * moe.experts / (ep * etp)
+    V = sc.vocab_padded
+    for c in chunks:
+        if c.first:
+            p_dense += embedding_params(m, V) / tp
+        if c.last:
+            norm = head_params(m, V) - (0 if m.tie_embeddings else V * m.hidden_size)
+            # a tied LM head on another rank than the embedding keeps its own copy (Megatron
+            # allocates it on the last stage and all-reduces the embedding grads between them)
+            lm = V * m.hidden_size / tp if (not m.tie_embeddings or not any(x.first for x in chunks)) else 0.0
+            p_dense += norm + lm
+    shapes = _gemm_shapes(sc, n_dense > 0, n_moe > 0, any(c.last for c in chunks))
+    return StageParams(p_dense, p_expert, shapes)
+
+
+def _gemm_shapes(sc: Scenario, has_dense: bool, has_moe: bool, has_head: bool) -> tuple[tuple[int, int], ...]:
+    m, st = sc.model, sc.strategy
+    tp, h = st.tp, m.hidden_size
+    shapes: set[tuple[int, int]] = set()
+    if m.attention == "mla":
+        a, nope, rope, dv, kvr = m.num_attention_heads // tp, int(m.qk_nope_head_dim), int(m.qk_rope_head_dim), int(m.v_head_dim), int(m.kv_lora_rank)
+        if m.q_lora_rank:
+            shapes |= {(int(m.q_lora_rank), h), (a * (nope + rope), int(m.q_lora_rank))}
+        else:
+            shapes.add((a * (nope + rope), h))
+        shapes |= {(kvr + rope, h), (a * (nope + dv), kvr), (h, a * dv)}
+    else:
+        a, kv, d = m.num_attention_heads // tp, max(m.kv_heads // tp, 1), m.d_head
+        shapes |= {((a + 2 * kv) * d, h), (h, a * d)}
+    g = 2 if m.activation == "swiglu" else 1
+    if has_dense:
+        f = m.ffn_hidden_size // tp
+        shapes |= {(g * f, h), (h, f)}
+    if has_moe and m.shared_ffn:
+        f = m.shared_ffn // tp
+        shapes |= {(g * f, h), (h, f)}
+    if has_head:
+        shapes.add((sc.vocab_padded // tp, h))
+    return tuple(sorted(shapes))
+
+
+@dataclass(frozen=True, slots=True)
+class StaticMemory:
+    weights: float
+    grads: float
+    optimizer: float
+    buffers: float    # framework buffers (TE dummy wgrad, ZeRO-3 gathered layers, fp8 weight casts)
+
+
+def static_memory(sc: Scenario, p: StageParams) -> StaticMemory:
+    st = sc.strategy
+    dpcp, edp = sc.dp * st.cp, sc.edp
+    z = st.zero_stage
+    grad_b = 4.0 if st.fp32_main_grads else 2.0
+    opt_b = 12.0  # fp32 master + Adam m + v
+    w = 2.0 * (p.dense / (dpcp if z >= 3 else 1) + p.expert / (edp if z >= 3 else 1))
+    g = grad_b * (p.dense / (dpcp if z >= 2 else 1) + p.expert / (edp if z >= 2 else 1))
+    o = opt_b * (p.dense / (dpcp if z >= 1 else 1) + p.expert / (edp if z >= 1 else 1))
+    buffers = 0.0
+    if st.gradient_accumulation_fusion:
+        # TransformerEngine >= 2.3 keeps one bf16 "dummy" wgrad buffer per unique weight shape when
+        # gradients accumulate into main_grad (te/pytorch/module/base.py get_dummy_wgrad;
+        # peer_model_notes.md §5).
+        buffers += sum(2.0 * a * b for a, b in p.gemm_shapes)
+    if z >= 3:
+        # FSDP keeps the gathered weights of the running and the prefetched layer.
+        per_layer = 2.0 * p.total / max(1, sc.model.num_layers // st.pp)
+        buffers += 2 * per_layer
+    if st.dtype == "fp8":
+        # TE caches an fp8 copy and its transpose of every GEMM weight (1 B + 1 B per param).
+        buffers += 2.0 * p.total / (dpcp if z >= 3 else 1)
+    return StaticMemory(w, g, o, buffers)

@@ -1,0 +1,103 @@
+"""estimate(scenario) -> Report: step time, throughput, MFU/HFU, memory per stage, cost, energy.
+
+A pure function of the scenario. The step time comes from the same pipeline engine the timeline
+simulator uses (its fast path), so the two agree by construction.
+"""
+
+from __future__ import annotations
+
+from .config.scenario import Scenario
+from .cost.stage import Plan, StagePlan, build_plan
+from .pipeline import max_inflight, pipeline_input, step_time_s
+from .report import Report, StageMemory
+from .workload.params import count_parameters, gemm_parameters_active
+
+GIB = float(1 << 30)
+
+
+def model_flops_per_step(sc: Scenario) -> float:
+    """6·N·tokens + attention (PaLM, Chowdhery et al. 2022, App. B: 6N + 12·L·H·Q·T per token;
+    here 3 × the forward 2·s·heads·(d_qk + d_v) per layer and token, no causal discount — the
+    convention of Megatron-LM's reported TFLOP/s and of shared/validation). N = GEMM parameters
+    active per token, the LM head included and the embedding lookup excluded."""
+    m, st = sc.model, sc.strategy
+    n = gemm_parameters_active(m, sc.vocab_padded)
+    attn = 3 * 2 * st.seq_len * m.num_attention_heads * (m.qk_head_dim + m.v_dim) * m.num_layers
+    return float(sc.tokens_per_step) * (6.0 * n + attn)
+
+
+def _stage_memory(sc: Scenario, st: StagePlan, inflight: int) -> tuple[StageMemory, float]:
+    static = st.static
+    acts = [c.activation_bytes for c in st.chunks]
+    mean_act = sum(acts) / len(acts)
+    top = max(c.activation_bytes + c.peak_extra_bytes for c in st.chunks)
+    top_act = max(acts)
+    # peak = model states + (n−1) held micro-batches + the heaviest one at its own peak
+    # (peer_model_notes.md §6; Korthikanti et al. 2022 §4.2.3 for 1F1B's in-flight count)
+    held = (inflight - 1) * mean_act + top_act
+    extra = top - top_act
+    alloc = static.weights + static.grads + static.optimizer + static.buffers + held + extra
+    reserved = alloc * (1.0 + sc.strategy.allocator_overhead)
+    cap = sc.system.gpu.memory_gib
+    sm = StageMemory(
+        stage=st.rank, peak_gib=alloc / GIB, reserved_gib=reserved / GIB,
+        weights_gib=static.weights / GIB, grads_gib=static.grads / GIB, optimizer_gib=static.optimizer / GIB,
+        activations_gib=held / GIB, other_gib=(static.buffers + extra) / GIB,
+        inflight_microbatches=inflight, fits=reserved / GIB <= cap,
+    )
+    return sm, alloc
+
+
+def estimate_plan(sc: Scenario, plan: Plan) -> Report:
+    s, sysm = sc.strategy, sc.system
+    m_mb = sc.num_microbatches
+    inp = pipeline_input(sc, plan)
+    step, parts = step_time_s(inp)
+    step *= 1.0  # seconds
+    gpus = sysm.num_gpus
+    tokens = sc.tokens_per_step
+    mflops = model_flops_per_step(sc)
+    # hardware FLOPs: what every rank actually executes (recompute included), summed over ranks
+    replicas = gpus // s.pp
+    hflops = 0.0
+    for stg in plan.stages:
+        for c in stg.chunks:
+            hflops += (c.fwd.flops + c.bwd.flops + c.wgt.flops + c.recompute.flops) * m_mb
+    hflops *= replicas
+    peak = sysm.gpu.peak_tflops.bf16 * 1e12  # MFU against the dense bf16 peak (also for fp8 runs)
+    mems = []
+    allocs = []
+    for stg in plan.stages:
+        inflight = max_inflight(s.schedule, stg.rank, s.pp, m_mb, s.vpp)
+        sm, a = _stage_memory(sc, stg, inflight)
+        mems.append(sm)
+        allocs.append(a)
+    peak_gib = max(x.peak_gib for x in mems)
+    reserved_gib = max(x.reserved_gib for x in mems)
+    total, active = count_parameters(sc.model)
+    hours = step / 3600.0
+    cost = hours * gpus * sysm.gpu.price_per_hour
+    warnings = []
+    if s.pp > 1 and m_mb < s.pp:
+        warnings.append(f"only {m_mb} micro-batches for pp={s.pp}: the pipeline is mostly bubble")
+    if not all(x.fits for x in mems):
+        warnings.append(f"does not fit: {reserved_gib:.1f} GiB reserved > {sysm.gpu.memory_gib:.1f} GiB on stage "
+                        f"{max(mems, key=lambda x: x.reserved_gib).stage}")
+    return Report(
+        step_time_s=step, tokens_per_s=tokens / step, tokens_per_s_per_gpu=tokens / step / gpus,
+        mfu=mflops / (step * peak * gpus), hfu=hflops / (step * peak * gpus),
+        peak_memory_gib=peak_gib, reserved_memory_gib=reserved_gib, memory_capacity_gib=sysm.gpu.memory_gib,
+        fits=all(x.fits for x in mems), memory_by_stage=mems, breakdown_s=parts,
+        num_parameters=total, num_active_parameters=active,
+        model_flops_per_step=mflops, hardware_flops_per_step=hflops,
+        cost_per_step_usd=cost, cost_per_million_tokens_usd=cost / tokens * 1e6,
+        energy_per_step_j=step * gpus * sysm.gpu.tdp_w,
+        num_microbatches=m_mb, dp=sc.dp, num_gpus=gpus, tokens_per_step=tokens,
+        bubble_fraction=parts.get("bubble", 0.0) / step if step > 0 else 0.0,
+        warnings=warnings,
+    )
+
+
+def estimate(sc: Scenario) -> Report:
+    """Estimate one training step of ``sc``."""
+    return estimate_plan(sc, build_plan(sc))

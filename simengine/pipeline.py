@@ -1,0 +1,92 @@
+"""Bridge from priced stages (cost/stage.py) to the pipeline engine (sim/), and the breakdown of
+the step time on the critical rank."""
+
+from __future__ import annotations
+
+from .config.scenario import Scenario
+from .cost.stage import Plan
+from .schedule import get_schedule
+from .sim.graph import ChunkCost, PipelineInput, StageCost
+from .sim.fast import pipeline_step_time
+
+
+def pipeline_input(sc: Scenario, plan: Plan, *, with_dp: bool = True) -> PipelineInput:
+    s = sc.strategy
+    stages = []
+    for st in plan.stages:
+        chunks = tuple(
+            ChunkCost(
+                forward_s=c.fwd.compute_s * s.straggler_factor,
+                backward_input_s=c.bwd.compute_s * s.straggler_factor,
+                backward_weight_s=c.wgt.compute_s * s.straggler_factor,
+                recompute_s=(c.recompute.compute_s + sum(c.recompute.comm_s.values())) * s.straggler_factor,
+                forward_comm=tuple(sorted(c.fwd.comm_s.items())),
+                backward_comm=tuple(sorted(_merge(c.bwd.comm_s, c.wgt.comm_s).items())),
+                activation_bytes=c.activation_bytes,
+                peak_extra_bytes=c.peak_extra_bytes,
+            )
+            for c in st.chunks
+        )
+        static = st.static.weights + st.static.grads + st.static.optimizer + st.static.buffers
+        stages.append(StageCost(
+            chunks=chunks, p2p_s=st.p2p_s, static_bytes=static,
+            dp_grad_buckets_s=st.dp.grad_buckets_s if with_dp else (),
+            dp_param_buckets_s=st.dp.param_buckets_s if with_dp else (),
+            optimizer_s=st.dp.optimizer_s if with_dp else 0.0,
+        ))
+    return PipelineInput(
+        stages=tuple(stages), num_microbatches=sc.num_microbatches, schedule=s.schedule, vpp=s.vpp,
+        overlap_grad_reduce=s.overlap_grad_reduce, overlap_param_gather=s.overlap_param_gather,
+        tp_comm_overlap=s.tp_comm_overlap, overlap_slowdown=s.overlap_slowdown, p2p_blocking=True,
+    )
+
+
+def _merge(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = out.get(k, 0.0) + v
+    return out
+
+
+def max_inflight(schedule: str, rank: int, pp: int, m: int, vpp: int) -> int:
+    return get_schedule(schedule).max_inflight(rank, pp, m, vpp)
+
+
+def step_time_s(inp: PipelineInput) -> tuple[float, dict[str, float]]:
+    """Step time and where it goes on the critical rank (the rank whose busy time is largest).
+
+    The breakdown sums to the step time: compute and exposed in-layer communication are counted
+    per micro-batch; p2p is the blocking send/recv time; ``dp_comm`` and ``optimizer`` are the
+    part of the step after the pipeline drains (exposed); ``bubble`` is the rest.
+    """
+    step = pipeline_step_time(inp)
+    m = inp.num_microbatches
+    best = None
+    for st in inp.stages:
+        parts = {"forward_compute": 0.0, "backward_compute": 0.0, "recompute": 0.0}
+        for c in st.chunks:
+            parts["forward_compute"] += m * c.forward_s
+            parts["backward_compute"] += m * (c.backward_input_s + c.backward_weight_s)
+            parts["recompute"] += m * c.recompute_s
+            for kind, t in c.forward_comm + c.backward_comm:
+                parts[kind] = parts.get(kind, 0.0) + m * t
+        busy = sum(parts.values())
+        if best is None or busy > best[0]:
+            best = (busy, parts, st)
+    busy, parts, st = best
+    n_p2p = 0
+    if len(inp.stages) > 1:
+        n_p2p = 2 * m * len(st.chunks) * (1 if st is inp.stages[0] or st is inp.stages[-1] else 2)
+    parts["pp_comm"] = n_p2p * st.p2p_s
+    dp_tail = 0.0 if inp.overlap_grad_reduce else sum(st.dp_grad_buckets_s)
+    dp_tail += 0.0 if inp.overlap_param_gather else sum(st.dp_param_buckets_s)
+    parts["dp_comm"] = dp_tail
+    parts["optimizer"] = st.optimizer_s
+    rest = step - sum(parts.values())
+    if rest < 0:  # overlapped work hides part of what is listed; shrink the comm entries first
+        for key in ("dp_comm", "pp_comm"):
+            cut = min(parts[key], -rest)
+            parts[key] -= cut
+            rest += cut
+    parts["bubble"] = max(rest, 0.0)
+    return step, {k: v for k, v in parts.items() if v > 0 or k in ("forward_compute", "backward_compute", "bubble")}

@@ -1,0 +1,77 @@
+"""Per-rank dimensions of one micro-batch: what TP, SP, CP, EP do to each shape."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..config.scenario import Scenario
+
+
+@dataclass(frozen=True, slots=True)
+class Dims:
+    h: int            # hidden size
+    tokens: int       # S = b·s/cp: tokens of one micro-batch on this rank before the SP shard
+    sp_tokens: int    # tokens held between TP regions: S/tp with sequence parallelism, else S
+    b: int
+    s: int            # full sequence length
+    tp: int
+    cp: int
+    sp: bool
+    heads: int        # query heads on this rank
+    kv_heads: int     # kv heads on this rank (replicated when tp > num_kv_heads)
+    d_qk: int
+    d_v: int
+    ffn: int          # dense FFN width per rank
+    gated: bool       # SwiGLU: FC1 produces 2·ffn
+    vocab: int        # padded vocab per rank
+    dropout: bool
+    attn_dropout: bool
+    unfused_attention: bool
+    # MoE (zeros on dense models)
+    experts_local: int
+    moe_ffn: int      # expert FFN width per rank (÷ etp)
+    moe_tokens: int   # tokens entering the router on this rank
+    tokens_per_expert: int  # tokens each local expert processes (hottest rank, after padding/imbalance)
+    shared_ffn: int   # shared-expert width per rank
+    ep: int
+    etp: int
+
+
+def dims_of(sc: Scenario) -> Dims:
+    m, st = sc.model, sc.strategy
+    tp, cp = st.tp, st.cp
+    tokens = st.micro_batch_size * st.seq_len // cp
+    sp = st.sequence_parallel and tp > 1
+    heads = m.num_attention_heads // tp
+    kv = m.num_attention_heads if m.attention == "mla" else m.kv_heads
+    kv_local = max(kv // tp, 1)
+    experts_local = moe_ffn = moe_tokens = tpe = shared = 0
+    ep, etp = st.ep, st.etp_size
+    if m.is_moe:
+        experts_local = m.num_experts // ep
+        moe_ffn = int(m.moe_ffn_hidden_size) // etp
+        # Megatron-Core MoE: the layer input is the SP shard; each TP rank routes its own tokens
+        # (token_dispatcher.py, tokens are split over TP before dispatch when tp>1).
+        moe_tokens = max(tokens // tp, 1)
+        routed = moe_tokens * m.top_k
+        if m.capacity_factor is not None:
+            # Capacity padding: every expert receives exactly ceil(T·k/E·cf) tokens from each of the
+            # ep·etp source ranks (Megatron --moe-pad-expert-input-to-capacity; validation README).
+            per_src = math.ceil(routed * m.capacity_factor / m.num_experts)
+            tpe = per_src * ep
+        else:
+            # Dropless: balanced routing gives T·k·ep/E per local expert; the hottest rank gets
+            # moe_load_imbalance times the mean (the step follows the slowest rank).
+            tpe = math.ceil(routed * ep / m.num_experts * st.moe_load_imbalance)
+        shared = m.shared_ffn // tp
+    return Dims(
+        h=m.hidden_size, tokens=tokens, sp_tokens=tokens // tp if sp else tokens,
+        b=st.micro_batch_size, s=st.seq_len, tp=tp, cp=cp, sp=sp,
+        heads=heads, kv_heads=kv_local, d_qk=m.qk_head_dim, d_v=m.v_dim,
+        ffn=m.ffn_hidden_size // tp, gated=m.activation == "swiglu",
+        vocab=sc.vocab_padded // tp, dropout=m.hidden_dropout > 0,
+        attn_dropout=m.attention_dropout > 0, unfused_attention=st.attention_impl == "unfused",
+        experts_local=experts_local, moe_ffn=moe_ffn, moe_tokens=moe_tokens,
+        tokens_per_expert=tpe, shared_ffn=shared, ep=ep, etp=etp,
+    )

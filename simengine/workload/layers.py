@@ -1,0 +1,196 @@
+"""Ops of one transformer block for one micro-batch on one rank: attention (MHA/GQA or MLA),
+dense MLP or MoE, norms and residuals.
+
+Memory-bound kernels count the bytes they move in HBM (read + write, bf16): a fused RMSNorm/LN
+reads x and writes y (bwd reads x, dy and writes dx); SwiGLU reads 2f and writes f (bwd reads 2f
+and df, writes 2f); the fused bias-dropout-add reads two streams and writes one.
+"""
+
+from __future__ import annotations
+
+from ..config.model import ModelSpec
+from .dims import Dims
+from .ops import BF16, Attention, Collective, GroupedGemm, Memory
+from .phases import Phases, column_linear, gemm_triple, row_linear
+
+
+def _norm(ph: Phases, name: str, tokens: int, width: int) -> None:
+    x = tokens * width * BF16
+    ph.fwd.append(Memory("norm:" + name, 2 * x))
+    ph.bwd.append(Memory("norm-bwd:" + name, 3 * x))
+
+
+def _residual(ph: Phases, name: str, d: Dims) -> None:
+    x = d.sp_tokens * d.h * BF16
+    mask = d.sp_tokens * d.h if d.dropout else 0
+    ph.fwd.append(Memory("bda:" + name, 3 * x + mask))
+    if d.dropout:
+        ph.bwd.append(Memory("bda-bwd:" + name, 2 * x + mask))
+
+
+def _core_attention(ph: Phases, d: Dims, model: ModelSpec, cp_comm: str) -> None:
+    """Core attention with context parallelism.
+
+    CP (Megatron-Core / TransformerEngine ``attn_forward_func_with_cp``): the sequence is split in
+    2·cp chunks, rank i holds chunks i and 2cp−1−i so causal work is balanced; each rank computes
+    its queries against all keys, i.e. 1/cp of the causal work.
+    - p2p (ring): cp−1 steps each pass the local K,V chunk to the next rank, overlapped with the
+      attention of the previous chunk; bwd passes K,V and dK,dV (2×).
+    - a2a (Ulysses, Jacobs et al. 2023): all-to-all of q,k,v before and of o after, so each rank
+      attends over the full sequence with heads/cp; bwd the reverse.
+    - allgather: all-gather K,V over cp before attention; bwd all-gather + reduce-scatter of dK,dV.
+    """
+    cp = d.cp
+    heads, kv, s_q, s_kv = d.heads, d.kv_heads, d.tokens // d.b, d.s
+    if cp > 1 and cp_comm == "a2a":
+        heads, kv, s_q = max(heads // cp, 1), max(kv // cp, 1) if kv >= cp else kv, d.s
+    impl = "unfused" if d.unfused_attention else "flash"
+    fwd = Attention("attn", d.b, heads, kv, s_q, s_kv, d.d_qk, d.d_v, True, "fwd", impl)
+    bwd = Attention("attn-bwd", d.b, heads, kv, s_q, s_kv, d.d_qk, d.d_v, True, "bwd", impl)
+    if cp > 1:
+        qkv_bytes = d.tokens * (d.heads * d.d_qk + d.kv_heads * (d.d_qk + d.d_v)) * BF16
+        o_bytes = d.tokens * d.heads * d.d_v * BF16
+        kv_bytes = d.tokens * d.kv_heads * (d.d_qk + d.d_v) * BF16
+        if cp_comm == "a2a":
+            ph.fwd.append(Collective("cp-a2a:qkv", "all_to_all", qkv_bytes, "cp", cp))
+            ph.fwd.append(fwd)
+            ph.fwd.append(Collective("cp-a2a:o", "all_to_all", o_bytes, "cp", cp))
+            ph.bwd.append(Collective("cp-a2a:do", "all_to_all", o_bytes, "cp", cp))
+            ph.bwd.append(bwd)
+            ph.bwd.append(Collective("cp-a2a:dqkv", "all_to_all", qkv_bytes, "cp", cp))
+        elif cp_comm == "allgather":
+            ph.fwd.append(Collective("cp-ag:kv", "all_gather", kv_bytes * cp, "cp", cp))
+            ph.fwd.append(fwd)
+            ph.bwd.append(Collective("cp-ag-bwd:kv", "all_gather", kv_bytes * cp, "cp", cp))
+            ph.bwd.append(bwd)
+            ph.bwd.append(Collective("cp-rs:dkv", "reduce_scatter", kv_bytes * cp, "cp", cp))
+        else:  # ring p2p, overlapped with the attention of the chunk already present
+            ph.fwd.append(fwd)
+            ph.fwd.append(Collective("cp-ring:kv", "p2p", kv_bytes * (cp - 1), "cp", cp, overlap_with="attn"))
+            ph.bwd.append(bwd)
+            ph.bwd.append(Collective("cp-ring:dkv", "p2p", 2 * kv_bytes * (cp - 1), "cp", cp, overlap_with="attn-bwd"))
+    else:
+        ph.fwd.append(fwd)
+        ph.bwd.append(bwd)
+
+
+def attention_block(d: Dims, model: ModelSpec, cp_comm: str) -> Phases:
+    """Pre-norm attention sub-block: norm → QKV → (RoPE) → core attention → out-proj → residual."""
+    ph = Phases()
+    S, h, tp, sp = d.tokens, d.h, d.tp, d.sp
+    _norm(ph, "ln1", d.sp_tokens, h)
+    if model.attention == "mla":
+        _mla_projections(ph, d, model)
+    else:
+        column_linear(ph, "qkv", S, h, (d.heads + 2 * d.kv_heads) * d.d_qk, tp, sp)
+        if model.position_embedding == "rope":
+            rope = 2 * S * (d.heads + d.kv_heads) * d.d_qk * BF16
+            ph.fwd.append(Memory("rope", rope))
+            ph.bwd.append(Memory("rope-bwd", rope))
+    _core_attention(ph, d, model, cp_comm)
+    row_linear(ph, "proj", S, d.heads * d.d_v, h, tp, sp)
+    _residual(ph, "attn", d)
+    return ph
+
+
+def _mla_projections(ph: Phases, d: Dims, model: ModelSpec) -> None:
+    """DeepSeek-V2 MLA (arXiv:2405.04434 §2.1.2, Megatron-Core ``MLASelfAttention``): q (and kv)
+    are down-projected to a latent (replicated over TP), normalised, and up-projected per head
+    (column-parallel); the decoupled RoPE key comes from the kv down-projection."""
+    S, h, tp, sp = d.tokens, d.h, d.tp, d.sp
+    nope, rope, dv = int(model.qk_nope_head_dim), int(model.qk_rope_head_dim), int(model.v_head_dim)
+    kvr = int(model.kv_lora_rank)
+    if model.q_lora_rank:
+        qr = int(model.q_lora_rank)
+        column_linear(ph, "q_down", S, h, qr, tp, sp)  # replicated weight; input gathered with SP
+        _norm(ph, "q_norm", S, qr)
+        gemm_triple(ph, "q_up", S, qr, d.heads * (nope + rope))
+    else:
+        column_linear(ph, "q_proj", S, h, d.heads * (nope + rope), tp, sp)
+    gemm_triple(ph, "kv_down", S, h, kvr + rope)
+    _norm(ph, "kv_norm", S, kvr)
+    gemm_triple(ph, "kv_up", S, kvr, d.heads * (nope + dv))
+    r = 2 * S * (d.heads + 1) * rope * BF16
+    ph.fwd.append(Memory("rope", r))
+    ph.bwd.append(Memory("rope-bwd", r))
+
+
+def _activation(ph: Phases, name: str, tokens: int, width: int, gated: bool) -> None:
+    out = tokens * width * BF16
+    if gated:
+        ph.fwd.append(Memory("swiglu:" + name, 3 * out))
+        ph.bwd.append(Memory("swiglu-bwd:" + name, 5 * out))
+    else:
+        ph.fwd.append(Memory("gelu:" + name, 2 * out))
+        ph.bwd.append(Memory("gelu-bwd:" + name, 3 * out))
+
+
+def dense_mlp_block(d: Dims, name: str = "mlp", width: int | None = None) -> Phases:
+    """Pre-norm MLP: norm → FC1 (gate+up for SwiGLU) → activation → FC2 → residual."""
+    ph = Phases()
+    f = d.ffn if width is None else width
+    _norm(ph, "ln2", d.sp_tokens, d.h)
+    _mlp_body(ph, d, name, f)
+    _residual(ph, name, d)
+    return ph
+
+
+def _mlp_body(ph: Phases, d: Dims, name: str, f: int) -> None:
+    S, h, tp, sp = d.tokens, d.h, d.tp, d.sp
+    column_linear(ph, "fc1:" + name, S, h, (2 if d.gated else 1) * f, tp, sp)
+    _activation(ph, name, S, f, d.gated)
+    row_linear(ph, "fc2:" + name, S, f, h, tp, sp)
+
+
+def moe_block(d: Dims, model: ModelSpec, dispatcher: str) -> Phases:
+    """MoE MLP (Megatron-Core ``MoELayer``): router GEMM, permute, token dispatch over EP, grouped
+    expert GEMMs, combine, unpermute; shared experts run as a dense MLP beside the routed ones.
+
+    Token dispatch (``MoEAlltoAllTokenDispatcher``): each rank sends T·k·h bf16 to the ranks that
+    own the chosen experts and receives the same amount back in combine; the backward repeats both
+    in reverse. The all-gather dispatcher gathers all ep ranks' tokens instead and reduce-scatters
+    the expert outputs.
+    """
+    ph = Phases()
+    T, h = d.moe_tokens, d.h
+    routed = d.tokens_per_expert * d.experts_local  # tokens processed on the hottest rank
+    _norm(ph, "ln2", d.sp_tokens, h)
+    gemm_triple(ph, "router", T, h, model.num_experts)
+    ph.fwd.append(Memory("router-softmax-topk", 3 * T * model.num_experts * 4))
+    ph.bwd.append(Memory("router-bwd", 3 * T * model.num_experts * 4))
+    permute = (T + routed) * h * BF16
+    ph.fwd.append(Memory("permute", 2 * permute))
+    ph.bwd.append(Memory("permute-bwd", 2 * permute))
+    send = T * model.top_k * h * BF16
+    if d.ep > 1:
+        if dispatcher == "allgather":
+            ph.fwd.append(Collective("ep-ag:dispatch", "all_gather", T * h * BF16 * d.ep, "ep", d.ep))
+            ph.fwd.append(Collective("ep-rs:combine", "reduce_scatter", T * h * BF16 * d.ep, "ep", d.ep))
+            ph.bwd.append(Collective("ep-ag:dcombine", "all_gather", T * h * BF16 * d.ep, "ep", d.ep))
+            ph.bwd.append(Collective("ep-rs:ddispatch", "reduce_scatter", T * h * BF16 * d.ep, "ep", d.ep))
+        else:
+            for nm in ("dispatch", "combine"):
+                ph.fwd.append(Collective("ep-a2a:" + nm, "all_to_all", send, "ep", d.ep))
+                ph.bwd.append(Collective("ep-a2a:d" + nm, "all_to_all", send, "ep", d.ep))
+    if d.etp > 1:
+        gathered = routed * h * BF16 * d.etp
+        ph.fwd.append(Collective("etp-ag", "all_gather", gathered, "etp", d.etp))
+        ph.fwd.append(Collective("etp-rs", "reduce_scatter", gathered, "etp", d.etp))
+        ph.bwd.append(Collective("etp-ag-bwd", "all_gather", gathered, "etp", d.etp))
+        ph.bwd.append(Collective("etp-rs-bwd", "reduce_scatter", gathered, "etp", d.etp))
+    g, mt, f = d.experts_local, d.tokens_per_expert, d.moe_ffn
+    if g and mt:
+        fc1_out = (2 if d.gated else 1) * f
+        ph.fwd.append(GroupedGemm("fwd:expert_fc1", g, mt, fc1_out, h, "TN"))
+        ph.bwd.append(GroupedGemm("dgrad:expert_fc1", g, mt, h, fc1_out, "NN"))
+        ph.wgt.append(GroupedGemm("wgrad:expert_fc1", g, fc1_out, h, mt, "NT"))
+        _activation(ph, "experts", g * mt, f, d.gated)
+        ph.fwd.append(GroupedGemm("fwd:expert_fc2", g, mt, h, f, "TN"))
+        ph.bwd.append(GroupedGemm("dgrad:expert_fc2", g, mt, f, h, "NN"))
+        ph.wgt.append(GroupedGemm("wgrad:expert_fc2", g, h, f, mt, "NT"))
+    ph.fwd.append(Memory("unpermute", 2 * permute))
+    ph.bwd.append(Memory("unpermute-bwd", 2 * permute))
+    if d.shared_ffn:
+        _mlp_body(ph, d, "shared", d.shared_ffn)
+    _residual(ph, "moe", d)
+    return ph

@@ -1,0 +1,121 @@
+"""The operations of one micro-batch on one rank.
+
+Every op is a small immutable record; ``cost/`` turns it into seconds. Shapes are per rank (after
+TP/CP/EP splits). GEMM shape conventions follow cuBLAS/TransformerEngine as SimuMax keys its
+measured tables (peer_model_notes.md §1), so a measured table hits exactly:
+
+- forward  ``TN``: m = tokens, k = in,  n = out
+- dgrad    ``NN``: m = tokens, k = out, n = in
+- wgrad    ``NT``: m = out,    k = tokens, n = in   (accumulates into fp32 main_grad)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+CollectiveKind = Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p"]
+GroupName = Literal["tp", "cp", "ep", "etp", "dp", "edp", "pp"]
+BF16 = 2
+
+
+@dataclass(frozen=True, slots=True)
+class Gemm:
+    name: str
+    m: int
+    n: int
+    k: int
+    layout: str = "TN"
+    b: int = 1
+    count: int = 1  # identical GEMMs issued back to back (e.g. q and kv projections)
+
+    @property
+    def flops(self) -> float:
+        return 2.0 * self.b * self.m * self.n * self.k * self.count
+
+
+@dataclass(frozen=True, slots=True)
+class GroupedGemm:
+    """``groups`` experts, each an (m × k)·(k × n) GEMM with m tokens (MoE grouped GEMM)."""
+
+    name: str
+    groups: int
+    m: int
+    n: int
+    k: int
+    layout: str = "TN"
+
+    @property
+    def flops(self) -> float:
+        return 2.0 * self.groups * self.m * self.n * self.k
+
+
+@dataclass(frozen=True, slots=True)
+class Attention:
+    """Core attention (softmax(QKᵀ)V) of one micro-batch on one rank.
+
+    FLOPs: QKᵀ and PV are 2·b·h·s_q·s_kv·d each (d_qk and d_v); causal masking computes only the
+    lower triangle, a fraction (s+1)/(2s) of the pairs (FlashAttention-2, Dao 2023, §3.1 skips
+    the masked blocks). Backward is 2.5× forward: five matmuls (recomputed QKᵀ, dV, dP, dQ, dK)
+    against two (Dao 2023, §3.2).
+    """
+
+    name: str
+    b: int
+    heads: int
+    kv_heads: int
+    s_q: int
+    s_kv: int
+    d_qk: int
+    d_v: int
+    causal: bool
+    phase: Literal["fwd", "bwd"]
+    impl: Literal["flash", "unfused"] = "flash"
+
+    @property
+    def causal_fraction(self) -> float:
+        if not self.causal:
+            return 1.0
+        s = max(self.s_kv, 1)
+        return (s + 1) / (2.0 * s)
+
+    @property
+    def flops(self) -> float:
+        fwd = 2.0 * self.b * self.heads * self.s_q * self.s_kv * (self.d_qk + self.d_v) * self.causal_fraction
+        return fwd if self.phase == "fwd" else 2.5 * fwd
+
+    @property
+    def bytes(self) -> float:
+        # Flash attention streams q, k, v and o once (plus lse) per pass; bwd also dq, dk, dv, do.
+        q = self.b * self.s_q * self.heads * self.d_qk * BF16
+        kv = self.b * self.s_kv * self.kv_heads * (self.d_qk + self.d_v) * BF16
+        o = self.b * self.s_q * self.heads * self.d_v * BF16
+        base = q + kv + o
+        if self.impl == "unfused":
+            base += 3 * self.b * self.heads * self.s_q * self.s_kv * BF16  # scores, probs, read back
+        return base if self.phase == "fwd" else 2.0 * base + o
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """A memory-bound kernel moving ``bytes`` through HBM (norms, activations, residuals, casts)."""
+
+    name: str
+    bytes: float
+    flops: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Collective:
+    """A collective on ``group``. ``bytes`` is the full (gathered / unreduced) buffer size per rank,
+    the ``size`` of nccl-tests; the ring factor is applied in cost/comm.py."""
+
+    name: str
+    kind: CollectiveKind
+    bytes: float
+    group: GroupName
+    size: int
+    overlap_with: str = ""  # name of the GEMM this comm runs beside (TE/Megatron async backward)
+
+
+Op = Gemm | GroupedGemm | Attention | Memory | Collective

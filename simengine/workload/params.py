@@ -1,0 +1,125 @@
+"""Parameter counts: per block kind, totals, active-per-token, and per-rank shards.
+
+Counts use the unpadded vocabulary (as published figures do); memory uses the padded one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..config.model import ModelSpec
+
+
+@dataclass(frozen=True, slots=True)
+class BlockParams:
+    """Parameters of one block, split by how they are sharded."""
+
+    tp_sharded: int      # split over tp (column/row-parallel weights)
+    replicated: int      # replicated over tp (norms, MLA down-projections, router)
+    experts: int = 0     # routed-expert weights, split over ep·etp
+    active_experts: int = 0  # routed-expert weights touched per token (top_k of them)
+
+    @property
+    def total(self) -> int:
+        return self.tp_sharded + self.replicated + self.experts
+
+    @property
+    def active(self) -> int:
+        return self.tp_sharded + self.replicated + self.active_experts
+
+
+def _norm_params(m: ModelSpec, width: int) -> int:
+    return width * (2 if m.norm == "layernorm" else 1)
+
+
+def attention_params(m: ModelSpec) -> BlockParams:
+    h, a = m.hidden_size, m.num_attention_heads
+    norm = _norm_params(m, h)
+    if m.attention == "mla":
+        nope, rope, dv, kvr = int(m.qk_nope_head_dim), int(m.qk_rope_head_dim), int(m.v_head_dim), int(m.kv_lora_rank)
+        rep = norm + h * (kvr + rope) + kvr  # kv down-projection + kv latent norm
+        shard = kvr * a * (nope + dv) + a * dv * h
+        if m.q_lora_rank:
+            qr = int(m.q_lora_rank)
+            rep += h * qr + qr
+            shard += qr * a * (nope + rope)
+        else:
+            shard += h * a * (nope + rope)
+        return BlockParams(shard, rep)
+    d, kv = m.d_head, m.kv_heads
+    shard = h * a * d + 2 * h * kv * d + a * d * h
+    if m.linear_bias:
+        shard += (a + 2 * kv) * d
+        norm += h  # row-parallel output bias is replicated
+    return BlockParams(shard, norm)
+
+
+def mlp_params(m: ModelSpec, width: int) -> int:
+    gated = m.activation == "swiglu"
+    p = (3 if gated else 2) * m.hidden_size * width
+    if m.linear_bias:
+        p += (2 if gated else 1) * width
+    return p
+
+
+def dense_mlp_params(m: ModelSpec) -> BlockParams:
+    h = m.hidden_size
+    rep = _norm_params(m, h) + (h if m.linear_bias else 0)
+    return BlockParams(mlp_params(m, m.ffn_hidden_size) - (h if m.linear_bias else 0), rep)
+
+
+def moe_params(m: ModelSpec) -> BlockParams:
+    h, E = m.hidden_size, m.num_experts
+    router = h * E + (E if m.router == "sigmoid" else 0)  # DeepSeek-V3 e_score_correction_bias
+    expert = mlp_params(m, int(m.moe_ffn_hidden_size))
+    shared = mlp_params(m, m.shared_ffn) if m.shared_ffn else 0
+    return BlockParams(shared, _norm_params(m, h) + router, E * expert, m.top_k * expert)
+
+
+def embedding_params(m: ModelSpec, vocab: int) -> int:
+    pos = m.max_position_embeddings * m.hidden_size if m.position_embedding == "learned" else 0
+    return vocab * m.hidden_size + pos
+
+
+def head_params(m: ModelSpec, vocab: int) -> int:
+    """Final norm plus the output projection (0 extra when tied to the input embedding)."""
+    return _norm_params(m, m.hidden_size) + (0 if m.tie_embeddings else vocab * m.hidden_size)
+
+
+def layer_params(m: ModelSpec, index: int) -> BlockParams:
+    att = attention_params(m)
+    mlp = moe_params(m) if m.is_moe_layer(index) else dense_mlp_params(m)
+    return BlockParams(att.tp_sharded + mlp.tp_sharded, att.replicated + mlp.replicated, mlp.experts, mlp.active_experts)
+
+
+def count_parameters(m: ModelSpec) -> tuple[int, int]:
+    """(total, active per token) for the main model (MTP modules excluded, as published)."""
+    att = attention_params(m)
+    dense = dense_mlp_params(m)
+    n_moe = m.num_moe_layers
+    n_dense = m.num_layers - n_moe
+    total = m.num_layers * att.total + n_dense * dense.total
+    active = total
+    if n_moe:
+        moe = moe_params(m)
+        total += n_moe * moe.total
+        active += n_moe * moe.active
+    ends = embedding_params(m, m.vocab_size) + head_params(m, m.vocab_size)
+    return total + ends, active + ends
+
+
+def gemm_parameters_active(m: ModelSpec, vocab: int) -> int:
+    """Parameters that take part in a GEMM per token (excludes the embedding lookup and norms):
+    the N of the 6·N·tokens model-FLOPs rule (Kaplan et al. 2020; PaLM App. B) with the LM head."""
+    _, active = count_parameters(m)
+    del vocab  # counted unpadded, as the published MFU formulas do
+    tied_head = m.vocab_size * m.hidden_size if m.tie_embeddings else 0
+    return active - embedding_params(m, m.vocab_size) - _norms_total(m) + tied_head
+
+
+def _norms_total(m: ModelSpec) -> int:
+    per = _norm_params(m, m.hidden_size)
+    n = 2 * m.num_layers * per + per
+    if m.attention == "mla":
+        n += m.num_layers * (int(m.kv_lora_rank) + (int(m.q_lora_rank) if m.q_lora_rank else 0))
+    return n

@@ -1,0 +1,31 @@
+"""Scenario builders over the preset catalog, shared by the tests (import: from scenarios import make)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+from simengine import presets
+from simengine.config import load_scenario
+
+REPO = Path(__file__).resolve().parents[1]
+VALIDATION = REPO.parent / "shared" / "validation"
+BASE_STRATEGY = {"tp": 1, "pp": 1, "micro_batch_size": 1, "global_batch_size": 8, "seq_len": 4096}
+
+
+def scenario_dict(model_preset="llama3-8b", system_preset="h100-sxm5-80gb", strategy_preset=None,
+                  model=None, system=None, strategy=None):
+    """A scenario dict from presets, with per-section field overrides."""
+    cfg = {
+        "model": presets.load_preset("models", model_preset),
+        "system": presets.load_preset("systems", system_preset),
+        "strategy": presets.load_preset("strategies", strategy_preset) if strategy_preset else dict(BASE_STRATEGY),
+    }
+    for section, fields in (("model", model), ("system", system), ("strategy", strategy)):
+        if fields:
+            cfg[section] = {**cfg[section], **copy.deepcopy(fields)}
+    return cfg
+
+
+def make(*args, **kwargs):
+    return load_scenario(scenario_dict(*args, **kwargs))

@@ -1,0 +1,68 @@
+"""Korthikanti et al. 2022 (arXiv:2205.05198) Table 2: activation memory per transformer layer,
+reproduced exactly for the GPT layer they analyse (MHA, GELU 4h MLP, LayerNorm, dropout,
+unfused softmax attention, 16-bit activations)."""
+
+import pytest
+
+from simengine.cost.activations import attention_activations, layer_input, mlp_activations
+from simengine.workload.dims import dims_of
+
+from scenarios import make
+
+GPT = {"hidden_dropout": 0.1, "attention_dropout": 0.1}
+
+
+def layer_bytes(tp, sp, recompute="none", s=2048, b=1):
+    sc = make("gpt3-175b", "a100-sxm4-80gb", model=GPT,
+              system={"num_gpus": tp}, strategy={"tp": tp, "sequence_parallel": sp, "seq_len": s,
+                                                  "micro_batch_size": b, "global_batch_size": b,
+                                                  "attention_impl": "unfused"})
+    d = dims_of(sc)
+    att, mlp = attention_activations(d, sc.model), mlp_activations(d, d.ffn)
+    if recompute == "selective":
+        return att.saved - att.selective + mlp.saved
+    if recompute == "full":
+        return layer_input(d)
+    return att.saved + mlp.saved
+
+
+S, H, A = 2048, 12288, 96
+
+
+@pytest.mark.parametrize("b", [1, 2])
+def test_no_parallelism(b):
+    assert layer_bytes(1, False, b=b) == S * b * H * (34 + 5 * A * S / H)
+
+
+@pytest.mark.parametrize("t", [2, 4, 8])
+def test_tensor_parallel(t):
+    assert layer_bytes(t, False) == pytest.approx(S * H * (10 + 24 / t + 5 * A * S / (H * t)), rel=1e-12)
+
+
+@pytest.mark.parametrize("t", [2, 4, 8])
+def test_tensor_and_sequence_parallel(t):
+    assert layer_bytes(t, True) == pytest.approx(S * H / t * (34 + 5 * A * S / H), rel=1e-12)
+
+
+@pytest.mark.parametrize("t", [2, 8])
+def test_tp_selective_recompute(t):
+    assert layer_bytes(t, False, "selective") == pytest.approx(S * H * (10 + 24 / t), rel=1e-12)
+
+
+@pytest.mark.parametrize("t", [2, 8])
+def test_tp_sp_selective_recompute(t):
+    assert layer_bytes(t, True, "selective") == pytest.approx(S * H * 34 / t, rel=1e-12)
+
+
+def test_full_recompute_keeps_the_input():
+    assert layer_bytes(1, False, "full") == 2 * S * H
+    assert layer_bytes(8, True, "full") == 2 * S * H / 8
+
+
+def test_flash_attention_has_no_quadratic_term():
+    """With flash attention the per-layer bytes grow linearly in s."""
+    def flash(s):
+        sc = make("llama3-8b", system={"num_gpus": 1}, strategy={"seq_len": s, "global_batch_size": 1})
+        d = dims_of(sc)
+        return attention_activations(d, sc.model).saved + mlp_activations(d, d.ffn).saved
+    assert flash(8192) == pytest.approx(2 * flash(4096), rel=1e-12)
