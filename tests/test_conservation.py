@@ -1,0 +1,74 @@
+"""Splitting by TP, CP, PP (and EP) conserves FLOPs and parameters."""
+
+import pytest
+
+from simengine.cost.static_memory import stage_params
+from simengine.workload.builder import build_workload
+from simengine.workload.ops import Attention, Gemm, GroupedGemm
+from simengine.workload.params import attention_params, dense_mlp_params, embedding_params, head_params, moe_params
+
+from scenarios import make
+
+
+def replica_flops(sc):
+    """FLOPs of one micro-batch summed over the tp·cp·pp ranks of one model replica."""
+    wl = build_workload(sc)
+    per_kind = {k: sum(op.flops for ph in (b.fwd, b.bwd, b.wgt) for op in ph
+                       if isinstance(op, (Gemm, GroupedGemm, Attention))) for k, b in wl.blocks.items()}
+    total = 0.0
+    for chunks in wl.ranks:
+        for c in chunks:
+            total += len(c.layers) * per_kind["attn"] + c.dense_layers * per_kind.get("mlp", 0) + c.moe_layers * per_kind.get("moe", 0)
+            total += per_kind["embed"] * c.first + per_kind["head"] * c.last
+    return total * sc.strategy.tp * sc.strategy.cp
+
+
+LAYOUTS = [dict(tp=1, pp=1, cp=1), dict(tp=2, pp=1, cp=1), dict(tp=8, pp=1, cp=1), dict(tp=1, pp=4, cp=1),
+           dict(tp=2, pp=2, cp=2), dict(tp=1, pp=1, cp=8), dict(tp=4, pp=2, cp=1)]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("cp_comm", ["p2p", "a2a"])
+def test_dense_flops_conserved(layout, cp_comm):
+    base = make("llama3-8b", system={"num_gpus": 1}, strategy={"global_batch_size": 1, "seq_len": 8192})
+    sc = make("llama3-8b", system={"num_gpus": 8 * layout["tp"] * layout["pp"] * layout["cp"]},
+              strategy={**layout, "global_batch_size": 8, "seq_len": 8192, "cp_comm_type": cp_comm})
+    # the padded vocab grows with tp (Megatron pads to 128·tp): compare with the same padding
+    pad = (sc.vocab_padded - base.vocab_padded) * sc.model.hidden_size * 2 * 3 * sc.strategy.seq_len
+    assert replica_flops(sc) == pytest.approx(replica_flops(base) + pad, rel=1e-9)
+
+
+@pytest.mark.parametrize("ep", [1, 2, 8])
+def test_expert_flops_conserved_over_ep(ep):
+    mk = lambda e: make("mixtral-8x7b", system={"num_gpus": 8}, strategy={"ep": e, "global_batch_size": 8, "seq_len": 4096})
+    # one EP group (ep ranks) does the work of ep replicas' tokens: per-rank FLOPs equal
+    assert replica_flops(mk(ep)) == pytest.approx(replica_flops(mk(1)), rel=1e-9)
+
+
+def test_uniform_router_gives_each_rank_the_same_expert_load():
+    sc = make("mixtral-8x7b", system={"num_gpus": 8}, strategy={"ep": 8, "global_batch_size": 8, "seq_len": 4096})
+    wl = build_workload(sc)
+    d = wl.dims
+    assert d.tokens_per_expert * d.experts_local == d.moe_tokens * sc.model.top_k
+
+
+@pytest.mark.parametrize("layout", [dict(tp=1, pp=1), dict(tp=1, pp=4), dict(tp=4, pp=1), dict(tp=2, pp=8)])
+def test_parameters_conserved(layout):
+    sc = make("llama3-70b", system={"num_gpus": 8 * layout["tp"] * layout["pp"]},
+              strategy={**layout, "global_batch_size": 8})
+    wl = build_workload(sc)
+    m, tp = sc.model, sc.strategy.tp
+    replicated = m.num_layers * (attention_params(m).replicated + dense_mlp_params(m).replicated)
+    replicated += head_params(m, 0)  # final norm
+    total = sum(stage_params(sc, r).total for r in wl.ranks) * tp - replicated * (tp - 1)
+    V = sc.vocab_padded
+    expected = m.num_layers * (attention_params(m).total + dense_mlp_params(m).total) + embedding_params(m, V) + head_params(m, V)
+    assert total == pytest.approx(expected, rel=1e-12)
+
+
+def test_expert_parameters_conserved_over_ep():
+    for ep in (1, 2, 4, 8):
+        sc = make("mixtral-8x7b", system={"num_gpus": 8}, strategy={"ep": ep, "global_batch_size": 8})
+        wl = build_workload(sc)
+        p = stage_params(sc, wl.ranks[0])
+        assert p.expert * ep == sc.model.num_moe_layers * moe_params(sc.model).experts
