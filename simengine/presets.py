@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 import json
 import re
-from functools import lru_cache
+from functools import lru_cache, cache
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,7 @@ def _check_kind(kind: str) -> None:
         raise ConfigError([("kind", f"unknown preset kind {kind!r}; known: {', '.join(KINDS)}")])
 
 
-@lru_cache(maxsize=None)
+@cache
 def _names(kind: str) -> tuple[str, ...]:
     folder = PRESET_DIR / kind
     if not folder.is_dir():
