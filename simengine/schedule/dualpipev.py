@@ -1,0 +1,108 @@
+"""DualPipeV, the "cut-in-half" DualPipe (DeepSeek-V3 report arXiv:2412.19437 §3.2.1; open-source
+deepseek-ai/DualPipe ``dualpipe/dualpipev.py``, ``DualPipeV.step``; also PyTorch
+``torch.distributed.pipelining.ScheduleDualPipeV``).
+
+Each of p ranks holds two chunks of a 2p-stage pipeline in a V: chunk 0 on rank r is stage r,
+chunk 1 is stage 2p-1-r, so the turn (stage p-1 → p) is local on rank p-1 and the loss is on
+rank 0. The eight phases of ``step`` are reproduced verbatim (micro-batch ids are per-chunk
+counters, W pops a FIFO like ``WeightGradStore``). A backward run with ``enable_zb`` becomes B
+now and W later; one without becomes B immediately followed by its W (same work, same order).
+
+Approximation: DualPipeV overlaps the F of one chunk with the B of the other
+(``_forward_backward_chunk``) so that one pair's communication hides under the other's compute;
+here each pair is modelled as the F then the B, sequentially on the compute stream.
+"""
+
+from __future__ import annotations
+
+from .action import Action
+from .base import Schedule, check_basic
+
+NAME = "dualpipev"
+
+
+def check(p: int, m: int, vpp: int) -> None:
+    check_basic(NAME, p, m, vpp)
+    if vpp not in (1, 2):
+        raise ValueError(f"{NAME}: always 2 chunks per rank; vpp={vpp} must be 1 or 2")
+    if m < 2 * p:
+        raise ValueError(f"{NAME}: num_microbatches m={m} must be >= 2*pp={2 * p} (DualPipeV.step)")
+
+
+def rank_order(rank: int, p: int, m: int) -> list[Action]:
+    order: list[Action] = []
+    nf = [0, 0]
+    nb = [0, 0]
+    pending_w: list[tuple[int, int]] = []
+
+    def f(c: int) -> None:
+        order.append(Action("F", nf[c], c))
+        nf[c] += 1
+
+    def b(c: int, zb: bool = False) -> None:
+        order.append(Action("B", nb[c], c))
+        if zb:
+            pending_w.append((nb[c], c))
+        else:
+            order.append(Action("W", nb[c], c))
+        nb[c] += 1
+
+    def w() -> None:
+        mb, c = pending_w.pop(0)
+        order.append(Action("W", mb, c))
+
+    for _ in range((p - rank - 1) * 2):  # step 1: nF0
+        f(0)
+    for _ in range(rank + 1):  # step 2: nF0F1
+        f(0)
+        f(1)
+    for _ in range(p - rank - 1):  # step 3: nB1W1F1 (zero bubble)
+        b(1, zb=True)
+        w()
+        f(1)
+    for _ in range(m - 2 * p + rank + 1):  # step 4 (main): nF0B1F1B0, F&B pairs run F then B
+        f(0)
+        b(1)
+        f(1)
+        b(0)
+    for _ in range(p - rank - 1):  # step 5: nB1F1B0
+        b(1)
+        f(1)
+        b(0)
+    step_6 = rank + 1  # step 6: nB1B0, second half with zero bubble
+    zb = False
+    for i in range(step_6):
+        if i == step_6 // 2 and rank % 2 == 1:
+            zb = True
+        b(1, zb)
+        if i == step_6 // 2 and rank % 2 == 0:
+            zb = True
+        b(0, zb)
+    for _ in range(p - rank - 1):  # step 7: nWB0 (zero bubble)
+        w()
+        b(0, zb=True)
+    while pending_w:  # step 8: nW
+        w()
+    return order
+
+
+def orders(p: int, m: int, vpp: int = 2) -> list[list[Action]]:
+    check(p, m, vpp)
+    return [rank_order(r, p, m) for r in range(p)]
+
+
+def max_inflight(rank: int, p: int, m: int, vpp: int = 2) -> int:
+    # Steps 1-2 fill 2(p-rank-1) + 2(rank+1) = 2p chunk-activations; step 3 keeps it (B1,W,F1);
+    # the first F0 of step 4 (which always runs, m >= 2p) adds one before any B frees.
+    return 2 * p + 1
+
+
+def chunks_per_rank(vpp: int) -> int:
+    return 2
+
+
+def stage_of(rank: int, chunk: int, p: int, vpp: int = 2) -> int:
+    return rank if chunk == 0 else 2 * p - 1 - rank
+
+
+SCHEDULE = Schedule(NAME, orders, max_inflight, chunks_per_rank, stage_of, check, True)
