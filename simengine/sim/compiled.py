@@ -1,0 +1,134 @@
+"""Task graph → a topologically ordered, two-input program, cached per structure.
+
+Every task becomes one entry ``(a, b, value index)`` whose end time is
+``max(end[a], end[b]) + duration`` (index 0 is a start-of-step sentinel at t = 0). Its inputs
+are its stream predecessor and its dependencies on other streams (dependencies on the same
+stream are implied by the FIFO order once the order is known to be acyclic). A task with three
+inputs gets a zero-length join entry first; ``max(x, y) + 0.0 == max(x, y)`` exactly, so the
+program computes bit-for-bit the list-scheduler times, whichever valid order evaluates it.
+
+The structure depends only on counts and flags (``structure_key``), never on durations, so the
+estimate path reuses it across cost variants.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from operator import itemgetter
+from typing import Sequence
+
+from ..schedule import Action
+from .errors import DeadlockError
+from .graph import TaskGraph, build_graph
+from .inputs import PipelineInput
+from .layout import KIND_NAMES, NSTREAM, STREAMS
+
+
+class Compiled:
+    __slots__ = ("graph", "A", "B", "V", "pos", "getter", "key")
+
+    def __init__(self, graph: TaskGraph, A: list[int], B: list[int], V: list[int], pos: list[int], key):
+        self.graph, self.A, self.B, self.V, self.pos, self.key = graph, A, B, V, pos, key
+        self.getter = itemgetter(*V) if len(V) > 1 else (lambda vals, _i=V[0]: (vals[_i],))
+
+
+def structure_key(inp: PipelineInput) -> tuple:
+    sig = tuple(
+        (len(st.dp_grad_buckets_s), len(st.dp_param_buckets_s),
+         tuple((len(ch.forward_comm), len(ch.backward_comm), ch.recompute_s > 0) for ch in st.chunks))
+        for st in inp.stages
+    )
+    return (inp.schedule, len(inp.stages), inp.num_microbatches, inp.vpp,
+            bool(inp.overlap_grad_reduce), bool(inp.overlap_param_gather),
+            bool(inp.tp_comm_overlap), bool(inp.p2p_blocking), sig)
+
+
+def topo_order(g: TaskGraph) -> list[int]:
+    """Kahn's algorithm over stream heads; raises DeadlockError naming every stuck head."""
+    n = len(g.kind)
+    d1, d2 = g.d1, g.d2
+    done = bytearray(n)
+    order: list[int] = []
+    streams = g.streams
+    ptr = [0] * len(streams)
+    waiting: dict[int, list[int]] = {}
+    stack = [s for s in range(len(streams)) if streams[s]]
+    while stack:
+        s = stack.pop()
+        lst = streams[s]
+        i, ln = ptr[s], len(lst)
+        while i < ln:
+            t = lst[i]
+            a, b = d1[t], d2[t]
+            if a >= 0 and not done[a]:
+                waiting.setdefault(a, []).append(s)
+                break
+            if b >= 0 and not done[b]:
+                waiting.setdefault(b, []).append(s)
+                break
+            done[t] = 1
+            order.append(t)
+            i += 1
+            w = waiting.pop(t, None)
+            if w:
+                stack.extend(w)
+        ptr[s] = i
+    if len(order) != n:
+        blocked = []
+        for s, lst in enumerate(streams):
+            if ptr[s] < len(lst):
+                t = lst[ptr[s]]
+                blocked.append((s // NSTREAM, STREAMS[s % NSTREAM], KIND_NAMES[g.kind[t]], g.mb[t], g.chunk[t]))
+        raise DeadlockError(blocked)
+    return order
+
+
+def flatten(g: TaskGraph, order: list[int]) -> tuple[list[int], list[int], list[int], list[int]]:
+    n = len(g.kind)
+    prev = [-1] * n
+    for lst in g.streams:
+        for i in range(1, len(lst)):
+            prev[lst[i]] = lst[i - 1]
+    stream, d1, d2, val = g.stream, g.d1, g.d2, g.val
+    pos = [0] * n
+    A: list[int] = []
+    B: list[int] = []
+    V: list[int] = []
+    for t in order:
+        st = stream[t]
+        ins = []
+        p = prev[t]
+        if p >= 0:
+            ins.append(pos[p])
+        for d in (d1[t], d2[t]):
+            if d >= 0 and stream[d] != st:
+                x = pos[d]
+                if x not in ins:
+                    ins.append(x)
+        if len(ins) == 3:
+            A.append(ins[0])
+            B.append(ins[1])
+            V.append(0)
+            ins = [len(A), ins[2]]
+        ins += [0, 0]
+        A.append(ins[0])
+        B.append(ins[1])
+        V.append(val[t])
+        pos[t] = len(A)  # 1-based: end[0] is the sentinel
+    return A, B, V, pos
+
+
+def compile_graph(key: tuple, orders: Sequence[Sequence[Action]] | None = None) -> Compiled:
+    g = build_graph(key, orders)
+    A, B, V, pos = flatten(g, topo_order(g))
+    return Compiled(g, A, B, V, pos, key)
+
+
+_cached = lru_cache(maxsize=64)(compile_graph)
+
+
+def compiled_for(inp: PipelineInput, orders: Sequence[Sequence[Action]] | None = None) -> Compiled:
+    key = structure_key(inp)
+    if orders is not None:
+        return compile_graph(key, orders)
+    return _cached(key)

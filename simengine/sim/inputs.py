@@ -1,0 +1,98 @@
+"""Inputs of the pipeline simulator: per-rank, per-chunk costs in seconds and bytes.
+
+Compute and communication are kept apart: ``forward_comm``/``backward_comm`` are the TP/CP/EP
+collectives of one micro-batch through the chunk, as (kind, seconds). Without
+``tp_comm_overlap`` they run on the compute stream right after the compute (exposed); with it
+they run on a comm stream alongside the compute, which is slowed by ``overlap_slowdown``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+def _nonneg(owner: str, name: str, value: float) -> None:
+    if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+        raise ValueError(f"{owner}.{name}={value!r} must be a finite number >= 0")
+
+
+def _comm(owner: str, name: str, entries) -> tuple[tuple[str, float], ...]:
+    out = []
+    for i, e in enumerate(entries):
+        kind, sec = e
+        if not isinstance(kind, str) or not kind:
+            raise ValueError(f"{owner}.{name}[{i}] kind must be a non-empty string")
+        _nonneg(owner, f"{name}[{i}]", sec)
+        out.append((kind, float(sec)))
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkCost:
+    forward_s: float
+    backward_input_s: float
+    backward_weight_s: float = 0.0
+    recompute_s: float = 0.0  # runs right before this chunk's backward (Korthikanti et al. 2022 §4)
+    forward_comm: tuple[tuple[str, float], ...] = ()
+    backward_comm: tuple[tuple[str, float], ...] = ()
+    activation_bytes: float = 0.0  # held per in-flight micro-batch
+    peak_extra_bytes: float = 0.0  # transient while this chunk runs F, R or B
+
+    def __post_init__(self):
+        for n in ("forward_s", "backward_input_s", "backward_weight_s", "recompute_s",
+                  "activation_bytes", "peak_extra_bytes"):
+            _nonneg("ChunkCost", n, getattr(self, n))
+        object.__setattr__(self, "forward_comm", _comm("ChunkCost", "forward_comm", self.forward_comm))
+        object.__setattr__(self, "backward_comm", _comm("ChunkCost", "backward_comm", self.backward_comm))
+
+
+@dataclass(frozen=True, slots=True)
+class StageCost:
+    chunks: tuple[ChunkCost, ...]  # one per model chunk on this pp rank
+    p2p_s: float = 0.0  # one activation (or gradient) send to a neighbour rank
+    static_bytes: float = 0.0  # weights + grads + optimizer states + buffers
+    dp_grad_buckets_s: tuple[float, ...] = ()  # reduce-scatter/all-reduce per bucket, last layers first
+    dp_param_buckets_s: tuple[float, ...] = ()  # param all-gather per bucket, first layers first
+    optimizer_s: float = 0.0
+
+    def __post_init__(self):
+        object.__setattr__(self, "chunks", tuple(self.chunks))
+        if not self.chunks or not all(isinstance(c, ChunkCost) for c in self.chunks):
+            raise ValueError("StageCost.chunks must be a non-empty tuple of ChunkCost")
+        for n in ("p2p_s", "static_bytes", "optimizer_s"):
+            _nonneg("StageCost", n, getattr(self, n))
+        for n in ("dp_grad_buckets_s", "dp_param_buckets_s"):
+            vals = tuple(float(v) for v in getattr(self, n))
+            for i, v in enumerate(vals):
+                _nonneg("StageCost", f"{n}[{i}]", v)
+            object.__setattr__(self, n, vals)
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineInput:
+    stages: tuple[StageCost, ...]  # one per pp rank
+    num_microbatches: int
+    schedule: str = "1f1b"
+    vpp: int = 1
+    overlap_grad_reduce: bool = False
+    overlap_param_gather: bool = False
+    tp_comm_overlap: bool = False
+    overlap_slowdown: float = 1.0  # >= 1; compute slowdown of tasks designated to overlap comm
+    p2p_blocking: bool = True  # Megatron default: blocking send/recv on the compute stream
+
+    def __post_init__(self):
+        object.__setattr__(self, "stages", tuple(self.stages))
+        if not self.stages or not all(isinstance(s, StageCost) for s in self.stages):
+            raise ValueError("PipelineInput.stages must be a non-empty tuple of StageCost")
+        if not isinstance(self.num_microbatches, int) or self.num_microbatches < 1:
+            raise ValueError(f"PipelineInput.num_microbatches={self.num_microbatches!r} must be an int >= 1")
+        if not isinstance(self.vpp, int) or self.vpp < 1:
+            raise ValueError(f"PipelineInput.vpp={self.vpp!r} must be an int >= 1")
+        s = self.overlap_slowdown
+        if not (isinstance(s, (int, float)) and math.isfinite(s) and s >= 1.0):
+            raise ValueError(f"PipelineInput.overlap_slowdown={s!r} must be a finite number >= 1")
+
+    @property
+    def pp(self) -> int:
+        return len(self.stages)
