@@ -22,13 +22,15 @@ from .errors import DeadlockError
 from .graph import TaskGraph, build_graph
 from .inputs import PipelineInput
 from .layout import KIND_NAMES, NSTREAM, STREAMS
+from .nogc import paused_gc
 
 
 class Compiled:
-    __slots__ = ("graph", "A", "B", "V", "pos", "getter", "key")
+    __slots__ = ("graph", "A", "B", "V", "pos", "getter", "key", "plan")
 
     def __init__(self, graph: TaskGraph, A: list[int], B: list[int], V: list[int], pos: list[int], key):
         self.graph, self.A, self.B, self.V, self.pos, self.key = graph, A, B, V, pos, key
+        self.plan = None  # timeline plan (plan.py), built on the first full simulation
         self.getter = itemgetter(*V) if len(V) > 1 else (lambda vals, _i=V[0]: (vals[_i],))
 
 
@@ -90,37 +92,46 @@ def flatten(g: TaskGraph, order: list[int]) -> tuple[list[int], list[int], list[
         for i in range(1, len(lst)):
             prev[lst[i]] = lst[i - 1]
     stream, d1, d2, val = g.stream, g.d1, g.d2, g.val
-    pos = [0] * n
+    pos = [0] * n  # 1-based positions: end[0] is the sentinel, so 0 also means "no input"
     A: list[int] = []
     B: list[int] = []
     V: list[int] = []
+    aa, ba, va = A.append, B.append, V.append
     for t in order:
         st = stream[t]
-        ins = []
         p = prev[t]
-        if p >= 0:
-            ins.append(pos[p])
-        for d in (d1[t], d2[t]):
-            if d >= 0 and stream[d] != st:
-                x = pos[d]
-                if x not in ins:
-                    ins.append(x)
-        if len(ins) == 3:
-            A.append(ins[0])
-            B.append(ins[1])
-            V.append(0)
-            ins = [len(A), ins[2]]
-        ins += [0, 0]
-        A.append(ins[0])
-        B.append(ins[1])
-        V.append(val[t])
-        pos[t] = len(A)  # 1-based: end[0] is the sentinel
+        a = pos[p] if p >= 0 else 0
+        b = c = 0
+        x = d1[t]
+        if x >= 0 and stream[x] != st:
+            b = pos[x]
+        x = d2[t]
+        if x >= 0 and stream[x] != st:
+            x = pos[x]
+            if b == 0:
+                b = x
+            elif x != b:
+                c = x
+        if c:
+            if a == 0:
+                a = c
+            else:  # three inputs: a zero-length join first
+                aa(a)
+                ba(b)
+                va(0)
+                a = len(A)
+                b = c
+        aa(a)
+        ba(b)
+        va(val[t])
+        pos[t] = len(A)
     return A, B, V, pos
 
 
 def compile_graph(key: tuple, orders: Sequence[Sequence[Action]] | None = None) -> Compiled:
-    g = build_graph(key, orders)
-    A, B, V, pos = flatten(g, topo_order(g))
+    with paused_gc():
+        g = build_graph(key, orders)
+        A, B, V, pos = flatten(g, topo_order(g))
     return Compiled(g, A, B, V, pos, key)
 
 

@@ -14,6 +14,7 @@ from ..schedule import Action
 from .compiled import compiled_for
 from .inputs import PipelineInput
 from .metrics import build_timeline
+from .nogc import paused_gc
 from .timeline import Timeline
 from .values import build_values
 
@@ -37,7 +38,8 @@ def simulate(inp: PipelineInput, orders: Sequence[Sequence[Action]] | None = Non
     hand-made schedules); an order that cannot finish raises DeadlockError."""
     comp = compiled_for(inp, orders)
     start, end = _times(comp.A, comp.B, comp.getter(build_values(inp, comp)))
-    return build_timeline(inp, comp, start, end)
+    with paused_gc():
+        return build_timeline(inp, comp, start, end)
 
 
 def pipeline_step_time(inp: PipelineInput, orders: Sequence[Sequence[Action]] | None = None) -> float:

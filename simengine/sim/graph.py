@@ -37,34 +37,26 @@ from .layout import (
 class TaskGraph:
     """Flat task arrays (original numbering = creation order) and per-stream FIFO lists."""
 
-    __slots__ = ("stream", "kind", "mb", "chunk", "aux", "val", "d1", "d2", "streams", "p",
+    __slots__ = ("rows", "stream", "kind", "mb", "chunk", "aux", "val", "d1", "d2", "streams", "p",
                  "m", "nch", "stage_of", "grad_pieces", "param_pieces", "rank_base",
                  "chunk_base", "n_vals")
 
     def __init__(self, p: int):
-        self.stream: list[int] = []
-        self.kind: list[int] = []
-        self.mb: list[int] = []
-        self.chunk: list[int] = []
-        self.aux: list[int] = []
-        self.val: list[int] = []
-        self.d1: list[int] = []
-        self.d2: list[int] = []
+        self.rows: list[tuple[int, ...]] = []  # (stream, kind, mb, chunk, aux, val, d1, d2)
         self.streams: list[list[int]] = [[] for _ in range(p * NSTREAM)]
 
     def add(self, stream: int, kind: int, mb: int, chunk: int, aux: int, val: int,
             d1: int = -1, d2: int = -1) -> int:
-        i = len(self.kind)
-        self.stream.append(stream)
-        self.kind.append(kind)
-        self.mb.append(mb)
-        self.chunk.append(chunk)
-        self.aux.append(aux)
-        self.val.append(val)
-        self.d1.append(d1)
-        self.d2.append(d2)
+        i = len(self.rows)
+        self.rows.append((stream, kind, mb, chunk, aux, val, d1, d2))
         self.streams[stream].append(i)
         return i
+
+    def finish(self) -> None:
+        """Rows → one list per field (``d1`` stays patchable)."""
+        cols = [list(c) for c in zip(*self.rows)] if self.rows else [[] for _ in range(8)]
+        self.stream, self.kind, self.mb, self.chunk, self.aux, self.val, self.d1, self.d2 = cols
+        self.rows = []
 
 
 def validate_orders(orders: Sequence[Sequence[Action]], p: int, m: int, nch: int) -> None:
@@ -259,6 +251,7 @@ def build_graph(key: tuple, orders: Sequence[Sequence[Action]] | None = None) ->
             for j in range(npb):
                 add(DP, K_DPP, -1, -1, j, rb + V_BUCKETS + ng + j, opt if j == 0 else -1)
 
+    g.finish()
     d1 = g.d1
     for task, arr, i in need:
         d1[task] = arr[i]

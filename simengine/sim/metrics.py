@@ -2,133 +2,102 @@
 
 from __future__ import annotations
 
-from bisect import bisect_right
+import numpy as np
 
 from .compiled import Compiled
 from .inputs import PipelineInput
-from .layout import (
-    K_B, K_BC, K_F, K_FC, K_GATE, K_OPT, K_R, K_W, KIND_NAMES, NSTREAM, S_COMPUTE, STREAMS,
-)
+from .layout import CHUNK_FIXED
+from .plan import RankPlan, build_plan
 from .timeline import Span, Timeline
 
-_PIECED = (K_F, K_B, K_W)
-_COMPUTE = (K_F, K_R, K_B, K_W, K_OPT)
+
+def _comm_labels(inp: PipelineInput, comp: Compiled) -> dict[int, str]:
+    """Value slot of every TP/CP/EP collective → its kind (layout.py chunk block)."""
+    out = {}
+    for r, st in enumerate(inp.stages):
+        for c, ch in enumerate(st.chunks):
+            v = comp.graph.chunk_base[r][c] + CHUNK_FIXED
+            for kind, _ in ch.forward_comm + ch.backward_comm:
+                out[v] = kind
+                v += 1
+    return out
 
 
-def _label(inp: PipelineInput, r: int, kind: int, chunk: int, aux: int) -> str:
-    if kind == K_FC:
-        return inp.stages[r].chunks[chunk].forward_comm[aux][0]
-    if kind == K_BC:
-        return inp.stages[r].chunks[chunk].backward_comm[aux][0]
-    if kind == K_OPT:
-        return "optimizer"
-    return KIND_NAMES[kind]
+def _busy_curve(S: np.ndarray, E: np.ndarray, kernels: np.ndarray):
+    """Cumulative compute-kernel time up to t (kernels are disjoint and in stream order)."""
+    s, e = S[kernels], E[kernels]
+    done = np.cumsum(e - s)
+    xp = np.column_stack((s, e)).ravel()
+    fp = np.column_stack((done - (e - s), done)).ravel()
+    if xp.size == 0:
+        return lambda t: np.zeros_like(t)
+    return lambda t: np.interp(t, xp, fp)
 
 
-def _memory(inp: PipelineInput, r: int, units: dict, static: float):
-    """static + Σ activation_bytes of held micro-batch-chunks (F start → end of W, or of B when
-    there is no W) + peak_extra_bytes of the chunk running F, R or B."""
-    chunks = inp.stages[r].chunks
-    ev: list[tuple[float, int, float]] = []  # (t, 0 = free first | 1 = alloc, delta)
-    for (kind, mb, c), (s, e) in units.items():
-        ch = chunks[c]
-        extra = ch.peak_extra_bytes
-        if kind == K_F:
-            ev.append((s, 1, ch.activation_bytes))
-            last = units.get((K_W, mb, c)) or units[(K_B, mb, c)]
-            ev.append((last[1], 0, -ch.activation_bytes))
-        if kind != K_W and extra and e > s:
-            ev.append((s, 1, extra))
-            ev.append((e, 0, -extra))
-    ev.sort(key=lambda x: (x[0], x[1]))
-    series = [(0.0, static)]
-    cur = static
-    for t, _, d in ev:
-        cur += d
-        if series[-1][0] == t:
-            series[-1] = (t, cur)
-        else:
-            series.append((t, cur))
+def _memory(inp: PipelineInput, r: int, rp: RankPlan, S: np.ndarray, E: np.ndarray):
+    """static + Σ activation_bytes of held micro-batch-chunks (F start → end of its W, or of its
+    B when there is no W) + peak_extra_bytes of the chunk running F, R or B (non-empty tasks)."""
+    st = inp.stages[r]
+    act = np.array([c.activation_bytes for c in st.chunks])[rp.act_chunk]
+    ext = np.array([c.peak_extra_bytes for c in st.chunks])[rp.x_chunk]
+    xs, xe = S[rp.x_first], E[rp.x_last]
+    keep = (xe > xs) & (ext > 0)
+    xs, xe, ext = xs[keep], xe[keep], ext[keep]
+    t = np.concatenate((S[rp.act_first], E[rp.act_free], xs, xe))
+    prio = np.concatenate((np.ones(act.size), np.zeros(act.size), np.ones(xs.size), np.zeros(xe.size)))
+    delta = np.concatenate((act, -act, ext, -ext))
+    static = float(st.static_bytes)
+    if t.size == 0:
+        return ((0.0, static),), static
+    order = np.lexsort((prio, t))  # by time; frees (0) before allocations (1) at equal times
+    t = t[order]
+    val = static + np.cumsum(delta[order])
+    last = np.r_[t[1:] != t[:-1], True]
+    ts, vs = t[last].tolist(), val[last].tolist()
+    series = list(zip(ts, vs))
+    if ts[0] != 0.0:
+        series.insert(0, (0.0, static))
     return tuple(series), max(v for _, v in series)
 
 
 def build_timeline(inp: PipelineInput, comp: Compiled, start: list[float], end: list[float]) -> Timeline:
-    g = comp.graph
-    pos = comp.pos
-    kind_a, mb_a, ch_a, aux_a = g.kind, g.mb, g.chunk, g.aux
+    if comp.plan is None:
+        comp.plan = build_plan(comp.graph, comp.pos)
+    labels = _comm_labels(inp, comp)
+    S, E = np.asarray(start), np.asarray(end)
     step = max(end)
-    p = g.p
     spans: list[Span] = []
-    bubble, busy_s, exposed, hidden, memory, peaks = [], [], [], [], [], []
-    for r in range(p):
-        cstarts: list[float] = []
-        cends: list[float] = []
-        units: dict[tuple[int, int, int], list[float]] = {}
-        stream_busy = 0.0
-        comm_spans: list[Span] = []
-        for sid in range(NSTREAM):
-            sname = STREAMS[sid]
-            cur = None
-            cur_k = -1
-            for t in g.streams[r * NSTREAM + sid]:
-                k = kind_a[t]
-                if k == K_GATE:
+    add = spans.append
+    bubble, busy, exposed, hidden, memory, peaks = [], [], [], [], [], []
+    for r, rp in enumerate(comp.plan):
+        for sname, items in rp.spans:
+            for lab, mb, c, p, cont in items:
+                s = start[p]
+                e = end[p]
+                if cont and spans[-1].end_s == s:  # next piece of a split task, back to back
+                    spans[-1] = spans[-1]._replace(end_s=e)
                     continue
-                i = pos[t]
-                s, e = start[i], end[i]
-                mb, c = mb_a[t], ch_a[t]
-                if sid == S_COMPUTE:
-                    stream_busy += e - s
-                    if k in _COMPUTE:
-                        if cends and cends[-1] == s:
-                            cends[-1] = e
-                        else:
-                            cstarts.append(s)
-                            cends.append(e)
-                        u = units.get((k, mb, c))
-                        if u is None:
-                            units[(k, mb, c)] = [s, e]
-                        else:
-                            u[1] = e
-                if cur is not None and k == cur_k and k in _PIECED and cur[3] == mb and cur[4] == c and cur[6] == s:
-                    cur[6] = e  # next piece of the same split task, back to back
-                    continue
-                if cur is not None:
-                    spans.append(Span(*cur))
-                    cur = None
-                if k in _COMPUTE:
-                    cur = [r, sname, _label(inp, r, k, c, 0), mb, c, s, e]
-                    cur_k = k
-                else:
-                    sp = Span(r, sname, _label(inp, r, k, c, aux_a[t]), mb, c, s, e)
-                    spans.append(sp)
-                    comm_spans.append(sp)
-            if cur is not None:
-                spans.append(Span(*cur))
+                add(Span(r, sname, lab if lab.__class__ is str else labels[lab], mb, c, s, e))
+        stream_busy = float((E[rp.stream_pos] - S[rp.stream_pos]).sum())
+        bubble.append((step - stream_busy) / step if step > 0 else 0.0)
+        busy.append(float((E[rp.kernel_pos] - S[rp.kernel_pos]).sum()))
+        curve = _busy_curve(S, E, rp.kernel_pos)
         ex: dict[str, float] = {}
         hi: dict[str, float] = {}
-        for sp in comm_spans:
-            s, e = sp.start_s, sp.end_s
-            cov = 0.0
-            j = bisect_right(cends, s)
-            while j < len(cstarts) and cstarts[j] < e:
-                lo = cstarts[j] if cstarts[j] > s else s
-                up = cends[j] if cends[j] < e else e
-                if up > lo:
-                    cov += up - lo
-                j += 1
-            hi[sp.kind] = hi.get(sp.kind, 0.0) + cov
-            ex[sp.kind] = ex.get(sp.kind, 0.0) + (e - s - cov)
+        for lab, ps in rp.comm_pos.items():
+            name = lab if lab.__class__ is str else labels[lab]
+            cs, ce = S[ps], E[ps]
+            cov = float((curve(ce) - curve(cs)).sum())
+            tot = float((ce - cs).sum())
+            hi[name] = hi.get(name, 0.0) + cov
+            ex[name] = ex.get(name, 0.0) + max(tot - cov, 0.0)
         exposed.append(ex)
         hidden.append(hi)
-        busy_s.append(sum(e - s for s, e in zip(cstarts, cends)))
-        bubble.append((step - stream_busy) / step if step > 0 else 0.0)
-        series, peak = _memory(inp, r, {k: tuple(v) for k, v in units.items() if k[0] != K_OPT},
-                               inp.stages[r].static_bytes)
+        series, peak = _memory(inp, r, rp, S, E)
         memory.append(series)
         peaks.append(peak)
     return Timeline(
-        spans=tuple(spans), step_time_s=step, bubble_fraction=tuple(bubble), compute_s=tuple(busy_s),
+        spans=tuple(spans), step_time_s=step, bubble_fraction=tuple(bubble), compute_s=tuple(busy),
         exposed_comm_s=tuple(exposed), hidden_comm_s=tuple(hidden), memory=tuple(memory),
         peak_memory_bytes=tuple(peaks),
     )

@@ -1,9 +1,10 @@
 """Durations of every value slot (layout in ``layout.py``) for one PipelineInput.
 
 Slowdown model (an approximation, stated once here): a compute task designated to overlap
-communication has its duration multiplied by ``overlap_slowdown`` (SM/HBM contention, cf.
-Wang et al. 2023 "Overlap communication with dependent computation via decomposition",
-§2; Megatron-LM ``--tp-comm-overlap``). Designated tasks are the F (B) compute of a chunk
+communication has its duration multiplied by ``overlap_slowdown`` — a modelling assumption for
+the SM and HBM contention between NCCL / TransformerEngine userbuffer kernels and GEMMs
+(Megatron-LM ``--tp-comm-overlap``, ``--overlap-grad-reduce``, ``--overlap-param-gather``);
+the factor is the user's ``StrategySpec.overlap_slowdown``, not derived here. Designated tasks are the F (B) compute of a chunk
 whose forward (backward) collectives run overlapped (``tp_comm_overlap``), the pieces of the
 first F that overlap the parameter all-gather, and the pieces of the final backward (B or W)
 that overlap the gradient reduce-scatter. The factor is applied once, never compounded, and
