@@ -1,0 +1,50 @@
+"""Turn what a caller hands the calibration readers (text, bytes or a file path) into text.
+
+Every failure becomes a ``ConfigError`` naming ``field`` so the UI can show it next to the upload.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..errors import ConfigError
+
+MAX_INPUT_BYTES = 64 * 1024 * 1024  # a benchmark log or sweep larger than this is not a benchmark log
+
+
+def read_text(source: str | bytes | os.PathLike, field: str) -> tuple[str, str]:
+    """Return ``(text, name)``.
+
+    ``bytes`` are decoded as UTF-8 (invalid bytes replaced, a BOM dropped). A ``str`` containing a
+    newline is the content itself; any other ``str`` or a ``PathLike`` is a path to read. ``name``
+    is the file name (empty for content), useful as a hint such as ``..._all_reduce_16gpu.log``.
+    """
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        raw = bytes(source)
+        if len(raw) > MAX_INPUT_BYTES:
+            raise ConfigError([(field, f"input is {len(raw)} bytes, more than the {MAX_INPUT_BYTES} accepted")])
+        return _decode(raw), ""
+    if isinstance(source, str) and ("\n" in source or "\r" in source):
+        if len(source) > MAX_INPUT_BYTES:
+            raise ConfigError([(field, f"input is {len(source)} characters, more than the {MAX_INPUT_BYTES} accepted")])
+        return source.lstrip("\ufeff"), ""
+    if not isinstance(source, (str, os.PathLike)):
+        raise ConfigError([(field, f"expected text, bytes or a file path, got {type(source).__name__}")])
+    try:
+        path = Path(source)
+        size = path.stat().st_size
+        if size > MAX_INPUT_BYTES:
+            raise ConfigError([(field, f"{path.name}: {size} bytes, more than the {MAX_INPUT_BYTES} accepted")])
+        raw = path.read_bytes()
+    except ConfigError:
+        raise
+    except (OSError, ValueError) as exc:  # missing file, a directory, embedded NUL in the path …
+        shown = str(source)[:200]
+        raise ConfigError([(field, f"cannot read {shown!r}: {exc.__class__.__name__}")]) from None
+    return _decode(raw), path.name
+
+
+def _decode(raw: bytes) -> str:
+    text = raw.decode("utf-8", errors="replace")
+    return text.lstrip("\ufeff")
