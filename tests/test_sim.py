@@ -206,6 +206,17 @@ def test_dp_grad_overlap_hides_all_but_last_bucket():
     assert plain.exposed_comm_s[0]["dp_grad"] == pytest.approx(sum(buckets))
 
 
+def test_dp_grad_overlap_fully_hidden_off_the_critical_rank():
+    base = uniform("1f1b", 4, 8, f=1.0, b=2.0)
+    buckets = (0.3, 0.3, 0.3)  # the last rank finishes its backward (p-1)·b early
+    stages = base.stages[:-1] + (replace(base.stages[-1], dp_grad_buckets_s=buckets),)
+    over = simulate(replace(base, stages=stages, overlap_grad_reduce=True))
+    plain = simulate(replace(base, stages=stages))
+    assert over.step_time_s == plain.step_time_s == simulate(base).step_time_s
+    assert over.exposed_comm_s[3]["dp_grad"] == pytest.approx(0.3)  # rank-local: only the last bucket waits
+    assert plain.exposed_comm_s[3]["dp_grad"] == pytest.approx(0.9)
+
+
 def test_dp_grad_overlap_slowdown_applies_to_producing_backward():
     base = _with(uniform("1f1b", 1, 2, f=1.0, b=2.0), dp_grad_buckets_s=(0.1, 0.1))
     over = simulate(replace(base, overlap_grad_reduce=True, overlap_slowdown=1.5))
@@ -310,7 +321,7 @@ def test_input_validation_names_fields():
     with pytest.raises(ValueError, match="overlap_slowdown"):
         uniform("1f1b", 2, 2, overlap_slowdown=0.5)
     with pytest.raises(ValueError, match="needs 2"):
-        simulate(uniform("1f1b", 2, 4).__class__(uniform("1f1b", 2, 4).stages, 4, "interleaved", 2))
+        simulate(PipelineInput(uniform("1f1b", 2, 4).stages, 4, "interleaved", 2))
 
 
 def test_hand_made_order_same_as_generated():

@@ -13,7 +13,8 @@ estimate path reuses it across cost variants.
 
 from __future__ import annotations
 
-from functools import lru_cache
+import threading
+from collections import OrderedDict
 from operator import itemgetter
 from typing import Sequence
 
@@ -135,7 +136,38 @@ def compile_graph(key: tuple, orders: Sequence[Sequence[Action]] | None = None) 
     return Compiled(g, A, B, V, pos, key)
 
 
-_cached = lru_cache(maxsize=64)(compile_graph)
+# LRU of compiled structures, bounded by entry count and by total program length (a
+# pp=16, vpp=4, m=128 structure is ~80k entries and ~20 MB with its timeline plan).
+_MAX_ENTRIES = 64
+_MAX_TASKS = 400_000
+_cache: OrderedDict[tuple, Compiled] = OrderedDict()
+_cache_tasks = 0
+_lock = threading.Lock()
+
+
+def clear_cache() -> None:
+    global _cache_tasks
+    with _lock:
+        _cache.clear()
+        _cache_tasks = 0
+
+
+def _cached(key: tuple) -> Compiled:
+    global _cache_tasks
+    with _lock:
+        comp = _cache.get(key)
+        if comp is not None:
+            _cache.move_to_end(key)
+            return comp
+    comp = compile_graph(key)
+    with _lock:
+        if key not in _cache:
+            _cache[key] = comp
+            _cache_tasks += len(comp.A)
+            while len(_cache) > 1 and (len(_cache) > _MAX_ENTRIES or _cache_tasks > _MAX_TASKS):
+                _, old = _cache.popitem(last=False)
+                _cache_tasks -= len(old.A)
+    return comp
 
 
 def compiled_for(inp: PipelineInput, orders: Sequence[Sequence[Action]] | None = None) -> Compiled:
