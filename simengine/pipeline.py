@@ -6,8 +6,7 @@ from __future__ import annotations
 from .config.scenario import Scenario
 from .cost.stage import Plan
 from .schedule import get_schedule
-from .sim.graph import ChunkCost, PipelineInput, StageCost
-from .sim.fast import pipeline_step_time
+from .sim import ChunkCost, PipelineInput, StageCost, pipeline_step_time
 
 
 def pipeline_input(sc: Scenario, plan: Plan, *, with_dp: bool = True) -> PipelineInput:

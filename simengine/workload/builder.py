@@ -43,12 +43,16 @@ def build_workload(sc: Scenario) -> Workload:
         blocks["mlp"] = dense_mlp_block(d)
     if m.is_moe:
         blocks["moe"] = moe_block(d, m, st.moe_dispatcher)
-    chunks = layers_per_chunk(m.num_layers, st.pp, st.vpp)
-    last = st.pp * st.vpp - 1
+    per_rank = 2 if st.schedule == "dualpipev" else st.vpp
+    chunks = layers_per_chunk(m.num_layers, st.pp, per_rank)
+    last = st.pp * per_rank - 1
     ranks = []
     for r in range(st.pp):
         mine = []
-        for c in rank_chunks(st.pp, st.vpp, r):
+        # DualPipeV (DeepSeek-V3 report §3.2.1, deepseek-ai/DualPipe DualPipeV): rank r holds
+        # stages r and 2p−1−r of a 2p-stage pipeline (a V), so the last stage lives on rank 0.
+        held = [r, 2 * st.pp - 1 - r] if st.schedule == "dualpipev" else rank_chunks(st.pp, st.vpp, r)
+        for c in held:
             layers = tuple(chunks[c])
             n_moe = sum(1 for i in layers if m.is_moe_layer(i))
             mine.append(ChunkWork(c, r, layers, len(layers) - n_moe, n_moe, c == 0, c == last))

@@ -1,0 +1,47 @@
+"""Estimate latency: one estimate of llama3-405b on 16,384 H100s (tp 8, pp 16, dp 128).
+
+Run: python benchmarks/bench_estimate.py
+"Warm" = after the first call in the process (imports done, module-level caches such as the
+GEMM-efficiency memo filled); every timed call rebuilds the workload, prices it, runs the
+pipeline engine and the memory model from the validated Scenario. Scenario validation (pydantic)
+is timed separately.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+from simengine import presets
+from simengine.config import load_scenario
+from simengine.estimate import estimate
+
+
+def main(repeats: int = 200) -> None:
+    cfg = presets.size_scenario("large")
+    t0 = time.perf_counter()
+    sc = load_scenario(cfg)
+    t_validate = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    estimate(sc)
+    cold = time.perf_counter() - t0
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        estimate(sc)
+        times.append(time.perf_counter() - t0)
+    val = []
+    for _ in range(50):
+        t0 = time.perf_counter()
+        load_scenario(cfg)
+        val.append(time.perf_counter() - t0)
+    s = sc.strategy
+    print(f"scenario: {sc.model.name} on {sc.system.num_gpus} x {sc.system.gpu.name}, tp={s.tp} pp={s.pp} dp={sc.dp} "
+          f"vpp={s.vpp} m={sc.num_microbatches} schedule={s.schedule}")
+    print(f"first estimate (cold caches): {cold * 1e3:.2f} ms (first validation {t_validate * 1e3:.2f} ms)")
+    print(f"warm estimate: median {statistics.median(times) * 1e3:.3f} ms, p90 {sorted(times)[int(0.9 * len(times))] * 1e3:.3f} ms over {repeats}")
+    print(f"scenario validation (pydantic, warm): median {statistics.median(val) * 1e3:.3f} ms")
+
+
+if __name__ == "__main__":
+    main()
