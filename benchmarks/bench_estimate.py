@@ -10,11 +10,15 @@ is timed separately.
 from __future__ import annotations
 
 import statistics
+import sys
 import time
+from pathlib import Path
 
-from simengine import presets
-from simengine.config import load_scenario
-from simengine.estimate import estimate
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from simengine import presets  # noqa: E402
+from simengine.config import load_scenario  # noqa: E402
+from simengine.estimate import estimate  # noqa: E402
 
 
 def main(repeats: int = 200) -> None:

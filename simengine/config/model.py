@@ -117,4 +117,6 @@ class ModelSpec(_Frozen):
 
     @property
     def num_moe_layers(self) -> int:
-        return sum(1 for i in range(self.num_layers) if self.is_moe_layer(i))
+        if not self.is_moe or self.num_layers <= self.first_k_dense_layers:
+            return 0
+        return -(-(self.num_layers - self.first_k_dense_layers) // self.moe_layer_freq)

@@ -36,13 +36,13 @@ class DPWork:
     optimizer_s: float
 
 
-def _buckets(n_params: float, dp: int) -> list[float]:
+def _buckets(n_params: float, dp: int) -> tuple[int, float]:
+    """(number of full buckets, parameters in the last partial bucket)."""
     size = max(MIN_BUCKET_PARAMS, 1_000_000 * dp)
     if n_params <= 0:
-        return []
+        return 0, 0.0
     full = int(n_params // size)
-    rest = n_params - full * size
-    return [float(size)] * full + ([rest] if rest > 0 else [])
+    return full, n_params - full * size
 
 
 def dp_work(sc: Scenario, comm: CommModel, p: StageParams) -> DPWork:
@@ -54,13 +54,16 @@ def dp_work(sc: Scenario, comm: CommModel, p: StageParams) -> DPWork:
     for n, group, size in ((p.dense, "dp", sc.dp * st.cp), (p.expert, "edp", sc.edp)):
         if size <= 1 or n <= 0:
             continue
-        for b in _buckets(n, size):
+        full, rest = _buckets(n, size)
+        for b, count in ((float(max(MIN_BUCKET_PARAMS, 1_000_000 * size)), full), (rest, 1 if rest > 0 else 0)):
+            if not count:
+                continue
             if z == 0:
-                grads.append(comm.time("all_reduce", b * grad_b, group))
+                grads.extend([comm.time("all_reduce", b * grad_b, group)] * count)
             else:
-                grads.append(comm.time("reduce_scatter", b * grad_b, group))
+                grads.extend([comm.time("reduce_scatter", b * grad_b, group)] * count)
                 t_ag = comm.time("all_gather", b * 2.0, group)
-                params.extend([t_ag, t_ag] if z >= 3 else [t_ag])
+                params.extend([t_ag] * (count * (2 if z >= 3 else 1)))
     hbm = sc.system.gpu.hbm_bandwidth_gbs * 1e9 * e.hbm
     dpcp = sc.dp * st.cp
     shard = p.dense / (dpcp if z >= 1 else 1) + p.expert / (sc.edp if z >= 1 else 1)

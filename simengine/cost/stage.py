@@ -71,6 +71,7 @@ def build_plan(sc: Scenario) -> Plan:
     p2p_s = comm.time("p2p", p2p_bytes, "pp") if st.pp > 1 else 0.0
 
     stages = []
+    memo: dict[tuple, tuple] = {}
     for rank_chunks in wl.ranks:
         chunks = []
         for cw in rank_chunks:
@@ -89,22 +90,20 @@ def build_plan(sc: Scenario) -> Plan:
                 f, b, w = costs["head"]
                 fwd.add(f), bwd.add(b), wgt.add(w)
             # activations held per micro-batch and the transient on top (Korthikanti et al. 2022)
-            full_layer = att_act.saved
             per_dense = att_act.saved + (mlp_act.saved if mlp_act else 0.0)
             per_moe = att_act.saved + (moe_act.saved if moe_act else 0.0)
             n_rc = 0
             if st.recompute == "full":
                 n_rc = n_layers if st.recompute_num_layers is None else min(st.recompute_num_layers, n_layers)
-            held = 0.0
-            for i, layer in enumerate(cw.layers):
-                is_moe = m.is_moe_layer(layer)
-                full_layer = per_moe if is_moe else per_dense
-                if i < n_rc:
-                    held += layer_input(d)
-                elif st.recompute == "selective":
-                    held += full_layer - att_act.selective
-                else:
-                    held += full_layer
+            # the first n_rc layers of the chunk are recomputed (Megatron --recompute-method block)
+            if st.recompute == "selective":
+                per_dense -= att_act.selective
+                per_moe -= att_act.selective
+            if cw.moe_layers:
+                kinds = [m.is_moe_layer(layer) for layer in cw.layers]
+                held = n_rc * layer_input(d) + sum(per_moe if k else per_dense for k in kinds[n_rc:])
+            else:
+                held = n_rc * layer_input(d) + (n_layers - n_rc) * per_dense
             transients = [att_act.bwd_transient]
             if mlp_act and cw.dense_layers:
                 transients.append(mlp_act.bwd_transient)
@@ -128,6 +127,11 @@ def build_plan(sc: Scenario) -> Plan:
             if cw.first and d.dropout:
                 held += d.sp_tokens * d.h  # embedding dropout mask
             chunks.append(ChunkPlan(cw, fwd, bwd, wgt, rc, held, extra))
-        params = stage_params(sc, rank_chunks)
-        stages.append(StagePlan(rank_chunks[0].rank, chunks, params, static_memory(sc, params), p2p_s, dp_work(sc, comm, params)))
+        # ranks that hold the same blocks have the same model states and DP work (middle stages)
+        sig = tuple((len(c.layers), c.dense_layers, c.moe_layers, c.first, c.last) for c in rank_chunks)
+        states = memo.get(sig)
+        if states is None:
+            params = stage_params(sc, rank_chunks)
+            states = memo[sig] = (params, static_memory(sc, params), dp_work(sc, comm, params))
+        stages.append(StagePlan(rank_chunks[0].rank, chunks, states[0], states[1], p2p_s, states[2]))
     return Plan(wl, stages, comm)

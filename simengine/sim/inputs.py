@@ -63,9 +63,11 @@ class StageCost:
         for n in ("p2p_s", "static_bytes", "optimizer_s"):
             _nonneg("StageCost", n, getattr(self, n))
         for n in ("dp_grad_buckets_s", "dp_param_buckets_s"):
-            vals = tuple(float(v) for v in getattr(self, n))
-            for i, v in enumerate(vals):
-                _nonneg("StageCost", f"{n}[{i}]", v)
+            vals = tuple(map(float, getattr(self, n)))
+            # one pass over the buckets (searches build thousands of these): finite and >= 0
+            if vals and not (min(vals) >= 0 and math.isfinite(sum(vals))):
+                for i, v in enumerate(vals):
+                    _nonneg("StageCost", f"{n}[{i}]", v)
             object.__setattr__(self, n, vals)
 
 
