@@ -1,0 +1,92 @@
+"""Small CSV helpers shared by the GEMM readers: tolerant header names, typed cells, and error
+collection that names the line and column of every bad cell (``ConfigError``)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import re
+from collections.abc import Mapping
+
+from ..errors import ConfigError
+
+MAX_ISSUES = 10
+
+
+def norm_header(name: str) -> str:
+    """``'Time (µs)'`` → ``time_us``; ``'TFLOP/s'`` → ``tflop_s``; ``'Efficiency (%)'`` → ``efficiency_pct``."""
+    s = name.strip().lstrip("\ufeff").lower().replace("µ", "u").replace("μ", "u").replace("%", " pct ")
+    return re.sub(r"[^a-z0-9]+", "_", s).strip("_")
+
+
+def read_rows(text: str, field: str) -> tuple[list[str], list[tuple[int, list[str]]]]:
+    """Header cells and ``(line number, cells)`` of each data row; blank and ``#`` lines skipped."""
+    reader = csv.reader(io.StringIO(text))
+    header: list[str] | None = None
+    rows: list[tuple[int, list[str]]] = []
+    try:
+        for cells in reader:
+            if not cells or all(not c.strip() for c in cells) or cells[0].lstrip().startswith("#"):
+                continue
+            if header is None:
+                header = [c.strip() for c in cells]
+                continue
+            rows.append((reader.line_num, cells))
+    except csv.Error as exc:
+        raise ConfigError([(field, f"line {reader.line_num}: not valid CSV ({exc})")]) from None
+    if header is None:
+        raise ConfigError([(field, "no header row (expected e.g. 'm,n,k,efficiency')")])
+    return header, rows
+
+
+class Issues:
+    """Collects ``(field, 'line L, column C: …')`` and raises them together."""
+
+    def __init__(self, field: str):
+        self.field = field
+        self.items: list[tuple[str, str]] = []
+
+    def add(self, line: int, column: str, msg: str) -> None:
+        if len(self.items) < MAX_ISSUES:
+            where = f"line {line}" + (f", column '{column}'" if column else "")
+            self.items.append((self.field, f"{where}: {msg}"))
+        elif len(self.items) == MAX_ISSUES:
+            self.items.append((self.field, "… further bad rows not listed"))
+
+    def raise_if_any(self) -> None:
+        if self.items:
+            raise ConfigError(self.items)
+
+
+_INT_RE = re.compile(r"^[+]?\d{1,15}(?:\.0*)?$")
+_FLOAT_RE = re.compile(r"^[+-]?(?:\d{1,30}(?:\.\d{0,30})?|\.\d{1,30})(?:[eE][+-]?\d{1,3})?$")
+
+
+def cell(cells: list[str], idx: int | None) -> str:
+    return cells[idx].strip() if idx is not None and idx < len(cells) else ""
+
+
+def pos_int(raw: str, line: int, col: str, issues: Issues, *, default: int | None = None) -> int | None:
+    if raw == "" and default is not None:
+        return default
+    if not _INT_RE.match(raw) or int(float(raw)) < 1:
+        issues.add(line, col, f"{raw[:40]!r} is not a positive integer")
+        return None
+    return int(float(raw))
+
+
+def pos_float(raw: str, line: int, col: str, issues: Issues, *, allow_zero: bool = False) -> float | None:
+    v = float(raw) if _FLOAT_RE.match(raw) else math.nan
+    if not math.isfinite(v) or v < 0 or (v == 0 and not allow_zero):
+        issues.add(line, col, f"{raw[:40]!r} is not a positive number")
+        return None
+    return v
+
+
+def find_column(index: Mapping[str, int], *aliases: str) -> tuple[int | None, str]:
+    """First of ``aliases`` (normalised names) present in ``index`` → (position, alias)."""
+    for a in aliases:
+        if a in index:
+            return index[a], a
+    return None, ""
