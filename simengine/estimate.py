@@ -57,13 +57,14 @@ def estimate_plan(sc: Scenario, plan: Plan) -> Report:
     gpus = sysm.num_gpus
     tokens = sc.tokens_per_step
     mflops = model_flops_per_step(sc)
-    # hardware FLOPs: what every rank actually executes (recompute included), summed over ranks
-    replicas = gpus // s.pp
-    hflops = 0.0
+    # hardware FLOPs = model FLOPs scaled by what recompute adds to the executed work
+    # (Korthikanti et al. 2022 §6: HFU counts the recomputed forward; same attention convention)
+    executed = recomputed = 0.0
     for stg in plan.stages:
         for c in stg.chunks:
-            hflops += (c.fwd.flops + c.bwd.flops + c.wgt.flops + c.recompute.flops) * m_mb
-    hflops *= replicas
+            executed += c.fwd.flops + c.bwd.flops + c.wgt.flops
+            recomputed += c.recompute.flops
+    hflops = mflops * (1.0 + recomputed / executed) if executed > 0 else mflops
     peak = sysm.gpu.peak_tflops.bf16 * 1e12  # MFU against the dense bf16 peak (also for fp8 runs)
     mems = []
     allocs = []

@@ -87,5 +87,12 @@ def step_time_s(inp: PipelineInput) -> tuple[float, dict[str, float]]:
             cut = min(parts[key], -rest)
             parts[key] -= cut
             rest += cut
+    if rest > 0 and (inp.overlap_grad_reduce or inp.overlap_param_gather):
+        # overlapped DP comm still exposes its tail (the last bucket after the last backward,
+        # the first all-gather before the first forward — Megatron DDP behaviour)
+        tail = (st.dp_grad_buckets_s[-1:] if inp.overlap_grad_reduce else ()) + (st.dp_param_buckets_s[:1] if inp.overlap_param_gather else ())
+        cut = min(rest, sum(tail) if len(inp.stages) > 1 else rest)
+        parts["dp_comm"] += cut
+        rest -= cut
     parts["bubble"] = max(rest, 0.0)
     return step, {k: v for k, v in parts.items() if v > 0 or k in ("forward_compute", "backward_compute", "bubble")}

@@ -1,0 +1,225 @@
+"""Fold measured GEMM and NCCL results into a SystemSpec's efficiency model.
+
+``calibrate(system, gemm_csv, nccl_logs)`` returns ``system.model_copy(update=…)`` with
+``efficiency.gemm_table`` (every format) and ``efficiency.collective_table`` (one alpha-beta fit
+per collective kind and tier); a SimuMax/B200 file also sets ``attention_fwd`` /
+``attention_bwd`` (converted to causal FLOPs, see :mod:`.b200`), ``grouped_gemm``, ``hbm`` and
+``kernel_overhead_us``. ``calibrate_with_summary`` also returns a :class:`CalibrationSummary`
+(counts, each fit, warnings) for the UI.
+
+Choices:
+* GEMM rows of dtypes other than bf16 / fp8 are skipped (simengine trains in bf16 or fp8, and
+  fp32 sweeps usually run on TF32 tensor cores, whose peak ``PeakTflops`` does not carry).
+* Efficiencies are re-expressed against the system's peaks (same achieved TFLOP/s).
+* When several logs measure the same collective on the same tier, the table with the most
+  ranks wins, then the higher fitted busbw (a second, much slower table in the same file is a
+  sick process or a contended run); the others are listed in the summary as not used.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from ..config.system import Efficiency, SystemSpec
+from ..errors import ConfigError
+from .b200 import B200Tables, attention_efficiency_from_b200, grouped_gemm_mean, read_b200_op_efficiency
+from .fit import collective_point, fit_table, tier_bandwidth_gbs, tier_for
+from .gemm import load_gemm_csv
+from .nccl import parse_nccl_log
+
+TRAINING_DTYPES = ("bf16", "fp8")
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class CollectiveFit(_Frozen):
+    """One fitted nccl-tests table."""
+
+    source: str
+    table: int
+    kind: str
+    n_ranks: int | None
+    n_hosts: int | None
+    gpu: str
+    tier: str
+    alpha_us: float
+    busbw_gbs: float
+    max_measured_busbw_gbs: float
+    tier_bandwidth_gbs: float
+    efficiency: float
+    n_points: int
+    rel_rms_error: float
+    used: bool
+
+
+class CalibrationSummary(_Frozen):
+    gemm_format: str | None = None
+    gemm_points: int = 0
+    gemm_points_by_dtype: dict[str, int] = {}
+    gemm_rows_skipped: dict[str, int] = {}
+    attention_rows: int = 0
+    grouped_gemm_rows: int = 0
+    scalars: dict[str, float] = {}
+    collective_fits: tuple[CollectiveFit, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+
+def calibrate(
+    system: SystemSpec,
+    gemm_csv: str | bytes | os.PathLike | None = None,
+    nccl_logs: Mapping[str, str | bytes] | None = None,
+) -> SystemSpec:
+    """New SystemSpec with measured efficiencies (see module docstring).
+
+    ``gemm_csv`` and each value of ``nccl_logs`` may be the content (text with newlines, or bytes)
+    or a path; ``nccl_logs`` keys are file names, used as hints (``…_all_gather_16gpu.log``).
+    """
+    return calibrate_with_summary(system, gemm_csv, nccl_logs)[0]
+
+
+def calibrate_with_summary(
+    system: SystemSpec,
+    gemm_csv: str | bytes | os.PathLike | None = None,
+    nccl_logs: Mapping[str, str | bytes] | None = None,
+) -> tuple[SystemSpec, CalibrationSummary]:
+    eff_update: dict[str, object] = {}
+    summary: dict[str, object] = {}
+    warnings: list[str] = []
+    sources: list[str] = []
+    if gemm_csv is not None:
+        _gemm(system, gemm_csv, eff_update, summary, warnings, sources)
+    if nccl_logs:
+        _nccl(system, nccl_logs, eff_update, summary, warnings, sources)
+    if sources:
+        prior = system.efficiency.source
+        eff_update["source"] = ("; ".join(([prior] if prior else []) + ["calibrated: " + "; ".join(sources)]))[:2000]
+    efficiency = system.efficiency.model_copy(update=eff_update)
+    # model_copy skips validation: re-validate so a bad value can never reach the engine.
+    try:
+        efficiency = Efficiency.model_validate(efficiency.model_dump())
+    except ValidationError as exc:
+        raise ConfigError([("efficiency", f"calibrated values invalid: {str(exc).splitlines()[0]}")]) from None
+    summary["warnings"] = tuple(warnings)
+    return system.model_copy(update={"efficiency": efficiency}), CalibrationSummary(**summary)  # type: ignore[arg-type]
+
+
+def _gemm(system, gemm_csv, eff_update, summary, warnings, sources) -> None:
+    load = load_gemm_csv(gemm_csv, peak_tflops=system.gpu.peak_tflops, dtypes=TRAINING_DTYPES)
+    by_dtype: dict[str, int] = {}
+    for p in load.points:
+        by_dtype[p.dtype] = by_dtype.get(p.dtype, 0) + 1
+    summary.update(gemm_format=load.format, gemm_points=len(load.points), gemm_points_by_dtype=by_dtype,
+                   gemm_rows_skipped=dict(load.skipped_dtypes))
+    warnings.extend(load.notes)
+    if load.skipped_dtypes:
+        warnings.append(f"GEMM rows of dtypes {sorted(load.skipped_dtypes)} skipped (simengine trains in bf16/fp8)")
+    if load.points:
+        eff_update["gemm_table"] = load.points
+    sources.append(f"{load.format} GEMM table ({len(load.points)} shapes)")
+    if isinstance(load.b200, B200Tables):
+        scalars = b200_scalars(load.b200, system.gpu.hbm_bandwidth_gbs)
+        eff_update.update(scalars)
+        summary.update(attention_rows=len(load.b200.attention), grouped_gemm_rows=len(load.b200.grouped), scalars=scalars)
+
+
+def b200_scalars(tables: B200Tables, hbm_bandwidth_gbs: float | None = None) -> dict[str, float]:
+    """The scalar efficiencies a SimuMax/B200 file provides, in simengine's conventions.
+
+    attention_fwd/bwd: mean over the measured shapes (contiguous qkv) of efficiency × (s+1)/(2s)
+    (causal FLOPs; :mod:`.b200`). grouped_gemm: mean of the measured grouped GEMMs (SimuMax's
+    own default). hbm: achieved bytes/s of the ``default`` memory-bound entry (gbps applied as GiB/s)
+    / the GPU's HBM bandwidth (the file's nominal gbps when not given). kernel_overhead_us:
+    that entry's per-kernel latency (SimuMax adds it to every kernel's memory time).
+    """
+    out: dict[str, float] = {}
+    for phase in ("fwd", "bwd"):
+        v = attention_efficiency_from_b200(tables, phase=phase)  # type: ignore[arg-type]
+        if v is not None:
+            out[f"attention_{phase}"] = min(v, 1.0)
+    g = grouped_gemm_mean(tables)
+    if g is not None:
+        out["grouped_gemm"] = min(g, 1.0)
+    mem = tables.mem_bw.get("default")
+    if mem is not None:
+        nominal = hbm_bandwidth_gbs or mem.gbps
+        out["hbm"] = min(mem.achieved_gbs / nominal, 1.0)
+        out["kernel_overhead_us"] = mem.latency_us
+    return out
+
+
+def load_b200_system_efficiency(path: str | os.PathLike, hbm_bandwidth_gbs: float | None = None) -> Efficiency:
+    """An ``Efficiency`` from the SimuMax B200 file alone (for the validation tests): its GEMM
+    table and the scalars of :func:`b200_scalars`; everything else keeps simengine's defaults."""
+    tables = read_b200_op_efficiency(path)
+    update: dict[str, object] = dict(b200_scalars(tables, hbm_bandwidth_gbs))
+    update["gemm_table"] = tuple(p for p in tables.matmul if p.dtype in TRAINING_DTYPES)
+    update["source"] = f"SimuMax B200 op efficiencies ({len(tables.matmul)} GEMM shapes, {len(tables.attention)} attention)"
+    return Efficiency(**update)  # type: ignore[arg-type]
+
+
+def _nccl(system, nccl_logs, eff_update, summary, warnings, sources) -> None:
+    fits: list[CollectiveFit] = []
+    points: dict[tuple[str, str], tuple[tuple, object, int]] = {}
+    for name, content in nccl_logs.items():
+        label = str(name)[:200]
+        try:
+            log = parse_nccl_log(content, name=label)
+        except ConfigError as exc:
+            raise ConfigError([(f, f"{label}: {m}") for f, m in exc.issues]) from None
+        warnings.extend(f"{label}: {w}" for w in log.warnings)
+        for ti, table in enumerate(log.tables):
+            warnings.extend(f"{label}: {w}" for w in table.warnings)
+            if not table.supported:
+                warnings.append(f"{label}: table {ti + 1}: {table.collective} is not modelled; skipped")
+                continue
+            if table.n_ranks is None:
+                warnings.append(f"{label}: table {ti + 1}: rank count unknown; skipped")
+                continue
+            try:
+                fit = fit_table(table)
+            except ConfigError as exc:
+                warnings.append(f"{label}: table {ti + 1} ({table.collective}): not fitted: {exc}")
+                continue
+            max_bus = max(r.busbw_gbs for r in table.rows)
+            if q := fit.quality_warning(max_bus):
+                warnings.append(f"{label}: table {ti + 1} ({table.collective}): {q}")
+            if fit.note:
+                warnings.append(f"{label}: table {ti + 1} ({table.collective}): {fit.note}")
+            if table.gpu and not _same_gpu(table.gpu, system.gpu.name):
+                warnings.append(f"{label}: measured on {table.gpu}, but the system's GPU is {system.gpu.name}")
+            tier = tier_for(table.n_ranks, system, table.n_hosts)
+            bw = tier_bandwidth_gbs(system, tier)
+            point, clip = collective_point(table.collective, tier, fit, bw)
+            if clip:
+                warnings.append(f"{label}: table {ti + 1}: {clip}")
+            rank = (table.n_ranks, fit.busbw_gbs)
+            key = (table.collective, tier)
+            fits.append(CollectiveFit(
+                source=label, table=ti + 1, kind=table.collective, n_ranks=table.n_ranks, n_hosts=table.n_hosts, gpu=table.gpu,
+                tier=tier, alpha_us=fit.alpha_us, busbw_gbs=fit.busbw_gbs, max_measured_busbw_gbs=max_bus,
+                tier_bandwidth_gbs=bw, efficiency=point.efficiency, n_points=fit.n_points,
+                rel_rms_error=fit.rel_rms, used=False))
+            if key not in points or rank > points[key][0]:
+                points[key] = (rank, point, len(fits) - 1)
+    used = {i for _, _, i in points.values()}
+    fits = [f.model_copy(update={"used": i in used}) for i, f in enumerate(fits)]
+    if not points:
+        raise ConfigError([("nccl_log", "no collective could be fitted from the logs given")])
+    eff_update["collective_table"] = tuple(p for _, p, _ in sorted(points.values(), key=lambda v: v[2]))
+    summary["collective_fits"] = tuple(fits)
+    sources.append(f"nccl-tests ({len(nccl_logs)} log(s), {len(points)} fits)")
+
+
+_MODEL = re.compile(r"\b([A-Z]{1,3}\d{2,4}[A-Z]?)\b")
+
+
+def _same_gpu(device_name: str, system_gpu: str) -> bool:
+    """Model numbers (H100, A100, B200, MI300X …) shared by the two names; True when unsure."""
+    a, b = set(_MODEL.findall(device_name.upper())), set(_MODEL.findall(system_gpu.upper()))
+    return not a or not b or bool(a & b)
