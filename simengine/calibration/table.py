@@ -8,8 +8,8 @@
 2. Otherwise inverse-distance weighting (Shepard 1968) over the ``NEIGHBOURS`` nearest points of
    the same dtype, in (log2 m, log2 n, log2 k, log2 b) — GEMM efficiency varies with the
    *ratio* of sizes (tile quantisation, wave count), so log space makes 256→512 as far as
-   4096→8192. Weights 1/d^``POWER``. Points of the query's layout (or without layout) are used
-   when the table has any, else all layouts of the dtype.
+   4096→8192. Weights 1/d^``POWER``. The points that match the query's layout (that layout, or
+   no layout) are used when the table has any, else all layouts of the dtype.
 3. Outside the table's range, each coordinate is first clamped to the range the table covers
    (per dimension), so the nearest edge points decide: efficiency saturates for shapes larger
    than any measured, and shapes smaller than any measured get the smallest measured shapes'
@@ -91,9 +91,10 @@ class GemmIndex:
         for d in dtypes:
             all_pts = [p for (dd, _), ps in by.items() if dd == d for p in ps]
             self._groups[(d, "*")] = _group(all_pts)
-            layouts = {lay for dd, lay in by if dd == d and lay is not None}
-            for lay in layouts:
-                self._groups[(d, lay)] = _group(by[(d, lay)] + by.get((d, None), []))
+            for lay in ("TN", "NN", "NT"):
+                subset = by.get((d, lay), []) + by.get((d, None), [])
+                if subset:
+                    self._groups[(d, lay)] = _group(subset)
         self._memo: dict[tuple, float | None] = {}
 
     def __call__(self, m: int, n: int, k: int, b: int = 1, dtype: str = "bf16", layout: str | None = None) -> float | None:
