@@ -5,12 +5,21 @@ from __future__ import annotations
 
 from .config.scenario import Scenario
 from .cost.stage import Plan
+from .errors import ConfigError
 from .schedule import get_schedule
 from .sim import ChunkCost, PipelineInput, StageCost, pipeline_step_time
 
 
+MAX_MICROBATCH_CHUNKS = 200_000  # pp × chunks × micro-batches the engine simulates (~3 s)
+
+
 def pipeline_input(sc: Scenario, plan: Plan, *, with_dp: bool = True) -> PipelineInput:
     s = sc.strategy
+    size = s.pp * len(plan.stages[0].chunks) * sc.num_microbatches
+    if size > MAX_MICROBATCH_CHUNKS:
+        raise ConfigError([("strategy.global_batch_size",
+                            f"{sc.num_microbatches} micro-batches × {s.pp} stages × {len(plan.stages[0].chunks)} chunks = {size:,} "
+                            f"exceeds the {MAX_MICROBATCH_CHUNKS:,} the pipeline engine simulates; raise micro_batch_size or dp")])
     stages = []
     for st in plan.stages:
         chunks = tuple(

@@ -1,0 +1,78 @@
+"""CLI contract: --json keys, readable table, exit 2 with one line naming the field."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from simengine.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+KEYS = {"step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "mfu", "hfu", "peak_memory_gib", "fits", "memory_by_stage",
+        "breakdown_s", "num_parameters", "num_active_parameters", "model_flops_per_step", "cost_per_step_usd", "energy_per_step_j"}
+STAGE_KEYS = {"stage", "peak_gib", "weights_gib", "grads_gib", "optimizer_gib", "activations_gib", "other_gib"}
+
+
+def run(argv, capsys):
+    code = main(argv)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_json_contract(capsys):
+    code, out, err = run(["estimate", "--model", "llama3-8b", "--system", "h100-sxm5-80gb", "--strategy", "small",
+                          "--set", "system.num_gpus=8", "--json"], capsys)
+    assert code == 0, err
+    data = json.loads(out)
+    assert KEYS <= set(data)
+    assert STAGE_KEYS <= set(data["memory_by_stage"][0])
+
+
+def test_set_overrides_nested_fields(capsys):
+    code, out, _ = run(["estimate", "--model", "small", "--system", "small", "--strategy", "small",
+                        "--set", "model.num_layers=12", "--set", "system.gpu.memory_gib=40", "--json"], capsys)
+    assert code == 0
+    data = json.loads(out)
+    assert data["memory_by_stage"][0]["weights_gib"] < 4 and data["memory_capacity_gib"] == 40
+
+
+def test_table_output(capsys):
+    code, out, _ = run(["estimate", "--model", "small", "--system", "small", "--strategy", "small"], capsys)
+    assert code == 0 and "step time" in out and "memory per stage" in out
+
+
+def test_presets_listing(capsys):
+    code, out, _ = run(["presets", "--json"], capsys)
+    assert code == 0 and "llama3-405b" in json.loads(out)["models"]
+
+
+@pytest.mark.parametrize("argv,field", [
+    (["estimate", "--model", "small", "--system", "small", "--strategy", "small", "--set", "strategy.tp=3"], "strategy.tp"),
+    (["estimate", "--model", "nope", "--system", "small", "--strategy", "small"], "models"),
+    (["estimate", "--model", "small", "--system", "small", "--strategy", "small", "--set", "strategy.tp=abc"], "strategy.tp"),
+    (["estimate", "--model", "small", "--system", "small", "--strategy", "small", "--set", "bogus"], "--set"),
+    (["estimate", "--model", "small"], "arguments"),
+    (["estimate", "--model", "/nonexistent/x.json", "--system", "small", "--strategy", "small"], ""),
+    ([], "arguments"),
+])
+def test_bad_input_exits_2_with_one_line(argv, field, capsys):
+    code, out, err = run(argv, capsys)
+    assert code == 2
+    assert err.count("\n") == 1 and err.startswith("error: ")
+    assert field in err
+
+
+def test_simulate_writes_a_trace(tmp_path, capsys):
+    trace = tmp_path / "t.json"
+    code, out, err = run(["simulate", "--model", "small", "--system", "small", "--strategy", "small",
+                          "--set", "strategy.global_batch_size=16", "--trace", str(trace), "--json"], capsys)
+    assert code == 0, err
+    assert json.loads(trace.read_text())["traceEvents"]
+
+
+def test_module_entry_point():
+    r = subprocess.run([sys.executable, "-m", "simengine", "estimate", "--model", "small", "--system", "small",
+                        "--strategy", "small", "--set", "strategy.tp=5"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "strategy.tp" in r.stderr
