@@ -143,7 +143,12 @@ _lock = threading.Lock()
 
 
 def gemm_index(points: Sequence[GemmPoint]) -> GemmIndex:
-    """The cached index of ``points`` (keyed by identity; the cache keeps ``points`` alive)."""
+    """The cached index of ``points`` (keyed by identity; the cache keeps ``points`` alive).
+
+    Only tuples (immutable, as ``Efficiency.gemm_table``) are cached; any other sequence gets a
+    fresh index (about 2 ms for 500 points) since it could change under the cache."""
+    if not isinstance(points, tuple):
+        return GemmIndex(points)
     key = id(points)
     hit = _cache.get(key)
     if hit is not None and hit[0] is points:
