@@ -1,0 +1,118 @@
+"""Estimate: headline figures, time breakdown, MFU-loss waterfall, memory per stage, cost and
+token budget, pinned-scenario comparison, downloads. Numbers come from the engine's Report."""
+
+import json
+
+import pandas as pd
+import streamlit as st
+
+from ui import state
+from ui.charts import compare_chart, memory_stage_chart, mfu_waterfall_chart, time_breakdown_chart
+from ui.engine import estimate_report
+from ui.layout import boot, issues_box
+from ui.report_io import budget, compare_rows, report_csv, report_json
+from ui.units import fmt_count, fmt_flops, fmt_gib, fmt_pct, fmt_time, fmt_usd
+
+boot("Estimate")
+st.title("Estimate")
+
+issues = state.scenario_issues()
+if issues:
+    issues_box(issues)
+    st.stop()
+res = estimate_report(state.scenario_json())
+if not res["ok"]:
+    issues_box(res["issues"], "The engine could not estimate this scenario")
+    st.stop()
+r = res["report"]
+sc = state.scenario_dict()
+
+# ---- headline ------------------------------------------------------------------------------
+c = st.columns(6)
+c[0].metric("Step time", fmt_time(r["step_time_s"]), help="One optimizer step, slowest pipeline rank.")
+c[1].metric("Throughput", f"{fmt_count(r['tokens_per_s'])} tok/s", help=f"{r['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU.")
+c[2].metric("MFU", fmt_pct(r["mfu"]), help="Model FLOPs (6·N_active + attention) / (step time · BF16 peak · GPUs).")
+c[3].metric("HFU", fmt_pct(r["hfu"]), help="Hardware FLOPs (model + recompute) / (step time · BF16 peak · GPUs).")
+c[4].metric("Peak memory (reserved)", f"{r['reserved_memory_gib']:.1f} / {r['memory_capacity_gib']:.1f} GiB",
+            "fits" if r["fits"] else "does not fit", delta_color="normal" if r["fits"] else "inverse", delta_arrow="off",
+            help=f"Allocated peak {r['peak_memory_gib']:.1f} GiB on the fullest stage; reserved adds the caching allocator's overhead.")
+c[5].metric("Cost / 1M tokens", fmt_usd(r["cost_per_million_tokens_usd"]), help=f"{fmt_usd(r['cost_per_step_usd'])} per step.")
+share = r["reserved_memory_gib"] / r["memory_capacity_gib"] if r["memory_capacity_gib"] else float("nan")
+if r["fits"]:
+    st.success(f"**Fits in memory:** {r['reserved_memory_gib']:.1f} GiB reserved of {r['memory_capacity_gib']:.1f} GiB "
+               f"({share:.0%}) on the fullest stage.", icon="✅")
+else:
+    st.error(f"**Does not fit:** {r['reserved_memory_gib']:.1f} GiB reserved > {r['memory_capacity_gib']:.1f} GiB "
+             f"capacity ({share:.0%}). Try more tp/pp, recompute, a higher ZeRO stage or a smaller micro-batch.", icon="⛔")
+for w in r.get("warnings", []):
+    if "does not fit" not in w:
+        st.warning(w)
+st.caption(f"{r['num_gpus']:,} GPUs · dp {r['dp']} · {r['num_microbatches']} micro-batches/step · "
+           f"{fmt_count(r['tokens_per_step'])} tokens/step · {fmt_count(r['num_parameters'])} parameters "
+           f"({fmt_count(r['num_active_parameters'])} active) · {fmt_flops(r['model_flops_per_step'])} model FLOPs/step · "
+           f"bubble {fmt_pct(r['bubble_fraction'])}")
+
+# ---- time ----------------------------------------------------------------------------------
+a, b = st.columns(2, gap="large")
+with a:
+    st.altair_chart(time_breakdown_chart(r["breakdown_s"], r["step_time_s"]), width="stretch")
+with b:
+    st.altair_chart(mfu_waterfall_chart(r), width="stretch")
+
+# ---- memory --------------------------------------------------------------------------------
+st.subheader("Memory per pipeline stage")
+a, b = st.columns([3, 2], gap="large")
+with a:
+    st.altair_chart(memory_stage_chart(r["memory_by_stage"], r["memory_capacity_gib"]), width="stretch")
+with b:
+    mdf = pd.DataFrame(r["memory_by_stage"]).rename(columns=lambda k: k.replace("_gib", " [GiB]"))
+    st.dataframe(mdf, hide_index=True, width="stretch", height=min(320, 38 + 35 * len(mdf)),
+                 column_config={k: st.column_config.NumberColumn(format="%.2f") for k in mdf.columns if "[GiB]" in k})
+
+# ---- cost and budget -------------------------------------------------------------------------
+st.subheader("Cost and training budget")
+a, b = st.columns([1, 3], gap="large")
+with a:
+    tokens_b = st.number_input("Token budget [billion tokens]", min_value=0.001, max_value=1e6, value=1000.0,
+                               step=100.0, format="%g", key="budget.tokens",
+                               help="Tokens to train on; time and cost follow from the reported throughput.")
+bud = budget(r, tokens_b * 1e9)
+with b:
+    c = st.columns(5)
+    c[0].metric("Time to train", fmt_time(bud["seconds"]))
+    c[1].metric("Optimizer steps", fmt_count(bud["steps"]))
+    c[2].metric("GPU-hours", fmt_count(bud["gpu_hours"]))
+    c[3].metric("Cost", fmt_usd(bud["cost_usd"]), help=f"At {sc['system']['gpu']['price_per_hour']} USD per GPU-hour.")
+    c[4].metric("Energy at TDP", f"{bud['energy_mwh']:,.1f} MWh")
+
+# ---- comparison ----------------------------------------------------------------------------
+st.subheader("Compare pinned scenarios")
+a, b, c2 = st.columns([3, 1, 1], vertical_alignment="bottom")
+label = a.text_input("Label for this scenario", value=f"{sc['model']['name']} · {sc['system']['num_gpus']} GPUs · "
+                     f"tp{sc['strategy']['tp']} pp{sc['strategy']['pp']} {sc['strategy']['schedule']}"[:80], key="pin.label")
+if b.button("Pin this scenario", key="pin.add", icon=":material/push_pin:", width="stretch"):
+    if not state.pin(label):
+        st.toast("Already pinned.")
+if c2.button("Clear pins", key="pin.clear", disabled=not state.pins(), width="stretch"):
+    state.clear_pins()
+pinned = []
+for p in state.pins():
+    pr = estimate_report(p["json"])
+    if pr["ok"]:
+        pinned.append((p["label"], json.loads(p["json"]), pr["report"]))
+if pinned:
+    items = pinned + ([("current (unpinned)", sc, r)] if all(json.loads(p["json"]) != sc for p in state.pins()) else [])
+    rows = compare_rows(items)
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", column_config={
+        k: st.column_config.NumberColumn(format="%.3f" if "step" in k else "%.1f") for k in rows[0] if "[" in k or k.startswith("USD")})
+    st.altair_chart(compare_chart([{"label": lab, "breakdown_s": rep["breakdown_s"]} for lab, _, rep in items]), width="stretch")
+else:
+    st.caption("Pin scenarios to compare them side by side (step time, MFU, memory, cost). Pins stay for this browser session.")
+
+# ---- downloads -----------------------------------------------------------------------------
+st.subheader("Downloads")
+a, b, _ = st.columns([1, 1, 3])
+a.download_button("Report (JSON)", report_json(r, sc, state.share_url()), file_name="simengine-report.json",
+                  mime="application/json", on_click="ignore", icon=":material/download:", key="dl.report.json")
+b.download_button("Report (CSV)", report_csv(r), file_name="simengine-report.csv", mime="text/csv",
+                  on_click="ignore", icon=":material/download:", key="dl.report.csv")

@@ -1,0 +1,66 @@
+"""Home: what the studio does, the current scenario at a glance, size presets, share link."""
+
+import streamlit as st
+
+from simengine.presets import SCENARIO_SIZES
+from ui import state
+from ui.engine import estimate_report
+from ui.layout import boot, glance, issues_box, page_link
+from ui.share import size_canonical
+from ui.units import fmt_count, fmt_gib, fmt_pct, fmt_time, fmt_usd
+
+boot("Home")
+
+st.title("simengine studio")
+st.markdown(
+    "Predicts one training step of a large language model on a GPU cluster: step time, throughput, MFU, "
+    "memory per pipeline stage and cost, from the model, the system and the parallel strategy.  \n"
+    "Edit any of the three, compare scenarios side by side, inspect the simulated pipeline timeline, "
+    "and send the link in the address bar to a colleague: it reproduces the scenario exactly.")
+
+left, right = st.columns([3, 2], gap="large")
+with left:
+    st.subheader("Current scenario")
+    glance()
+    issues = state.scenario_issues()
+    if issues:
+        issues_box(issues)
+    else:
+        res = estimate_report(state.scenario_json())
+        if res["ok"]:
+            r = res["report"]
+            c = st.columns(5)
+            c[0].metric("Step time", fmt_time(r["step_time_s"]))
+            c[1].metric("Tokens/s", fmt_count(r["tokens_per_s"]))
+            c[2].metric("MFU", fmt_pct(r["mfu"]))
+            c[3].metric("Peak memory", fmt_gib(r["reserved_memory_gib"]),
+                        "fits" if r["fits"] else "does not fit", delta_color="normal" if r["fits"] else "inverse",
+                        delta_arrow="off", help="Reserved memory of the fullest stage vs GPU capacity "
+                        f"{r['memory_capacity_gib']:.1f} GiB")
+            c[4].metric("Cost / 1M tokens", fmt_usd(r["cost_per_million_tokens_usd"]))
+        else:
+            issues_box(res["issues"], "The engine could not estimate this scenario")
+    st.markdown("**Open**")
+    cols = st.columns(5)
+    for col, (path, label, icon) in zip(cols, [
+            ("pages/model.py", "Model", ":material/neurology:"), ("pages/system.py", "System", ":material/dns:"),
+            ("pages/strategy.py", "Strategy", ":material/account_tree:"), ("pages/estimate.py", "Estimate", ":material/speed:"),
+            ("pages/timeline.py", "Timeline", ":material/view_timeline:")]):
+        with col:
+            page_link(path, label, icon)
+
+with right:
+    st.subheader("Start from a size preset")
+    for size in SCENARIO_SIZES:
+        try:
+            names = size_canonical(size)
+            desc = names["strategy"]["name"].split(":", 1)[-1].strip()
+        except Exception:  # noqa: BLE001 — a broken preset file must not break Home
+            desc = ""
+        b, d = st.columns([1, 3], vertical_alignment="center")
+        b.button(size.capitalize(), key=f"size.{size}", on_click=state.load_size, args=(size,), width="stretch",
+                 type="primary" if state.link_params() == {"preset": size} else "secondary")
+        d.caption(desc)
+    st.subheader("Share link")
+    st.caption("The address bar always holds this link; anyone opening it sees this exact scenario.")
+    st.code(state.share_url(), language=None, wrap_lines=True)

@@ -1,0 +1,73 @@
+"""Model editor: presets, Hugging Face config.json import, every ModelSpec field, derived figures."""
+
+import streamlit as st
+
+from ui import state
+from ui.editor import editor_page
+from ui.engine import figures, layout_figures
+from ui.hf_import import HFImportError, hf_to_model
+from ui.layout import boot
+from ui.units import fmt_count, fmt_flops, fmt_gib
+
+boot("Model")
+
+
+def show_figures() -> None:
+    f = figures("model", state.section_json("model"))
+    lay = layout_figures(state.scenario_json())
+    c = st.columns(5)
+    if f["ok"]:
+        x = f["figures"]
+        c[0].metric("Parameters (total)", fmt_count(x["params_total"]), help="simengine.workload.params.count_parameters; MTP modules excluded, as published.")
+        c[1].metric("Parameters (active/token)", fmt_count(x["params_active"]), help="MoE: top-k routed + shared experts.")
+        c[2].metric("Weights in BF16", fmt_gib(x["weights_bf16_gib"]), help="2 bytes per parameter, whole model.")
+        c[3].metric("MoE layers", f"{x['moe_layers']:.0f}")
+    if lay["ok"]:
+        c[4].metric("Model FLOPs / token", fmt_flops(lay["figures"]["model_flops_per_token"]),
+                    help="6·N_active + attention at the strategy's seq_len (PaLM App. B), as used for MFU.")
+    else:
+        c[4].metric("Model FLOPs / token", "—", help="Needs a consistent scenario (see the problems listed).")
+
+
+def _import(text: bytes | str, label: str) -> None:
+    try:
+        model, notes = hf_to_model(text)
+    except HFImportError as e:
+        state.notify("error", f"Hugging Face import failed ({label}): {e}")
+        return
+    issues = state.load_section("model", model, f"imported {label}")
+    if issues:
+        state.notify("error", "Imported model is invalid: " + "; ".join(f"{f}: {m}" for f, m in issues[:6]))
+        return
+    state.notify("success", f"Imported {model['name']} from {label}.")
+    for n in notes:
+        state.notify("info", n)
+
+
+def _import_upload() -> None:
+    f = st.session_state.get("hf.upload")
+    if f is not None:
+        _import(f.getvalue(), f.name[:60])
+
+
+def _import_paste() -> None:
+    _import(st.session_state.get("hf.paste", ""), "pasted config.json")
+
+
+def hf_box() -> None:
+    with st.expander("Import a Hugging Face config.json (Llama, Qwen, Mistral/Mixtral, DeepSeek)", expanded=False):
+        a, b = st.columns(2)
+        with a:
+            st.file_uploader("Upload config.json", type=["json"], key="hf.upload", on_change=_import_upload)
+        with b:
+            st.text_area("…or paste its content", key="hf.paste", height=120,
+                         placeholder='{"hidden_size": 4096, "num_hidden_layers": 32, ...}')
+            st.button("Import pasted config", key="hf.import", on_click=_import_paste)
+        st.caption("Maps hidden_size, num_hidden_layers, num_attention_heads, num_key_value_heads, head_dim, "
+                   "intermediate_size, vocab_size, hidden_act, tie_word_embeddings, the MLA ranks and head dims, and "
+                   "the MoE fields (n_routed_experts / num_local_experts / num_experts, num_experts_per_tok, "
+                   "moe_intermediate_size, n_shared_experts, first_k_dense_replace, scoring_func, "
+                   "num_nextn_predict_layers).")
+
+
+editor_page("model", "Model", "Architecture of the decoder-only transformer.", show_figures, before_form=hf_box)

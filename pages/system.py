@@ -1,0 +1,54 @@
+"""System editor: GPU, cluster, network tiers, efficiency model and its measured tables."""
+
+import streamlit as st
+
+from ui import state, tables
+from ui.editor import editor_page
+from ui.engine import figures
+from ui.layout import boot
+from ui.units import fmt_usd
+
+boot("System")
+
+
+def show_figures() -> None:
+    f = figures("system", state.section_json("system"))
+    if not f["ok"]:
+        return
+    x = f["figures"]
+    c = st.columns(5)
+    c[0].metric("Cluster peak BF16", f"{x['peak_bf16_pflops']:,.1f} PFLOP/s", help="num_gpus × dense BF16 tensor peak.")
+    c[1].metric("Cluster peak FP8", "—" if x["peak_fp8_pflops"] is None else f"{x['peak_fp8_pflops']:,.1f} PFLOP/s")
+    c[2].metric("Cost per hour", fmt_usd(x["cost_per_hour_usd"]) + "/h", help="num_gpus × price_per_hour.")
+    c[3].metric("HBM in total", f"{x['hbm_total_tib']:,.2f} TiB")
+    c[4].metric("Nodes · scale-up domains", f"{x['nodes']:,} · {x['scale_up_domains']:,}",
+                help=f"Board power {x['power_kw']:,.1f} kW at TDP.")
+
+
+def efficiency_tables(draft: dict, slots: dict) -> None:
+    eff = draft.setdefault("efficiency", {})
+    with st.expander("Measured GEMM efficiencies (gemm_table)", expanded=bool(eff.get("gemm_table"))):
+        st.caption("Achieved / peak per GEMM shape (m×n×k, batch b), interpolated in log-shape space. Edit cells "
+                   "in the grid; tick rows to remove them.")
+        eff["gemm_table"] = tables.gemm_grid("system", list(eff.get("gemm_table", [])))
+        a, b, _ = st.columns([1, 1, 4])
+        a.button("Add row", key="gemm.add", on_click=tables.add_gemm_row)
+        b.button("Clear table", key="gemm.clear", on_click=tables.clear_gemm, disabled=not eff["gemm_table"])
+        slots["efficiency.gemm_table"] = st.empty()
+    with st.expander("Measured collectives (collective_table)", expanded=bool(eff.get("collective_table"))):
+        st.caption("Fitted alpha-beta per collective kind and network tier (from nccl-tests); overrides the tier "
+                   "defaults. Add or delete rows at the bottom of the table.")
+        eff["collective_table"] = tables.collective_editor("system", list(eff.get("collective_table", [])))
+        slots["efficiency.collective_table"] = st.empty()
+    with st.expander("Calibrate from measurements (GEMM sweep CSV, nccl-tests logs)", expanded=False):
+        st.caption("GEMM CSV: m,n,k[,b][,dtype][,layout] and efficiency, TFLOP/s or a time; OpenXLA and SimuMax "
+                   "formats are detected. nccl-tests: the stdout of all_reduce_perf, all_gather_perf, … "
+                   "(file names such as all_gather_16gpu.log help).")
+        g = st.file_uploader("GEMM sweep CSV", type=["csv", "txt"], key="cal.gemm")
+        n = st.file_uploader("nccl-tests logs", type=["log", "txt", "out"], accept_multiple_files=True, key="cal.nccl")
+        if st.button("Calibrate this system", key="cal.run"):
+            tables.calibrate_from_uploads(g, n)
+
+
+editor_page("system", "System", "GPUs, cluster size, network tiers and how close to peak each kind of work runs.",
+            show_figures, tables=efficiency_tables)

@@ -1,0 +1,117 @@
+"""Timeline: the simulated pipeline step as a Gantt chart (rank × stream), bubble and exposed
+communication per rank, memory over time, schedule switcher and Chrome-trace download."""
+
+import typing
+
+import pandas as pd
+import streamlit as st
+
+from simengine.config import StrategySpec
+from ui import state
+from ui.charts import gantt_chart, memory_time_chart
+from ui.config_io import cross_issues, validate_section
+from ui.engine import chrome_trace, timeline
+from ui.layout import boot, issues_box
+from ui.timeline_data import MAX_EXACT_SPANS, gantt_frame, memory_frame
+from ui.units import fmt_gib, fmt_pct, fmt_time
+
+boot("Timeline")
+st.title("Timeline")
+
+SCHEDULES = list(typing.get_args(StrategySpec.model_fields["schedule"].annotation))
+
+
+def _switch_schedule() -> None:
+    """Apply the chosen schedule to the scenario when the result is consistent."""
+    new = st.session_state.get("tl.schedule")
+    strat = state.section_dict("strategy")
+    if not new or new == strat["schedule"]:
+        return
+    strat["schedule"] = new
+    strat["vpp"] = 1 if new != "interleaved" else (strat["vpp"] if strat["vpp"] > 1 else 2)
+    canon, issues = validate_section("strategy", strat)
+    if canon is not None:
+        issues = cross_issues({**state.scenario_dict(), "strategy": canon})
+    if issues:
+        state.notify("error", f"Cannot switch to {new} with this scenario: " + "; ".join(m for _, m in issues[:4]))
+        return
+    state.set_section("strategy", canon, "edited")
+    state.sync_link()
+
+
+strategy = state.section_dict("strategy")
+st.session_state["tl.schedule"] = strategy["schedule"]
+top = st.columns([3, 2], vertical_alignment="bottom")
+with top[0]:
+    st.segmented_control("Pipeline schedule (strategy.schedule)", SCHEDULES, key="tl.schedule",
+                         on_change=_switch_schedule, required=True,
+                         help="Switching changes the scenario (and its link); interleaved uses vpp chunks per rank.")
+with top[1]:
+    st.caption(f"pp = {strategy['pp']} stages · vpp = {strategy['vpp']} · the schedule orders forward (F), "
+               "backward (B), weight-gradient (W) and recompute (R) work per micro-batch on each rank.")
+
+issues = state.scenario_issues()
+if issues:
+    issues_box(issues)
+    st.stop()
+with st.spinner("Simulating the step…"):
+    tl = timeline(state.scenario_json())
+if not tl["ok"]:
+    issues_box(tl["issues"], "The timeline could not be simulated")
+    st.stop()
+
+spans, ranks, step = tl["spans"], tl["ranks"], tl["step_time_s"]
+exposed_cols = [c for c in ranks.columns if c.startswith("exposed:")]
+c = st.columns(5)
+c[0].metric("Step time", fmt_time(step))
+c[1].metric("Bubble (worst rank)", fmt_pct(ranks["bubble_fraction"].max()) if len(ranks) else "—",
+            help="Idle share of the compute stream over the step, per rank; the mean is "
+                 + (fmt_pct(ranks["bubble_fraction"].mean()) if len(ranks) else "—") + ".")
+c[2].metric("Exposed comm (worst rank)", fmt_time(ranks["exposed_comm_s"].max()) if len(ranks) else "—",
+            help="Communication time with no compute kernel running.")
+c[3].metric("Hidden comm (worst rank)", fmt_time(ranks["hidden_comm_s"].max()) if len(ranks) else "—",
+            help="Communication overlapped by compute.")
+c[4].metric("Peak memory (worst rank)", fmt_gib(ranks["peak_gib"].max()) if len(ranks) else "—")
+
+# ---- Gantt ---------------------------------------------------------------------------------
+st.subheader("Pipeline")
+total_ms = max(step * 1e3, 1e-6)
+a, b, c3 = st.columns([4, 1, 1], vertical_alignment="bottom")
+with a:
+    window = st.slider("Time window [ms]", 0.0, float(round(total_ms, 3)), (0.0, float(round(total_ms, 3))),
+                       key="tl.window", help="Narrow the window to see individual spans of a large timeline; "
+                       "the chart also zooms with the mouse wheel and pans by dragging.")
+with b:
+    labels = st.toggle("Micro-batch labels", value=False, key="tl.labels")
+with c3:
+    st.download_button("Chrome trace", lambda: chrome_trace(state.scenario_json(), "simengine"),
+                       file_name="simengine-trace.json", mime="application/json", icon=":material/download:",
+                       on_click="ignore", key="dl.trace", help="Open in Perfetto (ui.perfetto.dev) or chrome://tracing.")
+gdf, aggregated, rows = gantt_frame(spans, window[0] / 1e3, window[1] / 1e3)
+if aggregated:
+    st.caption(f"{len(spans):,} spans in the step; more than {MAX_EXACT_SPANS:,} in this window, so each row shows the "
+               "dominant phase per time bin (opacity = busy share). Narrow the window for individual spans.")
+else:
+    st.caption(f"{len(gdf):,} spans shown. Colour = phase; hover for micro-batch, chunk and times.")
+st.altair_chart(gantt_chart(gdf, rows, aggregated, x_domain=(window[0], window[1]), show_labels=labels and not aggregated),
+                width="stretch")
+
+# ---- per rank ------------------------------------------------------------------------------
+a, b = st.columns([2, 3], gap="large")
+with a:
+    st.subheader("Per rank")
+    view = ranks.copy()
+    view["bubble [%]"] = 100 * view.pop("bubble_fraction")
+    for col in ["compute_s", "exposed_comm_s", "hidden_comm_s"] + exposed_cols:
+        if col in view:
+            view[col.replace("exposed:", "exposed ").replace("_s", "") + " [ms]"] = 1e3 * view.pop(col)
+    view = view.rename(columns={"peak_gib": "peak [GiB]"})
+    st.dataframe(view, hide_index=True, width="stretch", column_config={
+        k: st.column_config.NumberColumn(format="%.2f") for k in view.columns if k != "rank"})
+with b:
+    mem = memory_frame(tl["memory"])
+    if len(mem):
+        cap = state.section_dict("system")["gpu"]["memory_gib"]
+        st.altair_chart(memory_time_chart(mem, cap), width="stretch")
+    else:
+        st.caption("No memory-over-time series in this timeline.")

@@ -1,0 +1,127 @@
+"""Scenario sections as validated, canonical JSON (pure; no Streamlit).
+
+The studio keeps each section (model, system, strategy) as the JSON text of a spec that passed
+its own pydantic validation. Cross-section checks (``check_scenario``) are reported, not
+enforced, so a user can change the model first and the strategy next.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from simengine.config import ModelSpec, StrategySpec, SystemSpec
+from simengine.config.scenario import check_scenario
+from simengine.errors import ConfigError, from_pydantic
+
+SECTIONS: tuple[str, ...] = ("model", "system", "strategy")
+SPEC_CLASS: dict[str, type[BaseModel]] = {"model": ModelSpec, "system": SystemSpec, "strategy": StrategySpec}
+PRESET_KIND: dict[str, str] = {"model": "models", "system": "systems", "strategy": "strategies"}
+MAX_UPLOAD_BYTES = 2_000_000
+
+Issues = list[tuple[str, str]]
+
+
+def dumps(obj: Any) -> str:
+    """Canonical JSON text: sorted keys, no spaces (stable cache keys and share links)."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def validate_section(section: str, data: Any) -> tuple[dict[str, Any] | None, Issues]:
+    """(canonical dict, []) when ``data`` is a valid ``section``; (None, issues) otherwise.
+    Issue paths are dotted and start with the section (``model.hidden_size``)."""
+    if section not in SPEC_CLASS:
+        return None, [("", f"unknown section {section!r}; expected one of {', '.join(SECTIONS)}")]
+    if not isinstance(data, dict):
+        return None, [(section, f"{section} must be a JSON object, got {type(data).__name__}")]
+    try:
+        spec = SPEC_CLASS[section].model_validate(data)
+    except ValidationError as e:
+        return None, from_pydantic(e, section).issues
+    except (ValueError, TypeError, RecursionError) as e:  # defensive: odd payloads
+        return None, [(section, f"invalid {section}: {e}")]
+    return spec.model_dump(mode="json"), []
+
+
+def validate_scenario(data: Any) -> tuple[dict[str, dict[str, Any]] | None, Issues]:
+    """Validate every section of ``{"model": .., "system": .., "strategy": ..}`` on its own."""
+    if not isinstance(data, dict):
+        return None, [("", "a scenario must be a JSON object with model, system and strategy")]
+    out: dict[str, dict[str, Any]] = {}
+    issues: Issues = []
+    for key in sorted(set(data) - set(SECTIONS), key=str):
+        issues.append((str(key)[:60], "unknown section (expected model, system, strategy)"))
+    for sec in SECTIONS:
+        if sec not in data:
+            issues.append((sec, f"missing section {sec!r}"))
+            continue
+        canon, errs = validate_section(sec, data[sec])
+        issues.extend(errs)
+        if canon is not None:
+            out[sec] = canon
+    return (out, []) if not issues else (None, issues)
+
+
+def cross_issues(cfg: dict[str, dict[str, Any]]) -> Issues:
+    """Cross-section problems of a scenario whose sections are each valid."""
+    try:
+        specs = [SPEC_CLASS[s].model_validate(cfg[s]) for s in SECTIONS]
+    except (ValidationError, KeyError, TypeError) as e:
+        return [("", f"invalid scenario: {e}")]
+    return check_scenario(*specs)
+
+
+def parse_json_text(text: str | bytes, what: str, limit: int = MAX_UPLOAD_BYTES) -> Any:
+    """``json.loads`` with a size limit and one-line messages (raises ConfigError)."""
+    if isinstance(text, bytes):
+        if len(text) > limit:
+            raise ConfigError([("", f"{what} is {len(text):,} bytes; the limit is {limit:,}")])
+        try:
+            text = text.decode("utf-8-sig")
+        except UnicodeDecodeError:
+            raise ConfigError([("", f"{what} is not UTF-8 text")]) from None
+    if not isinstance(text, str):
+        raise ConfigError([("", f"{what} must be text")])
+    if len(text) > limit:
+        raise ConfigError([("", f"{what} is {len(text):,} characters; the limit is {limit:,}")])
+    if not text.strip():
+        raise ConfigError([("", f"{what} is empty")])
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ConfigError([("", f"{what} is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}")]) from None
+    except RecursionError:
+        raise ConfigError([("", f"{what} is nested too deeply")]) from None
+
+
+def diff(base: Any, new: Any) -> Any:
+    """Changed leaves of ``new`` relative to ``base`` (nested dicts; lists compared whole).
+    Keys of ``base`` missing from ``new`` are not represented: callers diff canonical dumps,
+    which share one key set."""
+    if isinstance(base, dict) and isinstance(new, dict):
+        out = {}
+        for k, v in new.items():
+            if k not in base:
+                out[k] = v
+            elif base[k] != v:
+                out[k] = diff(base[k], v) if isinstance(base[k], dict) and isinstance(v, dict) else v
+        return out
+    return new
+
+
+def apply_diff(base: Any, delta: Any, depth: int = 0) -> Any:
+    """Inverse of :func:`diff`: ``apply_diff(a, diff(a, b)) == b`` for canonical dumps."""
+    if depth > 16:
+        raise ConfigError([("", "nested too deeply")])
+    if isinstance(base, dict) and isinstance(delta, dict):
+        out = dict(base)
+        for k, v in delta.items():
+            out[k] = apply_diff(base[k], v, depth + 1) if isinstance(base.get(k), dict) and isinstance(v, dict) else v
+        return out
+    return delta
+
+
+def issue_text(issues: Issues) -> str:
+    return "; ".join(f"{f}: {m}" if f else m for f, m in issues)

@@ -1,0 +1,105 @@
+"""The common frame of the Model, System and Strategy editors: preset picker, JSON upload and
+download, derived figures, and the generated form with inline errors."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import streamlit as st
+
+from simengine.errors import ConfigError
+from simengine.presets import SCENARIO_SIZES, list_presets, load_preset
+
+from . import form, state
+from .config_io import PRESET_KIND, SECTIONS, parse_json_text
+from .layout import issues_box
+
+CUSTOM = "—"
+
+
+def preset_options(section: str) -> list[str]:
+    names = list_presets(PRESET_KIND[section])
+    return [s for s in SCENARIO_SIZES if s in names] + [n for n in names if n not in SCENARIO_SIZES]
+
+
+def _load_preset(section: str) -> None:
+    name = st.session_state.get(f"pick.{section}")
+    if not name or name == CUSTOM:
+        return
+    try:
+        data = load_preset(PRESET_KIND[section], name)
+    except ConfigError as e:
+        state.notify("error", f"Could not load preset {name!r}: {e}")
+        return
+    issues = state.load_section(section, data, f"preset {name}")
+    if issues:
+        state.notify("error", f"Preset {name!r} is invalid: " + "; ".join(f"{f}: {m}" for f, m in issues[:6]))
+    else:
+        state.notify("success", f"Loaded {section} preset {name!r}.")
+
+
+def _upload(section: str) -> None:
+    f = st.session_state.get(f"upl.{section}")
+    if f is None:
+        return
+    try:
+        data = parse_json_text(f.getvalue(), f"{f.name}")
+    except ConfigError as e:
+        state.notify("error", f"Upload rejected: {e}")
+        return
+    if isinstance(data, dict) and section in data and set(data) <= set(SECTIONS):
+        data = data[section]  # a whole scenario file: take this editor's section
+    issues = state.load_section(section, data, f"uploaded {f.name[:60]}")
+    if issues:
+        shown = "  \n".join(f"- `{p}`: {m}" if p else f"- {m}" for p, m in issues[:12])
+        state.notify("error", f"Upload rejected, {f.name[:60]} is not a valid {section}:  \n{shown}")
+    else:
+        state.notify("success", f"Loaded {section} from {f.name[:60]}.")
+
+
+def toolbar(section: str) -> None:
+    """Preset picker, JSON upload, JSON download in one row."""
+    options = preset_options(section)
+    current = state.origin(section).removeprefix("preset ")
+    c1, c2, c3, c4 = st.columns([3, 1.1, 3, 1.4], vertical_alignment="bottom")
+    with c1:
+        st.selectbox("Preset (size presets first, then the catalogue)", options,
+                     index=options.index(current) if current in options else 0, key=f"pick.{section}",
+                     format_func=lambda n: f"{n} (size preset)" if n in SCENARIO_SIZES else n)
+    with c2:
+        st.button("Load preset", key=f"load.{section}", on_click=_load_preset, args=(section,), width="stretch")
+    with c3:
+        st.file_uploader(f"Upload {section} JSON", type=["json"], key=f"upl.{section}",
+                         on_change=_upload, args=(section,))
+    with c4:
+        data = state.section_dict(section)
+        fname = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in str(data.get("name", section)))[:60]
+        st.download_button(f"Download {section} JSON", json.dumps(data, indent=2), file_name=f"{fname or section}.json",
+                           mime="application/json", key=f"dl.{section}", width="stretch", on_click="ignore")
+
+
+def editor_page(section: str, title: str, intro: str, figures: Callable[[], None],
+                before_form: Callable[[], None] | None = None,
+                tables: Callable[[dict[str, Any], dict[str, Any]], None] | None = None) -> None:
+    st.title(title)
+    st.caption(intro + f" Current {section}: **{state.section_dict(section).get('name', '')}** "
+               f"({state.origin(section) or 'default'}).")
+    toolbar(section)
+    figures()
+    if before_form:
+        before_form()
+    cross = [(f, m) for f, m in state.scenario_issues() if not f.startswith(section + ".")]
+    if cross:
+        issues_box(cross, "Problems between sections (the scenario cannot be estimated until they are fixed)")
+    draft, slots = form.render_fields(section)
+    if tables:
+        tables(draft, slots)
+    own = [(f, m) for f, m in state.scenario_issues() if f.startswith(section + ".")]
+    before = state.section_json(section)
+    issues = form.commit(section, draft, slots)
+    if state.section_json(section) != before:
+        st.rerun()  # derived figures, sidebar and link above the form follow the edit
+    if own and not issues:
+        form.show_issues(section, own, slots)

@@ -1,0 +1,111 @@
+"""Page boot: page config, compact CSS, the sidebar (navigation, scenario at a glance, link).
+
+Every page starts with ``boot("Title")``. It does not rely on ``app.py`` having run: on the
+first request after a server start Streamlit may run a page of ``pages/`` directly (see app.py).
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from . import state
+from .units import fmt_count
+
+APP_NAME = "simengine studio"
+ROUTER_FLAG = "studio.router"  # set by app.py on every run it makes (st.navigation is active)
+
+# (script path relative to app.py, label, icon)
+PAGES: list[tuple[str, str, str]] = [
+    ("pages/home.py", "Home", ":material/home:"),
+    ("pages/model.py", "Model", ":material/neurology:"),
+    ("pages/system.py", "System", ":material/dns:"),
+    ("pages/strategy.py", "Strategy", ":material/account_tree:"),
+    ("pages/estimate.py", "Estimate", ":material/speed:"),
+    ("pages/timeline.py", "Timeline", ":material/view_timeline:"),
+]
+
+_CSS = """
+<style>
+/* dense but calm: tighter vertical rhythm, smaller metric values */
+.block-container {padding-top: 2.2rem; padding-bottom: 2rem;}
+[data-testid="stMetricValue"] {font-size: 1.45rem;}
+[data-testid="stMetricLabel"] p {font-size: 0.82rem;}
+[data-testid="stExpander"] details summary p {font-weight: 600;}
+[data-testid="stSidebar"] [data-testid="stCode"] code {font-size: 0.68rem; word-break: break-all; white-space: pre-wrap;}
+div[data-testid="stVerticalBlock"] {gap: 0.55rem;}
+</style>
+"""
+
+
+def boot(title: str) -> None:
+    """Call first on every page: config, scenario from the link or session, sidebar, notices."""
+    st.set_page_config(page_title=f"{title} · {APP_NAME}", page_icon=":material/speed:", layout="wide",
+                       initial_sidebar_state="expanded")
+    st.html(_CSS)
+    state.ensure_scenario()
+    sidebar()
+    show_notices()
+
+
+def page_link(path: str, label: str, icon: str | None = None, **kw) -> None:
+    """``st.page_link`` that never breaks a page (e.g. a page run outside the app's navigation)."""
+    if path == "pages/home.py" and not st.session_state.get(ROUTER_FLAG):
+        path = "app.py"  # pages-folder mode: the home page is the main script itself
+    try:
+        st.page_link(path, label=label, icon=icon, **kw)
+    except Exception:  # noqa: BLE001 — StreamlitPageNotFoundError and friends
+        st.caption(label)
+
+
+def sidebar() -> None:
+    with st.sidebar:
+        st.markdown(f"**{APP_NAME}**")
+        for path, label, icon in PAGES:
+            page_link(path, label, icon)
+        st.divider()
+        glance(compact=True)
+        st.caption("Share link (reproduces this scenario)")
+        st.code(state.share_url(), language=None, wrap_lines=True)
+
+
+def glance(compact: bool = False) -> None:
+    """Current scenario in three lines; issues count when the sections disagree."""
+    m, sy, s = (state.section_dict(x) for x in ("model", "system", "strategy"))
+    from .engine import figures
+
+    f = figures("model", state.section_json("model"))
+    params = ""
+    if f["ok"]:
+        total, active = f["figures"]["params_total"], f["figures"]["params_active"]
+        params = f" · {fmt_count(total)} params" + (f" ({fmt_count(active)} active)" if active < total else "")
+    par = f"tp{s['tp']} pp{s['pp']} cp{s['cp']}" + (f" ep{s['ep']}" if s["ep"] > 1 else "") + \
+          (f" vpp{s['vpp']}" if s["vpp"] > 1 else "") + (f" dp{s['dp']}" if s.get("dp") else "")
+    lines = [
+        f"**Model** {m['name']}{params}",
+        f"**System** {sy['num_gpus']} × {sy['gpu']['name']}",
+        f"**Strategy** {par} · {s['schedule']} · gbs {s['global_batch_size']} × {s['seq_len']} tokens · {s['dtype']}",
+    ]
+    if compact:
+        st.markdown("  \n".join(lines))
+    else:
+        for line in lines:
+            st.markdown(line)
+    issues = state.scenario_issues()
+    if issues:
+        st.warning(f"{len(issues)} problem(s) between sections; see the Strategy page.", icon="⚠️")
+
+
+def show_notices() -> None:
+    for level, text in state.pop_notices():
+        {"error": st.error, "warning": st.warning, "success": st.success}.get(level, st.info)(text)
+
+
+def issues_box(issues, title: str = "This scenario cannot be estimated yet") -> None:
+    st.error(f"**{title}:**  \n" + "  \n".join(f"- `{f}`: {m}" if f else f"- {m}" for f, m in issues), icon="⚠️")
+    c1, c2, c3 = st.columns(3)
+    with c1:
+        page_link("pages/model.py", "Fix on the Model page", ":material/neurology:")
+    with c2:
+        page_link("pages/system.py", "Fix on the System page", ":material/dns:")
+    with c3:
+        page_link("pages/strategy.py", "Fix on the Strategy page", ":material/account_tree:")

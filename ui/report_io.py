@@ -1,0 +1,74 @@
+"""Report downloads and the token-budget projection (pure)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any
+
+from .units import unit_for
+
+_HEADLINE_UNITS = {
+    "step_time_s": "s", "tokens_per_s": "tokens/s", "tokens_per_s_per_gpu": "tokens/s/GPU", "mfu": "fraction",
+    "hfu": "fraction", "peak_memory_gib": "GiB", "reserved_memory_gib": "GiB", "memory_capacity_gib": "GiB",
+    "num_parameters": "parameters", "num_active_parameters": "parameters", "model_flops_per_step": "FLOP",
+    "hardware_flops_per_step": "FLOP", "cost_per_step_usd": "USD", "cost_per_million_tokens_usd": "USD",
+    "energy_per_step_j": "J", "num_microbatches": "micro-batches", "dp": "replicas", "num_gpus": "GPUs",
+    "tokens_per_step": "tokens", "bubble_fraction": "fraction", "fits": "bool",
+}
+
+
+def report_csv(report: dict[str, Any]) -> str:
+    """Long CSV: section, key, value, unit (headline, time breakdown, memory per stage, warnings)."""
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["section", "key", "value", "unit"])
+    for k, v in report.items():
+        if isinstance(v, (int, float, bool, str)):
+            w.writerow(["headline", k, v, _HEADLINE_UNITS.get(k, unit_for(k))])
+    for k, v in (report.get("breakdown_s") or {}).items():
+        w.writerow(["breakdown", k, v, "s"])
+    for m in report.get("memory_by_stage") or []:
+        for k, v in m.items():
+            if k != "stage":
+                w.writerow([f"memory.stage{m.get('stage')}", k, v, unit_for(k) or ("micro-batches" if "microbatch" in k else "")])
+    for msg in report.get("warnings") or []:
+        w.writerow(["warning", "", msg, ""])
+    return buf.getvalue()
+
+
+def report_json(report: dict[str, Any], scenario: dict[str, Any], link: str) -> str:
+    return json.dumps({"scenario": scenario, "report": report, "share_link": link}, indent=2)
+
+
+def budget(report: dict[str, Any], tokens: float) -> dict[str, float]:
+    """Wall time, GPU-hours, cost and energy to train ``tokens`` at the reported throughput."""
+    tps = float(report["tokens_per_s"])
+    seconds = tokens / tps if tps > 0 else float("inf")
+    steps = tokens / float(report["tokens_per_step"]) if report.get("tokens_per_step") else float("nan")
+    return {
+        "seconds": seconds, "steps": steps,
+        "gpu_hours": seconds / 3600 * float(report["num_gpus"]),
+        "cost_usd": float(report["cost_per_million_tokens_usd"]) * tokens / 1e6,
+        "energy_mwh": float(report["energy_per_step_j"]) * steps / 3.6e9 if steps == steps else float("nan"),
+    }
+
+
+def compare_rows(items: list[tuple[str, dict[str, Any], dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Comparison table rows from (label, scenario, report)."""
+    rows = []
+    for label, sc, r in items:
+        s = sc["strategy"]
+        rows.append({
+            "scenario": label,
+            "model": sc["model"].get("name", ""),
+            "system": f"{sc['system']['num_gpus']}× {sc['system']['gpu']['name']}",
+            "layout": f"tp{s['tp']} pp{s['pp']} cp{s['cp']} ep{s['ep']} vpp{s['vpp']} dp{r['dp']} {s['schedule']}",
+            "step time [s]": r["step_time_s"], "tokens/s": r["tokens_per_s"],
+            "tokens/s/GPU": r["tokens_per_s_per_gpu"], "MFU [%]": 100 * r["mfu"], "HFU [%]": 100 * r["hfu"],
+            "peak alloc [GiB]": r["peak_memory_gib"], "reserved [GiB]": r["reserved_memory_gib"],
+            "fits": r["fits"], "bubble [%]": 100 * r["bubble_fraction"],
+            "USD / 1M tokens": r["cost_per_million_tokens_usd"],
+        })
+    return rows

@@ -1,0 +1,206 @@
+"""Session state of the studio: the scenario as validated JSON text, and the share link.
+
+Session keys (plain strings / lists only, never engine objects):
+
+* ``cfg.model`` / ``cfg.system`` / ``cfg.strategy`` — canonical JSON of each validated section;
+* ``cfg.origin.<section>`` — where that section came from ("preset small", "edited", ...);
+* ``cfg.gen.<section>`` — bumped when a section is replaced from outside, so its widgets reset;
+* ``cfg.link`` — the query parameters last written to the address bar;
+* ``pins`` — scenarios pinned for comparison: ``[{"label", "json"}]``;
+* ``notices`` — messages queued for the next render: ``[(level, text)]``.
+
+Every page calls :func:`ensure_scenario` first, so a deep link opened on a freshly started
+server works on any page, whether or not ``app.py`` ran (see app.py for why that matters).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import streamlit as st
+
+from simengine.errors import ConfigError
+from simengine.presets import SCENARIO_SIZES
+
+from . import share
+from .config_io import SECTIONS, Issues, cross_issues, dumps, validate_section
+
+LINK_KEYS = ("s", "preset")
+# Query parameters Streamlit itself understands; left alone and not reported.
+STREAMLIT_KEYS = {"embed", "embed_options"}
+DEFAULT_SIZE = "small"
+MAX_PINS = 8
+
+
+def _ss():
+    return st.session_state
+
+
+# ---- reading --------------------------------------------------------------------------------
+def section_json(section: str) -> str:
+    return _ss()[f"cfg.{section}"]
+
+
+def section_dict(section: str) -> dict[str, Any]:
+    return json.loads(section_json(section))
+
+
+def scenario_dict() -> dict[str, dict[str, Any]]:
+    return {s: section_dict(s) for s in SECTIONS}
+
+
+def scenario_json() -> str:
+    """Canonical JSON of the whole scenario: the cache key of every engine call."""
+    return dumps(scenario_dict())
+
+
+def origin(section: str) -> str:
+    return _ss().get(f"cfg.origin.{section}", "")
+
+
+def generation(section: str) -> int:
+    return int(_ss().get(f"cfg.gen.{section}", 0))
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def _cross(scenario_text: str) -> Issues:
+    return cross_issues(json.loads(scenario_text))
+
+
+def scenario_issues() -> Issues:
+    """Cross-section problems of the current scenario (empty when it can be estimated)."""
+    return _cross(scenario_json())
+
+
+# ---- writing --------------------------------------------------------------------------------
+def set_section(section: str, canonical: dict[str, Any], origin_label: str, *, reset_widgets: bool = True) -> None:
+    """Store a section that already passed :func:`validate_section`."""
+    ss = _ss()
+    ss[f"cfg.{section}"] = dumps(canonical)
+    ss[f"cfg.origin.{section}"] = origin_label
+    if reset_widgets:
+        ss[f"cfg.gen.{section}"] = generation(section) + 1
+
+
+def load_section(section: str, data: Any, origin_label: str) -> Issues:
+    """Validate and store ``data`` as ``section``; returns the issues (nothing stored then)."""
+    canon, issues = validate_section(section, data)
+    if canon is not None:
+        set_section(section, canon, origin_label)
+        sync_link()
+    return issues
+
+
+def set_scenario(cfg: dict[str, dict[str, Any]], origin_label: str) -> None:
+    for s in SECTIONS:
+        set_section(s, cfg[s], origin_label)
+    sync_link()
+
+
+def load_size(size: str) -> None:
+    set_scenario(share.size_canonical(size), f"preset {size}")
+
+
+def notify(level: str, text: str) -> None:
+    _ss().setdefault("notices", []).append((level, text))
+
+
+def pop_notices() -> list[tuple[str, str]]:
+    out = list(_ss().get("notices", []))
+    _ss()["notices"] = []
+    return out
+
+
+# ---- share link -----------------------------------------------------------------------------
+def link_params() -> dict[str, str]:
+    return share.link_params(scenario_dict())
+
+
+def sync_link() -> None:
+    """Make the address bar hold the link of the current scenario (no rerun is triggered)."""
+    params = link_params()
+    current = {k: st.query_params.get(k) for k in st.query_params.keys() if k not in STREAMLIT_KEYS}
+    if current != params:
+        keep = {k: st.query_params.get_all(k) for k in st.query_params.keys() if k in STREAMLIT_KEYS}
+        st.query_params.from_dict({**keep, **params})
+    _ss()["cfg.link"] = params
+
+
+def share_url() -> str:
+    base = ""
+    try:
+        base = st.context.url or ""
+    except Exception:  # noqa: BLE001 — no browser context (tests)
+        base = ""
+    return (base.rstrip("/") if base else "") + share.link_query(link_params())
+
+
+def _incoming() -> tuple[dict[str, str], list[str]]:
+    """(link parameters in the address bar, names of unknown parameters)."""
+    link: dict[str, str] = {}
+    unknown: list[str] = []
+    for k in st.query_params.keys():
+        if k in LINK_KEYS:
+            vals = st.query_params.get_all(k)
+            link[k] = vals[-1] if vals else ""
+        elif k not in STREAMLIT_KEYS:
+            unknown.append(k)
+    return link, unknown
+
+
+def ensure_scenario() -> None:
+    """Load the scenario named by the address bar when it is new to this session; otherwise
+    keep the session's scenario; default to the small preset. Always leaves a valid scenario in
+    session state and its link in the address bar. Bad links become a message."""
+    ss = _ss()
+    link, unknown = _incoming()
+    have = all(f"cfg.{s}" in ss for s in SECTIONS)
+    if link and link != ss.get("cfg.link"):
+        try:
+            cfg, notes = share.decode_params(link)
+        except share.ShareLinkError as e:
+            notify("error", f"Could not open the link: {e}. " + (
+                "Keeping the current scenario." if have else f"Showing the {DEFAULT_SIZE} preset instead."))
+        except ConfigError as e:  # a broken preset file on the server
+            notify("error", f"Could not open the link: {e}")
+        else:
+            if cfg is not None:
+                origin_label = f"preset {link['preset'].strip().lower()}" if "s" not in link else "share link"
+                set_scenario(cfg, origin_label)
+                for n in notes:
+                    notify("warning", n)
+                have = True
+    if unknown:
+        shown = ", ".join(repr(u[:30]) for u in unknown[:5])
+        notify("info", f"Ignored unknown link parameter(s) {shown}; a studio link has only "
+                       f"'preset' ({'/'.join(SCENARIO_SIZES)}) or 's' (an edited scenario).")
+    if not all(f"cfg.{s}" in ss for s in SECTIONS):
+        load_size(DEFAULT_SIZE)
+    sync_link()
+
+
+# ---- pinned scenarios (comparison on the Estimate page) ---------------------------------------
+def pins() -> list[dict[str, str]]:
+    return list(_ss().get("pins", []))
+
+
+def pin(label: str) -> bool:
+    text = scenario_json()
+    current = pins()
+    if any(p["json"] == text for p in current):
+        return False
+    current.append({"label": label[:80] or f"scenario {len(current) + 1}", "json": text})
+    _ss()["pins"] = current[-MAX_PINS:]
+    return True
+
+
+def unpin(index: int) -> None:
+    current = pins()
+    if 0 <= index < len(current):
+        current.pop(index)
+    _ss()["pins"] = current
+
+
+def clear_pins() -> None:
+    _ss()["pins"] = []

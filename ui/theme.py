@@ -1,0 +1,62 @@
+"""One colour per breakdown category, used by every chart (time, MFU loss, memory, timeline)."""
+
+from __future__ import annotations
+
+TIME_COLORS: dict[str, str] = {
+    "forward_compute": "#3b75af",
+    "backward_compute": "#7aa6d6",
+    "weight_grad": "#5b8fc4",
+    "recompute": "#b7cde8",
+    "tp_comm": "#ef8a3c",
+    "cp_comm": "#e5b53a",
+    "ep_comm": "#d45050",
+    "pp_comm": "#9a72c0",
+    "dp_comm": "#9c6b4e",
+    "optimizer": "#4a9e5c",
+    "bubble": "#c3c3c3",
+    "kernel_efficiency": "#8fb9a8",
+    "other": "#8c8c8c",
+}
+TIME_LABELS: dict[str, str] = {
+    "forward_compute": "forward compute", "backward_compute": "backward compute", "weight_grad": "weight grad",
+    "recompute": "recompute", "tp_comm": "TP comm (exposed)", "cp_comm": "CP comm (exposed)",
+    "ep_comm": "EP comm (exposed)", "pp_comm": "PP p2p (exposed)", "dp_comm": "DP comm (exposed)",
+    "optimizer": "optimizer", "bubble": "pipeline bubble", "kernel_efficiency": "kernels below peak",
+    "other": "other",
+}
+MEMORY_COLORS: dict[str, str] = {
+    "weights": "#3b75af",
+    "grads": "#ef8a3c",
+    "optimizer": "#4a9e5c",
+    "activations": "#d45050",
+    "other": "#9a72c0",
+}
+# Timeline span kinds → breakdown category (same colours as the time breakdown).
+SPAN_CATEGORY: dict[str, str] = {
+    "F": "forward_compute", "B": "backward_compute", "W": "weight_grad", "R": "recompute",
+    "optimizer": "optimizer", "p2p": "pp_comm", "dp_grad": "dp_comm", "dp_param": "dp_comm",
+    "tp": "tp_comm", "cp": "cp_comm", "ep": "ep_comm", "pp": "pp_comm", "dp": "dp_comm",
+    "etp": "tp_comm", "edp": "dp_comm",
+}
+
+
+def span_category(kind: str) -> str:
+    if kind in SPAN_CATEGORY:
+        return SPAN_CATEGORY[kind]
+    if kind in TIME_COLORS:
+        return kind
+    for prefix in ("tp", "cp", "ep", "pp", "dp"):
+        if kind.startswith(prefix):
+            return f"{prefix}_comm"
+    return "other"
+
+
+def color_of(category: str) -> str:
+    return TIME_COLORS.get(category, TIME_COLORS["other"])
+
+
+def scale(categories: list[str], colors: dict[str, str] | None = None) -> tuple[list[str], list[str]]:
+    """(domain, range) for an Altair colour scale over ``categories`` in a stable order."""
+    colors = colors or TIME_COLORS
+    order = [c for c in colors if c in categories] + sorted(c for c in set(categories) if c not in colors)
+    return order, [colors.get(c, TIME_COLORS["other"]) for c in order]

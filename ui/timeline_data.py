@@ -1,0 +1,154 @@
+"""Timeline (engine object) → plain tables, and Gantt/memory frames that stay small (pure).
+
+Written against ``simengine.sim.timeline.Timeline`` but reads it defensively (``getattr`` with
+fallbacks), so a renamed attribute degrades one figure instead of breaking the page.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .theme import span_category
+
+SPAN_COLUMNS = ["rank", "stream", "kind", "mb", "chunk", "start_s", "end_s"]
+STREAM_ORDER = ["compute", "comm", "pp", "dp"]
+MAX_EXACT_SPANS = 5000
+GANTT_BINS = 320
+MEMORY_POINTS = 1500
+
+
+def _attr(obj: Any, *names: str, default: Any = None) -> Any:
+    for n in names:
+        if hasattr(obj, n):
+            return getattr(obj, n)
+        if isinstance(obj, dict) and n in obj:
+            return obj[n]
+    return default
+
+
+def _per_rank(value: Any, n: int) -> list:
+    if value is None:
+        return [None] * n
+    if isinstance(value, (int, float)):
+        return [value] * n
+    out = list(value)
+    return out + [None] * (n - len(out))
+
+
+def timeline_tables(tl: Any) -> dict[str, Any]:
+    """{'spans', 'ranks', 'memory' (DataFrames), 'step_time_s'} from a Timeline."""
+    spans = _attr(tl, "spans", default=()) or ()
+    rows = []
+    for sp in spans:
+        rows.append((
+            int(_attr(sp, "rank", default=0)), str(_attr(sp, "stream", default="compute")),
+            str(_attr(sp, "kind", "name", default="?")), int(_attr(sp, "mb", "microbatch", default=-1)),
+            int(_attr(sp, "chunk", default=-1)), float(_attr(sp, "start_s", "start", default=0.0)),
+            float(_attr(sp, "end_s", "end", default=0.0)),
+        ))
+    sdf = pd.DataFrame(rows, columns=SPAN_COLUMNS)
+    step = float(_attr(tl, "step_time_s", default=float(sdf["end_s"].max()) if len(sdf) else 0.0))
+    memory = _attr(tl, "memory", "memory_over_time", default=()) or ()
+    n_ranks = int(_attr(tl, "num_ranks", default=0) or 0) or max(
+        (int(sdf["rank"].max()) + 1) if len(sdf) else 0, len(memory))
+    bubble = _per_rank(_attr(tl, "bubble_fraction"), n_ranks)
+    compute = _per_rank(_attr(tl, "compute_s"), n_ranks)
+    exposed = _per_rank(_attr(tl, "exposed_comm_s"), n_ranks)
+    hidden = _per_rank(_attr(tl, "hidden_comm_s"), n_ranks)
+    peak = _per_rank(_attr(tl, "peak_memory_bytes"), n_ranks)
+    rank_rows = []
+    for r in range(n_ranks):
+        row: dict[str, Any] = {"rank": r, "bubble_fraction": bubble[r], "compute_s": compute[r],
+                               "exposed_comm_s": sum((exposed[r] or {}).values()) if isinstance(exposed[r], dict) else exposed[r],
+                               "hidden_comm_s": sum((hidden[r] or {}).values()) if isinstance(hidden[r], dict) else hidden[r],
+                               "peak_gib": None if peak[r] is None else float(peak[r]) / 2**30}
+        if isinstance(exposed[r], dict):
+            for k, v in exposed[r].items():
+                row[f"exposed:{k}"] = float(v)
+        rank_rows.append(row)
+    mem_rows = []
+    for r, series in enumerate(memory):
+        for point in series or ():
+            t, b = point[0], point[1]
+            mem_rows.append((r, float(t), float(b)))
+    mdf = pd.DataFrame(mem_rows, columns=["rank", "t_s", "bytes"])
+    return {"spans": sdf, "ranks": pd.DataFrame(rank_rows), "memory": mdf, "step_time_s": step}
+
+
+def row_labels(spans: pd.DataFrame) -> list[str]:
+    pairs = spans[["rank", "stream"]].drop_duplicates().to_records(index=False).tolist() if len(spans) else []
+    order = {s: i for i, s in enumerate(STREAM_ORDER)}
+    pairs.sort(key=lambda p: (p[0], order.get(p[1], 99), p[1]))
+    return [f"rank {r} · {s}" for r, s in pairs]
+
+
+def gantt_frame(spans: pd.DataFrame, t0_s: float | None = None, t1_s: float | None = None,
+                max_spans: int = MAX_EXACT_SPANS, bins: int = GANTT_BINS) -> tuple[pd.DataFrame, bool, list[str]]:
+    """Spans in [t0, t1] as Gantt rows; aggregated into time bins beyond ``max_spans`` spans.
+
+    Aggregated rows carry the phase that dominates the bin, the busy share of the bin
+    (``occupancy``) and the number of spans touching it, so any size renders in O(rows·bins).
+    """
+    rows = row_labels(spans)
+    if not len(spans):
+        return pd.DataFrame(columns=["row", "category", "start_ms", "end_ms", "kind", "mb", "chunk"]), False, rows
+    t0 = float(spans["start_s"].min()) if t0_s is None else float(t0_s)
+    t1 = float(spans["end_s"].max()) if t1_s is None else float(t1_s)
+    if t1 <= t0:
+        t1 = t0 + 1e-9
+    sel = spans[(spans["end_s"] > t0) & (spans["start_s"] < t1)]
+    start = sel["start_s"].clip(lower=t0).to_numpy()
+    end = sel["end_s"].clip(upper=t1).to_numpy()
+    row = ("rank " + sel["rank"].astype(str) + " · " + sel["stream"]).to_numpy()
+    cat = sel["kind"].map(span_category).to_numpy()
+    if len(sel) <= max_spans:
+        mb = sel["mb"].to_numpy()
+        chunk = sel["chunk"].to_numpy()
+        kind = sel["kind"].to_numpy()
+        label = np.where(mb >= 0, kind.astype(str) + mb.astype(str), "")
+        df = pd.DataFrame({"row": row, "category": cat, "kind": kind, "mb": mb, "chunk": chunk,
+                           "start_ms": start * 1e3, "end_ms": end * 1e3, "dur_ms": (end - start) * 1e3,
+                           "mid_ms": (start + end) * 0.5e3, "label": label})
+        return df, False, rows
+    width = (t1 - t0) / bins
+    b0 = np.clip(((start - t0) / width).astype(np.int64), 0, bins - 1)
+    b1 = np.clip(((end - t0) / width).astype(np.int64), 0, bins - 1)
+    counts = b1 - b0 + 1
+    idx = np.repeat(np.arange(len(sel)), counts)
+    offs = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+    b = b0[idx] + offs
+    lo = np.maximum(start[idx], t0 + b * width)
+    hi = np.minimum(end[idx], t0 + (b + 1) * width)
+    busy = np.clip(hi - lo, 0.0, None)
+    flat = pd.DataFrame({"row": row[idx], "bin": b, "category": cat[idx], "busy": busy})
+    by_cat = flat.groupby(["row", "bin", "category"], sort=False)["busy"].sum().reset_index()
+    dom = by_cat.sort_values("busy", ascending=False).drop_duplicates(["row", "bin"])
+    tot = flat.groupby(["row", "bin"], sort=False).agg(busy=("busy", "sum"), spans=("busy", "size")).reset_index()
+    out = dom[["row", "bin", "category"]].merge(tot, on=["row", "bin"])
+    out["occupancy"] = (out["busy"] / width).clip(upper=1.0)
+    out["start_ms"] = (t0 + out["bin"] * width) * 1e3
+    out["end_ms"] = (t0 + (out["bin"] + 1) * width) * 1e3
+    out["kind"] = out["category"]
+    out["mb"] = -1
+    out["chunk"] = -1
+    return out.drop(columns=["bin", "busy"]), True, rows
+
+
+def memory_frame(mem: pd.DataFrame, max_points: int = MEMORY_POINTS) -> pd.DataFrame:
+    """(rank, t_ms, GiB) with at most ~``max_points`` points per rank (bin maxima keep the peaks)."""
+    if not len(mem):
+        return pd.DataFrame(columns=["rank", "t_ms", "GiB"])
+    parts = []
+    for r, g in mem.groupby("rank", sort=True):
+        g = g.sort_values("t_s")
+        if len(g) > max_points:
+            t0, t1 = g["t_s"].min(), g["t_s"].max()
+            width = (t1 - t0) / max_points or 1.0
+            bins = ((g["t_s"] - t0) / width).astype(int)
+            g = g.groupby(bins).agg(t_s=("t_s", "min"), bytes=("bytes", "max")).reset_index(drop=True)
+            g["rank"] = r
+        parts.append(pd.DataFrame({"rank": r, "t_ms": g["t_s"].to_numpy() * 1e3, "GiB": g["bytes"].to_numpy() / 2**30}))
+    return pd.concat(parts, ignore_index=True)

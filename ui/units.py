@@ -1,0 +1,107 @@
+"""Units per field and number formatting (pure)."""
+
+from __future__ import annotations
+
+import math
+
+# Unit of a field, by exact name first, then by suffix. Shown in every label.
+UNIT_BY_NAME: dict[str, str] = {
+    "price_per_hour": "USD/GPU·h",
+    "bf16": "TFLOP/s", "fp8": "TFLOP/s", "fp32": "TFLOP/s",
+    "seq_len": "tokens", "micro_batch_size": "sequences", "global_batch_size": "sequences",
+    "num_gpus": "GPUs", "gpus_per_node": "GPUs", "domain_size": "GPUs",
+    "hidden_dropout": "probability", "attention_dropout": "probability",
+    "allocator_overhead": "fraction", "overlap_slowdown": "×", "straggler_factor": "×",
+    "moe_load_imbalance": "×", "capacity_factor": "×",
+    "gemm": "× peak", "attention_fwd": "× peak", "attention_bwd": "× peak", "grouped_gemm": "× peak",
+    "hbm": "× peak BW", "fp8_gemm": "× FP8 peak", "collective_scale_up": "× link BW",
+    "collective_scale_out": "× link BW", "efficiency": "× peak",
+    "gemm_half_dim": "elements", "max_position_embeddings": "positions",
+    "hidden_size": "elements", "ffn_hidden_size": "elements", "moe_ffn_hidden_size": "elements",
+    "shared_expert_ffn_hidden_size": "elements", "head_dim": "elements", "vocab_size": "tokens",
+    "q_lora_rank": "elements", "kv_lora_rank": "elements", "qk_nope_head_dim": "elements",
+    "qk_rope_head_dim": "elements", "v_head_dim": "elements",
+    "num_layers": "layers", "first_k_dense_layers": "layers", "recompute_num_layers": "layers per stage",
+    "mtp_layers": "modules", "num_attention_heads": "heads", "num_kv_heads": "heads",
+    "num_experts": "experts", "top_k": "experts/token", "num_shared_experts": "experts",
+    "moe_layer_freq": "layers",
+    "tp": "GPUs", "pp": "stages", "dp": "replicas", "cp": "GPUs", "ep": "GPUs", "etp": "GPUs",
+    "vpp": "chunks/rank", "zero_stage": "stage",
+}
+UNIT_BY_SUFFIX: tuple[tuple[str, str], ...] = (
+    ("_gib", "GiB"), ("_gbs", "GB/s"), ("_us", "µs"), ("_w", "W"), ("_s", "s"), ("_bytes", "B"),
+    ("_usd", "USD"),
+)
+
+
+def unit_for(name: str) -> str:
+    if name in UNIT_BY_NAME:
+        return UNIT_BY_NAME[name]
+    for suffix, unit in UNIT_BY_SUFFIX:
+        if name.endswith(suffix):
+            return unit
+    return ""
+
+
+def _finite(x) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(x)
+
+
+def fmt_time(s: float) -> str:
+    """Seconds with a unit that keeps 3–4 significant figures (µs … days)."""
+    if not _finite(s):
+        return "—"
+    a = abs(s)
+    if a >= 86400 * 2:
+        return f"{s / 86400:,.1f} d"
+    if a >= 3600 * 2:
+        return f"{s / 3600:,.1f} h"
+    if a >= 120:
+        return f"{s / 60:,.1f} min"
+    if a >= 1:
+        return f"{s:,.3f} s"
+    if a >= 1e-3:
+        return f"{s * 1e3:,.2f} ms"
+    return f"{s * 1e6:,.1f} µs"
+
+
+def fmt_count(n: float, unit: str = "") -> str:
+    """1.23 k / M / B / T (decimal, as parameter counts and tokens are quoted)."""
+    if not _finite(n):
+        return "—"
+    a = abs(n)
+    for div, sfx in ((1e15, "P"), (1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if a >= div:
+            return f"{n / div:,.2f} {sfx}{unit}".rstrip()
+    return f"{n:,.0f} {unit}".rstrip() if float(n).is_integer() else f"{n:,.3g} {unit}".rstrip()
+
+
+def fmt_flops(f: float, per: str = "") -> str:
+    """FLOP counts or rates: 1.23 PFLOP / 456 TFLOP/s."""
+    if not _finite(f):
+        return "—"
+    a = abs(f)
+    for div, sfx in ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M")):
+        if a >= div:
+            return f"{f / div:,.2f} {sfx}FLOP{per}"
+    return f"{f:,.0f} FLOP{per}"
+
+
+def fmt_gib(g: float) -> str:
+    return "—" if not _finite(g) else f"{g:,.1f} GiB"
+
+
+def fmt_usd(x: float) -> str:
+    if not _finite(x):
+        return "—"
+    if abs(x) >= 1e6:
+        return f"${x / 1e6:,.2f} M"
+    if abs(x) >= 100:
+        return f"${x:,.0f}"
+    if abs(x) >= 1:
+        return f"${x:,.2f}"
+    return f"${x:,.4f}"
+
+
+def fmt_pct(x: float) -> str:
+    return "—" if not _finite(x) else f"{100 * x:.1f} %"
