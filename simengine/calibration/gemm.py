@@ -234,7 +234,8 @@ def _efficiency(key, value, dtype, m, n, k, b, peaks, cells, cols, header, line,
         if key in _TO_TFLOPS:
             achieved = value * _TO_TFLOPS[key]
         else:
-            achieved = 2.0 * b * m * n * k / (value * _TO_SECONDS[key]) * 1e-12  # FLOPs = 2·b·m·n·k
+            # FLOPs = 2·b·m·n·k: one multiply-add (2 FLOPs) per output element per k (cuBLAS convention)
+            achieved = 2.0 * b * m * n * k / (value * _TO_SECONDS[key]) * 1e-12
         eff = achieved / peaks[dtype]
     if not 0 < eff <= 2.0:
         hint = " (a percentage? name the column efficiency_pct)" if key == "efficiency" and eff <= 200 else ""

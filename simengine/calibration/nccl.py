@@ -335,6 +335,10 @@ def _ranks(d: _Draft, kind: str, rows: list[RawRow], name: str, caller_n: int | 
 
 
 def _ranks_from_data(kind: str, rows: list[RawRow]) -> int | None:
+    """Rank count implied by the numbers. For all_gather / reduce_scatter / alltoall nccl-tests
+    prints the per-rank element count (``*GetCollByteCount`` in src/all_gather.cu etc.: count =
+    size / nranks / element size), so size / (count·element) = n exactly; otherwise invert the
+    bus factor from busbw/algbw (doc/PERFORMANCE.md), trusted only when it rounds cleanly."""
     if kind in ("all_gather", "reduce_scatter", "all_to_all"):
         per = set()
         for r in rows:
