@@ -7,6 +7,10 @@ rest too; selective recompute drops the s² softmax terms; full recompute keeps 
 input. Flash attention (Dao et al. 2022) keeps q, k, v, the output and the fp32 log-sum-exp
 instead of the s² scores. TransformerEngine's LayerNormLinear keeps both the norm input and its
 output (the QKV / FC1 input), as in Korthikanti's accounting.
+
+FP8 (TransformerEngine): a Linear saves its input already cast to fp8 (1 B) — with SP the
+all-gathered full input rather than the bf16 shard — and core attention then keeps its bf16
+output separately because the out-projection saved only the fp8 copy (peer_model_notes.md §6).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ class BlockActivations:
 def attention_activations(d: Dims, m: ModelSpec) -> BlockActivations:
     S, Ssp, h = d.tokens, d.sp_tokens, d.h
     ln_in = BF16 * Ssp * h
-    qkv_in = BF16 * Ssp * h
+    qkv_in = S * h if d.fp8 else BF16 * Ssp * h
     mask = Ssp * h if d.dropout else 0  # 1-byte dropout mask after the out-projection
     s_kv = d.s
     if m.attention == "mla":
@@ -47,7 +51,7 @@ def attention_activations(d: Dims, m: ModelSpec) -> BlockActivations:
         v = BF16 * S * d.kv_heads * d.d_v
         core = q + k + v
         extra = 0.0
-    out_in = BF16 * S * d.heads * d.d_v
+    out_in = (1 + BF16) * S * d.heads * d.d_v if d.fp8 else BF16 * S * d.heads * d.d_v
     if d.unfused_attention:
         scores = d.b * d.heads * (S // d.b) * s_kv
         softmax = BF16 * scores + (scores + BF16 * scores if d.attn_dropout else 0)  # probs, mask, dropped probs
@@ -64,7 +68,10 @@ def attention_activations(d: Dims, m: ModelSpec) -> BlockActivations:
 def mlp_activations(d: Dims, width: int) -> BlockActivations:
     S, Ssp, h = d.tokens, d.sp_tokens, d.h
     f_in = (2 if d.gated else 1) * width
-    saved = BF16 * (Ssp * h + Ssp * h + S * f_in + S * width) + (Ssp * h if d.dropout else 0)
+    if d.fp8:  # fc1 input gathered in fp8, fc2 input in fp8; the activation input stays bf16
+        saved = BF16 * Ssp * h + S * h + BF16 * S * f_in + S * width + (Ssp * h if d.dropout else 0)
+    else:
+        saved = BF16 * (Ssp * h + Ssp * h + S * f_in + S * width) + (Ssp * h if d.dropout else 0)
     gathered = BF16 * S * h if d.sp else 0  # all-gathered input re-made for the wgrad GEMM
     return BlockActivations(saved, 0.0, BF16 * S * f_in + gathered)
 

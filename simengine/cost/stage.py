@@ -89,6 +89,11 @@ def build_plan(sc: Scenario) -> Plan:
             if cw.last:
                 f, b, w = costs["head"]
                 fwd.add(f), bwd.add(b), wgt.add(w)
+            if cw.mtp:
+                # each MTP module: glue + one transformer block + the shared output head
+                for key in ("mtp", "attn", "moe" if cw.mtp_moe else "mlp", "head"):
+                    f, b, w = costs[key]
+                    fwd.add(f, cw.mtp), bwd.add(b, cw.mtp), wgt.add(w, cw.mtp)
             # activations held per micro-batch and the transient on top (Korthikanti et al. 2022)
             per_dense = att_act.saved + (mlp_act.saved if mlp_act else 0.0)
             per_moe = att_act.saved + (moe_act.saved if moe_act else 0.0)
@@ -123,6 +128,9 @@ def build_plan(sc: Scenario) -> Plan:
                 rc.flops += core.flops * n_layers
             if cw.last:
                 held += head_act.saved
+            if cw.mtp:
+                block = per_moe if cw.mtp_moe else per_dense
+                held += cw.mtp * (block + head_act.saved + 2 * layer_input(d) * 2)  # + norms/concat inputs
                 extra = max(extra, head_act.bwd_transient)
             if cw.first and d.dropout:
                 held += d.sp_tokens * d.h  # embedding dropout mask

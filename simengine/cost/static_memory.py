@@ -50,6 +50,17 @@ def stage_params(sc: Scenario, chunks: tuple[ChunkWork, ...]) -> StageParams:
             # allocates it on the last stage and all-reduces the embedding grads between them)
             lm = V * m.hidden_size / tp if (not m.tie_embeddings or not any(x.first for x in chunks)) else 0.0
             p_dense += norm + lm
+        if c.mtp:
+            # MTP module: two norms + 2h×h projection + one block (DeepSeek-V3 report §2.2)
+            h = m.hidden_size
+            glue = 2 * h + 2 * h * h / tp
+            blk = att.tp_sharded / tp + att.replicated
+            if c.mtp_moe and moe is not None:
+                blk += moe.tp_sharded / tp + moe.replicated
+                p_expert += c.mtp * moe.experts / (ep * etp)
+            else:
+                blk += dense.tp_sharded / tp + dense.replicated
+            p_dense += c.mtp * (glue + blk)
     shapes = _gemm_shapes(sc, n_dense > 0, n_moe > 0, any(c.last for c in chunks))
     return StageParams(p_dense, p_expert, shapes)
 

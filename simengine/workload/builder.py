@@ -7,9 +7,10 @@ from dataclasses import dataclass
 
 from ..config.scenario import Scenario
 from .dims import Dims, dims_of
-from .ends import embedding, head
+from .ends import embedding, head, mtp_projection
 from .layers import attention_block, dense_mlp_block, moe_block
 from .partition import layers_per_chunk, rank_chunks
+from .ops import Gemm, GroupedGemm, Memory
 from .phases import Phases
 
 
@@ -22,6 +23,8 @@ class ChunkWork:
     moe_layers: int
     first: bool              # holds the input embedding
     last: bool               # holds the final norm, LM head, loss (and MTP modules)
+    mtp: int = 0             # multi-token-prediction modules on this chunk (last chunk only)
+    mtp_moe: bool = False    # their transformer block uses an MoE MLP (as the last main layer)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +46,12 @@ def build_workload(sc: Scenario) -> Workload:
         blocks["mlp"] = dense_mlp_block(d)
     if m.is_moe:
         blocks["moe"] = moe_block(d, m, st.moe_dispatcher)
+    if m.mtp_layers:
+        blocks["mtp"] = mtp_projection(d)
     per_rank = 2 if st.schedule == "dualpipev" else st.vpp
+    if st.dtype == "fp8":
+        for ph in blocks.values():
+            add_fp8_casts(ph)
     chunks = layers_per_chunk(m.num_layers, st.pp, per_rank)
     last = st.pp * per_rank - 1
     ranks = []
@@ -55,6 +63,26 @@ def build_workload(sc: Scenario) -> Workload:
         for c in held:
             layers = tuple(chunks[c])
             n_moe = sum(1 for i in layers if m.is_moe_layer(i))
-            mine.append(ChunkWork(c, r, layers, len(layers) - n_moe, n_moe, c == 0, c == last))
+            is_last = c == last
+            mtp = m.mtp_layers if is_last else 0
+            mine.append(ChunkWork(c, r, layers, len(layers) - n_moe, n_moe, c == 0, is_last, mtp,
+                                  m.is_moe_layer(m.num_layers - 1)))
         ranks.append(tuple(mine))
     return Workload(d, blocks, tuple(ranks))
+
+
+def add_fp8_casts(ph: Phases) -> None:
+    """FP8 GEMMs need their inputs quantised (TransformerEngine ``Float8Quantizer``): forward casts
+    the activation (read bf16, write fp8 and its transpose for the wgrad: 4 B per element), backward
+    casts the output gradient the same way. Weights are cast once per step and cached across
+    micro-batches (TE ``is_first_microbatch``), which is negligible per micro-batch."""
+    casts_f = [Memory("fp8-cast:" + op.name, 4.0 * _elems(op, "in")) for op in ph.fwd if isinstance(op, (Gemm, GroupedGemm))]
+    casts_b = [Memory("fp8-cast:" + op.name, 4.0 * _elems(op, "in")) for op in ph.bwd if isinstance(op, (Gemm, GroupedGemm))]
+    ph.fwd.extend(casts_f)
+    ph.bwd.extend(casts_b)
+
+
+def _elems(op, which: str) -> float:
+    if isinstance(op, GroupedGemm):
+        return float(op.groups * op.m * op.k)
+    return float(op.b * op.m * op.k * op.count)

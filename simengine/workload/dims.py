@@ -28,6 +28,7 @@ class Dims:
     dropout: bool
     attn_dropout: bool
     unfused_attention: bool
+    fp8: bool         # GEMM inputs cast to fp8 (TransformerEngine recipes)
     # MoE (zeros on dense models)
     experts_local: int
     moe_ffn: int      # expert FFN width per rank (÷ etp)
@@ -71,7 +72,7 @@ def dims_of(sc: Scenario) -> Dims:
         heads=heads, kv_heads=kv_local, d_qk=m.qk_head_dim, d_v=m.v_dim,
         ffn=m.ffn_hidden_size // tp, gated=m.activation == "swiglu",
         vocab=sc.vocab_padded // tp, dropout=m.hidden_dropout > 0,
-        attn_dropout=m.attention_dropout > 0, unfused_attention=st.attention_impl == "unfused",
+        attn_dropout=m.attention_dropout > 0, unfused_attention=st.attention_impl == "unfused", fp8=st.dtype == "fp8",
         experts_local=experts_local, moe_ffn=moe_ffn, moe_tokens=moe_tokens,
         tokens_per_expert=tpe, shared_ffn=shared, ep=ep, etp=etp,
     )

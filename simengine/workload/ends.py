@@ -48,3 +48,16 @@ def head(d: Dims, fused_ce: bool) -> Phases:
         if not fused_ce:
             ph.fwd.append(Collective("ce-ar:target", "all_reduce", d.tokens * 4, "tp", d.tp))
     return ph
+
+
+def mtp_projection(d: Dims) -> Phases:
+    """The glue of one multi-token-prediction module (DeepSeek-V3 report §2.2, Megatron-Core
+    ``MultiTokenPredictionLayer``): RMSNorm of the hidden state and of the shifted token
+    embedding, concatenation, and the 2h → h projection; its transformer block and the shared
+    output head are priced as the model's own blocks."""
+    ph = Phases()
+    x = d.sp_tokens * d.h * BF16
+    ph.fwd.append(Memory("mtp-norms-concat", 6 * x))
+    ph.bwd.append(Memory("mtp-norms-concat-bwd", 8 * x))
+    column_linear(ph, "mtp_proj", d.tokens, 2 * d.h, d.h // d.tp, d.tp, d.sp)
+    return ph
