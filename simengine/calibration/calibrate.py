@@ -131,15 +131,15 @@ def _gemm(system, gemm_csv, eff_update, summary, warnings, sources) -> None:
 def b200_scalars(tables: B200Tables, hbm_bandwidth_gbs: float | None = None) -> dict[str, float]:
     """The scalar efficiencies a SimuMax/B200 file provides, in simengine's conventions.
 
-    attention_fwd/bwd: mean over the measured shapes (contiguous qkv) of efficiency × (s+1)/(2s)
-    (causal FLOPs; :mod:`.b200`). grouped_gemm: mean of the measured grouped GEMMs (SimuMax's
+    attention_fwd/bwd: mean over all measured shapes of efficiency × (s+1)/(2s) (causal FLOPs;
+    :mod:`.b200`) — SimuMax's ``op_default`` (the plain mean) converted row by row. grouped_gemm: mean of the measured grouped GEMMs (SimuMax's
     own default). hbm: achieved bytes/s of the ``default`` memory-bound entry (gbps applied as GiB/s)
     / the GPU's HBM bandwidth (the file's nominal gbps when not given). kernel_overhead_us:
     that entry's per-kernel latency (SimuMax adds it to every kernel's memory time).
     """
     out: dict[str, float] = {}
     for phase in ("fwd", "bwd"):
-        v = attention_efficiency_from_b200(tables, phase=phase)  # type: ignore[arg-type]
+        v = attention_efficiency_from_b200(tables, phase=phase, contiguous=None)  # type: ignore[arg-type]
         if v is not None:
             out[f"attention_{phase}"] = min(v, 1.0)
     g = grouped_gemm_mean(tables)
