@@ -142,6 +142,9 @@ def b200_scalars(tables: B200Tables, hbm_bandwidth_gbs: float | None = None) -> 
         v = attention_efficiency_from_b200(tables, phase=phase, contiguous=None)  # type: ignore[arg-type]
         if v is not None:
             out[f"attention_{phase}"] = min(v, 1.0)
+    if "matmul" in tables.defaults:
+        # the plain-GEMM level the grouped-GEMM and fp8 factors are relative to (cost/compute.py)
+        out["gemm"] = min(tables.defaults["matmul"], 1.0)
     g = grouped_gemm_mean(tables)
     if g is not None:
         out["grouped_gemm"] = min(g, 1.0)
@@ -194,8 +197,9 @@ def _nccl(system, nccl_logs, eff_update, summary, warnings, sources) -> None:
             if table.gpu and not _same_gpu(table.gpu, system.gpu.name):
                 warnings.append(f"{label}: measured on {table.gpu}, but the system's GPU is {system.gpu.name}")
             tier = tier_for(table.n_ranks, system, table.n_hosts)
-            bw = tier_bandwidth_gbs(system, tier)
-            point, clip = collective_point(table.collective, tier, fit, bw)
+            per_domain = table.n_ranks // table.n_hosts if table.n_hosts else min(table.n_ranks, system.domain)
+            bw = tier_bandwidth_gbs(system, tier, per_domain)
+            point, clip = collective_point(table.collective, tier, fit, bw, table.n_ranks)
             if clip:
                 warnings.append(f"{label}: table {ti + 1}: {clip}")
             rank = (table.n_ranks, fit.busbw_gbs)

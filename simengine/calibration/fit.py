@@ -160,14 +160,21 @@ def tier_for(n_ranks: int, system: SystemSpec, n_hosts: int | None = None) -> Ti
     return "scale_up"
 
 
-def tier_bandwidth_gbs(system: SystemSpec, tier: Tier) -> float:
-    return system.scale_up.bandwidth_gbs if tier == "scale_up" else system.scale_out.bandwidth_gbs
+def tier_bandwidth_gbs(system: SystemSpec, tier: Tier, ranks_per_domain: int = 1) -> float:
+    """Nominal per-GPU bus bandwidth of a group on ``tier``. Across domains NCCL runs one ring
+    (channel) per NIC, so a group with g members per domain crosses the boundary on g NICs at once:
+    min(scale-up, g × scale-out) — the same mechanism cost/comm.py prices with."""
+    if tier == "scale_up":
+        return system.scale_up.bandwidth_gbs
+    g = max(1, ranks_per_domain)
+    return min(system.scale_up.bandwidth_gbs, g * system.scale_out.bandwidth_gbs)
 
 
 MAX_EFFICIENCY = 2.0  # CollectivePoint.efficiency upper bound (simengine/config/system.py)
 
 
-def collective_point(kind: str, tier: Tier, fit: AlphaBetaFit, tier_bw_gbs: float) -> tuple[CollectivePoint, str]:
+def collective_point(kind: str, tier: Tier, fit: AlphaBetaFit, tier_bw_gbs: float,
+                     group_size: int | None = None) -> tuple[CollectivePoint, str]:
     """``CollectivePoint(efficiency = busbw / tier bandwidth, latency_us = alpha)`` and a warning
     (empty if none). Efficiency is clipped to the schema's (0, 2] — a multi-node all_reduce whose
     busbw exceeds twice the per-GPU NIC bandwidth (NVLS/tree) is reported, not silently lost."""
@@ -179,4 +186,5 @@ def collective_point(kind: str, tier: Tier, fit: AlphaBetaFit, tier_bw_gbs: floa
         eff = MAX_EFFICIENCY
     eff = max(eff, 1e-9)
     latency = min(max(fit.alpha_us, 0.0), 1e6)
-    return CollectivePoint(kind=kind, tier=tier, efficiency=eff, latency_us=latency), warn  # type: ignore[arg-type]
+    size = group_size if group_size and group_size >= 2 else None
+    return CollectivePoint(kind=kind, tier=tier, efficiency=eff, latency_us=latency, group_size=size), warn  # type: ignore[arg-type]

@@ -58,6 +58,8 @@ class CollectivePoint(_Frozen):
     tier: Literal["scale_up", "scale_out"]
     efficiency: float = Field(..., gt=0, le=2.0, description="Achieved bus bandwidth / tier bandwidth.")
     latency_us: float = Field(..., ge=0, le=1e6, description="Fixed latency per call, µs.")
+    step_latency_us: float = Field(0.0, ge=0, le=1e5, description="Latency per ring step (×2(n−1) for all-reduce, ×(n−1) otherwise), µs.")
+    group_size: int | None = Field(None, ge=2, le=1_000_000, description="Ranks the fit was measured on (None = any); the closest size is used.")
 
 
 class Efficiency(_Frozen):

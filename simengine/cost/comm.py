@@ -13,7 +13,9 @@ t = overhead + steps·α + bytes_on_link / (bandwidth · efficiency).
 Group placement follows Megatron-Core's rank order tp-cp-ep-dp-pp (parallel_state.py): a group
 with stride ``stride`` and ``n`` members spans n·stride consecutive ranks; if that span fits in
 one scale-up domain it uses scale-up bandwidth, otherwise the per-GPU scale-out (NIC) bandwidth.
-An all-to-all that crosses domains sends (n_in−1)/n of its data over scale-up and (n−n_in)/n over
+A ring collective that crosses domains runs one ring (NCCL channel) per NIC, so a group with g
+members per domain gets min(scale-up, g × scale-out) of bus bandwidth. An all-to-all that crosses
+domains sends (n_in−1)/n of its data over scale-up and (n−n_in)/n over
 scale-out concurrently, where n_in members share a domain; the slower part dominates.
 """
 
@@ -75,7 +77,7 @@ class CommModel:
     """Prices collectives for one scenario; measured fits (``Efficiency.collective_table``, from
     nccl-tests via calibration) replace the tier's efficiency and fixed latency per kind."""
 
-    __slots__ = ("tiers", "places", "_cache")
+    __slots__ = ("tiers", "places", "_cache", "fits")
 
     def __init__(self, sc: Scenario):
         sysm, e = sc.system, sc.system.efficiency
@@ -86,10 +88,12 @@ class CommModel:
         for kind in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p"):
             for name, tier in (("scale_up", up), ("scale_out", out)):
                 self.tiers[(kind, name)] = tier
+        # measured fits, per (kind, tier) and optionally per group size (closest size wins)
+        self.fits: dict[tuple[str, str], list] = {}
         for fit in e.collective_table:
+            self.fits.setdefault((fit.kind, fit.tier), []).append(fit)
             base = self.tiers[(fit.kind, fit.tier)]
-            # a fitted alpha already folds the per-step latency in: keep it as the fixed cost
-            self.tiers[(fit.kind, fit.tier)] = Tier(base.nominal_Bps, fit.efficiency, 0.0, fit.latency_us * 1e-6)
+            self.tiers[(fit.kind, fit.tier)] = Tier(base.nominal_Bps, fit.efficiency, fit.step_latency_us * 1e-6, fit.latency_us * 1e-6)
         self.places = group_placements(sc)
         self._cache: dict[tuple, float] = {}
 
@@ -108,7 +112,12 @@ class CommModel:
         if hit is not None:
             return hit
         cross = p.in_domain < n
-        tier = self.tiers[(kind, "scale_out" if cross else "scale_up")]
+        tier_name = "scale_out" if cross else "scale_up"
+        tier = self.tiers[(kind, tier_name)]
+        sized = self.fits.get((kind, tier_name))
+        if sized and len(sized) > 1:
+            fit = min(sized, key=lambda f: abs((f.group_size or n) - n))
+            tier = Tier(tier.nominal_Bps, fit.efficiency, fit.step_latency_us * 1e-6, fit.latency_us * 1e-6)
         bw = tier.bandwidth_Bps
         if kind == "p2p":
             t = tier.overhead_s + tier.latency_s + size_bytes / bw
@@ -120,6 +129,11 @@ class CommModel:
             t = tier.overhead_s + (n - 1) * tier.latency_s + max(t_up, t_out)
         else:
             steps, vol = _STEPS[kind]
+            if cross:
+                # NCCL runs one ring per NIC: a group with g members per domain crosses on g NICs
+                # at once, up to the scale-up bandwidth (nccl-tests busbw on multi-node runs)
+                up = self.tiers[(kind, "scale_up")].bandwidth_Bps
+                bw = min(up, p.in_domain * bw)
             t = tier.overhead_s + steps * (n - 1) * tier.latency_s + vol * (n - 1) / n * size_bytes / bw
         self._cache[key] = t
         return t
