@@ -107,3 +107,24 @@ def b200_runs(csv_text: str, system: dict[str, Any]) -> list[MeasuredRun]:
         return out
     except (KeyError, TypeError, ValueError) as e:
         raise ConfigError([("validation_csv", f"not a b200_megatron_runs.csv table: {e}")]) from e
+
+
+def b200_system(preset: dict[str, Any], op_efficiency_csv: str | None = None, nccl_fits: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The B200 system preset, optionally calibrated with the measured B200 operator table
+    (shared/validation/b200_op_efficiency.csv) and measured NCCL fits
+    (presets/calibration/b200-nccl-fits.json)."""
+    from .calibration.calibrate import load_b200_system_efficiency
+    from .config.system import CollectivePoint
+
+    system = dict(preset)
+    if op_efficiency_csv is None and nccl_fits is None:
+        return system
+    eff = dict(system.get("efficiency") or {})
+    if op_efficiency_csv is not None:
+        loaded = load_b200_system_efficiency(op_efficiency_csv, hbm_bandwidth_gbs=system["gpu"]["hbm_bandwidth_gbs"])
+        eff.update(loaded.model_dump(mode="json", exclude={"collective_table"}))
+    if nccl_fits is not None:
+        eff["collective_table"] = [CollectivePoint.model_validate(p).model_dump(mode="json") for p in nccl_fits["collective_table"]]
+        eff["source"] = (eff.get("source", "") + "; " + nccl_fits.get("source", ""))[:2000]
+    system["efficiency"] = eff
+    return system

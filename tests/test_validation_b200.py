@@ -1,0 +1,83 @@
+"""The measured B200 Megatron-LM runs (shared/validation/b200_megatron_runs.csv): every row runs,
+through the CLI too, and the error stays within today's bounds (a regression guard: the README's
+table is produced by benchmarks/validate_b200.py)."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from simengine import presets
+from simengine.api import estimate
+from simengine.cli import main
+from simengine.validation import b200_runs, b200_system
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def data(validation_dir_module):
+    csv_text = (validation_dir_module / "b200_megatron_runs.csv").read_text()
+    preset = presets.load_preset("systems", "b200-sxm-180gb")
+    fits = json.loads((ROOT / "presets" / "calibration" / "b200-nccl-fits.json").read_text())
+    calibrated = b200_system(preset, str(validation_dir_module / "b200_op_efficiency.csv"), fits)
+    return b200_runs(csv_text, preset), b200_runs(csv_text, calibrated)
+
+
+@pytest.fixture(scope="module")
+def validation_dir_module():
+    from scenarios import VALIDATION
+    if not VALIDATION.is_dir():
+        pytest.skip(f"validation data not found at {VALIDATION}")
+    return VALIDATION
+
+
+def errors(runs):
+    t, m = [], []
+    for r in runs:
+        rep = estimate(r.config)
+        t.append(rep.step_time_s * 1e3 / r.real_ms - 1)
+        m.append(rep.peak_memory_gib / r.real_alloc_gib - 1)
+    return t, m
+
+
+def test_all_rows_map_and_cover_the_families(data):
+    plain, _ = data
+    assert len(plain) == 20
+    assert {r.family for r in plain} == {"llama3_70b", "deepseekv2", "llama3_70b_cp"}
+
+
+def test_time_and_memory_error_bounds(data):
+    plain, calibrated = data
+    for runs, bound in ((plain, 0.06), (calibrated, 0.07)):
+        t, m = errors(runs)
+        assert sum(map(abs, t)) / len(t) < bound          # time MAPE (peer SimuMax: 7.1 %)
+        assert max(map(abs, t)) < 0.18
+        assert sum(map(abs, m)) / len(m) < 0.005          # memory MAPE (peer: 0.4 %)
+        assert max(map(abs, m)) < 0.01
+
+
+def test_beats_the_peer_on_these_rows(data):
+    plain, _ = data
+    t, m = errors(plain)
+    peer_t = [r.peer_ms / r.real_ms - 1 for r in plain]
+    peer_m = [r.peer_alloc_gib / r.real_alloc_gib - 1 for r in plain]
+    assert sum(map(abs, t)) < sum(map(abs, peer_t))
+    assert sum(map(abs, m)) < sum(map(abs, peer_m))
+
+
+@pytest.mark.parametrize("family", ["llama3_70b", "deepseekv2", "llama3_70b_cp"])
+def test_rows_run_through_the_cli(data, family, tmp_path, capsys):
+    plain, _ = data
+    run = next(r for r in plain if r.family == family)
+    paths = {}
+    for section in ("model", "system", "strategy"):
+        p = tmp_path / f"{section}.json"
+        p.write_text(json.dumps(run.config[section]))
+        paths[section] = str(p)
+    code = main(["estimate", "--model", paths["model"], "--system", paths["system"], "--strategy", paths["strategy"], "--json"])
+    out = capsys.readouterr().out
+    assert code == 0
+    rep = json.loads(out)
+    assert rep["step_time_s"] * 1e3 == pytest.approx(run.real_ms, rel=0.2)
+    assert rep["peak_memory_gib"] == pytest.approx(run.real_alloc_gib, rel=0.01)
