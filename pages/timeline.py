@@ -97,21 +97,17 @@ st.altair_chart(gantt_chart(gdf, rows, aggregated, x_domain=(window[0], window[1
                 width="stretch")
 
 # ---- per rank ------------------------------------------------------------------------------
-a, b = st.columns([2, 3], gap="large")
-with a:
-    st.subheader("Per rank")
-    view = ranks.copy()
-    view["bubble [%]"] = 100 * view.pop("bubble_fraction")
-    for col in ["compute_s", "exposed_comm_s", "hidden_comm_s"] + exposed_cols:
-        if col in view:
-            view[col.replace("exposed:", "exposed ").replace("_s", "") + " [ms]"] = 1e3 * view.pop(col)
-    view = view.rename(columns={"peak_gib": "peak [GiB]"})
-    st.dataframe(view, hide_index=True, width="stretch", column_config={
-        k: st.column_config.NumberColumn(format="%.2f") for k in view.columns if k != "rank"})
-with b:
-    mem = memory_frame(tl["memory"])
-    if len(mem):
-        cap = state.section_dict("system")["gpu"]["memory_gib"]
-        st.altair_chart(memory_time_chart(mem, cap), width="stretch")
-    else:
-        st.caption("No memory-over-time series in this timeline.")
+st.subheader("Per rank")
+view = ranks.copy()
+view["bubble [%]"] = 100 * view.pop("bubble_fraction")
+for col in ["compute_s", "exposed_comm_s", "hidden_comm_s"] + exposed_cols:
+    if col in view:
+        view[col.replace("exposed:", "exposed ").removesuffix("_s") + " [ms]"] = 1e3 * view.pop(col)
+view = view.rename(columns={"peak_gib": "peak [GiB]"})
+st.dataframe(view, hide_index=True, width="stretch", height=min(400, 38 + 35 * len(view)), column_config={
+    k: st.column_config.NumberColumn(format="%.2f") for k in view.columns if k != "rank"})
+mem = memory_frame(tl["memory"])
+if len(mem):
+    st.altair_chart(memory_time_chart(mem, state.section_dict("system")["gpu"]["memory_gib"]), width="stretch")
+else:
+    st.caption("No memory-over-time series in this timeline.")

@@ -28,13 +28,13 @@ def time_breakdown_chart(breakdown_s: dict[str, float], step_s: float) -> alt.Ch
     """One horizontal bar per category: where the step time goes on the critical rank."""
     df = breakdown_frame(breakdown_s, step_s)
     domain, rng = scale(list(df["category"]))
-    return _cfg(alt.Chart(df).mark_bar(height=16).encode(
+    return _cfg(alt.Chart(df).mark_bar().encode(
         y=alt.Y("label:N", sort=list(df["label"]), title=None),
         x=alt.X("ms:Q", title="time per step [ms]"),
         color=alt.Color("category:N", scale=alt.Scale(domain=domain, range=rng), legend=None),
         tooltip=[alt.Tooltip("label:N", title="category"), alt.Tooltip("ms:Q", format=",.2f", title="ms"),
                  alt.Tooltip("share:Q", format=".1%", title="share of step")],
-    ).properties(height=max(60, 24 * len(df)), title="Step time breakdown (critical rank)"))
+    ).properties(height=alt.Step(24), title="Step time breakdown (critical rank)"))
 
 
 def mfu_waterfall_frame(report: dict[str, Any]) -> pd.DataFrame:
@@ -54,7 +54,7 @@ def mfu_waterfall_frame(report: dict[str, Any]) -> pd.DataFrame:
     losses.sort(key=lambda kv: -kv[1])
     losses.append(("kernel_efficiency", fb / step - mfu))
     for k, share in losses:
-        if abs(share) < 1e-6:
+        if abs(share) < 5e-4:  # below 0.05 %: not worth a bar
             continue
         rows.append({"step": TIME_LABELS.get(k, k), "category": k, "start": level - share, "end": level, "value": -share})
         level -= share
@@ -67,7 +67,7 @@ def mfu_waterfall_chart(report: dict[str, Any]) -> alt.Chart:
     colors = dict(TIME_COLORS, peak="#4d4d4d", mfu="#2f6f3e")
     domain, rng = scale(list(df["category"]), colors)
     base = alt.Chart(df).encode(x=alt.X("step:N", sort=list(df["step"]), title=None,
-                                        axis=alt.Axis(labelAngle=-30, labelLimit=140)))
+                                        axis=alt.Axis(labelAngle=-35, labelLimit=150, labelOverlap=False)))
     bars = base.mark_bar(size=28).encode(
         y=alt.Y("start:Q", title="share of peak FLOP/s", axis=alt.Axis(format="%")), y2="end:Q",
         color=alt.Color("category:N", scale=alt.Scale(domain=domain, range=rng), legend=None),
@@ -96,7 +96,7 @@ def memory_stage_chart(memory_by_stage: list[dict[str, Any]], capacity_gib: floa
     domain, rng = scale(list(MEMORY_COLORS), MEMORY_COLORS)
     order = {c: i for i, c in enumerate(MEMORY_COLORS)}
     df["order"] = df["category"].map(order)
-    bars = alt.Chart(df).mark_bar(size=22).encode(
+    bars = alt.Chart(df).mark_bar().encode(
         y=alt.Y("stage:N", sort=stages, title=None),
         x=alt.X("sum(GiB):Q", title="memory per GPU [GiB]"),
         color=alt.Color("category:N", scale=alt.Scale(domain=domain, range=rng),
@@ -105,13 +105,12 @@ def memory_stage_chart(memory_by_stage: list[dict[str, Any]], capacity_gib: floa
         tooltip=[alt.Tooltip("stage:N"), alt.Tooltip("category:N"), alt.Tooltip("GiB:Q", format=",.2f")],
     )
     res = pd.DataFrame([{"stage": f"stage {m['stage']}", "reserved": m.get("reserved_gib", 0.0)} for m in memory_by_stage])
-    tick = alt.Chart(res).mark_tick(color="#333", thickness=2, size=26).encode(
+    tick = alt.Chart(res).mark_tick(color="#333", thickness=2, size=24).encode(
         y=alt.Y("stage:N", sort=stages), x="reserved:Q",
         tooltip=[alt.Tooltip("reserved:Q", format=",.2f", title="reserved GiB")])
     cap = alt.Chart(pd.DataFrame({"cap": [capacity_gib]})).mark_rule(color="#c0392b", strokeDash=[5, 3], size=2).encode(
         x="cap:Q", tooltip=[alt.Tooltip("cap:Q", format=",.1f", title="capacity GiB")])
-    h = max(90, 34 * len(stages) + 40)
-    return _cfg((bars + tick + cap).properties(height=h, title="Peak memory per pipeline stage (tick = reserved, red = capacity)"))
+    return _cfg((bars + tick + cap).properties(height=alt.Step(30), title="Peak memory per pipeline stage (tick = reserved, red = capacity)"))
 
 
 def compare_chart(rows: list[dict[str, Any]]) -> alt.Chart:
@@ -125,14 +124,14 @@ def compare_chart(rows: list[dict[str, Any]]) -> alt.Chart:
     domain, rng = scale(list(df["category"].unique()))
     order = {c: i for i, c in enumerate(TIME_COLORS)}
     df["order"] = df["category"].map(lambda c: order.get(c, 99))
-    return _cfg(alt.Chart(df).mark_bar(size=18).encode(
+    return _cfg(alt.Chart(df).mark_bar().encode(
         y=alt.Y("scenario:N", title=None, sort=[r["label"] for r in rows], axis=alt.Axis(labelLimit=260)),
         x=alt.X("sum(ms):Q", title="step time [ms]"),
         color=alt.Color("category:N", scale=alt.Scale(domain=domain, range=rng),
                         legend=alt.Legend(orient="bottom", title=None, columns=5)),
         order=alt.Order("order:Q"),
         tooltip=["scenario:N", "label:N", alt.Tooltip("ms:Q", format=",.2f")],
-    ).properties(height=max(80, 34 * len(rows) + 30), title="Step time by category"))
+    ).properties(height=alt.Step(30), title="Step time by category"))
 
 
 def gantt_chart(df: pd.DataFrame, rows: list[str], aggregated: bool, x_domain: tuple[float, float] | None = None,
@@ -144,16 +143,18 @@ def gantt_chart(df: pd.DataFrame, rows: list[str], aggregated: bool, x_domain: t
     """
     cats = list(df["category"].unique()) if len(df) else []
     domain, rng = scale(cats)
+    df = df.assign(phase=df["category"].map(lambda c: TIME_LABELS.get(c, c)))
+    domain = [TIME_LABELS.get(c, c) for c in domain]
     x_scale = alt.Scale(domain=list(x_domain)) if x_domain else alt.Undefined
     enc: dict[str, Any] = dict(
         y=alt.Y("row:N", sort=rows, title=None, axis=alt.Axis(labelLimit=160)),
         x=alt.X("start_ms:Q", title="time [ms]", scale=x_scale), x2="end_ms:Q",
-        color=alt.Color("category:N", scale=alt.Scale(domain=domain, range=rng),
-                        legend=alt.Legend(orient="bottom", title="phase", columns=6)),
+        color=alt.Color("phase:N", scale=alt.Scale(domain=domain, range=rng),
+                        legend=alt.Legend(orient="bottom", title=None, columns=6)),
     )
     if aggregated:
         enc["opacity"] = alt.Opacity("occupancy:Q", scale=alt.Scale(domain=[0, 1], range=[0.15, 1]), legend=None)
-        enc["tooltip"] = [alt.Tooltip("row:N"), alt.Tooltip("category:N", title="dominant phase"),
+        enc["tooltip"] = [alt.Tooltip("row:N"), alt.Tooltip("phase:N", title="dominant phase"),
                           alt.Tooltip("start_ms:Q", format=",.3f"), alt.Tooltip("end_ms:Q", format=",.3f"),
                           alt.Tooltip("occupancy:Q", format=".0%", title="busy"), alt.Tooltip("spans:Q")]
     else:
@@ -166,8 +167,7 @@ def gantt_chart(df: pd.DataFrame, rows: list[str], aggregated: bool, x_domain: t
         text = base.transform_filter("datum.mb >= 0").mark_text(fontSize=9, color="#111", align="center").encode(
             y=alt.Y("row:N", sort=rows), x=alt.X("mid_ms:Q", scale=x_scale), text="label:N")
         chart = chart + text
-    height = max(120, 22 * len(rows) + 40)
-    return _cfg(chart.properties(height=height).interactive(bind_y=False))
+    return _cfg(chart.properties(height=alt.Step(22)).interactive(bind_y=False))
 
 
 def memory_time_chart(df: pd.DataFrame, capacity_gib: float | None) -> alt.Chart:

@@ -71,7 +71,10 @@ def render_fields(section: str, *, expanded_groups: int = 99) -> tuple[dict[str,
     draft = copy.deepcopy(current)
     slots: dict[str, Any] = {"": st.empty()}
     for gi, (title, metas) in enumerate(grouped_fields(section, cls)):
-        with st.expander(title, expanded=gi < expanded_groups):
+        # the first group and any group with a non-default value open; all-default groups (MLA of
+        # a GQA model, MoE of a dense one) stay folded
+        expanded = gi < expanded_groups and (gi == 0 or not all(m.at_default(get_in(current, m.path)) for m in metas))
+        with st.expander(title, expanded=expanded):
             cols = st.columns(COLUMNS)
             for i, m in enumerate(metas):
                 with cols[i % COLUMNS]:

@@ -51,8 +51,9 @@ class FieldMeta:
 
     @property
     def label(self) -> str:
+        """The canonical (dotted) field name and its unit, e.g. ``scale_up.bandwidth_gbs [GB/s]``."""
         u = self.unit
-        return f"{self.name} [{u}]" if u else self.name
+        return f"{self.dotted} [{u}]" if u else self.dotted
 
     def bounds_text(self) -> str:
         parts = []
@@ -65,6 +66,9 @@ class FieldMeta:
         if self.lt is not None:
             parts.append(f"< {self.lt:g}")
         return ", ".join(parts)
+
+    def at_default(self, value: Any) -> bool:
+        return not self.required and value == self.default
 
     def help_text(self) -> str:
         bits = [self.description or self.name]
