@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .config.scenario import Scenario
 from .cost.stage import Plan, StagePlan, build_plan
-from .pipeline import max_inflight, pipeline_input, step_time_s
+from .pipeline import max_inflight, order_memory_peaks, pipeline_input, step_time_s
 from .report import Report, StageMemory
 from .workload.params import count_parameters, gemm_parameters_active
 
@@ -26,16 +26,16 @@ def model_flops_per_step(sc: Scenario) -> float:
     return float(sc.tokens_per_step) * (6.0 * n + attn)
 
 
-def _stage_memory(sc: Scenario, st: StagePlan, inflight: int) -> tuple[StageMemory, float]:
+def _stage_memory(sc: Scenario, st: StagePlan, inflight: int, exact: tuple[float, float, int] | None) -> tuple[StageMemory, float]:
     static = st.static
-    acts = [c.activation_bytes for c in st.chunks]
-    mean_act = sum(acts) / len(acts)
-    top = max(c.activation_bytes + c.peak_extra_bytes for c in st.chunks)
-    top_act = max(acts)
-    # peak = model states + (n−1) held micro-batches + the heaviest one at its own peak
-    # (peer_model_notes.md §6; Korthikanti et al. 2022 §4.2.3 for 1F1B's in-flight count)
-    held = (inflight - 1) * mean_act + top_act
-    extra = top - top_act
+    if exact is not None:  # non-uniform chunks: the peak read off the rank's order
+        held, extra, inflight = exact
+    else:
+        # peak = model states + n held micro-batches + the transient of the one running
+        # (peer_model_notes.md §6; Korthikanti et al. 2022 §4.2.3 for 1F1B's in-flight count)
+        c = st.chunks[0]
+        held = inflight * c.activation_bytes
+        extra = c.peak_extra_bytes
     alloc = static.weights + static.grads + static.optimizer + static.buffers + held + extra
     reserved = alloc * (1.0 + sc.strategy.allocator_overhead)
     cap = sc.system.gpu.memory_gib
@@ -68,9 +68,13 @@ def estimate_plan(sc: Scenario, plan: Plan) -> Report:
     peak = sysm.gpu.peak_tflops.bf16 * 1e12  # MFU against the dense bf16 peak (also for fp8 runs)
     mems = []
     allocs = []
+    exact = None
+    if any(len(stg.chunks) > 1 for stg in plan.stages):
+        exact = order_memory_peaks(s.schedule, s.pp, m_mb, s.vpp,
+                                   [[(c.activation_bytes, c.peak_extra_bytes) for c in stg.chunks] for stg in plan.stages])
     for stg in plan.stages:
         inflight = max_inflight(s.schedule, stg.rank, s.pp, m_mb, s.vpp)
-        sm, a = _stage_memory(sc, stg, inflight)
+        sm, a = _stage_memory(sc, stg, inflight, exact[stg.rank] if exact else None)
         mems.append(sm)
         allocs.append(a)
     peak_gib = max(x.peak_gib for x in mems)

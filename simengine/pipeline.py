@@ -60,6 +60,38 @@ def max_inflight(schedule: str, rank: int, pp: int, m: int, vpp: int) -> int:
     return get_schedule(schedule).max_inflight(rank, pp, m, vpp)
 
 
+def order_memory_peaks(schedule: str, pp: int, m: int, vpp: int,
+                       chunks: list[list[tuple[float, float]]]) -> list[tuple[float, float, int]]:
+    """Exact activation peak per rank from the schedule's order, for ranks whose chunks differ
+    (interleaved, DualPipeV): memory on a rank depends only on its own order, not on timing.
+
+    ``chunks[r]`` = [(activation_bytes, peak_extra_bytes)] per local chunk. A micro-batch-chunk is
+    held from its F until its W (or B when there is no W); the chunk's transient applies while its
+    F or B runs — the same rule as sim/metrics.py. Returns (held bytes, extra bytes, held count)
+    at each rank's peak.
+    """
+    orders = get_schedule(schedule).orders(pp, m, vpp)
+    out = []
+    for r, order in enumerate(orders):
+        spec = chunks[r]
+        has_w = {(a.mb, a.chunk) for a in order if a.kind == "W"}
+        held = 0.0
+        count = 0
+        best = (-1.0, 0.0, 0.0, 0)
+        for a in order:
+            act, extra = spec[a.chunk]
+            if a.kind == "F":
+                held += act
+                count += 1
+            if a.kind in ("F", "B") and held + extra > best[0]:
+                best = (held + extra, held, extra, count)
+            if (a.kind == "W") or (a.kind == "B" and (a.mb, a.chunk) not in has_w):
+                held -= act
+                count -= 1
+        out.append((best[1], best[2], best[3]))
+    return out
+
+
 def step_time_s(inp: PipelineInput) -> tuple[float, dict[str, float]]:
     """Step time and where it goes on the critical rank (the rank whose busy time is largest).
 
