@@ -11,7 +11,7 @@ from ui.charts import compare_chart, memory_stage_chart, mfu_waterfall_chart, ti
 from ui.engine import estimate_report
 from ui.layout import boot, issues_box
 from ui.report_io import budget, compare_rows, report_csv, report_json
-from ui.units import fmt_count, fmt_flops, fmt_gib, fmt_pct, fmt_time, fmt_usd
+from ui.units import fmt_count, fmt_flops, fmt_pct, fmt_time, fmt_usd
 
 boot("Estimate")
 st.title("Estimate")

@@ -3,7 +3,6 @@ communication per rank, memory over time, schedule switcher and Chrome-trace dow
 
 import typing
 
-import pandas as pd
 import streamlit as st
 
 from simengine.config import StrategySpec

@@ -101,6 +101,7 @@ def parse_config_text(text: str | bytes) -> dict:
             raise HFImportError("config.json is not UTF-8 text") from None
     if not isinstance(text, str):
         raise HFImportError("config.json must be text")
+    text = text.lstrip("\ufeff")
     if len(text) > MAX_BYTES:
         raise HFImportError(f"config.json is {len(text):,} characters; a real one is a few kB (limit {MAX_BYTES:,})")
     if not text.strip():

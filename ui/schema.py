@@ -220,7 +220,13 @@ def grouped_fields(section: str, cls: type[BaseModel]) -> list[tuple[str, list[F
         used.update(m.dotted for m in items)
         if items:
             out.append((title, items))
-    rest = [m for m in metas if m.dotted not in used]
+    rest = []
+    for m in metas:
+        if m.dotted in used:
+            continue
+        # a field the engine added later joins the group of its siblings (same nested model)
+        home = next((items for _, items in out if m.group and any(x.group == m.group for x in items)), None)
+        (home if home is not None else rest).append(m)
     if rest:
         out.append(("Other", rest))
     return out

@@ -65,7 +65,7 @@ def gemm_grid(section: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                    "from a measured sweep below.")
         return []
     try:
-        from st_aggrid import AgGrid, GridOptionsBuilder, GridUpdateMode
+        from st_aggrid import AgGrid, GridOptionsBuilder
 
         gb = GridOptionsBuilder.from_dataframe(df)
         gb.configure_default_column(editable=True, resizable=True, sortable=True, filter=True, flex=1)
@@ -77,7 +77,7 @@ def gemm_grid(section: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         gb.configure_selection("multiple", use_checkbox=True)
         gb.configure_grid_options(domLayout="normal", rowHeight=28)
         resp = AgGrid(df, gridOptions=gb.build(), height=min(420, 64 + 28 * len(df)),
-                      update_mode=GridUpdateMode.VALUE_CHANGED | GridUpdateMode.SELECTION_CHANGED,
+                      update_on=["cellValueChanged", "selectionChanged"],
                       key=f"grid{state.generation(section)}.gemm", theme="streamlit", show_toolbar=False,
                       show_search=False, show_download_button=False)
     except Exception as e:  # noqa: BLE001 — the component failing must not take the page down

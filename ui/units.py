@@ -30,15 +30,16 @@ UNIT_BY_NAME: dict[str, str] = {
 }
 UNIT_BY_SUFFIX: tuple[tuple[str, str], ...] = (
     ("_gib", "GiB"), ("_gbs", "GB/s"), ("_us", "µs"), ("_w", "W"), ("_s", "s"), ("_bytes", "B"),
-    ("_usd", "USD"),
+    ("_usd", "USD"), ("_blocks", "thread blocks"),
 )
 
 
 def unit_for(name: str) -> str:
     if name in UNIT_BY_NAME:
         return UNIT_BY_NAME[name]
+    base = name.removesuffix("_fwd").removesuffix("_bwd")
     for suffix, unit in UNIT_BY_SUFFIX:
-        if name.endswith(suffix):
+        if base.endswith(suffix):
             return unit
     return ""
 

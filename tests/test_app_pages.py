@@ -1,0 +1,343 @@
+"""AppTest over every page: presets, edits, inline validation errors, HF import, uploads,
+share-link round trips and hostile query strings. Driven through app.py (st.navigation) and,
+for deep links on a fresh server, through the page files directly."""
+
+from __future__ import annotations
+
+import base64
+import json
+import zlib
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from ui.share import decode_token, size_canonical
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = ["pages/home.py", "pages/model.py", "pages/system.py", "pages/strategy.py", "pages/estimate.py", "pages/timeline.py"]
+TIMEOUT = 60
+
+
+def open_page(page: str = "pages/home.py", **query: str) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    for k, v in query.items():
+        at.query_params[k] = v
+    at.run()
+    if page != "pages/home.py":
+        at.switch_page(page).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def widget(at: AppTest, dotted: str):
+    """The generated widget of a dotted field path such as ``strategy.tp``."""
+    for group in (at.number_input, at.text_input, at.selectbox, at.checkbox, at.text_area):
+        for w in group:
+            if w.key and w.key.split(".", 1)[-1] == dotted:
+                return w
+    raise AssertionError(f"no widget for {dotted}")
+
+
+def scenario(at: AppTest) -> dict:
+    return {s: json.loads(at.session_state[f"cfg.{s}"]) for s in ("model", "system", "strategy")}
+
+
+def texts(elements) -> str:
+    return "\n".join(str(e.value) for e in elements)
+
+
+def metric(at: AppTest, label: str) -> str:
+    for m in at.metric:
+        if m.label.startswith(label):
+            return m.value
+    raise AssertionError(f"no metric {label!r}: {[m.label for m in at.metric]}")
+
+
+# ---- every page ------------------------------------------------------------------------------
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_renders(page):
+    at = open_page(page, preset="medium")
+    assert scenario(at) == size_canonical("medium")
+    assert dict(at.query_params) == {"preset": "medium"}
+    assert not at.error, texts(at.error)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_page_works_without_app_py(page):
+    """First request after a server start runs the page file itself (pages/ folder mode)."""
+    at = AppTest.from_file(str(ROOT / page), default_timeout=TIMEOUT)
+    at.query_params["preset"] = "large"
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert scenario(at) == size_canonical("large")
+    assert dict(at.query_params) == {"preset": "large"}
+
+
+def test_home_size_buttons_and_headline():
+    at = open_page()
+    assert metric(at, "Step time").endswith("s")
+    at.button(key="size.medium").click().run()
+    assert dict(at.query_params) == {"preset": "medium"}
+    assert scenario(at) == size_canonical("medium")
+    at.button(key="size.large").click().run()
+    assert dict(at.query_params) == {"preset": "large"}
+    assert "?preset=large" in texts(at.code)
+
+
+# ---- share links ------------------------------------------------------------------------------
+def test_share_link_round_trip_through_a_fresh_session():
+    at = open_page("pages/strategy.py")
+    widget(at, "strategy.global_batch_size").set_value(128).run()
+    widget(at, "strategy.recompute").set_value("selective").run()
+    assert not at.exception
+    params = dict(at.query_params)
+    assert set(params) == {"s"} and params["s"].startswith("v1.")
+    edited = scenario(at)
+    assert edited["strategy"]["global_batch_size"] == 128 and edited["strategy"]["recompute"] == "selective"
+    assert decode_token(params["s"])[0] == edited
+    other = open_page("pages/estimate.py", s=params["s"])
+    assert scenario(other) == edited
+    assert dict(other.query_params) == params
+    first = open_page("pages/estimate.py", s=params["s"])
+    assert metric(first, "Step time") == metric(other, "Step time")
+
+
+def test_edit_back_to_preset_gives_preset_link():
+    at = open_page("pages/strategy.py")
+    widget(at, "strategy.seq_len").set_value(4096).run()
+    assert "s" in at.query_params
+    widget(at, "strategy.seq_len").set_value(8192).run()
+    assert dict(at.query_params) == {"preset": "small"}
+
+
+def _bomb() -> str:
+    return "v1." + base64.urlsafe_b64encode(zlib.compress(b'{"f":"' + b"A" * 30_000_000 + b'"}', 9)).decode().rstrip("=")
+
+
+HOSTILE = [
+    {"s": "garbage"}, {"s": "v1.!!!!"}, {"s": "v9.abc"}, {"s": "v1." + "A" * 20_000}, {"s": _bomb()},
+    {"s": "<script>alert(1)</script>"}, {"preset": "evil"}, {"preset": "../../etc/passwd"}, {"preset": ""},
+    {"s": "v1." + base64.urlsafe_b64encode(zlib.compress(b'{"b":"small","d":{"strategy":{"tp":0}}}')).decode().rstrip("=")},
+]
+
+
+@pytest.mark.parametrize("query", HOSTILE, ids=[f"hostile{i}" for i in range(len(HOSTILE))])
+@pytest.mark.parametrize("page", ["pages/home.py", "pages/estimate.py"])
+def test_hostile_query_strings_give_a_message(page, query):
+    at = AppTest.from_file(str(ROOT / page), default_timeout=TIMEOUT)
+    for k, v in query.items():
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert "Could not open the link" in texts(at.error)
+    assert "Traceback" not in texts(at.error)
+    assert scenario(at) == size_canonical("small")
+    assert dict(at.query_params) == {"preset": "small"}
+
+
+def test_unknown_parameters_are_reported_and_dropped():
+    at = open_page("pages/home.py", preset="medium", foo="bar")
+    assert "Ignored unknown link parameter" in texts(at.info)
+    assert dict(at.query_params) == {"preset": "medium"}
+
+
+def test_bad_link_keeps_the_session_scenario():
+    at = open_page("pages/home.py", preset="large")
+    at.query_params["s"] = "v1.garbage!"
+    at.run()
+    assert "Could not open the link" in texts(at.error) and "Keeping the current scenario" in texts(at.error)
+    assert scenario(at) == size_canonical("large")
+
+
+# ---- inline validation -----------------------------------------------------------------------
+def _expander(at: AppTest, title: str):
+    for ex in at.expander:
+        if ex.label.startswith(title):
+            return ex
+    raise AssertionError(title)
+
+
+def test_model_validator_error_sits_next_to_the_fields():
+    at = open_page("pages/model.py")
+    widget(at, "model.num_kv_heads").set_value(5).run()
+    errs = texts(_expander(at, "Architecture").error)
+    assert "num_kv_heads=5" in errs
+    assert scenario(at)["model"] == size_canonical("small")["model"]  # invalid edits are not applied
+    widget(at, "model.num_kv_heads").set_value(4).run()
+    assert not at.error and scenario(at)["model"]["num_kv_heads"] == 4
+    assert "s" in at.query_params
+
+
+def test_bound_error_on_nested_field():
+    at = open_page("pages/system.py")
+    widget(at, "system.gpu.memory_gib").set_value(0.0).run()
+    errs = texts(_expander(at, "GPU").error)
+    assert "greater than 0" in errs
+    widget(at, "system.gpu.price_per_hour").set_value(1.5).run()
+    assert scenario(at)["system"]["gpu"]["price_per_hour"] == 2.99  # draft still invalid: nothing applied
+
+
+def test_cross_section_error_under_tp_and_estimate_blocked():
+    at = open_page("pages/strategy.py")
+    widget(at, "strategy.tp").set_value(3).run()
+    assert "tp=3 does not divide" in texts(_expander(at, "Parallelism").error)
+    assert scenario(at)["strategy"]["tp"] == 3  # valid on its own: applied, and the link carries it
+    at.switch_page("pages/estimate.py").run()
+    assert not at.exception and "cannot be estimated" in texts(at.error)
+    at.switch_page("pages/model.py").run()
+    assert "strategy.tp" in texts(at.error)
+
+
+def test_strategy_model_validator_message():
+    at = open_page("pages/strategy.py")
+    widget(at, "strategy.vpp").set_value(2).run()
+    assert "needs schedule='interleaved'" in texts(at.error)
+
+
+def test_optional_field_starts_at_auto_and_can_be_set():
+    at = open_page("pages/strategy.py", preset="medium")
+    dp = widget(at, "strategy.dp")
+    assert dp.value is None and dp.proto.placeholder == "auto"
+    dp.set_value(2).run()
+    assert scenario(at)["strategy"]["dp"] == 2
+    widget(at, "strategy.dp").set_value(3).run()
+    assert "tp*pp*cp*dp" in texts(_expander(at, "Parallelism").error)
+
+
+# ---- presets, uploads, downloads, HF import --------------------------------------------------
+def test_catalogue_preset_picker():
+    at = open_page("pages/model.py")
+    at.selectbox(key="pick.model").set_value("qwen3-30b-a3b")
+    at.button(key="load.model").click().run()
+    assert scenario(at)["model"]["num_experts"] == 128
+    assert "Loaded model preset" in texts(at.success)
+    assert _expander(at, "Mixture of experts").proto.expanded
+
+
+@pytest.mark.parametrize("section", ["model", "system", "strategy"])
+def test_json_upload_and_download(section):
+    at = open_page(f"pages/{section}.py")
+    assert any(b.label.startswith(f"Download {section} JSON") for b in at.get("download_button"))
+    medium = size_canonical("medium")[section]
+    at.file_uploader(key=f"upl.{section}").upload(f"{section}.json", json.dumps(medium).encode(), "application/json").run()
+    assert not at.exception
+    assert scenario(at)[section] == medium
+    at.file_uploader(key=f"upl.{section}").upload("bad.json", b"{oops", "application/json").run()
+    assert "Upload rejected" in texts(at.error) and "not valid JSON" in texts(at.error)
+    assert scenario(at)[section] == medium
+
+
+def test_upload_of_whole_scenario_and_invalid_section():
+    at = open_page("pages/strategy.py")
+    full = size_canonical("large")
+    at.file_uploader(key="upl.strategy").upload("scenario.json", json.dumps(full).encode(), "application/json").run()
+    assert scenario(at)["strategy"] == full["strategy"]
+    bad = dict(full["strategy"], tp=0, schedule="warp")
+    at.file_uploader(key="upl.strategy").upload("bad.json", json.dumps(bad).encode(), "application/json").run()
+    errs = texts(at.error)
+    assert "strategy.tp" in errs and "strategy.schedule" in errs
+
+
+DEEPSEEK = {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", "hidden_act": "silu", "hidden_size": 7168,
+            "intermediate_size": 18432, "kv_lora_rank": 512, "moe_intermediate_size": 2048, "n_routed_experts": 256,
+            "n_shared_experts": 1, "num_attention_heads": 128, "num_experts_per_tok": 8, "num_hidden_layers": 61,
+            "num_key_value_heads": 128, "num_nextn_predict_layers": 1, "q_lora_rank": 1536, "qk_nope_head_dim": 128,
+            "qk_rope_head_dim": 64, "scoring_func": "sigmoid", "v_head_dim": 128, "vocab_size": 129280,
+            "first_k_dense_replace": 3}
+
+
+def test_hf_import_paste_and_upload():
+    at = open_page("pages/model.py")
+    at.text_area(key="hf.paste").set_value(json.dumps(DEEPSEEK))
+    at.button(key="hf.import").click().run()
+    assert not at.exception
+    m = scenario(at)["model"]
+    assert m["attention"] == "mla" and m["num_experts"] == 256 and m["mtp_layers"] == 1
+    assert "Imported" in texts(at.success)
+    assert "671" in metric(at, "Parameters (total)")
+    llama = {"hidden_size": 2048, "num_hidden_layers": 16, "num_attention_heads": 32, "num_key_value_heads": 8,
+             "intermediate_size": 8192, "vocab_size": 128256, "hidden_act": "silu", "tie_word_embeddings": True,
+             "_name_or_path": "meta-llama/Llama-3.2-1B"}
+    at.file_uploader(key="hf.upload").upload("config.json", json.dumps(llama).encode(), "application/json").run()
+    assert scenario(at)["model"]["name"] == "Llama-3.2-1B" and scenario(at)["model"]["tie_embeddings"] is True
+
+
+@pytest.mark.parametrize("paste, needle", [("{oops", "not valid JSON"), ("[]", "JSON object"),
+                                           ('{"hidden_size": 4096}', "missing"),
+                                           (json.dumps({**DEEPSEEK, "hidden_act": "tanh"}), "unsupported hidden_act")])
+def test_hf_import_hostile_paste(paste, needle):
+    at = open_page("pages/model.py")
+    at.text_area(key="hf.paste").set_value(paste)
+    at.button(key="hf.import").click().run()
+    assert not at.exception
+    assert "Hugging Face import failed" in texts(at.error) and needle in texts(at.error)
+    assert scenario(at)["model"] == size_canonical("small")["model"]
+
+
+# ---- estimate ------------------------------------------------------------------------------
+def test_estimate_headline_pins_and_downloads():
+    at = open_page("pages/estimate.py")
+    for label in ("Step time", "Throughput", "MFU", "HFU", "Peak memory", "Cost / 1M tokens", "Time to train"):
+        assert metric(at, label) not in ("", "—")
+    assert "Fits in memory" in texts(at.success)
+    labels = [b.label for b in at.get("download_button")]
+    assert "Report (JSON)" in labels and "Report (CSV)" in labels
+    at.button(key="pin.add").click().run()
+    at.switch_page("pages/home.py").run()
+    at.button(key="size.medium").click().run()
+    at.switch_page("pages/estimate.py").run()
+    assert not at.exception
+    table = at.dataframe[-1].value
+    assert list(table["scenario"]) [-1] == "current (unpinned)" and len(table) == 2
+    assert table["tokens/s"].iloc[0] != table["tokens/s"].iloc[1]
+
+
+def test_estimate_does_not_fit_verdict():
+    at = open_page("pages/strategy.py")
+    widget(at, "strategy.tp").set_value(1).run()
+    at.switch_page("pages/estimate.py").run()
+    assert "Does not fit" in texts(at.error)
+
+
+# ---- timeline ------------------------------------------------------------------------------
+def test_timeline_schedule_switcher_changes_the_scenario():
+    at = open_page("pages/timeline.py", preset="medium")
+    assert "more than 5,000" in texts(at.caption)  # 8000 spans: aggregated
+    sw = at.button_group[0]
+    sw.set_value("1f1b").run()
+    assert not at.exception
+    s = scenario(at)["strategy"]
+    assert s["schedule"] == "1f1b" and s["vpp"] == 1
+    assert decode_token(at.query_params["s"])[0]["strategy"]["schedule"] == "1f1b"
+    at.button_group[0].set_value("interleaved").run()
+    assert scenario(at)["strategy"]["schedule"] == "interleaved" and scenario(at)["strategy"]["vpp"] == 2
+
+
+def test_timeline_refuses_an_inconsistent_schedule():
+    at = open_page("pages/timeline.py")  # small: pp = 1
+    at.button_group[0].set_value("interleaved").run()
+    assert not at.exception
+    assert "Cannot switch to interleaved" in texts(at.error)
+    assert scenario(at)["strategy"]["schedule"] == "1f1b"
+
+
+# ---- system tables -------------------------------------------------------------------------
+def test_gemm_table_add_and_clear():
+    at = open_page("pages/system.py")
+    at.button(key="gemm.add").click().run()
+    assert not at.exception
+    assert len(scenario(at)["system"]["efficiency"]["gemm_table"]) == 1
+    assert "s" in at.query_params
+    at.button(key="gemm.add").click().run()
+    assert len(scenario(at)["system"]["efficiency"]["gemm_table"]) == 2
+    at.button(key="gemm.clear").click().run()
+    assert scenario(at)["system"]["efficiency"]["gemm_table"] == []
+
+
+def test_calibration_rejects_garbage():
+    at = open_page("pages/system.py")
+    at.file_uploader(key="cal.gemm").upload("sweep.csv", b"this,is\nnot,a sweep\n", "text/csv")
+    at.button(key="cal.run").click().run()
+    assert not at.exception
+    assert "Calibration failed" in texts(at.error)

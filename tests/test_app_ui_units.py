@@ -1,0 +1,157 @@
+"""Pure UI helpers: schema-driven fields cover every spec field with a unit and help, errors
+map to fields, charts build, timelines aggregate past 5k spans, report downloads."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import altair as alt
+import pandas as pd
+import pytest
+
+from simengine.api import estimate, simulate
+from simengine.config import ModelSpec, StrategySpec, SystemSpec
+from simengine.presets import size_scenario
+from ui import charts
+from ui.config_io import validate_section
+from ui.derived import model_figures, scenario_figures, system_figures
+from ui.report_io import budget, compare_rows, report_csv
+from ui.schema import fields_of, grouped_fields, table_fields, text_fields
+from ui.share import size_canonical
+from ui.theme import TIME_COLORS, span_category
+from ui.timeline_data import gantt_frame, memory_frame, timeline_tables
+from ui.units import fmt_count, fmt_time, unit_for
+
+SPECS = {"model": ModelSpec, "system": SystemSpec, "strategy": StrategySpec}
+
+
+@pytest.mark.parametrize("section", SPECS)
+def test_every_field_gets_exactly_one_widget(section):
+    cls = SPECS[section]
+    leaves = {m.dotted for m in fields_of(cls)}
+    shown = [m.dotted for _, ms in grouped_fields(section, cls) for m in ms]
+    shown += [m.dotted for m in text_fields(cls)] + [m.dotted for m in table_fields(cls)]
+    assert sorted(shown) == sorted(leaves)
+    assert len(shown) == len(set(shown))
+
+
+@pytest.mark.parametrize("section", SPECS)
+def test_fields_carry_help_bounds_and_choices(section):
+    for m in fields_of(SPECS[section]):
+        assert m.description, m.dotted
+        assert m.help_text().startswith(m.description)
+        if m.kind in ("int", "float") and m.name not in ("name",):
+            assert m.bounds_text(), m.dotted  # every number in the specs is bounded
+        if m.kind == "choice":
+            assert m.choices and all(str(c) in m.help_text() for c in m.choices)
+
+
+def test_units_in_labels():
+    fm = {m.dotted: m for m in fields_of(SystemSpec)}
+    assert fm["gpu.memory_gib"].label == "gpu.memory_gib [GiB]"
+    assert fm["scale_out.bandwidth_gbs"].label == "scale_out.bandwidth_gbs [GB/s]"
+    assert fm["gpu.peak_tflops.bf16"].label.endswith("[TFLOP/s]")
+    assert unit_for("latency_us") == "µs" and unit_for("seq_len") == "tokens"
+    numeric = [m for cls in SPECS.values() for m in fields_of(cls) if m.kind in ("int", "float")]
+    assert all(m.unit for m in numeric), [m.dotted for m in numeric if not m.unit]
+
+
+def test_locate_maps_paths_messages_and_table_rows():
+    from ui.form import locate
+
+    names = ["num_attention_heads", "num_kv_heads", "attention", "gpu.memory_gib", "efficiency.gemm_table"]
+    out = locate("model", [("model", "num_attention_heads=32 is not a multiple of num_kv_heads=5")], names)
+    assert set(out) == {"num_attention_heads", "num_kv_heads"}
+    out = locate("system", [("system.gpu.memory_gib", "Input should be greater than 0"),
+                            ("system.efficiency.gemm_table.2.m", "Input should be greater than or equal to 1"),
+                            ("system", "something without a field")], names)
+    assert out["gpu.memory_gib"] == ["Input should be greater than 0"]
+    assert out["efficiency.gemm_table"][0].startswith("efficiency.gemm_table.2.m:")
+    assert out[""] == ["something without a field"]
+
+
+def test_validate_section_reports_dotted_paths():
+    bad = dict(size_canonical("small")["system"])
+    bad["gpu"] = dict(bad["gpu"], memory_gib=-1)
+    canon, issues = validate_section("system", bad)
+    assert canon is None and issues[0][0] == "system.gpu.memory_gib"
+    assert validate_section("strategy", [1])[1][0][1].startswith("strategy must be a JSON object")
+
+
+def test_derived_figures():
+    cfg = size_canonical("small")
+    m = model_figures(cfg["model"])
+    assert round(m["params_total"] / 1e9, 2) == 8.03
+    s = system_figures(cfg["system"])
+    assert s["peak_bf16_pflops"] == pytest.approx(8 * 989 / 1e3) and s["cost_per_hour_usd"] == pytest.approx(8 * 2.99)
+    x = scenario_figures(cfg)
+    assert x["dp"] == 4 and x["num_microbatches"] == 16 and x["tokens_per_step"] == 64 * 8192
+
+
+@pytest.mark.parametrize("size", ["small", "medium", "large"])
+def test_charts_build_for_real_reports(size):
+    r = estimate(size_scenario(size)).model_dump(mode="json")
+    for chart in (charts.time_breakdown_chart(r["breakdown_s"], r["step_time_s"]), charts.mfu_waterfall_chart(r),
+                  charts.memory_stage_chart(r["memory_by_stage"], r["memory_capacity_gib"]),
+                  charts.compare_chart([{"label": "a", "breakdown_s": r["breakdown_s"]}])):
+        assert isinstance(chart.to_dict(), dict)
+    wf = charts.mfu_waterfall_frame(r)
+    assert wf.iloc[-1]["end"] == pytest.approx(r["mfu"])
+    losses = wf[(wf["step"] != "peak") & (wf["step"] != "MFU")]
+    # the bars add up: peak − losses lands on the reported MFU (tiny losses are not drawn)
+    assert 1.0 + losses["value"].sum() == pytest.approx(r["mfu"], abs=0.01)
+
+
+def test_colours_are_consistent_per_category():
+    assert span_category("F") == "forward_compute" and span_category("tp_comm") == "tp_comm"
+    assert span_category("dp_grad") == "dp_comm" and span_category("p2p") == "pp_comm"
+    assert span_category("mystery") == "other" and "other" in TIME_COLORS
+
+
+def test_timeline_tables_and_aggregation():
+    tl = timeline_tables(simulate(size_scenario("medium")))
+    spans = tl["spans"]
+    assert len(spans) > 5000 and set(tl["ranks"]["rank"]) == {0, 1, 2, 3}
+    assert tl["step_time_s"] == pytest.approx(spans["end_s"].max(), rel=1e-6)
+    df, aggregated, rows = gantt_frame(spans)
+    assert aggregated and len(df) <= len(rows) * 320
+    assert df["occupancy"].between(0, 1).all()
+    part, agg2, _ = gantt_frame(spans, 0.0, tl["step_time_s"] / 50)
+    assert not agg2 and len(part) > 0 and part["start_ms"].min() >= 0
+    chart = charts.gantt_chart(part, rows, False, show_labels=True)
+    assert chart.to_dict()
+    mem = memory_frame(tl["memory"], max_points=100)
+    assert mem.groupby("rank").size().max() <= 101
+
+
+def test_timeline_tables_are_defensive():
+    class Odd:  # a timeline with renamed / missing attributes
+        spans = [{"rank": 0, "stream": "compute", "name": "F", "start": 0.0, "end": 1.0}]
+    t = timeline_tables(Odd())
+    assert t["spans"].iloc[0]["kind"] == "F" and t["step_time_s"] == 1.0
+    assert len(t["ranks"]) == 1 and t["ranks"].iloc[0]["bubble_fraction"] is None
+    df, agg, rows = gantt_frame(t["spans"])
+    assert rows == ["rank 0 · compute"] and not agg
+    empty, _, _ = gantt_frame(pd.DataFrame(columns=["rank", "stream", "kind", "mb", "chunk", "start_s", "end_s"]))
+    assert empty.empty
+
+
+def test_report_downloads_and_budget():
+    r = estimate(size_scenario("small")).model_dump(mode="json")
+    rows = list(csv.reader(io.StringIO(report_csv(r))))
+    assert rows[0] == ["section", "key", "value", "unit"]
+    keys = {(a, b) for a, b, *_ in rows[1:]}
+    assert ("headline", "step_time_s") in keys and ("breakdown", "forward_compute") in keys
+    assert any(a.startswith("memory.stage0") for a, *_ in rows)
+    b = budget(r, 1e12)
+    assert b["seconds"] == pytest.approx(1e12 / r["tokens_per_s"])
+    assert b["cost_usd"] == pytest.approx(r["cost_per_million_tokens_usd"] * 1e6)
+    cmp = compare_rows([("x", size_canonical("small"), r)])
+    assert cmp[0]["MFU [%]"] == pytest.approx(100 * r["mfu"])
+
+
+def test_formatting():
+    assert fmt_time(6.4328) == "6.433 s" and fmt_time(0.0123) == "12.30 ms" and fmt_time(3 * 86400) == "3.0 d"
+    assert fmt_count(8.03e9) == "8.03 B" and fmt_count(float("nan")) == "—"
+    assert isinstance(alt.Chart(pd.DataFrame({"a": [1]})).mark_bar().to_dict(), dict)
