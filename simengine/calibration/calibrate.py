@@ -125,6 +125,7 @@ def _gemm(system, gemm_csv, eff_update, summary, warnings, sources) -> None:
     if isinstance(load.b200, B200Tables):
         scalars = b200_scalars(load.b200, system.gpu.hbm_bandwidth_gbs)
         eff_update.update(scalars)
+        eff_update.update(b200_shape_tables(load.b200))
         summary.update(attention_rows=len(load.b200.attention), grouped_gemm_rows=len(load.b200.grouped), scalars=scalars)
 
 
@@ -156,12 +157,27 @@ def b200_scalars(tables: B200Tables, hbm_bandwidth_gbs: float | None = None) -> 
     return out
 
 
+def b200_shape_tables(tables: B200Tables) -> dict[str, tuple]:
+    """Per-shape attention (converted to causal FLOPs) and grouped-GEMM tables of a B200 file.
+    SimuMax keys grouped GEMMs by the forward shape in every stage (M tokens, N out, K in)."""
+    from ..config.system import AttentionPoint, GroupedGemmPoint
+
+    att = tuple(AttentionPoint(phase=r.phase, batch=r.batch, seq_len=r.seq_len, heads=r.head_num, kv_heads=r.kv_head_num,
+                               d_qk=r.qk_head_dim, d_v=r.v_head_dim, efficiency=min(r.simengine_efficiency(True), 2.0))
+                for r in tables.attention)
+    layout = {"fwd": "TN", "bwd_grad_act": "NN", "bwd_grad_w": "NT"}
+    grp = tuple(GroupedGemmPoint(layout=layout[r.stage], groups=r.ng, m=r.m, n=r.n, k=r.k, efficiency=min(r.efficiency, 2.0))
+                for r in tables.grouped if r.stage in layout and r.dtype == "bf16")
+    return {"attention_table": att, "grouped_gemm_table": grp}
+
+
 def load_b200_system_efficiency(path: str | os.PathLike, hbm_bandwidth_gbs: float | None = None) -> Efficiency:
     """An ``Efficiency`` from the SimuMax B200 file alone (for the validation tests): its GEMM
     table and the scalars of :func:`b200_scalars`; everything else keeps simengine's defaults."""
     tables = read_b200_op_efficiency(path)
     update: dict[str, object] = dict(b200_scalars(tables, hbm_bandwidth_gbs))
     update["gemm_table"] = tuple(p for p in tables.matmul if p.dtype in TRAINING_DTYPES)
+    update.update(b200_shape_tables(tables))
     update["source"] = f"SimuMax B200 op efficiencies ({len(tables.matmul)} GEMM shapes, {len(tables.attention)} attention)"
     return Efficiency(**update)  # type: ignore[arg-type]
 

@@ -51,6 +51,31 @@ class GemmPoint(_Frozen):
     efficiency: float = Field(..., gt=0, le=2.0, description="Achieved / peak of that dtype.")
 
 
+class AttentionPoint(_Frozen):
+    """One measured flash-attention shape; efficiency on the causal FLOPs simengine counts."""
+
+    phase: Literal["fwd", "bwd"]
+    batch: int = Field(1, ge=1)
+    seq_len: int = Field(..., ge=1)
+    heads: int = Field(..., ge=1, description="Query heads on the GPU.")
+    kv_heads: int = Field(..., ge=1)
+    d_qk: int = Field(128, ge=1)
+    d_v: int = Field(128, ge=1)
+    efficiency: float = Field(..., gt=0, le=2.0)
+
+
+class GroupedGemmPoint(_Frozen):
+    """One measured grouped GEMM (MoE experts) keyed by its forward shape: ``groups`` experts,
+    m tokens each, k input and n output features; ``layout`` says which pass was timed."""
+
+    layout: Literal["TN", "NN", "NT"] = Field("TN", description="TN forward, NN data-grad, NT weight-grad.")
+    groups: int = Field(..., ge=1)
+    m: int = Field(..., ge=1)
+    n: int = Field(..., ge=1)
+    k: int = Field(..., ge=1)
+    efficiency: float = Field(..., gt=0, le=2.0)
+
+
 class CollectivePoint(_Frozen):
     """A fitted alpha-beta for one collective on one tier (from nccl-tests output)."""
 
@@ -76,8 +101,12 @@ class Efficiency(_Frozen):
     collective_scale_up: float = Field(0.75, gt=0, le=2.0, description="Achieved bus bandwidth / scale-up bandwidth for large collectives.")
     collective_scale_out: float = Field(0.80, gt=0, le=2.0, description="Achieved bus bandwidth / scale-out bandwidth for large collectives.")
     collective_overhead_us: float = Field(20.0, ge=0, le=1e5, description="Fixed per-collective launch/synchronisation cost, µs.")
+    attention_half_blocks_fwd: float = Field(512.0, ge=0, le=1e7, description="Default curve: flash-attention forward reaches half its efficiency at this many thread blocks (b·heads·s/128); ~4 per SM keeps the GPU busy (B200 microbenchmarks, shared/validation/b200_op_efficiency.csv).")
+    attention_half_blocks_bwd: float = Field(128.0, ge=0, le=1e7, description="Same for the backward, which does more work per block and saturates earlier.")
     fp8_gemm: float = Field(0.55, gt=0, le=1.0, description="FP8 GEMM efficiency relative to the FP8 peak.")
     gemm_table: tuple[GemmPoint, ...] = Field((), description="Measured GEMM efficiencies; interpolated in log-shape space when present.")
+    attention_table: tuple[AttentionPoint, ...] = Field((), description="Measured flash-attention efficiencies per shape; nearest shape wins when present.")
+    grouped_gemm_table: tuple[GroupedGemmPoint, ...] = Field((), description="Measured grouped-GEMM efficiencies per shape; nearest shape wins when present.")
     collective_table: tuple[CollectivePoint, ...] = Field((), description="Measured collective fits (from nccl-tests); override the tier defaults.")
     source: str = Field("", max_length=2000, description="Where these efficiencies come from.")
 

@@ -10,6 +10,8 @@ default curve eff_max · Π_d d/(d + d_half) over d ∈ {m, n, k}, which falls o
 
 from __future__ import annotations
 
+import math
+
 from ..config.system import SystemSpec
 from ..workload.ops import BF16, Attention, Gemm, GroupedGemm, Memory
 
@@ -60,20 +62,62 @@ class ComputeModel:
         bytes_ = op.count * op.b * (op.m * op.k * e + op.k * op.n * e + op.m * op.n * out)
         return max(t_flop, bytes_ / self.hbm) + op.count * self.overhead
 
-    def grouped_gemm(self, op: GroupedGemm) -> float:
-        # One grouped kernel; efficiency of the per-expert shape scaled by the grouped-GEMM
-        # efficiency relative to a plain GEMM (measured B200: 0.30 vs 0.49, b200_op_efficiency.csv).
+    def grouped_efficiency(self, op: GroupedGemm) -> float:
+        """Measured grouped-GEMM table (nearest forward shape of the same pass) when present, else
+        the per-expert GEMM efficiency scaled by grouped/plain (measured B200: 0.30 vs 0.49)."""
+        key = ("grouped", op.groups, op.m, op.n, op.k, op.layout)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
         e = self.eff
-        shape = self.gemm_efficiency(op.m, op.n, op.k, 1, op.layout) / (e.fp8_gemm if self.dtype == "fp8" else e.gemm)
-        eff = max(e.grouped_gemm * shape, 1e-4)
+        table = [p for p in e.grouped_gemm_table if p.layout == op.layout]
+        if table and self.dtype != "fp8":
+            # back to the forward shape (tokens, out, in) the table is keyed by
+            fwd = {"TN": (op.m, op.n, op.k), "NN": (op.m, op.k, op.n), "NT": (op.k, op.m, op.n)}[op.layout]
+            want = (op.groups, *fwd)
+            best = min(table, key=lambda p: sum((math.log2(a) - math.log2(max(b, 1))) ** 2
+                                                for a, b in zip((p.groups, p.m, p.n, p.k), want, strict=True)))
+            eff = best.efficiency
+        else:
+            shape = self.gemm_efficiency(op.m, op.n, op.k, 1, op.layout) / (e.fp8_gemm if self.dtype == "fp8" else e.gemm)
+            eff = max(e.grouped_gemm * shape, 1e-4)
+        self._cache[key] = eff
+        return eff
+
+    def grouped_gemm(self, op: GroupedGemm) -> float:
+        eff = self.grouped_efficiency(op)
         t_flop = op.flops / (self.peak * eff)
         bytes_ = op.groups * (op.m * op.k + op.k * op.n + op.m * op.n) * self.elem
         return max(t_flop, bytes_ / self.hbm) + self.overhead
 
+    def attention_efficiency(self, op: Attention) -> float:
+        """Measured table (nearest shape in log2 space) when present, else the scalar × a
+        parallelism curve: flash attention launches one thread block per (batch, head, 128-query
+        tile) (Dao 2023 §3.3); with few blocks per SM the GPU idles, so efficiency follows
+        N/(N + N_half) with N = b·heads·⌈s_q/128⌉ (B200 microbenchmarks halve from 16 to 8 heads
+        at s = 4096)."""
+        key = (op.phase, op.b, op.heads, op.kv_heads, op.s_q, op.s_kv, op.d_qk, op.d_v)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        e = self.eff
+        table = [p for p in e.attention_table if p.phase == op.phase]
+        if table:
+            want = (op.b, op.s_kv, op.heads, op.kv_heads, op.d_qk, op.d_v)
+            best = min(table, key=lambda p: sum((math.log2(a) - math.log2(max(b, 1))) ** 2 for a, b in zip(
+                (p.batch, p.seq_len, p.heads, p.kv_heads, p.d_qk, p.d_v), want, strict=True)))
+            eff = best.efficiency
+        else:
+            base = e.attention_fwd if op.phase == "fwd" else e.attention_bwd
+            half = e.attention_half_blocks_fwd if op.phase == "fwd" else e.attention_half_blocks_bwd
+            blocks = op.b * op.heads * math.ceil(op.s_q / 128)
+            eff = base * blocks / (blocks + half)
+        self._cache[key] = eff
+        return eff
+
     def attention(self, op: Attention) -> float:
         # Flash attention runs in bf16 even in fp8 recipes (TransformerEngine default).
-        e = self.eff
-        eff = e.attention_fwd if op.phase == "fwd" else e.attention_bwd
+        eff = self.attention_efficiency(op)
         peak = self.peak if self.dtype != "fp8" else self.peak / 2
         t = max(op.flops / (peak * eff), op.bytes / self.hbm)
         n_kernels = 1 if op.phase == "fwd" else 2  # bwd: dot(do,o) preprocess + main kernel

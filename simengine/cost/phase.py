@@ -4,7 +4,7 @@ A collective marked ``overlap_with=<gemm>`` runs beside that GEMM (TE/Megatron's
 backward all-gather/reduce-scatter): only the part longer than the GEMM is exposed.
 With ``tp_comm_overlap`` (TE userbuffers, Wang et al. 2022 "Overlap communication with dependent
 computation via decomposition") every TP collective is hidden behind its neighbouring GEMM the
-same way.
+same way. The overlapped stretch of the GEMM runs ``slowdown`` times slower (contention).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ class PhaseCost:
         return out
 
 
-def price_ops(ops: list[Op], cm: ComputeModel, comm: CommModel, tp_overlap: bool = False) -> PhaseCost:
+def price_ops(ops: list[Op], cm: ComputeModel, comm: CommModel, tp_overlap: bool = False, slowdown: float = 1.0) -> PhaseCost:
     pc = PhaseCost()
     gemm_t: dict[str, float] = {}
     pending: list[Collective] = []
@@ -72,8 +72,12 @@ def price_ops(ops: list[Op], cm: ComputeModel, comm: CommModel, tp_overlap: bool
         if not partner and tp_overlap and c.group == "tp":
             partner = _neighbour_gemm(ops, c)
         if partner and partner in gemm_t:
-            hidden = min(t, gemm_t[partner])
+            # while NCCL runs beside the GEMM it takes SMs and HBM bandwidth: the overlapped part
+            # of the GEMM runs ``slowdown`` times slower (StrategySpec.overlap_slowdown)
+            g = gemm_t[partner]
+            hidden = min(t, g * slowdown)
             pc.hidden_comm_s += hidden
+            pc.compute_s += (slowdown - 1.0) * min(g, t / slowdown)
             t -= hidden
         if t > 0:
             pc.comm_s[kind] = pc.comm_s.get(kind, 0.0) + t

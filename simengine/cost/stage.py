@@ -49,8 +49,9 @@ class Plan:
     comm: CommModel
 
 
-def _block_costs(wl: Workload, cm: ComputeModel, comm: CommModel, tp_overlap: bool) -> dict[str, tuple[PhaseCost, PhaseCost, PhaseCost]]:
-    return {k: (price_ops(ph.fwd, cm, comm, tp_overlap), price_ops(ph.bwd, cm, comm, tp_overlap), price_ops(ph.wgt, cm, comm, tp_overlap))
+def _block_costs(wl: Workload, cm: ComputeModel, comm: CommModel, tp_overlap: bool,
+                 slowdown: float) -> dict[str, tuple[PhaseCost, PhaseCost, PhaseCost]]:
+    return {k: tuple(price_ops(ops, cm, comm, tp_overlap, slowdown) for ops in (ph.fwd, ph.bwd, ph.wgt))
             for k, ph in wl.blocks.items()}
 
 
@@ -60,7 +61,7 @@ def build_plan(sc: Scenario) -> Plan:
     d = wl.dims
     cm = ComputeModel(sc.system, st.dtype)
     comm = CommModel(sc)
-    costs = _block_costs(wl, cm, comm, st.tp_comm_overlap)
+    costs = _block_costs(wl, cm, comm, st.tp_comm_overlap, st.overlap_slowdown)
     att_act = attention_activations(d, m)
     mlp_act = mlp_activations(d, d.ffn) if "mlp" in wl.blocks else None
     moe_act = moe_activations(d, m) if "moe" in wl.blocks else None

@@ -52,6 +52,11 @@ def _core_attention(ph: Phases, d: Dims, model: ModelSpec, cp_comm: str) -> None
         o_bytes = d.tokens * d.heads * d.d_v * BF16
         kv_bytes = d.tokens * d.kv_heads * (d.d_qk + d.d_v) * BF16
         if cp_comm == "a2a":
+            # TransformerEngine flash_attn_a2a_communicate: q, k, v (and o) are made contiguous
+            # before the all-to-all and their sequence chunks reordered after it — two read+write
+            # passes per tensor each way
+            ph.fwd.append(Memory("cp-a2a-reorder", 4 * (qkv_bytes + o_bytes)))
+            ph.bwd.append(Memory("cp-a2a-reorder-bwd", 4 * (qkv_bytes + o_bytes)))
             ph.fwd.append(Collective("cp-a2a:qkv", "all_to_all", qkv_bytes, "cp", cp))
             ph.fwd.append(fwd)
             ph.fwd.append(Collective("cp-a2a:o", "all_to_all", o_bytes, "cp", cp))
@@ -65,6 +70,10 @@ def _core_attention(ph: Phases, d: Dims, model: ModelSpec, cp_comm: str) -> None
             ph.bwd.append(bwd)
             ph.bwd.append(Collective("cp-rs:dkv", "reduce_scatter", kv_bytes * cp, "cp", cp))
         else:  # ring p2p, overlapped with the attention of the chunk already present
+            # TE AttnFuncWithCPAndKVP2P: one attention kernel per ring step, then the partial
+            # outputs are merged with their log-sum-exp (a read+write of o per step)
+            ph.fwd.append(Memory("cp-ring-merge", (cp - 1) * 2 * o_bytes))
+            ph.bwd.append(Memory("cp-ring-merge-bwd", (cp - 1) * 2 * o_bytes))
             ph.fwd.append(fwd)
             ph.fwd.append(Collective("cp-ring:kv", "p2p", kv_bytes * (cp - 1), "cp", cp, overlap_with="attn"))
             ph.bwd.append(bwd)
