@@ -1,0 +1,155 @@
+"""shared/validation/published_runs.csv: the mapping of published runs onto scenarios, that every
+mapped run estimates, and the current accuracy per source pinned as a regression bound."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from simengine.published import (evaluate, flops_eq3, flops_eq7, flops_megatron, predict_metrics, published_runs,
+                                 summarize, torchtitan_flops_per_token)
+
+CSV = Path(__file__).resolve().parents[2] / "shared" / "validation" / "published_runs.csv"
+
+
+@pytest.fixture(scope="module")
+def mapped():
+    if not CSV.is_file():
+        pytest.skip(f"validation data not found at {CSV}")
+    runs, skipped = published_runs(CSV.read_text())
+    return {r.run_id: r for r in runs}, {s.run_id: s for s in skipped}
+
+
+@pytest.fixture(scope="module")
+def evaluated(mapped):
+    runs, _ = mapped
+    return evaluate(list(runs.values()))
+
+
+# ---- (a) the mapping, by value -----------------------------------------------------------------
+
+def test_counts(mapped):
+    runs, skipped = mapped
+    assert len(runs) + len(skipped) == 186
+    assert len(runs) == 138
+    assert len(skipped) == 48
+
+
+def test_narayanan_1_7b(mapped):
+    run = mapped[0]["narayanan21_t1_1.7B"]
+    st, m, sy = run.config["strategy"], run.config["model"], run.config["system"]
+    assert (st["tp"], st["pp"], st["dp"], st["cp"]) == (1, 1, 32, 1)
+    assert (st["micro_batch_size"], st["global_batch_size"], st["seq_len"]) == (16, 512, 2048)  # sc21 script
+    assert st["recompute"] == "full" and st["schedule"] == "1f1b" and st["vpp"] == 1
+    assert st["overlap_grad_reduce"] is True  # torch DDP
+    assert st["attention_impl"] == "unfused" and st["sequence_parallel"] is False and st["zero_stage"] == 0
+    assert (m["hidden_size"], m["num_layers"], m["num_attention_heads"], m["ffn_hidden_size"], m["vocab_size"]) == (2304, 24, 24, 9216, 51200)
+    assert (m["activation"], m["norm"], m["position_embedding"], m["tie_embeddings"], m["linear_bias"]) == ("gelu", "layernorm", "learned", True, True)
+    assert sy["num_gpus"] == 32 and sy["gpu"]["peak_tflops"]["bf16"] == 312.0 and sy["scale_out"]["bandwidth_gbs"] == 25.0
+    assert not run.weak
+    F = flops_eq3(512, 2048, 24, 2304, 51200)
+    assert F == pytest.approx(96 * 512 * 2048 * 24 * 2304**2 * (1 + 2048 / (6 * 2304) + 51200 / (16 * 24 * 2304)))
+    assert F == pytest.approx(1.5467e16, rel=1e-4)  # by hand: 1.28251e16 · 1.20597
+    # 137 TFLOP/s/GPU on 32 GPUs means a step of F / (32 * 137e12) = 3.53 s
+    rep = type("R", (), {"step_time_s": F / (32 * 137e12)})()
+    pred = predict_metrics(run, rep)
+    assert pred["achieved_tflops_per_gpu"] == pytest.approx(137.0)
+    assert pred["pct_of_theoretical_peak"] == pytest.approx(100 * 137 / 312)
+    assert pred["aggregate_pflops"] == pytest.approx(32 * 137 / 1000)
+
+
+def test_narayanan_interleaving_from_script_table(mapped):
+    runs = mapped[0]
+    # layers per virtual stage (README table) -> virtual chunks per rank
+    for rid, mb, vpp in (("narayanan21_t1_76.1B", 2, 3), ("narayanan21_t1_145.6B", 2, 2), ("narayanan21_t1_310.1B", 1, 2),
+                         ("narayanan21_t1_529.6B", 1, 3), ("narayanan21_t1_1008.0B", 1, 1), ("narayanan21_t1_39.1B", 4, 1)):
+        st = runs[rid].config["strategy"]
+        assert (st["micro_batch_size"], st["vpp"]) == (mb, vpp), rid
+        assert st["schedule"] == ("interleaved" if vpp > 1 else "1f1b")
+        assert st["overlap_grad_reduce"] is False  # 'local' DDP
+    zero3 = runs["narayanan21_t2_ZeRO-3_174.6B_384gpu"].config["strategy"]
+    assert (zero3["zero_stage"], zero3["tp"], zero3["pp"], zero3["dp"], zero3["micro_batch_size"]) == (3, 1, 1, 384, 4)
+    assert runs["narayanan21_t2_ZeRO-3_174.6B_384gpu"].weak
+
+
+def test_korthikanti_mapping(mapped):
+    runs = mapped[0]
+    sel = runs["korthikanti22_175B_sp_selective"].config["strategy"]
+    assert (sel["tp"], sel["pp"], sel["vpp"], sel["schedule"], sel["recompute"], sel["sequence_parallel"]) == (8, 8, 3, "interleaved", "selective", True)
+    full = runs["korthikanti22_175B_fullrecompute"].config["strategy"]
+    assert (full["recompute"], full["sequence_parallel"]) == ("full", False)
+    layer = runs["korthikanti22_22B_layer_baseline_no_recompute"].config
+    assert layer["model"]["num_layers"] == 1 and layer["strategy"]["global_batch_size"] == 4
+    # Eq. 7 for GPT equals Megatron's FLOP formula with MHA and ffn = 4h
+    assert flops_eq7(64, 2048, 96, 12288, 51200) == pytest.approx(flops_megatron(64, 2048, 96, 12288, 96, 96, 4 * 12288, 51200))
+
+
+def test_torchtitan_and_bridge_mapping(mapped):
+    runs, skipped = mapped
+    pp = runs["torchtitan202412_405B_512gpu_1F1B"].config["strategy"]
+    assert (pp["tp"], pp["pp"], pp["dp"], pp["micro_batch_size"], pp["global_batch_size"]) == (8, 8, 8, 4, 256)
+    assert pp["zero_stage"] == 3 and pp["dtype"] == "fp8" and pp["tp_comm_overlap"] is True
+    a100 = runs["torchtitan202408_llama3_8B_64a100_selectivelayer"].config["strategy"]
+    assert (a100["recompute"], a100["recompute_num_layers"]) == ("full", 16)
+    assert runs["torchtitan202404_llama2_13B_64a100_bs2_none"].config["model"]["vocab_size"] == 32000
+    # Float8 MFU is reported against the FP8 peak
+    assert runs["torchtitan202408_405B_128gpu_Float8"].flop_basis["peak"] == 2 * runs["torchtitan202408_405B_128gpu_None"].flop_basis["peak"]
+    fpt = torchtitan_flops_per_token(runs["torchtitan202408_405B_128gpu_None"].config["model"], 8192)
+    assert 100 * fpt * 109 / 989e12 == pytest.approx(29.0, abs=0.3)  # the table's own MFU at its own tokens/s
+    q = runs["mbridge_25.09_Pre-Training_Qwen3_30B_a3B_DGX-B200_FP8_(precision_column_absent)_8gpu_v0"].config
+    assert q["model"]["capacity_factor"] == 1.0 and q["model"]["num_experts"] == 128 and q["strategy"]["ep"] == 8
+    ds = runs["mbridge_25.11_Pre-Training_DeepSeekV3_DGX-B200_FP8-MX_256gpu_v0"].config["model"]
+    assert ds["mtp_layers"] == 1 and ds.get("capacity_factor") is None
+    fs = runs["mbridge_25.11_Pre-Training_LLAMA3_8B_DGX-H100_FP8-CS_8gpu_v0"].config["strategy"]
+    assert fs["zero_stage"] == 3 and fs["dtype"] == "fp8"
+    assert "LoRA" in skipped["mbridge_26.06_LoRA_LLAMA3_70B_DGX-H100_FP8_8gpu_v0"].reason
+    assert "tp/pp not stated" in skipped["mcore080_h100_strong_177B_96"].reason
+    assert "microbatch-level" in skipped["korthikanti22_175B_sp_selective_microbatch_recompute"].reason
+
+
+# ---- (b) every mapped run estimates ---------------------------------------------------------------
+
+def test_all_mapped_runs_estimate(mapped, evaluated):
+    comps, failed = evaluated
+    assert failed == [], [f"{f.run_id}: {f.reason}" for f in failed]
+    covered = {c.run_id for c in comps}
+    assert covered == set(mapped[0])
+    for c in comps:
+        assert c.predicted > 0 and c.predicted == c.predicted, (c.run_id, c.metric)
+
+
+# ---- (c) accuracy pinned per source (MAPE %, all mapped metric rows) -------------------------------
+# Measured at the time of writing (narayanan 25.5, korthikanti 5.4, megatron-readme 8.8-9.7, torchtitan
+# 34.7-36.1, nemo 7.7-8.0, megatron-bridge 22.6-24.2 while the engine was being edited), rounded up by
+# ~3 points; tighten when the engine improves. "strong" = runs whose mapping needs no guessed setting (PublishedRun.weak False).
+
+MAPE_BOUND = {
+    "narayanan21": 28.0,      # dominated by DeepSpeed ZeRO-3 rows (Table 2), predicted 1.4-3.5x too fast
+    "korthikanti22": 8.0,
+    "megatron-readme": 12.5,
+    "torchtitan": 39.0,       # power-limited H100 platform, CP scaling, memory
+    "nemo": 11.0,
+    "megatron-bridge": 27.0,  # MoE (Qwen3) and FLOP-counting convention of model TFLOP/s
+}
+STRONG_BOUND = {"narayanan21": 9.0, "korthikanti22": 8.0}
+
+
+def test_accuracy_per_source(evaluated):
+    comps, _ = evaluated
+    per = summarize(comps)
+    for src, bound in MAPE_BOUND.items():
+        assert src in per, src
+        assert per[src]["mape"] <= bound, f"{src}: MAPE {per[src]['mape']:.1f} % > {bound} %"
+    strong = summarize([c for c in comps if not c.weak])
+    for src, bound in STRONG_BOUND.items():
+        assert strong[src]["mape"] <= bound, f"{src} (strong runs): MAPE {strong[src]['mape']:.1f} % > {bound} %"
+
+
+def test_megatron_table1_throughput(evaluated):
+    """Narayanan Table 1 (the best-documented runs): achieved TFLOP/s per GPU within 15 % each."""
+    comps, _ = evaluated
+    rows = [c for c in comps if c.run_id.startswith("narayanan21_t1_") and c.metric == "achieved_tflops_per_gpu"]
+    assert len(rows) == 10
+    assert max(abs(c.error_pct) for c in rows) <= 16.0
+    assert sum(abs(c.error_pct) for c in rows) / len(rows) <= 8.0
