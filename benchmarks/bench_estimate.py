@@ -1,4 +1,5 @@
-"""Estimate latency: one estimate of llama3-405b on 16,384 H100s (tp 8, pp 16, dp 128).
+"""Estimate latency: one estimate of llama3-405b on 16,384 H100s (tp 8, pp 16, dp 128), with
+the 1F1B schedule (16 micro-batches) and with the interleaved 'large' preset (vpp 4).
 
 Run: python benchmarks/bench_estimate.py
 "Warm" = after the first call in the process (imports done, module-level caches such as the
@@ -9,6 +10,7 @@ is timed separately.
 
 from __future__ import annotations
 
+import copy
 import statistics
 import sys
 import time
@@ -21,8 +23,7 @@ from simengine.config import load_scenario  # noqa: E402
 from simengine.estimate import estimate  # noqa: E402
 
 
-def main(repeats: int = 200) -> None:
-    cfg = presets.size_scenario("large")
+def bench(label: str, cfg: dict, repeats: int) -> None:
     t0 = time.perf_counter()
     sc = load_scenario(cfg)
     t_validate = time.perf_counter() - t0
@@ -34,16 +35,25 @@ def main(repeats: int = 200) -> None:
         t0 = time.perf_counter()
         estimate(sc)
         times.append(time.perf_counter() - t0)
+    s = sc.strategy
+    print(f"{label}: {sc.model.name} on {sc.system.num_gpus} x {sc.system.gpu.name}, tp={s.tp} pp={s.pp} dp={sc.dp} "
+          f"vpp={s.vpp} m={sc.num_microbatches} schedule={s.schedule}")
+    print(f"  first estimate (cold caches): {cold * 1e3:.2f} ms (first validation {t_validate * 1e3:.2f} ms)")
+    print(f"  warm estimate: median {statistics.median(times) * 1e3:.3f} ms, p90 {sorted(times)[int(0.9 * len(times))] * 1e3:.3f} ms over {repeats}")
+
+
+def main(repeats: int = 200) -> None:
+    large = presets.size_scenario("large")
+    one_f_one_b = copy.deepcopy(large)
+    one_f_one_b["strategy"].update(schedule="1f1b", vpp=1, recompute_num_layers=4)
+    bench("405B, 1F1B", one_f_one_b, repeats)
+    bench("405B, 'large' preset (interleaved)", large, repeats)
+    cfg = large
     val = []
     for _ in range(50):
         t0 = time.perf_counter()
         load_scenario(cfg)
         val.append(time.perf_counter() - t0)
-    s = sc.strategy
-    print(f"scenario: {sc.model.name} on {sc.system.num_gpus} x {sc.system.gpu.name}, tp={s.tp} pp={s.pp} dp={sc.dp} "
-          f"vpp={s.vpp} m={sc.num_microbatches} schedule={s.schedule}")
-    print(f"first estimate (cold caches): {cold * 1e3:.2f} ms (first validation {t_validate * 1e3:.2f} ms)")
-    print(f"warm estimate: median {statistics.median(times) * 1e3:.3f} ms, p90 {sorted(times)[int(0.9 * len(times))] * 1e3:.3f} ms over {repeats}")
     print(f"scenario validation (pydantic, warm): median {statistics.median(val) * 1e3:.3f} ms")
 
 

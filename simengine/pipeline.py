@@ -3,6 +3,8 @@ the step time on the critical rank."""
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from .config.scenario import Scenario
 from .cost.stage import Plan
 from .errors import ConfigError
@@ -60,34 +62,47 @@ def max_inflight(schedule: str, rank: int, pp: int, m: int, vpp: int) -> int:
     return get_schedule(schedule).max_inflight(rank, pp, m, vpp)
 
 
+@lru_cache(maxsize=256)
+def _peak_states(schedule: str, pp: int, m: int, vpp: int) -> tuple[tuple[tuple[tuple[int, ...], int], ...], ...]:
+    """Per rank, the candidate peak states of its order: (micro-batches held per local chunk,
+    chunk running) at every F/B, with dominated states dropped (a state whose counts are all ≤
+    another's with the same running chunk can never be the peak). A micro-batch-chunk is held
+    from its F until its W (or B when there is no W) — the rule of sim/metrics.py."""
+    out = []
+    for order in get_schedule(schedule).orders(pp, m, vpp):
+        n_chunks = 1 + max(a.chunk for a in order)
+        has_w = {(a.mb, a.chunk) for a in order if a.kind == "W"}
+        held = [0] * n_chunks
+        states: dict[tuple[tuple[int, ...], int], None] = {}
+        for a in order:
+            if a.kind == "F":
+                held[a.chunk] += 1
+            if a.kind in ("F", "B"):
+                states[(tuple(held), a.chunk)] = None
+            if a.kind == "W" or (a.kind == "B" and (a.mb, a.chunk) not in has_w):
+                held[a.chunk] -= 1
+        keep = [st for st in states if not any(
+            o != st and o[1] == st[1] and all(x >= y for x, y in zip(o[0], st[0], strict=True)) for o in states)]
+        out.append(tuple(keep))
+    return tuple(out)
+
+
 def order_memory_peaks(schedule: str, pp: int, m: int, vpp: int,
                        chunks: list[list[tuple[float, float]]]) -> list[tuple[float, float, int]]:
     """Exact activation peak per rank from the schedule's order, for ranks whose chunks differ
     (interleaved, DualPipeV): memory on a rank depends only on its own order, not on timing.
 
-    ``chunks[r]`` = [(activation_bytes, peak_extra_bytes)] per local chunk. A micro-batch-chunk is
-    held from its F until its W (or B when there is no W); the chunk's transient applies while its
-    F or B runs — the same rule as sim/metrics.py. Returns (held bytes, extra bytes, held count)
-    at each rank's peak.
+    ``chunks[r]`` = [(activation_bytes, peak_extra_bytes)] per local chunk; the chunk's transient
+    applies while its F or B runs. Returns (held bytes, extra bytes, held count) at each peak.
     """
-    orders = get_schedule(schedule).orders(pp, m, vpp)
     out = []
-    for r, order in enumerate(orders):
-        spec = chunks[r]
-        has_w = {(a.mb, a.chunk) for a in order if a.kind == "W"}
-        held = 0.0
-        count = 0
+    for spec, states in zip(chunks, _peak_states(schedule, pp, m, vpp), strict=True):
         best = (-1.0, 0.0, 0.0, 0)
-        for a in order:
-            act, extra = spec[a.chunk]
-            if a.kind == "F":
-                held += act
-                count += 1
-            if a.kind in ("F", "B") and held + extra > best[0]:
-                best = (held + extra, held, extra, count)
-            if (a.kind == "W") or (a.kind == "B" and (a.mb, a.chunk) not in has_w):
-                held -= act
-                count -= 1
+        for counts, running in states:
+            held = sum(n * spec[c][0] for c, n in enumerate(counts))
+            extra = spec[running][1]
+            if held + extra > best[0]:
+                best = (held + extra, held, extra, sum(counts))
         out.append((best[1], best[2], best[3]))
     return out
 

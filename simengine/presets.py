@@ -142,3 +142,22 @@ def size_scenario(size: str) -> dict[str, dict[str, Any]]:
 __all__ = [
     "KINDS", "PRESET_DIR", "SCENARIO_SIZES", "list_presets", "load_preset", "load_spec", "size_scenario",
 ]
+
+
+def named_scenarios() -> dict[str, dict[str, Any]]:
+    """``presets/scenarios.json``: for each named scenario the model, system and strategy preset
+    names and the job size (``num_gpus`` overrides the system preset's)."""
+    data = _parse_file(PRESET_DIR / "scenarios.json", "scenarios")
+    return copy.deepcopy(data["scenarios"])
+
+
+def scenario_preset(name: str) -> dict[str, Any]:
+    """The {"model", "system", "strategy"} dicts of a named scenario (see :func:`named_scenarios`)."""
+    table = named_scenarios()
+    if name not in table:
+        raise ConfigError([("scenario", f"unknown scenario '{name}'; known: {', '.join(sorted(table))}")])
+    entry = table[name]
+    system = load_preset("systems", entry["system"])
+    if "num_gpus" in entry:
+        system["num_gpus"] = entry["num_gpus"]
+    return {"model": load_preset("models", entry["model"]), "system": system, "strategy": load_preset("strategies", entry["strategy"])}

@@ -10,19 +10,6 @@ from simengine.errors import ConfigError
 
 from scenarios import make, scenario_dict
 
-# named strategies and the model/system they were written for (num_gpus from the strategy name)
-PAIRS = {
-    "small": ("small", "small"), "medium": ("medium", "medium"), "large": ("large", "large"),
-    "llama3-70b-tp4-pp4": ("llama3-70b", "h100-sxm5-80gb"),
-    "mixtral-8x7b-ep8": ("mixtral-8x7b", "h100-sxm5-80gb"),
-    "qwen3-30b-a3b-ep8": ("qwen3-30b-a3b", "b200-sxm-180gb"),
-    "llama3-8b-fsdp": ("llama3-8b", "h100-sxm5-80gb"),
-    "megatron-gpt-18.4b-256xa100": ("gpt-18.4b", "a100-sxm4-80gb"),
-    "megatron-gpt-175b-1024xa100": ("gpt3-175b", "a100-sxm4-80gb"),
-    "deepseek-v3-ep64": ("deepseek-v3", "h100-sxm5-80gb"),
-}
-
-
 def size_cfg(size):
     return presets.size_scenario(size)
 
@@ -50,20 +37,11 @@ def test_every_preset_model_estimates():
         assert rep.step_time_s > 0, name
 
 
-@pytest.mark.parametrize("strategy", sorted(PAIRS))
-def test_named_strategies_estimate_and_match_the_simulator(strategy):
-    model, system = PAIRS[strategy]
-    cfg = scenario_dict(model, system, strategy)
-    sysd = presets.load_preset("systems", system)
-    st = cfg["strategy"]
-    if st.get("dp"):
-        cfg["system"]["num_gpus"] = st["tp"] * st["pp"] * st.get("cp", 1) * st["dp"]
-    else:
-        cfg["system"]["num_gpus"] = sysd["num_gpus"]
-    try:
-        rep = api.estimate(cfg)
-    except ConfigError:
-        pytest.skip("preset pairing needs a different num_gpus")
+@pytest.mark.parametrize("name", sorted(presets.named_scenarios()))
+def test_named_scenarios_estimate_and_match_the_simulator(name):
+    cfg = presets.scenario_preset(name)
+    rep = api.estimate(cfg)
+    assert rep.fits, (name, rep.warnings)
     assert api.simulate(cfg).step_time_s == rep.step_time_s
 
 
