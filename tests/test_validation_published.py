@@ -125,14 +125,14 @@ def test_all_mapped_runs_estimate(mapped, evaluated):
 # ~3 points; tighten when the engine improves. "strong" = runs whose mapping needs no guessed setting (PublishedRun.weak False).
 
 MAPE_BOUND = {
-    "narayanan21": 28.0,      # dominated by DeepSpeed ZeRO-3 rows (Table 2), predicted 1.4-3.5x too fast
-    "korthikanti22": 8.0,
+    "narayanan21": 24.0,      # dominated by DeepSpeed ZeRO-3 rows (Table 2), still predicted too fast
+    "korthikanti22": 10.5,    # unfused attention priced as batched GEMMs + 8 B/score (was 5.3 with causal-discounted flash pricing)
     "megatron-readme": 12.5,
     "torchtitan": 39.0,       # power-limited H100 platform, CP scaling, memory
     "nemo": 11.0,
     "megatron-bridge": 27.0,  # MoE (Qwen3) and FLOP-counting convention of model TFLOP/s
 }
-STRONG_BOUND = {"narayanan21": 9.0, "korthikanti22": 8.0}
+STRONG_BOUND = {"narayanan21": 6.0, "korthikanti22": 10.5}
 
 
 def test_accuracy_per_source(evaluated):

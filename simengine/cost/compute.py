@@ -116,12 +116,26 @@ class ComputeModel:
         return eff
 
     def attention(self, op: Attention) -> float:
+        if op.impl == "unfused":
+            return self._unfused_attention(op)
         # Flash attention runs in bf16 even in fp8 recipes (TransformerEngine default).
         eff = self.attention_efficiency(op)
         peak = self.peak if self.dtype != "fp8" else self.peak / 2
         t = max(op.flops / (peak * eff), op.bytes / self.hbm)
         n_kernels = 1 if op.phase == "fwd" else 2  # bwd: dot(do,o) preprocess + main kernel
         return t + n_kernels * self.overhead
+
+    def _unfused_attention(self, op: Attention) -> float:
+        """Unfused attention (Megatron's core attention before flash attention): two batched
+        cuBLAS GEMMs over b·heads (QKᵀ: s_q×s_kv×d_qk, PV: s_q×d_v×s_kv) priced with the GEMM
+        efficiency of their shapes, plus the memory-bound softmax/dropout passes over the s² scores
+        (``Attention.bytes``); the backward runs each GEMM twice."""
+        bh = op.b * op.heads
+        per = 2.0 * op.s_q * op.s_kv * bh
+        t_qk = per * op.d_qk / (self.peak * self.gemm_efficiency(op.s_q, op.s_kv, op.d_qk, bh, "TN"))
+        t_pv = per * op.d_v / (self.peak * self.gemm_efficiency(op.s_q, op.d_v, op.s_kv, bh, "TN"))
+        times = 1.0 if op.phase == "fwd" else 2.0
+        return times * (t_qk + t_pv) + op.bytes / self.hbm + (4 if op.phase == "fwd" else 8) * self.overhead
 
     def memory(self, op: Memory) -> float:
         return op.bytes / self.hbm + self.overhead

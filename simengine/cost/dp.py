@@ -7,8 +7,10 @@ separate buffers on their own groups (DP×CP and EDP).
 - ZeRO-0 (DDP): all-reduce of the grads (fp32 main grads unless reduced in bf16).
 - ZeRO-1/2 (distributed optimizer): reduce-scatter of the grads, then all-gather of the updated
   bf16 parameters.
-- ZeRO-3 (FSDP): reduce-scatter of the grads; the bf16 parameters are all-gathered before each
-  layer's forward and again before its backward.
+- ZeRO-2: the sharded grads are reduce-scattered in every micro-batch's backward; the updated
+  bf16 parameters are all-gathered after the optimizer.
+- ZeRO-3 (FSDP): per micro-batch, the bf16 parameters are all-gathered before the forward and
+  again before the backward, and the grads reduce-scattered (``microbatch_dp``).
 
 Optimizer (Megatron ``DistributedOptimizer.step`` with Apex/TE FusedAdam, memory-bound): zero the
 grad buffer (4 B/param over the whole buffer), then on the local shard: grad-norm read (4 B),
@@ -45,6 +47,33 @@ def _buckets(n_params: float, dp: int) -> tuple[int, float]:
     return full, n_params - full * size
 
 
+def _bucketed(comm: CommModel, kind: str, n_params: float, bytes_per_param: float, group: str, size: int) -> float:
+    full, rest = _buckets(n_params, size)
+    b = float(max(MIN_BUCKET_PARAMS, 1_000_000 * size))
+    t = full * comm.time(kind, b * bytes_per_param, group) if full else 0.0
+    return t + (comm.time(kind, rest * bytes_per_param, group) if rest > 0 else 0.0)
+
+
+def microbatch_dp(sc: Scenario, comm: CommModel, p: StageParams) -> tuple[float, float]:
+    """(parameter all-gather, gradient reduce-scatter) seconds that ZeRO-2/3 repeat for every
+    micro-batch of one chunk with parameters ``p``. Sharded gradients cannot accumulate locally,
+    so each backward reduce-scatters them (ZeRO-2/3, Rajbhandari et al. 2020 §5; DeepSpeed and
+    PyTorch FSDP reduce-scatter per backward); ZeRO-3 also gathers the bf16 weights before each
+    forward and again before each backward (FSDP reshard-after-forward)."""
+    st = sc.strategy
+    if st.zero_stage < 2:
+        return 0.0, 0.0
+    grad_b = 4.0 if st.fp32_main_grads else 2.0
+    ag = rs = 0.0
+    for n, group, size in ((p.dense, "dp", sc.dp * st.cp), (p.expert, "edp", sc.edp)):
+        if size <= 1 or n <= 0:
+            continue
+        rs += _bucketed(comm, "reduce_scatter", n, grad_b, group, size)
+        if st.zero_stage >= 3:
+            ag += _bucketed(comm, "all_gather", n, 2.0, group, size)
+    return ag, rs
+
+
 def dp_work(sc: Scenario, comm: CommModel, p: StageParams) -> DPWork:
     st, e = sc.strategy, sc.system.efficiency
     z = st.zero_stage
@@ -60,10 +89,12 @@ def dp_work(sc: Scenario, comm: CommModel, p: StageParams) -> DPWork:
                 continue
             if z == 0:
                 grads.extend([comm.time("all_reduce", b * grad_b, group)] * count)
-            else:
+            elif z == 1:
                 grads.extend([comm.time("reduce_scatter", b * grad_b, group)] * count)
-                t_ag = comm.time("all_gather", b * 2.0, group)
-                params.extend([t_ag] * (count * (2 if z >= 3 else 1)))
+                params.extend([comm.time("all_gather", b * 2.0, group)] * count)
+            elif z == 2:  # grads were reduce-scattered per micro-batch; refresh the bf16 weights
+                params.extend([comm.time("all_gather", b * 2.0, group)] * count)
+            # ZeRO-3: everything happens per micro-batch (microbatch_dp)
     hbm = sc.system.gpu.hbm_bandwidth_gbs * 1e9 * e.hbm
     dpcp = sc.dp * st.cp
     shard = p.dense / (dpcp if z >= 1 else 1) + p.expert / (sc.edp if z >= 1 else 1)

@@ -16,7 +16,7 @@ from .activations import (attention_activations, head_activations, layer_input, 
                           moe_activations)
 from .comm import CommModel
 from .compute import ComputeModel
-from .dp import DPWork, dp_work
+from .dp import DPWork, dp_work, microbatch_dp
 from .phase import PhaseCost, price_ops
 from .static_memory import StageParams, StaticMemory, stage_params, static_memory
 
@@ -68,7 +68,9 @@ def build_plan(sc: Scenario) -> Plan:
     head_act = head_activations(d, st.fused_cross_entropy)
     core = next(op for op in wl.blocks["attn"].fwd if isinstance(op, Attention))
     core_fwd_s = cm.attention(core)
-    p2p_bytes = d.sp_tokens * d.h * BF16
+    # Megatron sends 1/tp of the activation per TP rank over its own link (scatter/gather
+    # optimisation, Narayanan et al. 2021 §4.1; with SP the activation is already split)
+    p2p_bytes = d.tokens // d.tp * d.h * BF16
     p2p_s = comm.time("p2p", p2p_bytes, "pp") if st.pp > 1 else 0.0
 
     stages = []
@@ -129,12 +131,14 @@ def build_plan(sc: Scenario) -> Plan:
                 rc.flops += core.flops * n_layers
             if cw.last:
                 held += head_act.saved
+                extra = max(extra, head_act.bwd_transient)
             if cw.mtp:
                 block = per_moe if cw.mtp_moe else per_dense
                 held += cw.mtp * (block + head_act.saved + 2 * layer_input(d) * 2)  # + norms/concat inputs
-                extra = max(extra, head_act.bwd_transient)
             if cw.first and d.dropout:
                 held += d.sp_tokens * d.h  # embedding dropout mask
+            if st.zero_stage >= 2 and sc.dp * st.cp * sc.edp > 1:
+                _zero_per_microbatch(sc, comm, cw, fwd, bwd, rc)
             chunks.append(ChunkPlan(cw, fwd, bwd, wgt, rc, held, extra))
         # ranks that hold the same blocks have the same model states and DP work (middle stages)
         sig = tuple((len(c.layers), c.dense_layers, c.moe_layers, c.first, c.last) for c in rank_chunks)
@@ -144,3 +148,20 @@ def build_plan(sc: Scenario) -> Plan:
             states = memo[sig] = (params, static_memory(sc, params), dp_work(sc, comm, params))
         stages.append(StagePlan(rank_chunks[0].rank, chunks, states[0], states[1], p2p_s, states[2]))
     return Plan(wl, stages, comm)
+
+
+def _zero_per_microbatch(sc: Scenario, comm: CommModel, cw: ChunkWork, fwd: PhaseCost, bwd: PhaseCost, rc: PhaseCost) -> None:
+    """ZeRO-2/3 communication of every micro-batch of one chunk, exposed as DP comm: the weight
+    all-gather before the forward (and again before the backward, and for the recompute) and the
+    gradient reduce-scatter after the backward. With overlap (FSDP prefetch, bucketed async
+    reduce-scatter) only the part longer than the compute it runs beside is exposed."""
+    st = sc.strategy
+    ag, rs = microbatch_dp(sc, comm, stage_params(sc, (cw,)))
+    f_exposed = max(0.0, ag - fwd.compute_s) if st.overlap_param_gather else ag
+    b_comm = ag + rs
+    b_exposed = max(0.0, b_comm - bwd.compute_s) if st.overlap_grad_reduce else b_comm
+    for pc, t in ((fwd, f_exposed), (bwd, b_exposed)):
+        if t > 0:
+            pc.comm_s["dp_comm"] = pc.comm_s.get("dp_comm", 0.0) + t
+    if rc.compute_s > 0 and st.zero_stage >= 3 and not st.overlap_param_gather:
+        rc.comm_s["dp_comm"] = rc.comm_s.get("dp_comm", 0.0) + ag

@@ -74,7 +74,8 @@ class Attention:
 
     @property
     def causal_fraction(self) -> float:
-        if not self.causal:
+        # unfused softmax attention computes the full s² scores and masks them afterwards
+        if not self.causal or self.impl == "unfused":
             return 1.0
         s = max(self.s_kv, 1)
         return (s + 1) / (2.0 * s)
@@ -82,7 +83,10 @@ class Attention:
     @property
     def flops(self) -> float:
         fwd = 2.0 * self.b * self.heads * self.s_q * self.s_kv * (self.d_qk + self.d_v) * self.causal_fraction
-        return fwd if self.phase == "fwd" else 2.5 * fwd
+        if self.phase == "fwd":
+            return fwd
+        # flash: 5 matmuls incl. the recomputed QKᵀ (2.5×); unfused keeps P: dQ, dK, dP, dV (2×)
+        return (2.0 if self.impl == "unfused" else 2.5) * fwd
 
     @property
     def bytes(self) -> float:
@@ -92,7 +96,11 @@ class Attention:
         o = self.b * self.s_q * self.heads * self.d_v * BF16
         base = q + kv + o
         if self.impl == "unfused":
-            base += 3 * self.b * self.heads * self.s_q * self.s_kv * BF16  # scores, probs, read back
+            # per score element: QKᵀ writes 2 B, the fused scale-mask-softmax reads 2 and writes 2,
+            # PV reads 2 — 8 B (Megatron FusedScaleMaskSoftmax). Attention dropout is taken as fused
+            # into that pass: Korthikanti et al. 2022 Table 4 measures the whole recomputed core
+            # attention (QKᵀ, softmax, dropout, PV) of GPT-22B at 1.3 ms, which 13 B would exceed.
+            base += 8 * self.b * self.heads * self.s_q * self.s_kv
         return base if self.phase == "fwd" else 2.0 * base + o
 
 
