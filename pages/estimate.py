@@ -65,9 +65,13 @@ a, b = st.columns([3, 2], gap="large")
 with a:
     st.altair_chart(memory_stage_chart(r["memory_by_stage"], r["memory_capacity_gib"]), width="stretch")
 with b:
-    mdf = pd.DataFrame(r["memory_by_stage"]).rename(columns=lambda k: k.replace("_gib", " [GiB]"))
-    st.dataframe(mdf, hide_index=True, width="stretch", height=min(320, 38 + 35 * len(mdf)),
-                 column_config={k: st.column_config.NumberColumn(format="%.2f") for k in mdf.columns if "[GiB]" in k})
+    mdf = pd.DataFrame(r["memory_by_stage"])
+    brief = mdf[["stage", "reserved_gib", "peak_gib", "activations_gib", "inflight_microbatches", "fits"]].rename(columns={
+        "reserved_gib": "reserved [GiB]", "peak_gib": "allocated [GiB]", "activations_gib": "activations [GiB]",
+        "inflight_microbatches": "in-flight mb"})
+    st.dataframe(brief, hide_index=True, width="stretch", height=min(420, 38 + 35 * len(brief)),
+                 column_config={k: st.column_config.NumberColumn(format="%.2f") for k in brief.columns if "[GiB]" in k})
+    st.caption("Every memory category per stage is in the CSV download.")
 
 # ---- cost and budget -------------------------------------------------------------------------
 st.subheader("Cost and training budget")
@@ -103,8 +107,10 @@ for p in state.pins():
 if pinned:
     items = pinned + ([("current (unpinned)", sc, r)] if all(json.loads(p["json"]) != sc for p in state.pins()) else [])
     rows = compare_rows(items)
+    fmt = {"step time [s]": "%.3f", "tokens/s": "localized", "tokens/s/GPU": "localized", "USD / 1M tokens": "%.4f"}
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", column_config={
-        k: st.column_config.NumberColumn(format="%.3f" if "step" in k else "%.1f") for k in rows[0] if "[" in k or k.startswith("USD")})
+        k: st.column_config.NumberColumn(format=fmt.get(k, "%.1f")) for k in rows[0]
+        if k in fmt or "[" in k})
     st.altair_chart(compare_chart([{"label": lab, "breakdown_s": rep["breakdown_s"]} for lab, _, rep in items]), width="stretch")
 else:
     st.caption("Pin scenarios to compare them side by side (step time, MFU, memory, cost). Pins stay for this browser session.")

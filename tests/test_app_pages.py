@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from ui.share import decode_token, size_canonical
+from ui.share import decode_token, encode_token, size_canonical
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = ["pages/home.py", "pages/model.py", "pages/system.py", "pages/strategy.py", "pages/estimate.py", "pages/timeline.py"]
@@ -303,7 +303,6 @@ def test_estimate_does_not_fit_verdict():
 # ---- timeline ------------------------------------------------------------------------------
 def test_timeline_schedule_switcher_changes_the_scenario():
     at = open_page("pages/timeline.py", preset="medium")
-    assert "more than 5,000" in texts(at.caption)  # 8000 spans: aggregated
     sw = at.button_group[0]
     sw.set_value("1f1b").run()
     assert not at.exception
@@ -312,6 +311,14 @@ def test_timeline_schedule_switcher_changes_the_scenario():
     assert decode_token(at.query_params["s"])[0]["strategy"]["schedule"] == "1f1b"
     at.button_group[0].set_value("interleaved").run()
     assert scenario(at)["strategy"]["schedule"] == "interleaved" and scenario(at)["strategy"]["vpp"] == 2
+
+
+@pytest.mark.parametrize("gbs, needle", [(32, "spans shown"), (512, "more than 5,000")])
+def test_timeline_draws_spans_or_aggregates(gbs, needle):
+    cfg = size_canonical("medium")
+    cfg["strategy"]["global_batch_size"] = gbs
+    at = open_page("pages/timeline.py", s=encode_token(cfg))
+    assert needle in texts(at.caption)
 
 
 def test_timeline_refuses_an_inconsistent_schedule():

@@ -110,7 +110,9 @@ def test_colours_are_consistent_per_category():
 
 
 def test_timeline_tables_and_aggregation():
-    tl = timeline_tables(simulate(size_scenario("medium")))
+    cfg = size_canonical("medium")
+    cfg["strategy"]["global_batch_size"] = 512  # 256 micro-batches: far beyond 5k spans
+    tl = timeline_tables(simulate(cfg))
     spans = tl["spans"]
     assert len(spans) > 5000 and set(tl["ranks"]["rank"]) == {0, 1, 2, 3}
     assert tl["step_time_s"] == pytest.approx(spans["end_s"].max(), rel=1e-6)

@@ -57,5 +57,5 @@ def test_chrome_trace_of_llama3_70b_interleaved(tmp_path, capsys):
             by_thread.setdefault((e["pid"], e["tid"]), []).append((e["ts"], e["ts"] + e["dur"]))
     for spans in by_thread.values():
         spans.sort()
-        for (a0, a1), (b0, _) in zip(spans, spans[1:]):
+        for (_, a1), (b0, _) in zip(spans, spans[1:], strict=False):
             assert b0 >= a1 - 1e-6

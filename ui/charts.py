@@ -122,12 +122,13 @@ def compare_chart(rows: list[dict[str, Any]]) -> alt.Chart:
                 data.append({"scenario": r["label"], "category": k, "label": TIME_LABELS.get(k, k), "ms": v * 1e3})
     df = pd.DataFrame(data, columns=["scenario", "category", "label", "ms"])
     domain, rng = scale(list(df["category"].unique()))
+    domain = [TIME_LABELS.get(c, c) for c in domain]
     order = {c: i for i, c in enumerate(TIME_COLORS)}
     df["order"] = df["category"].map(lambda c: order.get(c, 99))
     return _cfg(alt.Chart(df).mark_bar().encode(
         y=alt.Y("scenario:N", title=None, sort=[r["label"] for r in rows], axis=alt.Axis(labelLimit=260)),
         x=alt.X("sum(ms):Q", title="step time [ms]"),
-        color=alt.Color("category:N", scale=alt.Scale(domain=domain, range=rng),
+        color=alt.Color("label:N", scale=alt.Scale(domain=domain, range=rng),
                         legend=alt.Legend(orient="bottom", title=None, columns=5)),
         order=alt.Order("order:Q"),
         tooltip=["scenario:N", "label:N", alt.Tooltip("ms:Q", format=",.2f")],
@@ -164,7 +165,7 @@ def gantt_chart(df: pd.DataFrame, rows: list[str], aggregated: bool, x_domain: t
     base = alt.Chart(df)
     chart = base.mark_bar(stroke="white", strokeWidth=0.3 if not aggregated else 0).encode(**enc)
     if show_labels and not aggregated:
-        text = base.transform_filter("datum.mb >= 0").mark_text(fontSize=9, color="#111", align="center").encode(
+        text = base.transform_filter("datum.label != ''").mark_text(fontSize=9, color="#111", align="center").encode(
             y=alt.Y("row:N", sort=rows), x=alt.X("mid_ms:Q", scale=x_scale), text="label:N")
         chart = chart + text
     return _cfg(chart.properties(height=alt.Step(22)).interactive(bind_y=False))

@@ -5,7 +5,7 @@ from __future__ import annotations
 TIME_COLORS: dict[str, str] = {
     "forward_compute": "#3b75af",
     "backward_compute": "#7aa6d6",
-    "weight_grad": "#5b8fc4",
+    "weight_grad": "#2a9d8f",
     "recompute": "#b7cde8",
     "tp_comm": "#ef8a3c",
     "cp_comm": "#e5b53a",

@@ -108,7 +108,10 @@ def gantt_frame(spans: pd.DataFrame, t0_s: float | None = None, t1_s: float | No
         mb = sel["mb"].to_numpy()
         chunk = sel["chunk"].to_numpy()
         kind = sel["kind"].to_numpy()
-        label = np.where(mb >= 0, kind.astype(str) + mb.astype(str), "")
+        # label compute spans wide enough to read (~1/70 of the window): the micro-batch number;
+        # the phase is the colour
+        wide = (end - start) >= (t1 - t0) / 70
+        label = np.where((mb >= 0) & wide & np.isin(kind, ["F", "B", "W", "R"]), mb.astype(str), "")
         df = pd.DataFrame({"row": row, "category": cat, "kind": kind, "mb": mb, "chunk": chunk,
                            "start_ms": start * 1e3, "end_ms": end * 1e3, "dur_ms": (end - start) * 1e3,
                            "mid_ms": (start + end) * 0.5e3, "label": label})
