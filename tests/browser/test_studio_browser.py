@@ -1,0 +1,209 @@
+"""Headless Chromium against a real studio server: deep links on a fresh server for every page,
+an estimate, the timeline, the GEMM grid, inline errors, a share link typed into a new tab.
+Screenshots land in tests/screenshots/ (used by the README)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from ui.share import decode_token, encode_token, size_canonical
+
+SHOTS = Path(__file__).resolve().parents[1] / "screenshots"
+
+pytestmark = pytest.mark.browser
+
+PAGES = {"": "Home", "model": "Model", "system": "System", "strategy": "Strategy", "estimate": "Estimate", "timeline": "Timeline"}
+
+
+def settle(page, ready: str = "[data-testid=stMain] h1", extra_ms: int = 400) -> None:
+    """Wait until the script run finished and the page's key element is drawn."""
+    page.wait_for_selector(ready, state="visible")
+    page.wait_for_function(
+        "() => !document.querySelector('[data-testid=stStatusWidget]') && !document.querySelector('[data-testid=stSkeleton]')",
+        timeout=30_000)
+    page.wait_for_timeout(extra_ms)
+
+
+def charts_drawn(page, n: int) -> None:
+    page.wait_for_function(f"() => document.querySelectorAll('.vega-embed canvas, .vega-embed svg').length >= {n}", timeout=30_000)
+
+
+def shot(page, name: str) -> None:
+    """Full-content screenshot: Streamlit scrolls inside its main block, so grow the viewport."""
+    h = page.evaluate("() => Math.max(...[...document.querySelectorAll('[data-testid=stMain] *')].slice(0, 5000)"
+                      ".map(e => e.getBoundingClientRect().bottom))")
+    page.set_viewport_size({"width": 1600, "height": min(int(h) + 40, 6000)})
+    page.wait_for_timeout(700)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{name}.png"))
+    page.set_viewport_size({"width": 1600, "height": 1000})
+
+
+def nav(page, label: str) -> None:
+    page.locator("[data-testid=stSidebar]").get_by_role("link", name=label, exact=True).click()
+
+
+def no_exceptions(page) -> None:
+    assert page.locator("[data-testid=stException]").count() == 0, page.locator("[data-testid=stException]").first.inner_text()
+    assert not page.page_errors, page.page_errors
+
+
+def edited_token() -> tuple[str, dict]:
+    cfg = size_canonical("medium")
+    cfg["strategy"]["global_batch_size"] = 256
+    cfg["model"]["name"] = "deep-link probe"
+    return encode_token(cfg), cfg
+
+
+@pytest.mark.parametrize("path", list(PAGES))
+def test_deep_link_on_a_fresh_server(fresh_server, page, path):
+    """The very first request after a server start lands on any page with an edited scenario."""
+    token, cfg = edited_token()
+    page.goto(f"{fresh_server.url}/{path}?s={token}")
+    settle(page)
+    no_exceptions(page)
+    assert page.locator("[data-testid=stMain] h1").first.inner_text().strip() in (PAGES[path], "simengine studio")
+    side = page.locator("[data-testid=stSidebar]")
+    assert "deep-link probe" in side.inner_text()  # the scenario came from the link
+    for label in PAGES.values():  # our own navigation, in both navigation modes
+        assert side.get_by_role("link", name=label).count() == 1
+    assert page.locator("[data-testid=stSidebarNav]").count() == 0
+    assert decode_token(re.search(r"[?&]s=([^&]+)", page.url).group(1))[0] == cfg
+    # navigate on: the scenario follows and the address bar keeps the link
+    nav(page, "Estimate")
+    settle(page, "[data-testid=stMetric]")
+    no_exceptions(page)
+    assert page.url.split("?")[1] == f"s={token}"
+
+
+def test_home_and_size_presets(server, page):
+    page.goto(f"{server.url}/?preset=small")
+    settle(page, "[data-testid=stMetric]")
+    page.get_by_role("button", name="Medium").click()
+    page.wait_for_url(re.compile(r"preset=medium"))
+    settle(page, "[data-testid=stMetric]")
+    assert "Llama-3-70B" in page.locator("[data-testid=stMain]").inner_text()
+    no_exceptions(page)
+    shot(page, "home")
+
+
+def test_estimate_page(server, page):
+    page.goto(f"{server.url}/estimate?preset=medium")
+    settle(page, "[data-testid=stMetric]")
+    charts_drawn(page, 3)
+    main = page.locator("[data-testid=stMain]").inner_text()
+    for text in ("Step time", "Throughput", "MFU", "HFU", "Peak memory", "Cost / 1M tokens", "Fits in memory",
+                 "Step time breakdown", "MFU loss waterfall", "Memory per pipeline stage", "Time to train"):
+        assert text in main, text
+    page.get_by_role("button", name="Pin this scenario").click()
+    settle(page, "[data-testid=stMetric]")
+    nav(page, "Home")
+    settle(page, "[data-testid=stMetric]")
+    page.get_by_role("button", name="Large").click()
+    page.wait_for_url(re.compile(r"preset=large"))
+    settle(page, "[data-testid=stMetric]")
+    nav(page, "Estimate")
+    settle(page, "[data-testid=stMetric]")
+    charts_drawn(page, 4)
+    assert "current (unpinned)" in page.locator("[data-testid=stMain]").inner_text() or \
+        page.locator("[data-testid=stDataFrame]").count() >= 2
+    no_exceptions(page)
+    shot(page, "estimate")
+
+
+def scenario_token(**strategy) -> str:
+    cfg = size_canonical("medium")
+    cfg["strategy"].update(strategy)
+    return encode_token(cfg)
+
+
+def test_timeline_page(server, page):
+    # medium as plain 1F1B (pp 4) with 8 micro-batches: every span drawn and labelled
+    first = scenario_token(global_batch_size=16, schedule="1f1b", vpp=1)
+    page.goto(f"{server.url}/timeline?s={first}")
+    settle(page, "[data-testid=stMetric]")
+    charts_drawn(page, 2)
+    assert "spans shown" in page.locator("[data-testid=stMain]").inner_text()
+    page.get_by_text("Micro-batch labels").click()
+    settle(page, "[data-testid=stMetric]")
+    charts_drawn(page, 2)
+    no_exceptions(page)
+    shot(page, "timeline")
+    # schedule switcher: the scenario and its link change
+    page.locator("[data-testid=stMain]").get_by_text("zb-h1", exact=True).click()
+    page.wait_for_function(f"() => !location.search.includes('{first}')")
+    settle(page, "[data-testid=stMetric]")
+    token = re.search(r"[?&]s=([^&]+)", page.url).group(1)
+    assert decode_token(token)[0]["strategy"]["schedule"] == "zb-h1"
+    shot(page, "timeline-zb-h1")
+    no_exceptions(page)
+
+
+def test_large_timeline_is_aggregated(server, page):
+    # 512 sequences = 256 micro-batches through 4 stages × 5 chunks: tens of thousands of spans
+    page.goto(f"{server.url}/timeline?s={scenario_token(global_batch_size=512)}")
+    settle(page, "[data-testid=stMetric]")
+    charts_drawn(page, 2)
+    assert "more than 5,000" in page.locator("[data-testid=stMain]").inner_text()
+    no_exceptions(page)
+    shot(page, "timeline-aggregated")
+
+
+def test_system_grid_and_model_errors(server, page):
+    page.goto(f"{server.url}/system?preset=small")
+    settle(page)
+    page.get_by_text("Measured GEMM efficiencies").click()
+    page.get_by_role("button", name="Add row").click()
+    page.wait_for_url(re.compile(r"[?&]s=v1\."))
+    settle(page)
+    frame = page.frame_locator("iframe[title*='aggrid'], iframe[title*='agGrid'], iframe").first
+    frame.locator(".ag-row").first.wait_for(timeout=30_000)
+    assert frame.locator(".ag-header-cell-text", has_text="efficiency").count() >= 1
+    page.wait_for_timeout(800)
+    no_exceptions(page)
+    shot(page, "system")
+    # inline validation on the Model page, next to the field it names
+    nav(page, "Model")
+    settle(page)
+    box = page.get_by_role("spinbutton", name="num_kv_heads [heads]")
+    box.fill("5")
+    box.press("Enter")
+    page.get_by_text("is not a multiple of num_kv_heads=5").first.wait_for()
+    no_exceptions(page)
+    shot(page, "model-validation")
+
+
+def test_strategy_edit_link_opens_in_a_new_tab(server, page, browser):
+    page.goto(f"{server.url}/strategy?preset=small")
+    settle(page)
+    box = page.get_by_role("spinbutton", name="global_batch_size [sequences]")
+    box.fill("128")
+    box.press("Enter")
+    page.wait_for_url(re.compile(r"[?&]s=v1\."))
+    settle(page)
+    url = page.url
+    assert "Tokens / step" in page.locator("[data-testid=stMain]").inner_text()
+    shot(page, "strategy")
+    other = browser.new_context(viewport={"width": 1600, "height": 1000}).new_page()
+    other.goto(url)
+    settle(other)
+    assert other.get_by_role("spinbutton", name="global_batch_size [sequences]").input_value() == "128"
+    other.context.close()
+
+
+def test_hostile_link_in_the_browser(server, page):
+    page.goto(f"{server.url}/estimate?s=v1.%3Cscript%3Ealert(1)%3C%2Fscript%3E&preset=../../etc")
+    settle(page, "[data-testid=stAlert]")
+    assert "Could not open the link" in page.locator("[data-testid=stMain]").inner_text()
+    no_exceptions(page)
+    page.wait_for_url(re.compile(r"preset=small"))
+
+
+def test_model_page_screenshot(server, page):
+    page.goto(f"{server.url}/model?preset=large")
+    settle(page, "[data-testid=stMetric]")
+    no_exceptions(page)
+    shot(page, "model")
