@@ -61,8 +61,9 @@ def build_config(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _table(rep) -> str:
+    lo, hi = rep.uncertainty.get("step_time_s", (rep.step_time_s, rep.step_time_s))
     lines = [
-        f"step time        {rep.step_time_s * 1e3:12.1f} ms",
+        f"step time        {rep.step_time_s * 1e3:12.1f} ms   (likely {lo * 1e3:.0f} – {hi * 1e3:.0f} ms)",
         f"tokens/s         {rep.tokens_per_s:12,.0f}   ({rep.tokens_per_s_per_gpu:,.0f} per GPU)",
         f"MFU / HFU        {rep.mfu * 100:11.1f}% / {rep.hfu * 100:.1f}%",
         f"peak memory      {rep.peak_memory_gib:12.2f} GiB allocated, {rep.reserved_memory_gib:.2f} reserved of {rep.memory_capacity_gib:.1f}  -> {'fits' if rep.fits else 'DOES NOT FIT'}",

@@ -10,6 +10,7 @@ from .config.scenario import Scenario
 from .cost.stage import Plan, StagePlan, build_plan
 from .pipeline import max_inflight, order_memory_peaks, pipeline_input, step_time_s
 from .report import Report, StageMemory
+from .uncertainty import bands
 from .workload.params import count_parameters, gemm_parameters_active
 
 GIB = float(1 << 30)
@@ -99,6 +100,7 @@ def estimate_plan(sc: Scenario, plan: Plan) -> Report:
         energy_per_step_j=step * gpus * sysm.gpu.tdp_w,
         num_microbatches=m_mb, dp=sc.dp, num_gpus=gpus, tokens_per_step=tokens,
         bubble_fraction=parts.get("bubble", 0.0) / step if step > 0 else 0.0,
+        uncertainty=bands(step, parts, sysm, tokens, mflops / (step * peak * gpus), peak_gib),
         warnings=warnings,
     )
 

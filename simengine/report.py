@@ -49,4 +49,8 @@ class Report(BaseModel):
     num_gpus: int
     tokens_per_step: int
     bubble_fraction: float = Field(..., description="Idle share of the pipeline on the slowest rank.")
+    uncertainty: dict[str, tuple[float, float]] = Field(
+        default_factory=dict,
+        description="(low, high) of step_time_s, tokens_per_s, mfu and peak_memory_gib from the relative "
+                    "uncertainty of each cost component (uncertainty.py).")
     warnings: list[str] = Field(default_factory=list)

@@ -81,3 +81,15 @@ def test_rows_run_through_the_cli(data, family, tmp_path, capsys):
     rep = json.loads(out)
     assert rep["step_time_s"] * 1e3 == pytest.approx(run.real_ms, rel=0.2)
     assert rep["peak_memory_gib"] == pytest.approx(run.real_alloc_gib, rel=0.01)
+
+
+def test_uncertainty_band_covers_most_measured_runs(data):
+    """The band is a claim about accuracy: it must hold on measured runs (today 16/20 and 15/20)."""
+    for runs in data:
+        inside = 0
+        for r in runs:
+            rep = estimate(r.config)
+            lo, hi = rep.uncertainty["step_time_s"]
+            assert lo < rep.step_time_s < hi
+            inside += lo * 1e3 <= r.real_ms <= hi * 1e3
+        assert inside >= 0.7 * len(runs)
