@@ -78,12 +78,13 @@ total_ms = max(step * 1e3, 1e-6)
 a, b, c3 = st.columns([4, 1, 1], vertical_alignment="bottom")
 with a:
     window = st.slider("Time window [ms]", 0.0, float(round(total_ms, 3)), (0.0, float(round(total_ms, 3))),
-                       key="tl.window", help="Narrow the window to see individual spans of a large timeline; "
+                       key=f"tl.window.{hash(state.scenario_json())}", help="Narrow the window to see individual spans of a large timeline; "
                        "the chart also zooms with the mouse wheel and pans by dragging.")
 with b:
     labels = st.toggle("Micro-batch labels", value=False, key="tl.labels")
 with c3:
-    st.download_button("Chrome trace", lambda: chrome_trace(state.scenario_json(), "simengine"),
+    scenario_text = state.scenario_json()  # captured now: the callable runs later, outside this script run
+    st.download_button("Chrome trace", lambda: chrome_trace(scenario_text, "simengine"),
                        file_name="simengine-trace.json", mime="application/json", icon=":material/download:",
                        on_click="ignore", key="dl.trace", help="Open in Perfetto (ui.perfetto.dev) or chrome://tracing.")
 gdf, aggregated, rows = gantt_frame(spans, window[0] / 1e3, window[1] / 1e3)

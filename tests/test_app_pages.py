@@ -348,3 +348,41 @@ def test_calibration_rejects_garbage():
     at.button(key="cal.run").click().run()
     assert not at.exception
     assert "Calibration failed" in texts(at.error)
+
+
+# ---- engine failures become messages ---------------------------------------------------------
+def test_engine_failures_are_messages_not_tracebacks(monkeypatch):
+    import streamlit as st
+
+    import simengine.api as api
+    from simengine.sim.errors import DeadlockError
+
+    def boom(*_a, **_k):
+        raise RuntimeError("synthetic engine failure")
+
+    def deadlock(*_a, **_k):
+        raise DeadlockError([(0, "compute", "F", 0, 0)])
+
+    monkeypatch.setattr(api, "estimate_json", boom)
+    monkeypatch.setattr(api, "simulate", deadlock)
+    st.cache_data.clear()
+    try:
+        at = open_page("pages/estimate.py")
+        assert "could not estimate" in texts(at.error) and "synthetic engine failure" in texts(at.error)
+        at.switch_page("pages/timeline.py").run()
+        assert not at.exception and "deadlocks" in texts(at.error)
+        at.switch_page("pages/home.py").run()
+        assert not at.exception and "could not estimate" in texts(at.error)
+    finally:
+        st.cache_data.clear()
+
+
+def test_chrome_trace_is_valid_json():
+    from ui.engine import chrome_trace
+
+    from ui.state import DEFAULT_SIZE  # noqa: F401 — the module imports without a running app
+    from ui.config_io import dumps
+
+    trace = json.loads(chrome_trace(dumps(size_canonical("medium")), "probe"))
+    kinds = {e["ph"] for e in trace["traceEvents"]}
+    assert {"M", "X"} <= kinds and trace["otherData"]["name"] == "probe"

@@ -59,9 +59,11 @@ def timeline(scenario_json: str) -> dict[str, Any]:
         return _fail(e)
 
 
-@st.cache_data(max_entries=8, show_spinner=False)
 def chrome_trace(scenario_json: str, name: str) -> bytes:
-    """Chrome-trace JSON (Perfetto, chrome://tracing) of the simulated step."""
+    """Chrome-trace JSON (Perfetto, chrome://tracing) of the simulated step.
+
+    Not cached and free of session state: a download button calls it lazily, on click, outside
+    the script thread (pass the scenario JSON captured while rendering)."""
     from simengine.sim.trace import to_chrome_trace
 
     tl = _simulate(scenario_json)

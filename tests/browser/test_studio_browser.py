@@ -4,6 +4,7 @@ Screenshots land in tests/screenshots/ (used by the README)."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -77,6 +78,11 @@ def test_deep_link_on_a_fresh_server(fresh_server, page, path):
     settle(page, "[data-testid=stMetric]")
     no_exceptions(page)
     assert page.url.split("?")[1] == f"s={token}"
+    nav(page, "Home")
+    settle(page, "[data-testid=stMetric]")
+    assert page.locator("[data-testid=stMain] h1").first.inner_text().strip() == "simengine studio"
+    assert page.url.split("?")[1] == f"s={token}"
+    no_exceptions(page)
 
 
 def test_home_and_size_presets(server, page):
@@ -132,6 +138,10 @@ def test_timeline_page(server, page):
     charts_drawn(page, 2)
     no_exceptions(page)
     shot(page, "timeline")
+    with page.expect_download() as dl:
+        page.get_by_role("button", name="Chrome trace").click()
+    trace = json.loads(Path(dl.value.path()).read_text())
+    assert {e["ph"] for e in trace["traceEvents"]} >= {"M", "X"} and trace["otherData"]["step_time_s"] > 0
     # schedule switcher: the scenario and its link change
     page.locator("[data-testid=stMain]").get_by_text("zb-h1", exact=True).click()
     page.wait_for_function(f"() => !location.search.includes('{first}')")
