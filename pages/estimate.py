@@ -66,11 +66,13 @@ with a:
     st.altair_chart(memory_stage_chart(r["memory_by_stage"], r["memory_capacity_gib"]), width="stretch")
 with b:
     mdf = pd.DataFrame(r["memory_by_stage"])
-    brief = mdf[["stage", "reserved_gib", "peak_gib", "activations_gib", "inflight_microbatches", "fits"]].rename(columns={
-        "reserved_gib": "reserved [GiB]", "peak_gib": "allocated [GiB]", "activations_gib": "activations [GiB]",
-        "inflight_microbatches": "in-flight mb"})
-    st.dataframe(brief, hide_index=True, width="stretch", height=min(420, 38 + 35 * len(brief)),
-                 column_config={k: st.column_config.NumberColumn(format="%.2f") for k in brief.columns if "[GiB]" in k})
+    brief = mdf[["stage", "reserved_gib", "activations_gib", "inflight_microbatches"]].rename(columns={
+        "reserved_gib": "reserved [GiB]", "activations_gib": "activations [GiB]", "inflight_microbatches": "in-flight mb"})
+    st.dataframe(brief, hide_index=True, width="stretch", height=min(420, 38 + 35 * len(brief)), column_config={
+        "stage": st.column_config.NumberColumn(width=60),
+        "reserved [GiB]": st.column_config.NumberColumn(format="%.2f", width=115),
+        "activations [GiB]": st.column_config.NumberColumn(format="%.2f", width=130),
+        "in-flight mb": st.column_config.NumberColumn(width=100, help="Micro-batches whose activations are held at the peak.")})
     st.caption("Every memory category per stage is in the CSV download.")
 
 # ---- cost and budget -------------------------------------------------------------------------
