@@ -6,12 +6,15 @@ first request after a server start Streamlit may run a page of ``pages/`` direct
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import streamlit as st
 
 from . import state
 from .units import fmt_count
 
 APP_NAME = "simengine studio"
+FAVICON = Path(__file__).resolve().parent.parent / "assets" / "favicon.png"
 ROUTER_FLAG = "studio.router"  # set by app.py on every run it makes (st.navigation is active)
 
 # (script path relative to app.py, label, icon)
@@ -39,7 +42,8 @@ div[data-testid="stVerticalBlock"] {gap: 0.55rem;}
 
 def boot(title: str) -> None:
     """Call first on every page: config, scenario from the link or session, sidebar, notices."""
-    st.set_page_config(page_title=f"{title} · {APP_NAME}", page_icon=":material/speed:", layout="wide",
+    icon = str(FAVICON) if FAVICON.is_file() else None  # local file: no font CDN needed offline
+    st.set_page_config(page_title=f"{title} · {APP_NAME}", page_icon=icon, layout="wide",
                        initial_sidebar_state="expanded")
     st.html(_CSS)
     state.ensure_scenario()
