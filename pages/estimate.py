@@ -11,7 +11,7 @@ from ui.charts import compare_chart, memory_stage_chart, mfu_waterfall_chart, ti
 from ui.engine import estimate_report
 from ui.layout import boot, issues_box
 from ui.report_io import budget, compare_rows, report_csv, report_json
-from ui.units import fmt_count, fmt_flops, fmt_pct, fmt_time, fmt_usd
+from ui.units import fmt_count, fmt_flops, fmt_gib, fmt_pct, fmt_time, fmt_usd
 
 boot("Estimate")
 st.title("Estimate")
@@ -37,6 +37,12 @@ c[4].metric("Peak memory (reserved)", f"{r['reserved_memory_gib']:.1f} / {r['mem
             "fits" if r["fits"] else "does not fit", delta_color="normal" if r["fits"] else "inverse", delta_arrow="off",
             help=f"Allocated peak {r['peak_memory_gib']:.1f} GiB on the fullest stage; reserved adds the caching allocator's overhead.")
 c[5].metric("Cost / 1M tokens", fmt_usd(r["cost_per_million_tokens_usd"]), help=f"{fmt_usd(r['cost_per_step_usd'])} per step.")
+band = r.get("uncertainty") or {}
+fmt_band = {"step_time_s": fmt_time, "tokens_per_s": lambda v: f"{fmt_count(v)} tok/s", "mfu": fmt_pct, "peak_memory_gib": fmt_gib}
+parts = [f"{k.removesuffix('_s').removesuffix('_gib').replace('_', ' ')} {fmt_band[k](lo)} – {fmt_band[k](hi)}"
+         for k, (lo, hi) in band.items() if k in fmt_band]
+if parts:
+    st.caption("Uncertainty range from each cost component's relative error: " + " · ".join(parts))
 share = r["reserved_memory_gib"] / r["memory_capacity_gib"] if r["memory_capacity_gib"] else float("nan")
 if r["fits"]:
     st.success(f"**Fits in memory:** {r['reserved_memory_gib']:.1f} GiB reserved of {r['memory_capacity_gib']:.1f} GiB "

@@ -281,6 +281,7 @@ def test_estimate_headline_pins_and_downloads():
     for label in ("Step time", "Throughput", "MFU", "HFU", "Peak memory", "Cost / 1M tokens", "Time to train"):
         assert metric(at, label) not in ("", "—")
     assert "Fits in memory" in texts(at.success)
+    assert "Uncertainty range" in texts(at.caption)
     labels = [b.label for b in at.get("download_button")]
     assert "Report (JSON)" in labels and "Report (CSV)" in labels
     at.button(key="pin.add").click().run()

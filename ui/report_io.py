@@ -33,6 +33,11 @@ def report_csv(report: dict[str, Any]) -> str:
         for k, v in m.items():
             if k != "stage":
                 w.writerow([f"memory.stage{m.get('stage')}", k, v, unit_for(k) or ("micro-batches" if "microbatch" in k else "")])
+    for k, pair in (report.get("uncertainty") or {}).items():
+        if isinstance(pair, (list, tuple)) and len(pair) == 2:
+            unit = _HEADLINE_UNITS.get(k, unit_for(k))
+            w.writerow(["uncertainty", f"{k}.low", pair[0], unit])
+            w.writerow(["uncertainty", f"{k}.high", pair[1], unit])
     for msg in report.get("warnings") or []:
         w.writerow(["warning", "", msg, ""])
     return buf.getvalue()
