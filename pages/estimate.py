@@ -39,8 +39,8 @@ c[4].metric("Peak memory (reserved)", f"{r['reserved_memory_gib']:.1f} / {r['mem
 c[5].metric("Cost / 1M tokens", fmt_usd(r["cost_per_million_tokens_usd"]), help=f"{fmt_usd(r['cost_per_step_usd'])} per step.")
 band = r.get("uncertainty") or {}
 fmt_band = {"step_time_s": fmt_time, "tokens_per_s": lambda v: f"{fmt_count(v)} tok/s", "mfu": fmt_pct, "peak_memory_gib": fmt_gib}
-parts = [f"{k.removesuffix('_s').removesuffix('_gib').replace('_', ' ')} {fmt_band[k](lo)} – {fmt_band[k](hi)}"
-         for k, (lo, hi) in band.items() if k in fmt_band]
+names = {"step_time_s": "step time", "tokens_per_s": "throughput", "mfu": "MFU", "peak_memory_gib": "peak memory"}
+parts = [f"{names[k]} {fmt_band[k](lo)} – {fmt_band[k](hi)}" for k, (lo, hi) in band.items() if k in fmt_band]
 if parts:
     st.caption("Uncertainty range from each cost component's relative error: " + " · ".join(parts))
 share = r["reserved_memory_gib"] / r["memory_capacity_gib"] if r["memory_capacity_gib"] else float("nan")
