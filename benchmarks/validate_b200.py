@@ -26,7 +26,7 @@ def rows():
     csv_text = (DATA / "b200_megatron_runs.csv").read_text()
     preset = presets.load_preset("systems", "b200-sxm-180gb")
     fits = json.loads((ROOT / "presets" / "calibration" / "b200-nccl-fits.json").read_text())
-    calibrated = b200_system(preset, str(DATA / "b200_op_efficiency.csv"), fits)
+    calibrated = b200_system(preset, DATA / "b200_op_efficiency.csv", fits)
     plain_runs = b200_runs(csv_text, preset)
     cal_runs = b200_runs(csv_text, calibrated)
     for plain, cal in zip(plain_runs, cal_runs, strict=True):

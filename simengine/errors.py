@@ -6,6 +6,8 @@ that field and the CLI can print one line.
 
 from __future__ import annotations
 
+import re
+
 
 class ConfigError(ValueError):
     """A scenario that cannot be estimated. ``issues`` is a list of (field, message)."""
@@ -19,14 +21,21 @@ class ConfigError(ValueError):
         return self.issues[0][0] if self.issues else ""
 
 
-def from_pydantic(err, prefix: str = "") -> ConfigError:
-    """Convert a pydantic ``ValidationError`` into a ConfigError with dotted field paths."""
+def from_pydantic(err, prefix: str = "", fields=()) -> ConfigError:
+    """Convert a pydantic ``ValidationError`` into a ConfigError with dotted field paths.
+
+    Errors from a model-level validator carry no location; when ``fields`` (the model's field
+    names) is given, such an error is attached to the first field its message names as
+    ``field=value`` (e.g. "top_k=9 must be between 1 and num_experts=8" → ``model.top_k``)."""
     issues = []
     for e in err.errors():
         loc = ".".join(str(p) for p in e.get("loc", ()) if p != "__root__")
-        path = ".".join(p for p in (prefix, loc) if p)
         msg = str(e.get("msg", "invalid value"))
         if msg.startswith("Value error, "):
             msg = msg[len("Value error, "):]
+        if not loc and fields:
+            named = [m.group(1) for m in re.finditer(r"\b([a-z_][a-z0-9_]*)\s*=", msg)]
+            loc = next((n for n in named if n in fields), "")
+        path = ".".join(p for p in (prefix, loc) if p)
         issues.append((path, msg))
     return ConfigError(issues)

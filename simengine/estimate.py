@@ -95,7 +95,7 @@ def estimate_plan(sc: Scenario, plan: Plan) -> Report:
         peak_memory_gib=peak_gib, reserved_memory_gib=reserved_gib, memory_capacity_gib=sysm.gpu.memory_gib,
         fits=all(x.fits for x in mems), memory_by_stage=mems, breakdown_s=parts,
         num_parameters=total, num_active_parameters=active,
-        model_flops_per_step=mflops, hardware_flops_per_step=hflops,
+        model_flops_per_token=mflops / tokens, model_flops_per_step=mflops, hardware_flops_per_step=hflops,
         cost_per_step_usd=cost, cost_per_million_tokens_usd=cost / tokens * 1e6,
         energy_per_step_j=step * gpus * sysm.gpu.tdp_w,
         num_microbatches=m_mb, dp=sc.dp, num_gpus=gpus, tokens_per_step=tokens,

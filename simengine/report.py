@@ -36,9 +36,12 @@ class Report(BaseModel):
     memory_capacity_gib: float
     fits: bool
     memory_by_stage: list[StageMemory]
-    breakdown_s: dict[str, float] = Field(..., description="Where the step time goes on the slowest rank; sums to step_time_s.")
+    breakdown_s: dict[str, float] = Field(..., description=(
+        "Where the step time goes on the slowest rank; sums to step_time_s. Keys: forward_compute, backward_compute, "
+        "recompute, tp_comm, cp_comm, ep_comm, dp_comm, pp_comm (exposed communication by kind), optimizer, bubble."))
     num_parameters: int
     num_active_parameters: int = Field(..., description="Parameters touched per token (MoE: top-k routed + shared experts).")
+    model_flops_per_token: float = Field(..., description="Model FLOPs per token (6·N_active + attention), the MFU numerator per token.")
     model_flops_per_step: float
     hardware_flops_per_step: float
     cost_per_step_usd: float

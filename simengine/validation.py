@@ -5,6 +5,7 @@ launched configurations. Pure functions over CSV text; nothing here is tuned to 
 from __future__ import annotations
 
 import csv
+import os
 import io
 from dataclasses import dataclass
 from typing import Any
@@ -109,7 +110,7 @@ def b200_runs(csv_text: str, system: dict[str, Any]) -> list[MeasuredRun]:
         raise ConfigError([("validation_csv", f"not a b200_megatron_runs.csv table: {e}")]) from e
 
 
-def b200_system(preset: dict[str, Any], op_efficiency_csv: str | None = None, nccl_fits: dict[str, Any] | None = None) -> dict[str, Any]:
+def b200_system(preset: dict[str, Any], op_efficiency_csv: "str | bytes | os.PathLike | None" = None, nccl_fits: dict[str, Any] | None = None) -> dict[str, Any]:
     """The B200 system preset, optionally calibrated with the measured B200 operator table
     (shared/validation/b200_op_efficiency.csv) and measured NCCL fits
     (presets/calibration/b200-nccl-fits.json)."""

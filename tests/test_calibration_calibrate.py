@@ -41,7 +41,7 @@ def _b200():
 @needs_data
 def test_b200_file_sets_table_and_scalars():
     system = _b200()
-    new, summary = calibrate_with_summary(system, str(B200))
+    new, summary = calibrate_with_summary(system, B200)
     e = new.efficiency
     assert system.efficiency.gemm_table == () and new is not system  # the input is untouched
     assert len(e.gemm_table) == 432 and summary.gemm_format == "b200" and summary.gemm_points_by_dtype == {"bf16": 432}
@@ -92,7 +92,7 @@ def test_xla_and_all_logs_on_h100():
 
 @needs_data
 def test_log_given_as_path_and_errors_name_the_file(tmp_path):
-    new = calibrate(_h100(), nccl_logs={"ar.log": str(LOGS / "xxrjun-c01-n1g8_5coll_8gpu.log")})
+    new = calibrate(_h100(), nccl_logs={"ar.log": LOGS / "xxrjun-c01-n1g8_5coll_8gpu.log"})
     assert len(new.efficiency.collective_table) == 5
     bad = tmp_path / "junk.log"
     bad.write_text("hello\nworld\n")

@@ -20,7 +20,7 @@ def data(validation_dir_module):
     csv_text = (validation_dir_module / "b200_megatron_runs.csv").read_text()
     preset = presets.load_preset("systems", "b200-sxm-180gb")
     fits = json.loads((ROOT / "presets" / "calibration" / "b200-nccl-fits.json").read_text())
-    calibrated = b200_system(preset, str(validation_dir_module / "b200_op_efficiency.csv"), fits)
+    calibrated = b200_system(preset, validation_dir_module / "b200_op_efficiency.csv", fits)
     return b200_runs(csv_text, preset), b200_runs(csv_text, calibrated)
 
 

@@ -16,20 +16,21 @@ MAX_INPUT_BYTES = 64 * 1024 * 1024  # a benchmark log or sweep larger than this 
 def read_text(source: str | bytes | os.PathLike, field: str) -> tuple[str, str]:
     """Return ``(text, name)``.
 
-    ``bytes`` are decoded as UTF-8 (invalid bytes replaced, a BOM dropped). A ``str`` containing a
-    newline is the content itself; any other ``str`` or a ``PathLike`` is a path to read. ``name``
-    is the file name (empty for content), useful as a hint such as ``..._all_reduce_16gpu.log``.
+    ``bytes`` are decoded as UTF-8 (invalid bytes replaced, a BOM dropped). A ``str`` is always the
+    content itself (so text a user pasted can never name a file to read); only a ``PathLike``
+    (``pathlib.Path``) is read from disk. ``name`` is the file name (empty for content), useful as
+    a hint such as ``..._all_reduce_16gpu.log``.
     """
     if isinstance(source, (bytes, bytearray, memoryview)):
         raw = bytes(source)
         if len(raw) > MAX_INPUT_BYTES:
             raise ConfigError([(field, f"input is {len(raw)} bytes, more than the {MAX_INPUT_BYTES} accepted")])
         return _decode(raw), ""
-    if isinstance(source, str) and ("\n" in source or "\r" in source):
+    if isinstance(source, str):
         if len(source) > MAX_INPUT_BYTES:
             raise ConfigError([(field, f"input is {len(source)} characters, more than the {MAX_INPUT_BYTES} accepted")])
         return source.lstrip("\ufeff"), ""
-    if not isinstance(source, (str, os.PathLike)):
+    if not isinstance(source, os.PathLike):
         raise ConfigError([(field, f"expected text, bytes or a file path, got {type(source).__name__}")])
     try:
         path = Path(source)

@@ -154,7 +154,7 @@ def load_scenario(data: dict[str, Any]) -> Scenario:
         try:
             parts[key] = cls.model_validate(raw)
         except ValidationError as e:
-            issues.extend(from_pydantic(e, key).issues)
+            issues.extend(from_pydantic(e, key, cls.model_fields).issues)
     extra = set(data) - {"model", "system", "strategy"}
     for k in sorted(extra):
         issues.append((str(k), "unknown section (expected model, system, strategy)"))
