@@ -11,7 +11,7 @@ UNIT_BY_NAME: dict[str, str] = {
     "seq_len": "tokens", "micro_batch_size": "sequences", "global_batch_size": "sequences",
     "num_gpus": "GPUs", "gpus_per_node": "GPUs", "domain_size": "GPUs",
     "hidden_dropout": "probability", "attention_dropout": "probability",
-    "allocator_overhead": "fraction", "overlap_slowdown": "×", "straggler_factor": "×",
+    "allocator_overhead": "fraction", "overlap_slowdown": "×", "straggler_factor": "×", "async_overlap": "fraction",
     "moe_load_imbalance": "×", "capacity_factor": "×",
     "gemm": "× peak", "attention_fwd": "× peak", "attention_bwd": "× peak", "grouped_gemm": "× peak",
     "hbm": "× peak BW", "fp8_gemm": "× FP8 peak", "collective_scale_up": "× link BW",

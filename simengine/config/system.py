@@ -103,6 +103,10 @@ class Efficiency(_Frozen):
     collective_overhead_us: float = Field(20.0, ge=0, le=1e5, description="Fixed per-collective launch/synchronisation cost, µs.")
     attention_half_blocks_fwd: float = Field(512.0, ge=0, le=1e7, description="Default curve: flash-attention forward reaches half its efficiency at this many thread blocks (b·heads·s/128); ~4 per SM keeps the GPU busy (B200 microbenchmarks, shared/validation/b200_op_efficiency.csv).")
     attention_half_blocks_bwd: float = Field(128.0, ge=0, le=1e7, description="Same for the backward, which does more work per block and saturates earlier.")
+    async_overlap: float = Field(0.0, ge=0.0, le=1.0, description=(
+        "Fraction of an asynchronously launched collective that really runs beside the GEMM next to it "
+        "(TE/Megatron backward all-gather / reduce-scatter). 0 when persistent GEMM kernels hold every SM, "
+        "as cuBLAS/CUTLASS do on Hopper and Blackwell; TE userbuffers (tp_comm_overlap) reserve SMs and overlap regardless."))
     fp8_gemm: float = Field(0.55, gt=0, le=1.0, description="FP8 GEMM efficiency relative to the FP8 peak.")
     gemm_table: tuple[GemmPoint, ...] = Field((), description="Measured GEMM efficiencies; interpolated in log-shape space when present.")
     attention_table: tuple[AttentionPoint, ...] = Field((), description="Measured flash-attention efficiencies per shape; nearest shape wins when present.")

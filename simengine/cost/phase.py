@@ -65,16 +65,22 @@ def price_ops(ops: list[Op], cm: ComputeModel, comm: CommModel, tp_overlap: bool
         pc.compute_s += t
         pc.flops += op.flops
         pc.kernels += 1
+    async_share = cm.eff.async_overlap
     for c in pending:
         t = comm.time(c.kind, c.bytes, c.group, c.size)
         kind = COMM_KIND[c.group]
         partner = c.overlap_with
+        share = 1.0
+        if partner.startswith(("fwd:", "dgrad:", "wgrad:")):
+            # an async NCCL kernel beside a GEMM only overlaps when the GEMM leaves SMs free
+            # (Efficiency.async_overlap); with userbuffers (tp_comm_overlap) SMs are reserved
+            share = 1.0 if (tp_overlap and c.group == "tp") else async_share
         if not partner and tp_overlap and c.group == "tp":
             partner = _neighbour_gemm(ops, c)
-        if partner and partner in gemm_t:
+        if partner and partner in gemm_t and share > 0:
             # while NCCL runs beside the GEMM it takes SMs and HBM bandwidth: the overlapped part
             # of the GEMM runs ``slowdown`` times slower (StrategySpec.overlap_slowdown)
-            g = gemm_t[partner]
+            g = gemm_t[partner] * share
             hidden = min(t, g * slowdown)
             pc.hidden_comm_s += hidden
             pc.compute_s += (slowdown - 1.0) * min(g, t / slowdown)
