@@ -12,10 +12,11 @@ separate buffers on their own groups (DP×CP and EDP).
 - ZeRO-3 (FSDP): per micro-batch, the bf16 parameters are all-gathered before the forward and
   again before the backward, and the grads reduce-scattered (``microbatch_dp``).
 
-Optimizer (Megatron ``DistributedOptimizer.step`` with Apex/TE FusedAdam, memory-bound): zero the
-grad buffer (4 B/param over the whole buffer), then on the local shard: grad-norm read (4 B),
-clip scale (read+write 8 B), Adam (read grad 4, read/write master, m, v 24 B) and the bf16 copy
-back to the model weights (read 4, write 2 B): 4·N + 42·N_shard bytes.
+Optimizer (Megatron ``DistributedOptimizer.step`` with Apex/TE FusedAdam, memory-bound): zero and
+NaN-check the grad buffer (4 + 4 B/param over the whole buffer), scale it by 1/dp before the
+reduce (read+write, when dp > 1), then on the local shard: grad-norm read (4 B), clip scale
+(read+write 8 B), Adam (read grad 4, read/write master, m, v 24 B) and the bf16 copy back to the
+model weights (read 4, write 2 B): (8 + 8)·N + 42·N_shard bytes with fp32 grads.
 """
 
 from __future__ import annotations
@@ -99,7 +100,11 @@ def dp_work(sc: Scenario, comm: CommModel, p: StageParams) -> DPWork:
     dpcp = sc.dp * st.cp
     shard = p.dense / (dpcp if z >= 1 else 1) + p.expert / (sc.edp if z >= 1 else 1)
     full = p.dense / (dpcp if z >= 2 else 1) + p.expert / (sc.edp if z >= 2 else 1)
-    opt_bytes = grad_b * full + (42.0 if grad_b == 4.0 else 40.0) * shard
+    # the grad buffer is zeroed and NaN-checked in full, and scaled by 1/dp in place before it is
+    # reduced (Megatron DDP: check_for_nan_in_grad, gradient_scaling_factor when the collective
+    # does not average) — 4 + 4 + 8 B per local gradient element of 4 B
+    scaled = (p.dense / (dpcp if z >= 2 else 1) if dpcp > 1 else 0.0) + (p.expert / (sc.edp if z >= 2 else 1) if sc.edp > 1 else 0.0)
+    opt_bytes = grad_b * (2 * full + 2 * scaled) + (42.0 if grad_b == 4.0 else 40.0) * shard
     opt_s = opt_bytes / hbm + OPTIMIZER_KERNELS * e.kernel_overhead_us * 1e-6
     return DPWork(tuple(grads), tuple(params), opt_s)
 
