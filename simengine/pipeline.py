@@ -137,7 +137,7 @@ def step_time_s(inp: PipelineInput) -> tuple[float, dict[str, float]]:
     parts["pp_comm"] = n_p2p * st.p2p_s
     dp_tail = 0.0 if inp.overlap_grad_reduce else sum(st.dp_grad_buckets_s)
     dp_tail += 0.0 if inp.overlap_param_gather else sum(st.dp_param_buckets_s)
-    parts["dp_comm"] = dp_tail
+    parts["dp_comm"] = parts.get("dp_comm", 0.0) + dp_tail  # + ZeRO-2/3 per-micro-batch comm
     parts["optimizer"] = st.optimizer_s
     rest = step - sum(parts.values())
     if rest < 0:  # overlapped work hides part of what is listed; shrink the comm entries first

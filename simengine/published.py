@@ -335,6 +335,11 @@ def _map_run(rows: list[dict[str, str]]) -> PublishedRun:
     gbs = _int(row, "global_batch_seqs")
     strat: dict[str, Any] = {"name": rid, "tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": _int(row, "ep") or 1,
                              "seq_len": seq, "dtype": dtype}
+    if strat["ep"] > 1:
+        # NeMo / Megatron-Bridge MoE recipes set expert_tensor_parallel_size=1 explicitly (the
+        # Megatron default would be tp); the rows do not print it
+        strat["etp"] = 1
+        a.append("etp=1 (recipe default for MoE)")
     sp_cell = _s(row, "sp").lower()
     sp = sp_cell.startswith("yes") if sp_cell else None
     vpp = _vpp(row)

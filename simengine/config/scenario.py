@@ -73,6 +73,8 @@ def check_scenario(model: ModelSpec, system: SystemSpec, strategy: StrategySpec)
         add(("strategy.pp", f"dualpipev needs num_layers={model.num_layers} divisible by 2*pp = {2 * pp}"))
     if model.is_moe:
         etp = s.etp_size
+        if tp > 1 and not s.sequence_parallel:
+            add(("strategy.sequence_parallel", f"MoE with tp={tp} needs sequence_parallel=true (Megatron-Core requires it for expert layers)"))
         if model.num_experts % s.ep:
             add(("strategy.ep", f"ep={s.ep} does not divide num_experts={model.num_experts}"))
         if (tp * cp * dp) % (s.ep * etp):

@@ -22,7 +22,7 @@ class StrategySpec(BaseModel):
     dp: int | None = Field(None, ge=1, le=10_000_000, description="Data-parallel size; None = num_gpus / (tp·pp·cp).")
     cp: int = Field(1, ge=1, le=1024, description="Context-parallel size (sequence split for attention).")
     ep: int = Field(1, ge=1, le=65_536, description="Expert-parallel size (MoE), carved out of DP×CP.")
-    etp: int | None = Field(None, ge=1, le=1024, description="Expert tensor-parallel size; None = 1 (Megatron default when ep>1).")
+    etp: int | None = Field(None, ge=1, le=1024, description="Expert tensor-parallel size; None = tp (Megatron-LM arguments.py: expert_tensor_parallel_size defaults to tensor_model_parallel_size).")
     vpp: int = Field(1, ge=1, le=128, description="Virtual pipeline chunks per rank (interleaved schedule).")
     sequence_parallel: bool = Field(True, description="Megatron sequence parallelism (norms/dropout sharded over TP; AG/RS instead of AR).")
     micro_batch_size: int = Field(1, ge=1, le=65_536, description="Sequences per micro-batch.")
@@ -61,4 +61,4 @@ class StrategySpec(BaseModel):
 
     @property
     def etp_size(self) -> int:
-        return self.etp if self.etp is not None else 1
+        return self.etp if self.etp is not None else self.tp

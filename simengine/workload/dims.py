@@ -60,11 +60,12 @@ def dims_of(sc: Scenario) -> Dims:
             # Capacity padding: every expert receives exactly ceil(T·k/E·cf) tokens from each of the
             # ep·etp source ranks (Megatron --moe-pad-expert-input-to-capacity; validation README).
             per_src = math.ceil(routed * m.capacity_factor / m.num_experts)
-            tpe = per_src * ep
+            tpe = per_src * ep * etp
         else:
-            # Dropless: balanced routing gives T·k·ep/E per local expert; the hottest rank gets
-            # moe_load_imbalance times the mean (the step follows the slowest rank).
-            tpe = math.ceil(routed * ep / m.num_experts * st.moe_load_imbalance)
+            # Dropless: balanced routing gives T·k·ep·etp/E per local expert (after the EP all-to-all
+            # the tokens are all-gathered over ETP); the hottest rank gets moe_load_imbalance times
+            # the mean (the step follows the slowest rank).
+            tpe = math.ceil(routed * ep * etp / m.num_experts * st.moe_load_imbalance)
         shared = m.shared_ffn // tp
     return Dims(
         h=m.hidden_size, tokens=tokens, sp_tokens=tokens // tp if sp else tokens,
