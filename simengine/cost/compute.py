@@ -21,16 +21,20 @@ except ImportError:  # pragma: no cover - calibration is part of the package
     _table_lookup = None
 
 
+BF16_ONLY_GEMMS = (":lm_head",)  # GEMM names (suffix) that stay in bf16 in fp8 recipes
+
+
 class ComputeModel:
     """Prices compute ops for one system and dtype. Cheap to build; memoises GEMM efficiencies."""
 
-    __slots__ = ("peak", "eff", "hbm", "overhead", "dtype", "_cache", "table", "elem")
+    __slots__ = ("peak", "peak_bf16", "eff", "hbm", "overhead", "dtype", "_cache", "table", "elem")
 
     def __init__(self, system: SystemSpec, dtype: str = "bf16"):
         g, e = system.gpu, system.efficiency
         self.dtype = dtype
         fp8 = dtype == "fp8" and g.peak_tflops.fp8 is not None
         self.peak = (g.peak_tflops.fp8 if fp8 else g.peak_tflops.bf16) * 1e12
+        self.peak_bf16 = g.peak_tflops.bf16 * 1e12
         self.eff = e
         self.hbm = g.hbm_bandwidth_gbs * 1e9 * e.hbm
         self.overhead = e.kernel_overhead_us * 1e-6
@@ -55,12 +59,24 @@ class ComputeModel:
         return eff
 
     def gemm(self, op: Gemm) -> float:
+        if self.dtype == "fp8" and op.name.endswith(BF16_ONLY_GEMMS):
+            return self._bf16_gemm(op)
         eff = self.gemm_efficiency(op.m, op.n, op.k, op.b, op.layout)
         t_flop = op.flops / (self.peak * eff)
         e = self.elem
         out = 4 if op.layout == "NT" else BF16  # wgrad accumulates into fp32 main_grad
         bytes_ = op.count * op.b * (op.m * op.k * e + op.k * op.n * e + op.m * op.n * out)
         return max(t_flop, bytes_ / self.hbm) + op.count * self.overhead
+
+    def _bf16_gemm(self, op: Gemm) -> float:
+        """A GEMM that stays in bf16 in fp8 recipes (Megatron-Core's output layer is a plain
+        ColumnParallelLinear, outside TransformerEngine's fp8 autocast)."""
+        e = self.eff
+        half = e.gemm_half_dim
+        eff = e.gemm * (op.m / (op.m + half)) * (op.n / (op.n + half)) * (op.k / (op.k + half))
+        out = 4 if op.layout == "NT" else BF16
+        bytes_ = op.count * op.b * (op.m * op.k * BF16 + op.k * op.n * BF16 + op.m * op.n * out)
+        return max(op.flops / (self.peak_bf16 * eff), bytes_ / self.hbm) + op.count * self.overhead
 
     def grouped_efficiency(self, op: GroupedGemm) -> float:
         """Measured grouped-GEMM table (nearest forward shape of the same pass) when present, else
@@ -120,7 +136,7 @@ class ComputeModel:
             return self._unfused_attention(op)
         # Flash attention runs in bf16 even in fp8 recipes (TransformerEngine default).
         eff = self.attention_efficiency(op)
-        peak = self.peak if self.dtype != "fp8" else self.peak / 2
+        peak = self.peak_bf16
         t = max(op.flops / (peak * eff), op.bytes / self.hbm)
         n_kernels = 1 if op.phase == "fwd" else 2  # bwd: dot(do,o) preprocess + main kernel
         return t + n_kernels * self.overhead
@@ -132,8 +148,9 @@ class ComputeModel:
         (``Attention.bytes``); the backward runs each GEMM twice."""
         bh = op.b * op.heads
         per = 2.0 * op.s_q * op.s_kv * bh
-        t_qk = per * op.d_qk / (self.peak * self.gemm_efficiency(op.s_q, op.s_kv, op.d_qk, bh, "TN"))
-        t_pv = per * op.d_v / (self.peak * self.gemm_efficiency(op.s_q, op.d_v, op.s_kv, bh, "TN"))
+        peak = self.peak_bf16  # batched attention GEMMs run in bf16 in fp8 recipes too
+        t_qk = per * op.d_qk / (peak * self.gemm_efficiency(op.s_q, op.s_kv, op.d_qk, bh, "TN"))
+        t_pv = per * op.d_v / (peak * self.gemm_efficiency(op.s_q, op.d_v, op.s_kv, bh, "TN"))
         times = 1.0 if op.phase == "fwd" else 2.0
         return times * (t_qk + t_pv) + op.bytes / self.hbm + (4 if op.phase == "fwd" else 8) * self.overhead
 

@@ -84,7 +84,11 @@ def dp_work(sc: Scenario, comm: CommModel, p: StageParams) -> DPWork:
     for n, group, size in ((p.dense, "dp", sc.dp * st.cp), (p.expert, "edp", sc.edp)):
         if size <= 1 or n <= 0:
             continue
-        full, rest = _buckets(n, size)
+        if st.overlap_grad_reduce or st.overlap_param_gather:
+            full, rest = _buckets(n, size)
+        else:
+            # without overlap Megatron uses one bucket per buffer (DDP bucket_size=None)
+            full, rest = 0, n
         for b, count in ((float(max(MIN_BUCKET_PARAMS, 1_000_000 * size)), full), (rest, 1 if rest > 0 else 0)):
             if not count:
                 continue

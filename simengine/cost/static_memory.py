@@ -21,6 +21,7 @@ class StageParams:
     dense: float    # parameters on this rank on the dense (DP×CP) grid
     expert: float   # routed-expert parameters on this rank (EDP grid)
     gemm_shapes: tuple[tuple[int, int], ...]  # unique (out, in) weight shapes for TE wgrad buffers
+    ends: float = 0.0  # embedding and LM-head parameters among ``dense``
 
     @property
     def total(self) -> float:
@@ -41,19 +42,26 @@ def stage_params(sc: Scenario, chunks: tuple[ChunkWork, ...]) -> StageParams:
         p_dense += n_moe * (moe.tp_sharded / tp + moe.replicated)
         p_expert = n_moe * moe.experts / (ep * etp)
     V = sc.vocab_padded
+    holds_first = any(c.first for c in chunks)
+    embed = embedding_params(m, V) / tp
+    ends = 0.0  # embedding and LM-head parameters (bf16 even in fp8 recipes)
     for c in chunks:
         if c.first:
-            p_dense += embedding_params(m, V) / tp
+            ends += embed
         if c.last:
-            norm = head_params(m, V) - (0 if m.tie_embeddings else V * m.hidden_size)
             # a tied LM head on another rank than the embedding keeps its own copy (Megatron
             # allocates it on the last stage and all-reduces the embedding grads between them)
-            lm = V * m.hidden_size / tp if (not m.tie_embeddings or not any(x.first for x in chunks)) else 0.0
-            p_dense += norm + lm
+            p_dense += head_params(m, V) - (0 if m.tie_embeddings else V * m.hidden_size)  # final norm
+            if not m.tie_embeddings or not holds_first:
+                ends += V * m.hidden_size / tp
         if c.mtp:
-            # MTP module: two norms + 2h×h projection + one block (DeepSeek-V3 report §2.2)
+            # MTP module: two norms + 2h×h projection + one block (DeepSeek-V3 report §2.2); the MTP
+            # stage also builds its own copy of the input embedding (Megatron-Core
+            # ``pre_process or mtp_process``), kept in sync with the first stage's
             h = m.hidden_size
             glue = 2 * h + 2 * h * h / tp
+            if not holds_first:
+                ends += embed
             blk = att.tp_sharded / tp + att.replicated
             if c.mtp_moe and moe is not None:
                 blk += moe.tp_sharded / tp + moe.replicated
@@ -61,8 +69,9 @@ def stage_params(sc: Scenario, chunks: tuple[ChunkWork, ...]) -> StageParams:
             else:
                 blk += dense.tp_sharded / tp + dense.replicated
             p_dense += c.mtp * (glue + blk)
+    p_dense += ends
     shapes = _gemm_shapes(sc, n_dense > 0, n_moe > 0, any(c.last for c in chunks))
-    return StageParams(p_dense, p_expert, shapes)
+    return StageParams(p_dense, p_expert, shapes, ends)
 
 
 def _gemm_shapes(sc: Scenario, has_dense: bool, has_moe: bool, has_head: bool) -> tuple[tuple[int, int], ...]:
@@ -119,6 +128,7 @@ def static_memory(sc: Scenario, p: StageParams) -> StaticMemory:
         per_layer = 2.0 * p.total / max(1, sc.model.num_layers // st.pp)
         buffers += 2 * per_layer
     if st.dtype == "fp8":
-        # TE caches an fp8 copy and its transpose of every GEMM weight (1 B + 1 B per param).
-        buffers += 2.0 * p.total / (dpcp if z >= 3 else 1)
+        # TE caches an fp8 copy and its transpose of every transformer-block GEMM weight (1 B + 1 B
+        # per param); the embedding and the LM head (a plain ColumnParallelLinear) stay bf16.
+        buffers += 2.0 * max(p.total - p.ends, 0.0) / (dpcp if z >= 3 else 1)
     return StaticMemory(w, g, o, buffers)

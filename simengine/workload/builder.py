@@ -76,8 +76,9 @@ def add_fp8_casts(ph: Phases) -> None:
     the activation (read bf16, write fp8 and its transpose for the wgrad: 4 B per element), backward
     casts the output gradient the same way. Weights are cast once per step and cached across
     micro-batches (TE ``is_first_microbatch``), which is negligible per micro-batch."""
-    casts_f = [Memory("fp8-cast:" + op.name, 4.0 * _elems(op, "in")) for op in ph.fwd if isinstance(op, (Gemm, GroupedGemm))]
-    casts_b = [Memory("fp8-cast:" + op.name, 4.0 * _elems(op, "in")) for op in ph.bwd if isinstance(op, (Gemm, GroupedGemm))]
+    fp8 = [op for op in ph.fwd + ph.bwd if isinstance(op, (Gemm, GroupedGemm)) and not op.name.endswith(":lm_head")]
+    casts_f = [Memory("fp8-cast:" + op.name, 4.0 * _elems(op, "in")) for op in fp8 if op.name.startswith("fwd:")]
+    casts_b = [Memory("fp8-cast:" + op.name, 4.0 * _elems(op, "in")) for op in fp8 if op.name.startswith("dgrad:")]
     ph.fwd.extend(casts_f)
     ph.bwd.extend(casts_b)
 
