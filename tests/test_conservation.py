@@ -72,3 +72,11 @@ def test_expert_parameters_conserved_over_ep():
         wl = build_workload(sc)
         p = stage_params(sc, wl.ranks[0])
         assert p.expert * ep == sc.model.num_moe_layers * moe_params(sc.model).experts
+
+
+@pytest.mark.parametrize("tp", [1, 2, 8])
+def test_mla_flops_conserved_over_tp(tp):
+    """MLA down-projections run on the SP shard, so TP splits every GEMM (Megatron-Core MLA)."""
+    mk = lambda t: make("deepseek-v2-lite", system={"num_gpus": 8}, strategy={"tp": t, "global_batch_size": 8 // t * 2,
+                                                                             "seq_len": 4096, "ep": 1, "etp": 1})
+    assert replica_flops(mk(tp)) == pytest.approx(replica_flops(mk(1)) * 1.0, rel=0.002)

@@ -39,7 +39,7 @@ def attention_activations(d: Dims, m: ModelSpec) -> BlockActivations:
     if m.attention == "mla":
         qr = int(m.q_lora_rank or 0)
         kvr = int(m.kv_lora_rank)
-        latent = BF16 * S * (2 * qr + 2 * kvr)   # q_norm in, q_up in, kv_norm in, kv_up in
+        latent = BF16 * Ssp * (2 * qr + 2 * kvr)   # q_norm in, q_up in, kv_norm in, kv_up in (SP shards)
         q = BF16 * S * d.heads * d.d_qk
         k = BF16 * S * d.heads * d.d_qk
         v = BF16 * S * d.heads * d.d_v

@@ -103,22 +103,27 @@ def attention_block(d: Dims, model: ModelSpec, cp_comm: str) -> Phases:
 
 
 def _mla_projections(ph: Phases, d: Dims, model: ModelSpec) -> None:
-    """DeepSeek-V2 MLA (arXiv:2405.04434 §2.1.2, Megatron-Core ``MLASelfAttention``): q (and kv)
-    are down-projected to a latent (replicated over TP), normalised, and up-projected per head
-    (column-parallel); the decoupled RoPE key comes from the kv down-projection."""
-    S, h, tp, sp = d.tokens, d.h, d.tp, d.sp
+    """DeepSeek-V2 MLA (arXiv:2405.04434 §2.1.2) as Megatron-Core ``MLASelfAttention`` lays it
+    out under TP/SP: the down-projections are duplicated Linears applied to the SP shard, the
+    latents are normalised on the shard, and only the latents are all-gathered by the
+    column-parallel up-projections (q_up, kv_up), plus the decoupled RoPE key."""
+    S, Ssp, h, tp, sp = d.tokens, d.sp_tokens, d.h, d.tp, d.sp
     nope, rope, dv = int(model.qk_nope_head_dim), int(model.qk_rope_head_dim), int(model.v_head_dim)
     kvr = int(model.kv_lora_rank)
     if model.q_lora_rank:
         qr = int(model.q_lora_rank)
-        column_linear(ph, "q_down", S, h, qr, tp, sp)  # replicated weight; input gathered with SP
-        _norm(ph, "q_norm", S, qr)
-        gemm_triple(ph, "q_up", S, qr, d.heads * (nope + rope))
+        gemm_triple(ph, "q_down", Ssp, h, qr)
+        _norm(ph, "q_norm", Ssp, qr)
+        column_linear(ph, "q_up", S, qr, d.heads * (nope + rope), tp, sp)
     else:
         column_linear(ph, "q_proj", S, h, d.heads * (nope + rope), tp, sp)
-    gemm_triple(ph, "kv_down", S, h, kvr + rope)
-    _norm(ph, "kv_norm", S, kvr)
-    gemm_triple(ph, "kv_up", S, kvr, d.heads * (nope + dv))
+    gemm_triple(ph, "kv_down", Ssp, h, kvr + rope)
+    _norm(ph, "kv_norm", Ssp, kvr)
+    column_linear(ph, "kv_up", S, kvr, d.heads * (nope + dv), tp, sp)
+    if tp > 1 and sp:
+        k_pe = S * rope * BF16
+        ph.fwd.append(Collective("ag:k_pe", "all_gather", k_pe, "tp", tp))
+        ph.bwd.append(Collective("rs-bwd:k_pe", "reduce_scatter", k_pe, "tp", tp))
     r = 2 * S * (d.heads + 1) * rope * BF16
     ph.fwd.append(Memory("rope", r))
     ph.bwd.append(Memory("rope-bwd", r))
