@@ -11,19 +11,26 @@ from .cost.stage import Plan, StagePlan, build_plan
 from .pipeline import max_inflight, order_memory_peaks, pipeline_input, step_time_s
 from .report import Report, StageMemory
 from .uncertainty import bands
-from .workload.params import count_parameters, gemm_parameters_active
+from .workload.params import count_parameters, gemm_parameters_active, layer_params
 
 GIB = float(1 << 30)
 
 
-def model_flops_per_step(sc: Scenario) -> float:
+def model_flops_per_step(sc: Scenario, causal: bool = False) -> float:
     """6·N·tokens + attention (PaLM, Chowdhery et al. 2022, App. B: 6N + 12·L·H·Q·T per token;
-    here 3 × the forward 2·s·heads·(d_qk + d_v) per layer and token, no causal discount — the
-    convention of Megatron-LM's reported TFLOP/s and of shared/validation). N = GEMM parameters
-    active per token, the LM head included and the embedding lookup excluded."""
+    here 3 × the forward 2·s·heads·(d_qk + d_v) per layer and token). ``causal=False`` counts the
+    full s² attention (PaLM, Narayanan et al. 2021 Eq. 3 and shared/validation); ``causal=True``
+    halves it as current Megatron-LM's ``num_floating_point_operations`` does. N = GEMM parameters
+    active per token, the LM head included and the embedding lookup excluded; multi-token-prediction
+    modules add one block, their 2h×h projection and another LM-head pass each (Megatron counts them)."""
     m, st = sc.model, sc.strategy
     n = gemm_parameters_active(m, sc.vocab_padded)
-    attn = 3 * 2 * st.seq_len * m.num_attention_heads * (m.qk_head_dim + m.v_dim) * m.num_layers
+    per_layer_attn = 3 * 2 * st.seq_len * m.num_attention_heads * (m.qk_head_dim + m.v_dim) * (0.5 if causal else 1.0)
+    attn = per_layer_attn * (m.num_layers + m.mtp_layers)
+    if m.mtp_layers:
+        last = layer_params(m, m.num_layers - 1)
+        norms = 2 * m.hidden_size * (2 if m.norm == "layernorm" else 1)
+        n += m.mtp_layers * (last.active - norms + 2 * m.hidden_size**2 + m.vocab_size * m.hidden_size)
     return float(sc.tokens_per_step) * (6.0 * n + attn)
 
 
@@ -92,6 +99,7 @@ def estimate_plan(sc: Scenario, plan: Plan) -> Report:
     return Report(
         step_time_s=step, tokens_per_s=tokens / step, tokens_per_s_per_gpu=tokens / step / gpus,
         mfu=mflops / (step * peak * gpus), hfu=hflops / (step * peak * gpus),
+        mfu_causal=model_flops_per_step(sc, causal=True) / (step * peak * gpus),
         peak_memory_gib=peak_gib, reserved_memory_gib=reserved_gib, memory_capacity_gib=sysm.gpu.memory_gib,
         fits=all(x.fits for x in mems), memory_by_stage=mems, breakdown_s=parts,
         num_parameters=total, num_active_parameters=active,

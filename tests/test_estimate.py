@@ -121,3 +121,19 @@ def test_bad_input_names_the_field():
     assert e.value.field == "strategy.tp"
     with pytest.raises(ConfigError):
         api.estimate_json("{not json")
+
+
+def test_causal_mfu_and_mtp_flops():
+    sc = base()
+    rep = api.estimate(sc)
+    m, s = sc.model, sc.strategy
+    half_attn = sc.tokens_per_step * 6 * m.num_layers * m.num_attention_heads * m.d_head * s.seq_len
+    assert rep.mfu_causal == pytest.approx(rep.mfu * (1 - half_attn / rep.model_flops_per_step), rel=1e-9)
+    from simengine.estimate import model_flops_per_step
+    no_mtp = make("deepseek-v3", system={"num_gpus": 64}, model={"mtp_layers": 0},
+                  strategy={"tp": 1, "ep": 8, "pp": 1, "global_batch_size": 64})
+    one = make("deepseek-v3", system={"num_gpus": 64}, model={"mtp_layers": 1},
+               strategy={"tp": 1, "ep": 8, "pp": 1, "global_batch_size": 64})
+    extra = model_flops_per_step(one) - model_flops_per_step(no_mtp)
+    per_token_layer = 6 * 37e9 / 61  # order of one active layer + head, per token
+    assert 0.5 * per_token_layer < extra / one.tokens_per_step < 6 * per_token_layer
