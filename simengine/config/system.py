@@ -37,6 +37,9 @@ class NetworkTier(_Frozen):
 
 class ScaleUp(NetworkTier):
     domain_size: int = Field(8, ge=1, le=1_000_000, description="GPUs in one scale-up (NVLink/xGMI) domain.")
+    topology: Literal["switch", "mesh"] = Field("switch", description=(
+        "switch: any group gets the full per-GPU bandwidth (NVSwitch); mesh: direct links to each peer "
+        "(AMD Infinity Fabric), so a group of n GPUs uses n−1 of the domain_size−1 links."))
 
 
 class GemmPoint(_Frozen):

@@ -77,7 +77,7 @@ class CommModel:
     """Prices collectives for one scenario; measured fits (``Efficiency.collective_table``, from
     nccl-tests via calibration) replace the tier's efficiency and fixed latency per kind."""
 
-    __slots__ = ("tiers", "places", "_cache", "fits")
+    __slots__ = ("tiers", "places", "_cache", "fits", "mesh_links")
 
     def __init__(self, sc: Scenario):
         sysm, e = sc.system, sc.system.efficiency
@@ -96,6 +96,8 @@ class CommModel:
             self.tiers[(fit.kind, fit.tier)] = Tier(base.nominal_Bps, fit.efficiency, fit.step_latency_us * 1e-6, fit.latency_us * 1e-6)
         self.places = group_placements(sc)
         self._cache: dict[tuple, float] = {}
+        up = sysm.scale_up
+        self.mesh_links = up.domain_size - 1 if up.topology == "mesh" and up.domain_size > 1 else 0
 
     def tier_of(self, group: str) -> str:
         p = self.places[group]
@@ -119,6 +121,10 @@ class CommModel:
             fit = min(sized, key=lambda f: abs((f.group_size or n) - n))
             tier = Tier(tier.nominal_Bps, fit.efficiency, fit.step_latency_us * 1e-6, fit.latency_us * 1e-6)
         bw = tier.bandwidth_Bps
+        if self.mesh_links and not cross:
+            # full mesh (xGMI): only the links to the other group members carry the collective
+            # (SimuMax's FC8 factor (n−1)/7, peer_model_notes.md §2); p2p uses one link
+            bw *= (1 if kind == "p2p" else (n - 1)) / self.mesh_links
         if kind == "p2p":
             t = tier.overhead_s + tier.latency_s + size_bytes / bw
         elif kind == "all_to_all" and cross:
