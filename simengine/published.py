@@ -369,7 +369,7 @@ def _map_run(rows: list[dict[str, str]]) -> PublishedRun:
             rec = {"recompute": "full"}
         zero = 3 if ddp == "deepspeed" else 0
         strat.update(rec)
-        strat.update(sequence_parallel=False, zero_stage=zero, attention_impl="unfused", fused_cross_entropy=False,
+        strat.update(sequence_parallel=False, p2p_scatter_gather=True, zero_stage=zero, attention_impl="unfused", fused_cross_entropy=False,
                      # torch DDP overlaps the bucketed all-reduce with backward; Megatron's 'local' DDP
                      # reduces after backward; DeepSpeed ZeRO-3 overlaps (overlap_comm defaults to True at stage 3)
                      overlap_grad_reduce=ddp in ("torch", "deepspeed"), overlap_param_gather=ddp == "deepspeed")
@@ -384,7 +384,7 @@ def _map_run(rows: list[dict[str, str]]) -> PublishedRun:
             sp = False
             a.append("sequence parallelism not restated: off (full-recompute baseline)")
         zero = _zero(row, a, 0, None)
-        strat.update(sequence_parallel=sp, zero_stage=zero, attention_impl="unfused", fused_cross_entropy=False,
+        strat.update(sequence_parallel=sp, p2p_scatter_gather=True, zero_stage=zero, attention_impl="unfused", fused_cross_entropy=False,
                      overlap_grad_reduce=False)  # "8-way DP without grad all-reduce overlap"
         if "layer" in rid:
             gbs = mb  # one micro-batch through one layer (Table 4)

@@ -41,6 +41,7 @@ class StrategySpec(BaseModel):
     moe_load_imbalance: float = Field(1.0, ge=1.0, le=64.0, description="Tokens on the hottest expert rank / mean; the step follows the slowest rank.")
     cp_comm_type: Literal["a2a", "p2p", "allgather"] = Field("p2p", description="Context-parallel attention: Ulysses all-to-all, ring p2p, or KV all-gather.")
     attention_impl: Literal["flash", "unfused"] = Field("flash", description="Flash attention (no s² activations) or unfused softmax attention (stores the s² scores, Korthikanti et al. 2022).")
+    p2p_scatter_gather: bool = Field(False, description="Without SP, each TP rank sends 1/tp of the pipeline activation and the receiver all-gathers it (Megatron-LM ≤ 2022, Narayanan et al. 2021 §4.1); Megatron-Core sends the full tensor.")
     fused_cross_entropy: bool = Field(True, description="Fused vocab-parallel cross-entropy (no fp32 copy of the logits).")
     gradient_accumulation_fusion: bool = Field(True, description="wgrad GEMMs accumulate straight into fp32 main grads (Megatron).")
     fp32_main_grads: bool = Field(True, description="Gradients kept and reduced in fp32 (4 B/param); False = bf16.")

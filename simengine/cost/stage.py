@@ -68,9 +68,11 @@ def build_plan(sc: Scenario) -> Plan:
     head_act = head_activations(d, st.fused_cross_entropy)
     core = next(op for op in wl.blocks["attn"].fwd if isinstance(op, Attention))
     core_fwd_s = cm.attention(core)
-    # Megatron sends 1/tp of the activation per TP rank over its own link (scatter/gather
-    # optimisation, Narayanan et al. 2021 §4.1; with SP the activation is already split)
-    p2p_bytes = d.tokens // d.tp * d.h * BF16
+    # with SP the activation between stages is already split over TP; without it Megatron-Core
+    # sends the whole tensor from every TP rank, older Megatron-LM 1/tp of it (scatter/gather,
+    # Narayanan et al. 2021 §4.1 — StrategySpec.p2p_scatter_gather)
+    split = d.sp or st.p2p_scatter_gather
+    p2p_bytes = (d.tokens // d.tp if split else d.tokens) * d.h * BF16
     p2p_s = comm.time("p2p", p2p_bytes, "pp") if st.pp > 1 else 0.0
 
     stages = []
