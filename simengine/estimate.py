@@ -51,7 +51,7 @@ def _stage_memory(sc: Scenario, st: StagePlan, inflight: int, exact: tuple[float
         stage=st.rank, peak_gib=alloc / GIB, reserved_gib=reserved / GIB,
         weights_gib=static.weights / GIB, grads_gib=static.grads / GIB, optimizer_gib=static.optimizer / GIB,
         activations_gib=held / GIB, other_gib=(static.buffers + extra) / GIB,
-        inflight_microbatches=inflight, fits=reserved / GIB <= cap,
+        inflight_microbatches=inflight, fits=reserved / GIB + sc.system.gpu.non_torch_gib <= cap,
     )
     return sm, alloc
 
@@ -94,8 +94,8 @@ def estimate_plan(sc: Scenario, plan: Plan) -> Report:
     if s.pp > 1 and m_mb < s.pp:
         warnings.append(f"only {m_mb} micro-batches for pp={s.pp}: the pipeline is mostly bubble")
     if not all(x.fits for x in mems):
-        warnings.append(f"does not fit: {reserved_gib:.1f} GiB reserved > {sysm.gpu.memory_gib:.1f} GiB on stage "
-                        f"{max(mems, key=lambda x: x.reserved_gib).stage}")
+        warnings.append(f"does not fit: {reserved_gib:.1f} GiB reserved + {sysm.gpu.non_torch_gib:.1f} GiB outside PyTorch "
+                        f"> {sysm.gpu.memory_gib:.1f} GiB on stage {max(mems, key=lambda x: x.reserved_gib).stage}")
     return Report(
         step_time_s=step, tokens_per_s=tokens / step, tokens_per_s_per_gpu=tokens / step / gpus,
         mfu=mflops / (step * peak * gpus), hfu=hflops / (step * peak * gpus),

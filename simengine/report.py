@@ -20,7 +20,7 @@ class StageMemory(BaseModel):
     activations_gib: float = Field(..., description="Activations held for backward at the peak (all in-flight micro-batches).")
     other_gib: float = Field(..., description="Transient buffers at the peak (logits, collective buffers, workspaces) and framework buffers.")
     inflight_microbatches: int = Field(..., description="Micro-batches whose activations are held at the peak.")
-    fits: bool
+    fits: bool = Field(..., description="reserved + system.gpu.non_torch_gib <= system.gpu.memory_gib")
 
 
 class Report(BaseModel):
@@ -35,7 +35,7 @@ class Report(BaseModel):
     peak_memory_gib: float = Field(..., description="Largest allocated peak over pipeline stages.")
     reserved_memory_gib: float
     memory_capacity_gib: float
-    fits: bool
+    fits: bool = Field(..., description="reserved + system.gpu.non_torch_gib <= system.gpu.memory_gib")
     memory_by_stage: list[StageMemory]
     breakdown_s: dict[str, float] = Field(..., description=(
         "Where the step time goes on the slowest rank; sums to step_time_s. Keys: forward_compute, backward_compute, "

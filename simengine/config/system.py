@@ -28,6 +28,9 @@ class GPUSpec(_Frozen):
     hbm_bandwidth_gbs: float = Field(..., gt=0, le=1e6, description="HBM bandwidth, GB/s.")
     tdp_w: float = Field(700.0, gt=0, le=1e5, description="Board power used for energy estimates, W.")
     price_per_hour: float = Field(2.0, ge=0, le=1e5, description="Price of one GPU-hour, USD.")
+    non_torch_gib: float = Field(2.5, ge=0, le=1e4, description=(
+        "Memory outside PyTorch's allocator: CUDA context, NCCL buffers, cuBLAS/cuDNN workspaces, GiB "
+        "(SimuMax keeps a 6 GiB margin for the same; nvidia-smi minus torch reserved is typically 1.5–4 GiB)."))
 
 
 class NetworkTier(_Frozen):
