@@ -84,7 +84,7 @@ def test_rows_run_through_the_cli(data, family, tmp_path, capsys):
 
 
 def test_uncertainty_band_covers_most_measured_runs(data):
-    """The band is a claim about accuracy: it must hold on measured runs (today 16/20 and 15/20)."""
+    """The band is a claim about accuracy: it must hold on measured runs (today 18/20 and 16/20)."""
     for runs in data:
         inside = 0
         for r in runs:
@@ -92,4 +92,4 @@ def test_uncertainty_band_covers_most_measured_runs(data):
             lo, hi = rep.uncertainty["step_time_s"]
             assert lo < rep.step_time_s < hi
             inside += lo * 1e3 <= r.real_ms <= hi * 1e3
-        assert inside >= 0.7 * len(runs)
+        assert inside >= 0.75 * len(runs)
