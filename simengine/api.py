@@ -4,6 +4,7 @@ specs and returns pydantic models / dicts; bad input raises ``ConfigError`` nami
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from .config.scenario import Scenario, load_scenario
@@ -22,11 +23,16 @@ def estimate(config: dict[str, Any] | Scenario) -> Report:
     """Estimate one training step. ``config`` = {"model": {...}, "system": {...}, "strategy": {...}}."""
     sc = scenario_from(config)
     try:
-        return _estimate(sc)
+        rep = _estimate(sc)
     except (ZeroDivisionError, OverflowError, ValueError) as e:  # numbers out of any sane range
         if isinstance(e, ConfigError):
             raise
-        raise ConfigError([("", f"cannot estimate this scenario: {e}")]) from e
+        raise ConfigError([("system", "cannot estimate this scenario: the hardware figures or sizes are out of any "
+                                      "computable range")]) from e
+    if not (math.isfinite(rep.step_time_s) and rep.step_time_s > 0):
+        raise ConfigError([("system", "cannot estimate this scenario: the step time is not finite (hardware figures "
+                                      "too small or sizes too large)")])
+    return rep
 
 
 def estimate_json(config_json: str) -> dict[str, Any]:

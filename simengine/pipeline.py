@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+import numpy as np
+
 from .config.scenario import Scenario
 from .cost.stage import Plan
 from .errors import ConfigError
@@ -12,7 +14,7 @@ from .schedule import get_schedule
 from .sim import ChunkCost, PipelineInput, StageCost, pipeline_step_time
 
 
-MAX_MICROBATCH_CHUNKS = 200_000  # pp × chunks × micro-batches the engine simulates (~3 s)
+MAX_MICROBATCH_CHUNKS = 65_536  # pp × chunks × micro-batches the engine simulates (~1–2 s)
 
 
 def pipeline_input(sc: Scenario, plan: Plan, *, with_dp: bool = True) -> PipelineInput:
@@ -64,11 +66,10 @@ def max_inflight(schedule: str, rank: int, pp: int, m: int, vpp: int) -> int:
     return get_schedule(schedule).max_inflight(rank, pp, m, vpp)
 
 
-@lru_cache(maxsize=256)
-def _peak_states(schedule: str, pp: int, m: int, vpp: int) -> tuple[tuple[tuple[tuple[int, ...], int], ...], ...]:
-    """Per rank, the candidate peak states of its order: (micro-batches held per local chunk,
-    chunk running) at every F/B, with dominated states dropped (a state whose counts are all ≤
-    another's with the same running chunk can never be the peak). A micro-batch-chunk is held
+@lru_cache(maxsize=64)
+def _peak_states(schedule: str, pp: int, m: int, vpp: int) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+    """Per rank, the distinct candidate peak states of its order: micro-batches held per local
+    chunk (rows of an int matrix) and the chunk running, at every F/B. A micro-batch-chunk is held
     from its F until its W (or B when there is no W) — the rule of sim/metrics.py."""
     out = []
     for order in get_schedule(schedule).orders(pp, m, vpp):
@@ -83,9 +84,9 @@ def _peak_states(schedule: str, pp: int, m: int, vpp: int) -> tuple[tuple[tuple[
                 states[(tuple(held), a.chunk)] = None
             if a.kind == "W" or (a.kind == "B" and (a.mb, a.chunk) not in has_w):
                 held[a.chunk] -= 1
-        keep = [st for st in states if not any(
-            o != st and o[1] == st[1] and all(x >= y for x, y in zip(o[0], st[0], strict=True)) for o in states)]
-        out.append(tuple(keep))
+        counts = np.array([st[0] for st in states], dtype=np.int64).reshape(len(states), n_chunks)
+        running = np.array([st[1] for st in states], dtype=np.int64)
+        out.append((counts, running))
     return tuple(out)
 
 
@@ -98,14 +99,13 @@ def order_memory_peaks(schedule: str, pp: int, m: int, vpp: int,
     applies while its F or B runs. Returns (held bytes, extra bytes, held count) at each peak.
     """
     out = []
-    for spec, states in zip(chunks, _peak_states(schedule, pp, m, vpp), strict=True):
-        best = (-1.0, 0.0, 0.0, 0)
-        for counts, running in states:
-            held = sum(n * spec[c][0] for c, n in enumerate(counts))
-            extra = spec[running][1]
-            if held + extra > best[0]:
-                best = (held + extra, held, extra, sum(counts))
-        out.append((best[1], best[2], best[3]))
+    for spec, (counts, running) in zip(chunks, _peak_states(schedule, pp, m, vpp), strict=True):
+        act = np.array([a for a, _ in spec])
+        ext = np.array([e for _, e in spec])
+        held = counts @ act
+        total = held + ext[running]
+        i = int(np.argmax(total))
+        out.append((float(held[i]), float(ext[running[i]]), int(counts[i].sum())))
     return out
 
 

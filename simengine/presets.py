@@ -55,15 +55,24 @@ def _read_preset(kind: str, name: str) -> Any:
     return _parse_file(PRESET_DIR / kind / f"{name}.json", _SECTION[kind])
 
 
+MAX_SPEC_BYTES = 16 * 2**20
+
+
 def _parse_file(path: Path, field: str) -> Any:
     try:
+        if path.stat().st_size > MAX_SPEC_BYTES:
+            raise ConfigError([(field, f"{path}: larger than {MAX_SPEC_BYTES // 2**20} MiB; not a spec file")])
         text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise ConfigError([(field, f"cannot read {path}: {e.strerror or e}")]) from None
+    except UnicodeDecodeError:
+        raise ConfigError([(field, f"{path}: not UTF-8 text")]) from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
         raise ConfigError([(field, f"{path}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}")]) from None
+    except (ValueError, RecursionError) as e:  # e.g. an integer beyond Python's 4300-digit limit
+        raise ConfigError([(field, f"{path}: unreadable JSON ({str(e)[:80]})")]) from None
 
 
 def list_presets(kind: str) -> list[str]:

@@ -16,16 +16,16 @@ class _Frozen(BaseModel):
 
 
 class PeakTflops(_Frozen):
-    bf16: float = Field(..., gt=0, le=1e6, description="Dense BF16 tensor-core peak, TFLOP/s.")
-    fp8: float | None = Field(None, gt=0, le=1e6, description="Dense FP8 tensor-core peak, TFLOP/s (None = no FP8 support).")
-    fp32: float = Field(..., gt=0, le=1e6, description="FP32 (non-tensor) peak, TFLOP/s.")
+    bf16: float = Field(..., ge=0.001, le=1e6, description="Dense BF16 tensor-core peak, TFLOP/s.")
+    fp8: float | None = Field(None, ge=0.001, le=1e6, description="Dense FP8 tensor-core peak, TFLOP/s (None = no FP8 support).")
+    fp32: float = Field(..., ge=0.001, le=1e6, description="FP32 (non-tensor) peak, TFLOP/s.")
 
 
 class GPUSpec(_Frozen):
     name: str = Field(..., max_length=120, description="GPU model name.")
     memory_gib: float = Field(..., gt=0, le=1e5, description="HBM capacity, GiB (2^30 bytes).")
     peak_tflops: PeakTflops
-    hbm_bandwidth_gbs: float = Field(..., gt=0, le=1e6, description="HBM bandwidth, GB/s.")
+    hbm_bandwidth_gbs: float = Field(..., ge=0.001, le=1e6, description="HBM bandwidth, GB/s.")
     tdp_w: float = Field(700.0, gt=0, le=1e5, description="Board power used for energy estimates, W.")
     price_per_hour: float = Field(2.0, ge=0, le=1e5, description="Price of one GPU-hour, USD.")
     non_torch_gib: float = Field(2.5, ge=0, le=1e4, description=(
@@ -34,7 +34,7 @@ class GPUSpec(_Frozen):
 
 
 class NetworkTier(_Frozen):
-    bandwidth_gbs: float = Field(..., gt=0, le=1e6, description="Per-GPU unidirectional bandwidth, GB/s.")
+    bandwidth_gbs: float = Field(..., ge=0.001, le=1e6, description="Per-GPU unidirectional bandwidth, GB/s.")
     latency_us: float = Field(..., ge=0, le=1e6, description="Per-hop latency (alpha of one ring step), µs.")
 
 
@@ -48,26 +48,26 @@ class ScaleUp(NetworkTier):
 class GemmPoint(_Frozen):
     """One measured GEMM: achieved efficiency (achieved / peak) at shape m×n×k (batch b)."""
 
-    m: int = Field(..., ge=1)
-    n: int = Field(..., ge=1)
-    k: int = Field(..., ge=1)
-    b: int = Field(1, ge=1)
+    m: int = Field(..., ge=1, le=2**31)
+    n: int = Field(..., ge=1, le=2**31)
+    k: int = Field(..., ge=1, le=2**31)
+    b: int = Field(1, ge=1, le=2**20)
     dtype: Literal["bf16", "fp8", "fp32"] = "bf16"
     layout: Literal["TN", "NN", "NT"] | None = Field(None, description="cuBLAS layout: TN = forward, NN = data-grad, NT = weight-grad (None = any).")
-    efficiency: float = Field(..., gt=0, le=2.0, description="Achieved / peak of that dtype.")
+    efficiency: float = Field(..., ge=1e-4, le=2.0, description="Achieved / peak of that dtype.")
 
 
 class AttentionPoint(_Frozen):
     """One measured flash-attention shape; efficiency on the causal FLOPs simengine counts."""
 
     phase: Literal["fwd", "bwd"]
-    batch: int = Field(1, ge=1)
-    seq_len: int = Field(..., ge=1)
-    heads: int = Field(..., ge=1, description="Query heads on the GPU.")
-    kv_heads: int = Field(..., ge=1)
-    d_qk: int = Field(128, ge=1)
-    d_v: int = Field(128, ge=1)
-    efficiency: float = Field(..., gt=0, le=2.0)
+    batch: int = Field(1, ge=1, le=2**20)
+    seq_len: int = Field(..., ge=1, le=2**27)
+    heads: int = Field(..., ge=1, le=2**16, description="Query heads on the GPU.")
+    kv_heads: int = Field(..., ge=1, le=2**16)
+    d_qk: int = Field(128, ge=1, le=2**16)
+    d_v: int = Field(128, ge=1, le=2**16)
+    efficiency: float = Field(..., ge=1e-4, le=2.0)
 
 
 class GroupedGemmPoint(_Frozen):
@@ -75,11 +75,11 @@ class GroupedGemmPoint(_Frozen):
     m tokens each, k input and n output features; ``layout`` says which pass was timed."""
 
     layout: Literal["TN", "NN", "NT"] = Field("TN", description="TN forward, NN data-grad, NT weight-grad.")
-    groups: int = Field(..., ge=1)
-    m: int = Field(..., ge=1)
-    n: int = Field(..., ge=1)
-    k: int = Field(..., ge=1)
-    efficiency: float = Field(..., gt=0, le=2.0)
+    groups: int = Field(..., ge=1, le=2**20)
+    m: int = Field(..., ge=1, le=2**31)
+    n: int = Field(..., ge=1, le=2**31)
+    k: int = Field(..., ge=1, le=2**31)
+    efficiency: float = Field(..., ge=1e-4, le=2.0)
 
 
 class CollectivePoint(_Frozen):
@@ -87,7 +87,7 @@ class CollectivePoint(_Frozen):
 
     kind: Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p"]
     tier: Literal["scale_up", "scale_out"]
-    efficiency: float = Field(..., gt=0, le=2.0, description="Achieved bus bandwidth / tier bandwidth.")
+    efficiency: float = Field(..., ge=1e-4, le=2.0, description="Achieved bus bandwidth / tier bandwidth.")
     latency_us: float = Field(..., ge=0, le=1e6, description="Fixed latency per call, µs.")
     step_latency_us: float = Field(0.0, ge=0, le=1e5, description="Latency per ring step (×2(n−1) for all-reduce, ×(n−1) otherwise), µs.")
     group_size: int | None = Field(None, ge=2, le=1_000_000, description="Ranks the fit was measured on (None = any); the closest size is used.")
@@ -97,15 +97,15 @@ class Efficiency(_Frozen):
     """How close to peak each kind of work runs. Defaults are typical for Hopper/Blackwell GPUs
     with cuBLAS/TransformerEngine; a measured table (``gemm_table``) overrides the GEMM curve."""
 
-    gemm: float = Field(0.70, gt=0, le=1.0, description="Large-GEMM efficiency (achieved / peak) of the default curve.")
+    gemm: float = Field(0.70, ge=1e-4, le=1.0, description="Large-GEMM efficiency (achieved / peak) of the default curve.")
     gemm_half_dim: float = Field(96.0, ge=0, le=1e5, description="Default curve: each GEMM dimension d scales efficiency by d/(d+half_dim).")
-    attention_fwd: float = Field(0.55, gt=0, le=1.0, description="Flash-attention forward efficiency on the causal FLOPs actually computed.")
-    attention_bwd: float = Field(0.45, gt=0, le=1.0, description="Flash-attention backward efficiency on the causal FLOPs actually computed.")
-    grouped_gemm: float = Field(0.55, gt=0, le=1.0, description="Grouped (MoE expert) GEMM efficiency relative to peak.")
-    hbm: float = Field(0.70, gt=0, le=1.0, description="Achieved / peak HBM bandwidth of memory-bound kernels.")
+    attention_fwd: float = Field(0.55, ge=1e-4, le=1.0, description="Flash-attention forward efficiency on the causal FLOPs actually computed.")
+    attention_bwd: float = Field(0.45, ge=1e-4, le=1.0, description="Flash-attention backward efficiency on the causal FLOPs actually computed.")
+    grouped_gemm: float = Field(0.55, ge=1e-4, le=1.0, description="Grouped (MoE expert) GEMM efficiency relative to peak.")
+    hbm: float = Field(0.70, ge=1e-4, le=1.0, description="Achieved / peak HBM bandwidth of memory-bound kernels.")
     kernel_overhead_us: float = Field(6.0, ge=0, le=1e4, description="Fixed per-kernel launch + tail cost, µs.")
-    collective_scale_up: float = Field(0.75, gt=0, le=2.0, description="Achieved bus bandwidth / scale-up bandwidth for large collectives.")
-    collective_scale_out: float = Field(0.80, gt=0, le=2.0, description="Achieved bus bandwidth / scale-out bandwidth for large collectives.")
+    collective_scale_up: float = Field(0.75, ge=1e-4, le=2.0, description="Achieved bus bandwidth / scale-up bandwidth for large collectives.")
+    collective_scale_out: float = Field(0.80, ge=1e-4, le=2.0, description="Achieved bus bandwidth / scale-out bandwidth for large collectives.")
     collective_overhead_us: float = Field(20.0, ge=0, le=1e5, description="Fixed per-collective launch/synchronisation cost, µs.")
     attention_half_blocks_fwd: float = Field(512.0, ge=0, le=1e7, description="Default curve: flash-attention forward reaches half its efficiency at this many thread blocks (b·heads·s/128); ~4 per SM keeps the GPU busy (B200 microbenchmarks, shared/validation/b200_op_efficiency.csv).")
     attention_half_blocks_bwd: float = Field(128.0, ge=0, le=1e7, description="Same for the backward, which does more work per block and saturates earlier.")
@@ -113,7 +113,7 @@ class Efficiency(_Frozen):
         "Fraction of an asynchronously launched collective that really runs beside the GEMM next to it "
         "(TE/Megatron backward all-gather / reduce-scatter). 0 when persistent GEMM kernels hold every SM, "
         "as cuBLAS/CUTLASS do on Hopper and Blackwell; TE userbuffers (tp_comm_overlap) reserve SMs and overlap regardless."))
-    fp8_gemm: float = Field(0.55, gt=0, le=1.0, description="FP8 GEMM efficiency relative to the FP8 peak.")
+    fp8_gemm: float = Field(0.55, ge=1e-4, le=1.0, description="FP8 GEMM efficiency relative to the FP8 peak.")
     gemm_table: tuple[GemmPoint, ...] = Field((), description="Measured GEMM efficiencies; interpolated in log-shape space when present.")
     attention_table: tuple[AttentionPoint, ...] = Field((), description="Measured flash-attention efficiencies per shape; nearest shape wins when present.")
     grouped_gemm_table: tuple[GroupedGemmPoint, ...] = Field((), description="Measured grouped-GEMM efficiencies per shape; nearest shape wins when present.")

@@ -93,12 +93,12 @@ def dp_work(sc: Scenario, comm: CommModel, p: StageParams) -> DPWork:
             if not count:
                 continue
             if z == 0:
-                grads.extend([comm.time("all_reduce", b * grad_b, group)] * count)
+                grads.extend(_repeat(comm.time("all_reduce", b * grad_b, group), count))
             elif z == 1:
-                grads.extend([comm.time("reduce_scatter", b * grad_b, group)] * count)
-                params.extend([comm.time("all_gather", b * 2.0, group)] * count)
+                grads.extend(_repeat(comm.time("reduce_scatter", b * grad_b, group), count))
+                params.extend(_repeat(comm.time("all_gather", b * 2.0, group), count))
             elif z == 2:  # grads were reduce-scattered per micro-batch; refresh the bf16 weights
-                params.extend([comm.time("all_gather", b * 2.0, group)] * count)
+                params.extend(_repeat(comm.time("all_gather", b * 2.0, group), count))
             # ZeRO-3: everything happens per micro-batch (microbatch_dp)
     hbm = sc.system.gpu.hbm_bandwidth_gbs * 1e9 * e.hbm
     dpcp = sc.dp * st.cp
@@ -110,7 +110,30 @@ def dp_work(sc: Scenario, comm: CommModel, p: StageParams) -> DPWork:
     scaled = (p.dense / (dpcp if z >= 2 else 1) if dpcp > 1 else 0.0) + (p.expert / (sc.edp if z >= 2 else 1) if sc.edp > 1 else 0.0)
     opt_bytes = grad_b * (2 * full + 2 * scaled) + (42.0 if grad_b == 4.0 else 40.0) * shard
     opt_s = opt_bytes / hbm + OPTIMIZER_KERNELS * e.kernel_overhead_us * 1e-6
-    return DPWork(tuple(grads), tuple(params), opt_s)
+    return DPWork(_merge(grads), _merge(params), opt_s)
+
+
+MAX_BUCKETS = 64  # more buckets than this change nothing the timeline can show
+
+
+def _repeat(t: float, count: int) -> list[float]:
+    """``count`` equal buckets, pre-merged into at most MAX_BUCKETS entries (time conserved)."""
+    if count <= MAX_BUCKETS:
+        return [t] * count
+    return [t * (count // MAX_BUCKETS + (1 if i < count % MAX_BUCKETS else 0)) for i in range(MAX_BUCKETS)]
+
+
+def _merge(times: list[float]) -> tuple[float, ...]:
+    """At most MAX_BUCKETS consecutive groups, time conserved: a 100-trillion-parameter stage
+    would otherwise make millions of bucket tasks (and a huge pipeline graph)."""
+    n = len(times)
+    if n <= MAX_BUCKETS:
+        return tuple(times)
+    out = []
+    for i in range(MAX_BUCKETS):
+        lo, hi = i * n // MAX_BUCKETS, (i + 1) * n // MAX_BUCKETS
+        out.append(float(sum(times[lo:hi])))
+    return tuple(out)
 
 
 def num_buckets(n_params: float, dp: int) -> int:
