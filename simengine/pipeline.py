@@ -14,7 +14,7 @@ from .schedule import get_schedule
 from .sim import ChunkCost, PipelineInput, StageCost, pipeline_step_time
 
 
-MAX_MICROBATCH_CHUNKS = 65_536  # pp × chunks × micro-batches the engine simulates (~1–2 s)
+MAX_MICROBATCH_CHUNKS = 131_072  # pp × chunks × micro-batches the engine simulates (~2–4 s)
 
 
 def pipeline_input(sc: Scenario, plan: Plan, *, with_dp: bool = True) -> PipelineInput:
