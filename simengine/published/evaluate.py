@@ -1,0 +1,147 @@
+"""Report → each source's own metric; comparison and summary tables."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..errors import ConfigError
+from .types import PublishedRun, SkippedRun
+from .flops import flops_eq3, flops_eq7, flops_eq8, flops_megatron, torchtitan_flops_per_token
+
+def _layer_times(config: dict[str, Any]) -> tuple[float, float]:
+    """Forward and backward (incl. recompute) seconds of one transformer layer for one micro-batch:
+    the chunk cost of a 2-layer model minus that of a 1-layer model (cancels embedding and head)."""
+    from ..config.scenario import load_scenario
+    from ..cost.stage import build_plan
+
+    out = []
+    for n in (1, 2):
+        cfg = {k: dict(v) for k, v in config.items()}
+        cfg["model"]["num_layers"] = n
+        c = build_plan(load_scenario(cfg)).stages[0].chunks[0]
+        out.append((c.fwd.total_s, c.bwd.total_s + c.wgt.total_s + c.recompute.total_s))
+    return out[1][0] - out[0][0], out[1][1] - out[0][1]
+
+
+def predict_metrics(run: PublishedRun, report: Any, layer_times: Callable[[dict[str, Any]], tuple[float, float]] | None = None) -> dict[str, float]:
+    """The report converted into each measured metric of ``run``, in the source's own definition:
+
+    - Narayanan ``achieved_tflops_per_gpu`` / ``pct_of_theoretical_peak`` / ``aggregate_pflops``:
+      Eq. 3 FLOPs (recompute forward counted) / predicted step time (/ GPUs; peak 312).
+    - Korthikanti ``iteration_time`` = step time; ``mfu`` = Eq. 7 / (step · peak · GPUs); ``hfu`` = Eq. 8
+      (selective) or Eq. 3 (full); ``layer_*_time`` from the per-layer chunk costs.
+    - Megatron README ``achieved_tflops_per_gpu`` / ``mfu`` / ``aggregate_pflops``: Megatron's FLOP formula
+      (model FLOPs, no recompute) / step; MFU against 989 TFLOP/s.
+    - torchtitan ``tokens_per_sec_per_gpu`` = report.tokens_per_s_per_gpu; ``peak_memory`` = predicted
+      *reserved* memory (torchtitan logs max_reserved); ``mfu`` = torchtitan's 6N + 12·L·H·Q·T per token
+      against the bf16 peak, the FP8 peak for Float8 rows (what the table's own numbers imply).
+    - NeMo / Megatron-Bridge ``tokens_per_sec_per_gpu`` as above; ``model_tflops_per_gpu`` =
+      report.model_flops_per_step / step / GPUs (model FLOPs, recompute excluded).
+    """
+    fb = run.flop_basis
+    step = report.step_time_s
+    gpus = fb["gpus"]
+    out: dict[str, float] = {}
+    for metric in run.measured:
+        v: float | None = None
+        if run.source == "narayanan21":
+            F = flops_eq3(fb["B"], fb["s"], fb["l"], fb["h"], fb["V"])
+            if metric == "achieved_tflops_per_gpu":
+                v = F / step / gpus / 1e12
+            elif metric == "pct_of_theoretical_peak":
+                v = 100.0 * F / step / gpus / 312e12
+            elif metric == "aggregate_pflops":
+                v = F / step / 1e15
+        elif run.source == "korthikanti22":
+            args = (fb["B"], fb["s"], fb["l"], fb["h"], fb["V"])
+            rc = run.config["strategy"].get("recompute")
+            if metric == "iteration_time":
+                v = step
+            elif metric == "mfu":
+                v = 100.0 * flops_eq7(*args) / (step * 312e12 * gpus)
+            elif metric == "hfu":
+                hw = flops_eq8(*args) if rc == "selective" else flops_eq3(*args) if rc == "full" else flops_eq7(*args)
+                v = 100.0 * hw / (step * 312e12 * gpus)
+            elif metric.startswith("layer_") and layer_times is not None:
+                f, b = layer_times(run.config)
+                v = 1e3 * {"layer_forward_time": f, "layer_backward_time": b, "layer_fwd_bwd_time": f + b}[metric]
+        elif run.source == "megatron-readme":
+            F = flops_megatron(fb["B"], fb["s"], fb["l"], fb["h"], fb["heads"], fb["kv"], fb["ffn"], fb["V"])
+            if metric == "achieved_tflops_per_gpu":
+                v = F / step / gpus / 1e12
+            elif metric == "mfu":
+                v = 100.0 * F / step / gpus / 989e12
+            elif metric == "aggregate_pflops":
+                v = F / step / 1e15
+        elif run.source == "torchtitan":
+            if metric == "tokens_per_sec_per_gpu":
+                v = report.tokens_per_s_per_gpu
+            elif metric == "peak_memory":
+                v = report.reserved_memory_gib
+            elif metric == "mfu":
+                fpt = torchtitan_flops_per_token(run.config["model"], run.config["strategy"]["seq_len"])
+                v = 100.0 * fpt * report.tokens_per_s_per_gpu / (fb["peak"] * 1e12)
+        elif run.source in ("nemo", "megatron-bridge"):
+            if metric == "tokens_per_sec_per_gpu":
+                v = report.tokens_per_s_per_gpu
+            elif metric == "model_tflops_per_gpu":
+                v = report.model_flops_per_step / step / gpus / 1e12
+        if v is not None:
+            out[metric] = v
+    return out
+
+
+@dataclass(frozen=True)
+class Comparison:
+    run_id: str
+    source: str
+    metric: str
+    measured: float
+    predicted: float
+    weak: bool
+
+    @property
+    def error_pct(self) -> float:
+        """Signed error of the prediction, % of the measured value."""
+        return 100.0 * (self.predicted - self.measured) / self.measured
+
+
+def evaluate(runs: list[PublishedRun]) -> tuple[list[Comparison], list[SkippedRun]]:
+    """Estimate every run and compare each metric; runs the engine rejects come back as skipped."""
+    import json
+
+    from ..api import estimate
+
+    comps: list[Comparison] = []
+    failed: list[SkippedRun] = []
+    memo: dict[str, Any] = {}  # runs that differ only in their measurement share one scenario
+    for run in runs:
+        try:
+            key = json.dumps({k: ({kk: vv for kk, vv in v.items() if kk not in ("name", "source")}) for k, v in run.config.items()},
+                             sort_keys=True, default=str)
+            rep = memo.get(key)
+            if rep is None:
+                rep = memo[key] = estimate(run.config)
+            pred = predict_metrics(run, rep, _layer_times)
+        except ConfigError as e:
+            failed.append(SkippedRun(run.run_id, run.source, f"engine rejected the scenario: {e}", tuple(run.measured)))
+            continue
+        for metric, meas in run.measured.items():
+            if metric in pred and meas:
+                comps.append(Comparison(run.run_id, run.source, metric, meas, pred[metric], run.weak))
+    return comps, failed
+
+
+def summarize(comps: list[Comparison], by: Callable[[Comparison], Any] = lambda c: c.source) -> dict[Any, dict[str, float]]:
+    """MAPE (%), median signed error (%) and count per group."""
+    groups: dict[Any, list[float]] = {}
+    for c in comps:
+        groups.setdefault(by(c), []).append(c.error_pct)
+    out = {}
+    for k, errs in groups.items():
+        errs_sorted = sorted(errs)
+        n = len(errs_sorted)
+        med = errs_sorted[n // 2] if n % 2 else 0.5 * (errs_sorted[n // 2 - 1] + errs_sorted[n // 2])
+        out[k] = {"n": n, "mape": sum(abs(e) for e in errs) / n, "median_signed": med}
+    return out
