@@ -35,6 +35,7 @@ _GPU_PEAK_BF16 = {"a100": 312.0, "h100": 989.0}  # dense bf16 TFLOP/s, as torcht
 # Cell parsing
 # ---------------------------------------------------------------------------------------------
 
+
 def _s(row: dict[str, str], key: str) -> str:
     return (row.get(key) or "").strip()
 
@@ -104,6 +105,7 @@ def _dtype(row: dict[str, str], notes: list[str]) -> str:
 # ---------------------------------------------------------------------------------------------
 # Model
 # ---------------------------------------------------------------------------------------------
+
 
 def _gpt_model(row: dict[str, str], a: list[str]) -> dict[str, Any]:
     """GPT-2/3 family as Megatron-LM trains it: GELU, LayerNorm, learned positions, biases, tied
@@ -199,6 +201,7 @@ def _model(row: dict[str, str], a: list[str]) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------
 # Strategy
 # ---------------------------------------------------------------------------------------------
+
 
 def _recompute(row: dict[str, str], layers_per_stage: int, a: list[str], default_none_note: str | None) -> dict[str, Any]:
     r = _s(row, "recompute").lower()

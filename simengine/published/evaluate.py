@@ -9,6 +9,7 @@ from ..errors import ConfigError
 from .types import PublishedRun, SkippedRun
 from .flops import flops_eq3, flops_eq7, flops_eq8, flops_megatron, torchtitan_flops_per_token
 
+
 def _layer_times(config: dict[str, Any]) -> tuple[float, float]:
     """Forward and backward (incl. recompute) seconds of one transformer layer for one micro-batch:
     the chunk cost of a 2-layer model minus that of a 1-layer model (cancels embedding and head)."""
@@ -93,6 +94,8 @@ def predict_metrics(run: PublishedRun, report: Any, layer_times: Callable[[dict[
 
 
 @dataclass(frozen=True)
+
+
 class Comparison:
     run_id: str
     source: str

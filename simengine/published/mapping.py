@@ -12,6 +12,7 @@ from ..errors import ConfigError
 from .types import PublishedRun, SkippedRun, _Skip
 from .cells import NARAYANAN_T1, _GPU_PEAK_BF16, _dtype, _int, _layout, _model, _recompute, _s, _source_key, _system, _vpp, _zero
 
+
 def _map_run(rows: list[dict[str, str]]) -> PublishedRun:
     row = rows[0]
     rid = row["run_id"]

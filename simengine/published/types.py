@@ -14,6 +14,8 @@ SOURCES: tuple[str, ...] = ("narayanan21", "korthikanti22", "megatron-readme", "
 
 
 @dataclass(frozen=True)
+
+
 class PublishedRun:
     run_id: str
     source: str                       # one of SOURCES
@@ -31,6 +33,8 @@ class PublishedRun:
 
 
 @dataclass(frozen=True)
+
+
 class SkippedRun:
     run_id: str
     source: str
