@@ -94,8 +94,6 @@ def predict_metrics(run: PublishedRun, report: Any, layer_times: Callable[[dict[
 
 
 @dataclass(frozen=True)
-
-
 class Comparison:
     run_id: str
     source: str

@@ -14,8 +14,6 @@ SOURCES: tuple[str, ...] = ("narayanan21", "korthikanti22", "megatron-readme", "
 
 
 @dataclass(frozen=True)
-
-
 class PublishedRun:
     run_id: str
     source: str                       # one of SOURCES
@@ -33,8 +31,6 @@ class PublishedRun:
 
 
 @dataclass(frozen=True)
-
-
 class SkippedRun:
     run_id: str
     source: str
