@@ -155,4 +155,4 @@ class ComputeModel:
         return times * (t_qk + t_pv) + op.bytes / self.hbm + (4 if op.phase == "fwd" else 8) * self.overhead
 
     def memory(self, op: Memory) -> float:
-        return op.bytes / self.hbm + self.overhead
+        return op.bytes / self.hbm + op.kernels * self.overhead

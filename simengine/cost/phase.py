@@ -64,7 +64,7 @@ def price_ops(ops: list[Op], cm: ComputeModel, comm: CommModel, tp_overlap: bool
             continue
         pc.compute_s += t
         pc.flops += op.flops
-        pc.kernels += 1
+        pc.kernels += getattr(op, "kernels", 1)
     async_share = cm.eff.async_overlap
     for c in pending:
         t = comm.time(c.kind, c.bytes, c.group, c.size)

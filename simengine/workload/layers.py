@@ -170,11 +170,16 @@ def moe_block(d: Dims, model: ModelSpec, dispatcher: str) -> Phases:
     routed = d.tokens_per_expert * d.experts_local  # tokens processed on the hottest rank
     _norm(ph, "ln2", d.sp_tokens, h)
     gemm_triple(ph, "router", T, h, model.num_experts)
-    ph.fwd.append(Memory("router-softmax-topk", 3 * T * model.num_experts * 4))
-    ph.bwd.append(Memory("router-bwd", 3 * T * model.num_experts * 4))
+    # Router after the gating GEMM (Megatron-Core TopKRouter / moe_utils): softmax or sigmoid,
+    # group-limited top-k (group max, top groups, mask, masked fill, top-k), probability scaling,
+    # scatter of the gates and of the routing map, tokens-per-expert count, and the auxiliary
+    # load-balancing loss (a second softmax, sums, means, the loss scaler) — about 20 small
+    # kernels forward and 10 in backward, each paying the per-kernel overhead.
+    ph.fwd.append(Memory("router-softmax-topk-aux", 6 * T * model.num_experts * 4, kernels=20))
+    ph.bwd.append(Memory("router-bwd", 4 * T * model.num_experts * 4, kernels=10))
     permute = (T + routed) * h * BF16
-    ph.fwd.append(Memory("permute", 2 * permute))
-    ph.bwd.append(Memory("permute-bwd", 2 * permute))
+    ph.fwd.append(Memory("permute", 2 * permute, kernels=2))  # TE moe_permute: row-id map + gather
+    ph.bwd.append(Memory("permute-bwd", 2 * permute, kernels=2))
     send = T * model.top_k * h * BF16
     if d.ep > 1:
         if dispatcher == "allgather":
@@ -202,8 +207,8 @@ def moe_block(d: Dims, model: ModelSpec, dispatcher: str) -> Phases:
         ph.fwd.append(GroupedGemm("fwd:expert_fc2", g, mt, h, f, "TN"))
         ph.bwd.append(GroupedGemm("dgrad:expert_fc2", g, mt, f, h, "NN"))
         ph.wgt.append(GroupedGemm("wgrad:expert_fc2", g, h, f, mt, "NT"))
-    ph.fwd.append(Memory("unpermute", 2 * permute))
-    ph.bwd.append(Memory("unpermute-bwd", 2 * permute))
+    ph.fwd.append(Memory("unpermute", 2 * permute, kernels=2))
+    ph.bwd.append(Memory("unpermute-bwd", 2 * permute, kernels=2))
     if d.shared_ffn:
         _mlp_body(ph, d, "shared", d.shared_ffn)
     _residual(ph, "moe", d)

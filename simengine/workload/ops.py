@@ -106,11 +106,13 @@ class Attention:
 
 @dataclass(frozen=True, slots=True)
 class Memory:
-    """A memory-bound kernel moving ``bytes`` through HBM (norms, activations, residuals, casts)."""
+    """Memory-bound kernels moving ``bytes`` through HBM (norms, activations, residuals, casts);
+    ``kernels`` counts the launches when one logical step is several small kernels."""
 
     name: str
     bytes: float
     flops: float = 0.0
+    kernels: int = 1
 
 
 @dataclass(frozen=True, slots=True)
