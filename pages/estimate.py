@@ -11,7 +11,7 @@ from ui.charts import compare_chart, memory_stage_chart, mfu_waterfall_chart, ti
 from ui.engine import estimate_report
 from ui.layout import boot, issues_box
 from ui.report_io import budget, compare_rows, report_csv, report_json
-from ui.units import fmt_count, fmt_flops, fmt_gib, fmt_pct, fmt_time, fmt_usd
+from ui.units import fmt_count, fmt_flops, fmt_gib, fmt_num, fmt_pct, fmt_time, fmt_usd
 
 boot("Estimate")
 st.title("Estimate")
@@ -30,12 +30,12 @@ sc = state.scenario_dict()
 # ---- headline ------------------------------------------------------------------------------
 c = st.columns(6)
 c[0].metric("Step time", fmt_time(r["step_time_s"]), help="One optimizer step, slowest pipeline rank.")
-c[1].metric("Throughput", f"{fmt_count(r['tokens_per_s'])} tok/s", help=f"{r['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU.")
+c[1].metric("Throughput", f"{fmt_count(r['tokens_per_s'])} tok/s", help=f"{fmt_num(r['tokens_per_s_per_gpu'], ',.0f')} tokens/s per GPU.")
 c[2].metric("MFU", fmt_pct(r["mfu"]), help="Model FLOPs (6·N_active + attention) / (step time · BF16 peak · GPUs).")
 c[3].metric("HFU", fmt_pct(r["hfu"]), help="Hardware FLOPs (model + recompute) / (step time · BF16 peak · GPUs).")
-c[4].metric("Peak memory (reserved)", f"{r['reserved_memory_gib']:.1f} / {r['memory_capacity_gib']:.1f} GiB",
+c[4].metric("Peak memory (reserved)", f"{fmt_num(r['reserved_memory_gib'])} / {fmt_num(r['memory_capacity_gib'])} GiB",
             "fits" if r["fits"] else "does not fit", delta_color="normal" if r["fits"] else "inverse", delta_arrow="off",
-            help=f"Allocated peak {r['peak_memory_gib']:.1f} GiB on the fullest stage; reserved adds the caching allocator's overhead.")
+            help=f"Allocated peak {fmt_num(r['peak_memory_gib'])} GiB on the fullest stage; reserved adds the caching allocator's overhead.")
 c[5].metric("Cost / 1M tokens", fmt_usd(r["cost_per_million_tokens_usd"]), help=f"{fmt_usd(r['cost_per_step_usd'])} per step.")
 band = r.get("uncertainty") or {}
 fmt_band = {"step_time_s": fmt_time, "tokens_per_s": lambda v: f"{fmt_count(v)} tok/s", "mfu": fmt_pct, "peak_memory_gib": fmt_gib}
@@ -45,11 +45,11 @@ if parts:
     st.caption("Uncertainty range from each cost component's relative error: " + " · ".join(parts))
 share = r["reserved_memory_gib"] / r["memory_capacity_gib"] if r["memory_capacity_gib"] else float("nan")
 if r["fits"]:
-    st.success(f"**Fits in memory:** {r['reserved_memory_gib']:.1f} GiB reserved of {r['memory_capacity_gib']:.1f} GiB "
-               f"({share:.0%}) on the fullest stage.", icon="✅")
+    st.success(f"**Fits in memory:** {fmt_num(r['reserved_memory_gib'])} GiB reserved of {fmt_num(r['memory_capacity_gib'])} GiB "
+               f"({fmt_pct(share)}) on the fullest stage.", icon="✅")
 else:
-    st.error(f"**Does not fit:** {r['reserved_memory_gib']:.1f} GiB reserved > {r['memory_capacity_gib']:.1f} GiB "
-             f"capacity ({share:.0%}). Try more tp/pp, recompute, a higher ZeRO stage or a smaller micro-batch.", icon="⛔")
+    st.error(f"**Does not fit:** {fmt_num(r['reserved_memory_gib'])} GiB reserved > {fmt_num(r['memory_capacity_gib'])} GiB "
+             f"capacity ({fmt_pct(share)}). Try more tp/pp, recompute, a higher ZeRO stage or a smaller micro-batch.", icon="⛔")
 for w in r.get("warnings", []):
     if "does not fit" not in w:
         st.warning(w)
@@ -95,7 +95,7 @@ with b:
     c[1].metric("Optimizer steps", fmt_count(bud["steps"]))
     c[2].metric("GPU-hours", fmt_count(bud["gpu_hours"]))
     c[3].metric("Cost", fmt_usd(bud["cost_usd"]), help=f"At {sc['system']['gpu']['price_per_hour']} USD per GPU-hour.")
-    c[4].metric("Energy at TDP", f"{bud['energy_mwh']:,.1f} MWh")
+    c[4].metric("Energy at TDP", f"{fmt_num(bud['energy_mwh'])} MWh")
 
 # ---- comparison ----------------------------------------------------------------------------
 st.subheader("Compare pinned scenarios")

@@ -2,12 +2,39 @@
 
 import streamlit as st
 
+from simengine.errors import ConfigError
 from simengine.presets import SCENARIO_SIZES
 from ui import state
+from ui.config_io import validate_scenario
+from ui.editor import read_upload
 from ui.engine import estimate_report
-from ui.layout import boot, glance, issues_box, page_link
+from ui.layout import (LINK_BOX_CHARS, LINK_BOX_PX, boot, glance, issue_lines, issues_box, page_link, scenario_download,
+                       show_notices)
 from ui.share import size_canonical
+from ui.text import clip, md
 from ui.units import fmt_count, fmt_gib, fmt_pct, fmt_time, fmt_usd
+
+
+def _open_scenario_file() -> None:
+    """Replace the whole scenario by an uploaded scenario JSON (what "Download this scenario"
+    writes); a bad file is a message and the scenario stays."""
+    f = st.session_state.get("upl.scenario")
+    if f is None:
+        return
+    name = clip(f.name)
+    try:
+        data = read_upload(f)
+    except ConfigError as e:
+        state.notify("error", f"Upload rejected: {md(e)}", "upl.scenario")
+        return
+    cfg, issues = validate_scenario(data)
+    if cfg is None:
+        state.notify("error", f"Upload rejected, {md(name)} is not a valid scenario:  \n{issue_lines(issues, 12)}",
+                     "upl.scenario")
+        return
+    state.set_scenario(cfg, f"uploaded {name}")
+    state.notify("success", f"Opened the scenario in {md(name)}.", "upl.scenario")
+
 
 boot("Home")
 
@@ -36,7 +63,7 @@ with left:
             c[3].metric("Peak memory", fmt_gib(r["reserved_memory_gib"]),
                         "fits" if r["fits"] else "does not fit", delta_color="normal" if r["fits"] else "inverse",
                         delta_arrow="off", help="Reserved memory of the fullest stage vs GPU capacity "
-                        f"{r['memory_capacity_gib']:.1f} GiB")
+                        f"{fmt_gib(r['memory_capacity_gib'])}")
             c[4].metric("Cost / 1M tokens", fmt_usd(r["cost_per_million_tokens_usd"]))
         else:
             issues_box(res["issues"], "The engine could not estimate this scenario")
@@ -62,5 +89,14 @@ with right:
                  type="primary" if state.link_params() == {"preset": size} else "secondary")
         d.caption(desc)
     st.subheader("Share link")
-    st.caption("The address bar always holds this link; anyone opening it sees this exact scenario.")
-    st.code(state.share_url(), language=None, wrap_lines=True)
+    if state.link_too_long():
+        st.caption("This scenario is too large for a link; keep or send the scenario file below instead.")
+    else:
+        url = state.share_url()
+        st.caption("The address bar always holds this link; anyone opening it sees this exact scenario.")
+        st.code(url, language=None, wrap_lines=True, height=LINK_BOX_PX if len(url) > LINK_BOX_CHARS else "content")
+    st.subheader("Scenario file")
+    st.file_uploader("Open a scenario file (JSON with model, system and strategy)", type=["json"],
+                     key="upl.scenario", on_change=_open_scenario_file)
+    show_notices("upl.scenario")
+    scenario_download("dl.scenario", "Download this scenario")

@@ -6,10 +6,12 @@ from ui import state
 from ui.editor import editor_page
 from ui.engine import figures, layout_figures
 from ui.hf_import import HFImportError, hf_to_model
-from ui.layout import boot
+from ui.layout import boot, show_notices
+from ui.text import clip, md
 from ui.units import fmt_count, fmt_flops, fmt_gib
 
 boot("Model")
+HF = "hf"  # where the import's messages are drawn: right under its box
 
 
 def show_figures() -> None:
@@ -30,24 +32,32 @@ def show_figures() -> None:
 
 
 def _import(text: bytes | str, label: str) -> None:
+    """Map a config.json to the model section; any failure is a message, the model stays."""
+    label = clip(label)
     try:
         model, notes = hf_to_model(text)
     except HFImportError as e:
-        state.notify("error", f"Hugging Face import failed ({label}): {e}")
+        state.notify("error", f"Hugging Face import failed ({md(label)}): {md(e)}", HF)
+        return
+    except RecursionError:
+        state.notify("error", f"Hugging Face import failed ({md(label)}): nested too deeply", HF)
+        return
+    except ValueError as e:  # e.g. an integer over Python's 4,300-digit conversion limit
+        state.notify("error", f"Hugging Face import failed ({md(label)}): {md(e, 120)}", HF)
         return
     issues = state.load_section("model", model, f"imported {label}")
     if issues:
-        state.notify("error", "Imported model is invalid: " + "; ".join(f"{f}: {m}" for f, m in issues[:6]))
+        state.notify("error", "Imported model is invalid: " + md("; ".join(f"{f}: {m}" for f, m in issues[:6]), 600), HF)
         return
-    state.notify("success", f"Imported {model['name']} from {label}.")
+    state.notify("success", f"Imported {md(model['name'], 120)} from {md(label)}.", HF)
     for n in notes:
-        state.notify("info", n)
+        state.notify("info", md(n, 300), HF)
 
 
 def _import_upload() -> None:
     f = st.session_state.get("hf.upload")
     if f is not None:
-        _import(f.getvalue(), f.name[:60])
+        _import(f.getvalue(), f.name)
 
 
 def _import_paste() -> None:
@@ -68,6 +78,7 @@ def hf_box() -> None:
                    "the MoE fields (n_routed_experts / num_local_experts / num_experts, num_experts_per_tok, "
                    "moe_intermediate_size, n_shared_experts, first_k_dense_replace, scoring_func, "
                    "num_nextn_predict_layers).")
+    show_notices(HF)  # the import's messages, right under the box (visible with the box folded)
 
 
 editor_page("model", "Model", "Architecture of the decoder-only transformer.", show_figures, before_form=hf_box)

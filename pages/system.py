@@ -6,7 +6,7 @@ from ui import state, tables
 from ui.editor import editor_page
 from ui.engine import figures
 from ui.layout import boot
-from ui.units import fmt_usd
+from ui.units import fmt_num, fmt_usd
 
 boot("System")
 
@@ -17,12 +17,12 @@ def show_figures() -> None:
         return
     x = f["figures"]
     c = st.columns(5)
-    c[0].metric("Cluster peak BF16", f"{x['peak_bf16_pflops']:,.1f} PFLOP/s", help="num_gpus × dense BF16 tensor peak.")
-    c[1].metric("Cluster peak FP8", "—" if x["peak_fp8_pflops"] is None else f"{x['peak_fp8_pflops']:,.1f} PFLOP/s")
+    c[0].metric("Cluster peak BF16", f"{fmt_num(x['peak_bf16_pflops'])} PFLOP/s", help="num_gpus × dense BF16 tensor peak.")
+    c[1].metric("Cluster peak FP8", "—" if x["peak_fp8_pflops"] is None else f"{fmt_num(x['peak_fp8_pflops'])} PFLOP/s")
     c[2].metric("Cost per hour", fmt_usd(x["cost_per_hour_usd"]) + "/h", help="num_gpus × price_per_hour.")
-    c[3].metric("HBM in total", f"{x['hbm_total_tib']:,.2f} TiB")
+    c[3].metric("HBM in total", f"{fmt_num(x['hbm_total_tib'], ',.2f')} TiB")
     c[4].metric("Nodes · scale-up domains", f"{x['nodes']:,} · {x['scale_up_domains']:,}",
-                help=f"Board power {x['power_kw']:,.1f} kW at TDP.")
+                help=f"Board power {fmt_num(x['power_kw'])} kW at TDP.")
 
 
 def efficiency_tables(draft: dict, slots: dict) -> None:

@@ -9,9 +9,9 @@ from simengine.config import StrategySpec
 from ui import state
 from ui.charts import gantt_chart, memory_time_chart
 from ui.config_io import cross_issues, validate_section
-from ui.engine import chrome_trace, timeline
+from ui.engine import MAX_TRACE_SPANS, chrome_trace, timeline
 from ui.layout import boot, issues_box
-from ui.timeline_data import MAX_EXACT_SPANS, gantt_frame, memory_frame
+from ui.timeline_data import MAX_EXACT_SPANS, MAX_GANTT_RANKS, gantt_frame, memory_frame, representative_ranks
 from ui.units import fmt_gib, fmt_pct, fmt_time
 
 boot("Timeline")
@@ -83,11 +83,30 @@ with a:
 with b:
     labels = st.toggle("Micro-batch labels", value=False, key="tl.labels")
 with c3:
-    scenario_text = state.scenario_json()  # captured now: the callable runs later, outside this script run
-    st.download_button("Chrome trace", lambda: chrome_trace(scenario_text, "simengine"),
-                       file_name="simengine-trace.json", mime="application/json", icon=":material/download:",
-                       on_click="ignore", key="dl.trace", help="Open in Perfetto (ui.perfetto.dev) or chrome://tracing.")
-gdf, aggregated, rows = gantt_frame(spans, window[0] / 1e3, window[1] / 1e3)
+    if len(spans) > MAX_TRACE_SPANS:
+        st.download_button("Chrome trace", b"", disabled=True, key="dl.trace", icon=":material/download:",
+                           help=f"Not offered: {len(spans):,} spans (more than {MAX_TRACE_SPANS:,}).")
+    else:
+        scenario_text = state.scenario_json()  # captured now: the callable runs later, outside this script run
+        st.download_button("Chrome trace", lambda: chrome_trace(scenario_text, "simengine"),
+                           file_name="simengine-trace.json", mime="application/json", icon=":material/download:",
+                           on_click="ignore", key="dl.trace", help="Open in Perfetto (ui.perfetto.dev) or chrome://tracing.")
+if len(spans) > MAX_TRACE_SPANS:
+    st.caption(f"No Chrome trace for this step: it has {len(spans):,} spans, more than the {MAX_TRACE_SPANS:,} a trace "
+               "file is offered for (it would be hundreds of MB of JSON). Fewer micro-batches or stages make one.")
+
+n_ranks = len(ranks)
+shown_ranks = None
+if n_ranks > MAX_GANTT_RANKS:
+    default = representative_ranks(ranks, n_ranks)
+    shown_ranks = st.multiselect(
+        f"Ranks drawn (at most {MAX_GANTT_RANKS} of {n_ranks:,})", list(range(n_ranks)), default=default,
+        max_selections=MAX_GANTT_RANKS, key=f"tl.ranks.{hash(state.scenario_json())}",
+        help="A deep pipeline is drawn for a few representative ranks; add or remove ranks here.") or default
+    st.caption(f"{n_ranks:,} pipeline ranks: the chart and the memory curves show {len(shown_ranks)} of them (by default "
+               "the first and last two, the ranks with the largest bubble, and evenly spaced ranks in between). "
+               "The per-rank table below lists every rank.")
+gdf, aggregated, rows = gantt_frame(spans, window[0] / 1e3, window[1] / 1e3, ranks=shown_ranks)
 if aggregated:
     st.caption(f"{len(spans):,} spans in the step; more than {MAX_EXACT_SPANS:,} in this window, so each row shows the "
                "dominant phase per time bin (opacity = busy share). Narrow the window for individual spans.")
@@ -106,7 +125,10 @@ for col in ["compute_s", "exposed_comm_s", "hidden_comm_s"] + exposed_cols:
 view = view.rename(columns={"peak_gib": "peak [GiB]"})
 st.dataframe(view, hide_index=True, width="stretch", height=min(400, 38 + 35 * len(view)), column_config={
     k: st.column_config.NumberColumn(format="%.2f") for k in view.columns if k != "rank"})
-mem = memory_frame(tl["memory"])
+memory = tl["memory"]
+if shown_ranks is not None and len(memory):
+    memory = memory[memory["rank"].isin(shown_ranks)]
+mem = memory_frame(memory)
 if len(mem):
     st.altair_chart(memory_time_chart(mem, state.section_dict("system")["gpu"]["memory_gib"]), width="stretch")
 else:

@@ -95,8 +95,6 @@ def _cli_bounded(sets: list[str], seconds: float = 5.0, address_space: int = 2_5
 
 
 # ==== bugs (xfail, strict) ====================================================================
-@pytest.mark.xfail(strict=True, reason="ui/hf_import.py parse_config_text catches only JSONDecodeError; json.loads raises a "
-                                       "plain ValueError for an integer literal over 4300 digits, which escapes pages/model.py _import")
 def test_hf_paste_with_a_5000_digit_integer_is_a_message():
     at = _page("pages/model.py")
     before = _scenario(at)["model"]
@@ -107,8 +105,6 @@ def test_hf_paste_with_a_5000_digit_integer_is_a_message():
     assert _scenario(at)["model"] == before
 
 
-@pytest.mark.xfail(strict=True, reason="ui/config_io.py parse_json_text catches only JSONDecodeError/RecursionError; the "
-                                       "ValueError of a >4300-digit integer escapes ui/editor.py _upload as a traceback")
 @pytest.mark.parametrize("section", ["model", "strategy"])
 def test_json_upload_with_a_5000_digit_integer_is_a_message(section):
     at = _page(f"pages/{section}.py")
@@ -154,9 +150,6 @@ def test_denormal_hardware_figure_error_names_a_field(delta):
     assert e.value.field and "ChunkCost" not in str(e.value), e.value.issues
 
 
-@pytest.mark.xfail(strict=True, reason="calibrating with the project's own B200 table (432 GEMM points) yields a share "
-                                       "link of ~12.5k characters that ui/share.py decode_token refuses (MAX_TOKEN_CHARS "
-                                       "= 12,000): the address-bar link of a calibrated system silently cannot be opened")
 def test_link_of_a_system_calibrated_from_the_b200_table_opens():
     csv = VALIDATION / "b200_op_efficiency.csv"
     if not csv.is_file():
@@ -192,8 +185,6 @@ def test_deep_interleaved_pipeline_estimate_stays_within_5s():
     assert p.returncode in (0, 2), p.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="ui/layout.py glance() puts model/GPU names from the link into st.markdown "
-                                       "unescaped: a share link can place a phishing link or a remote image in the sidebar")
 def test_names_from_a_share_link_are_not_rendered_as_markdown():
     name = "[Session expired, sign in](https://evil.example/login) ![t](https://evil.example/p.png)"
     at = _page("pages/home.py", s=_tok({"f": _edited({"model": {"name": name}})}))
@@ -203,8 +194,6 @@ def test_names_from_a_share_link_are_not_rendered_as_markdown():
     assert "](https://evil.example" not in rendered
 
 
-@pytest.mark.xfail(strict=True, reason="ui/timeline_data.py memory_frame keeps MEMORY_POINTS per rank, so a pp=1024 "
-                                       "timeline sends ~1.5M points (~24 MB) to the browser; bound the total, not per rank")
 def test_memory_chart_frame_is_bounded_for_deep_pipelines():
     from ui.timeline_data import memory_frame
 
@@ -214,8 +203,6 @@ def test_memory_chart_frame_is_bounded_for_deep_pipelines():
     assert len(memory_frame(mem)) <= 100_000
 
 
-@pytest.mark.xfail(strict=True, reason="ui/units.py fmt_time formats any finite duration in days with thousands "
-                                       "separators: a 1e300 s step prints a ~400-character metric")
 def test_absurd_durations_format_compactly():
     from ui.units import fmt_time
 

@@ -8,6 +8,7 @@ enforced, so a user can change the model first and the strategy next.
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -29,6 +30,12 @@ def dumps(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
+def join_sections(section_texts: dict[str, str]) -> str:
+    """``dumps`` of a scenario from its sections' canonical JSON texts, without parsing them:
+    equal to ``dumps({s: json.loads(t) for s, t in section_texts.items()})``."""
+    return "{" + ",".join(f"{dumps(k)}:{section_texts[k]}" for k in sorted(section_texts)) + "}"
+
+
 def validate_section(section: str, data: Any) -> tuple[dict[str, Any] | None, Issues]:
     """(canonical dict, []) when ``data`` is a valid ``section``; (None, issues) otherwise.
     Issue paths are dotted and start with the section (``model.hidden_size``)."""
@@ -41,7 +48,7 @@ def validate_section(section: str, data: Any) -> tuple[dict[str, Any] | None, Is
     except ValidationError as e:
         return None, from_pydantic(e, section).issues
     except (ValueError, TypeError, RecursionError) as e:  # defensive: odd payloads
-        return None, [(section, f"invalid {section}: {e}")]
+        return None, [(section, f"invalid {section}: {str(e)[:200]}")]
     return spec.model_dump(mode="json"), []
 
 
@@ -94,6 +101,14 @@ def parse_json_text(text: str | bytes, what: str, limit: int = MAX_UPLOAD_BYTES)
         raise ConfigError([("", f"{what} is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}")]) from None
     except RecursionError:
         raise ConfigError([("", f"{what} is nested too deeply")]) from None
+    except ValueError as e:  # an integer literal over Python's 4,300-digit conversion limit
+        raise ConfigError([("", f"{what} holds a number too long to read: {_int_limit_text(e)}")]) from None
+
+
+def _int_limit_text(e: ValueError) -> str:
+    if "integer string conversion" in str(e):
+        return f"an integer with more than {sys.get_int_max_str_digits():,} digits"
+    return str(e)[:80]
 
 
 def diff(base: Any, new: Any) -> Any:

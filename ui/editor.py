@@ -14,7 +14,8 @@ from simengine.presets import SCENARIO_SIZES, list_presets, load_preset
 
 from . import form, state
 from .config_io import PRESET_KIND, SECTIONS, parse_json_text
-from .layout import issues_box
+from .layout import issue_lines, issues_box, show_notices
+from .text import clip, md
 
 CUSTOM = "—"
 
@@ -40,23 +41,38 @@ def _load_preset(section: str) -> None:
         state.notify("success", f"Loaded {section} preset {name!r}.")
 
 
+def read_upload(f) -> Any:
+    """JSON of an uploaded file; raises ConfigError with a one-line message (never a traceback:
+    also a >4,300-digit integer's ValueError or a RecursionError)."""
+    name = clip(f.name)
+    try:
+        return parse_json_text(f.getvalue(), name)
+    except ConfigError:
+        raise
+    except RecursionError:
+        raise ConfigError([("", f"{name} is nested too deeply")]) from None
+    except ValueError as e:
+        raise ConfigError([("", f"{name} cannot be read: {clip(e, 120)}")]) from None
+
+
 def _upload(section: str) -> None:
     f = st.session_state.get(f"upl.{section}")
     if f is None:
         return
+    name = clip(f.name)
     try:
-        data = parse_json_text(f.getvalue(), f"{f.name}")
+        data = read_upload(f)
     except ConfigError as e:
-        state.notify("error", f"Upload rejected: {e}")
+        state.notify("error", f"Upload rejected: {md(e)}", f"upl.{section}")
         return
     if isinstance(data, dict) and section in data and set(data) <= set(SECTIONS):
         data = data[section]  # a whole scenario file: take this editor's section
-    issues = state.load_section(section, data, f"uploaded {f.name[:60]}")
+    issues = state.load_section(section, data, f"uploaded {name}")
     if issues:
-        shown = "  \n".join(f"- `{p}`: {m}" if p else f"- {m}" for p, m in issues[:12])
-        state.notify("error", f"Upload rejected, {f.name[:60]} is not a valid {section}:  \n{shown}")
+        state.notify("error", f"Upload rejected, {md(name)} is not a valid {section}:  \n{issue_lines(issues, 12)}",
+                     f"upl.{section}")
     else:
-        state.notify("success", f"Loaded {section} from {f.name[:60]}.")
+        state.notify("success", f"Loaded {section} from {md(name)}.", f"upl.{section}")
 
 
 def toolbar(section: str) -> None:
@@ -78,14 +94,15 @@ def toolbar(section: str) -> None:
         fname = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in str(data.get("name", section)))[:60]
         st.download_button(f"Download {section} JSON", json.dumps(data, indent=2), file_name=f"{fname or section}.json",
                            mime="application/json", key=f"dl.{section}", width="stretch", on_click="ignore")
+    show_notices(f"upl.{section}")  # the upload's own messages, right under it
 
 
 def editor_page(section: str, title: str, intro: str, figures: Callable[[], None],
                 before_form: Callable[[], None] | None = None,
                 tables: Callable[[dict[str, Any], dict[str, Any]], None] | None = None) -> None:
     st.title(title)
-    st.caption(intro + f" Current {section}: **{state.section_dict(section).get('name', '')}** "
-               f"({state.origin(section) or 'default'}).")
+    st.caption(intro + f" Current {section}: **{md(state.section_dict(section).get('name', ''), 120)}** "
+               f"({md(state.origin(section) or 'default', 120)}).")
     toolbar(section)
     figures()
     if before_form:

@@ -10,14 +10,19 @@ import json
 import logging
 from typing import Any
 
+import pandas as pd
 import streamlit as st
 
 from simengine.errors import ConfigError
 
 from .derived import model_figures, scenario_figures, system_figures
-from .timeline_data import timeline_tables
+from .timeline_data import compact_spans, frame_bytes, timeline_tables
 
 log = logging.getLogger("simengine.studio")
+
+TIMELINE_CACHE_ENTRIES = 6
+MAX_CACHED_TIMELINE_BYTES = 48 * 2**20  # per cached timeline (spans, ranks, memory frames)
+MAX_TRACE_SPANS = 300_000  # a Chrome trace of more spans is ~100 MB of JSON: not offered
 
 
 def _fail(e: BaseException) -> dict[str, Any]:
@@ -47,26 +52,60 @@ def _simulate(scenario_json: str):
     return sim(json.loads(scenario_json))
 
 
-@st.cache_data(max_entries=32, show_spinner=False)
-def timeline(scenario_json: str) -> dict[str, Any]:
-    """``{"ok": True, "spans", "ranks", "memory" (DataFrames), "step_time_s"}`` or issues."""
+def _timeline_compute(scenario_json: str) -> dict[str, Any]:
     try:
         tl = _simulate(scenario_json)
-        return {"ok": True, **timeline_tables(tl)}
+        tables = timeline_tables(tl)
+        del tl  # the engine object holds the spans a second time
+        tables["spans"] = compact_spans(tables["spans"])
+        mem = tables["memory"]
+        if len(mem):
+            tables["memory"] = mem.assign(rank=pd.to_numeric(mem["rank"], downcast="integer"))
+        return {"ok": True, **tables}
     except ImportError as e:
         return {"ok": False, "issues": [("", f"the timeline simulator is not available in this build ({e})")]}
     except Exception as e:  # noqa: BLE001
         return _fail(e)
 
 
+class _NotCached(Exception):  # noqa: N818 — control flow: st.cache_data keeps no result that raised
+    def __init__(self, result: dict[str, Any]):
+        super().__init__("timeline too large to cache")
+        self.result = result
+
+
+@st.cache_data(max_entries=TIMELINE_CACHE_ENTRIES, show_spinner=False)
+def _timeline_cached(scenario_json: str) -> dict[str, Any]:
+    res = _timeline_compute(scenario_json)
+    if res["ok"] and frame_bytes(res["spans"], res["ranks"], res["memory"]) > MAX_CACHED_TIMELINE_BYTES:
+        raise _NotCached(res)
+    return res
+
+
+def timeline(scenario_json: str) -> dict[str, Any]:
+    """``{"ok": True, "spans", "ranks", "memory" (DataFrames), "step_time_s"}`` or issues.
+
+    Cached on the scenario JSON in at most ``TIMELINE_CACHE_ENTRIES`` entries of at most
+    ``MAX_CACHED_TIMELINE_BYTES`` each (so the cache stays under ~300 MB); a larger timeline is
+    simulated again on each rerun rather than held."""
+    try:
+        return _timeline_cached(scenario_json)
+    except _NotCached as e:
+        return e.result
+
+
 def chrome_trace(scenario_json: str, name: str) -> bytes:
     """Chrome-trace JSON (Perfetto, chrome://tracing) of the simulated step.
 
     Not cached and free of session state: a download button calls it lazily, on click, outside
-    the script thread (pass the scenario JSON captured while rendering)."""
+    the script thread (pass the scenario JSON captured while rendering). Refuses a timeline of
+    more than ``MAX_TRACE_SPANS`` spans (the page does not offer the download then)."""
     from simengine.sim.trace import to_chrome_trace
 
     tl = _simulate(scenario_json)
+    n = len(getattr(tl, "spans", ()) or ())
+    if n > MAX_TRACE_SPANS:
+        raise ValueError(f"the timeline has {n:,} spans; a Chrome trace is offered up to {MAX_TRACE_SPANS:,}")
     return json.dumps(to_chrome_trace(tl, name), separators=(",", ":")).encode()
 
 

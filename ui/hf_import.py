@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from typing import Any
 
 from pydantic import ValidationError
@@ -17,6 +18,7 @@ from pydantic import ValidationError
 from simengine.config import ModelSpec
 
 MAX_BYTES = 1_000_000
+ECHO_CHARS = 60  # user values quoted in messages are cut to this length
 
 # ModelSpec field ← Hugging Face key(s), first present wins (for the messages and the docs).
 FIELD_MAP: dict[str, tuple[str, ...]] = {
@@ -54,6 +56,14 @@ class HFImportError(ValueError):
     """A config.json that cannot be mapped; the message is meant for the user."""
 
 
+def _echo(value: Any, limit: int = ECHO_CHARS) -> str:
+    """A user value quoted in a message, cut to ``limit`` characters (a huge integer included)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**limit:
+        return f"{'-' if value < 0 else ''}an integer of more than {limit} digits"
+    text = str(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def _int(cfg: dict, key: str, *, minimum: int = 0) -> int | None:
     """An integer field (None when absent or null); rejects bools, fractions, huge or negative values."""
     if key not in cfg or cfg[key] is None:
@@ -65,9 +75,9 @@ def _int(cfg: dict, key: str, *, minimum: int = 0) -> int | None:
         raise HFImportError(f"'{key}' must be a whole number, got {v!r}")
     v = int(v)
     if v < minimum:
-        raise HFImportError(f"'{key}' must be >= {minimum}, got {v}")
+        raise HFImportError(f"'{key}' must be >= {minimum}, got {_echo(v)}")
     if v > 10**12:
-        raise HFImportError(f"'{key}' = {v} is implausibly large")
+        raise HFImportError(f"'{key}' = {_echo(v)} is implausibly large")
     return v
 
 
@@ -112,6 +122,9 @@ def parse_config_text(text: str | bytes) -> dict:
         raise HFImportError(f"not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
     except RecursionError:
         raise HFImportError("not a config.json: nested too deeply") from None
+    except ValueError as e:  # an integer literal over Python's 4,300-digit conversion limit
+        limit = f"more than {sys.get_int_max_str_digits():,} digits" if "integer string" in str(e) else str(e)[:80]
+        raise HFImportError(f"not a config.json: it holds an integer too long to read ({limit})") from None
     if not isinstance(data, dict):
         raise HFImportError(f"a config.json is a JSON object {{...}}, got a JSON {type(data).__name__}")
     return data
@@ -237,7 +250,7 @@ def hf_to_model(cfg: dict[str, Any] | str | bytes) -> tuple[dict[str, Any], list
             out["moe_layer_freq"] = freq
         mlp_only = cfg.get("mlp_only_layers")
         if isinstance(mlp_only, list) and mlp_only:
-            notes.append(f"mlp_only_layers={mlp_only[:8]}{'…' if len(mlp_only) > 8 else ''} is not modelled; those layers are treated as MoE")
+            notes.append(f"mlp_only_layers={_echo(mlp_only)} is not modelled; those layers are treated as MoE")
         scoring = cfg.get("scoring_func")
         if scoring is not None:
             if scoring not in ("softmax", "sigmoid"):

@@ -6,16 +6,20 @@ first request after a server start Streamlit may run a page of ``pages/`` direct
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import streamlit as st
 
-from . import state
+from . import share, state
+from .text import md, md_code
 from .units import fmt_count
 
 APP_NAME = "simengine studio"
 FAVICON = Path(__file__).resolve().parent.parent / "assets" / "favicon.png"
 ROUTER_FLAG = "studio.router"  # set by app.py on every run it makes (st.navigation is active)
+NAME_CHARS = 120  # names shown in the scenario glance
+LINK_BOX_CHARS, LINK_BOX_PX = 1500, 220  # a longer share link scrolls in a box of this height
 
 # (script path relative to app.py, label, icon)
 PAGES: list[tuple[str, str, str]] = [
@@ -49,6 +53,27 @@ def boot(title: str) -> None:
     state.ensure_scenario()
     sidebar()
     show_notices()
+    link_warning()
+
+
+def scenario_download(key: str, label: str = "Download the scenario JSON") -> None:
+    """The whole scenario as one JSON file (Home's "Open a scenario file" and every editor's
+    upload read it back)."""
+    st.download_button(label, json.dumps(state.scenario_dict(), indent=1), file_name="simengine-scenario.json",
+                       mime="application/json", key=key, on_click="ignore", icon=":material/download:")
+
+
+def link_warning() -> None:
+    """On every page: say so when the address bar cannot reproduce the scenario (its link is over
+    the cap that decoding accepts), and offer the scenario JSON instead."""
+    params = state.link_params()
+    if not share.token_too_long(params):
+        return
+    st.warning(f"**This scenario has no working share link.** Its link would be {len(params['s']):,} characters, "
+               f"more than the {share.MAX_TOKEN_CHARS:,} a link may have, so the address bar cannot reproduce it "
+               "(usually: very large measured GEMM or collective tables). Download the scenario JSON to keep or "
+               "send it; reopen it with *Open a scenario file* on the Home page.", icon="⚠️")
+    scenario_download("dl.scenario.nolink")
 
 
 def page_link(path: str, label: str, icon: str | None = None, **kw) -> None:
@@ -68,8 +93,16 @@ def sidebar() -> None:
             page_link(path, label, icon)
         st.divider()
         glance(compact=True)
+        params = state.link_params()
+        if share.token_too_long(params):
+            st.caption("No share link: this scenario is too large for one (see the warning on the page).")
+            return
         st.caption("Share link (reproduces this scenario)")
-        st.code(state.share_url(), language=None, wrap_lines=True)
+        url = state.share_url()
+        st.code(url, language=None, wrap_lines=True, height=LINK_BOX_PX if len(url) > LINK_BOX_CHARS else "content")
+        if len(params.get("s", "")) > share.LONG_LINK_CHARS:
+            st.caption(f"A long link ({len(url):,} characters): some proxies and servers refuse addresses over "
+                       f"~{share.LONG_LINK_CHARS // 1000}k characters, so keep the scenario JSON (Home page) as well.")
 
 
 def glance(compact: bool = False) -> None:
@@ -85,9 +118,9 @@ def glance(compact: bool = False) -> None:
     par = f"tp{s['tp']} pp{s['pp']} cp{s['cp']}" + (f" ep{s['ep']}" if s["ep"] > 1 else "") + \
           (f" vpp{s['vpp']}" if s["vpp"] > 1 else "") + (f" dp{s['dp']}" if s.get("dp") else "")
     lines = [
-        f"**Model** {m['name']}{params}",
-        f"**System** {sy['num_gpus']} × {sy['gpu']['name']}",
-        f"**Strategy** {par} · {s['schedule']} · gbs {s['global_batch_size']} × {s['seq_len']} tokens · {s['dtype']}",
+        f"**Model** {md(m['name'], NAME_CHARS)}{params}",
+        f"**System** {sy['num_gpus']:,} × {md(sy['gpu']['name'], NAME_CHARS)}",
+        f"**Strategy** {par} · {md(s['schedule'])} · gbs {s['global_batch_size']:,} × {s['seq_len']:,} tokens · {md(s['dtype'])}",
     ]
     if compact:
         st.markdown("  \n".join(lines))
@@ -99,13 +132,22 @@ def glance(compact: bool = False) -> None:
         st.warning(f"{len(issues)} problem(s) between sections; see the Strategy page.", icon="⚠️")
 
 
-def show_notices() -> None:
-    for level, text in state.pop_notices():
+def issue_lines(issues, limit: int | None = None) -> str:
+    """Markdown bullet lines of (field, message) issues; field paths can hold keys a user typed
+    (an uploaded file's unknown field), so they are shown as literal code."""
+    shown = list(issues)[:limit] if limit else list(issues)
+    return "  \n".join(f"- {md_code(f, 120)}: {m}" if f else f"- {m}" for f, m in shown)
+
+
+def show_notices(where: str = "") -> None:
+    """Queued messages: the page-wide ones (``where=""``, drawn by ``boot``) or those meant for
+    one spot (an upload's messages right under it)."""
+    for level, text in state.pop_notices(where):
         {"error": st.error, "warning": st.warning, "success": st.success}.get(level, st.info)(text)
 
 
 def issues_box(issues, title: str = "This scenario cannot be estimated yet") -> None:
-    st.error(f"**{title}:**  \n" + "  \n".join(f"- `{f}`: {m}" if f else f"- {m}" for f, m in issues), icon="⚠️")
+    st.error(f"**{title}:**  \n" + issue_lines(issues), icon="⚠️")
     c1, c2, c3 = st.columns(3)
     with c1:
         page_link("pages/model.py", "Fix on the Model page", ":material/neurology:")

@@ -12,6 +12,17 @@ Two forms, both stable across server restarts:
 
 Decoding treats the token as hostile: length cap, strict alphabet, bounded decompression (no zip
 bombs), JSON only (never eval / pickle), shape checks, then full pydantic validation.
+
+Length: a token may have up to ``MAX_TOKEN_CHARS`` (64,000) characters. Streamlit itself drops a
+query string over 512 Ki characters (``CLIENT_STATE_QUERY_STRING_MAX_LENGTH`` in
+``streamlit/runtime/state/query_params.py``, 1.67), so the cap stays well below it; a system
+calibrated from a 2,000-point GEMM sweep gives ~45k characters. The HTTP server Streamlit runs
+(uvicorn with h11) refuses a request head over 16 KiB when it arrives in several TCP segments
+(``h11.DEFAULT_MAX_INCOMPLETE_EVENT_SIZE``), and reverse proxies have their own limits (nginx:
+8 kB by default), so links over ``LONG_LINK_CHARS`` come with a note to keep the JSON too.
+A scenario whose token exceeds the cap gets no working link: the pages say so and offer the
+scenario JSON instead (see ``ui.layout``), and the address bar holds ``?s=too-large``
+(:data:`TOO_LARGE`), which says so when opened instead of failing on an enormous token.
 """
 
 from __future__ import annotations
@@ -29,10 +40,14 @@ from simengine.errors import ConfigError
 from simengine.presets import SCENARIO_SIZES, size_scenario
 
 from .config_io import SECTIONS, apply_diff, diff, dumps, validate_scenario
+from .text import clip
 
 VERSION = "v1"
-MAX_TOKEN_CHARS = 12_000
+MAX_TOKEN_CHARS = 64_000
+LONG_LINK_CHARS = 16_000
+TOO_LARGE = "too-large"  # the address bar's 's' when the scenario's token is over MAX_TOKEN_CHARS
 MAX_JSON_BYTES = 512_000
+MAX_REPEATED = 8  # values of a repeated parameter tried (last first)
 _B64 = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
@@ -82,22 +97,53 @@ def encode_token(cfg: dict[str, dict[str, Any]]) -> str:
 
 def link_params(cfg: dict[str, dict[str, Any]]) -> dict[str, str]:
     """The query parameters of the share link of ``cfg`` (a canonical scenario)."""
-    for size, base in _bases():
-        if base == cfg:
-            return {"preset": size}
-    return {"s": encode_token(cfg)}
+    return dict(_link_params_cached(dumps(cfg)))
+
+
+def link_params_json(scenario_text: str) -> dict[str, str]:
+    """:func:`link_params` of a scenario given as its canonical JSON text (``config_io.dumps``).
+
+    Cached on the text: the studio asks for the link several times per rerun, and encoding a
+    scenario with large measured tables costs tens of milliseconds each time."""
+    return dict(_link_params_cached(scenario_text))
+
+
+@lru_cache(maxsize=32)
+def _link_params_cached(scenario_text: str) -> tuple[tuple[str, str], ...]:
+    for size in SCENARIO_SIZES:
+        try:
+            if _size_canonical_text(size) == scenario_text:
+                return (("preset", size),)
+        except ConfigError:
+            continue
+    return (("s", encode_token(json.loads(scenario_text))),)
+
+
+def token_too_long(params: dict[str, str]) -> bool:
+    """True when the link ``params`` cannot be opened again (its token is over the cap)."""
+    return len(params.get("s", "")) > MAX_TOKEN_CHARS
+
+
+def address_params(params: dict[str, str]) -> dict[str, str]:
+    """What the address bar holds for link ``params``: the link itself, or ``{"s": TOO_LARGE}``."""
+    return {"s": TOO_LARGE} if token_too_long(params) else params
 
 
 def decode_token(token: Any) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """(canonical scenario, notes) from a ``v1.`` token; raises ShareLinkError with a clear message."""
     if not isinstance(token, str) or not token:
         raise ShareLinkError("the share link has an empty 's' parameter")
+    if token == TOO_LARGE:
+        raise ShareLinkError(f"this address was copied from a scenario too large for a link (over {MAX_TOKEN_CHARS:,} "
+                             "characters), so it cannot reproduce it; ask for its scenario JSON file and open it on the "
+                             "Home page")
     if len(token) > MAX_TOKEN_CHARS:
         raise ShareLinkError(f"the share link is too long ({len(token):,} characters; at most {MAX_TOKEN_CHARS:,})")
     version, dot, body = token.partition(".")
     if not dot or version != VERSION:
         shown = version[:12] if dot else token[:12]
         raise ShareLinkError(f"unsupported share-link format {shown!r}: expected a token starting with '{VERSION}.'")
+    body = body.removesuffix("==").removesuffix("=")  # base64 padding added by some tools
     if not _B64.match(body):
         raise ShareLinkError("the share link is garbled (characters outside base64url); was it cut or re-encoded?")
     try:
@@ -137,7 +183,7 @@ def decode_token(token: Any) -> tuple[dict[str, dict[str, Any]], list[str]]:
         raise ShareLinkError("the share link's content is not a scenario (no base and no full config)")
     cfg, issues = validate_scenario(full)
     if cfg is None:
-        shown = "; ".join(f"{f}: {m}" if f else m for f, m in issues[:6])
+        shown = "; ".join(f"{clip(f)}: {clip(m, 200)}" if f else clip(m, 200) for f, m in issues[:6])
         raise ShareLinkError(f"the share link holds an invalid scenario: {shown}")
     if isinstance(payload.get("h"), str) and payload["h"] != scenario_hash(cfg):
         notes.append("this link was made with a different version of its base preset or of the engine's "
@@ -145,24 +191,42 @@ def decode_token(token: Any) -> tuple[dict[str, dict[str, Any]], list[str]]:
     return cfg, notes
 
 
+def _decode_preset(value: str) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    p = value.strip().lower()
+    if p not in SCENARIO_SIZES:
+        raise ShareLinkError(f"unknown preset {value[:40]!r} in the link; use one of {', '.join(SCENARIO_SIZES)}")
+    return size_canonical(p), []
+
+
 def decode_params(params: dict[str, Any]) -> tuple[dict[str, dict[str, Any]] | None, list[str]]:
     """Scenario named by query parameters (``s`` wins over ``preset``); None when neither is there.
-    Raises ShareLinkError for a bad value. ``params`` values may be str or list[str]."""
-    def one(key: str) -> str | None:
-        v = params.get(key)
-        if isinstance(v, (list, tuple)):
-            v = v[-1] if v else ""
-        return None if v is None else str(v)
 
-    s = one("s")
-    if s is not None:
-        return decode_token(s.strip())
-    preset = one("preset")
-    if preset is not None:
-        p = preset.strip().lower()
-        if p not in SCENARIO_SIZES:
-            raise ShareLinkError(f"unknown preset {preset[:40]!r} in the link; use one of {', '.join(SCENARIO_SIZES)}")
-        return size_canonical(p), []
+    ``params`` values may be str or list[str] (a parameter repeated in the address bar): the
+    last value that opens wins, with a note; when none opens, the error is the last value's.
+    Raises ShareLinkError for a bad value."""
+    def values(key: str) -> list[str] | None:
+        v = params.get(key)
+        if v is None:
+            return None
+        vals = [str(x) for x in v] if isinstance(v, (list, tuple)) else [str(v)]
+        return vals or [""]
+
+    for key, decode in (("s", lambda v: decode_token(v.strip())), ("preset", _decode_preset)):
+        vals = values(key)
+        if vals is None:
+            continue
+        first_error: ShareLinkError | None = None
+        for i, v in enumerate(reversed(vals[-MAX_REPEATED:])):
+            try:
+                cfg, notes = decode(v)
+            except ShareLinkError as e:
+                first_error = first_error or e
+                continue
+            if i:
+                notes = [*notes, f"the link repeats '{key}' {len(vals)} times; opened the last value that works"]
+            return cfg, notes
+        assert first_error is not None
+        raise first_error
     return None, []
 
 

@@ -7,7 +7,7 @@ Session keys (plain strings / lists only, never engine objects):
 * ``cfg.gen.<section>`` — bumped when a section is replaced from outside, so its widgets reset;
 * ``cfg.link`` — the query parameters last written to the address bar;
 * ``pins`` — scenarios pinned for comparison: ``[{"label", "json"}]``;
-* ``notices`` — messages queued for the next render: ``[(level, text)]``.
+* ``notices`` — messages queued for the next render: ``[(level, text, where)]``.
 
 Every page calls :func:`ensure_scenario` first, so a deep link opened on a freshly started
 server works on any page, whether or not ``app.py`` ran (see app.py for why that matters).
@@ -24,7 +24,8 @@ from simengine.errors import ConfigError
 from simengine.presets import SCENARIO_SIZES
 
 from . import share
-from .config_io import SECTIONS, Issues, cross_issues, dumps, validate_section
+from .config_io import SECTIONS, Issues, cross_issues, dumps, join_sections, validate_section
+from .text import clip, md
 
 LINK_KEYS = ("s", "preset")
 # Query parameters Streamlit itself understands; left alone and not reported.
@@ -51,8 +52,11 @@ def scenario_dict() -> dict[str, dict[str, Any]]:
 
 
 def scenario_json() -> str:
-    """Canonical JSON of the whole scenario: the cache key of every engine call."""
-    return dumps(scenario_dict())
+    """Canonical JSON of the whole scenario: the cache key of every engine call.
+
+    Equal to ``dumps(scenario_dict())`` (sorted keys, no spaces), built from the stored section
+    texts without parsing them again: it is called many times per rerun."""
+    return join_sections({s: section_json(s) for s in SECTIONS})
 
 
 def origin(section: str) -> str:
@@ -102,26 +106,36 @@ def load_size(size: str) -> None:
     set_scenario(share.size_canonical(size), f"preset {size}")
 
 
-def notify(level: str, text: str) -> None:
-    _ss().setdefault("notices", []).append((level, text))
+def notify(level: str, text: str, where: str = "") -> None:
+    """Queue a message for this rerun: at the top of the page, or (``where``) at the spot that
+    calls ``layout.show_notices(where)``, such as right under the upload it is about."""
+    _ss().setdefault("notices", []).append((level, text, where))
 
 
-def pop_notices() -> list[tuple[str, str]]:
-    out = list(_ss().get("notices", []))
-    _ss()["notices"] = []
-    return out
+def pop_notices(where: str = "") -> list[tuple[str, str]]:
+    queued = list(_ss().get("notices", []))
+    mine = [(lvl, text) for lvl, text, *w in queued if (w[0] if w else "") == where]
+    _ss()["notices"] = [n for n in queued if (n[2] if len(n) > 2 else "") != where]
+    return mine
 
 
 # ---- share link -----------------------------------------------------------------------------
 def link_params() -> dict[str, str]:
-    return share.link_params(scenario_dict())
+    """Query parameters of the current scenario's link (cached on the scenario JSON)."""
+    return share.link_params_json(scenario_json())
+
+
+def link_too_long() -> bool:
+    """True when the current scenario's link is over the cap and cannot be opened again."""
+    return share.token_too_long(link_params())
 
 
 def sync_link() -> None:
-    """Make the address bar hold the link of the current scenario (no rerun is triggered)."""
-    params = link_params()
-    current = {k: st.query_params.get(k) for k in st.query_params.keys() if k not in STREAMLIT_KEYS}
-    if current != params:
+    """Make the address bar hold the link of the current scenario (no rerun is triggered).
+    Repeated or extra parameters are rewritten to the canonical link."""
+    params = share.address_params(link_params())
+    current = {k: st.query_params.get_all(k) for k in st.query_params.keys() if k not in STREAMLIT_KEYS}
+    if current != {k: [v] for k, v in params.items()}:
         keep = {k: st.query_params.get_all(k) for k in st.query_params.keys() if k in STREAMLIT_KEYS}
         st.query_params.from_dict({**keep, **params})
     _ss()["cfg.link"] = params
@@ -133,17 +147,16 @@ def share_url() -> str:
         base = st.context.url or ""
     except Exception:  # noqa: BLE001 — no browser context (tests)
         base = ""
-    return (base.rstrip("/") if base else "") + share.link_query(link_params())
+    return (base.rstrip("/") if base else "") + share.link_query(share.address_params(link_params()))
 
 
-def _incoming() -> tuple[dict[str, str], list[str]]:
-    """(link parameters in the address bar, names of unknown parameters)."""
-    link: dict[str, str] = {}
+def _incoming() -> tuple[dict[str, list[str]], list[str]]:
+    """(link parameters in the address bar, every value of each; names of unknown parameters)."""
+    link: dict[str, list[str]] = {}
     unknown: list[str] = []
     for k in st.query_params.keys():
         if k in LINK_KEYS:
-            vals = st.query_params.get_all(k)
-            link[k] = vals[-1] if vals else ""
+            link[k] = list(st.query_params.get_all(k)) or [""]
         elif k not in STREAMLIT_KEYS:
             unknown.append(k)
     return link, unknown
@@ -156,23 +169,25 @@ def ensure_scenario() -> None:
     ss = _ss()
     link, unknown = _incoming()
     have = all(f"cfg.{s}" in ss for s in SECTIONS)
-    if link and link != ss.get("cfg.link"):
+    known = {k: [v] for k, v in (ss.get("cfg.link") or {}).items()}
+    if link and link != known:
         try:
             cfg, notes = share.decode_params(link)
         except share.ShareLinkError as e:
-            notify("error", f"Could not open the link: {e}. " + (
+            notify("error", f"Could not open the link: {md(e)}. " + (
                 "Keeping the current scenario." if have else f"Showing the {DEFAULT_SIZE} preset instead."))
         except ConfigError as e:  # a broken preset file on the server
-            notify("error", f"Could not open the link: {e}")
+            notify("error", f"Could not open the link: {md(e)}")
         else:
             if cfg is not None:
-                origin_label = f"preset {link['preset'].strip().lower()}" if "s" not in link else "share link"
+                size = share.link_params(cfg).get("preset")
+                origin_label = f"preset {size}" if "s" not in link and size else "share link"
                 set_scenario(cfg, origin_label)
                 for n in notes:
-                    notify("warning", n)
+                    notify("warning", md(n))
                 have = True
     if unknown:
-        shown = ", ".join(repr(u[:30]) for u in unknown[:5])
+        shown = ", ".join(md(repr(clip(u, 30))) for u in unknown[:5])
         notify("info", f"Ignored unknown link parameter(s) {shown}; a studio link has only "
                        f"'preset' ({'/'.join(SCENARIO_SIZES)}) or 's' (an edited scenario).")
     if not all(f"cfg.{s}" in ss for s in SECTIONS):

@@ -14,10 +14,12 @@ from simengine.config.system import CollectivePoint, GemmPoint
 
 from . import state
 from .config_io import validate_section
+from .text import md, md_code
 
 GEMM_COLUMNS = list(GemmPoint.model_fields)          # m n k b dtype layout efficiency
 COLL_COLUMNS = list(CollectivePoint.model_fields)    # kind tier efficiency latency_us
 MAX_CAL_BYTES = 64 * 1024 * 1024
+MAX_GEMM_POINTS = 2000  # GEMM points a calibration upload keeps in the scenario (evenly sampled)
 
 
 def _clean(v: Any) -> Any:
@@ -140,27 +142,49 @@ def calibrate_from_uploads(gemm_file, nccl_files) -> None:
         st.error(f"Uploads total {sum(sizes):,} bytes; at most {MAX_CAL_BYTES:,} are accepted.")
         return
     gemm = bytes(gemm_file.getvalue()) if gemm_file is not None else None
-    logs = {f.name[:200]: bytes(f.getvalue()) for f in nccl_files or []}
+    logs = {f.name[:200]: bytes(f.getvalue()) for f in nccl_files or []}  # names in messages are escaped
     try:
         system = SystemSpec.model_validate(state.section_dict("system"))
         new, summary = calibrate_with_summary(system, gemm, logs or None)
     except ConfigError as e:
-        st.error("Calibration failed:  \n" + "  \n".join(f"- `{f}`: {m}" if f else f"- {m}" for f, m in e.issues[:12]))
+        st.error("Calibration failed:  \n" + "  \n".join(f"- {md_code(f, 60)}: {md(m, 300)}" if f else f"- {md(m, 300)}"
+                                                         for f, m in e.issues[:12]))
         return
     except Exception as e:  # noqa: BLE001
-        st.error(f"Calibration failed: {type(e).__name__}: {e}")
+        st.error(f"Calibration failed: {type(e).__name__}: {md(e, 300)}")
         return
-    canon, issues = validate_section("system", new.model_dump(mode="json"))
+    data = new.model_dump(mode="json")
+    table = data.get("efficiency", {}).get("gemm_table") or []
+    kept = sample_gemm_points(table)
+    data["efficiency"]["gemm_table"] = kept
+    canon, issues = validate_section("system", data)
     if canon is None:
-        st.error("Calibration produced an invalid system: " + "; ".join(m for _, m in issues[:6]))
+        st.error("Calibration produced an invalid system: " + md("; ".join(m for _, m in issues[:6]), 600))
         return
     state.set_section("system", canon, "calibrated")
     state.sync_link()
-    msg = f"Calibrated: {summary.gemm_points} GEMM point(s)"
+    msg = f"Calibrated: {summary.gemm_points:,} GEMM point(s)"
     if summary.collective_fits:
         used = [f for f in summary.collective_fits if f.used]
         msg += f", {len(used)} collective fit(s) used of {len(summary.collective_fits)}"
     state.notify("success", msg + ".")
+    if len(kept) < len(table):
+        state.notify("info", f"The sweep has {len(table):,} GEMM points; the system keeps {len(kept):,} of them, "
+                             f"evenly spaced over the table (every {len(table) / len(kept):.1f}th row), so the "
+                             "scenario, its link and every estimate stay fast. Interpolation between the kept "
+                             "shapes covers the rest.")
     for w in summary.warnings[:8]:
-        state.notify("warning", w)
+        state.notify("warning", md(w, 300))
     st.rerun()
+
+
+def sample_gemm_points(rows: list[Any], limit: int | None = None) -> list[Any]:
+    """At most ``limit`` rows (``MAX_GEMM_POINTS``), evenly spaced over the table, first and
+    last kept, order kept; ``rows`` itself when it is short enough."""
+    limit = MAX_GEMM_POINTS if limit is None else limit
+    n = len(rows)
+    if n <= limit:
+        return list(rows)
+    if limit <= 1:
+        return list(rows[:limit])
+    return [rows[round(i * (n - 1) / (limit - 1))] for i in range(limit)]

@@ -17,7 +17,10 @@ SPAN_COLUMNS = ["rank", "stream", "kind", "mb", "chunk", "start_s", "end_s"]
 STREAM_ORDER = ["compute", "comm", "pp", "dp"]
 MAX_EXACT_SPANS = 5000
 GANTT_BINS = 320
-MEMORY_POINTS = 1500
+MEMORY_POINTS = 1500          # per rank, at most
+MEMORY_TOTAL_POINTS = 20_000  # all ranks together, at most (what the memory chart sends)
+MAX_GANTT_RANKS = 64          # above this many ranks the Gantt draws a representative subset
+GANTT_SUBSET = 16             # ranks in that subset (first, last, worst bubble, evenly spaced)
 
 
 def _attr(obj: Any, *names: str, default: Any = None) -> Any:
@@ -86,12 +89,17 @@ def row_labels(spans: pd.DataFrame) -> list[str]:
 
 
 def gantt_frame(spans: pd.DataFrame, t0_s: float | None = None, t1_s: float | None = None,
-                max_spans: int = MAX_EXACT_SPANS, bins: int = GANTT_BINS) -> tuple[pd.DataFrame, bool, list[str]]:
+                max_spans: int = MAX_EXACT_SPANS, bins: int = GANTT_BINS,
+                ranks: Any = None) -> tuple[pd.DataFrame, bool, list[str]]:
     """Spans in [t0, t1] as Gantt rows; aggregated into time bins beyond ``max_spans`` spans.
 
     Aggregated rows carry the phase that dominates the bin, the busy share of the bin
     (``occupancy``) and the number of spans touching it, so any size renders in O(rows·bins).
+    ``ranks`` (an iterable of rank numbers) keeps only those ranks' rows: the page passes a
+    representative subset of a deep pipeline, so rows × bins stays bounded too.
     """
+    if ranks is not None:
+        spans = spans[spans["rank"].isin(list(ranks))]
     rows = row_labels(spans)
     if not len(spans):
         return pd.DataFrame(columns=["row", "category", "start_ms", "end_ms", "kind", "mb", "chunk"]), False, rows
@@ -102,12 +110,12 @@ def gantt_frame(spans: pd.DataFrame, t0_s: float | None = None, t1_s: float | No
     sel = spans[(spans["end_s"] > t0) & (spans["start_s"] < t1)]
     start = sel["start_s"].clip(lower=t0).to_numpy()
     end = sel["end_s"].clip(upper=t1).to_numpy()
-    row = ("rank " + sel["rank"].astype(str) + " · " + sel["stream"]).to_numpy()
-    cat = sel["kind"].map(span_category).to_numpy()
+    row = ("rank " + sel["rank"].astype(str) + " · " + sel["stream"].astype(str)).to_numpy()
+    cat = np.asarray(sel["kind"].map(span_category).to_numpy(), dtype=object)
     if len(sel) <= max_spans:
         mb = sel["mb"].to_numpy()
         chunk = sel["chunk"].to_numpy()
-        kind = sel["kind"].to_numpy()
+        kind = sel["kind"].astype(str).to_numpy()
         # label compute spans wide enough to read (~1/70 of the window): the micro-batch number;
         # the phase is the colour
         wide = (end - start) >= (t1 - t0) / 70
@@ -140,18 +148,66 @@ def gantt_frame(spans: pd.DataFrame, t0_s: float | None = None, t1_s: float | No
     return out.drop(columns=["bin", "busy"]), True, rows
 
 
-def memory_frame(mem: pd.DataFrame, max_points: int = MEMORY_POINTS) -> pd.DataFrame:
-    """(rank, t_ms, GiB) with at most ~``max_points`` points per rank (bin maxima keep the peaks)."""
+def memory_frame(mem: pd.DataFrame, max_points: int = MEMORY_POINTS, max_total: int = MEMORY_TOTAL_POINTS) -> pd.DataFrame:
+    """(rank, t_ms, GiB) with at most ~``max_points`` points per rank and ~``max_total`` in all.
+
+    A rank's step series longer than its share (``min(max_points, max_total // ranks)``, at least
+    2) is cut into that many equal time bins, each drawn at its first time with its *maximum*
+    (the peaks survive). Vectorised: a million points take well under a second."""
     if not len(mem):
         return pd.DataFrame(columns=["rank", "t_ms", "GiB"])
-    parts = []
-    for r, g in mem.groupby("rank", sort=True):
-        g = g.sort_values("t_s")
-        if len(g) > max_points:
-            t0, t1 = g["t_s"].min(), g["t_s"].max()
-            width = (t1 - t0) / max_points or 1.0
-            bins = ((g["t_s"] - t0) / width).astype(int)
-            g = g.groupby(bins).agg(t_s=("t_s", "min"), bytes=("bytes", "max")).reset_index(drop=True)
-            g["rank"] = r
-        parts.append(pd.DataFrame({"rank": r, "t_ms": g["t_s"].to_numpy() * 1e3, "GiB": g["bytes"].to_numpy() / 2**30}))
-    return pd.concat(parts, ignore_index=True)
+    m = mem[["rank", "t_s", "bytes"]].sort_values(["rank", "t_s"], kind="stable")
+    ranks = m["rank"].to_numpy()
+    t = m["t_s"].to_numpy(dtype=float)
+    n_ranks = int(pd.unique(ranks).size)
+    per_rank = max(2, min(max_points, max_total // max(n_ranks, 1)))
+    g = m.groupby("rank", sort=False)["t_s"]
+    count = g.transform("size").to_numpy()
+    t0 = g.transform("min").to_numpy(dtype=float)
+    span = g.transform("max").to_numpy(dtype=float) - t0
+    pos = m.groupby("rank", sort=False).cumcount().to_numpy()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        frac = np.where(span > 0, (t - t0) / span, 0.0)
+    binned = np.minimum((frac * per_rank).astype(np.int64), per_rank - 1)
+    key = np.where(count > per_rank, binned, pos)
+    out = (pd.DataFrame({"rank": ranks, "bin": key, "t_s": t, "bytes": m["bytes"].to_numpy(dtype=float)})
+           .groupby(["rank", "bin"], sort=True).agg(t_s=("t_s", "min"), bytes=("bytes", "max")).reset_index())
+    return pd.DataFrame({"rank": out["rank"].to_numpy(), "t_ms": out["t_s"].to_numpy() * 1e3,
+                         "GiB": out["bytes"].to_numpy() / 2**30})
+
+
+def representative_ranks(ranks: pd.DataFrame, n_ranks: int, limit: int = GANTT_SUBSET) -> list[int]:
+    """A few ranks that stand for a deep pipeline: the first and last two, the worst bubbles,
+    and evenly spaced ranks in between; all ranks when there are at most ``MAX_GANTT_RANKS``."""
+    if n_ranks <= MAX_GANTT_RANKS:
+        return list(range(n_ranks))
+    chosen: dict[int, None] = dict.fromkeys([0, 1, n_ranks - 2, n_ranks - 1])
+    if len(ranks) and "bubble_fraction" in ranks:
+        bubble = pd.to_numeric(ranks["bubble_fraction"], errors="coerce")
+        worst = ranks.assign(_b=bubble).dropna(subset=["_b"]).sort_values(["_b", "rank"], ascending=[False, True])
+        for r in worst["rank"].head(limit // 2):
+            if len(chosen) >= limit // 2 + 4:
+                break
+            chosen.setdefault(int(r), None)
+    for r in np.linspace(0, n_ranks - 1, limit).round().astype(int):
+        if len(chosen) >= limit:
+            break
+        chosen.setdefault(int(r), None)
+    return sorted(chosen)
+
+
+def compact_spans(spans: pd.DataFrame) -> pd.DataFrame:
+    """Same spans in small dtypes (categories for the names, 32-bit integers): about 30 bytes a
+    span instead of ~90, which is what the timeline cache holds."""
+    if not len(spans):
+        return spans
+    out = spans.copy()
+    for c in ("stream", "kind"):
+        out[c] = out[c].astype("category")
+    for c in ("rank", "mb", "chunk"):
+        out[c] = pd.to_numeric(out[c], downcast="integer")
+    return out
+
+
+def frame_bytes(*frames: pd.DataFrame) -> int:
+    return int(sum(f.memory_usage(index=True, deep=True).sum() for f in frames))

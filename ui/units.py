@@ -48,13 +48,27 @@ def _finite(x) -> bool:
     return isinstance(x, (int, float)) and math.isfinite(x)
 
 
+COMPACT_LIMIT = 1e6  # a scaled figure this large (or more) is written in scientific notation
+
+
+def _sci(x: float) -> str:
+    """Compact scientific notation: 1.23e+190 (at most ~10 characters)."""
+    return f"{x:.3g}" if abs(x) < 1e16 and abs(x) >= 1e-4 else f"{x:.2e}"
+
+
+def _scaled(x: float, spec: str) -> str:
+    """``format(x, spec)`` while that stays short; scientific notation beyond ``COMPACT_LIMIT``."""
+    return format(x, spec) if abs(x) < COMPACT_LIMIT else _sci(x)
+
+
 def fmt_time(s: float) -> str:
-    """Seconds with a unit that keeps 3–4 significant figures (µs … days)."""
+    """Seconds with a unit that keeps 3–4 significant figures (ns … days); absurd durations
+    (a million days and more) in scientific notation, under a nanosecond as "< 1 ns"."""
     if not _finite(s):
         return "—"
     a = abs(s)
     if a >= 86400 * 2:
-        return f"{s / 86400:,.1f} d"
+        return f"{_scaled(s / 86400, ',.1f')} d"
     if a >= 3600 * 2:
         return f"{s / 3600:,.1f} h"
     if a >= 120:
@@ -63,17 +77,23 @@ def fmt_time(s: float) -> str:
         return f"{s:,.3f} s"
     if a >= 1e-3:
         return f"{s * 1e3:,.2f} ms"
-    return f"{s * 1e6:,.1f} µs"
+    if a >= 1e-6 or a == 0:
+        return f"{s * 1e6:,.1f} µs"
+    if a >= 1e-9:
+        return f"{s * 1e9:,.1f} ns"
+    return "< 1 ns" if s > 0 else "> -1 ns"  # float noise around zero, or absurd hardware figures
 
 
 def fmt_count(n: float, unit: str = "") -> str:
-    """1.23 k / M / B / T (decimal, as parameter counts and tokens are quoted)."""
+    """1.23 k / M / B / T / P (decimal, as parameter counts and tokens are quoted)."""
     if not _finite(n):
         return "—"
     a = abs(n)
     for div, sfx in ((1e15, "P"), (1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
         if a >= div:
-            return f"{n / div:,.2f} {sfx}{unit}".rstrip()
+            return f"{_scaled(n / div, ',.2f')} {sfx}{unit}".rstrip()
+    if 0 < a < 1e-3:
+        return f"{_sci(n)} {unit}".rstrip()
     return f"{n:,.0f} {unit}".rstrip() if float(n).is_integer() else f"{n:,.3g} {unit}".rstrip()
 
 
@@ -84,25 +104,34 @@ def fmt_flops(f: float, per: str = "") -> str:
     a = abs(f)
     for div, sfx in ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M")):
         if a >= div:
-            return f"{f / div:,.2f} {sfx}FLOP{per}"
+            return f"{_scaled(f / div, ',.2f')} {sfx}FLOP{per}"
+    if 0 < a < 1e-3:
+        return f"{_sci(f)} FLOP{per}"
     return f"{f:,.0f} FLOP{per}"
 
 
 def fmt_gib(g: float) -> str:
-    return "—" if not _finite(g) else f"{g:,.1f} GiB"
+    return "—" if not _finite(g) else f"{_scaled(g, ',.1f')} GiB"
 
 
 def fmt_usd(x: float) -> str:
     if not _finite(x):
         return "—"
     if abs(x) >= 1e6:
-        return f"${x / 1e6:,.2f} M"
+        return f"${_scaled(x / 1e6, ',.2f')} M"
     if abs(x) >= 100:
         return f"${x:,.0f}"
     if abs(x) >= 1:
         return f"${x:,.2f}"
+    if 0 < abs(x) < 1e-4:
+        return f"${_sci(x)}"
     return f"${x:,.4f}"
 
 
 def fmt_pct(x: float) -> str:
-    return "—" if not _finite(x) else f"{100 * x:.1f} %"
+    return "—" if not _finite(x) else f"{_scaled(100 * x, '.1f')} %"
+
+
+def fmt_num(x: float, spec: str = ",.1f") -> str:
+    """Any figure with ``spec`` while short, in scientific notation when absurdly large."""
+    return "—" if not _finite(x) else _scaled(x, spec)

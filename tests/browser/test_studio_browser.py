@@ -217,3 +217,42 @@ def test_model_page_screenshot(server, page):
     settle(page, "[data-testid=stMetric]")
     no_exceptions(page)
     shot(page, "model")
+
+
+EVIL_NAME = "[Session expired, sign in](https://evil.example/login) ![t](https://evil.example/p.png)"
+
+
+def test_names_from_a_link_render_as_plain_text(server, page):
+    """Markdown, HTML, autolinks and Streamlit directives in names stay literal text."""
+    cfg = size_canonical("small")
+    cfg["model"]["name"] = EVIL_NAME
+    cfg["system"]["gpu"]["name"] = "www.evil.example a@evil.example :red[GPU] <b>x</b> $x^2$ :material/warning:"
+    page.goto(f"{server.url}/model?s={encode_token(cfg)}")
+    settle(page, "[data-testid=stMetric]")
+    no_exceptions(page)
+    side = page.locator("[data-testid=stSidebar]").inner_text().replace("\u2060", "")  # invisible word joiners
+    assert EVIL_NAME in side and cfg["system"]["gpu"]["name"] in side
+    assert EVIL_NAME in page.locator("[data-testid=stMain]").inner_text().replace("\u2060", "")  # the editor's caption
+    assert page.locator("a[href*='evil.example'], img[src*='evil.example'], [data-testid=stSidebar] b").count() == 0
+    assert page.locator("[data-testid=stSidebar] .katex").count() == 0
+    assert page.locator("[data-testid=stSidebar] [data-testid=stIconMaterial]", has_text="warning").count() == 0
+
+
+def test_long_and_repeated_links_open(server, page):
+    """A ~40k-character link (a calibrated system) opens; a repeated parameter ends canonical."""
+    import random
+
+    rng = random.Random(5)
+    cfg = size_canonical("small")
+    cfg["system"]["efficiency"]["gemm_table"] = [
+        {"m": rng.randint(1, 10**6), "n": rng.randint(1, 10**6), "k": rng.randint(1, 10**6), "b": 1, "dtype": "bf16",
+         "layout": None, "efficiency": rng.uniform(0.05, 0.95)} for _ in range(1300)]
+    token = encode_token(cfg)
+    assert 30_000 < len(token) < 64_000
+    page.goto(f"{server.url}/estimate?s=garbage&s={token}")
+    settle(page, "[data-testid=stMetric]")
+    no_exceptions(page)
+    assert "Could not open the link" not in page.locator("[data-testid=stMain]").inner_text()
+    page.wait_for_function("() => location.search.split('s=').length === 2")
+    assert page.url.split("?")[1] == f"s={token}"
+    assert "long link" in page.locator("[data-testid=stSidebar]").inner_text().lower()
