@@ -101,10 +101,18 @@ def main(argv: list[str] | None = None) -> int:
         if name == "simulate":
             e.add_argument("--trace", metavar="PATH", help="write a Chrome trace (Perfetto / chrome://tracing)")
     sub.add_parser("presets", help="list the preset names").add_argument("--json", action="store_true")
+    sch = sub.add_parser("schema", help="print the JSON schema of a config section")
+    sch.add_argument("section", choices=sorted(KINDS), help="model, system or strategy")
     try:
         args = p.parse_args(argv)
         if args.cmd is None:
-            raise ConfigError([("arguments", "choose a command: estimate, simulate or presets")])
+            raise ConfigError([("arguments", "choose a command: estimate, simulate, presets or schema")])
+        if args.cmd == "schema":
+            from .config import ModelSpec, StrategySpec, SystemSpec
+
+            cls = {"model": ModelSpec, "system": SystemSpec, "strategy": StrategySpec}[args.section]
+            print(json.dumps(cls.model_json_schema(), indent=1))
+            return 0
         if args.cmd == "presets":
             from . import presets
 

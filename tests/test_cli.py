@@ -76,3 +76,18 @@ def test_module_entry_point():
     r = subprocess.run([sys.executable, "-m", "simengine", "estimate", "--model", "small", "--system", "small",
                         "--strategy", "small", "--set", "strategy.tp=5"], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "Traceback" not in r.stderr and "strategy.tp" in r.stderr
+
+
+@pytest.mark.parametrize("section", ["model", "system", "strategy"])
+def test_schema_export(section, capsys):
+    code, out, _ = run(["schema", section], capsys)
+    schema = json.loads(out)
+    assert code == 0 and schema["type"] == "object"
+    props = schema["properties"]
+    field = {"model": "hidden_size", "system": "num_gpus", "strategy": "tp"}[section]
+    assert props[field]["description"]
+
+
+def test_schema_rejects_unknown_section(capsys):
+    code, _, err = run(["schema", "cluster"], capsys)
+    assert code == 2 and err.startswith("error: arguments")
