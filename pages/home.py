@@ -2,31 +2,25 @@
 
 import streamlit as st
 
-from simengine.errors import ConfigError
 from simengine.presets import SCENARIO_SIZES
 from ui import state
 from ui.config_io import validate_scenario
-from ui.editor import read_upload
+from ui.editor import take_upload
 from ui.engine import estimate_report
 from ui.layout import (LINK_BOX_CHARS, LINK_BOX_PX, boot, glance, issue_lines, issues_box, page_link, scenario_download,
                        show_notices)
 from ui.share import size_canonical
-from ui.text import clip, md
+from ui.text import md
 from ui.units import fmt_count, fmt_gib, fmt_pct, fmt_time, fmt_usd
 
 
 def _open_scenario_file() -> None:
     """Replace the whole scenario by an uploaded scenario JSON (what "Download this scenario"
     writes); a bad file is a message and the scenario stays."""
-    f = st.session_state.get("upl.scenario")
-    if f is None:
+    got = take_upload("upl.scenario")
+    if got is None:
         return
-    name = clip(f.name)
-    try:
-        data = read_upload(f)
-    except ConfigError as e:
-        state.notify("error", f"Upload rejected: {md(e)}", "upl.scenario")
-        return
+    name, data = got
     cfg, issues = validate_scenario(data)
     if cfg is None:
         state.notify("error", f"Upload rejected, {md(name)} is not a valid scenario:  \n{issue_lines(issues, 12)}",

@@ -55,16 +55,24 @@ def read_upload(f) -> Any:
         raise ConfigError([("", f"{name} cannot be read: {clip(e, 120)}")]) from None
 
 
-def _upload(section: str) -> None:
-    f = st.session_state.get(f"upl.{section}")
+def take_upload(key: str) -> tuple[str, Any] | None:
+    """(clipped file name, parsed JSON) of the upload widget ``key``; None when nothing was
+    uploaded or it could not be read (the error is then posted under that upload)."""
+    f = st.session_state.get(key)
     if f is None:
-        return
-    name = clip(f.name)
+        return None
     try:
-        data = read_upload(f)
+        return clip(f.name), read_upload(f)
     except ConfigError as e:
-        state.notify("error", f"Upload rejected: {md(e)}", f"upl.{section}")
+        state.notify("error", f"Upload rejected: {md(e)}", key)
+        return None
+
+
+def _upload(section: str) -> None:
+    got = take_upload(f"upl.{section}")
+    if got is None:
         return
+    name, data = got
     if isinstance(data, dict) and section in data and set(data) <= set(SECTIONS):
         data = data[section]  # a whole scenario file: take this editor's section
     issues = state.load_section(section, data, f"uploaded {name}")
