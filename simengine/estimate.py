@@ -56,6 +56,22 @@ def _stage_memory(sc: Scenario, st: StagePlan, inflight: int, exact: tuple[float
     return sm, alloc
 
 
+def memory_by_stage(sc: Scenario, plan: Plan) -> list[StageMemory]:
+    """Peak memory of every pipeline stage: a closed form over the schedule's order, no timing
+    (memory on a rank depends only on its own order). Cheap: the search's pre-filter uses it."""
+    s = sc.strategy
+    m_mb = sc.num_microbatches
+    exact = None
+    if any(len(stg.chunks) > 1 for stg in plan.stages):
+        exact = order_memory_peaks(s.schedule, s.pp, m_mb, s.vpp,
+                                   [[(c.activation_bytes, c.peak_extra_bytes) for c in stg.chunks] for stg in plan.stages])
+    mems = []
+    for stg in plan.stages:
+        inflight = max_inflight(s.schedule, stg.rank, s.pp, m_mb, s.vpp)
+        mems.append(_stage_memory(sc, stg, inflight, exact[stg.rank] if exact else None)[0])
+    return mems
+
+
 def estimate_plan(sc: Scenario, plan: Plan) -> Report:
     s, sysm = sc.strategy, sc.system
     m_mb = sc.num_microbatches
@@ -74,17 +90,7 @@ def estimate_plan(sc: Scenario, plan: Plan) -> Report:
             recomputed += c.recompute.flops
     hflops = mflops * (1.0 + recomputed / executed) if executed > 0 else mflops
     peak = sysm.gpu.peak_tflops.bf16 * 1e12  # MFU against the dense bf16 peak (also for fp8 runs)
-    mems = []
-    allocs = []
-    exact = None
-    if any(len(stg.chunks) > 1 for stg in plan.stages):
-        exact = order_memory_peaks(s.schedule, s.pp, m_mb, s.vpp,
-                                   [[(c.activation_bytes, c.peak_extra_bytes) for c in stg.chunks] for stg in plan.stages])
-    for stg in plan.stages:
-        inflight = max_inflight(s.schedule, stg.rank, s.pp, m_mb, s.vpp)
-        sm, a = _stage_memory(sc, stg, inflight, exact[stg.rank] if exact else None)
-        mems.append(sm)
-        allocs.append(a)
+    mems = memory_by_stage(sc, plan)
     peak_gib = max(x.peak_gib for x in mems)
     reserved_gib = max(x.reserved_gib for x in mems)
     total, active = count_parameters(sc.model)
