@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from .config.scenario import Scenario
 from .cost.stage import Plan, StagePlan, build_plan
-from .pipeline import max_inflight, order_memory_peaks, pipeline_input, step_time_s
+from .pipeline import max_inflight, order_memory_peaks, pipeline_input
 from .report import Report, StageMemory
+from .sim import pipeline_metrics
 from .uncertainty import bands
 from .workload.params import count_parameters, gemm_parameters_active, layer_params
 
@@ -75,9 +76,9 @@ def memory_by_stage(sc: Scenario, plan: Plan) -> list[StageMemory]:
 def estimate_plan(sc: Scenario, plan: Plan) -> Report:
     s, sysm = sc.strategy, sc.system
     m_mb = sc.num_microbatches
-    inp = pipeline_input(sc, plan)
-    step, parts = step_time_s(inp)
-    step *= 1.0  # seconds
+    met = pipeline_metrics(pipeline_input(sc, plan))
+    step = met.step_time_s
+    parts = met.breakdown()
     gpus = sysm.num_gpus
     tokens = sc.tokens_per_step
     mflops = model_flops_per_step(sc)
@@ -113,10 +114,24 @@ def estimate_plan(sc: Scenario, plan: Plan) -> Report:
         cost_per_step_usd=cost, cost_per_million_tokens_usd=cost / tokens * 1e6,
         energy_per_step_j=step * gpus * sysm.gpu.tdp_w,
         num_microbatches=m_mb, dp=sc.dp, num_gpus=gpus, tokens_per_step=tokens,
-        bubble_fraction=parts.get("bubble", 0.0) / step if step > 0 else 0.0,
+        bubble_fraction=met.bubble_fraction(), critical_rank=met.critical_rank,
+        hidden_comm_s=met.comm(met.critical_rank, "hidden"),
         uncertainty=bands(step, parts, sysm, tokens, mflops / (step * peak * gpus), peak_gib),
         warnings=warnings,
     )
+
+
+def layer_times(sc: Scenario) -> tuple[float, float]:
+    """Forward and backward (incl. recompute) seconds of one micro-batch through the first chunk
+    of the first stage, each phase run alone (sim/overlap.py decides what hides)."""
+    from .sim.overlap import phase_seconds
+
+    ch = pipeline_input(sc, build_plan(sc), with_dp=False).stages[0].chunks[0]
+    slow = sc.strategy.overlap_slowdown
+    fwd = phase_seconds(ch.forward_s, ch.forward_comm, slow)
+    bwd = (phase_seconds(ch.backward_input_s + ch.backward_weight_s, ch.backward_comm, slow)
+           + phase_seconds(ch.recompute_s, ch.recompute_comm, slow))
+    return fwd, bwd
 
 
 def estimate(sc: Scenario) -> Report:

@@ -1,5 +1,5 @@
-"""Bridge from priced stages (cost/stage.py) to the pipeline engine (sim/), and the breakdown of
-the step time on the critical rank."""
+"""Bridge from priced stages (cost/stage.py) to the pipeline engine (sim/): the engine's input,
+and the memory closed forms read off the schedule's order."""
 
 from __future__ import annotations
 
@@ -8,13 +8,21 @@ from functools import lru_cache
 import numpy as np
 
 from .config.scenario import Scenario
+from .cost.phase import PhaseCost
 from .cost.stage import Plan
 from .errors import ConfigError
 from .schedule import get_schedule
-from .sim import ChunkCost, PipelineInput, StageCost, pipeline_step_time
+from .sim import ChunkCost, PipelineInput, StageCost
 
 
 MAX_MICROBATCH_CHUNKS = 131_072  # pp × chunks × micro-batches the engine simulates (~2–4 s)
+
+
+def _backward(c) -> PhaseCost:
+    out = PhaseCost()
+    out.add(c.bwd)
+    out.add(c.wgt)
+    return out
 
 
 def pipeline_input(sc: Scenario, plan: Plan, *, with_dp: bool = True) -> PipelineInput:
@@ -24,18 +32,15 @@ def pipeline_input(sc: Scenario, plan: Plan, *, with_dp: bool = True) -> Pipelin
         raise ConfigError([("strategy.global_batch_size",
                             f"{sc.num_microbatches} micro-batches × {s.pp} stages × {len(plan.stages[0].chunks)} chunks = {size:,} "
                             f"exceeds the {MAX_MICROBATCH_CHUNKS:,} the pipeline engine simulates; raise micro_batch_size or dp")])
+    k = s.straggler_factor
     stages = []
     for st in plan.stages:
         chunks = tuple(
             ChunkCost(
-                forward_s=c.fwd.compute_s * s.straggler_factor,
-                backward_input_s=c.bwd.compute_s * s.straggler_factor,
-                backward_weight_s=c.wgt.compute_s * s.straggler_factor,
-                recompute_s=(c.recompute.compute_s + sum(c.recompute.comm_s.values())) * s.straggler_factor,
-                forward_comm=tuple(sorted(c.fwd.comm_s.items())),
-                backward_comm=tuple(sorted(_merge(c.bwd.comm_s, c.wgt.comm_s).items())),
-                activation_bytes=c.activation_bytes,
-                peak_extra_bytes=c.peak_extra_bytes,
+                forward_s=c.fwd.compute_s * k, backward_input_s=c.bwd.compute_s * k,
+                backward_weight_s=c.wgt.compute_s * k, recompute_s=c.recompute.compute_s * k,
+                forward_comm=c.fwd.tasks(), backward_comm=_backward(c).tasks(), recompute_comm=c.recompute.tasks(),
+                activation_bytes=c.activation_bytes, peak_extra_bytes=c.peak_extra_bytes,
             )
             for c in st.chunks
         )
@@ -49,17 +54,8 @@ def pipeline_input(sc: Scenario, plan: Plan, *, with_dp: bool = True) -> Pipelin
     return PipelineInput(
         stages=tuple(stages), num_microbatches=sc.num_microbatches, schedule=s.schedule, vpp=s.vpp,
         overlap_grad_reduce=s.overlap_grad_reduce, overlap_param_gather=s.overlap_param_gather,
-        # TP overlap is priced per op in cost/phase.py (what is left is exposed), so the engine
-        # runs the remaining in-layer comm in line; it must not hide EP/CP comm as well
-        tp_comm_overlap=False, overlap_slowdown=s.overlap_slowdown, p2p_blocking=True,
+        overlap_slowdown=s.overlap_slowdown, p2p_blocking=not s.overlap_p2p_comm,
     )
-
-
-def _merge(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
-    out = dict(a)
-    for k, v in b.items():
-        out[k] = out.get(k, 0.0) + v
-    return out
 
 
 def max_inflight(schedule: str, rank: int, pp: int, m: int, vpp: int) -> int:
@@ -70,7 +66,7 @@ def max_inflight(schedule: str, rank: int, pp: int, m: int, vpp: int) -> int:
 def _peak_states(schedule: str, pp: int, m: int, vpp: int) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
     """Per rank, the distinct candidate peak states of its order: micro-batches held per local
     chunk (rows of an int matrix) and the chunk running, at every F/B. A micro-batch-chunk is held
-    from its F until its W (or B when there is no W) — the rule of sim/metrics.py."""
+    from its F until its W (or B when there is no W) — the rule of sim/spans.py."""
     out = []
     for order in get_schedule(schedule).orders(pp, m, vpp):
         n_chunks = 1 + max(a.chunk for a in order)
@@ -107,50 +103,3 @@ def order_memory_peaks(schedule: str, pp: int, m: int, vpp: int,
         i = int(np.argmax(total))
         out.append((float(held[i]), float(ext[running[i]]), int(counts[i].sum())))
     return out
-
-
-def step_time_s(inp: PipelineInput) -> tuple[float, dict[str, float]]:
-    """Step time and where it goes on the critical rank (the rank whose busy time is largest).
-
-    The breakdown sums to the step time: compute and exposed in-layer communication are counted
-    per micro-batch; p2p is the blocking send/recv time; ``dp_comm`` and ``optimizer`` are the
-    part of the step after the pipeline drains (exposed); ``bubble`` is the rest.
-    """
-    step = pipeline_step_time(inp)
-    m = inp.num_microbatches
-    best = None
-    for st in inp.stages:
-        parts = {"forward_compute": 0.0, "backward_compute": 0.0, "recompute": 0.0}
-        for c in st.chunks:
-            parts["forward_compute"] += m * c.forward_s
-            parts["backward_compute"] += m * (c.backward_input_s + c.backward_weight_s)
-            parts["recompute"] += m * c.recompute_s
-            for kind, t in c.forward_comm + c.backward_comm:
-                parts[kind] = parts.get(kind, 0.0) + m * t
-        busy = sum(parts.values())
-        if best is None or busy > best[0]:
-            best = (busy, parts, st)
-    busy, parts, st = best
-    n_p2p = 0
-    if len(inp.stages) > 1:
-        n_p2p = 2 * m * len(st.chunks) * (1 if st is inp.stages[0] or st is inp.stages[-1] else 2)
-    parts["pp_comm"] = n_p2p * st.p2p_s
-    dp_tail = 0.0 if inp.overlap_grad_reduce else sum(st.dp_grad_buckets_s)
-    dp_tail += 0.0 if inp.overlap_param_gather else sum(st.dp_param_buckets_s)
-    parts["dp_comm"] = parts.get("dp_comm", 0.0) + dp_tail  # + ZeRO-2/3 per-micro-batch comm
-    parts["optimizer"] = st.optimizer_s
-    rest = step - sum(parts.values())
-    if rest < 0:  # overlapped work hides part of what is listed; shrink the comm entries first
-        for key in ("dp_comm", "pp_comm"):
-            cut = min(parts[key], -rest)
-            parts[key] -= cut
-            rest += cut
-    if rest > 0 and (inp.overlap_grad_reduce or inp.overlap_param_gather):
-        # overlapped DP comm still exposes its tail (the last bucket after the last backward,
-        # the first all-gather before the first forward — Megatron DDP behaviour)
-        tail = (st.dp_grad_buckets_s[-1:] if inp.overlap_grad_reduce else ()) + (st.dp_param_buckets_s[:1] if inp.overlap_param_gather else ())
-        cut = min(rest, sum(tail) if len(inp.stages) > 1 else rest)
-        parts["dp_comm"] += cut
-        rest -= cut
-    parts["bubble"] = max(rest, 0.0)
-    return step, {k: v for k, v in parts.items() if v > 0 or k in ("forward_compute", "backward_compute", "bubble")}

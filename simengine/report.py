@@ -38,7 +38,7 @@ class Report(BaseModel):
     fits: bool = Field(..., description="reserved + system.gpu.non_torch_gib <= system.gpu.memory_gib")
     memory_by_stage: list[StageMemory]
     breakdown_s: dict[str, float] = Field(..., description=(
-        "Where the step time goes on the slowest rank; sums to step_time_s. Keys: forward_compute, backward_compute, "
+        "Where the step time goes on the critical rank; sums to step_time_s. Keys: forward_compute, backward_compute, "
         "recompute, tp_comm, cp_comm, ep_comm, dp_comm, pp_comm (exposed communication by kind), optimizer, bubble."))
     num_parameters: int
     num_active_parameters: int = Field(..., description="Parameters touched per token (MoE: top-k routed + shared experts).")
@@ -52,7 +52,9 @@ class Report(BaseModel):
     dp: int
     num_gpus: int
     tokens_per_step: int
-    bubble_fraction: float = Field(..., description="Idle share of the pipeline on the slowest rank.")
+    bubble_fraction: float = Field(..., description="Bubble / step time on the critical rank (sim/metrics.py: step − compute − exposed communication).")
+    critical_rank: int = Field(0, description="Pipeline rank the breakdown describes: the one with the least bubble (the most work).")
+    hidden_comm_s: dict[str, float] = Field(default_factory=dict, description="Communication hidden under compute on the critical rank, by kind.")
     uncertainty: dict[str, tuple[float, float]] = Field(
         default_factory=dict,
         description="(low, high) of step_time_s, tokens_per_s, mfu and peak_memory_gib from the relative "

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import time
 from pathlib import Path
 
 import numpy as np
@@ -93,21 +92,15 @@ def test_outside_the_table_clamps_to_the_edge(xla):
 
 
 @needs_data
-def test_lookup_is_fast_and_cached(b200):
+def test_lookup_is_cached_and_deterministic(b200):
     pts = b200.matmul
     assert gemm_index(pts) is gemm_index(pts)
     rng = np.random.default_rng(1)
     queries = [(int(a), int(b), int(c), 1, "bf16", lay) for (a, b, c), lay in
                zip(rng.integers(128, 100_000, (400, 3)), ["TN", "NN", "NT", None] * 100)]
-    t0 = time.perf_counter()
     cold = [gemm_efficiency(pts, *q) for q in queries]
-    t1 = time.perf_counter()
-    for _ in range(5):
-        warm = [gemm_efficiency(pts, *q) for q in queries]
-    t2 = time.perf_counter()
+    warm = [gemm_efficiency(pts, *q) for q in queries]  # speed is measured in benchmarks/, not here
     assert cold == warm and all(0 < v <= 1 for v in warm)
-    assert (t1 - t0) / len(queries) < 500e-6           # typically ~15 µs
-    assert (t2 - t1) / (5 * len(queries)) < 20e-6      # typically ~0.5 µs
 
 
 def test_index_parameters():

@@ -12,7 +12,7 @@ import pytest
 
 from simengine.schedule import Action, get_schedule
 from simengine.sim import (
-    ChunkCost, DeadlockError, PipelineInput, StageCost, pipeline_step_time, simulate,
+    ChunkCost, CommTask, DeadlockError, PipelineInput, StageCost, pipeline_step_time, simulate,
     to_chrome_trace,
 )
 
@@ -42,7 +42,9 @@ def random_input(rng: random.Random, name, p, m, vpp, comm=True) -> PipelineInpu
     def comms():
         if not comm or rng.random() < 0.4:
             return ()
-        return tuple((rng.choice(("tp", "cp", "ep")), rng.uniform(0, 0.3)) for _ in range(rng.randint(1, 2)))
+        return tuple(CommTask(rng.choice(("tp", "cp", "ep")), rng.uniform(0, 0.3),
+                              rng.choice((0.0, rng.uniform(0, 0.5))), rng.choice((0.0, 1.0, rng.random())))
+                     for _ in range(rng.randint(1, 2)))
 
     stages = []
     for _ in range(p):
@@ -59,7 +61,7 @@ def random_input(rng: random.Random, name, p, m, vpp, comm=True) -> PipelineInpu
             optimizer_s=rng.uniform(0, 0.2)))
     return PipelineInput(tuple(stages), m, name, vpp,
                          overlap_grad_reduce=rng.random() < 0.5, overlap_param_gather=rng.random() < 0.5,
-                         tp_comm_overlap=rng.random() < 0.5, overlap_slowdown=rng.choice((1.0, 1.0 + rng.random())),
+                         overlap_slowdown=rng.choice((1.0, 1.0 + rng.random())),
                          p2p_blocking=rng.random() < 0.5)
 
 
@@ -166,7 +168,7 @@ def _add_comm(rng, inp: PipelineInput) -> PipelineInput:
         chunks = tuple(replace(
             ch,
             forward_comm=ch.forward_comm + ((("tp", rng.uniform(0, 0.3)),) if rng.random() < 0.5 else ()),
-            backward_comm=tuple((k, s + rng.uniform(0, 0.2)) for k, s in ch.backward_comm),
+            backward_comm=tuple(replace(t, seconds=t.seconds + rng.uniform(0, 0.2)) for t in ch.backward_comm),
         ) for ch in st.chunks)
         stages.append(replace(
             st, chunks=chunks, p2p_s=st.p2p_s + rng.uniform(0, 0.1),
@@ -201,9 +203,9 @@ def test_dp_grad_overlap_hides_all_but_last_bucket():
     over = simulate(replace(_with(base, dp_grad_buckets_s=buckets), overlap_grad_reduce=True))
     assert plain.step_time_s == pytest.approx(t_base + sum(buckets))
     assert over.step_time_s == pytest.approx(t_base + buckets[-1])  # the first layers' bucket
-    assert over.exposed_comm_s[0]["dp_grad"] == pytest.approx(buckets[-1])
-    assert over.hidden_comm_s[0]["dp_grad"] == pytest.approx(sum(buckets[:-1]))
-    assert plain.exposed_comm_s[0]["dp_grad"] == pytest.approx(sum(buckets))
+    assert over.exposed_comm_s[0]["dp_comm"] == pytest.approx(buckets[-1])
+    assert over.hidden_comm_s[0]["dp_comm"] == pytest.approx(sum(buckets[:-1]))
+    assert plain.exposed_comm_s[0]["dp_comm"] == pytest.approx(sum(buckets))
 
 
 def test_dp_grad_overlap_fully_hidden_off_the_critical_rank():
@@ -213,15 +215,17 @@ def test_dp_grad_overlap_fully_hidden_off_the_critical_rank():
     over = simulate(replace(base, stages=stages, overlap_grad_reduce=True))
     plain = simulate(replace(base, stages=stages))
     assert over.step_time_s == plain.step_time_s == simulate(base).step_time_s
-    assert over.exposed_comm_s[3]["dp_grad"] == pytest.approx(0.3)  # rank-local: only the last bucket waits
-    assert plain.exposed_comm_s[3]["dp_grad"] == pytest.approx(0.9)
+    assert over.exposed_comm_s[3]["dp_comm"] == pytest.approx(0.3)  # rank-local: only the last bucket waits
+    assert plain.exposed_comm_s[3]["dp_comm"] == pytest.approx(0.9)
 
 
-def test_dp_grad_overlap_slowdown_applies_to_producing_backward():
+def test_dp_grad_overlap_slowdown_applies_to_the_overlapped_stretch():
     base = _with(uniform("1f1b", 1, 2, f=1.0, b=2.0), dp_grad_buckets_s=(0.1, 0.1))
     over = simulate(replace(base, overlap_grad_reduce=True, overlap_slowdown=1.5))
-    # the final backward (2.0) runs 1.5x slower, then the last bucket
-    assert over.step_time_s == pytest.approx(1 + 2 + 1 + 3.0 + 0.1)
+    # the final backward splits in two pieces of 1.0; bucket 0 is reduced beside piece 1, which
+    # slows for the bucket's stretch only (sim/overlap.py): +0.5 · 0.1/1.5; then the last bucket
+    assert over.step_time_s == pytest.approx(1 + 2 + 1 + 1 + (1 + 0.5 * 0.1 / 1.5) + 0.1)
+    assert over.step_time_s <= simulate(_with(base, dp_grad_buckets_s=(0.1, 0.1))).step_time_s
 
 
 def test_param_gather_overlap_vs_end_of_step():
@@ -232,7 +236,7 @@ def test_param_gather_overlap_vs_end_of_step():
     over = simulate(replace(_with(base, dp_param_buckets_s=buckets), overlap_param_gather=True))
     assert end.step_time_s == pytest.approx(t_base + sum(buckets))  # after the optimizer
     assert over.step_time_s == pytest.approx(t_base + buckets[0])  # only the first bucket waits
-    assert over.exposed_comm_s[0]["dp_param"] == pytest.approx(buckets[0])
+    assert over.exposed_comm_s[0]["dp_comm"] == pytest.approx(buckets[0])
 
 
 def test_tp_comm_on_compute_stream_vs_overlapped():
@@ -242,23 +246,30 @@ def test_tp_comm_on_compute_stream_vs_overlapped():
     seq = simulate(inp)
     assert seq.step_time_s == pytest.approx((m + p - 1) * (1 + 2 + 0.25 + 0.5))
     assert seq.exposed_comm_s[0]["tp"] == pytest.approx(m * 0.75)
-    ov = simulate(replace(inp, tp_comm_overlap=True))
+
+    def beside(slow=1.0, fwd=0.25):  # each collective may run beside its phase's whole compute
+        c = ChunkCost(1.0, 2.0, forward_comm=(CommTask("tp", fwd, 1.0),), backward_comm=(CommTask("tp", 0.5, 2.0),))
+        return simulate(PipelineInput(tuple(StageCost(chunks=(c,)) for _ in range(p)), m, "1f1b", overlap_slowdown=slow))
+
+    ov = beside()
     assert ov.step_time_s == pytest.approx((m + p - 1) * 3.0)  # fully hidden at slowdown 1
     assert ov.exposed_comm_s[0].get("tp", 0.0) == pytest.approx(0.0)
     assert ov.hidden_comm_s[0]["tp"] == pytest.approx(m * 0.75)
-    slow = simulate(replace(inp, tp_comm_overlap=True, overlap_slowdown=1.2))
-    assert slow.step_time_s == pytest.approx((m + p - 1) * 3.0 * 1.2)
-    long = ChunkCost(1.0, 2.0, forward_comm=(("tp", 1.5),))
-    lo = simulate(PipelineInput(tuple(StageCost(chunks=(long,)) for _ in range(p)), m, "1f1b", tp_comm_overlap=True))
-    assert lo.step_time_s >= (m + p - 1) * 3.0 + 0.5  # comm longer than compute shows
+    assert {sp.stream for sp in ov.spans if sp.kind == "tp"} == {"comm"}
+    slow = beside(1.2)  # contention only while the comm runs: (1.2 − 1) · t / 1.2
+    assert slow.step_time_s == pytest.approx((m + p - 1) * (3.0 + 0.2 * 0.75 / 1.2))
+    assert slow.step_time_s < seq.step_time_s
+    lo = beside(fwd=1.5)  # 1.0 of it hides behind the forward, 0.5 is exposed
+    assert lo.step_time_s == pytest.approx((m + p - 1) * 3.5)
+    assert lo.exposed_comm_s[0]["tp"] == pytest.approx(m * 0.5)
 
 
 def test_p2p_blocking_on_compute_nonblocking_on_pp_stream():
     inp = _with(uniform("1f1b", 4, 8), p2p_s=0.1)
     blk = simulate(inp)
     nb = simulate(replace(inp, p2p_blocking=False))
-    assert {sp.stream for sp in blk.spans if sp.kind == "p2p"} == {"compute"}
-    assert {sp.stream for sp in nb.spans if sp.kind == "p2p"} == {"pp"}
+    assert {sp.stream for sp in blk.spans if sp.kind == "pp_comm"} == {"compute"}
+    assert {sp.stream for sp in nb.spans if sp.kind == "pp_comm"} == {"pp"}
     assert nb.step_time_s <= blk.step_time_s
     # blocking: every hop on the critical path pays one send
     assert blk.step_time_s >= (8 + 3) * 3.0 + 3 * 0.1 * 2

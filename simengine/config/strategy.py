@@ -36,6 +36,7 @@ class StrategySpec(BaseModel):
     overlap_grad_reduce: bool = Field(False, description="Overlap the DP gradient reduce-scatter / all-reduce with backward (bucketed).")
     overlap_param_gather: bool = Field(False, description="Overlap the parameter all-gather (ZeRO-1/3) with forward.")
     tp_comm_overlap: bool = Field(False, description="Overlap TP collectives with GEMMs (TransformerEngine userbuffers).")
+    overlap_p2p_comm: bool = Field(False, description="Non-blocking pipeline sends on their own stream (Megatron-Core --overlap-p2p-communication); otherwise the compute stream waits for each send/recv.")
     overlap_slowdown: float = Field(1.05, ge=1.0, le=3.0, description="Compute slowdown while communication overlaps it (SM and HBM contention).")
     moe_dispatcher: Literal["alltoall", "allgather"] = Field("alltoall", description="MoE token dispatcher.")
     moe_load_imbalance: float = Field(1.0, ge=1.0, le=64.0, description="Tokens on the hottest expert rank / mean; the step follows the slowest rank.")

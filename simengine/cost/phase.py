@@ -1,10 +1,13 @@
-"""Price an op list (one phase of one block) into compute seconds and exposed communication.
+"""Price an op list (one phase of one block) into compute seconds and communication tasks.
 
-A collective marked ``overlap_with=<gemm>`` runs beside that GEMM (TE/Megatron's async
-backward all-gather/reduce-scatter): only the part longer than the GEMM is exposed.
-With ``tp_comm_overlap`` (TE userbuffers, Wang et al. 2022 "Overlap communication with dependent
-computation via decomposition") every TP collective is hidden behind its neighbouring GEMM the
-same way. The overlapped stretch of the GEMM runs ``slowdown`` times slower (contention).
+Cost decides no overlap. It records, for each collective, what it may run beside: TE/Megatron's
+async backward all-gather/reduce-scatter is launched next to a GEMM (``overlap_with=<gemm>``),
+and with ``tp_comm_overlap`` (TE userbuffers, Wang et al. 2022 "Overlap communication with
+dependent computation via decomposition") every TP collective is decomposed with its
+neighbouring GEMM. An async NCCL kernel only runs beside a GEMM when the GEMM leaves SMs free
+(``Efficiency.async_overlap``: 0 for persistent Hopper/Blackwell GEMMs); userbuffers reserve SMs
+(share 1). How much hides, and what the contention costs, the simulator decides
+(``simengine/sim/overlap.py``).
 """
 
 from __future__ import annotations
@@ -21,30 +24,37 @@ COMM_KIND = {"tp": "tp_comm", "etp": "tp_comm", "cp": "cp_comm", "ep": "ep_comm"
 @dataclass(slots=True)
 class PhaseCost:
     compute_s: float = 0.0
-    comm_s: dict[str, float] = field(default_factory=dict)   # exposed, by kind (tp_comm, cp_comm, ep_comm)
-    hidden_comm_s: float = 0.0
+    # (kind, seconds, window_s, share) → repeats: the communication of the phase
+    comm: dict[tuple[str, float, float, float], float] = field(default_factory=dict)
     flops: float = 0.0
     kernels: int = 0
 
     @property
-    def total_s(self) -> float:
-        return self.compute_s + sum(self.comm_s.values())
+    def comm_s(self) -> dict[str, float]:
+        """Total communication seconds by kind (hidden or not)."""
+        out: dict[str, float] = {}
+        for (kind, sec, _, _), n in self.comm.items():
+            out[kind] = out.get(kind, 0.0) + sec * n
+        return out
+
+    def add_comm(self, kind: str, seconds: float, window_s: float = 0.0, share: float = 1.0, times: float = 1.0) -> None:
+        if seconds > 0 and times > 0:
+            key = (kind, seconds, window_s if share > 0 else 0.0, share if window_s > 0 else 1.0)
+            self.comm[key] = self.comm.get(key, 0.0) + times
 
     def add(self, other: "PhaseCost", times: float = 1.0) -> None:
         self.compute_s += other.compute_s * times
-        for k, v in other.comm_s.items():
-            self.comm_s[k] = self.comm_s.get(k, 0.0) + v * times
-        self.hidden_comm_s += other.hidden_comm_s * times
+        for k, n in other.comm.items():
+            self.comm[k] = self.comm.get(k, 0.0) + n * times
         self.flops += other.flops * times
         self.kernels += int(other.kernels * times)
 
-    def scaled(self, times: float) -> "PhaseCost":
-        out = PhaseCost()
-        out.add(self, times)
-        return out
+    def tasks(self) -> tuple[tuple[str, float, float, float, float], ...]:
+        """(kind, seconds, window_s, share, count) in a stable order: ``sim.CommTask`` fields."""
+        return tuple((k, s, w, sh, n) for (k, s, w, sh), n in sorted(self.comm.items()) if n > 0)
 
 
-def price_ops(ops: list[Op], cm: ComputeModel, comm: CommModel, tp_overlap: bool = False, slowdown: float = 1.0) -> PhaseCost:
+def price_ops(ops: list[Op], cm: ComputeModel, comm: CommModel, tp_overlap: bool = False) -> PhaseCost:
     pc = PhaseCost()
     gemm_t: dict[str, float] = {}
     pending: list[Collective] = []
@@ -68,25 +78,13 @@ def price_ops(ops: list[Op], cm: ComputeModel, comm: CommModel, tp_overlap: bool
     async_share = cm.eff.async_overlap
     for c in pending:
         t = comm.time(c.kind, c.bytes, c.group, c.size)
-        kind = COMM_KIND[c.group]
         partner = c.overlap_with
         share = 1.0
         if partner.startswith(("fwd:", "dgrad:", "wgrad:")):
-            # an async NCCL kernel beside a GEMM only overlaps when the GEMM leaves SMs free
-            # (Efficiency.async_overlap); with userbuffers (tp_comm_overlap) SMs are reserved
             share = 1.0 if (tp_overlap and c.group == "tp") else async_share
         if not partner and tp_overlap and c.group == "tp":
             partner = _neighbour_gemm(ops, c)
-        if partner and partner in gemm_t and share > 0:
-            # while NCCL runs beside the GEMM it takes SMs and HBM bandwidth: the overlapped part
-            # of the GEMM runs ``slowdown`` times slower (StrategySpec.overlap_slowdown)
-            g = gemm_t[partner] * share
-            hidden = min(t, g * slowdown)
-            pc.hidden_comm_s += hidden
-            pc.compute_s += (slowdown - 1.0) * min(g, t / slowdown)
-            t -= hidden
-        if t > 0:
-            pc.comm_s[kind] = pc.comm_s.get(kind, 0.0) + t
+        pc.add_comm(COMM_KIND[c.group], t, gemm_t.get(partner, 0.0), share)
     return pc
 
 

@@ -49,9 +49,9 @@ class Plan:
     comm: CommModel
 
 
-def _block_costs(wl: Workload, cm: ComputeModel, comm: CommModel, tp_overlap: bool,
-                 slowdown: float) -> dict[str, tuple[PhaseCost, PhaseCost, PhaseCost]]:
-    return {k: tuple(price_ops(ops, cm, comm, tp_overlap, slowdown) for ops in (ph.fwd, ph.bwd, ph.wgt))
+def _block_costs(wl: Workload, cm: ComputeModel, comm: CommModel,
+                 tp_overlap: bool) -> dict[str, tuple[PhaseCost, PhaseCost, PhaseCost]]:
+    return {k: tuple(price_ops(ops, cm, comm, tp_overlap) for ops in (ph.fwd, ph.bwd, ph.wgt))
             for k, ph in wl.blocks.items()}
 
 
@@ -61,7 +61,7 @@ def build_plan(sc: Scenario) -> Plan:
     d = wl.dims
     cm = ComputeModel(sc.system, st.dtype)
     comm = CommModel(sc)
-    costs = _block_costs(wl, cm, comm, st.tp_comm_overlap, st.overlap_slowdown)
+    costs = _block_costs(wl, cm, comm, st.tp_comm_overlap)
     att_act = attention_activations(d, m)
     mlp_act = mlp_activations(d, d.ffn) if "mlp" in wl.blocks else None
     moe_act = moe_activations(d, m) if "moe" in wl.blocks else None
@@ -153,17 +153,43 @@ def build_plan(sc: Scenario) -> Plan:
 
 
 def _zero_per_microbatch(sc: Scenario, comm: CommModel, cw: ChunkWork, fwd: PhaseCost, bwd: PhaseCost, rc: PhaseCost) -> None:
-    """ZeRO-2/3 communication of every micro-batch of one chunk, exposed as DP comm: the weight
-    all-gather before the forward (and again before the backward, and for the recompute) and the
-    gradient reduce-scatter after the backward. With overlap (FSDP prefetch, bucketed async
-    reduce-scatter) only the part longer than the compute it runs beside is exposed."""
+    """ZeRO-2/3 communication of every micro-batch of one chunk, as the frameworks run it, per
+    unit (one transformer layer: FSDP2's per-block ``fully_shard`` in torchtitan
+    ``parallelize_llama``, Megatron-FSDP's per-module units):
+
+    * ZeRO-3 forward: unit i+1's parameter all-gather is prefetched while unit i computes
+      (``overlap_param_gather``; FSDP ``forward_prefetch``), the first unit's is exposed;
+    * ZeRO-3 backward: the parameters are gathered again (``reshard_after_forward``), prefetched
+      one unit ahead, the first exposed; ZeRO-2/3: each unit's gradient reduce-scatter runs while
+      the next unit's backward computes (``overlap_grad_reduce``), the last one exposed;
+    * recompute re-gathers the weights like the forward.
+
+    Without overlap every gather and reduce-scatter runs alone. The simulator decides how much
+    hides (sim/overlap.py, with its contention)."""
     st = sc.strategy
     ag, rs = microbatch_dp(sc, comm, stage_params(sc, (cw,)))
-    f_exposed = max(0.0, ag - fwd.compute_s) if st.overlap_param_gather else ag
-    b_comm = ag + rs
-    b_exposed = max(0.0, b_comm - bwd.compute_s) if st.overlap_grad_reduce else b_comm
-    for pc, t in ((fwd, f_exposed), (bwd, b_exposed)):
-        if t > 0:
-            pc.comm_s["dp_comm"] = pc.comm_s.get("dp_comm", 0.0) + t
-    if rc.compute_s > 0 and st.zero_stage >= 3 and not st.overlap_param_gather:
-        rc.comm_s["dp_comm"] = rc.comm_s.get("dp_comm", 0.0) + ag
+    units = max(len(cw.layers) + cw.mtp, 1)
+    ag_u, rs_u = ag / units, rs / units
+    _unit_gathers(fwd, ag_u, units, fwd.compute_s / units, st.overlap_param_gather)
+    if rc.compute_s > 0:
+        _unit_gathers(rc, ag_u, units, rc.compute_s / units, st.overlap_param_gather)
+    window = bwd.compute_s / units
+    ogr, opg = st.overlap_grad_reduce, st.overlap_param_gather
+    if ogr and opg:  # both prefetched on the comm stream beside the next unit's backward
+        bwd.add_comm("dp_comm", ag_u + rs_u, window, 1.0, units - 1)
+        bwd.add_comm("dp_comm", ag_u)  # the first unit's gather
+        bwd.add_comm("dp_comm", rs_u)  # the last unit's reduce-scatter
+        return
+    _unit_gathers(bwd, ag_u, units, window, opg)
+    _unit_gathers(bwd, rs_u, units, window, ogr)
+
+
+def _unit_gathers(pc: PhaseCost, per_unit_s: float, units: int, window_s: float, overlap: bool) -> None:
+    """``units`` collectives of ``per_unit_s``; with overlap all but one run beside a unit's compute."""
+    if per_unit_s <= 0:
+        return
+    if overlap:
+        pc.add_comm("dp_comm", per_unit_s, window_s, 1.0, units - 1)
+        pc.add_comm("dp_comm", per_unit_s)
+    else:
+        pc.add_comm("dp_comm", per_unit_s, times=units)

@@ -14,14 +14,13 @@ def _layer_times(config: dict[str, Any]) -> tuple[float, float]:
     """Forward and backward (incl. recompute) seconds of one transformer layer for one micro-batch:
     the chunk cost of a 2-layer model minus that of a 1-layer model (cancels embedding and head)."""
     from ..config.scenario import load_scenario
-    from ..cost.stage import build_plan
+    from ..estimate import layer_times
 
     out = []
     for n in (1, 2):
         cfg = {k: dict(v) for k, v in config.items()}
         cfg["model"]["num_layers"] = n
-        c = build_plan(load_scenario(cfg)).stages[0].chunks[0]
-        out.append((c.fwd.total_s, c.bwd.total_s + c.wgt.total_s + c.recompute.total_s))
+        out.append(layer_times(load_scenario(cfg)))
     return out[1][0] - out[0][0], out[1][1] - out[0][1]
 
 

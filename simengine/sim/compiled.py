@@ -24,26 +24,27 @@ from .graph import TaskGraph, build_graph
 from .inputs import PipelineInput
 from .layout import KIND_NAMES, NSTREAM, STREAMS
 from .nogc import paused_gc
+from .overlap import kinds
 
 
 class Compiled:
-    __slots__ = ("graph", "A", "B", "V", "pos", "getter", "key", "plan")
+    __slots__ = ("graph", "A", "B", "V", "pos", "getter", "key", "plan", "cats")
 
     def __init__(self, graph: TaskGraph, A: list[int], B: list[int], V: list[int], pos: list[int], key):
         self.graph, self.A, self.B, self.V, self.pos, self.key = graph, A, B, V, pos, key
         self.plan = None  # timeline plan (plan.py), built on the first full simulation
+        self.cats = None  # metric categories per program position (metrics.py), built on first use
         self.getter = itemgetter(*V) if len(V) > 1 else (lambda vals, _i=V[0]: (vals[_i],))
 
 
 def structure_key(inp: PipelineInput) -> tuple:
     sig = tuple(
         (len(st.dp_grad_buckets_s), len(st.dp_param_buckets_s),
-         tuple((len(ch.forward_comm), len(ch.backward_comm), ch.recompute_s > 0) for ch in st.chunks))
+         tuple((kinds(ch.forward_comm), kinds(ch.backward_comm), ch.recompute_s > 0 or bool(ch.recompute_comm)) for ch in st.chunks))
         for st in inp.stages
     )
     return (inp.schedule, len(inp.stages), inp.num_microbatches, inp.vpp,
-            bool(inp.overlap_grad_reduce), bool(inp.overlap_param_gather),
-            bool(inp.tp_comm_overlap), bool(inp.p2p_blocking), sig)
+            bool(inp.overlap_grad_reduce), bool(inp.overlap_param_gather), bool(inp.p2p_blocking), sig)
 
 
 def topo_order(g: TaskGraph) -> list[int]:

@@ -1,9 +1,8 @@
 """The list scheduler: start = max(stream free, dependencies done), end = start + duration.
 
-``simulate`` returns the full Timeline; ``pipeline_step_time`` is the estimate path. Both run
-the same compiled program (``compiled.py``) over the same duration table (``values.py``), so
-their step times are equal bit for bit; the fast path only skips recording and reuses the
-cached structure.
+``simulate`` returns the full Timeline; ``pipeline_metrics`` is the estimate path (the same
+program, the same durations, the same metrics — only the spans and memory curves are skipped);
+``pipeline_step_time`` only the step time.
 """
 
 from __future__ import annotations
@@ -13,8 +12,9 @@ from typing import Sequence
 from ..schedule import Action
 from .compiled import compiled_for
 from .inputs import PipelineInput
-from .metrics import build_timeline
+from .metrics import StepMetrics, step_metrics
 from .nogc import paused_gc
+from .spans import build_timeline
 from .timeline import Timeline
 from .values import build_values
 
@@ -33,22 +33,35 @@ def _times(A: list[int], B: list[int], D) -> tuple[list[float], list[float]]:
     return start, end
 
 
+def _run(inp: PipelineInput, orders):
+    comp = compiled_for(inp, orders)
+    D = comp.getter(build_values(inp, comp))
+    end = [0.0]
+    ea = end.append
+    for a, b, d in zip(comp.A, comp.B, D):
+        x = end[a]
+        y = end[b]
+        ea((x if x >= y else y) + d)
+    return comp, D, end
+
+
 def simulate(inp: PipelineInput, orders: Sequence[Sequence[Action]] | None = None) -> Timeline:
     """Simulate one training step. ``orders`` replaces the schedule's per-rank orders (tests,
     hand-made schedules); an order that cannot finish raises DeadlockError."""
     comp = compiled_for(inp, orders)
-    start, end = _times(comp.A, comp.B, comp.getter(build_values(inp, comp)))
+    D = comp.getter(build_values(inp, comp))
+    start, end = _times(comp.A, comp.B, D)  # the same end times as _run, starts kept exact
+    met = step_metrics(comp, end, D)
     with paused_gc():
-        return build_timeline(inp, comp, start, end)
+        return build_timeline(inp, comp, start, end, met)
+
+
+def pipeline_metrics(inp: PipelineInput, orders: Sequence[Sequence[Action]] | None = None) -> StepMetrics:
+    """``simulate(inp).metrics`` without building spans or memory curves."""
+    comp, D, end = _run(inp, orders)
+    return step_metrics(comp, end, D)
 
 
 def pipeline_step_time(inp: PipelineInput, orders: Sequence[Sequence[Action]] | None = None) -> float:
     """Step time of ``simulate(inp).step_time_s``, without building the timeline."""
-    comp = compiled_for(inp, orders)
-    end = [0.0]
-    ea = end.append
-    for a, b, d in zip(comp.A, comp.B, comp.getter(build_values(inp, comp))):
-        x = end[a]
-        y = end[b]
-        ea((x if x >= y else y) + d)
-    return max(end)
+    return max(_run(inp, orders)[2])

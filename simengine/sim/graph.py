@@ -6,12 +6,13 @@ Rules (each task starts when its stream is free and its dependencies are done):
   gradient of stage s+1, or on the last stage its own F (the loss); W needs its B.
 * A hop to another rank is a p2p send task: with ``p2p_blocking`` (Megatron's default
   ``p2p_communication`` with blocking ``send_forward``/``send_backward``) it sits on the
-  sender's compute stream right after the producer, otherwise on the sender's pp stream. The
-  receiver's compute waits for it either way. A hop inside a rank (DualPipeV's turn) is free.
-* TP/CP/EP collectives of a chunk run on the compute stream after its compute, or, with
-  ``tp_comm_overlap``, on the comm stream starting with the compute (a zero-length gate task
-  marks the start). Every later compute task of the rank waits for them (a layer cannot
-  continue before its collective; TransformerEngine userbuffer overlap is inside the GEMM).
+  sender's compute stream right after the producer, otherwise on the sender's pp stream
+  (``--overlap-p2p-communication``). The receiver's compute waits for it either way. A hop
+  inside a rank (DualPipeV's turn) is free.
+* In-layer collectives of a chunk (one kind at a time, ``overlap.py``): the hidden part runs on
+  the comm stream starting with the compute (a zero-length gate task marks the start), the
+  exposed part on the compute stream right after the compute. Every later compute task of the
+  rank waits for the hidden parts (a layer cannot continue before its collective).
 * DP (Megatron DDP / distributed optimizer, ``_ParamAndGradBuffer`` buckets): with
   ``overlap_grad_reduce`` each chunk's buckets (last layers first) launch as the chunk's final
   backward produces them — that task is split into one piece per bucket; otherwise all buckets
@@ -28,9 +29,9 @@ from typing import Sequence
 
 from ..schedule import Action, get_schedule
 from .layout import (
-    K_B, K_BC, K_DPG, K_DPP, K_F, K_FC, K_GATE, K_OPT, K_P2P, K_R, K_W, NSTREAM, S_COMM,
-    S_COMPUTE, S_DP, S_PP, V_BF, V_BFP, V_BI, V_BUCKETS, V_F, V_FP, V_OPT, V_P2P, V_R, V_W,
-    V_WP, CHUNK_FIXED, layout,
+    CHUNK_FIXED, K_B, K_DPG, K_DPP, K_EXP, K_F, K_GATE, K_HID, K_OPT, K_P2P, K_R, K_W, NSTREAM,
+    S_COMM, S_COMPUTE, S_DP, S_PP, V_BF, V_BI, V_BUCKETS, V_F, V_OPT, V_P2P, V_R, V_W,
+    grad_piece_slot, layout, param_piece_slot,
 )
 
 
@@ -38,8 +39,8 @@ class TaskGraph:
     """Flat task arrays (original numbering = creation order) and per-stream FIFO lists."""
 
     __slots__ = ("rows", "stream", "kind", "mb", "chunk", "aux", "val", "d1", "d2", "streams", "p",
-                 "m", "nch", "stage_of", "grad_pieces", "param_pieces", "rank_base",
-                 "chunk_base", "n_vals")
+                 "m", "nch", "stage_of", "grad_piece_of", "param_piece_of", "rank_base",
+                 "chunk_base", "n_vals", "labels", "sig")
 
     def __init__(self, p: int):
         self.rows: list[tuple[int, ...]] = []  # (stream, kind, mb, chunk, aux, val, d1, d2)
@@ -90,10 +91,189 @@ def _split(buckets: int, chunks_in_order: list[int]) -> dict[int, list[int]]:
     return out
 
 
+class _Links:
+    """Cross-rank hand-offs, patched into ``d1`` once every rank is built."""
+
+    def __init__(self, nstage: int, m: int):
+        n = nstage * m
+        self.f_out = [-1] * n      # last compute-stream task of F(stage, mb)
+        self.b_out = [-1] * n
+        self.deliver_f = [-1] * n  # what F(stage+1, mb) waits for
+        self.deliver_b = [-1] * n  # what B(stage-1, mb) waits for
+        self.need: list[tuple[int, list[int], int]] = []  # (task, array, index) → task.d1
+
+
+class _Rank:
+    """Builds one rank's tasks, one method per action kind."""
+
+    def __init__(self, g: TaskGraph, links: _Links, r: int, order, stage_rank: list[int], blocking: bool,
+                 ogr: bool, opg: bool):
+        self.g, self.links, self.r, self.order = g, links, r, order
+        self.stage_rank, self.blocking = stage_rank, blocking
+        self.ng, self.npb, self.csig = g.sig[r]
+        self.rb = g.rank_base[r]
+        self.C, self.CM, self.PP, self.DP = (r * NSTREAM + s for s in (S_COMPUTE, S_COMM, S_PP, S_DP))
+        self.wset = {(a[1], a[2]) for a in order if a[0] == "W"}
+        first_f: dict[int, int] = {}
+        last_g: dict[int, int] = {}
+        for pos, (kind, mb, c) in enumerate(order):
+            if kind == "F":
+                first_f.setdefault(c, pos)
+            elif kind == "W" or (mb, c) not in self.wset:
+                last_g[c] = pos
+        self.first_f, self.last_g = first_f, last_g
+        nch = g.nch
+        self.pgroups = _split(self.npb, sorted(range(nch), key=first_f.__getitem__)) if opg and self.npb else {}
+        self.ggroups = _split(self.ng, sorted(range(nch), key=last_g.__getitem__)) if ogr and self.ng else {}
+        self.prev_comm = -1  # latest hidden collective of this rank (later compute waits for it)
+        self.last_dp = -1
+        self.param_task: dict[int, int] = {}
+
+    # -- helpers -------------------------------------------------------------------------
+    def _comm(self, mb: int, c: int, first_val: int, kinds, gate: int, last: int) -> tuple[int, int]:
+        """Hidden parts on the comm stream (from the gate), exposed parts after the compute."""
+        add = self.g.add
+        comm_last = -1
+        for i, (_, beside) in enumerate(kinds):
+            if beside:
+                comm_last = add(self.CM, K_HID, mb, c, i, first_val + 2 * i, gate if comm_last < 0 else -1)
+        for i in range(len(kinds)):
+            last = add(self.C, K_EXP, mb, c, i, first_val + 2 * i + 1)
+        if comm_last >= 0:
+            self.prev_comm = comm_last
+        return last, comm_last
+
+    def _send(self, mb: int, c: int, aux: int, last: int, comm_last: int) -> int:
+        if self.blocking:
+            return self.g.add(self.C, K_P2P, mb, c, aux, self.rb + V_P2P, comm_last)
+        return self.g.add(self.PP, K_P2P, mb, c, aux, self.rb + V_P2P, last, comm_last)
+
+    def _grad_piece(self, kind: int, mb: int, c: int, j: int, bj: int, dep2: int) -> int:
+        g = self.g
+        t = g.add(self.C, kind, mb, c, j, grad_piece_slot(self.rb, self.ng, self.npb, bj), -1, dep2)
+        grp = self.ggroups[c]
+        # the bucket produced by the previous piece is reduced while this piece computes
+        g.grad_piece_of[self.r][bj] = (c, kind, len(grp), grp[j - 1] if j > 0 else -1)
+        self.last_dp = g.add(self.DP, K_DPG, mb, c, bj, self.rb + V_BUCKETS + bj, t)
+        return t
+
+    # -- actions -------------------------------------------------------------------------
+    def params_first(self) -> None:
+        g = self.g
+        for c in sorted(self.pgroups, key=self.first_f.__getitem__):
+            grp = self.pgroups[c]
+            for i, j in enumerate(grp):
+                self.param_task[j] = g.add(self.DP, K_DPP, -1, c, j, self.rb + V_BUCKETS + self.ng + j)
+                # the next bucket is gathered while this piece computes
+                g.param_piece_of[self.r][j] = (c, len(grp), grp[i + 1] if i + 1 < len(grp) else -1)
+
+    def forward(self, pos: int, mb: int, c: int) -> None:
+        g, L = self.g, self.links
+        s = g.stage_of[self.r][c]
+        cb = g.chunk_base[self.r][c]
+        fk, _, _ = self.csig[c]
+        idx = s * g.m + mb
+        pieces = self.pgroups.get(c) if pos == self.first_f[c] else None
+        gate = -1
+        if pieces or _any_beside(fk):
+            entry = gate = g.add(self.C, K_GATE, mb, c, 0, 0, -1, self.prev_comm)
+            if pieces:
+                for j, bj in enumerate(pieces):
+                    last = g.add(self.C, K_F, mb, c, j, param_piece_slot(self.rb, self.ng, self.npb, bj),
+                                 self.param_task[bj])
+            else:
+                last = g.add(self.C, K_F, mb, c, 0, cb + V_F)
+        else:
+            entry = last = g.add(self.C, K_F, mb, c, 0, cb + V_F, -1, self.prev_comm)
+        if s > 0:
+            L.need.append((entry, L.deliver_f, idx - g.m))
+        last, comm_last = self._comm(mb, c, cb + CHUNK_FIXED, fk, gate, last)
+        L.f_out[idx] = last
+        if s < len(self.stage_rank) - 1:
+            L.deliver_f[idx] = self._send(mb, c, 0, last, comm_last) if self.stage_rank[s + 1] != self.r else last
+
+    def backward(self, pos: int, mb: int, c: int) -> None:
+        g, L = self.g, self.links
+        s = g.stage_of[self.r][c]
+        cb = g.chunk_base[self.r][c]
+        fk, bk, has_r = self.csig[c]
+        idx = s * g.m + mb
+        hw = (mb, c) in self.wset
+        pieces = self.ggroups.get(c) if (not hw and pos == self.last_g[c]) else None
+        entry = gate = -1
+        if has_r:
+            entry = g.add(self.C, K_R, mb, c, 0, cb + V_R, -1, self.prev_comm)
+        if _any_beside(bk):
+            gate = g.add(self.C, K_GATE, mb, c, 1, 0, -1, self.prev_comm if entry < 0 else -1)
+            if entry < 0:
+                entry = gate
+        wait = self.prev_comm if entry < 0 else -1
+        if pieces:
+            for j, bj in enumerate(pieces):
+                last = self._grad_piece(K_B, mb, c, j, bj, wait if j == 0 else -1)
+                if entry < 0:
+                    entry = last
+        else:
+            last = g.add(self.C, K_B, mb, c, 0, cb + (V_BI if hw else V_BF), -1, wait)
+            if entry < 0:
+                entry = last
+        last_stage = s == len(self.stage_rank) - 1
+        L.need.append((entry, L.f_out if last_stage else L.deliver_b, idx if last_stage else idx + g.m))
+        L.b_out[idx] = last
+        last, comm_last = self._comm(mb, c, cb + CHUNK_FIXED + 2 * len(fk), bk, gate, last)
+        if s > 0:
+            L.deliver_b[idx] = self._send(mb, c, 1, last, comm_last) if self.stage_rank[s - 1] != self.r else last
+
+    def weight(self, pos: int, mb: int, c: int) -> None:
+        g, L = self.g, self.links
+        idx = g.stage_of[self.r][c] * g.m + mb
+        pieces = self.ggroups.get(c) if pos == self.last_g[c] else None
+        if pieces:
+            for j, bj in enumerate(pieces):
+                t = self._grad_piece(K_W, mb, c, j, bj, self.prev_comm if j == 0 else -1)
+                if j == 0:
+                    L.need.append((t, L.b_out, idx))
+        else:
+            t = g.add(self.C, K_W, mb, c, 0, g.chunk_base[self.r][c] + V_W, -1, self.prev_comm)
+            L.need.append((t, L.b_out, idx))
+
+    def tail(self, ogr: bool, opg: bool) -> None:
+        """finalize_model_grads (non-overlapped buckets), the optimizer, the param gathers."""
+        g, rb = self.g, self.rb
+        last_compute = g.streams[self.C][-1]
+        if self.ng and not ogr:
+            for j in range(self.ng):
+                self.last_dp = g.add(self.DP, K_DPG, -1, -1, j, rb + V_BUCKETS + j,
+                                     last_compute if j == 0 else -1, self.prev_comm if j == 0 else -1)
+        opt = g.add(self.C, K_OPT, -1, -1, 0, rb + V_OPT, self.last_dp, self.prev_comm)
+        if self.npb and not opg:
+            for j in range(self.npb):
+                g.add(self.DP, K_DPP, -1, -1, j, rb + V_BUCKETS + self.ng + j, opt if j == 0 else -1)
+
+
+def _any_beside(kinds) -> bool:
+    return any(beside for _, beside in kinds)
+
+
+_ACTIONS = {"F": _Rank.forward, "B": _Rank.backward, "W": _Rank.weight}
+
+
+def _stages(sched, name: str, p: int, vpp: int, nch: int) -> tuple[list[list[int]], list[int]]:
+    nstage = p * nch
+    stage_of = [[sched.stage_of(r, c, p, vpp) for c in range(nch)] for r in range(p)]
+    stage_rank = [-1] * nstage
+    for r in range(p):
+        for c in range(nch):
+            stage_rank[stage_of[r][c]] = r
+    if -1 in stage_rank:
+        raise ValueError(f"schedule '{name}': stage_of is not a bijection onto {nstage} stages")
+    return stage_of, stage_rank
+
+
 def build_graph(key: tuple, orders: Sequence[Sequence[Action]] | None = None) -> TaskGraph:
-    """``key = (schedule, p, m, vpp, overlap_grad_reduce, overlap_param_gather,
-    tp_comm_overlap, p2p_blocking, sig)`` with ``sig`` as in ``layout.layout``."""
-    name, p, m, vpp, ogr, opg, tco, blocking, sig = key
+    """``key = (schedule, p, m, vpp, overlap_grad_reduce, overlap_param_gather, p2p_blocking,
+    sig)`` with ``sig`` as in ``layout.layout``."""
+    name, p, m, vpp, ogr, opg, blocking, sig = key
     sched = get_schedule(name)
     sched.check(p, m, vpp)
     nch = sched.chunks_per_rank(vpp)
@@ -103,156 +283,22 @@ def build_graph(key: tuple, orders: Sequence[Sequence[Action]] | None = None) ->
     if orders is None:
         orders = sched.orders(p, m, vpp)
     validate_orders(orders, p, m, nch)
-
-    nstage = p * nch
-    stage_of = [[sched.stage_of(r, c, p, vpp) for c in range(nch)] for r in range(p)]
-    stage_rank = [-1] * nstage
-    for r in range(p):
-        for c in range(nch):
-            stage_rank[stage_of[r][c]] = r
-    if -1 in stage_rank:
-        raise ValueError(f"schedule '{name}': stage_of is not a bijection onto {nstage} stages")
+    stage_of, stage_rank = _stages(sched, name, p, vpp, nch)
 
     g = TaskGraph(p)
-    g.p, g.m, g.nch, g.stage_of = p, m, nch, stage_of
+    g.p, g.m, g.nch, g.stage_of, g.sig = p, m, nch, stage_of, sig
     g.rank_base, g.chunk_base, g.n_vals = layout(sig)
-    g.grad_pieces = [[0] * nch for _ in range(p)]
-    g.param_pieces = [[0] * nch for _ in range(p)]
-    add = g.add
-    f_out = [-1] * (nstage * m)  # last compute-stream task of F(stage, mb)
-    b_out = [-1] * (nstage * m)
-    deliver_f = [-1] * (nstage * m)  # what F(stage+1, mb) waits for
-    deliver_b = [-1] * (nstage * m)  # what B(stage-1, mb) waits for
-    need: list[tuple[int, list[int], int]] = []  # (task, array, index) → task.d1
-
+    g.grad_piece_of = [[None] * s[0] for s in sig]
+    g.param_piece_of = [[None] * s[1] for s in sig]
+    links = _Links(p * nch, m)
     for r in range(p):
-        order = orders[r]
-        ng, npb, csig = sig[r]
-        rb = g.rank_base[r]
-        cbase = g.chunk_base[r]
-        C, CM, PP, DP = r * NSTREAM + S_COMPUTE, r * NSTREAM + S_COMM, r * NSTREAM + S_PP, r * NSTREAM + S_DP
-        wset = {(a[1], a[2]) for a in order if a[0] == "W"}
-        first_f: dict[int, int] = {}
-        last_g: dict[int, int] = {}
-        for pos, (kind, mb, c) in enumerate(order):
-            if kind == "F":
-                first_f.setdefault(c, pos)
-            elif kind == "W" or (mb, c) not in wset:
-                last_g[c] = pos
-        pgroups = _split(npb, sorted(range(nch), key=first_f.__getitem__)) if opg and npb else {}
-        ggroups = _split(ng, sorted(range(nch), key=last_g.__getitem__)) if ogr and ng else {}
-        param_task: dict[int, int] = {}
-        for c in sorted(pgroups, key=first_f.__getitem__):
-            g.param_pieces[r][c] = len(pgroups[c])
-            for j in pgroups[c]:
-                param_task[j] = add(DP, K_DPP, -1, c, j, rb + V_BUCKETS + ng + j)
-        for c, grp in ggroups.items():
-            g.grad_pieces[r][c] = len(grp)
-
-        prev_comm = -1  # latest overlapped collective of this rank
-        last_dp = -1
-        for pos, (kind, mb, c) in enumerate(order):
-            s = stage_of[r][c]
-            cb = cbase[c]
-            nfc, nbc, has_r = csig[c]
-            idx = s * m + mb
-            if kind == "F":
-                pieces = pgroups.get(c) if pos == first_f[c] else None
-                ov = tco and nfc > 0
-                gate = -1
-                if pieces or ov:
-                    entry = gate = add(C, K_GATE, mb, c, 0, 0, -1, prev_comm)
-                    if pieces:
-                        for j, bj in enumerate(pieces):
-                            last = add(C, K_F, mb, c, j, cb + V_FP, param_task[bj])
-                    else:
-                        last = add(C, K_F, mb, c, 0, cb + V_F)
-                else:
-                    entry = last = add(C, K_F, mb, c, 0, cb + V_F, -1, prev_comm)
-                if s > 0:
-                    need.append((entry, deliver_f, idx - m))
-                comm_last = -1
-                for i in range(nfc):
-                    if ov:
-                        comm_last = add(CM, K_FC, mb, c, i, cb + CHUNK_FIXED + i, gate if i == 0 else -1)
-                    else:
-                        last = add(C, K_FC, mb, c, i, cb + CHUNK_FIXED + i)
-                if ov:
-                    prev_comm = comm_last
-                f_out[idx] = last
-                if s < nstage - 1:
-                    if stage_rank[s + 1] != r:
-                        if blocking:
-                            deliver_f[idx] = add(C, K_P2P, mb, c, 0, rb + V_P2P, comm_last)
-                        else:
-                            deliver_f[idx] = add(PP, K_P2P, mb, c, 0, rb + V_P2P, last, comm_last)
-                    else:
-                        deliver_f[idx] = last
-            elif kind == "B":
-                hw = (mb, c) in wset
-                pieces = ggroups.get(c) if (not hw and pos == last_g[c]) else None
-                ov = tco and nbc > 0
-                entry = gate = -1
-                if has_r:
-                    entry = add(C, K_R, mb, c, 0, cb + V_R, -1, prev_comm)
-                if ov:
-                    gate = add(C, K_GATE, mb, c, 1, 0, -1, prev_comm if entry < 0 else -1)
-                    if entry < 0:
-                        entry = gate
-                if pieces:
-                    for j, bj in enumerate(pieces):
-                        last = add(C, K_B, mb, c, j, cb + V_BFP, -1, prev_comm if entry < 0 else -1)
-                        if entry < 0:
-                            entry = last
-                        last_dp = add(DP, K_DPG, mb, c, bj, rb + V_BUCKETS + bj, last)
-                else:
-                    last = add(C, K_B, mb, c, 0, cb + (V_BI if hw else V_BF), -1,
-                               prev_comm if entry < 0 else -1)
-                    if entry < 0:
-                        entry = last
-                need.append((entry, deliver_b if s < nstage - 1 else f_out, idx + m if s < nstage - 1 else idx))
-                b_out[idx] = last
-                comm_last = -1
-                for i in range(nbc):
-                    v = cb + CHUNK_FIXED + nfc + i
-                    if ov:
-                        comm_last = add(CM, K_BC, mb, c, i, v, gate if i == 0 else -1)
-                    else:
-                        last = add(C, K_BC, mb, c, i, v)
-                if ov:
-                    prev_comm = comm_last
-                if s > 0:
-                    if stage_rank[s - 1] != r:
-                        if blocking:
-                            deliver_b[idx] = add(C, K_P2P, mb, c, 1, rb + V_P2P, comm_last)
-                        else:
-                            deliver_b[idx] = add(PP, K_P2P, mb, c, 1, rb + V_P2P, last, comm_last)
-                    else:
-                        deliver_b[idx] = last
-            else:  # W
-                pieces = ggroups.get(c) if pos == last_g[c] else None
-                if pieces:
-                    for j, bj in enumerate(pieces):
-                        t = add(C, K_W, mb, c, j, cb + V_WP, -1, prev_comm if j == 0 else -1)
-                        if j == 0:
-                            need.append((t, b_out, idx))
-                        last_dp = add(DP, K_DPG, mb, c, bj, rb + V_BUCKETS + bj, t)
-                else:
-                    t = add(C, K_W, mb, c, 0, cb + V_W, -1, prev_comm)
-                    need.append((t, b_out, idx))
-
-        last_compute = g.streams[C][-1]
-        if ng and not ogr:  # finalize_model_grads after the schedule
-            for j in range(ng):
-                last_dp = add(DP, K_DPG, -1, -1, j, rb + V_BUCKETS + j,
-                              last_compute if j == 0 else -1, prev_comm if j == 0 else -1)
-        opt = add(C, K_OPT, -1, -1, 0, rb + V_OPT, last_dp, prev_comm)
-        if npb and not opg:
-            for j in range(npb):
-                add(DP, K_DPP, -1, -1, j, rb + V_BUCKETS + ng + j, opt if j == 0 else -1)
-
+        rk = _Rank(g, links, r, orders[r], stage_rank, blocking, ogr, opg)
+        rk.params_first()
+        for pos, (kind, mb, c) in enumerate(orders[r]):
+            _ACTIONS[kind](rk, pos, mb, c)
+        rk.tail(ogr, opg)
     g.finish()
     d1 = g.d1
-    for task, arr, i in need:
+    for task, arr, i in links.need:
         d1[task] = arr[i]
     return g

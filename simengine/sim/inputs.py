@@ -1,9 +1,10 @@
 """Inputs of the pipeline simulator: per-rank, per-chunk costs in seconds and bytes.
 
-Compute and communication are kept apart: ``forward_comm``/``backward_comm`` are the TP/CP/EP
-collectives of one micro-batch through the chunk, as (kind, seconds). Without
-``tp_comm_overlap`` they run on the compute stream right after the compute (exposed); with it
-they run on a comm stream alongside the compute, which is slowed by ``overlap_slowdown``.
+Compute and communication are kept apart: ``forward_comm``/``backward_comm`` are the in-layer
+collectives (TP/CP/EP, ZeRO-2/3 gathers and reduce-scatters) of one micro-batch through the
+chunk, as ``CommTask``s: what each may run beside (``window_s``, its partner compute) is a fact of
+the workload; how much of it hides, and what the contention costs, the simulator decides
+(``overlap.py``). A plain ``(kind, seconds)`` pair is a collective with nothing to hide behind.
 """
 
 from __future__ import annotations
@@ -17,14 +18,30 @@ def _nonneg(owner: str, name: str, value: float) -> None:
         raise ValueError(f"{owner}.{name}={value!r} must be a finite number >= 0")
 
 
-def _comm(owner: str, name: str, entries) -> tuple[tuple[str, float], ...]:
+@dataclass(frozen=True, slots=True)
+class CommTask:
+    """``count`` repeats of one collective of ``seconds`` that may run beside ``window_s`` seconds
+    of compute, of which the share ``share`` leaves SMs free for it (0 = runs alone)."""
+
+    kind: str
+    seconds: float
+    window_s: float = 0.0
+    share: float = 1.0
+    count: float = 1.0
+
+
+def _comm(owner: str, name: str, entries) -> tuple[CommTask, ...]:
     out = []
     for i, e in enumerate(entries):
-        kind, sec = e
-        if not isinstance(kind, str) or not kind:
+        t = e if isinstance(e, CommTask) else CommTask(*e)
+        if not isinstance(t.kind, str) or not t.kind:
             raise ValueError(f"{owner}.{name}[{i}] kind must be a non-empty string")
-        _nonneg(owner, f"{name}[{i}]", sec)
-        out.append((kind, float(sec)))
+        for f in ("seconds", "window_s"):
+            _nonneg(owner, f"{name}[{i}].{f}", getattr(t, f))
+        if not (0.0 <= t.share <= 1.0):
+            raise ValueError(f"{owner}.{name}[{i}].share={t.share!r} must be in [0, 1]")
+        _nonneg(owner, f"{name}[{i}].count", t.count)
+        out.append(t)
     return tuple(out)
 
 
@@ -34,8 +51,9 @@ class ChunkCost:
     backward_input_s: float
     backward_weight_s: float = 0.0
     recompute_s: float = 0.0  # runs right before this chunk's backward (Korthikanti et al. 2022 §4)
-    forward_comm: tuple[tuple[str, float], ...] = ()
-    backward_comm: tuple[tuple[str, float], ...] = ()
+    forward_comm: tuple[CommTask, ...] = ()
+    backward_comm: tuple[CommTask, ...] = ()
+    recompute_comm: tuple[CommTask, ...] = ()  # run inside the recompute task (its exposed part)
     activation_bytes: float = 0.0  # held per in-flight micro-batch
     peak_extra_bytes: float = 0.0  # transient while this chunk runs F, R or B
 
@@ -45,6 +63,7 @@ class ChunkCost:
             _nonneg("ChunkCost", n, getattr(self, n))
         object.__setattr__(self, "forward_comm", _comm("ChunkCost", "forward_comm", self.forward_comm))
         object.__setattr__(self, "backward_comm", _comm("ChunkCost", "backward_comm", self.backward_comm))
+        object.__setattr__(self, "recompute_comm", _comm("ChunkCost", "recompute_comm", self.recompute_comm))
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,8 +98,7 @@ class PipelineInput:
     vpp: int = 1
     overlap_grad_reduce: bool = False
     overlap_param_gather: bool = False
-    tp_comm_overlap: bool = False
-    overlap_slowdown: float = 1.0  # >= 1; compute slowdown of tasks designated to overlap comm
+    overlap_slowdown: float = 1.0  # >= 1; compute slowdown while comm runs beside it (overlap.py)
     p2p_blocking: bool = True  # Megatron default: blocking send/recv on the compute stream
 
     def __post_init__(self):

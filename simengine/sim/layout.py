@@ -1,12 +1,14 @@
-"""Codes shared by the DAG builder, the value table and the timeline.
+"""Codes shared by the DAG builder, the value table, the metrics and the timeline.
 
 Streams per rank (global stream id = rank·4 + local id): the compute stream, a comm stream for
-overlapped TP/CP/EP collectives, a pp stream for non-blocking p2p sends, a dp stream for
-gradient reduce-scatter / parameter all-gather buckets.
+the hidden part of in-layer collectives (overlap.py), a pp stream for non-blocking p2p sends, a
+dp stream for gradient reduce-scatter / parameter all-gather buckets.
 
 Value table (durations in seconds, see ``values.py``): index 0 is 0.0; then per rank
-``[p2p, optimizer, grad buckets…, param buckets…]`` followed per chunk by the block
-``[F, F-piece, R, B-full, B-input, B-full-piece, W, W-piece, fwd comm…, bwd comm…]``.
+``[p2p, optimizer, grad buckets…, param buckets…, grad pieces…, param pieces…]`` (a piece is the
+part of a chunk's final backward / first forward that produces / waits for one DP bucket),
+followed per chunk by ``[F, R, B-full, B-input, W]`` and, per collective kind of the forward then
+of the backward, ``[hidden, exposed]``.
 """
 
 from __future__ import annotations
@@ -15,14 +17,18 @@ STREAMS = ("compute", "comm", "pp", "dp")
 S_COMPUTE, S_COMM, S_PP, S_DP = 0, 1, 2, 3
 NSTREAM = 4
 
-K_F, K_R, K_B, K_W, K_OPT, K_GATE, K_P2P, K_DPG, K_DPP, K_FC, K_BC = range(11)
-KIND_NAMES = ("F", "R", "B", "W", "OPT", "gate", "p2p", "dp_grad", "dp_param", "fcomm", "bcomm")
+K_F, K_R, K_B, K_W, K_OPT, K_GATE, K_P2P, K_DPG, K_DPP, K_HID, K_EXP = range(11)
+KIND_NAMES = ("F", "R", "B", "W", "OPT", "gate", "p2p", "dp_grad", "dp_param", "hidden", "exposed")
 COMPUTE_KINDS = frozenset((K_F, K_R, K_B, K_W, K_OPT))
-COMM_KINDS = frozenset((K_P2P, K_DPG, K_DPP, K_FC, K_BC))
+COMM_KINDS = frozenset((K_P2P, K_DPG, K_DPP, K_HID, K_EXP))
+
+# breakdown names (Report.breakdown_s, Timeline): one vocabulary for every page
+CATEGORY = {K_F: "forward_compute", K_R: "recompute", K_B: "backward_compute", K_W: "backward_compute",
+            K_OPT: "optimizer", K_P2P: "pp_comm", K_DPG: "dp_comm", K_DPP: "dp_comm"}
 
 # offsets inside a chunk block
-V_F, V_FP, V_R, V_BF, V_BI, V_BFP, V_W, V_WP = range(8)
-CHUNK_FIXED = 8
+V_F, V_R, V_BF, V_BI, V_W = range(5)
+CHUNK_FIXED = 5
 # offsets inside a rank block
 V_P2P, V_OPT, V_BUCKETS = 0, 1, 2
 
@@ -30,17 +36,26 @@ V_P2P, V_OPT, V_BUCKETS = 0, 1, 2
 def layout(sig) -> tuple[list[int], list[list[int]], int]:
     """Offsets of every rank block and chunk block for a stage signature.
 
-    ``sig[r] = (n_grad_buckets, n_param_buckets, ((n_fwd_comm, n_bwd_comm, has_recompute), …))``.
+    ``sig[r] = (n_grad_buckets, n_param_buckets, ((fwd_kinds, bwd_kinds, has_recompute), …))``
+    with ``fwd_kinds``/``bwd_kinds`` the chunk's ((collective kind, has a compute window), …).
     """
     rank_base: list[int] = []
     chunk_base: list[list[int]] = []
     n = 1
     for ng, npb, chunks in sig:
         rank_base.append(n)
-        n += V_BUCKETS + ng + npb
+        n += V_BUCKETS + 2 * (ng + npb)
         bases = []
-        for nfc, nbc, _ in chunks:
+        for fk, bk, _ in chunks:
             bases.append(n)
-            n += CHUNK_FIXED + nfc + nbc
+            n += CHUNK_FIXED + 2 * (len(fk) + len(bk))
         chunk_base.append(bases)
     return rank_base, chunk_base, n
+
+
+def grad_piece_slot(rank_base: int, ng: int, npb: int, j: int) -> int:
+    return rank_base + V_BUCKETS + ng + npb + j
+
+
+def param_piece_slot(rank_base: int, ng: int, npb: int, j: int) -> int:
+    return rank_base + V_BUCKETS + 2 * ng + npb + j

@@ -1,0 +1,76 @@
+"""The one place that decides how much of a collective runs under computation.
+
+Cost (``cost/phase.py``) only says what runs beside what: a collective of ``seconds`` may run
+beside a compute window of ``window_s`` seconds (its partner GEMM; 0 = nothing to hide behind)
+of which a share ``share`` leaves the SMs free for it. Here that becomes what the simulator
+schedules: the hidden part runs on the rank's comm stream beside the compute, the rest is
+exposed on the compute stream, and the compute it overlaps is slowed by contention.
+
+Contention model (stated once): while a communication kernel runs beside a compute kernel, the
+compute runs ``slowdown`` times slower (NCCL / userbuffer kernels take SMs and HBM bandwidth;
+StrategySpec.overlap_slowdown). With window g = window_s·share and comm t:
+
+    hidden  = min(t, g·slowdown)                      (the comm that fits in the slowed window)
+    extra   = (slowdown − 1) · min(g, t / slowdown)   (compute lost to contention)
+    exposed = t − hidden
+
+So overlap never makes a phase slower than running the comm after the compute: hidden − extra is
+g (t ≥ g·slowdown) or t/slowdown (otherwise), both ≥ 0.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from .inputs import CommTask
+
+
+def resolve(t: CommTask, slowdown: float) -> tuple[float, float, float]:
+    """(hidden, exposed, extra compute) seconds of ``t`` (all ``t.count`` repeats)."""
+    g = t.window_s * t.share
+    if g <= 0.0 or t.seconds <= 0.0:
+        return 0.0, t.seconds * t.count, 0.0
+    hidden = min(t.seconds, g * slowdown)
+    extra = (slowdown - 1.0) * min(g, t.seconds / slowdown)
+    return hidden * t.count, (t.seconds - hidden) * t.count, extra * t.count
+
+
+def kinds(tasks: Iterable[CommTask]) -> tuple[tuple[str, bool], ...]:
+    """Distinct kinds in order of first appearance, each with whether any of its collectives has
+    a compute window (only those get a hidden task on the comm stream; every kind gets an exposed
+    task on the compute stream). A structural fact of the workload, independent of durations."""
+    out: dict[str, bool] = {}
+    for t in tasks:
+        out[t.kind] = out.get(t.kind, False) or (t.window_s > 0 and t.share > 0 and t.seconds > 0)
+    return tuple(out.items())
+
+
+def by_kind(tasks: tuple[CommTask, ...], slowdown: float) -> tuple[list[float], list[float], float]:
+    """Hidden and exposed seconds per kind (in ``kinds`` order) and the total extra compute."""
+    names = kinds(tasks)
+    idx = {k: i for i, (k, _) in enumerate(names)}
+    hid = [0.0] * len(names)
+    exp = [0.0] * len(names)
+    extra = 0.0
+    for t in tasks:
+        h, e, x = resolve(t, slowdown)
+        i = idx[t.kind]
+        hid[i] += h
+        exp[i] += e
+        extra += x
+    return hid, exp, extra
+
+
+def piece_extra(piece_s: float, comm_s: float, slowdown: float) -> float:
+    """Contention on a compute piece that a DP bucket of ``comm_s`` overlaps (same rule, window =
+    the piece): only the overlapped stretch runs slower."""
+    if piece_s <= 0.0 or comm_s <= 0.0:
+        return 0.0
+    return (slowdown - 1.0) * min(piece_s, comm_s / slowdown)
+
+
+def phase_seconds(compute_s: float, tasks: tuple[CommTask, ...], slowdown: float) -> float:
+    """A phase run alone (nothing else in flight): its compute with contention plus the
+    exposed communication — the per-layer times papers report."""
+    _, exp, extra = by_kind(tasks, slowdown)
+    return compute_s + extra + sum(exp)
