@@ -12,7 +12,7 @@ from .cost.phase import PhaseCost
 from .cost.stage import Plan
 from .errors import ConfigError
 from .schedule import get_schedule
-from .sim import ChunkCost, PipelineInput, StageCost
+from .sim import ChunkCost, CommTask, PipelineInput, StageCost
 
 
 MAX_MICROBATCH_CHUNKS = 131_072  # pp × chunks × micro-batches the engine simulates (~2–4 s)
@@ -23,6 +23,10 @@ def _backward(c) -> PhaseCost:
     out.add(c.bwd)
     out.add(c.wgt)
     return out
+
+
+def _tasks(pc: PhaseCost) -> tuple[CommTask, ...]:
+    return tuple(CommTask(*t) for t in pc.tasks())
 
 
 def pipeline_input(sc: Scenario, plan: Plan, *, with_dp: bool = True) -> PipelineInput:
@@ -39,7 +43,7 @@ def pipeline_input(sc: Scenario, plan: Plan, *, with_dp: bool = True) -> Pipelin
             ChunkCost(
                 forward_s=c.fwd.compute_s * k, backward_input_s=c.bwd.compute_s * k,
                 backward_weight_s=c.wgt.compute_s * k, recompute_s=c.recompute.compute_s * k,
-                forward_comm=c.fwd.tasks(), backward_comm=_backward(c).tasks(), recompute_comm=c.recompute.tasks(),
+                forward_comm=_tasks(c.fwd), backward_comm=_tasks(_backward(c)), recompute_comm=_tasks(c.recompute),
                 activation_bytes=c.activation_bytes, peak_extra_bytes=c.peak_extra_bytes,
             )
             for c in st.chunks

@@ -103,12 +103,12 @@ def dp_work(sc: Scenario, comm: CommModel, p: StageParams) -> DPWork:
     hbm = sc.system.gpu.hbm_bandwidth_gbs * 1e9 * e.hbm
     dpcp = sc.dp * st.cp
     shard = p.dense / (dpcp if z >= 1 else 1) + p.expert / (sc.edp if z >= 1 else 1)
-    full = p.dense / (dpcp if z >= 2 else 1) + p.expert / (sc.edp if z >= 2 else 1)
+    local = p.dense / (dpcp if z >= 2 else 1) + p.expert / (sc.edp if z >= 2 else 1)
     # the grad buffer is zeroed and NaN-checked in full, and scaled by 1/dp in place before it is
     # reduced (Megatron DDP: check_for_nan_in_grad, gradient_scaling_factor when the collective
     # does not average) — 4 + 4 + 8 B per local gradient element of 4 B
     scaled = (p.dense / (dpcp if z >= 2 else 1) if dpcp > 1 else 0.0) + (p.expert / (sc.edp if z >= 2 else 1) if sc.edp > 1 else 0.0)
-    opt_bytes = grad_b * (2 * full + 2 * scaled) + (42.0 if grad_b == 4.0 else 40.0) * shard
+    opt_bytes = grad_b * (2 * local + 2 * scaled) + (42.0 if grad_b == 4.0 else 40.0) * shard
     opt_s = opt_bytes / hbm + OPTIMIZER_KERNELS * e.kernel_overhead_us * 1e-6
     return DPWork(_merge(grads), _merge(params), opt_s)
 

@@ -51,8 +51,8 @@ class Plan:
 
 def _block_costs(wl: Workload, cm: ComputeModel, comm: CommModel,
                  tp_overlap: bool) -> dict[str, tuple[PhaseCost, PhaseCost, PhaseCost]]:
-    return {k: tuple(price_ops(ops, cm, comm, tp_overlap) for ops in (ph.fwd, ph.bwd, ph.wgt))
-            for k, ph in wl.blocks.items()}
+    return {k: (price_ops(ph.fwd, cm, comm, tp_overlap), price_ops(ph.bwd, cm, comm, tp_overlap),
+                price_ops(ph.wgt, cm, comm, tp_overlap)) for k, ph in wl.blocks.items()}
 
 
 def build_plan(sc: Scenario) -> Plan:
@@ -90,15 +90,21 @@ def build_plan(sc: Scenario) -> Plan:
                     wgt.add(w, n)
             if cw.first:
                 f, b, w = costs["embed"]
-                fwd.add(f), bwd.add(b), wgt.add(w)
+                fwd.add(f)
+                bwd.add(b)
+                wgt.add(w)
             if cw.last:
                 f, b, w = costs["head"]
-                fwd.add(f), bwd.add(b), wgt.add(w)
+                fwd.add(f)
+                bwd.add(b)
+                wgt.add(w)
             if cw.mtp:
                 # each MTP module: glue + one transformer block + the shared output head
                 for key in ("mtp", "attn", "moe" if cw.mtp_moe else "mlp", "head"):
                     f, b, w = costs[key]
-                    fwd.add(f, cw.mtp), bwd.add(b, cw.mtp), wgt.add(w, cw.mtp)
+                    fwd.add(f, cw.mtp)
+                    bwd.add(b, cw.mtp)
+                    wgt.add(w, cw.mtp)
             # activations held per micro-batch and the transient on top (Korthikanti et al. 2022)
             per_dense = att_act.saved + (mlp_act.saved if mlp_act else 0.0)
             per_moe = att_act.saved + (moe_act.saved if moe_act else 0.0)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from operator import itemgetter
-from typing import Sequence
+from typing import Any, Sequence
 
 from ..schedule import Action
 from .errors import DeadlockError
@@ -32,8 +32,8 @@ class Compiled:
 
     def __init__(self, graph: TaskGraph, A: list[int], B: list[int], V: list[int], pos: list[int], key):
         self.graph, self.A, self.B, self.V, self.pos, self.key = graph, A, B, V, pos, key
-        self.plan = None  # timeline plan (plan.py), built on the first full simulation
-        self.cats = None  # metric categories per program position (metrics.py), built on first use
+        self.plan: Any = None  # timeline plan (plan.py), built on the first full simulation
+        self.cats: Any = None  # metric categories per program position (metrics.py), built on first use
         self.getter = itemgetter(*V) if len(V) > 1 else (lambda vals, _i=V[0]: (vals[_i],))
 
 

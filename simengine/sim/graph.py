@@ -25,7 +25,7 @@ Rules (each task starts when its stream is free and its dependencies are done):
 from __future__ import annotations
 
 from collections import Counter
-from typing import Sequence
+from typing import Any, Sequence
 
 from ..schedule import Action, get_schedule
 from .layout import (
@@ -40,7 +40,25 @@ class TaskGraph:
 
     __slots__ = ("rows", "stream", "kind", "mb", "chunk", "aux", "val", "d1", "d2", "streams", "p",
                  "m", "nch", "stage_of", "grad_piece_of", "param_piece_of", "rank_base",
-                 "chunk_base", "n_vals", "labels", "sig")
+                 "chunk_base", "n_vals", "sig")
+    stream: list[int]
+    kind: list[int]
+    mb: list[int]
+    chunk: list[int]
+    aux: list[int]
+    val: list[int]
+    d1: list[int]
+    d2: list[int]
+    p: int
+    m: int
+    nch: int
+    stage_of: list[list[int]]
+    grad_piece_of: list[list[Any]]   # per bucket: (chunk, kind, pieces, bucket beside) or None
+    param_piece_of: list[list[Any]]  # per bucket: (chunk, pieces, bucket beside) or None
+    rank_base: list[int]
+    chunk_base: list[list[int]]
+    n_vals: int
+    sig: tuple
 
     def __init__(self, p: int):
         self.rows: list[tuple[int, ...]] = []  # (stream, kind, mb, chunk, aux, val, d1, d2)

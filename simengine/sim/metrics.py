@@ -77,6 +77,14 @@ class _Cats:
     """Per structure: each program position's rank and category, and position lists per stream."""
 
     __slots__ = ("names", "rank", "rc", "valid", "kernels", "compute_stream", "cs_comm", "off")
+    names: tuple[str, ...]
+    rank: np.ndarray
+    rc: np.ndarray
+    valid: np.ndarray
+    kernels: np.ndarray
+    compute_stream: np.ndarray
+    cs_comm: np.ndarray
+    off: tuple[np.ndarray, ...]
 
 
 def _slot_names(comp: Compiled) -> dict[int, str]:

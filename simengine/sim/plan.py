@@ -19,6 +19,13 @@ _PIECED = (K_F, K_B, K_W)
 
 class RankPlan:
     __slots__ = ("spans", "act_first", "act_free", "act_chunk", "x_first", "x_last", "x_chunk")
+    spans: list[tuple[str, list[tuple[str, int, int, int, bool, bool]]]]
+    act_first: np.ndarray
+    act_free: np.ndarray
+    act_chunk: np.ndarray
+    x_first: np.ndarray
+    x_last: np.ndarray
+    x_chunk: np.ndarray
 
 
 def _label(kind: int, val: int, slots: dict[int, str]) -> str:
