@@ -29,6 +29,21 @@ def _tasks(pc: PhaseCost) -> tuple[CommTask, ...]:
     return tuple(CommTask(*t) for t in pc.tasks())
 
 
+def _chunk(c, k: float, made: dict[tuple, ChunkCost]) -> ChunkCost:
+    bwd = _backward(c)
+    key = (c.fwd.compute_s, c.bwd.compute_s, c.wgt.compute_s, c.recompute.compute_s, c.activation_bytes,
+           c.peak_extra_bytes, c.fwd.tasks(), bwd.tasks(), c.recompute.tasks())
+    ch = made.get(key)
+    if ch is None:
+        ch = made[key] = ChunkCost(
+            forward_s=c.fwd.compute_s * k, backward_input_s=c.bwd.compute_s * k,
+            backward_weight_s=c.wgt.compute_s * k, recompute_s=c.recompute.compute_s * k,
+            forward_comm=_tasks(c.fwd), backward_comm=_tasks(bwd), recompute_comm=_tasks(c.recompute),
+            activation_bytes=c.activation_bytes, peak_extra_bytes=c.peak_extra_bytes,
+        )
+    return ch
+
+
 def pipeline_input(sc: Scenario, plan: Plan, *, with_dp: bool = True) -> PipelineInput:
     s = sc.strategy
     size = s.pp * len(plan.stages[0].chunks) * sc.num_microbatches
@@ -38,16 +53,9 @@ def pipeline_input(sc: Scenario, plan: Plan, *, with_dp: bool = True) -> Pipelin
                             f"exceeds the {MAX_MICROBATCH_CHUNKS:,} the pipeline engine simulates; raise micro_batch_size or dp")])
     k = s.straggler_factor
     stages = []
+    made: dict[tuple, ChunkCost] = {}  # middle stages price the same chunks: build each once
     for st in plan.stages:
-        chunks = tuple(
-            ChunkCost(
-                forward_s=c.fwd.compute_s * k, backward_input_s=c.bwd.compute_s * k,
-                backward_weight_s=c.wgt.compute_s * k, recompute_s=c.recompute.compute_s * k,
-                forward_comm=_tasks(c.fwd), backward_comm=_tasks(_backward(c)), recompute_comm=_tasks(c.recompute),
-                activation_bytes=c.activation_bytes, peak_extra_bytes=c.peak_extra_bytes,
-            )
-            for c in st.chunks
-        )
+        chunks = tuple(_chunk(c, k, made) for c in st.chunks)
         static = st.static.weights + st.static.grads + st.static.optimizer + st.static.buffers
         stages.append(StageCost(
             chunks=chunks, p2p_s=st.p2p_s, static_bytes=static,

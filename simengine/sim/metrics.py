@@ -138,14 +138,23 @@ def build_cats(comp: Compiled) -> _Cats:
     return cats
 
 
-def _cover(us: np.ndarray, ue: np.ndarray, xs: np.ndarray, xe: np.ndarray) -> np.ndarray:
-    """Time of each [xs, xe] covered by the sorted, disjoint intervals [us, ue]."""
-    if us.size == 0 or xs.size == 0:
-        return np.zeros(xs.size)
+def _curve(us: np.ndarray, ue: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Cumulative covered time of sorted, disjoint intervals, as interpolation points."""
+    n = us.size
     length = ue - us
     done = np.cumsum(length)
-    xp = np.column_stack((us, ue)).ravel()
-    fp = np.column_stack((done - length, done)).ravel()
+    xp = np.empty(2 * n)
+    fp = np.empty(2 * n)
+    xp[0::2], xp[1::2] = us, ue
+    fp[0::2], fp[1::2] = done - length, done
+    return xp, fp
+
+
+def _cover(curve: tuple[np.ndarray, np.ndarray], xs: np.ndarray, xe: np.ndarray) -> np.ndarray:
+    """Time of each [xs, xe] covered by the intervals behind ``curve``."""
+    xp, fp = curve
+    if xp.size == 0 or xs.size == 0:
+        return np.zeros(xs.size)
     return np.interp(xe, xp, fp) - np.interp(xs, xp, fp)
 
 
@@ -181,15 +190,15 @@ def step_metrics(comp: Compiled, end, dur) -> StepMetrics:
     exposed = np.zeros(E.size)
     hidden = np.zeros(E.size)
     exposed[cats.cs_comm] = D[cats.cs_comm]
-    ks, ke = S2[cats.kernels], E2[cats.kernels]
+    kernels = _curve(S2[cats.kernels], E2[cats.kernels])
     us, ue = S2[cats.compute_stream], E2[cats.compute_stream]
-    for p in cats.off:
-        if p.size == 0:
-            continue
+    todo = [p for p in cats.off if p.size]
+    for i, p in enumerate(todo):
         xs, xe = S2[p], E2[p]
-        exposed[p] = np.maximum(D[p] - _cover(us, ue, xs, xe), 0.0)
-        hidden[p] = _cover(ks, ke, xs, xe)
-        us, ue = _union(us, ue, xs, xe)
+        exposed[p] = np.maximum(D[p] - _cover(_curve(us, ue), xs, xe), 0.0)
+        hidden[p] = _cover(kernels, xs, xe)
+        if i + 1 < len(todo):
+            us, ue = _union(us, ue, xs, xe)
     nr, nc = comp.graph.p, len(cats.names)
     v, rc = cats.valid, cats.rc[cats.valid]
     total = np.bincount(rc, weights=D[v], minlength=nr * nc).reshape(nr, nc)

@@ -61,12 +61,19 @@ def by_kind(tasks: tuple[CommTask, ...], slowdown: float) -> tuple[list[float], 
     return hid, exp, extra
 
 
-def piece_extra(piece_s: float, comm_s: float, slowdown: float) -> float:
-    """Contention on a compute piece that a DP bucket of ``comm_s`` overlaps (same rule, window =
-    the piece): only the overlapped stretch runs slower."""
-    if piece_s <= 0.0 or comm_s <= 0.0:
-        return 0.0
-    return (slowdown - 1.0) * min(piece_s, comm_s / slowdown)
+def piece_durations(infos, buckets: tuple[float, ...], base_of, slowdown: float) -> list[float]:
+    """Durations of the compute pieces a DP bucket runs beside (``info[-1]`` = that bucket, -1 =
+    none): the same rule with the piece as the window, so only the overlapped stretch slows."""
+    k = slowdown - 1.0
+    out = []
+    for info in infos:
+        if info is None:  # a bucket not tied to a piece (no overlap): slot unused
+            out.append(0.0)
+            continue
+        base = base_of(info)
+        b = buckets[info[-1]] if info[-1] >= 0 else 0.0
+        out.append(base + (k * min(base, b / slowdown) if b > 0.0 and base > 0.0 else 0.0))
+    return out
 
 
 def phase_seconds(compute_s: float, tasks: tuple[CommTask, ...], slowdown: float) -> float:

@@ -12,10 +12,23 @@ from __future__ import annotations
 from .compiled import Compiled
 from .inputs import PipelineInput
 from .layout import K_W
-from .overlap import by_kind, piece_extra
+from .overlap import by_kind, piece_durations
 
 
-def _rank_values(inp: PipelineInput, comp: Compiled, r: int, app, ext) -> None:
+def _chunk_extras(st, slow: float, memo: dict[int, tuple]) -> list[tuple]:
+    out = []
+    for ch in st.chunks:
+        e = memo.get(id(ch))
+        if e is None:
+            fh, fe, fx = by_kind(ch.forward_comm, slow)
+            bh, be, bx = by_kind(ch.backward_comm, slow)
+            _, re, rx = by_kind(ch.recompute_comm, slow)
+            e = memo[id(ch)] = (fh, fe, fx, bh, be, bx, sum(re) + rx)
+        out.append(e)
+    return out
+
+
+def _rank_values(inp: PipelineInput, comp: Compiled, r: int, app, ext, memo: dict[int, tuple]) -> None:
     g = comp.graph
     st = inp.stages[r]
     slow = float(inp.overlap_slowdown)
@@ -23,32 +36,25 @@ def _rank_values(inp: PipelineInput, comp: Compiled, r: int, app, ext) -> None:
     app(st.optimizer_s)
     ext(st.dp_grad_buckets_s)
     ext(st.dp_param_buckets_s)
-    extras = []
-    for ch in st.chunks:
-        fh, fe, fx = by_kind(ch.forward_comm, slow)
-        bh, be, bx = by_kind(ch.backward_comm, slow)
-        extras.append((fh, fe, fx, bh, be, bx))
-    for info in g.grad_piece_of[r]:
-        if info is None:  # a bucket not tied to a piece (no overlap): slot unused
-            app(0.0)
-            continue
-        c, kind, n, beside = info
-        ch = st.chunks[c]
-        base = (ch.backward_weight_s if kind == K_W else ch.backward_input_s + ch.backward_weight_s) / n
-        if kind != K_W:  # a B piece carries the chunk's backward contention share too
-            base += extras[c][5] / n
-        app(base + (piece_extra(base, st.dp_grad_buckets_s[beside], slow) if beside >= 0 else 0.0))
-    for info in g.param_piece_of[r]:
-        if info is None:
-            app(0.0)
-            continue
-        c, n, beside = info
-        base = (st.chunks[c].forward_s + extras[c][2]) / n
-        app(base + (piece_extra(base, st.dp_param_buckets_s[beside], slow) if beside >= 0 else 0.0))
-    for ch, (fh, fe, fx, bh, be, bx) in zip(st.chunks, extras):
+    extras = _chunk_extras(st, slow, memo)
+    chunks = st.chunks
+
+    def grad_base(info):
+        c, kind, n, _ = info
+        ch = chunks[c]
+        if kind == K_W:
+            return ch.backward_weight_s / n
+        return (ch.backward_input_s + ch.backward_weight_s + extras[c][5]) / n  # B carries its contention
+
+    def param_base(info):
+        c, n, _ = info
+        return (chunks[c].forward_s + extras[c][2]) / n
+
+    ext(piece_durations(g.grad_piece_of[r], st.dp_grad_buckets_s, grad_base, slow))
+    ext(piece_durations(g.param_piece_of[r], st.dp_param_buckets_s, param_base, slow))
+    for ch, (fh, fe, fx, bh, be, bx, rx) in zip(chunks, extras):
         app(ch.forward_s + fx)
-        _, re, rx = by_kind(ch.recompute_comm, slow)
-        app(ch.recompute_s + sum(re) + rx)
+        app(ch.recompute_s + rx)
         app(ch.backward_input_s + ch.backward_weight_s + bx)
         app(ch.backward_input_s + bx)
         app(ch.backward_weight_s)
@@ -63,6 +69,7 @@ def _rank_values(inp: PipelineInput, comp: Compiled, r: int, app, ext) -> None:
 def build_values(inp: PipelineInput, comp: Compiled) -> list[float]:
     vals = [0.0]
     app, ext = vals.append, vals.extend
+    memo: dict[int, tuple] = {}
     for r in range(len(inp.stages)):
-        _rank_values(inp, comp, r, app, ext)
+        _rank_values(inp, comp, r, app, ext, memo)
     return vals
