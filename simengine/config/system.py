@@ -29,10 +29,9 @@ class GPUSpec(_Frozen):
     tdp_w: float = Field(700.0, gt=0, le=1e5, description="Board power used for energy estimates, W.")
     price_per_hour: float = Field(2.0, ge=0, le=1e5, description="Price of one GPU-hour, USD.")
     sustained_clock_ratio: float = Field(1.0, gt=0, le=1.0, description=(
-        "SM clock a training step sustains at the board power limit / the clock a short isolated kernel "
-        "benchmark runs at (boost). Scales the attention and grouped-GEMM efficiencies (measured or scalar), "
-        "whose isolated runs stay below the power cap; dense GEMMs drive the GPU to its cap even alone, so their "
-        "measured efficiency already is the in-step one (cost/compute.py). 1 = no derate."))
+        "SM clock a training step sustains at the board power limit / the clock of a short isolated kernel "
+        "benchmark (boost). Scales attention and grouped-GEMM efficiencies (measured per shape or scalar); dense "
+        "GEMM efficiencies are used as measured (cost/compute.py). 1 = no derate."))
     non_torch_gib: float = Field(2.5, ge=0, le=1e4, description=(
         "Memory outside PyTorch's allocator: CUDA context, NCCL buffers, cuBLAS/cuDNN workspaces, GiB "
         "(SimuMax keeps a 6 GiB margin for the same; nvidia-smi minus torch reserved is typically 1.5–4 GiB)."))
