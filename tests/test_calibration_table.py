@@ -104,7 +104,7 @@ def test_lookup_is_cached_and_deterministic(b200):
 
 
 def test_index_parameters():
-    pts = tuple(_pt(2**i, 1024, 1024, 0.1 * i) for i in range(8, 14))
+    pts = tuple(_pt(2**i, 1024, 1024, 0.07 * i) for i in range(8, 14))
     idx = GemmIndex(pts, neighbours=2, power=1.0)
     assert idx(2**10 * 1.4142, 1024, 1024) == pytest.approx(gemm_efficiency(pts, 1448, 1024, 1024), abs=0.05)
 

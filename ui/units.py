@@ -15,7 +15,7 @@ UNIT_BY_NAME: dict[str, str] = {
     "moe_load_imbalance": "×", "capacity_factor": "×",
     "gemm": "× peak", "attention_fwd": "× peak", "attention_bwd": "× peak", "grouped_gemm": "× peak",
     "hbm": "× peak BW", "fp8_gemm": "× FP8 peak", "collective_scale_up": "× link BW",
-    "collective_scale_out": "× link BW", "efficiency": "× peak",
+    "collective_scale_out": "× link BW", "efficiency": "× peak", "sustained_clock_ratio": "× boost clock",
     "gemm_half_dim": "elements", "max_position_embeddings": "positions",
     "hidden_size": "elements", "ffn_hidden_size": "elements", "moe_ffn_hidden_size": "elements",
     "shared_expert_ffn_hidden_size": "elements", "head_dim": "elements", "vocab_size": "tokens",

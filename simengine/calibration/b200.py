@@ -206,8 +206,8 @@ def _matmul_key(cells, get, line, issues, dtype):
 
 
 def _eff(eff: float, line: int, issues: Issues) -> float:
-    if not 0 < eff <= 2.0:
-        issues.add(line, "efficiency", f"{eff:.4g} is outside (0, 2]")
+    if not 0 < eff <= 1.0:  # achieved / peak cannot exceed 1 (against the system's peak)
+        issues.add(line, "efficiency", f"{eff:.4g} is outside (0, 1] of the system's peak (measured on a faster GPU?)")
         return 1.0
     return eff
 

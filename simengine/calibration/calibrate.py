@@ -163,10 +163,10 @@ def b200_shape_tables(tables: B200Tables) -> dict[str, tuple]:
     from ..config.system import AttentionPoint, GroupedGemmPoint
 
     att = tuple(AttentionPoint(phase=r.phase, batch=r.batch, seq_len=r.seq_len, heads=r.head_num, kv_heads=r.kv_head_num,
-                               d_qk=r.qk_head_dim, d_v=r.v_head_dim, efficiency=min(r.simengine_efficiency(True), 2.0))
+                               d_qk=r.qk_head_dim, d_v=r.v_head_dim, efficiency=min(r.simengine_efficiency(True), 1.0))
                 for r in tables.attention)
     layout = {"fwd": "TN", "bwd_grad_act": "NN", "bwd_grad_w": "NT"}
-    grp = tuple(GroupedGemmPoint(layout=layout[r.stage], groups=r.ng, m=r.m, n=r.n, k=r.k, efficiency=min(r.efficiency, 2.0))
+    grp = tuple(GroupedGemmPoint(layout=layout[r.stage], groups=r.ng, m=r.m, n=r.n, k=r.k, efficiency=min(r.efficiency, 1.0))
                 for r in tables.grouped if r.stage in layout and r.dtype == "bf16")
     return {"attention_table": att, "grouped_gemm_table": grp}
 

@@ -237,8 +237,8 @@ def _efficiency(key, value, dtype, m, n, k, b, peaks, cells, cols, header, line,
             # FLOPs = 2·b·m·n·k: one multiply-add (2 FLOPs) per output element per k (cuBLAS convention)
             achieved = 2.0 * b * m * n * k / (value * _TO_SECONDS[key]) * 1e-12
         eff = achieved / peaks[dtype]
-    if not 0 < eff <= 2.0:
-        hint = " (a percentage? name the column efficiency_pct)" if key == "efficiency" and eff <= 200 else ""
-        issues.add(line, col, f"efficiency {eff:.4g} is outside (0, 2]{hint}")
+    if not 0 < eff <= 1.0:  # achieved / peak cannot exceed 1: a wrong unit or a wrong peak
+        hint = " (a percentage? name the column efficiency_pct)" if key == "efficiency" and 1 < eff <= 100 else ""
+        issues.add(line, col, f"efficiency {eff:.4g} is outside (0, 1] of the {dtype} peak{hint}")
         return None
     return eff

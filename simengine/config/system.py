@@ -28,6 +28,10 @@ class GPUSpec(_Frozen):
     hbm_bandwidth_gbs: float = Field(..., ge=0.001, le=1e6, description="HBM bandwidth, GB/s.")
     tdp_w: float = Field(700.0, gt=0, le=1e5, description="Board power used for energy estimates, W.")
     price_per_hour: float = Field(2.0, ge=0, le=1e5, description="Price of one GPU-hour, USD.")
+    sustained_clock_ratio: float = Field(1.0, gt=0, le=1.0, description=(
+        "SM clock a training step sustains at the board power limit / the clock of a short isolated kernel "
+        "benchmark (boost). Scales attention and grouped-GEMM efficiencies (measured per shape or scalar); dense "
+        "GEMM efficiencies are used as measured (cost/compute.py). 1 = no derate."))
     non_torch_gib: float = Field(2.5, ge=0, le=1e4, description=(
         "Memory outside PyTorch's allocator: CUDA context, NCCL buffers, cuBLAS/cuDNN workspaces, GiB "
         "(SimuMax keeps a 6 GiB margin for the same; nvidia-smi minus torch reserved is typically 1.5–4 GiB)."))
@@ -54,7 +58,7 @@ class GemmPoint(_Frozen):
     b: int = Field(1, ge=1, le=2**20)
     dtype: Literal["bf16", "fp8", "fp32"] = "bf16"
     layout: Literal["TN", "NN", "NT"] | None = Field(None, description="cuBLAS layout: TN = forward, NN = data-grad, NT = weight-grad (None = any).")
-    efficiency: float = Field(..., ge=1e-4, le=2.0, description="Achieved / peak of that dtype.")
+    efficiency: float = Field(..., ge=1e-4, le=1.0, description="Achieved / peak of that dtype (at most 1).")
 
 
 class AttentionPoint(_Frozen):
@@ -67,7 +71,7 @@ class AttentionPoint(_Frozen):
     kv_heads: int = Field(..., ge=1, le=2**16)
     d_qk: int = Field(128, ge=1, le=2**16)
     d_v: int = Field(128, ge=1, le=2**16)
-    efficiency: float = Field(..., ge=1e-4, le=2.0)
+    efficiency: float = Field(..., ge=1e-4, le=1.0, description="Achieved / peak (at most 1).")
 
 
 class GroupedGemmPoint(_Frozen):
@@ -79,7 +83,7 @@ class GroupedGemmPoint(_Frozen):
     m: int = Field(..., ge=1, le=2**31)
     n: int = Field(..., ge=1, le=2**31)
     k: int = Field(..., ge=1, le=2**31)
-    efficiency: float = Field(..., ge=1e-4, le=2.0)
+    efficiency: float = Field(..., ge=1e-4, le=1.0, description="Achieved / peak (at most 1).")
 
 
 class CollectivePoint(_Frozen):
@@ -104,8 +108,8 @@ class Efficiency(_Frozen):
     grouped_gemm: float = Field(0.55, ge=1e-4, le=1.0, description="Grouped (MoE expert) GEMM efficiency relative to peak.")
     hbm: float = Field(0.70, ge=1e-4, le=1.0, description="Achieved / peak HBM bandwidth of memory-bound kernels.")
     kernel_overhead_us: float = Field(6.0, ge=0, le=1e4, description="Fixed per-kernel launch + tail cost, µs.")
-    collective_scale_up: float = Field(0.75, ge=1e-4, le=2.0, description="Achieved bus bandwidth / scale-up bandwidth for large collectives.")
-    collective_scale_out: float = Field(0.80, ge=1e-4, le=2.0, description="Achieved bus bandwidth / scale-out bandwidth for large collectives.")
+    collective_scale_up: float = Field(0.75, ge=1e-4, le=1.0, description="Achieved bus bandwidth / scale-up bandwidth for large collectives.")
+    collective_scale_out: float = Field(0.80, ge=1e-4, le=1.0, description="Achieved bus bandwidth / scale-out bandwidth for large collectives.")
     collective_overhead_us: float = Field(20.0, ge=0, le=1e5, description="Fixed per-collective launch/synchronisation cost, µs.")
     attention_half_blocks_fwd: float = Field(512.0, ge=0, le=1e7, description="Default curve: flash-attention forward reaches half its efficiency at this many thread blocks (b·heads·s/128); ~4 per SM keeps the GPU busy (B200 microbenchmarks, shared/validation/b200_op_efficiency.csv).")
     attention_half_blocks_bwd: float = Field(128.0, ge=0, le=1e7, description="Same for the backward, which does more work per block and saturates earlier.")
