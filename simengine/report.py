@@ -29,8 +29,10 @@ class Report(BaseModel):
     step_time_s: float
     tokens_per_s: float
     tokens_per_s_per_gpu: float
-    mfu: float = Field(..., description="Model FLOPs (6·N_active + full s² attention, PaLM App. B) / (step time · peak · GPUs).")
-    hfu: float = Field(..., description="Hardware FLOPs (model FLOPs + recompute) / (step time · peak · GPUs).")
+    mfu: float = Field(..., description="Model FLOPs (6·N_active + full s² attention, PaLM App. B) / (step time · bf16 peak · GPUs). "
+                                         "A convention figure: at long causal context it counts attention work flash attention skips and can exceed 1; mfu_causal cannot.")
+    hfu: float = Field(..., description="Hardware FLOPs (model FLOPs + recompute, Korthikanti et al. 2022 §6) / (step time · bf16 peak · GPUs). "
+                                         "Same attention convention as mfu, so it can exceed 1 at long causal context.")
     mfu_causal: float = Field(..., description="MFU with the causal-masked attention FLOPs halved (current Megatron-LM convention).")
     peak_memory_gib: float = Field(..., description="Largest allocated peak over pipeline stages.")
     reserved_memory_gib: float
