@@ -59,6 +59,10 @@ def check_scenario(model: ModelSpec, system: SystemSpec, strategy: StrategySpec)
             add(("strategy.cp", f"seq_len={s.seq_len} is not divisible by 2*cp={2 * cp} (load-balanced causal split)"))
         if s.cp_comm_type == "a2a" and (heads // max(tp, 1)) % cp:
             add(("strategy.cp", f"cp={cp} does not divide num_attention_heads/tp = {heads}/{tp} (all-to-all CP splits heads)"))
+    if s.dp_shard is not None and dp >= 1 and dp % s.dp_shard:
+        add(("strategy.dp_shard", f"dp_shard={s.dp_shard} does not divide dp={dp} (HSDP: dp = dp_shard*replicas)"))
+    if s.dp_shard is not None and s.dp_shard < dp and s.zero_stage == 0:
+        add(("strategy.dp_shard", f"dp_shard={s.dp_shard} needs zero_stage >= 1 (nothing is sharded with zero_stage=0)"))
     if pp * vpp > model.num_layers:
         add(("strategy.pp", f"pp*vpp = {pp}*{vpp} = {pp * vpp} exceeds num_layers={model.num_layers}"))
     if dp >= 1 and s.global_batch_size % (s.micro_batch_size * dp):
@@ -124,6 +128,15 @@ class Scenario(BaseModel):
     @property
     def tokens_per_step(self) -> int:
         return self.strategy.global_batch_size * self.strategy.seq_len
+
+    @property
+    def dp_shard(self) -> int:
+        """ZeRO shard group size inside DP (HSDP); all of DP when not set."""
+        return self.strategy.dp_shard or self.dp
+
+    @property
+    def dp_replicas(self) -> int:
+        return max(self.dp // self.dp_shard, 1)
 
     @property
     def edp(self) -> int:

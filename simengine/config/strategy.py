@@ -29,6 +29,10 @@ class StrategySpec(BaseModel):
     global_batch_size: int = Field(..., ge=1, le=100_000_000, description="Sequences per optimizer step.")
     seq_len: int = Field(..., ge=1, le=16_777_216, description="Tokens per sequence.")
     dtype: Literal["bf16", "fp8"] = Field("bf16", description="GEMM precision (fp8: TransformerEngine delayed/current scaling; master weights stay fp32).")
+    dp_shard: int | None = Field(None, ge=1, le=10_000_000, description=(
+        "HSDP: the ZeRO shard group inside DP (torchtitan data_parallel_shard_degree; Megatron partial distributed "
+        "optimizer, num_distributed_optimizer_instances = dp/dp_shard). Weights/grads/optimizer states shard over "
+        "dp_shard·cp; the dp/dp_shard replicas all-reduce the sharded gradients once per step. None = all of DP."))
     zero_stage: int = Field(1, ge=0, le=3, description="0 = DDP; 1 = optimizer states sharded (Megatron distributed optimizer); 2 = + gradients; 3 = + weights (FSDP).")
     recompute: Literal["none", "selective", "full"] = Field("none", description="Activation recomputation: selective = attention core only (Korthikanti et al. 2022); full = whole block.")
     recompute_num_layers: int | None = Field(None, ge=0, le=1024, description="With full recompute: layers per stage that are recomputed (None = all).")

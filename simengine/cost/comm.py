@@ -66,6 +66,9 @@ def group_placements(sc: Scenario) -> dict[str, GroupPlacement]:
         "tp": place(tp, 1),
         "cp": place(cp, tp),
         "dp": place(dp * cp, tp),          # Megatron's data-parallel group with CP (grads, optimizer)
+        # HSDP: the shard group is the inner dp_shard·cp ranks, the replicas stride over it
+        "dps": place(sc.dp_shard * cp, tp),
+        "dpr": place(sc.dp_replicas, tp * cp * sc.dp_shard),
         "ep": place(ep, etp),              # expert grid: etp-ep-edp-pp
         "etp": place(etp, 1),
         "edp": place(sc.edp, etp * ep),

@@ -66,7 +66,7 @@ def microbatch_dp(sc: Scenario, comm: CommModel, p: StageParams) -> tuple[float,
         return 0.0, 0.0
     grad_b = 4.0 if st.fp32_main_grads else 2.0
     ag = rs = 0.0
-    for n, group, size in ((p.dense, "dp", sc.dp * st.cp), (p.expert, "edp", sc.edp)):
+    for n, group, size in ((p.dense, "dps", sc.dp_shard * st.cp), (p.expert, "edp", sc.edp)):
         if size <= 1 or n <= 0:
             continue
         rs += _bucketed(comm, "reduce_scatter", n, grad_b, group, size)
@@ -81,15 +81,15 @@ def dp_work(sc: Scenario, comm: CommModel, p: StageParams) -> DPWork:
     grad_b = 4.0 if st.fp32_main_grads else 2.0
     grads: list[float] = []
     params: list[float] = []
-    for n, group, size in ((p.dense, "dp", sc.dp * st.cp), (p.expert, "edp", sc.edp)):
-        if size <= 1 or n <= 0:
+    for n, group, size, replicas in ((p.dense, "dps", sc.dp_shard * st.cp, sc.dp_replicas), (p.expert, "edp", sc.edp, 1)):
+        if size * replicas <= 1 or n <= 0:
             continue
         if st.overlap_grad_reduce or st.overlap_param_gather:
-            full, rest = _buckets(n, size)
+            full, rest = _buckets(n, size * replicas)
         else:
             # without overlap Megatron uses one bucket per buffer (DDP bucket_size=None)
             full, rest = 0, n
-        for b, count in ((float(max(MIN_BUCKET_PARAMS, 1_000_000 * size)), full), (rest, 1 if rest > 0 else 0)):
+        for b, count in ((float(max(MIN_BUCKET_PARAMS, 1_000_000 * size * replicas)), full), (rest, 1 if rest > 0 else 0)):
             if not count:
                 continue
             if z == 0:
@@ -100,14 +100,19 @@ def dp_work(sc: Scenario, comm: CommModel, p: StageParams) -> DPWork:
             elif z == 2:  # grads were reduce-scattered per micro-batch; refresh the bf16 weights
                 params.extend(_repeat(comm.time("all_gather", b * 2.0, group), count))
             # ZeRO-3: everything happens per micro-batch (microbatch_dp)
+            if replicas > 1 and z >= 1:
+                # HSDP: the replicas all-reduce their gradient shard once per step (torchtitan HSDP,
+                # FSDP2 ``fully_shard`` on a 2-D mesh; Megatron partial DistOpt all-reduce across
+                # instances) on the replica group, whose tier is the stride it spans
+                grads.extend(_repeat(comm.time("all_reduce", b * grad_b / size, "dpr"), count))
     hbm = sc.system.gpu.hbm_bandwidth_gbs * 1e9 * e.hbm
-    dpcp = sc.dp * st.cp
+    dpcp = sc.dp_shard * st.cp  # the optimizer step runs on the HSDP shard
     shard = p.dense / (dpcp if z >= 1 else 1) + p.expert / (sc.edp if z >= 1 else 1)
     local = p.dense / (dpcp if z >= 2 else 1) + p.expert / (sc.edp if z >= 2 else 1)
     # the grad buffer is zeroed and NaN-checked in full, and scaled by 1/dp in place before it is
     # reduced (Megatron DDP: check_for_nan_in_grad, gradient_scaling_factor when the collective
     # does not average) — 4 + 4 + 8 B per local gradient element of 4 B
-    scaled = (p.dense / (dpcp if z >= 2 else 1) if dpcp > 1 else 0.0) + (p.expert / (sc.edp if z >= 2 else 1) if sc.edp > 1 else 0.0)
+    scaled = (p.dense / (dpcp if z >= 2 else 1) if sc.dp * st.cp > 1 else 0.0) + (p.expert / (sc.edp if z >= 2 else 1) if sc.edp > 1 else 0.0)
     opt_bytes = grad_b * (2 * local + 2 * scaled) + (42.0 if grad_b == 4.0 else 40.0) * shard
     opt_s = opt_bytes / hbm + OPTIMIZER_KERNELS * e.kernel_overhead_us * 1e-6
     return DPWork(_merge(grads), _merge(params), opt_s)

@@ -18,7 +18,7 @@ from ..workload.ops import Attention, Collective, Gemm, GroupedGemm, Memory, Op
 from .comm import CommModel
 from .compute import ComputeModel
 
-COMM_KIND = {"tp": "tp_comm", "etp": "tp_comm", "cp": "cp_comm", "ep": "ep_comm", "dp": "dp_comm", "edp": "dp_comm", "pp": "pp_comm"}
+COMM_KIND = {"tp": "tp_comm", "etp": "tp_comm", "cp": "cp_comm", "ep": "ep_comm", "dp": "dp_comm", "dps": "dp_comm", "dpr": "dp_comm", "edp": "dp_comm", "pp": "pp_comm"}
 
 
 @dataclass(slots=True)

@@ -110,7 +110,7 @@ class StaticMemory:
 
 def static_memory(sc: Scenario, p: StageParams) -> StaticMemory:
     st = sc.strategy
-    dpcp, edp = sc.dp * st.cp, sc.edp
+    dpcp, edp = sc.dp_shard * st.cp, sc.edp  # ZeRO shards over the HSDP shard group (all of DP by default)
     z = st.zero_stage
     grad_b = 4.0 if st.fp32_main_grads else 2.0
     opt_b = 12.0  # fp32 master + Adam m + v
