@@ -69,6 +69,50 @@ def check_scenario(model: ModelSpec, system: SystemSpec, strategy: StrategySpec)
     return issues
 
 
+def scenario_notes(model: ModelSpec, strategy: StrategySpec) -> list[tuple[str, str]]:
+    """Accepted layouts that Megatron-LM itself would refuse, each with what simengine does instead
+    (the Report shows them as warnings). Only the default (even) split: an explicit
+    decoder_first/last_pipeline_num_layers or pipeline_layers already follows Megatron's rules."""
+    s = strategy
+    if s.pipeline_layers is not None or s.decoder_first_pipeline_num_layers is not None \
+            or s.decoder_last_pipeline_num_layers is not None or s.pp * s.vpp == 1:
+        return []
+    n, pp, vpp = model.num_layers, s.pp, s.vpp
+    nch = get_schedule(s.schedule).chunks_per_rank(vpp)
+    counts, issues = strategy_stage_counts(s, n)
+    if issues or len(set(counts)) == 1:
+        return []
+    placed = f"simengine places {min(counts)}-{max(counts)} layers per virtual stage (first {counts[0]}, last {counts[-1]})"
+    fix = "set pipeline_layers (Megatron-Core pipeline_model_parallel_layout) or decoder_first/last_pipeline_num_layers to choose"
+    same = _megatron_first_last(s, n, counts)
+    if same:
+        fix = f"Megatron gives the same split with {same}"
+    if n % pp:
+        # Megatron-LM arguments.py validate_args: "Number of layers should be divisible by the
+        # pipeline-model-parallel size"
+        return [("strategy.pp", f"num_layers={n} is not divisible by pp={pp}: Megatron-LM refuses it "
+                                f"(arguments.py asserts num_layers % pp == 0); {placed}; {fix}")]
+    # Megatron-Core transformer_block.get_num_layers_to_build: "num_layers_per_pipeline_rank should be
+    # divisible by vp_size"
+    return [("strategy.vpp", f"num_layers={n} is not divisible by pp*vpp = {pp}*{nch} = {pp * nch}: Megatron-LM "
+                             f"refuses it (get_num_layers_to_build asserts num_layers/pp = {n}/{pp} = {n // pp} "
+                             f"divisible by vpp={nch}); {placed}; {fix}")]
+
+
+def _megatron_first_last(s: StrategySpec, num_layers: int, counts: list[int]) -> str:
+    """``decoder_first_pipeline_num_layers=a, decoder_last_pipeline_num_layers=b`` when those
+    Megatron arguments reproduce ``counts``, else ''."""
+    sched = get_schedule(s.schedule)
+    nch = sched.chunks_per_rank(s.vpp)
+    per_rank = [sum(counts[sched.stage_of(r, c, s.pp, s.vpp)] for c in range(nch)) for r in range(s.pp)]
+    trial = s.model_copy(update={"decoder_first_pipeline_num_layers": per_rank[0],
+                                 "decoder_last_pipeline_num_layers": per_rank[-1]})
+    got, issues = strategy_stage_counts(trial, num_layers)
+    if issues or got != counts:
+        return ""
+    return f"decoder_first_pipeline_num_layers={per_rank[0]}, decoder_last_pipeline_num_layers={per_rank[-1]}"
+
+
 def _cp_checks(model: ModelSpec, s: StrategySpec) -> list[tuple[str, str]]:
     tp, cp = s.tp, s.cp
     if cp == 1:
@@ -172,6 +216,11 @@ class Scenario(BaseModel):
         """Expert data-parallel size: world / (ep·etp·pp) (Megatron-Core expert grid)."""
         s = self.strategy
         return max((s.tp * s.cp * self.dp) // (s.ep * s.etp_size), 1)
+
+    @property
+    def notes(self) -> list[tuple[str, str]]:
+        """Non-fatal (field, message) notes: layouts Megatron-LM would refuse (``scenario_notes``)."""
+        return scenario_notes(self.model, self.strategy)
 
     @property
     def vocab_padded(self) -> int:
