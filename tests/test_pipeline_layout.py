@@ -12,7 +12,7 @@ from simengine.cost.stage import build_plan
 from simengine.errors import ConfigError
 from simengine.estimate import memory_by_stage
 from simengine.workload.builder import build_workload
-from simengine.workload.partition import even_split, stage_counts
+from simengine.config.layout import even_split, stage_counts
 
 from scenarios import make, scenario_dict
 

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from ..errors import ConfigError, from_pydantic
 from ..schedule import get_schedule
-from ..workload.partition import strategy_stage_counts
+from .layout import strategy_stage_counts
 from .model import ModelSpec
 from .strategy import StrategySpec
 from .system import SystemSpec

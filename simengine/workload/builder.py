@@ -10,7 +10,8 @@ from ..schedule import get_schedule
 from .dims import Dims, dims_of
 from .ends import embedding, head, mtp_projection
 from .layers import attention_block, dense_mlp_block, moe_block
-from .partition import layer_ranges, strategy_stage_counts
+from ..config.layout import strategy_stage_counts
+from .partition import layer_ranges
 from .ops import Gemm, GroupedGemm, Memory
 from .phases import Phases
 
