@@ -126,7 +126,8 @@ def _cp_checks(model: ModelSpec, s: StrategySpec) -> list[tuple[str, str]]:
         # transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py,
         # AttnFuncWithCPAndQKVOA2A.forward asserts "cp_comm_type='a2a' requires num_heads % cp_size == 0
         # for Q, K, V". MLA up-projects K/V to every query head; GQA with tp > kv heads replicates one
-        # K/V head per TP rank (Megatron-Core attention.py num_query_groups_per_partition).
+        # K/V head per TP rank (Megatron-Core transformer/attention.py Attention.__init__:
+        # num_query_groups_per_partition = 1 when num_kv_heads < tp).
         heads, kv = model.num_attention_heads, model.kv_heads
         q_rank = heads // tp
         if q_rank % cp:
