@@ -35,7 +35,7 @@ class Schedule:
     stage_of: Callable[[int, int, int, int], int]
     check: Callable[[int, int, int], None]
     splits_weight_grad: bool  # emits W actions
-    requirements: Callable[[int, int | None, int, int | None], Issues] = lambda pp, m, vpp, layers: []
+    requirements: Callable[[int, int | None, int, int | None], Issues]  # (pp, m, vpp, layers) -> issues
     menu_order: int = 100  # position in the studio's schedule switcher and the JSON schema enum
 
 
