@@ -97,7 +97,7 @@ def estimate_plan(sc: Scenario, plan: Plan) -> Report:
     total, active = count_parameters(sc.model)
     hours = step / 3600.0
     cost = hours * gpus * sysm.gpu.price_per_hour
-    warnings = []
+    warnings = [msg for _, msg in sc.notes]  # layouts Megatron itself would refuse (config/scenario.py)
     if s.pp > 1 and m_mb < s.pp:
         warnings.append(f"only {m_mb} micro-batches for pp={s.pp}: the pipeline is mostly bubble")
     if not all(x.fits for x in mems):

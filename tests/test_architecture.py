@@ -1,5 +1,7 @@
 """The engine stays UI-free and pure, and imports flow one way (../shared/DESIGN.md data flow):
-config → workload → cost → schedule/sim → estimate/api/cli."""
+config → workload → cost → schedule/sim → estimate/api/cli. ``schedule`` is a leaf of pure
+functions that config and workload may ask (DESIGN.md: "A schedule's rules live in its own
+module, so Scenario checks, the workload builder and the UI ask it"); it imports none of them."""
 
 import ast
 from pathlib import Path
@@ -10,8 +12,8 @@ PKG = Path(__file__).resolve().parents[1] / "simengine"
 
 # package → packages it must never import (lower layers never reach up)
 FORBIDDEN = {
-    "config": {"workload", "cost", "schedule", "sim", "calibration", "search", "estimate", "api", "cli", "pipeline", "timeline"},
-    "workload": {"cost", "schedule", "sim", "search", "estimate", "api", "cli", "pipeline", "timeline"},
+    "config": {"workload", "cost", "sim", "calibration", "search", "estimate", "api", "cli", "pipeline", "timeline"},
+    "workload": {"cost", "sim", "search", "estimate", "api", "cli", "pipeline", "timeline"},
     "cost": {"schedule", "sim", "search", "estimate", "api", "cli", "pipeline", "timeline"},
     "schedule": {"config", "workload", "cost", "sim", "search", "estimate", "api", "cli", "pipeline", "timeline"},
     "sim": {"config", "workload", "cost", "search", "estimate", "api", "cli", "pipeline", "timeline"},

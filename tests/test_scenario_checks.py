@@ -2,7 +2,7 @@
 
 import pytest
 
-from simengine.config import ModelSpec, StrategySpec, load_scenario
+from simengine.config import ModelSpec, StrategySpec, SystemSpec, check_scenario, load_scenario
 from simengine.errors import ConfigError
 
 from scenarios import scenario_dict
@@ -71,3 +71,59 @@ def test_not_an_object():
     with pytest.raises(ConfigError) as e:
         load_scenario({"model": 1, "system": None, "strategy": "x", "extra": {}})
     assert {f for f, _ in e.value.issues} == {"model", "system", "strategy", "extra"}
+
+
+def cp_issues(model_preset, **strategy):
+    """The strategy.cp issues of a scenario (others, e.g. MoE layout, may be present too)."""
+    world = strategy.get("tp", 1) * strategy.get("cp", 1)
+    cfg = scenario_dict(model_preset=model_preset, system={"num_gpus": world},
+                        strategy={"global_batch_size": 8, "cp_comm_type": "a2a", **strategy})
+    specs = (ModelSpec.model_validate(cfg["model"]), SystemSpec.model_validate(cfg["system"]),
+             StrategySpec.model_validate(cfg["strategy"]))
+    return [(f, msg) for f, msg in check_scenario(*specs) if f == "strategy.cp"]
+
+
+def test_ulysses_a2a_needs_q_and_kv_heads_per_tp_rank_divisible_by_cp():
+    # TransformerEngine context_parallel.py AttnFuncWithCPAndQKVOA2A.forward asserts both
+    iss = cp_issues("llama3-8b", tp=2, cp=8)  # 32 q heads, 8 kv heads
+    assert iss == [("strategy.cp", "cp=8 does not divide the K/V heads per TP rank num_kv_heads/tp = 8/2 = 4 "
+                                   "(cp_comm_type='a2a' splits K/V heads over cp; use cp_comm_type='p2p' or 'allgather')")]
+    iss = cp_issues("llama3-8b", tp=4, cp=16)
+    assert ("strategy.cp", "cp=16 does not divide num_attention_heads/tp = 32/4 = 8 (cp_comm_type='a2a' splits heads over cp)") in iss
+    assert cp_issues("llama3-8b", tp=2, cp=4) == []  # 16 q, 4 kv heads per TP rank
+    assert cp_issues("llama3-8b", tp=2, cp=8, cp_comm_type="p2p") == []  # ring attention splits no heads
+    assert cp_issues("deepseek-v3", tp=2, cp=8) == []  # MLA: K/V up-projected to all 64 heads per rank
+
+
+def test_vpp_not_dividing_the_layers_says_what_megatron_does():
+    sc = load_scenario(scenario_dict(model_preset="llama3-70b", system={"num_gpus": 4},
+                                     strategy={"pp": 4, "vpp": 7, "schedule": "interleaved", "global_batch_size": 8}))
+    (field, msg), = sc.notes
+    assert field == "strategy.vpp"
+    assert msg.startswith("num_layers=80 is not divisible by pp*vpp = 4*7 = 28: Megatron-LM refuses it "
+                          "(get_num_layers_to_build asserts num_layers/pp = 80/4 = 20 divisible by vpp=7); "
+                          "simengine places 2-3 layers per virtual stage (first 2, last 2)")
+    even = load_scenario(scenario_dict(model_preset="llama3-70b", system={"num_gpus": 4},
+                                       strategy={"pp": 4, "vpp": 5, "schedule": "interleaved", "global_batch_size": 8}))
+    assert even.notes == []
+
+
+def test_pp_not_dividing_the_layers_names_the_megatron_equivalent():
+    sc = load_scenario(scenario_dict(model_preset="llama3-405b", system={"num_gpus": 16},
+                                     strategy={"pp": 16, "global_batch_size": 16}))
+    (field, msg), = sc.notes
+    assert field == "strategy.pp" and "num_layers=126 is not divisible by pp=16" in msg
+    assert msg.endswith("Megatron gives the same split with decoder_first_pipeline_num_layers=7, "
+                        "decoder_last_pipeline_num_layers=7")
+    explicit = load_scenario(scenario_dict(model_preset="llama3-405b", system={"num_gpus": 16}, strategy={
+        "pp": 16, "global_batch_size": 16, "decoder_first_pipeline_num_layers": 7, "decoder_last_pipeline_num_layers": 7}))
+    assert explicit.notes == []
+
+
+def test_schedule_rules_come_from_the_schedule_module():
+    iss = issues_of(system={"num_gpus": 4}, strategy={"pp": 4, "schedule": "interleaved", "vpp": 2, "global_batch_size": 6})
+    assert ("strategy.global_batch_size", "interleaved schedule needs micro-batches per step m=6 divisible by pp=4") in iss
+    iss = issues_of(system={"num_gpus": 4}, strategy={"pp": 4, "schedule": "dualpipev", "global_batch_size": 4})
+    assert any(f == "strategy.global_batch_size" and "m=4 >= 2*pp = 8" in m for f, m in iss)
+    iss = issues_of(strategy={"vpp": 2, "schedule": "zb-h1"})
+    assert any(f == "strategy.vpp" and "vpp=2 needs schedule='interleaved'" in m for f, m in iss)

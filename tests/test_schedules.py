@@ -16,18 +16,65 @@ CASES = {
 }
 
 
+def default_cases(name):
+    """Cases for a schedule without a hand-picked list: a grid filtered by its own requirements,
+    so a newly added schedule module is covered by the generic tests below without editing them."""
+    s = get_schedule(name)
+    grid = [(p, m, v) for p in (1, 2, 3, 4, 7) for m in (1, 3, 4, 8, 13, 2 * p + 1) for v in (1, 2)]
+    return sorted({(p, m, v) for p, m, v in grid if not s.requirements(p, m, v, None)})
+
+
 def all_cases():
-    for name, cases in CASES.items():
-        for p, m, v in cases:
+    for name in SCHEDULES:
+        for p, m, v in CASES.get(name) or default_cases(name):
             yield name, p, m, v
 
 
-def test_registry():
-    assert set(SCHEDULES) == {"gpipe", "1f1b", "interleaved", "zb-h1", "dualpipev"}
+def test_registry_discovers_one_module_per_schedule():
+    import importlib
+    import pkgutil
+    import typing
+
+    import simengine.schedule as pkg
+    from simengine.config import StrategySpec
+
+    modules = {i.name for i in pkgutil.iter_modules(pkg.__path__)} - {"action", "base"}
+    by_module = {importlib.import_module(f"simengine.schedule.{n}").SCHEDULE.name for n in modules}
+    assert set(SCHEDULES) == by_module  # every schedule file is registered, nothing else is
+    assert {"gpipe", "1f1b", "interleaved", "zb-h1", "dualpipev"} <= set(SCHEDULES)
     for name, s in SCHEDULES.items():
         assert get_schedule(name) is s and s.name == name
     with pytest.raises(ValueError, match="unknown schedule"):
         get_schedule("nope")
+    # the strategy's schedule names (and the JSON schema enum the studio renders) are the registry
+    ann = StrategySpec.model_fields["schedule"].annotation
+    assert typing.get_args(ann) == tuple(SCHEDULES)
+    assert StrategySpec.model_json_schema()["properties"]["schedule"]["enum"] == list(SCHEDULES)
+
+
+@pytest.mark.parametrize("name", list(SCHEDULES))
+def test_requirements_accept_a_plain_layout_and_name_fields(name):
+    s = get_schedule(name)
+    vpp = 2 if name == "interleaved" else 1
+    assert s.requirements(4, 16, vpp, 64) == []
+    assert s.requirements(4, None, vpp, None) == []  # unknowns are not judged
+    for field, msg in s.requirements(4, 16, 3 if name != "interleaved" else 100, 8):
+        assert field.startswith("strategy.") and "=" in msg
+
+
+@pytest.mark.parametrize("name,args,field,text", [
+    ("1f1b", (4, 8, 2, 32), "strategy.vpp", "vpp=2 needs schedule='interleaved'"),
+    ("gpipe", (8, 8, 1, 4), "strategy.pp", "pp*vpp = 8*1 = 8 exceeds num_layers=4"),
+    ("interleaved", (1, 8, 2, 32), "strategy.pp", "needs pp > 1 (pp=1)"),
+    ("interleaved", (4, 6, 2, 32), "strategy.global_batch_size", "m=6 divisible by pp=4"),
+    ("interleaved", (4, 8, 7, 20), "strategy.pp", "pp*vpp = 4*7 = 28 exceeds num_layers=20"),
+    ("dualpipev", (4, 7, 1, 32), "strategy.global_batch_size", "m=7 >= 2*pp = 8"),
+    ("dualpipev", (4, 8, 1, 31), "strategy.pp", "num_layers=31 divisible by 2*pp = 8"),
+    ("dualpipev", (4, 8, 2, 32), "strategy.vpp", "2 model chunks per rank"),
+])
+def test_requirements_messages(name, args, field, text):
+    issues = get_schedule(name).requirements(*args)
+    assert any(f == field and text in m for f, m in issues), issues
 
 
 def test_action_is_small_and_frozen():

@@ -25,6 +25,7 @@ UNIT_BY_NAME: dict[str, str] = {
     "mtp_layers": "modules", "num_attention_heads": "heads", "num_kv_heads": "heads",
     "num_experts": "experts", "top_k": "experts/token", "num_shared_experts": "experts",
     "moe_layer_freq": "layers",
+    "decoder_first_pipeline_num_layers": "layers", "decoder_last_pipeline_num_layers": "layers",
     "tp": "GPUs", "pp": "stages", "dp": "replicas", "cp": "GPUs", "ep": "GPUs", "etp": "GPUs",
     "vpp": "chunks/rank", "zero_stage": "stage",
 }

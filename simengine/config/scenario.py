@@ -13,6 +13,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from ..errors import ConfigError, from_pydantic
+from ..schedule import get_schedule
+from .layout import strategy_stage_counts
 from .model import ModelSpec
 from .strategy import StrategySpec
 from .system import SystemSpec
@@ -37,7 +39,7 @@ def check_scenario(model: ModelSpec, system: SystemSpec, strategy: StrategySpec)
     s = strategy
     issues: list[tuple[str, str]] = []
     add = issues.append
-    tp, pp, cp, vpp = s.tp, s.pp, s.cp, s.vpp
+    tp, pp, cp = s.tp, s.pp, s.cp
     dp = derived_dp(model, system, s)
     world = tp * pp * cp * dp
     if world != system.num_gpus:
@@ -54,27 +56,118 @@ def check_scenario(model: ModelSpec, system: SystemSpec, strategy: StrategySpec)
         add(("strategy.tp", f"tp={tp} does not divide ffn_hidden_size={model.ffn_hidden_size}"))
     if s.sequence_parallel and tp > 1 and (s.seq_len // cp) % tp:
         add(("strategy.sequence_parallel", f"seq_len/cp = {s.seq_len}/{cp} is not divisible by tp={tp} (sequence parallelism shards the sequence)"))
-    if cp > 1:
-        if s.seq_len % (2 * cp):
-            add(("strategy.cp", f"seq_len={s.seq_len} is not divisible by 2*cp={2 * cp} (load-balanced causal split)"))
-        if s.cp_comm_type == "a2a" and (heads // max(tp, 1)) % cp:
-            add(("strategy.cp", f"cp={cp} does not divide num_attention_heads/tp = {heads}/{tp} (all-to-all CP splits heads)"))
+    issues += _cp_checks(model, s)
     if s.dp_shard is not None and dp >= 1 and dp % s.dp_shard:
         add(("strategy.dp_shard", f"dp_shard={s.dp_shard} does not divide dp={dp} (HSDP: dp = dp_shard*replicas)"))
     if s.dp_shard is not None and s.dp_shard < dp and s.zero_stage == 0:
         add(("strategy.dp_shard", f"dp_shard={s.dp_shard} needs zero_stage >= 1 (nothing is sharded with zero_stage=0)"))
-    if pp * vpp > model.num_layers:
-        add(("strategy.pp", f"pp*vpp = {pp}*{vpp} = {pp * vpp} exceeds num_layers={model.num_layers}"))
+    m = None
     if dp >= 1 and s.global_batch_size % (s.micro_batch_size * dp):
         add(("strategy.global_batch_size", f"global_batch_size={s.global_batch_size} is not divisible by micro_batch_size*dp = {s.micro_batch_size}*{dp}"))
     else:
         m = s.global_batch_size // (s.micro_batch_size * dp)
-        if s.schedule == "interleaved" and m % pp:
-            add(("strategy.global_batch_size", f"interleaved schedule needs micro-batches per step m={m} divisible by pp={pp}"))
-        if s.schedule == "dualpipev" and m < 2 * pp:
-            add(("strategy.global_batch_size", f"dualpipev needs micro-batches per step m={m} >= 2*pp = {2 * pp}"))
-    if s.schedule == "dualpipev" and model.num_layers % (2 * pp):
-        add(("strategy.pp", f"dualpipev needs num_layers={model.num_layers} divisible by 2*pp = {2 * pp}"))
+    issues += _pipeline_checks(model, s, m)
+    issues += _moe_checks(model, s, dp)
+    if s.dtype == "fp8" and system.gpu.peak_tflops.fp8 is None:
+        add(("strategy.dtype", f"dtype='fp8' but system.gpu.peak_tflops.fp8 is not set ({system.gpu.name} has no FP8 peak)"))
+    return issues
+
+
+def scenario_notes(model: ModelSpec, strategy: StrategySpec) -> list[tuple[str, str]]:
+    """Accepted layouts that Megatron-LM itself would refuse, each with what simengine does instead
+    (the Report shows them as warnings). Only the default (even) split: an explicit
+    decoder_first/last_pipeline_num_layers or pipeline_layers already follows Megatron's rules."""
+    s = strategy
+    if s.pipeline_layers is not None or s.decoder_first_pipeline_num_layers is not None \
+            or s.decoder_last_pipeline_num_layers is not None or s.pp * s.vpp == 1:
+        return []
+    n, pp, vpp = model.num_layers, s.pp, s.vpp
+    nch = get_schedule(s.schedule).chunks_per_rank(vpp)
+    counts, issues = strategy_stage_counts(s, n)
+    if issues or len(set(counts)) == 1:
+        return []
+    placed = f"simengine places {min(counts)}-{max(counts)} layers per virtual stage (first {counts[0]}, last {counts[-1]})"
+    fix = "set pipeline_layers (Megatron-Core pipeline_model_parallel_layout) or decoder_first/last_pipeline_num_layers to choose"
+    same = _megatron_first_last(s, n, counts)
+    if same:
+        fix = f"Megatron gives the same split with {same}"
+    if n % pp:
+        # Megatron-LM arguments.py validate_args: "Number of layers should be divisible by the
+        # pipeline-model-parallel size"
+        return [("strategy.pp", f"num_layers={n} is not divisible by pp={pp}: Megatron-LM refuses it "
+                                f"(arguments.py asserts num_layers % pp == 0); {placed}; {fix}")]
+    # Megatron-Core transformer_block.get_num_layers_to_build: "num_layers_per_pipeline_rank should be
+    # divisible by vp_size"
+    return [("strategy.vpp", f"num_layers={n} is not divisible by pp*vpp = {pp}*{nch} = {pp * nch}: Megatron-LM "
+                             f"refuses it (get_num_layers_to_build asserts num_layers/pp = {n}/{pp} = {n // pp} "
+                             f"divisible by vpp={nch}); {placed}; {fix}")]
+
+
+def _megatron_first_last(s: StrategySpec, num_layers: int, counts: list[int]) -> str:
+    """``decoder_first_pipeline_num_layers=a, decoder_last_pipeline_num_layers=b`` when those
+    Megatron arguments reproduce ``counts``, else ''."""
+    sched = get_schedule(s.schedule)
+    nch = sched.chunks_per_rank(s.vpp)
+    per_rank = [sum(counts[sched.stage_of(r, c, s.pp, s.vpp)] for c in range(nch)) for r in range(s.pp)]
+    trial = s.model_copy(update={"decoder_first_pipeline_num_layers": per_rank[0],
+                                 "decoder_last_pipeline_num_layers": per_rank[-1]})
+    got, issues = strategy_stage_counts(trial, num_layers)
+    if issues or got != counts:
+        return ""
+    return f"decoder_first_pipeline_num_layers={per_rank[0]}, decoder_last_pipeline_num_layers={per_rank[-1]}"
+
+
+def _cp_checks(model: ModelSpec, s: StrategySpec) -> list[tuple[str, str]]:
+    tp, cp = s.tp, s.cp
+    if cp == 1:
+        return []
+    issues = []
+    if s.seq_len % (2 * cp):
+        issues.append(("strategy.cp", f"seq_len={s.seq_len} is not divisible by 2*cp={2 * cp} (load-balanced causal split)"))
+    if s.cp_comm_type == "a2a":
+        # Ulysses all-to-all swaps the sequence split for a head split, so the heads *per TP rank* of
+        # Q and of K/V must divide by cp: TransformerEngine
+        # transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py,
+        # AttnFuncWithCPAndQKVOA2A.forward asserts "cp_comm_type='a2a' requires num_heads % cp_size == 0
+        # for Q, K, V". MLA up-projects K/V to every query head; GQA with tp > kv heads replicates one
+        # K/V head per TP rank (Megatron-Core transformer/attention.py Attention.__init__:
+        # num_query_groups_per_partition = 1 when num_kv_heads < tp).
+        heads, kv = model.num_attention_heads, model.kv_heads
+        q_rank = heads // tp
+        if q_rank % cp:
+            issues.append(("strategy.cp", f"cp={cp} does not divide num_attention_heads/tp = {heads}/{tp} = {q_rank} "
+                                          "(cp_comm_type='a2a' splits heads over cp)"))
+        if model.attention != "mla":
+            kv_rank = max(kv // tp, 1)
+            if kv_rank % cp:
+                terms = f"num_kv_heads/tp = {kv}/{tp} = {kv_rank}" if kv >= tp else f"1 (num_kv_heads={kv} < tp={tp}: one replicated per TP rank)"
+                issues.append(("strategy.cp", f"cp={cp} does not divide the K/V heads per TP rank {terms} "
+                                              "(cp_comm_type='a2a' splits K/V heads over cp; use cp_comm_type='p2p' or 'allgather')"))
+    return issues
+
+
+def _pipeline_checks(model: ModelSpec, s: StrategySpec, m: int | None) -> list[tuple[str, str]]:
+    """The schedule's own rules (simengine/schedule/<name>.py ``requirements``) and the layer split."""
+    explicit = s.pipeline_layers is not None or s.decoder_first_pipeline_num_layers is not None \
+        or s.decoder_last_pipeline_num_layers is not None
+    layers = None if explicit else model.num_layers
+    issues = list(get_schedule(s.schedule).requirements(s.pp, m, s.vpp, layers))
+    counts, layout_issues = strategy_stage_counts(s, model.num_layers)
+    issues += layout_issues
+    if s.recompute_num_layers is not None and not layout_issues:
+        sched = get_schedule(s.schedule)
+        nch = sched.chunks_per_rank(s.vpp)
+        most = max(sum(counts[sched.stage_of(r, c, s.pp, s.vpp)] for c in range(nch)) for r in range(s.pp))
+        if s.recompute_num_layers > most:
+            issues.append(("strategy.recompute_num_layers", f"recompute_num_layers={s.recompute_num_layers} exceeds the "
+                                                            f"most layers on one pipeline rank = {most}"))
+    return issues
+
+
+def _moe_checks(model: ModelSpec, s: StrategySpec, dp: int) -> list[tuple[str, str]]:
+    issues = []
+    add = issues.append
+    tp, cp = s.tp, s.cp
     if model.is_moe:
         etp = s.etp_size
         if tp > 1 and not s.sequence_parallel:
@@ -90,12 +183,6 @@ def check_scenario(model: ModelSpec, system: SystemSpec, strategy: StrategySpec)
             add(("strategy.ep", f"ep={s.ep} needs an MoE model (num_experts > 0)"))
         if s.etp not in (None, 1):
             add(("strategy.etp", f"etp={s.etp} needs an MoE model (num_experts > 0)"))
-    if s.dtype == "fp8" and system.gpu.peak_tflops.fp8 is None:
-        add(("strategy.dtype", f"dtype='fp8' but system.gpu.peak_tflops.fp8 is not set ({system.gpu.name} has no FP8 peak)"))
-    if s.recompute_num_layers is not None:
-        per_stage = math.ceil(model.num_layers / pp)
-        if s.recompute_num_layers > per_stage:
-            add(("strategy.recompute_num_layers", f"recompute_num_layers={s.recompute_num_layers} exceeds layers per stage ceil(num_layers/pp) = {per_stage}"))
     return issues
 
 
@@ -143,6 +230,11 @@ class Scenario(BaseModel):
         """Expert data-parallel size: world / (ep·etp·pp) (Megatron-Core expert grid)."""
         s = self.strategy
         return max((s.tp * s.cp * self.dp) // (s.ep * s.etp_size), 1)
+
+    @property
+    def notes(self) -> list[tuple[str, str]]:
+        """Non-fatal (field, message) notes: layouts Megatron-LM would refuse (``scenario_notes``)."""
+        return scenario_notes(self.model, self.strategy)
 
     @property
     def vocab_padded(self) -> int:

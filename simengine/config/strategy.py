@@ -6,11 +6,16 @@ PP outermost (megatron/core/parallel_state.py, ``RankGenerator(order="tp-cp-ep-d
 
 from __future__ import annotations
 
-from typing import Literal
+import re
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-ScheduleName = Literal["gpipe", "1f1b", "interleaved", "zb-h1", "dualpipev"]
+from ..schedule import SCHEDULE_NAMES, get_schedule
+
+# The names come from the schedule registry (one module per schedule), so the JSON schema's enum
+# and the studio's schedule switcher list exactly the schedules the engine has.
+ScheduleName = Literal[SCHEDULE_NAMES]  # type: ignore[valid-type]
 
 
 class StrategySpec(BaseModel):
@@ -37,6 +42,9 @@ class StrategySpec(BaseModel):
     recompute: Literal["none", "selective", "full"] = Field("none", description="Activation recomputation: selective = attention core only (Korthikanti et al. 2022); full = whole block.")
     recompute_num_layers: int | None = Field(None, ge=0, le=1024, description="With full recompute: layers per stage that are recomputed (None = all).")
     schedule: ScheduleName = Field("1f1b", description="Pipeline schedule.")
+    decoder_first_pipeline_num_layers: int | None = Field(None, ge=1, le=1024, description="Transformer layers on the first pipeline stage (Megatron-LM --decoder-first-pipeline-num-layers); the middle stages split the rest evenly. None = even split.")
+    decoder_last_pipeline_num_layers: int | None = Field(None, ge=1, le=1024, description="Transformer layers on the last pipeline stage (Megatron-LM --decoder-last-pipeline-num-layers). None = even split.")
+    pipeline_layers: list[Annotated[int, Field(ge=0, le=1024)]] | None = Field(None, max_length=4096, description="Explicit transformer layers per virtual pipeline stage, in data-flow stage order (pp·vpp entries, entry v·pp + rank is rank's chunk v; 2·pp for dualpipev's V), like Megatron-Core's pipeline_model_parallel_layout. None = even split.")
     overlap_grad_reduce: bool = Field(False, description="Overlap the DP gradient reduce-scatter / all-reduce with backward (bucketed).")
     overlap_param_gather: bool = Field(False, description="Overlap the parameter all-gather (ZeRO-1/3) with forward.")
     tp_comm_overlap: bool = Field(False, description="Overlap TP collectives with GEMMs (TransformerEngine userbuffers).")
@@ -53,12 +61,32 @@ class StrategySpec(BaseModel):
     allocator_overhead: float = Field(0.05, ge=0.0, le=1.0, description="Reserved/allocated − 1 of PyTorch's caching allocator (fragmentation).")
     straggler_factor: float = Field(1.0, ge=1.0, le=3.0, description="Multiplier on the pipeline time for node-to-node variation.")
 
+    @field_validator("pipeline_layers", mode="before")
+    @classmethod
+    def _layers_from_text(cls, v):
+        """The studio edits a list as text: accept "[4, 4, 1]" or "4 4 1" (integers only, no eval)."""
+        if isinstance(v, str):
+            text = v.strip().removeprefix("[").removesuffix("]").strip()
+            if not text:
+                return None
+            parts = [p for p in re.split(r"[,\s]+", text) if p]
+            if len(parts) > 4096 or not all(re.fullmatch(r"\d{1,4}", p) for p in parts):
+                raise ValueError("pipeline_layers must be a list of layer counts such as [4, 4, 4, 1]")
+            return [int(p) for p in parts]
+        return v
+
     @model_validator(mode="after")
     def _check(self) -> "StrategySpec":
-        if self.vpp > 1 and self.schedule not in ("interleaved",):
-            raise ValueError(f"vpp={self.vpp} needs schedule='interleaved' (schedule='{self.schedule}')")
-        if self.schedule == "interleaved" and self.pp == 1:
-            raise ValueError("schedule='interleaved' needs pp > 1")
+        # the schedule's own rules (simengine/schedule/<name>.py ``requirements``), those a strategy
+        # alone can decide; micro-batches and layers are checked again in the Scenario
+        rules = get_schedule(self.schedule).requirements(self.pp, None, self.vpp, None)
+        if rules:
+            raise ValueError("; ".join(msg for _, msg in rules))
+        if self.pipeline_layers is not None and (self.decoder_first_pipeline_num_layers is not None
+                                                 or self.decoder_last_pipeline_num_layers is not None):
+            raise ValueError("pipeline_layers=[...] cannot be combined with decoder_first_pipeline_num_layers / "
+                             "decoder_last_pipeline_num_layers (Megatron-Core TransformerConfig: the layout "
+                             "'cannot be set with other pipeline layout arguments')")
         if self.global_batch_size % self.micro_batch_size:
             raise ValueError(f"micro_batch_size={self.micro_batch_size} does not divide global_batch_size={self.global_batch_size}")
         if self.recompute_num_layers is not None and self.recompute != "full":

@@ -1,10 +1,19 @@
 """What a schedule is: a named bundle of pure functions (no state, no timing).
 
-Every schedule module provides ``orders(p, m, vpp)`` (per-rank list of Actions),
-``max_inflight(rank, p, m, vpp)`` (closed form, proven against ``count_max_inflight`` in the
-tests), ``chunks_per_rank(vpp)``, ``stage_of(rank, chunk, p, vpp)`` (global pipeline stage of a
-model chunk; data flows stage s → s+1 in F and back in B) and ``check(p, m, vpp)`` which raises
-ValueError naming the violated rule.
+Every schedule module (one file per schedule, discovered by ``simengine.schedule``'s registry
+through its module-level ``SCHEDULE``) provides:
+
+* ``orders(p, m, vpp)`` — per-rank list of Actions;
+* ``max_inflight(rank, p, m, vpp)`` — closed form, proven against ``count_max_inflight`` in the
+  tests;
+* ``chunks_per_rank(vpp)`` and ``stage_of(rank, chunk, p, vpp)`` — global pipeline stage of a
+  model chunk (data flows stage s → s+1 in F and back in B); the workload builder asks it which
+  layers a rank holds;
+* ``requirements(pp, microbatches, vpp, layers)`` — the scenario rules of the schedule as
+  ``(field, message)`` pairs, each term named (``Scenario`` shows them next to the field).
+  ``microbatches`` / ``layers`` are None where the caller does not know them (a strategy on its
+  own; an explicit per-stage layer layout);
+* ``check(p, m, vpp)`` — raises ValueError naming the violated rule (the simulator's guard).
 """
 
 from __future__ import annotations
@@ -13,6 +22,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .action import Action
+
+Issues = list[tuple[str, str]]
 
 
 @dataclass(frozen=True)
@@ -24,6 +35,8 @@ class Schedule:
     stage_of: Callable[[int, int, int, int], int]
     check: Callable[[int, int, int], None]
     splits_weight_grad: bool  # emits W actions
+    requirements: Callable[[int, int | None, int, int | None], Issues]  # (pp, m, vpp, layers) -> issues
+    menu_order: int = 100  # position in the studio's schedule switcher and the JSON schema enum
 
 
 def check_basic(name: str, p: int, m: int, vpp: int) -> None:
@@ -40,9 +53,30 @@ def require_vpp1(name: str, vpp: int) -> None:
         raise ValueError(f"{name}: vpp={vpp} is only supported by schedule='interleaved'")
 
 
+def vpp1_rule(name: str, vpp: int) -> Issues:
+    """A one-chunk-per-rank schedule has no virtual stages."""
+    if vpp != 1:
+        return [("strategy.vpp", f"vpp={vpp} needs schedule='interleaved' (schedule='{name}' runs one model chunk per rank)")]
+    return []
+
+
+def layer_rule(pp: int, chunks: int, layers: int | None, chunks_term: str = "vpp") -> Issues:
+    """Every virtual stage of the default (even) split holds at least one layer."""
+    if layers is not None and pp * chunks > layers:
+        return [("strategy.pp", f"pp*{chunks_term} = {pp}*{chunks} = {pp * chunks} exceeds num_layers={layers}")]
+    return []
+
+
 def one_chunk(vpp: int) -> int:
     return 1
 
 
 def stage_is_rank(rank: int, chunk: int, p: int, vpp: int) -> int:
     return rank
+
+
+def one_chunk_requirements(name: str):
+    """``requirements`` of a schedule with one chunk per rank and no rule of its own."""
+    def requirements(pp: int, microbatches: int | None, vpp: int, layers: int | None) -> Issues:
+        return vpp1_rule(name, vpp) + layer_rule(pp, 1, layers)
+    return requirements

@@ -16,7 +16,7 @@ here each pair is modelled as the F then the B, sequentially on the compute stre
 from __future__ import annotations
 
 from .action import Action
-from .base import Schedule, check_basic
+from .base import Issues, Schedule, check_basic, layer_rule
 
 NAME = "dualpipev"
 
@@ -105,4 +105,19 @@ def stage_of(rank: int, chunk: int, p: int, vpp: int = 2) -> int:
     return rank if chunk == 0 else 2 * p - 1 - rank
 
 
-SCHEDULE = Schedule(NAME, orders, max_inflight, chunks_per_rank, stage_of, check, True)
+def requirements(pp: int, microbatches: int | None, vpp: int, layers: int | None) -> Issues:
+    issues: Issues = []
+    if vpp != 1:
+        issues.append(("strategy.vpp", f"vpp={vpp} needs schedule='interleaved' (schedule='{NAME}' always "
+                       "holds 2 model chunks per rank, a V; leave vpp=1)"))
+    if microbatches is not None and microbatches < 2 * pp:
+        issues.append(("strategy.global_batch_size",
+                       f"dualpipev needs micro-batches per step m={microbatches} >= 2*pp = {2 * pp} (DualPipeV.step)"))
+    if layers is not None and layers % (2 * pp):
+        issues.append(("strategy.pp", f"dualpipev needs num_layers={layers} divisible by 2*pp = {2 * pp} "
+                       "(or set decoder_first_pipeline_num_layers / decoder_last_pipeline_num_layers or pipeline_layers)"))
+    return issues + layer_rule(pp, 2, layers, "2")
+
+
+SCHEDULE = Schedule(NAME, orders, max_inflight, chunks_per_rank, stage_of, check, True,
+                    requirements=requirements, menu_order=60)

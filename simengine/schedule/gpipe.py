@@ -7,7 +7,7 @@ Every rank holds all m micro-batches' activations at the F→B turn.
 from __future__ import annotations
 
 from .action import Action
-from .base import Schedule, check_basic, one_chunk, require_vpp1, stage_is_rank
+from .base import Schedule, check_basic, one_chunk, one_chunk_requirements, require_vpp1, stage_is_rank
 
 NAME = "gpipe"
 
@@ -27,4 +27,5 @@ def max_inflight(rank: int, p: int, m: int, vpp: int = 1) -> int:
     return m
 
 
-SCHEDULE = Schedule(NAME, orders, max_inflight, one_chunk, stage_is_rank, check, False)
+SCHEDULE = Schedule(NAME, orders, max_inflight, one_chunk, stage_is_rank, check, False,
+                    requirements=one_chunk_requirements(NAME), menu_order=10)

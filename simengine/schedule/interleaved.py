@@ -16,7 +16,7 @@ Global stage of (rank, chunk) is ``chunk·p + rank``. Requires m % p == 0 (Megat
 from __future__ import annotations
 
 from .action import Action
-from .base import Schedule, check_basic
+from .base import Issues, Schedule, check_basic, layer_rule
 
 NAME = "interleaved"
 
@@ -76,4 +76,17 @@ def stage_of(rank: int, chunk: int, p: int, vpp: int) -> int:
     return chunk * p + rank  # Megatron: model chunk c on pp rank r holds layers of stage c·p + r
 
 
-SCHEDULE = Schedule(NAME, orders, max_inflight, chunks_per_rank, stage_of, check, False)
+def requirements(pp: int, microbatches: int | None, vpp: int, layers: int | None) -> Issues:
+    issues: Issues = []
+    if pp == 1:
+        # Megatron-LM arguments.py: "When interleaved schedule is used, pipeline-model-parallel size
+        # should be greater than 1" (> 2 without --overlap-p2p-communication)
+        issues.append(("strategy.pp", f"schedule='interleaved' needs pp > 1 (pp={pp})"))
+    if microbatches is not None and microbatches % pp:
+        issues.append(("strategy.global_batch_size",
+                       f"interleaved schedule needs micro-batches per step m={microbatches} divisible by pp={pp}"))
+    return issues + layer_rule(pp, vpp, layers)
+
+
+SCHEDULE = Schedule(NAME, orders, max_inflight, chunks_per_rank, stage_of, check, False,
+                    requirements=requirements, menu_order=30)

@@ -6,7 +6,7 @@ warm-up ``min(p - rank - 1, m)`` forwards, steady state one F then one B, cool-d
 from __future__ import annotations
 
 from .action import Action
-from .base import Schedule, check_basic, one_chunk, require_vpp1, stage_is_rank
+from .base import Schedule, check_basic, one_chunk, one_chunk_requirements, require_vpp1, stage_is_rank
 
 NAME = "1f1b"
 
@@ -36,4 +36,5 @@ def max_inflight(rank: int, p: int, m: int, vpp: int = 1) -> int:
     return min(p - rank, m)
 
 
-SCHEDULE = Schedule(NAME, orders, max_inflight, one_chunk, stage_is_rank, check, False)
+SCHEDULE = Schedule(NAME, orders, max_inflight, one_chunk, stage_is_rank, check, False,
+                    requirements=one_chunk_requirements(NAME), menu_order=20)

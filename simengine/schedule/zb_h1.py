@@ -11,7 +11,7 @@ In the cool-down each B is followed by one pending W; the remaining Ws close the
 from __future__ import annotations
 
 from .action import Action
-from .base import Schedule, check_basic, one_chunk, require_vpp1, stage_is_rank
+from .base import Schedule, check_basic, one_chunk, one_chunk_requirements, require_vpp1, stage_is_rank
 
 NAME = "zb-h1"
 
@@ -49,4 +49,5 @@ def max_inflight(rank: int, p: int, m: int, vpp: int = 1) -> int:
     return min(p, m)
 
 
-SCHEDULE = Schedule(NAME, orders, max_inflight, one_chunk, stage_is_rank, check, True)
+SCHEDULE = Schedule(NAME, orders, max_inflight, one_chunk, stage_is_rank, check, True,
+                    requirements=one_chunk_requirements(NAME), menu_order=40)

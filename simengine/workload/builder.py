@@ -6,17 +6,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config.scenario import Scenario
+from ..schedule import get_schedule
 from .dims import Dims, dims_of
 from .ends import embedding, head, mtp_projection
 from .layers import attention_block, dense_mlp_block, moe_block
-from .partition import layers_per_chunk, rank_chunks
+from ..config.layout import strategy_stage_counts
+from .partition import layer_ranges
 from .ops import Gemm, GroupedGemm, Memory
 from .phases import Phases
 
 
 @dataclass(frozen=True, slots=True)
 class ChunkWork:
-    index: int              # global model chunk (v·pp + rank)
+    index: int              # virtual pipeline stage (Schedule.stage_of: v·pp + rank interleaved)
     rank: int
     layers: tuple[int, ...]  # layer indices
     dense_layers: int
@@ -48,19 +50,26 @@ def build_workload(sc: Scenario) -> Workload:
         blocks["moe"] = moe_block(d, m, st.moe_dispatcher)
     if m.mtp_layers:
         blocks["mtp"] = mtp_projection(d)
-    per_rank = 2 if st.schedule == "dualpipev" else st.vpp
     if st.dtype == "fp8":
         for ph in blocks.values():
             add_fp8_casts(ph)
-    chunks = layers_per_chunk(m.num_layers, st.pp, per_rank)
-    last = st.pp * per_rank - 1
+    return Workload(d, blocks, place_layers(sc))
+
+
+def place_layers(sc: Scenario) -> tuple[tuple[ChunkWork, ...], ...]:
+    """Per pp rank, its chunks in local order with the layers each holds. The schedule says which
+    virtual stage (rank, chunk) is (``stage_of``: interleaved c·p + r, DualPipeV's V r / 2p−1−r);
+    ``partition`` says how many layers each stage holds."""
+    m, st = sc.model, sc.strategy
+    sched = get_schedule(st.schedule)
+    nch = sched.chunks_per_rank(st.vpp)
+    counts, _ = strategy_stage_counts(st, m.num_layers)  # the Scenario has rejected bad splits
+    chunks = layer_ranges(counts)
+    last = st.pp * nch - 1
     ranks = []
     for r in range(st.pp):
         mine = []
-        # DualPipeV (DeepSeek-V3 report §3.2.1, deepseek-ai/DualPipe DualPipeV): rank r holds
-        # stages r and 2p−1−r of a 2p-stage pipeline (a V), so the last stage lives on rank 0.
-        held = [r, 2 * st.pp - 1 - r] if st.schedule == "dualpipev" else rank_chunks(st.pp, st.vpp, r)
-        for c in held:
+        for c in (sched.stage_of(r, k, st.pp, st.vpp) for k in range(nch)):
             layers = tuple(chunks[c])
             n_moe = sum(1 for i in layers if m.is_moe_layer(i))
             is_last = c == last
@@ -68,7 +77,7 @@ def build_workload(sc: Scenario) -> Workload:
             mine.append(ChunkWork(c, r, layers, len(layers) - n_moe, n_moe, c == 0, is_last, mtp,
                                   m.is_moe_layer(m.num_layers - 1)))
         ranks.append(tuple(mine))
-    return Workload(d, blocks, tuple(ranks))
+    return tuple(ranks)
 
 
 def add_fp8_casts(ph: Phases) -> None:

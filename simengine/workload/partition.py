@@ -1,31 +1,29 @@
-"""How the layers are split over pipeline stages and virtual chunks."""
+"""Which layers each virtual pipeline stage holds: contiguous indices in stage order (Megatron-Core
+``get_transformer_layer_offset``). How many per stage is ``simengine.config.layout`` (the even
+split, Megatron's decoder_first/last_pipeline_num_layers, an explicit pipeline_layers); which rank
+holds which stage is the schedule's ``stage_of``."""
 
 from __future__ import annotations
 
+from typing import Sequence
+
+from ..config.layout import even_split
+
 
 def layers_per_chunk(num_layers: int, pp: int, vpp: int) -> list[list[int]]:
-    """Layer indices of each model chunk, ordered by global chunk index c = v·pp + rank
-    (Megatron interleaving: rank r holds chunks r, r+pp, …).
+    """Layer indices of each virtual stage of the even split, ordered by stage index v·pp + rank."""
+    return layer_ranges(even_split(num_layers, pp * vpp))
 
-    When the layers do not divide evenly, the first and last chunks get fewer layers, as Llama 3
-    405B's pipeline does (Dubey et al. 2024, §3.3.2: "we reduce one Transformer layer each from
-    the first and the last stages") since they also carry the embedding and the LM head; the
-    remaining extra layers go to the middle chunks.
-    """
-    chunks = pp * vpp
-    base, extra = divmod(num_layers, chunks)
-    sizes = [base] * chunks
-    # hand out the remainder to middle chunks first (1 .. chunks-2), then to the ends
-    order = list(range(1, chunks - 1)) + [0, chunks - 1] if chunks > 2 else list(range(chunks))
-    for i in range(extra):
-        sizes[order[i % len(order)]] += 1
+
+def layer_ranges(counts: Sequence[int]) -> list[list[int]]:
+    """Contiguous layer indices per stage from the layer count of each stage."""
     out, start = [], 0
-    for n in sizes:
+    for n in counts:
         out.append(list(range(start, start + n)))
         start += n
     return out
 
 
 def rank_chunks(pp: int, vpp: int, rank: int) -> list[int]:
-    """Global chunk indices held by ``rank`` (Megatron: rank + v·pp for v in 0..vpp-1)."""
+    """Global chunk indices held by ``rank`` under interleaving (Megatron: rank + v·pp)."""
     return [v * pp + rank for v in range(vpp)]
