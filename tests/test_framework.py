@@ -173,3 +173,19 @@ def test_published_runs_say_which_framework_they_used():
     assert {f for rid, f in fw.items() if rid.startswith(("nemo", "megatron-bridge"))} == {"megatron-te"}
     ds = [rid for rid, r in ((r.run_id, r) for r in runs) if r.config["strategy"].get("zero_stage") == 3 and rid.startswith("narayanan21")]
     assert ds and all(fw[rid] == "deepspeed" for rid in ds)
+
+
+def test_kernels_a_framework_lacks_default_off_but_an_explicit_value_wins():
+    te, eager, ds = (make(strategy={"framework": f}).strategy for f in ("megatron-te", "torch-native", "deepspeed"))
+    assert te.fused_cross_entropy and te.gradient_accumulation_fusion
+    assert not eager.fused_cross_entropy and not eager.gradient_accumulation_fusion
+    assert not ds.fused_cross_entropy and ds.gradient_accumulation_fusion
+    assert make(strategy={"framework": "torch-native", "fused_cross_entropy": True}).strategy.fused_cross_entropy
+
+
+def test_final_norm_follows_the_framework():
+    _, te = _blocks("megatron-te")
+    _, eager = _blocks("torch-native")
+    n_te = next(op for op in te.blocks["head"].fwd if op.name == "norm:final")
+    n_eager = next(op for op in eager.blocks["head"].fwd if op.name == "norm:final")
+    assert n_eager.bytes == 9 * n_te.bytes and n_eager.kernels == 8  # 36 vs 4 B per element

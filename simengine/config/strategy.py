@@ -67,6 +67,21 @@ class StrategySpec(BaseModel):
         "Step-to-step coefficient of variation of one node's compute time (clocks, thermals, OS noise); the step waits "
         "for the slowest of the synchronising nodes (cost/scale.py)."))
 
+    @model_validator(mode="before")
+    @classmethod
+    def _stack_defaults(cls, data):
+        """Kernels a framework does not ship default to off when not given: TE's fused vocab-parallel
+        cross-entropy (``parallel_cross_entropy``) exists only in megatron-te (torchtitan computes
+        ``cross_entropy(pred.float(), ...)``, Megatron-DeepSpeed the fp32 vocab-parallel path), and
+        gradient-accumulation fusion (wgrad GEMM into the fp32 main grad, Megatron's
+        ``fused_weight_gradient_mlp_cuda``) exists in Megatron code only, not in FSDP2 autograd."""
+        if isinstance(data, dict) and isinstance(data.get("framework"), str) and data["framework"] in FRAMEWORKS:
+            fw = data["framework"]
+            data = dict(data)
+            data.setdefault("fused_cross_entropy", fw == "megatron-te")
+            data.setdefault("gradient_accumulation_fusion", fw in ("megatron-te", "deepspeed"))
+        return data
+
     @model_validator(mode="after")
     def _check_stack(self) -> "StrategySpec":
         stack = FRAMEWORKS[self.framework]
