@@ -42,7 +42,12 @@ EXPECTED_MODELS = {
 EXPECTED_SYSTEMS = {
     "a100-sxm4-80gb", "h100-sxm5-80gb", "h200-sxm-141gb", "b200-sxm-180gb", "gb200-nvl72", "mi300x",
     "small", "medium", "large",
+    # hardware generations and export variants (datasheets cited in each file)
+    "b300-sxm-288gb", "gb300-nvl72", "h800-sxm5-80gb", "a800-sxm4-80gb", "v100-sxm3-32gb-dgx2", "l40s-48gb", "mi325x",
+    # the H100 node on the common scale-out fabrics
+    "h100-ib-ndr-rail", "h100-roce-400g", "h100-efa-p5",
 }
+NETWORK_PRESETS = ("h100-ib-ndr-rail", "h100-roce-400g", "h100-efa-p5")
 
 
 def test_preset_dir_is_the_repo_folder():
@@ -92,6 +97,28 @@ def test_size_systems_are_h100(size, num_gpus):
     for d in (a, b):
         d.pop("name"), d.pop("source"), d.pop("num_gpus", None)
     assert a == b
+
+
+@pytest.mark.parametrize("name", NETWORK_PRESETS)
+def test_network_presets_are_the_h100_node_on_another_fabric(name):
+    """A network preset changes only the scale-out tier (and the price where the cloud differs)."""
+    net, base = load_preset("systems", name), load_preset("systems", "h100-sxm5-80gb")
+    for d in (net, base):
+        d.pop("name"), d.pop("source"), d.pop("scale_out"), d["gpu"].pop("price_per_hour")
+    assert net == base
+    assert "scale_out" in load_spec("systems", name).model_dump()
+
+
+def test_export_variants_cut_only_nvlink():
+    h800, h100 = load_spec("systems", "h800-sxm5-80gb"), load_spec("systems", "h100-sxm5-80gb")
+    a800, a100 = load_spec("systems", "a800-sxm4-80gb"), load_spec("systems", "a100-sxm4-80gb")
+    assert h800.gpu.peak_tflops == h100.gpu.peak_tflops and h800.gpu.hbm_bandwidth_gbs == h100.gpu.hbm_bandwidth_gbs
+    assert a800.gpu.peak_tflops == a100.gpu.peak_tflops
+    assert h800.scale_up.bandwidth_gbs == a800.scale_up.bandwidth_gbs == 200.0  # 400 GB/s bidirectional
+    v100 = load_spec("systems", "v100-sxm3-32gb-dgx2")
+    assert v100.gpu.peak_tflops.fp8 is None and v100.scale_up.domain_size == v100.gpus_per_node == 16
+    assert load_spec("systems", "gb300-nvl72").scale_up.domain_size == 72
+    assert load_spec("systems", "mi325x").scale_up.topology == "mesh"
 
 
 @pytest.mark.parametrize("strategy", sorted(PAIRINGS))

@@ -12,7 +12,7 @@ UNIT_BY_NAME: dict[str, str] = {
     "num_gpus": "GPUs", "gpus_per_node": "GPUs", "domain_size": "GPUs",
     "hidden_dropout": "probability", "attention_dropout": "probability",
     "allocator_overhead": "fraction", "overlap_slowdown": "×", "straggler_factor": "×", "async_overlap": "fraction",
-    "moe_load_imbalance": "×", "capacity_factor": "×",
+    "moe_load_imbalance": "×", "capacity_factor": "×", "jitter_cv": "fraction",
     "gemm": "× peak", "attention_fwd": "× peak", "attention_bwd": "× peak", "grouped_gemm": "× peak",
     "hbm": "× peak BW", "fp8_gemm": "× FP8 peak", "collective_scale_up": "× link BW",
     "collective_scale_out": "× link BW", "efficiency": "× peak", "sustained_clock_ratio": "× boost clock",
@@ -30,7 +30,7 @@ UNIT_BY_NAME: dict[str, str] = {
     "vpp": "chunks/rank", "zero_stage": "stage",
 }
 UNIT_BY_SUFFIX: tuple[tuple[str, str], ...] = (
-    ("_gib", "GiB"), ("_gbs", "GB/s"), ("_us", "µs"), ("_w", "W"), ("_s", "s"), ("_bytes", "B"),
+    ("_gib", "GiB"), ("_gbs", "GB/s"), ("_us", "µs"), ("_w", "W"), ("_ms", "ms"), ("_s", "s"), ("_bytes", "B"),
     ("_usd", "USD"), ("_blocks", "thread blocks"),
 )
 

@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..schedule import SCHEDULE_NAMES, get_schedule
+from .framework import FRAMEWORKS, AttentionKernel, FrameworkName, FsdpPattern
 
 # The names come from the schedule registry (one module per schedule), so the JSON schema's enum
 # and the studio's schedule switcher list exactly the schedules the engine has.
@@ -60,6 +61,54 @@ class StrategySpec(BaseModel):
     fp32_main_grads: bool = Field(True, description="Gradients kept and reduced in fp32 (4 B/param); False = bf16.")
     allocator_overhead: float = Field(0.05, ge=0.0, le=1.0, description="Reserved/allocated − 1 of PyTorch's caching allocator (fragmentation).")
     straggler_factor: float = Field(1.0, ge=1.0, le=3.0, description="Multiplier on the pipeline time for node-to-node variation.")
+    # ---- software stack and overheads at scale (simengine/config/framework.py, cost/scale.py) ----
+    framework: FrameworkName = Field("megatron-te", description=(
+        "Training framework whose kernels are priced: megatron-te (Megatron-Core + TransformerEngine fused kernels), "
+        "torch-native (torchtitan eager: unfused norms/SwiGLU/RoPE, separate q/k/v and w1/w3 GEMMs, SDPA, foreach AdamW), "
+        "torch-compile (the same with torch.compile fusing the pointwise ops), deepspeed (Megatron-DeepSpeed kernels, "
+        "flash-attention-2, no TP overlap)."))
+    attention_kernel: AttentionKernel | None = Field(None, description=(
+        "Attention kernel family: cudnn (TE fused attention), flash3, flash2, sdpa (PyTorch SDPA = flash-attention-2 "
+        "kernels); None = the framework's own."))
+    fsdp_pattern: FsdpPattern | None = Field(None, description=(
+        "How ZeRO-3 is implemented: megatron-fsdp, fsdp2 (PyTorch fully_shard), zero3 (DeepSpeed); None = the framework's own."))
+    step_overhead_ms: float = Field(2.0, ge=0.0, le=1e6, description=(
+        "Per-step host work outside the model: data-loader next(), loss/grad-norm logging syncs, LR scheduler, ms "
+        "(default 2 ms: a prefetched loader hands over a ready batch; raise it for on-the-fly tokenisation or heavy logging)."))
+    jitter_cv: float = Field(0.01, ge=0.0, le=0.5, description=(
+        "Step-to-step coefficient of variation of one node's compute time (clocks, thermals, OS noise); the step waits "
+        "for the slowest of the synchronising nodes (cost/scale.py)."))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _stack_defaults(cls, data):
+        """Kernels a framework does not ship default to off when not given: TE's fused vocab-parallel
+        cross-entropy (``parallel_cross_entropy``) exists only in megatron-te (torchtitan computes
+        ``cross_entropy(pred.float(), ...)``, Megatron-DeepSpeed the fp32 vocab-parallel path), and
+        gradient-accumulation fusion (wgrad GEMM into the fp32 main grad, Megatron's
+        ``fused_weight_gradient_mlp_cuda``) exists in Megatron code only, not in FSDP2 autograd."""
+        if isinstance(data, dict) and isinstance(data.get("framework"), str) and data["framework"] in FRAMEWORKS:
+            fw = data["framework"]
+            data = dict(data)
+            data.setdefault("fused_cross_entropy", fw == "megatron-te")
+            data.setdefault("gradient_accumulation_fusion", fw in ("megatron-te", "deepspeed"))
+        return data
+
+    @model_validator(mode="after")
+    def _check_stack(self) -> "StrategySpec":
+        stack = FRAMEWORKS[self.framework]
+        if self.tp_comm_overlap and self.tp > 1 and not stack.tp_overlap:
+            raise ValueError(f"tp_comm_overlap=True needs a framework that overlaps TP communication with GEMMs; "
+                             f"framework='{self.framework}' has none (megatron-te: TE userbuffers; torch-compile: async TP)")
+        return self
+
+    @property
+    def attention_kernel_name(self) -> str:
+        return self.attention_kernel or FRAMEWORKS[self.framework].attention_kernel
+
+    @property
+    def fsdp_pattern_name(self) -> str:
+        return self.fsdp_pattern or FRAMEWORKS[self.framework].fsdp
 
     @field_validator("pipeline_layers", mode="before")
     @classmethod

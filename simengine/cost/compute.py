@@ -27,6 +27,7 @@ import math
 
 from ..config.system import SystemSpec
 from ..workload.ops import BF16, Attention, Gemm, GroupedGemm, Memory
+from .attention_kernels import kernel_scale
 
 try:  # the calibration package provides measured-table interpolation
     from ..calibration.table import gemm_efficiency as _table_lookup
@@ -40,7 +41,7 @@ BF16_ONLY_GEMMS = (":lm_head",)  # GEMM names (suffix) that stay in bf16 in fp8 
 class ComputeModel:
     """Prices compute ops for one system and dtype. Cheap to build; memoises GEMM efficiencies."""
 
-    __slots__ = ("peak", "peak_bf16", "eff", "hbm", "overhead", "dtype", "_cache", "table", "elem", "clock")
+    __slots__ = ("peak", "peak_bf16", "eff", "hbm", "overhead", "dtype", "_cache", "table", "elem", "clock", "gpu_name")
 
     def __init__(self, system: SystemSpec, dtype: str = "bf16"):
         g, e = system.gpu, system.efficiency
@@ -54,6 +55,7 @@ class ComputeModel:
         self.table = e.gemm_table
         self.elem = 1 if fp8 else BF16
         self.clock = g.sustained_clock_ratio  # isolated (boost) → in-step clock, module docstring
+        self.gpu_name = g.name
         self._cache: dict[tuple, float] = {}
 
     def gemm_efficiency(self, m: int, n: int, k: int, b: int = 1, layout: str | None = None) -> float:
@@ -154,7 +156,7 @@ class ComputeModel:
         if op.impl == "unfused":
             return self._unfused_attention(op)
         # Flash attention runs in bf16 even in fp8 recipes (TransformerEngine default).
-        eff = self.attention_efficiency(op)
+        eff = self.attention_efficiency(op) * kernel_scale(op.kernel, self.gpu_name)  # kernel family (H7)
         peak = self.peak_bf16
         t = max(op.flops / (peak * eff), op.bytes / self.hbm)
         n_kernels = 1 if op.phase == "fwd" else 2  # bwd: dot(do,o) preprocess + main kernel

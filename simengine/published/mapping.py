@@ -153,6 +153,7 @@ def _map_run(rows: list[dict[str, str]]) -> PublishedRun:
 
     if mb is None or gbs is None:
         raise _Skip("micro-batch or global batch not stated")
+    strat["framework"] = _framework(src, row, strat, a)  # the software stack the source ran (H7)
     strat.update(micro_batch_size=mb, global_batch_size=gbs, vpp=vpp, schedule="interleaved" if vpp > 1 else "1f1b")
     system = _system(row, gpus)
 
@@ -166,6 +167,19 @@ def _map_run(rows: list[dict[str, str]]) -> PublishedRun:
         units[r["metric"]] = r["unit"]
     return PublishedRun(rid, src, {"model": model, "system": system, "strategy": strat}, measured, units, flop_basis,
                         tuple(a), _s(row, "inferred_fields"), _s(row, "confidence"))
+
+
+def _framework(src: str, row: dict[str, str], strat: dict[str, Any], a: list[str]) -> str:
+    """Which framework a source ran (simengine/config/framework.py), from its source and dtype
+    cells: torchtitan is PyTorch-native (eager, or torch.compile when the row says so);
+    Narayanan et al. 2021 Table 2's ZeRO-3 baseline is DeepSpeed; the Megatron-LM papers, README,
+    NeMo and Megatron-Bridge run Megatron(-Core) with its fused kernels."""
+    if src == "torchtitan":
+        return "torch-compile" if "compile" in _s(row, "dtype").lower() else "torch-native"
+    if src == "narayanan21" and strat.get("zero_stage") == 3:
+        a.append("ZeRO-3 baseline run with DeepSpeed (Megatron-DeepSpeed kernels)")
+        return "deepspeed"
+    return "megatron-te"
 
 
 def published_runs(csv_text: str) -> tuple[list[PublishedRun], list[SkippedRun]]:

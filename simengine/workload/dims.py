@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..config.framework import FRAMEWORKS, Stack
 from ..config.scenario import Scenario
 
 
@@ -37,6 +38,9 @@ class Dims:
     shared_ffn: int   # shared-expert width per rank
     ep: int
     etp: int
+    # software stack (StrategySpec.framework): kernel fusion, GEMM grouping, attention kernel
+    stack: Stack = FRAMEWORKS["megatron-te"]
+    attention_kernel: str = "cudnn"
 
 
 def dims_of(sc: Scenario) -> Dims:
@@ -76,4 +80,5 @@ def dims_of(sc: Scenario) -> Dims:
         attn_dropout=m.attention_dropout > 0, unfused_attention=st.attention_impl == "unfused", fp8=st.dtype == "fp8",
         experts_local=experts_local, moe_ffn=moe_ffn, moe_tokens=moe_tokens,
         tokens_per_expert=tpe, shared_ffn=shared, ep=ep, etp=etp,
+        stack=FRAMEWORKS[st.framework], attention_kernel=st.attention_kernel_name,
     )

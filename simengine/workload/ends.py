@@ -31,9 +31,9 @@ def head(d: Dims, fused_ce: bool) -> Phases:
     ``parallel_cross_entropy``) reads the bf16 logits once and writes the grad in place; the
     unfused path makes ~10 passes over fp32 logits (peer_model_notes.md §1)."""
     ph = Phases()
-    x = d.sp_tokens * d.h * BF16
-    ph.fwd.append(Memory("norm:final", 2 * x))
-    ph.bwd.append(Memory("norm-bwd:final", 3 * x))
+    n = d.sp_tokens * d.h  # final norm: fused or eager as the framework runs it (config/framework.py)
+    ph.fwd.append(Memory("norm:final", n * d.stack.norm.fwd_bytes, kernels=d.stack.norm.fwd_kernels))
+    ph.bwd.append(Memory("norm-bwd:final", n * d.stack.norm.bwd_bytes, kernels=d.stack.norm.bwd_kernels))
     column_linear(ph, "lm_head", d.tokens, d.h, d.vocab, d.tp, d.sp)
     logits = d.tokens * d.vocab
     if fused_ce:

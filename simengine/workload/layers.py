@@ -3,21 +3,32 @@ dense MLP or MoE, norms and residuals.
 
 Memory-bound kernels count the bytes they move in HBM (read + write, bf16): a fused RMSNorm/LN
 reads x and writes y (bwd reads x, dy and writes dx); SwiGLU reads 2f and writes f (bwd reads 2f
-and df, writes 2f); the fused bias-dropout-add reads two streams and writes one.
+and df, writes 2f); the fused bias-dropout-add reads two streams and writes one. The framework
+(``Dims.stack``, simengine/config/framework.py) says whether a norm, activation or RoPE is that one
+fused kernel or a chain of eager PyTorch kernels (more bytes, more launches), and whether Q/K/V and
+gate/up are one GEMM or several.
 """
 
 from __future__ import annotations
 
+from ..config.framework import FRAMEWORKS, Pass, Stack
 from ..config.model import ModelSpec
 from .dims import Dims
 from .ops import BF16, Attention, Collective, GroupedGemm, Memory
 from .phases import Phases, column_linear, gemm_triple, row_linear
 
+_FUSED = FRAMEWORKS["megatron-te"]
 
-def _norm(ph: Phases, name: str, tokens: int, width: int) -> None:
-    x = tokens * width * BF16
-    ph.fwd.append(Memory("norm:" + name, 2 * x))
-    ph.bwd.append(Memory("norm-bwd:" + name, 3 * x))
+
+def _passes(ph: Phases, name: str, elems: float, p: Pass) -> None:
+    """A memory-bound step over ``elems`` elements: its bytes and launches each way."""
+    ph.fwd.append(Memory(name, elems * p.fwd_bytes, kernels=p.fwd_kernels))
+    ph.bwd.append(Memory(name.replace(":", "-bwd:", 1) if ":" in name else name + "-bwd", elems * p.bwd_bytes,
+                         kernels=p.bwd_kernels))
+
+
+def _norm(ph: Phases, name: str, tokens: int, width: int, stack: Stack = _FUSED) -> None:
+    _passes(ph, "norm:" + name, tokens * width, stack.norm)
 
 
 def _residual(ph: Phases, name: str, d: Dims) -> None:
@@ -45,8 +56,9 @@ def _core_attention(ph: Phases, d: Dims, model: ModelSpec, cp_comm: str) -> None
     if cp > 1 and cp_comm == "a2a":
         heads, kv, s_q = max(heads // cp, 1), max(kv // cp, 1) if kv >= cp else kv, d.s
     impl = "unfused" if d.unfused_attention else "flash"
-    fwd = Attention("attn", d.b, heads, kv, s_q, s_kv, d.d_qk, d.d_v, True, "fwd", impl)
-    bwd = Attention("attn-bwd", d.b, heads, kv, s_q, s_kv, d.d_qk, d.d_v, True, "bwd", impl)
+    k = d.attention_kernel
+    fwd = Attention("attn", d.b, heads, kv, s_q, s_kv, d.d_qk, d.d_v, True, "fwd", impl, k)
+    bwd = Attention("attn-bwd", d.b, heads, kv, s_q, s_kv, d.d_qk, d.d_v, True, "bwd", impl, k)
     if cp > 1:
         qkv_bytes = d.tokens * (d.heads * d.d_qk + d.kv_heads * (d.d_qk + d.d_v)) * BF16
         o_bytes = d.tokens * d.heads * d.d_v * BF16
@@ -87,15 +99,16 @@ def attention_block(d: Dims, model: ModelSpec, cp_comm: str) -> Phases:
     """Pre-norm attention sub-block: norm → QKV → (RoPE) → core attention → out-proj → residual."""
     ph = Phases()
     S, h, tp, sp = d.tokens, d.h, d.tp, d.sp
-    _norm(ph, "ln1", d.sp_tokens, h)
+    _norm(ph, "ln1", d.sp_tokens, h, d.stack)
     if model.attention == "mla":
         _mla_projections(ph, d, model)
     else:
-        column_linear(ph, "qkv", S, h, (d.heads + 2 * d.kv_heads) * d.d_qk, tp, sp)
+        if d.stack.fused_qkv:
+            column_linear(ph, "qkv", S, h, (d.heads + 2 * d.kv_heads) * d.d_qk, tp, sp)
+        else:  # torchtitan Attention: wq, wk, wv (models/llama/model.py)
+            _column_group(ph, S, h, (("q", d.heads * d.d_qk), ("k", d.kv_heads * d.d_qk), ("v", d.kv_heads * d.d_qk)), tp, sp)
         if model.position_embedding == "rope":
-            rope = 2 * S * (d.heads + d.kv_heads) * d.d_qk * BF16
-            ph.fwd.append(Memory("rope", rope))
-            ph.bwd.append(Memory("rope-bwd", rope))
+            _passes(ph, "rope", S * (d.heads + d.kv_heads) * d.d_qk, d.stack.rope)
     _core_attention(ph, d, model, cp_comm)
     row_linear(ph, "proj", S, d.heads * d.d_v, h, tp, sp)
     _residual(ph, "attn", d)
@@ -113,37 +126,50 @@ def _mla_projections(ph: Phases, d: Dims, model: ModelSpec) -> None:
     if model.q_lora_rank:
         qr = int(model.q_lora_rank)
         gemm_triple(ph, "q_down", Ssp, h, qr)
-        _norm(ph, "q_norm", Ssp, qr)
+        _norm(ph, "q_norm", Ssp, qr, d.stack)
         column_linear(ph, "q_up", S, qr, d.heads * (nope + rope), tp, sp)
     else:
         column_linear(ph, "q_proj", S, h, d.heads * (nope + rope), tp, sp)
     gemm_triple(ph, "kv_down", Ssp, h, kvr + rope)
-    _norm(ph, "kv_norm", Ssp, kvr)
+    _norm(ph, "kv_norm", Ssp, kvr, d.stack)
     column_linear(ph, "kv_up", S, kvr, d.heads * (nope + dv), tp, sp)
     if tp > 1 and sp:
         k_pe = S * rope * BF16
         ph.fwd.append(Collective("ag:k_pe", "all_gather", k_pe, "tp", tp))
         ph.bwd.append(Collective("rs-bwd:k_pe", "reduce_scatter", k_pe, "tp", tp))
-    r = 2 * S * (d.heads + 1) * rope * BF16
-    ph.fwd.append(Memory("rope", r))
-    ph.bwd.append(Memory("rope-bwd", r))
+    _passes(ph, "rope", S * (d.heads + 1) * rope, d.stack.rope)
 
 
-def _activation(ph: Phases, name: str, tokens: int, width: int, gated: bool) -> None:
-    out = tokens * width * BF16
+def _activation(ph: Phases, name: str, tokens: int, width: int, gated: bool, stack: Stack = _FUSED) -> None:
     if gated:
-        ph.fwd.append(Memory("swiglu:" + name, 3 * out))
-        ph.bwd.append(Memory("swiglu-bwd:" + name, 5 * out))
+        _passes(ph, "swiglu:" + name, tokens * width, stack.swiglu)
     else:
-        ph.fwd.append(Memory("gelu:" + name, 2 * out))
-        ph.bwd.append(Memory("gelu-bwd:" + name, 3 * out))
+        _passes(ph, "gelu:" + name, tokens * width, stack.gelu)
+
+
+def _column_group(ph: Phases, tokens: int, k_in: int, outs: tuple[tuple[str, int], ...], tp: int, sp: bool) -> None:
+    """Several column-parallel linears reading the same input (torchtitan's separate wq/wk/wv and
+    w1/w3): the input is all-gathered once (``PrepareModuleInput`` to Replicate, SP) and its
+    gradient reduced once after all their dgrads — the collectives of one ``column_linear``,
+    the GEMMs of each."""
+    full = tokens * k_in * BF16
+    first = outs[0][0]
+    if tp > 1 and sp:
+        ph.fwd.append(Collective("ag:" + first, "all_gather", full, "tp", tp))
+    for name, n in outs:
+        gemm_triple(ph, name, tokens, k_in, n)
+    if tp > 1 and sp:
+        ph.bwd.append(Collective("ag-bwd:" + first, "all_gather", full, "tp", tp, overlap_with="dgrad:" + first))
+        ph.wgt.append(Collective("rs-bwd:" + first, "reduce_scatter", full, "tp", tp, overlap_with="wgrad:" + first))
+    elif tp > 1:
+        ph.wgt.append(Collective("ar-bwd:" + first, "all_reduce", full, "tp", tp, overlap_with="wgrad:" + first))
 
 
 def dense_mlp_block(d: Dims, name: str = "mlp", width: int | None = None) -> Phases:
     """Pre-norm MLP: norm → FC1 (gate+up for SwiGLU) → activation → FC2 → residual."""
     ph = Phases()
     f = d.ffn if width is None else width
-    _norm(ph, "ln2", d.sp_tokens, d.h)
+    _norm(ph, "ln2", d.sp_tokens, d.h, d.stack)
     _mlp_body(ph, d, name, f)
     _residual(ph, name, d)
     return ph
@@ -151,8 +177,11 @@ def dense_mlp_block(d: Dims, name: str = "mlp", width: int | None = None) -> Pha
 
 def _mlp_body(ph: Phases, d: Dims, name: str, f: int) -> None:
     S, h, tp, sp = d.tokens, d.h, d.tp, d.sp
-    column_linear(ph, "fc1:" + name, S, h, (2 if d.gated else 1) * f, tp, sp)
-    _activation(ph, name, S, f, d.gated)
+    if d.gated and not d.stack.fused_gate_up:  # torchtitan FeedForward: w1 and w3 (models/llama/model.py)
+        _column_group(ph, S, h, (("fc1:" + name, f), ("fc3:" + name, f)), tp, sp)
+    else:
+        column_linear(ph, "fc1:" + name, S, h, (2 if d.gated else 1) * f, tp, sp)
+    _activation(ph, name, S, f, d.gated, d.stack)
     row_linear(ph, "fc2:" + name, S, f, h, tp, sp)
 
 

@@ -71,6 +71,7 @@ class Attention:
     causal: bool
     phase: Literal["fwd", "bwd"]
     impl: Literal["flash", "unfused"] = "flash"
+    kernel: str = "cudnn"  # attention kernel family (cost/attention_kernels.py)
 
     @property
     def causal_fraction(self) -> float:

@@ -1,0 +1,117 @@
+"""The software stack as an input: what each training framework's code actually launches.
+
+A framework is a set of *mechanisms*, each read off that framework's source, never a fitted
+speed factor: which memory-bound steps are one fused kernel or several eager PyTorch kernels
+(bytes moved through HBM and launches), whether Q/K/V and gate/up are one GEMM or several, the
+attention kernel family, whether TP communication can overlap GEMMs, and how the optimizer step
+is implemented. ``StrategySpec.framework`` picks one row of :data:`FRAMEWORKS`.
+
+Byte counts are per element of the tensor the step works on (bf16 activations = 2 B, fp32
+intermediates = 4 B), read + write, counted from the op sequence of each implementation:
+
+- ``megatron-te`` — Megatron-Core + TransformerEngine: TE ``RMSNorm``/``LayerNorm`` (one kernel:
+  read x, write y; bwd read x, dy, write dx), ``megatron/core/fusions/fused_bias_swiglu.py``
+  (one kernel: read 2f, write f; bwd read 2f + df, write 2f), ``fused_bias_dropout.py`` (BDA),
+  TE ``fused_apply_rotary_pos_emb`` (``apply_rope_fusion``), one fused QKV and one fused gate+up
+  GEMM (``linear_qkv``, ``linear_fc1``), TE/cuDNN fused attention, TE userbuffers TP overlap,
+  TE/Apex ``FusedAdam`` (``megatron/core/optimizer/__init__.py``). These are the counts the rest of
+  the workload already uses (the B200 validation rows), so this row changes nothing.
+- ``torch-native`` — torchtitan in eager mode (pytorch/torchtitan @ba24697, 2024-12,
+  ``torchtitan/models/norms.py`` ``RMSNorm``: ``x.float()``, ``pow(2)``, ``mean``, ``+eps``,
+  ``rsqrt``, ``x*r``, ``type_as``, ``*weight`` = 8 kernels, 6+8+4+8+6+4 = 36 B/element; its autograd
+  backward ≈ 12 kernels, 72 B/element; ``models/llama/model.py``: ``w2(F.silu(w1(x)) * w3(x))`` =
+  silu + mul (10 B per element of f) and bwd mul-grad ×2 + silu-backward (18 B); separate ``wq``,
+  ``wk``, ``wv`` and ``w1``, ``w3`` GEMMs; ``apply_rotary_emb`` = ``float()``, complex multiply,
+  ``type_as`` per tensor, 20 B/element each way; ``F.scaled_dot_product_attention`` (PyTorch
+  SDPA, flash-attention-2 kernels); no TP comm overlap (async TP needs compile:
+  ``parallelize_llama.py`` "Async TP requires --training.compile"); ``torch.optim.AdamW`` with
+  ``foreach=True`` (``optimizer.fused`` defaults to False, ``torchtitan/optimizer.py``).
+- ``torch-compile`` — the same model with ``torch.compile`` per TransformerBlock
+  (``apply_compile``, fullgraph): Inductor fuses each norm, the SiLU·mul and the RoPE casts into
+  one generated kernel each (the fused byte counts); GEMMs stay separate, attention stays SDPA,
+  async TP (micro-pipelined symmetric-memory TP) becomes available; optimizer as eager.
+- ``deepspeed`` — DeepSpeed with Megatron-DeepSpeed's model code (deepspeedai/Megatron-DeepSpeed:
+  apex ``MixedFusedRMSNorm``/``FusedLayerNorm``, fused bias-GeLU / SwiGLU, fused QKV and
+  ``dense_h_to_4h``), ``flash_attn`` v2 when flash attention is on, DeepSpeed ``FusedAdam``
+  (``deepspeed/ops/adam/fused_adam.py``, multi-tensor-apply), no TP comm overlap (DeepSpeed's TP
+  is Megatron-style synchronous all-reduce), ZeRO-3 as its FSDP pattern.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+FrameworkName = Literal["megatron-te", "torch-native", "torch-compile", "deepspeed"]
+AttentionKernel = Literal["cudnn", "flash3", "flash2", "sdpa"]
+FsdpPattern = Literal["megatron-fsdp", "fsdp2", "zero3"]
+
+
+@dataclass(frozen=True, slots=True)
+class Pass:
+    """One memory-bound step: bytes per element moved (read + write) and kernels launched."""
+
+    fwd_bytes: float
+    fwd_kernels: int
+    bwd_bytes: float
+    bwd_kernels: int
+
+
+@dataclass(frozen=True, slots=True)
+class Stack:
+    name: str
+    norm: Pass            # per element of the normalised tensor
+    swiglu: Pass          # per element of the activation output (width f)
+    gelu: Pass            # per element of the activation output
+    rope: Pass            # per element of q and of k
+    fused_qkv: bool       # one QKV GEMM (else q, k, v separately)
+    fused_gate_up: bool   # one gate+up GEMM of width 2f (else two of width f)
+    attention_kernel: AttentionKernel
+    tp_overlap: bool      # TP collectives can be decomposed with their GEMMs
+    fsdp: FsdpPattern
+    optimizer: Literal["fused", "foreach"]
+
+
+# Fused kernels: norm reads x and writes y (2+2 B), bwd reads x, dy and writes dx (6 B);
+# SwiGLU reads 2f writes f (6 B per output element), bwd reads 2f + df and writes 2f (10 B);
+# GeLU reads and writes f (4 B), bwd reads 2, writes 1 (6 B); fused RoPE reads and writes (4 B).
+_FUSED_NORM = Pass(4, 1, 6, 1)
+_FUSED_SWIGLU = Pass(6, 1, 10, 1)
+_FUSED_GELU = Pass(4, 1, 6, 1)
+_FUSED_ROPE = Pass(4, 1, 4, 1)
+
+# Eager PyTorch (torchtitan @ba24697, counted op by op as in the module docstring). GeLU eager is
+# one ``F.gelu`` kernel each way: the same bytes as the fused count.
+_EAGER_NORM = Pass(36, 8, 72, 12)
+_EAGER_SWIGLU = Pass(10, 2, 18, 3)
+_EAGER_ROPE = Pass(20, 3, 20, 3)
+
+FRAMEWORKS: dict[str, Stack] = {
+    "megatron-te": Stack("megatron-te", _FUSED_NORM, _FUSED_SWIGLU, _FUSED_GELU, _FUSED_ROPE,
+                         True, True, "cudnn", True, "megatron-fsdp", "fused"),
+    "torch-native": Stack("torch-native", _EAGER_NORM, _EAGER_SWIGLU, _FUSED_GELU, _EAGER_ROPE,
+                          False, False, "sdpa", False, "fsdp2", "foreach"),
+    "torch-compile": Stack("torch-compile", _FUSED_NORM, _FUSED_SWIGLU, _FUSED_GELU, _FUSED_ROPE,
+                           False, False, "sdpa", True, "fsdp2", "foreach"),
+    "deepspeed": Stack("deepspeed", _FUSED_NORM, _FUSED_SWIGLU, _FUSED_GELU, _FUSED_ROPE,
+                       True, True, "flash2", False, "zero3", "fused"),
+}
+
+
+def stack_of(framework: str) -> Stack:
+    return FRAMEWORKS[framework]
+
+
+# Optimizer step per local (sharded) parameter, fp32 master weights and states.
+# Fused (Apex/TE/DeepSpeed FusedAdam, one multi-tensor-apply kernel): read p, g, m, v and write
+# p, m, v = 28 B. Foreach (torch/optim/adamw.py ``_multi_tensor_adamw``): weight decay mul_ (8),
+# exp_avg lerp_ (12), exp_avg_sq mul_ + addcmul_ (8 + 12), sqrt (8), div_ by the bias correction
+# (8), add_ eps (8), params addcdiv_ (16) = 80 B over 7 foreach ops (each its own launches).
+OPTIMIZER_BYTES_PER_PARAM = {"fused": 28.0, "foreach": 80.0}
+OPTIMIZER_OPS = {"fused": 1, "foreach": 7}
+
+
+def optimizer_adam_cost(framework: str) -> tuple[float, int]:
+    """(bytes per local parameter, multi-tensor ops) of the Adam update of ``framework``."""
+    impl = stack_of(framework).optimizer
+    return OPTIMIZER_BYTES_PER_PARAM[impl], OPTIMIZER_OPS[impl]
