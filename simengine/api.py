@@ -1,5 +1,9 @@
-"""The surface the app and the CLI use. Every function takes plain JSON-like dicts or validated
-specs and returns pydantic models / dicts; bad input raises ``ConfigError`` naming the field."""
+"""The front door: the surface the studio, the CLI and the validation harness use.
+
+Every function takes plain JSON-like dicts or validated specs and returns pydantic models /
+dicts; bad input raises ``ConfigError`` naming the field. Each function delegates (to
+``estimate``, ``timeline``, ``validation``, ``hf_import``, ``calibration``); nothing is computed here.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from typing import Any
 from .config.scenario import Scenario, load_scenario
 from .errors import ConfigError
 from .estimate import estimate as _estimate
+from .importers import HFImport, HFImportError, hf_to_model, parse_config_text
 from .report import Report
 
 
@@ -49,3 +54,52 @@ def simulate(config: dict[str, Any] | Scenario):
     from .timeline import simulate_scenario
 
     return simulate_scenario(scenario_from(config))
+
+
+
+def layer_seconds(config: dict[str, Any]) -> tuple[float, float]:
+    """Forward and backward (incl. weight-gradient and recompute) seconds of one transformer layer
+    for one micro-batch: the first chunk's cost of a 2-layer model minus that of a 1-layer model
+    (cancels embedding and head). Compared with per-layer timings such as Korthikanti et al. 2022
+    Table 4."""
+    from .cost.stage import build_plan
+
+    out = []
+    for n in (1, 2):
+        cfg = {k: dict(v) for k, v in config.items()}
+        cfg["model"]["num_layers"] = n
+        c = build_plan(load_scenario(cfg)).stages[0].chunks[0]
+        out.append((c.fwd.total_s, c.bwd.total_s + c.wgt.total_s + c.recompute.total_s))
+    return out[1][0] - out[0][0], out[1][1] - out[0][1]
+
+
+def validate(source: str | None = None, calibrated: bool = False):
+    """Predicted vs measured on the bundled measured runs (``source`` = "b200", a published source
+    such as "narayanan21", or None for all) → :class:`simengine.validation.ValidationResult`."""
+    from .validation import validate as _validate
+
+    return _validate(source, calibrated=calibrated)
+
+
+def calibrate(*args: Any, **kwargs: Any):
+    """A new SystemSpec with measured efficiencies: forwards to :func:`simengine.calibration.calibrate`."""
+    from .calibration import calibrate as _calibrate
+
+    return _calibrate(*args, **kwargs)
+
+
+def import_hf_config(config: dict[str, Any] | str | bytes):
+    """A Hugging Face ``config.json`` (dict or its text) → :class:`simengine.importers.HFImport`
+    (the ModelSpec dict, warnings, the fields that could not be mapped)."""
+    from .importers import import_hf_config as _import
+
+    return _import(config)
+
+
+__all__ = ["ConfigError", "HFImport", "HFImportError", "Report", "calibrate", "estimate", "estimate_json", "hf_to_model",
+           "import_hf_config", "layer_seconds", "parse_config_text", "scenario_from", "simulate", "validate"]
+
+
+# --- search -------------------------------------------------------------------------------------
+# ``search(...)`` (strategy search over simengine.search) is added here by the search work; not
+# implemented in this module yet.

@@ -9,7 +9,7 @@ from simengine import presets
 from simengine.config import load_scenario
 
 REPO = Path(__file__).resolve().parents[1]
-VALIDATION = REPO.parent / "shared" / "validation"
+VALIDATION = REPO / "simengine" / "validation" / "data"  # measured data bundled with the package
 BASE_STRATEGY = {"tp": 1, "pp": 1, "micro_batch_size": 1, "global_batch_size": 8, "seq_len": 4096}
 
 

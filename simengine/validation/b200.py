@@ -10,7 +10,7 @@ import io
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -114,8 +114,8 @@ def b200_system(preset: dict[str, Any], op_efficiency_csv: "str | bytes | os.Pat
     """The B200 system preset, optionally calibrated with the measured B200 operator table
     (shared/validation/b200_op_efficiency.csv) and measured NCCL fits
     (presets/calibration/b200-nccl-fits.json)."""
-    from .calibration.calibrate import load_b200_system_efficiency
-    from .config.system import CollectivePoint
+    from ..calibration.calibrate import load_b200_system_efficiency
+    from ..config.system import CollectivePoint
 
     system = dict(preset)
     if op_efficiency_csv is None and nccl_fits is None:
