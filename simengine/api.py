@@ -2,7 +2,7 @@
 
 Every function takes plain JSON-like dicts or validated specs and returns pydantic models /
 dicts; bad input raises ``ConfigError`` naming the field. Each function delegates (to
-``estimate``, ``timeline``, ``validation``, ``hf_import``, ``calibration``); nothing is computed here.
+``estimate``, ``timeline``, ``validation``, ``importers``, ``calibration``); nothing is computed here.
 """
 
 from __future__ import annotations
@@ -96,10 +96,59 @@ def import_hf_config(config: dict[str, Any] | str | bytes):
     return _import(config)
 
 
-__all__ = ["ConfigError", "HFImport", "HFImportError", "Report", "calibrate", "estimate", "estimate_json", "hf_to_model",
-           "import_hf_config", "layer_seconds", "parse_config_text", "scenario_from", "simulate", "validate"]
+
+def calibrate_with_summary(*args: Any, **kwargs: Any):
+    """``(SystemSpec, CalibrationSummary)``: forwards to :func:`simengine.calibration.calibrate_with_summary`."""
+    from .calibration import calibrate_with_summary as _calibrate
+
+    return _calibrate(*args, **kwargs)
+
+
+def count_parameters(model) -> tuple[int, int]:
+    """(total, active) parameters of a ModelSpec (``simengine.workload.params.count_parameters``)."""
+    from .workload.params import count_parameters as _count
+
+    return _count(model)
+
+
+def model_flops_per_step(sc: Scenario, causal: bool = False) -> float:
+    """Model FLOPs of one step (``simengine.estimate.model_flops_per_step``; no timing)."""
+    from .estimate import model_flops_per_step as _flops
+
+    return _flops(sc, causal=causal)
+
+
+def chrome_trace(timeline, name: str = "simengine") -> dict:
+    """The Chrome-trace (Perfetto) dict of a simulated timeline (``simengine.sim.trace.to_chrome_trace``)."""
+    from .sim.trace import to_chrome_trace
+
+    return to_chrome_trace(timeline, name)
+
+
+def write_chrome_trace(timeline, path, name: str = "simengine") -> None:
+    """Write the Chrome trace of ``timeline`` to ``path`` atomically (temp file + os.replace: a
+    failure leaves an existing file intact). Raises OSError."""
+    import json as _json
+
+    from .fileio import write_atomic
+
+    trace = chrome_trace(timeline, name)
+    write_atomic(path, lambda fh: _json.dump(trace, fh))
+
+
+def validation_sources() -> tuple[str, ...]:
+    """The names ``validate(source=...)`` accepts: "b200" and the published sources."""
+    from .validation import SOURCES
+
+    return SOURCES
 
 
 # --- search -------------------------------------------------------------------------------------
 # ``search(...)`` (strategy search over simengine.search) is added here by the search work; not
 # implemented in this module yet.
+
+
+__all__ = ["ConfigError", "HFImport", "HFImportError", "Report", "calibrate", "calibrate_with_summary", "chrome_trace",
+           "count_parameters", "estimate", "estimate_json", "hf_to_model", "import_hf_config", "layer_seconds",
+           "model_flops_per_step", "parse_config_text", "scenario_from", "simulate", "validate", "validation_sources",
+           "write_chrome_trace"]

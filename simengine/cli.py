@@ -117,11 +117,11 @@ def emit(text: str) -> None:
         raise _OutputError(e.strerror or str(e)) from None
 
 
-def _write_trace(path: str, trace: Any) -> None:
-    from .fileio import write_atomic
+def _write_trace(path: str, timeline: Any, name: str) -> None:
+    from . import api
 
     try:
-        write_atomic(path, lambda fh: json.dump(trace, fh))
+        api.write_chrome_trace(timeline, path, name)
     except OSError as e:
         raise ConfigError([("--trace", f"cannot write {path}: {e.strerror or e}")]) from e
 
@@ -195,9 +195,7 @@ def _main(argv: list[str] | None) -> int:
             return 0
         tl = api.simulate(cfg)
         if args.trace:
-            from .sim.trace import to_chrome_trace
-
-            _write_trace(args.trace, to_chrome_trace(tl, cfg["model"].get("name", "simengine")))
+            _write_trace(args.trace, tl, cfg["model"].get("name", "simengine"))
         summary = {"step_time_s": tl.step_time_s, "bubble_fraction": list(tl.bubble_fraction),
                    "peak_memory_gib": [b / 2**30 for b in tl.peak_memory_bytes], "spans": len(tl.spans)}
         emit(json.dumps(summary) if args.json else "\n".join(f"{k}: {v}" for k, v in summary.items()))
