@@ -10,7 +10,7 @@ from __future__ import annotations
 from .. import presets
 from ..errors import ConfigError
 from .b200 import b200_runs, b200_system
-from .data import data_path, read_text
+from .data import read_text
 from .published import SOURCES as PUBLISHED_SOURCES
 from .published import evaluate, published_runs
 from .result import SkippedRow, ValidationResult, ValidationRow, summarize
@@ -30,7 +30,8 @@ def b200_system_for(calibrated: bool) -> dict:
     preset = presets.load_preset("systems", B200_SYSTEM_PRESET)
     if not calibrated:
         return preset
-    return b200_system(preset, data_path("b200_op_efficiency.csv"), presets.load_calibration(B200_NCCL_FITS))
+    # the table's text, not a path: works from a checkout, a wheel or a zip alike
+    return b200_system(preset, read_text("b200_op_efficiency.csv"), presets.load_calibration(B200_NCCL_FITS))
 
 
 def b200_rows(calibrated: bool = False) -> list[ValidationRow]:
