@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
-def _main(argv: list[str] | None) -> int:
+def _parser() -> tuple[argparse.ArgumentParser, dict[str, Any]]:
     p = _Parser(prog="python -m simengine", description="LLM-training performance simulator")
     sub = p.add_subparsers(dest="cmd")
     for name in ("estimate", "simulate"):
@@ -167,6 +167,11 @@ def _main(argv: list[str] | None) -> int:
     modules = _module_commands()
     for mod in modules.values():
         mod.add_parser(sub)
+    return p, modules
+
+
+def _main(argv: list[str] | None) -> int:
+    p, modules = _parser()
     try:
         args = p.parse_args(argv)
         if args.cmd is None:
