@@ -59,18 +59,23 @@ def simulate(config: dict[str, Any] | Scenario):
 
 def layer_seconds(config: dict[str, Any]) -> tuple[float, float]:
     """Forward and backward (incl. weight-gradient and recompute) seconds of one transformer layer
-    for one micro-batch: the first chunk's cost of a 2-layer model minus that of a 1-layer model
-    (cancels embedding and head). Compared with per-layer timings such as Korthikanti et al. 2022
-    Table 4."""
-    from .cost.stage import build_plan
-
+    for one micro-batch: the first chunk of a 2-layer model minus that of a 1-layer model (cancels
+    embedding and head). Compared with per-layer timings such as Korthikanti et al. 2022 Table 4."""
     out = []
     for n in (1, 2):
         cfg = {k: dict(v) for k, v in config.items()}
         cfg["model"]["num_layers"] = n
-        c = build_plan(load_scenario(cfg)).stages[0].chunks[0]
-        out.append((c.fwd.total_s, c.bwd.total_s + c.wgt.total_s + c.recompute.total_s))
+        out.append(_first_chunk_seconds(load_scenario(cfg)))
     return out[1][0] - out[0][0], out[1][1] - out[0][1]
+
+
+def _first_chunk_seconds(sc: Scenario) -> tuple[float, float]:
+    """(forward, backward + weight-gradient + recompute) seconds of one micro-batch through the
+    first chunk of the first stage, each phase alone."""
+    from .cost.stage import build_plan
+
+    c = build_plan(sc).stages[0].chunks[0]
+    return c.fwd.total_s, c.bwd.total_s + c.wgt.total_s + c.recompute.total_s
 
 
 def validate(source: str | None = None, calibrated: bool = False):
