@@ -28,6 +28,7 @@ from simengine.api import estimate  # noqa: E402
 from simengine.api import scenario_from  # noqa: E402
 from simengine.cost.compute import ComputeModel  # noqa: E402
 from simengine.validation import b200_runs, b200_system  # noqa: E402
+from simengine.validation.data import data_path  # noqa: E402
 from simengine.workload.builder import build_workload  # noqa: E402
 from simengine.workload.ops import Attention, Gemm, GroupedGemm  # noqa: E402
 
@@ -36,11 +37,8 @@ PEAK = 2.25e15
 
 
 def data_dir() -> Path:
-    """shared/validation next to the checkout (or next to its parent, for a worktree)."""
-    for d in (ROOT.parent / "shared" / "validation", ROOT.parent.parent / "shared" / "validation"):
-        if d.is_dir():
-            return d
-    raise SystemExit("validation data not found next to the checkout")
+    """The measured data bundled with the package (simengine/validation/data)."""
+    return Path(str(data_path("b200_megatron_runs.csv"))).parent
 
 
 def op_rows(data: Path) -> list[dict[str, str]]:

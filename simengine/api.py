@@ -1,5 +1,9 @@
-"""The surface the app and the CLI use. Every function takes plain JSON-like dicts or validated
-specs and returns pydantic models / dicts; bad input raises ``ConfigError`` naming the field."""
+"""The front door: the surface the studio, the CLI and the validation harness use.
+
+Every function takes plain JSON-like dicts or validated specs and returns pydantic models /
+dicts; bad input raises ``ConfigError`` naming the field. Each function delegates (to
+``estimate``, ``timeline``, ``validation``, ``importers``, ``calibration``); nothing is computed here.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from typing import Any
 from .config.scenario import Scenario, load_scenario
 from .errors import ConfigError
 from .estimate import estimate as _estimate
+from .importers import HFImport, HFImportError, hf_to_model, parse_config_text
 from .report import Report
 
 
@@ -49,3 +54,105 @@ def simulate(config: dict[str, Any] | Scenario):
     from .timeline import simulate_scenario
 
     return simulate_scenario(scenario_from(config))
+
+
+
+def layer_seconds(config: dict[str, Any]) -> tuple[float, float]:
+    """Forward and backward (incl. weight-gradient and recompute) seconds of one transformer layer
+    for one micro-batch: the first chunk of a 2-layer model minus that of a 1-layer model (cancels
+    embedding and head). Compared with per-layer timings such as Korthikanti et al. 2022 Table 4."""
+    out = []
+    for n in (1, 2):
+        cfg = {k: dict(v) for k, v in config.items()}
+        cfg["model"]["num_layers"] = n
+        out.append(_first_chunk_seconds(load_scenario(cfg)))
+    return out[1][0] - out[0][0], out[1][1] - out[0][1]
+
+
+def _first_chunk_seconds(sc: Scenario) -> tuple[float, float]:
+    """(forward, backward + weight-gradient + recompute) seconds of one micro-batch through the
+    first chunk of the first stage, each phase alone."""
+    from .estimate import layer_times
+
+    return layer_times(sc)
+
+
+def validate(source: str | None = None, calibrated: bool = False):
+    """Predicted vs measured on the bundled measured runs (``source`` = "b200", a published source
+    such as "narayanan21", or None for all) → :class:`simengine.validation.ValidationResult`."""
+    from .validation import validate as _validate
+
+    return _validate(source, calibrated=calibrated)
+
+
+def calibrate(*args: Any, **kwargs: Any):
+    """A new SystemSpec with measured efficiencies: forwards to :func:`simengine.calibration.calibrate`."""
+    from .calibration import calibrate as _calibrate
+
+    return _calibrate(*args, **kwargs)
+
+
+def import_hf_config(config: dict[str, Any] | str | bytes):
+    """A Hugging Face ``config.json`` (dict or its text) → :class:`simengine.importers.HFImport`
+    (the ModelSpec dict, warnings, the fields that could not be mapped)."""
+    from .importers import import_hf_config as _import
+
+    return _import(config)
+
+
+
+def calibrate_with_summary(*args: Any, **kwargs: Any):
+    """``(SystemSpec, CalibrationSummary)``: forwards to :func:`simengine.calibration.calibrate_with_summary`."""
+    from .calibration import calibrate_with_summary as _calibrate
+
+    return _calibrate(*args, **kwargs)
+
+
+def count_parameters(model) -> tuple[int, int]:
+    """(total, active) parameters of a ModelSpec (``simengine.workload.params.count_parameters``)."""
+    from .workload.params import count_parameters as _count
+
+    return _count(model)
+
+
+def model_flops_per_step(sc: Scenario, causal: bool = False) -> float:
+    """Model FLOPs of one step (``simengine.estimate.model_flops_per_step``; no timing)."""
+    from .estimate import model_flops_per_step as _flops
+
+    return _flops(sc, causal=causal)
+
+
+def chrome_trace(timeline, name: str = "simengine") -> dict:
+    """The Chrome-trace (Perfetto) dict of a simulated timeline (``simengine.sim.trace.to_chrome_trace``)."""
+    from .sim.trace import to_chrome_trace
+
+    return to_chrome_trace(timeline, name)
+
+
+def write_chrome_trace(timeline, path, name: str = "simengine") -> None:
+    """Write the Chrome trace of ``timeline`` to ``path`` atomically (temp file + os.replace: a
+    failure leaves an existing file intact). Raises OSError."""
+    import json as _json
+
+    from .fileio import write_atomic
+
+    trace = chrome_trace(timeline, name)
+    write_atomic(path, lambda fh: _json.dump(trace, fh))
+
+
+def validation_sources() -> tuple[str, ...]:
+    """The names ``validate(source=...)`` accepts: "b200" and the published sources."""
+    from .validation import SOURCES
+
+    return SOURCES
+
+
+# --- search -------------------------------------------------------------------------------------
+# ``search(...)`` (strategy search over simengine.search) is added here by the search work; not
+# implemented in this module yet.
+
+
+__all__ = ["ConfigError", "HFImport", "HFImportError", "Report", "calibrate", "calibrate_with_summary", "chrome_trace",
+           "count_parameters", "estimate", "estimate_json", "hf_to_model", "import_hf_config", "layer_seconds",
+           "model_flops_per_step", "parse_config_text", "scenario_from", "simulate", "validate", "validation_sources",
+           "write_chrome_trace"]

@@ -1,12 +1,16 @@
-"""Command line: ``python -m simengine estimate|simulate|presets``.
+"""Command line: ``python -m simengine estimate|simulate|presets|schema|validate|import-hf``.
 
-Bad input exits with status 2 and one line naming the field; never a traceback.
+Bad input exits with status 2 and one line naming the field; never a traceback. Output that
+cannot be written (a full disk, ``> /dev/full``) is one line and status 2; a closed pipe
+(``| head -1``) ends quietly. Subcommands that live in their own module register with
+``add_parser(sub)`` and run with ``run(args) -> str`` (see ``_MODULE_COMMANDS``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
@@ -88,7 +92,64 @@ def _report_json(rep) -> dict[str, Any]:
     return rep.model_dump(mode="json")
 
 
+class _OutputError(Exception):
+    """stdout could not be written (not a closed pipe)."""
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # stdout without a file descriptor (captured in tests)
+        pass
+
+
+def emit(text: str) -> None:
+    """Write ``text`` and a newline to stdout and flush, so write errors surface here."""
+    try:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as e:
+        raise _OutputError(e.strerror or str(e)) from None
+
+
+def _write_trace(path: str, timeline: Any, name: str) -> None:
+    from . import api
+
+    try:
+        api.write_chrome_trace(timeline, path, name)
+    except OSError as e:
+        raise ConfigError([("--trace", f"cannot write {path}: {e.strerror or e}")]) from e
+
+
+def _module_commands() -> dict[str, Any]:
+    """Subcommands defined in their own modules: name -> module with add_parser(sub) and run(args)."""
+    from .importers import cli as importers_cli
+    from .validation import cli as validation_cli
+
+    return {"validate": validation_cli, "import-hf": importers_cli}
+
+
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:  # the reader went away (| head -1): stop quietly
+        _silence_stdout()
+        return 0
+    except _OutputError as e:
+        _silence_stdout()
+        print(f"error: cannot write output: {e}", file=sys.stderr)
+        return 2
+    except MemoryError:
+        print("error: out of memory: the scenario or input is too large for this machine", file=sys.stderr)
+        return 2
+
+
+def _parser() -> tuple[argparse.ArgumentParser, dict[str, Any]]:
     p = _Parser(prog="python -m simengine", description="LLM-training performance simulator")
     sub = p.add_subparsers(dest="cmd")
     for name in ("estimate", "simulate"):
@@ -103,41 +164,46 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("presets", help="list the preset names").add_argument("--json", action="store_true")
     sch = sub.add_parser("schema", help="print the JSON schema of a config section")
     sch.add_argument("section", choices=sorted(KINDS), help="model, system or strategy")
+    modules = _module_commands()
+    for mod in modules.values():
+        mod.add_parser(sub)
+    return p, modules
+
+
+def _main(argv: list[str] | None) -> int:
+    p, modules = _parser()
     try:
         args = p.parse_args(argv)
         if args.cmd is None:
-            raise ConfigError([("arguments", "choose a command: estimate, simulate, presets or schema")])
+            raise ConfigError([("arguments", "choose a command: estimate, simulate, presets, schema, " + ", ".join(modules))])
+        if args.cmd in modules:
+            emit(modules[args.cmd].run(args))
+            return 0
         if args.cmd == "schema":
             from .config import ModelSpec, StrategySpec, SystemSpec
 
             cls = {"model": ModelSpec, "system": SystemSpec, "strategy": StrategySpec}[args.section]
-            print(json.dumps(cls.model_json_schema(), indent=1))
+            emit(json.dumps(cls.model_json_schema(), indent=1))
             return 0
         if args.cmd == "presets":
             from . import presets
 
             data = {kind: presets.list_presets(kind) for kind in KINDS.values()}
-            print(json.dumps(data, indent=1) if args.json else "\n".join(f"{k}: {', '.join(v)}" for k, v in data.items()))
+            emit(json.dumps(data, indent=1) if args.json else "\n".join(f"{k}: {', '.join(v)}" for k, v in data.items()))
             return 0
         from . import api
 
         cfg = build_config(args)
         if args.cmd == "estimate":
             rep = api.estimate(cfg)
-            print(json.dumps(_report_json(rep)) if args.json else _table(rep))
+            emit(json.dumps(_report_json(rep)) if args.json else _table(rep))
             return 0
         tl = api.simulate(cfg)
         if args.trace:
-            from .sim.trace import to_chrome_trace
-
-            try:
-                with open(args.trace, "w", encoding="utf-8") as fh:
-                    json.dump(to_chrome_trace(tl, cfg["model"].get("name", "simengine")), fh)
-            except OSError as e:
-                raise ConfigError([("--trace", f"cannot write {args.trace}: {e.strerror}")]) from e
+            _write_trace(args.trace, tl, cfg["model"].get("name", "simengine"))
         summary = {"step_time_s": tl.step_time_s, "bubble_fraction": list(tl.bubble_fraction),
                    "peak_memory_gib": [b / 2**30 for b in tl.peak_memory_bytes], "spans": len(tl.spans)}
-        print(json.dumps(summary) if args.json else "\n".join(f"{k}: {v}" for k, v in summary.items()))
+        emit(json.dumps(summary) if args.json else "\n".join(f"{k}: {v}" for k, v in summary.items()))
         return 0
     except ConfigError as e:
         msg = str(e).replace("\n", " ")
@@ -146,6 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     except RecursionError:
         print("error: input nested too deeply", file=sys.stderr)
         return 2
+    except (BrokenPipeError, _OutputError, MemoryError):
+        raise
     except Exception as e:  # never a traceback for the user; tests assert this path is unused
         print(f"internal error: {type(e).__name__}: {e}".replace("\n", " "), file=sys.stderr)
         return 1

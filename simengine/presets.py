@@ -24,8 +24,17 @@ from pydantic import BaseModel, ValidationError
 from .config import ModelSpec, StrategySpec, SystemSpec
 from .errors import ConfigError, from_pydantic
 
-PRESET_DIR: Path = Path(__file__).resolve().parent.parent / "presets"
-"""Root of the catalogue (``<repo>/presets``), resolved relative to this file."""
+
+def _preset_dir() -> Path:
+    """``simengine/_presets`` in an installed wheel (pyproject maps the top-level ``presets/``
+    folder there as package data), else ``<checkout>/presets`` next to the package."""
+    here = Path(__file__).resolve().parent
+    installed = here / "_presets"
+    return installed if installed.is_dir() else here.parent / "presets"
+
+
+PRESET_DIR: Path = _preset_dir()
+"""Root of the catalogue: ``<repo>/presets`` in a checkout, ``simengine/_presets`` when installed."""
 
 KINDS: tuple[str, ...] = ("models", "systems", "strategies")
 SCENARIO_SIZES: tuple[str, ...] = ("small", "medium", "large")
@@ -149,7 +158,7 @@ def size_scenario(size: str) -> dict[str, dict[str, Any]]:
 
 
 __all__ = [
-    "KINDS", "PRESET_DIR", "SCENARIO_SIZES", "list_presets", "load_preset", "load_spec", "size_scenario",
+    "KINDS", "PRESET_DIR", "SCENARIO_SIZES", "list_presets", "load_calibration", "load_preset", "load_spec", "size_scenario",
 ]
 
 
@@ -158,6 +167,20 @@ def named_scenarios() -> dict[str, dict[str, Any]]:
     names and the job size (``num_gpus`` overrides the system preset's)."""
     data = _parse_file(PRESET_DIR / "scenarios.json", "scenarios")
     return copy.deepcopy(data["scenarios"])
+
+
+def load_calibration(name: str) -> dict[str, Any]:
+    """``presets/calibration/<name>.json``: measured calibration data shipped with the catalogue
+    (e.g. ``b200-nccl-fits``, the alpha-beta NCCL fits of the B200 validation node)."""
+    stem = name[:-5] if name.endswith(".json") else name
+    folder = PRESET_DIR / "calibration"
+    known = sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
+    if not _NAME_RE.match(stem) or stem not in known:
+        raise ConfigError([("calibration", f"unknown calibration preset {name!r}; known: {', '.join(known) or '(none)'}")])
+    data = _parse_file(folder / f"{stem}.json", "calibration")
+    if not isinstance(data, dict):
+        raise ConfigError([("calibration", f"{folder / (stem + '.json')}: expected a JSON object")])
+    return data
 
 
 def scenario_preset(name: str) -> dict[str, Any]:

@@ -9,6 +9,6 @@ from scenarios import VALIDATION
 
 @pytest.fixture
 def validation_dir():
-    if not VALIDATION.is_dir():
-        pytest.skip(f"validation data not found at {VALIDATION}")
+    """The bundled measured data; a missing folder is a failure (it ships with the package), never a skip."""
+    assert VALIDATION.is_dir(), f"bundled validation data missing at {VALIDATION}"
     return VALIDATION

@@ -9,9 +9,7 @@ from simengine import presets
 from simengine.config import load_scenario
 
 REPO = Path(__file__).resolve().parents[1]
-# ../shared/validation next to the checkout (or next to its parent, for a git worktree under wt/)
-VALIDATION = next((d for d in (REPO.parent / "shared" / "validation", REPO.parent.parent / "shared" / "validation")
-                   if d.is_dir()), REPO.parent / "shared" / "validation")
+VALIDATION = REPO / "simengine" / "validation" / "data"  # measured data bundled with the package
 BASE_STRATEGY = {"tp": 1, "pp": 1, "micro_batch_size": 1, "global_batch_size": 8, "seq_len": 4096}
 
 

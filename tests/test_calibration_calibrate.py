@@ -12,8 +12,8 @@ from simengine.calibration import calibrate, calibrate_with_summary, gemm_effici
 from simengine.config.system import GPUSpec, NetworkTier, PeakTflops, ScaleUp, SystemSpec
 from simengine.errors import ConfigError
 
-VALIDATION = Path(__file__).resolve().parents[2] / "shared" / "validation"
-B200 = VALIDATION / "b200_op_efficiency.csv"
+VALIDATION = Path(__file__).resolve().parent / "data" / "calibration"  # real logs and sweeps (README there)
+B200 = Path(__file__).resolve().parents[1] / "simengine" / "validation" / "data" / "b200_op_efficiency.csv"
 XLA = VALIDATION / "gemm_sweeps" / "xla_sm90_h100_matmul_perf_table.csv"
 LOGS = VALIDATION / "nccl_logs"
 needs_data = pytest.mark.skipif(not (B200.is_file() and XLA.is_file() and LOGS.is_dir()),

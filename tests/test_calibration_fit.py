@@ -12,7 +12,7 @@ from simengine.calibration.nccl import NcclRow, NcclTable
 from simengine.config.system import GPUSpec, NetworkTier, PeakTflops, ScaleUp, SystemSpec
 from simengine.errors import ConfigError
 
-VALIDATION = Path(__file__).resolve().parents[2] / "shared" / "validation"
+VALIDATION = Path(__file__).resolve().parent / "data" / "calibration"  # real logs and sweeps (README there)
 LOGS = VALIDATION / "nccl_logs"
 needs_logs = pytest.mark.skipif(not LOGS.is_dir(), reason=f"validation logs not found at {LOGS}")
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from simengine.calibration import bus_factor, parse_nccl_log
 from simengine.errors import ConfigError
 
-VALIDATION = Path(__file__).resolve().parents[2] / "shared" / "validation"
+VALIDATION = Path(__file__).resolve().parent / "data" / "calibration"  # real logs and sweeps (README there)
 LOGS = VALIDATION / "nccl_logs"
 needs_logs = pytest.mark.skipif(not LOGS.is_dir(), reason=f"validation logs not found at {LOGS}")
 

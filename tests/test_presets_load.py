@@ -150,10 +150,9 @@ def test_published_counts_spot_checks():
     assert a100.gpu.peak_tflops.fp8 is None
 
 
-B200_CSV = Path(__file__).resolve().parents[2] / "shared" / "validation" / "b200_op_efficiency.csv"
+B200_CSV = Path(__file__).resolve().parents[1] / "simengine" / "validation" / "data" / "b200_op_efficiency.csv"
 
 
-@pytest.mark.skipif(not B200_CSV.is_file(), reason="shared validation data not present")
 def test_b200_efficiency_matches_measured_table():
     rows = {(r["table"], r["op"]): float(r["efficiency"]) for r in csv.DictReader(B200_CSV.open())
             if r["table"] in ("op_default", "mem_bw")}

@@ -1,35 +1,22 @@
-"""The measured B200 Megatron-LM runs (shared/validation/b200_megatron_runs.csv): every row runs,
-through the CLI too, and the error stays within today's bounds (a regression guard: the README's
-table is produced by benchmarks/validate_b200.py)."""
+"""The measured B200 Megatron-LM runs (simengine/validation/data/b200_megatron_runs.csv): every row
+runs, through the CLI too, and the error stays within today's bounds (a regression guard: the
+README's table is produced by tools/readme_tables.py from ``simengine validate --json``)."""
 
 import json
-from pathlib import Path
 
 import pytest
 
-from simengine import presets
 from simengine.api import estimate
 from simengine.cli import main
-from simengine.validation import b200_runs, b200_system
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def data(validation_dir_module):
-    csv_text = (validation_dir_module / "b200_megatron_runs.csv").read_text()
-    preset = presets.load_preset("systems", "b200-sxm-180gb")
-    fits = json.loads((ROOT / "presets" / "calibration" / "b200-nccl-fits.json").read_text())
-    calibrated = b200_system(preset, validation_dir_module / "b200_op_efficiency.csv", fits)
-    return b200_runs(csv_text, preset), b200_runs(csv_text, calibrated)
+from simengine.validation import b200_runs
+from simengine.validation.data import read_text
+from simengine.validation.run import b200_system_for
 
 
 @pytest.fixture(scope="module")
-def validation_dir_module():
-    from scenarios import VALIDATION
-    if not VALIDATION.is_dir():
-        pytest.skip(f"validation data not found at {VALIDATION}")
-    return VALIDATION
+def data():
+    csv_text = read_text("b200_megatron_runs.csv")  # bundled: a missing file fails here, never skips
+    return b200_runs(csv_text, b200_system_for(False)), b200_runs(csv_text, b200_system_for(True))
 
 
 def errors(runs):

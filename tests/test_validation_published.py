@@ -1,23 +1,18 @@
-"""shared/validation/published_runs.csv: the mapping of published runs onto scenarios, that every
+"""simengine/validation/data/published_runs.csv: the mapping of published runs onto scenarios, that every
 mapped run estimates, and the current accuracy per source pinned as a regression bound."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from simengine.published import (evaluate, flops_eq3, flops_eq7, flops_megatron, predict_metrics, published_runs,
-                                 summarize, torchtitan_flops_per_token)
-
-CSV = Path(__file__).resolve().parents[2] / "shared" / "validation" / "published_runs.csv"
+from simengine.validation.data import read_text
+from simengine.validation.published import (evaluate, flops_eq3, flops_eq7, flops_megatron, predict_metrics, published_runs,
+                                            summarize, torchtitan_flops_per_token)
 
 
 @pytest.fixture(scope="module")
 def mapped():
-    if not CSV.is_file():
-        pytest.skip(f"validation data not found at {CSV}")
-    runs, skipped = published_runs(CSV.read_text())
+    runs, skipped = published_runs(read_text("published_runs.csv"))  # bundled: missing fails, never skips
     return {r.run_id: r for r in runs}, {s.run_id: s for s in skipped}
 
 

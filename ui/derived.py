@@ -7,7 +7,7 @@ from typing import Any
 from simengine.config import ModelSpec, StrategySpec, SystemSpec
 from simengine.config.scenario import make_scenario
 from simengine.errors import ConfigError
-from simengine.workload.params import count_parameters
+from simengine.api import count_parameters
 
 
 def model_figures(model: dict[str, Any]) -> dict[str, float]:
@@ -36,7 +36,7 @@ def system_figures(system: dict[str, Any]) -> dict[str, float | None]:
 
 def scenario_figures(cfg: dict[str, dict[str, Any]]) -> dict[str, float]:
     """Layout figures of a consistent scenario (raises ConfigError otherwise)."""
-    from simengine.estimate import model_flops_per_step
+    from simengine.api import model_flops_per_step
 
     sc = make_scenario(ModelSpec.model_validate(cfg["model"]), SystemSpec.model_validate(cfg["system"]),
                        StrategySpec.model_validate(cfg["strategy"]))

@@ -100,7 +100,7 @@ def chrome_trace(scenario_json: str, name: str) -> bytes:
     Not cached and free of session state: a download button calls it lazily, on click, outside
     the script thread (pass the scenario JSON captured while rendering). Refuses a timeline of
     more than ``MAX_TRACE_SPANS`` spans (the page does not offer the download then)."""
-    from simengine.sim.trace import to_chrome_trace
+    from simengine.api import chrome_trace as to_chrome_trace
 
     tl = _simulate(scenario_json)
     n = len(getattr(tl, "spans", ()) or ())

@@ -130,7 +130,7 @@ def clear_gemm() -> None:
 
 def calibrate_from_uploads(gemm_file, nccl_files) -> None:
     """Run the engine's calibration on uploaded measurements and store the calibrated system."""
-    from simengine.calibration.calibrate import calibrate_with_summary
+    from simengine.api import calibrate_with_summary
     from simengine.config import SystemSpec
     from simengine.errors import ConfigError
 

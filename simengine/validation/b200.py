@@ -1,4 +1,4 @@
-"""Measured runs as scenarios: maps rows of shared/validation/b200_megatron_runs.csv onto
+"""Measured runs as scenarios: maps rows of the bundled b200_megatron_runs.csv (data/) onto
 (model, system, strategy) dicts, so the CLI, the tests and the README's error table run exactly the
 launched configurations. Pure functions over CSV text; nothing here is tuned to the rows."""
 
@@ -10,7 +10,7 @@ import io
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ def _model(row: dict[str, str]) -> dict[str, Any]:
     moe = row["model_type"] == "moe"
     m: dict[str, Any] = {
         "name": f"{row['model']} ({row['num_layers_used']} layers)",
-        "source": "shared/validation/b200_megatron_runs.csv (model as launched)",
+        "source": "simengine/validation/data/b200_megatron_runs.csv (model as launched)",
         "hidden_size": _i(row, "hidden_size"),
         "num_layers": _i(row, "num_layers_used"),
         "num_attention_heads": _i(row, "num_attention_heads"),
@@ -112,10 +112,10 @@ def b200_runs(csv_text: str, system: dict[str, Any]) -> list[MeasuredRun]:
 
 def b200_system(preset: dict[str, Any], op_efficiency_csv: "str | bytes | os.PathLike | None" = None, nccl_fits: dict[str, Any] | None = None) -> dict[str, Any]:
     """The B200 system preset, optionally calibrated with the measured B200 operator table
-    (shared/validation/b200_op_efficiency.csv) and measured NCCL fits
+    (data/b200_op_efficiency.csv, as a path or its text) and measured NCCL fits
     (presets/calibration/b200-nccl-fits.json)."""
-    from .calibration.calibrate import load_b200_system_efficiency
-    from .config.system import CollectivePoint
+    from ..calibration.calibrate import load_b200_system_efficiency
+    from ..config.system import CollectivePoint
 
     system = dict(preset)
     if op_efficiency_csv is None and nccl_fits is None:

@@ -1,4 +1,4 @@
-"""Published training runs as scenarios: maps shared/validation/published_runs.csv (Narayanan et al.
+"""Published training runs as scenarios: maps the bundled data/published_runs.csv (Narayanan et al.
 2021, Korthikanti et al. 2022, the Megatron-LM README H100 table, torchtitan, NeMo and
 Megatron-Bridge performance pages) onto (model, system, strategy) dicts, and converts a Report into
 each source's own metric definition so prediction and measurement are compared like for like.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..presets import load_preset
+from ...presets import load_preset
 from .types import _Skip
 
 # ---------------------------------------------------------------------------------------------

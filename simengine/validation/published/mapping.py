@@ -8,7 +8,7 @@ import math
 import re
 from typing import Any
 
-from ..errors import ConfigError
+from ...errors import ConfigError
 from .types import PublishedRun, SkippedRun, _Skip
 from .cells import NARAYANAN_T1, _GPU_PEAK_BF16, _dtype, _int, _layout, _model, _recompute, _s, _source_key, _system, _vpp, _zero
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..errors import ConfigError
+from ...errors import ConfigError
 from .types import PublishedRun, SkippedRun
 from .flops import flops_eq3, flops_eq7, flops_eq8, flops_megatron, torchtitan_flops_per_token
 
@@ -13,15 +13,9 @@ from .flops import flops_eq3, flops_eq7, flops_eq8, flops_megatron, torchtitan_f
 def _layer_times(config: dict[str, Any]) -> tuple[float, float]:
     """Forward and backward (incl. recompute) seconds of one transformer layer for one micro-batch:
     the chunk cost of a 2-layer model minus that of a 1-layer model (cancels embedding and head)."""
-    from ..config.scenario import load_scenario
-    from ..estimate import layer_times
+    from ...api import layer_seconds
 
-    out = []
-    for n in (1, 2):
-        cfg = {k: dict(v) for k, v in config.items()}
-        cfg["model"]["num_layers"] = n
-        out.append(layer_times(load_scenario(cfg)))
-    return out[1][0] - out[0][0], out[1][1] - out[0][1]
+    return layer_seconds(config)
 
 
 def predict_metrics(run: PublishedRun, report: Any, layer_times: Callable[[dict[str, Any]], tuple[float, float]] | None = None) -> dict[str, float]:
@@ -111,7 +105,7 @@ def evaluate(runs: list[PublishedRun]) -> tuple[list[Comparison], list[SkippedRu
     """Estimate every run and compare each metric; runs the engine rejects come back as skipped."""
     import json
 
-    from ..api import estimate
+    from ...api import estimate
 
     comps: list[Comparison] = []
     failed: list[SkippedRun] = []

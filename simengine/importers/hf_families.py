@@ -1,0 +1,44 @@
+"""What the Hugging Face importer knows about each architecture family, and which config.json
+keys it reads or knowingly ignores. Any other key is reported back as *not mapped*.
+
+Block layouts: GPT-2 from transformers ``models/gpt2/modeling_gpt2.py`` (``GPT2Block``: LayerNorm
+``ln_1``/``ln_2``, ``Conv1D`` projections with biases, learned ``wpe`` positions, ``lm_head`` tied to
+``wte``; ``GPT2Config`` defaults ``tie_word_embeddings=True``, ``n_inner=None`` → 4·n_embd). Llama-style
+families from ``models/llama/modeling_llama.py`` and the Mistral/Mixtral/Qwen2/Qwen3(-MoE)/DeepSeek
+ports: RMSNorm, rotary positions, bias-free projections, ``tie_word_embeddings`` default False in
+their configs (Qwen2/3 small models set it explicitly).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+_LLAMA_STYLE: dict[str, Any] = {"norm": "rmsnorm", "position_embedding": "rope", "linear_bias": False, "tie_default": False}
+
+FAMILIES: dict[str, dict[str, Any]] = {
+    "gpt2": {"norm": "layernorm", "position_embedding": "learned", "linear_bias": True, "tie_default": True},
+    **{t: _LLAMA_STYLE for t in ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
+                                 "deepseek_v2", "deepseek_v3", "kimi_k2")},
+}
+
+# Keys read by the mapping itself, beyond FIELD_MAP (norm kind, biases, dropout, MoE layer lists).
+READ: frozenset[str] = frozenset({
+    "model_type", "architectures", "_name_or_path", "text_config", "rms_norm_eps", "layer_norm_eps",
+    "layer_norm_epsilon", "attention_bias", "mlp_bias", "mlp_only_layers", "resid_pdrop", "attn_pdrop",
+    "attention_dropout", "hidden_dropout", "embd_pdrop", "n_ctx", "sliding_window", "use_sliding_window",
+    "quantization_config", "add_cross_attention",
+})
+
+# Keys with no effect on a training step's compute, communication or memory shape: token ids,
+# initialisation, inference caches, rotary frequency/scaling (same FLOPs), router loss weights and
+# group-limited routing (same expert GEMMs), GPT-2's sequence-summary head (not in the causal LM).
+IGNORED: frozenset[str] = frozenset({
+    "bos_token_id", "eos_token_id", "pad_token_id", "torch_dtype", "dtype", "transformers_version",
+    "initializer_range", "initializer_factor", "use_cache", "rope_theta", "rope_scaling", "pretraining_tp",
+    "auto_map", "output_router_logits", "router_aux_loss_coef", "aux_loss_alpha", "seq_aux", "norm_topk_prob",
+    "routed_scaling_factor", "n_group", "topk_group", "topk_method", "ep_size", "max_window_layers",
+    "summary_activation", "summary_first_dropout", "summary_proj_to_labels", "summary_type", "summary_use_proj",
+    "task_specific_params", "scale_attn_weights", "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn",
+    "tokenizer_class", "use_bfloat16",
+})

@@ -1,0 +1,128 @@
+"""Regenerate the README's accuracy tables from ``python -m simengine validate --json``.
+
+Run: python tools/readme_tables.py            # print the tables (markdown)
+     python tools/readme_tables.py --write    # replace them in README.md between the markers
+     python tools/readme_tables.py --check    # exit 1 when README.md is out of date
+
+Markers: ``<!-- BEGIN validation:NAME -->`` … ``<!-- END validation:NAME -->`` with NAME ``b200``
+(the 20 Megatron-LM B200 runs, datasheet and calibrated, vs the peer SimuMax) and ``published``
+(per published source). The numbers come only from the CLI's JSON: nothing is computed twice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+PUBLISHED = ("narayanan21", "korthikanti22", "megatron-readme", "torchtitan", "nemo", "megatron-bridge")
+
+
+def validate_json(*args: str) -> dict:
+    p = subprocess.run([sys.executable, "-m", "simengine", "validate", "--json", *args], cwd=ROOT, capture_output=True, text=True)
+    if p.returncode:
+        raise SystemExit(f"simengine validate failed: {p.stderr.strip()}")
+    return json.loads(p.stdout)
+
+
+def _mape(errs: list[float]) -> float:
+    return sum(abs(e) for e in errs) / len(errs)
+
+
+def _median(errs: list[float]) -> float:
+    e, n = sorted(errs), len(errs)
+    return e[n // 2] if n % 2 else 0.5 * (e[n // 2 - 1] + e[n // 2])
+
+
+def b200_tables(plain: dict, cal: dict) -> str:
+    b200 = [r for r in plain["rows"] if r["source"] == "b200"]
+    rows = {(r["run"], r["metric"]): r for r in b200}
+    crow = {(r["run"], r["metric"]): r for r in cal["rows"] if r["source"] == "b200"}
+    runs = list(dict.fromkeys(r["run"] for r in b200))
+
+    def err(table, metric, peer=False):
+        out = []
+        for run in runs:
+            r = table[(run, metric)]
+            out.append(100 * (r["peer_predicted"] / r["measured"] - 1) if peer else r["error_pct"])
+        return out
+
+    t, tc, tp, m, mp = err(rows, "step_time"), err(crow, "step_time"), err(rows, "step_time", True), err(rows, "peak_memory"), err(rows, "peak_memory", True)
+    worst = lambda v: max(v, key=abs)  # noqa: E731
+    lines = ["| | time MAPE | worst time error | memory MAPE |", "|---|---|---|---|",
+             f"| simengine, datasheet preset | {_mape(t):.1f} % | {worst(t):+.1f} % | {_mape(m):.2f} % |",
+             f"| simengine, calibrated (op table + NCCL fits) | {_mape(tc):.1f} % | {worst(tc):+.1f} % | {_mape(m):.2f} % |",
+             f"| SimuMax v1.2 | {_mape(tp):.1f} % | {worst(tp):+.1f} % | {_mape(mp):.2f} % |",
+             "", "<details><summary>All 20 rows</summary>", "",
+             "| case | measured ms | simengine (preset) | simengine (calibrated) | SimuMax | measured GiB | simengine GiB | SimuMax GiB |",
+             "|---|---|---|---|---|---|---|---|"]
+    for i, run in enumerate(runs):
+        a, b, mm = rows[(run, "step_time")], crow[(run, "step_time")], rows[(run, "peak_memory")]
+        lines.append(f"| {run} | {a['measured']:.1f} | {a['predicted']:.1f} ({t[i]:+.1f} %) | {b['predicted']:.1f} ({tc[i]:+.1f} %) | "
+                     f"{a['peer_predicted']:.1f} ({tp[i]:+.1f} %) | {mm['measured']:.2f} | {mm['predicted']:.2f} ({m[i]:+.2f} %) | "
+                     f"{mm['peer_predicted']:.2f} ({mp[i]:+.2f} %) |")
+    lines += ["", "</details>"]
+    return "\n".join(lines)
+
+
+def published_table(res: dict) -> str:
+    lines = ["| source | runs mapped | runs skipped | metric rows | MAPE % | median signed % | rows not weak | MAPE not weak % |",
+             "|---|---|---|---|---|---|---|---|"]
+
+    def cells(rows, skipped, name):
+        errs = [r["error_pct"] for r in rows]
+        strong = [r["error_pct"] for r in rows if not r["weak"]]
+        c = [name, str(len({r["run"] for r in rows})), str(len(skipped)), str(len(errs))]
+        c += [f"{_mape(errs):.1f}", f"{_median(errs):+.1f}"] if errs else ["–", "–"]
+        c += [str(len(strong)), f"{_mape(strong):.1f}" if strong else "–"]
+        return "| " + " | ".join(c) + " |"
+
+    rows = [r for r in res["rows"] if r["source"] in PUBLISHED]
+    for src in PUBLISHED:
+        lines.append(cells([r for r in rows if r["source"] == src], [s for s in res["skipped"] if s["source"] == src], src))
+    lines.append(cells(rows, [s for s in res["skipped"] if s["source"] in PUBLISHED], "**all**"))
+    return "\n".join(lines)
+
+
+def tables() -> dict[str, str]:
+    everything = validate_json()
+    return {"b200": b200_tables(everything, validate_json("--source", "b200", "--calibrated")),
+            "published": published_table(everything)}
+
+
+def replace(text: str, name: str, body: str) -> str:
+    pat = re.compile(rf"(<!-- BEGIN validation:{name} -->\n).*?(\n<!-- END validation:{name} -->)", re.S)
+    if not pat.search(text):
+        raise SystemExit(f"README.md has no <!-- BEGIN/END validation:{name} --> markers")
+    return pat.sub(lambda m: m.group(1) + body + m.group(2), text)
+
+
+def main(argv: list[str]) -> int:
+    t = tables()
+    if not argv:
+        print("\n\n".join(t.values()))
+        return 0
+    old = README.read_text(encoding="utf-8")
+    new = old
+    for name, body in t.items():
+        new = replace(new, name, body)
+    if "--check" in argv:
+        if new != old:
+            print("README.md accuracy tables are out of date: run python tools/readme_tables.py --write", file=sys.stderr)
+            return 1
+        return 0
+    fd, tmp = tempfile.mkstemp(dir=ROOT, prefix=".README.", suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(new)
+    os.replace(tmp, README)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
