@@ -37,6 +37,9 @@ class Dims:
     shared_ffn: int   # shared-expert width per rank
     ep: int
     etp: int
+    moe_dispatch_dtype: str = "bf16"   # forward dispatch precision (StrategySpec.moe_dispatch_dtype)
+    moe_imbalance: float = 1.0         # hottest rank's tokens / mean (StrategySpec.moe_load_imbalance)
+    attention_window: int = 0          # sliding window of the block's core attention (0 = full)
 
 
 def dims_of(sc: Scenario) -> Dims:
@@ -76,4 +79,13 @@ def dims_of(sc: Scenario) -> Dims:
         attn_dropout=m.attention_dropout > 0, unfused_attention=st.attention_impl == "unfused", fp8=st.dtype == "fp8",
         experts_local=experts_local, moe_ffn=moe_ffn, moe_tokens=moe_tokens,
         tokens_per_expert=tpe, shared_ffn=shared, ep=ep, etp=etp,
+        moe_dispatch_dtype=st.moe_dispatch_dtype, moe_imbalance=st.moe_load_imbalance,
+        attention_window=_uniform_window(m),
     )
+
+
+def _uniform_window(m) -> int:
+    """The window every layer shares (the attention block is built once for all layers); with a
+    mixed pattern (``full_attention_interval``) the block stays full attention and
+    ``simengine.workload.window`` prices the windowed layers."""
+    return int(m.attention_window or 0) if m.full_attention_interval is None else 0

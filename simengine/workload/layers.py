@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..config.model import ModelSpec
 from .dims import Dims
+from .dispatch import ep_alltoall
 from .ops import BF16, Attention, Collective, GroupedGemm, Memory
 from .phases import Phases, column_linear, gemm_triple, row_linear
 
@@ -160,10 +161,10 @@ def moe_block(d: Dims, model: ModelSpec, dispatcher: str) -> Phases:
     """MoE MLP (Megatron-Core ``MoELayer``): router GEMM, permute, token dispatch over EP, grouped
     expert GEMMs, combine, unpermute; shared experts run as a dense MLP beside the routed ones.
 
-    Token dispatch (``MoEAlltoAllTokenDispatcher``): each rank sends T·k·h bf16 to the ranks that
-    own the chosen experts and receives the same amount back in combine; the backward repeats both
-    in reverse. The all-gather dispatcher gathers all ep ranks' tokens instead and reduce-scatters
-    the expert outputs.
+    Token dispatch: the alltoall and deepep dispatchers as simengine/workload/dispatch.py describes
+    them (per-tier pricing in simengine/cost/moe_comm.py). The all-gather dispatcher
+    (``MoEAllGatherTokenDispatcher``) gathers all ep ranks' tokens instead and reduce-scatters the
+    expert outputs.
     """
     ph = Phases()
     T, h = d.moe_tokens, d.h
@@ -177,10 +178,14 @@ def moe_block(d: Dims, model: ModelSpec, dispatcher: str) -> Phases:
     # kernels forward and 10 in backward, each paying the per-kernel overhead.
     ph.fwd.append(Memory("router-softmax-topk-aux", 6 * T * model.num_experts * 4, kernels=20))
     ph.bwd.append(Memory("router-bwd", 4 * T * model.num_experts * 4, kernels=10))
+    if model.router_expert_bias:
+        # aux-loss-free balancing (DeepSeek-V3 report §2.1.2; Megatron-Core TopKRouter with
+        # moe_router_enable_expert_bias): scores + bias for the top-k choice (read the fp32 scores,
+        # write the biased copy) and the per-expert token count kept for the step's bias update
+        ph.fwd.append(Memory("router-expert-bias", 2 * T * model.num_experts * 4 + model.num_experts * 4, kernels=2))
     permute = (T + routed) * h * BF16
     ph.fwd.append(Memory("permute", 2 * permute, kernels=2))  # TE moe_permute: row-id map + gather
     ph.bwd.append(Memory("permute-bwd", 2 * permute, kernels=2))
-    send = T * model.top_k * h * BF16
     if d.ep > 1:
         if dispatcher == "allgather":
             ph.fwd.append(Collective("ep-ag:dispatch", "all_gather", T * h * BF16 * d.ep, "ep", d.ep))
@@ -188,9 +193,7 @@ def moe_block(d: Dims, model: ModelSpec, dispatcher: str) -> Phases:
             ph.bwd.append(Collective("ep-ag:dcombine", "all_gather", T * h * BF16 * d.ep, "ep", d.ep))
             ph.bwd.append(Collective("ep-rs:ddispatch", "reduce_scatter", T * h * BF16 * d.ep, "ep", d.ep))
         else:
-            for nm in ("dispatch", "combine"):
-                ph.fwd.append(Collective("ep-a2a:" + nm, "all_to_all", send, "ep", d.ep))
-                ph.bwd.append(Collective("ep-a2a:d" + nm, "all_to_all", send, "ep", d.ep))
+            ep_alltoall(ph, d, model, dispatcher, d.moe_dispatch_dtype, d.moe_imbalance)
     if d.etp > 1:
         gathered = routed * h * BF16 * d.etp
         ph.fwd.append(Collective("etp-ag", "all_gather", gathered, "etp", d.etp))
