@@ -46,8 +46,11 @@ def _core_attention(ph: Phases, d: Dims, model: ModelSpec, cp_comm: str) -> None
     if cp > 1 and cp_comm == "a2a":
         heads, kv, s_q = max(heads // cp, 1), max(kv // cp, 1) if kv >= cp else kv, d.s
     impl = "unfused" if d.unfused_attention else "flash"
-    fwd = Attention("attn", d.b, heads, kv, s_q, s_kv, d.d_qk, d.d_v, True, "fwd", impl)
-    bwd = Attention("attn-bwd", d.b, heads, kv, s_q, s_kv, d.d_qk, d.d_v, True, "bwd", impl)
+    # sliding-window attention (Dims.attention_window, ModelSpec.attention_window) skips the key
+    # blocks outside the band: FLOPs ~ s·w instead of s²/2 (ops.window_tile_pairs)
+    w = d.attention_window
+    fwd = Attention("attn", d.b, heads, kv, s_q, s_kv, d.d_qk, d.d_v, True, "fwd", impl, w)
+    bwd = Attention("attn-bwd", d.b, heads, kv, s_q, s_kv, d.d_qk, d.d_v, True, "bwd", impl, w)
     if cp > 1:
         qkv_bytes = d.tokens * (d.heads * d.d_qk + d.kv_heads * (d.d_qk + d.d_v)) * BF16
         o_bytes = d.tokens * d.heads * d.d_v * BF16
