@@ -22,6 +22,7 @@ all-to-alls still gets Megatron's alltoall figure.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ..config.model import ModelSpec
@@ -46,8 +47,21 @@ class ExpertAllToAll(Collective):
     imbalance: float = 1.0            # hottest receiving rank's load / mean (StrategySpec.moe_load_imbalance)
 
 
+def _flat_rows(d: Dims, m: ModelSpec) -> tuple[int, bool]:
+    """Rows the alltoall dispatcher sends per source rank, and whether they are capacity-padded.
+    Drop-and-pad (``capacity_factor``): every expert gets exactly ``capacity`` rows from each source,
+    ``capacity = ceil(T·k / E · cf)`` (moe_utils.get_capacity with num_tokens·topk) and
+    ``num_out_tokens = capacity · num_experts`` (MoEAlltoAllTokenDispatcher.preprocess)."""
+    if m.capacity_factor is not None:
+        return math.ceil(d.moe_tokens * m.top_k / m.num_experts * m.capacity_factor) * m.num_experts, True
+    return d.moe_tokens * m.top_k, False
+
+
 def _op(name: str, d: Dims, m: ModelSpec, dispatcher: str, row_bytes: float, imbalance: float) -> ExpertAllToAll:
-    flat = d.moe_tokens * m.top_k * row_bytes * imbalance
+    rows, padded = _flat_rows(d, m)
+    if padded and dispatcher != "deepep":
+        imbalance = 1.0  # padded to capacity: every rank receives the same count, however routing goes
+    flat = rows * row_bytes * imbalance
     return ExpertAllToAll(name, "all_to_all", flat, "ep", d.ep, "", dispatcher, d.moe_tokens, m.top_k,
                           m.num_experts, m.n_group or 1, m.topk_group or 1, row_bytes, imbalance)
 

@@ -18,9 +18,8 @@ Derivation. Unit u is missed when none of the k experts falls in it. Given the k
     P(u missed | S) = C(E_S − c_u(S), k) / C(E_S, k) = Π_{i<k} (E_S − c_u(S) − i) / (E_S − i)
 
 and E[distinct units hit] = Σ_u (1 − E_S[P(u missed | S)]). The average over S only depends on
-which of the groups overlapping u are kept; a small dynamic programme over those groups (how
-many kept, how many of u's experts they hold) weighted by C(G − j, M − i) / C(G, M) gives it
-exactly. Without groups (G = M = 1) this is the plain hypergeometric
+how many of the groups overlapping u are kept (of each overlap size), weighted by the
+multivariate hypergeometric C(n_v, i_v)·…·C(G − j, M − Σi) / C(G, M), which gives it exactly (simengine/workload/routing.py ``_unit_miss``). Without groups (G = M = 1) this is the plain hypergeometric
 units·(1 − C(E − E/units, k)/C(E, k)). When every group lies inside one node and M groups are
 kept, at most M nodes are hit — DeepSeek-V3's "each token is sent to at most 4 nodes".
 """
@@ -28,7 +27,8 @@ kept, at most M nodes are hit — DeepSeek-V3's "each token is sent to at most 4
 from __future__ import annotations
 
 from functools import lru_cache
-from math import comb
+from itertools import product
+from math import exp, lgamma
 
 
 def _miss(total: int, inside: int, k: int) -> float:
@@ -37,10 +37,7 @@ def _miss(total: int, inside: int, k: int) -> float:
         return 1.0
     if total - inside < k:
         return 0.0
-    p = 1.0
-    for i in range(k):
-        p *= (total - inside - i) / (total - i)
-    return p
+    return exp(_log_comb(total - inside, k) - _log_comb(total, k))
 
 
 def _overlaps(unit: int, units: int, experts: int, groups: int) -> tuple[int, ...]:
@@ -55,20 +52,33 @@ def _overlaps(unit: int, units: int, experts: int, groups: int) -> tuple[int, ..
     return tuple(out)
 
 
+def _log_comb(n: int, r: int) -> float:
+    return lgamma(n + 1) - lgamma(r + 1) - lgamma(n - r + 1)
+
+
 @lru_cache(maxsize=1024)
 def _unit_miss(overlaps: tuple[int, ...], experts: int, groups: int, keep: int, k: int) -> float:
-    """E_S[P(unit missed | S)] for a unit whose overlapping groups hold ``overlaps`` experts."""
+    """E_S[P(unit missed | S)] for a unit whose overlapping groups hold ``overlaps`` experts.
+
+    A contiguous unit overlaps at most three kinds of group (a partial first, whole middle ones,
+    a partial last), so S is summarised by how many of each kind it keeps (multivariate
+    hypergeometric weights Π C(n_v, i_v) · C(G − j, M − Σi) / C(G, M), in logs)."""
     e_s = keep * (experts // groups)
-    states: dict[tuple[int, int], int] = {(0, 0): 1}   # (special groups kept, unit experts kept) → ways
+    kinds: dict[int, int] = {}
     for o in overlaps:
-        nxt: dict[tuple[int, int], int] = {}
-        for (i, c), w in states.items():
-            nxt[(i, c)] = nxt.get((i, c), 0) + w
-            if i < keep:
-                nxt[(i + 1, c + o)] = nxt.get((i + 1, c + o), 0) + w
-        states = nxt
-    others, total = groups - len(overlaps), comb(groups, keep)
-    return sum(w * comb(others, keep - i) * _miss(e_s, c, k) for (i, c), w in states.items()) / total
+        kinds[o] = kinds.get(o, 0) + 1
+    values, counts = list(kinds), list(kinds.values())
+    others, log_total = groups - len(overlaps), _log_comb(groups, keep)
+    p = 0.0
+    for picks in product(*(range(min(n, keep) + 1) for n in counts)):
+        rest = keep - sum(picks)
+        if rest < 0 or rest > others:
+            continue
+        log_w = sum(_log_comb(n, i) for n, i in zip(counts, picks)) + _log_comb(others, rest) - log_total
+        if log_w < -80.0:  # below 1e-35 of the mass: no effect on the expectation
+            continue
+        p += exp(log_w) * _miss(e_s, sum(v * i for v, i in zip(values, picks)), k)
+    return p
 
 
 def expected_units_hit(experts: int, top_k: int, units: int, groups: int = 1, keep: int = 1) -> float:
