@@ -171,3 +171,17 @@ def test_bad_group_settings_name_the_field(fields, name):
     with pytest.raises(ConfigError) as e:
         make("deepseek-v3", model=fields, strategy={"global_batch_size": 64})
     assert name in str(e.value)
+
+
+def test_capacity_padding_sets_the_alltoall_rows_and_ignores_imbalance():
+    """Drop-and-pad: capacity = ceil(T·k/E·cf) rows per expert from every source (Megatron
+    moe_utils.get_capacity; MoEAlltoAllTokenDispatcher num_out_tokens = capacity·num_experts)."""
+    def op(cf, imb):
+        sc = make("mixtral-8x7b", model={"capacity_factor": cf}, system={"num_gpus": 8},
+                  strategy={"ep": 8, "global_batch_size": 8, "moe_load_imbalance": imb})
+        return _dispatch_op(sc)
+    dropless, padded, padded_hot = op(None, 1.0), op(1.5, 1.0), op(1.5, 3.0)
+    T, k, E = dropless.tokens, dropless.top_k, dropless.experts
+    assert dropless.bytes == T * k * dropless.row_bytes
+    assert padded.bytes == -(-T * k * 1.5 // E) * E * padded.row_bytes
+    assert padded_hot.bytes == padded.bytes
