@@ -73,6 +73,12 @@ def ep_alltoall(ph: Phases, d: Dims, m: ModelSpec, dispatcher: str, dispatch_dty
     bf16 = d.h * BF16
     fwd_row = d.h * FP8_ROW_FACTOR if dispatch_dtype == "fp8" else bf16
     ph.fwd.append(_op("ep-a2a:dispatch", d, m, dispatcher, fwd_row, imbalance))
+    if dispatcher == "alltoall":
+        # MoEAlltoAllTokenDispatcher.token_dispatch sends the permuted routing probabilities in a
+        # second all_to_all (fp32 per row); its autograd repeats it in backward. DeepEP carries
+        # them (topk_weights) inside the dispatch kernel.
+        ph.fwd.append(_op("ep-a2a:probs", d, m, dispatcher, 4.0, imbalance))
+        ph.bwd.append(_op("ep-a2a:dprobs", d, m, dispatcher, 4.0, imbalance))
     ph.fwd.append(_op("ep-a2a:combine", d, m, dispatcher, bf16, imbalance))
     ph.bwd.append(_op("ep-a2a:dcombine", d, m, dispatcher, bf16, imbalance))
     ph.bwd.append(_op("ep-a2a:ddispatch", d, m, dispatcher, bf16, imbalance))
