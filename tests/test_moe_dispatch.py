@@ -185,3 +185,16 @@ def test_capacity_padding_sets_the_alltoall_rows_and_ignores_imbalance():
     assert dropless.bytes == T * k * dropless.row_bytes
     assert padded.bytes == -(-T * k * 1.5 // E) * E * padded.row_bytes
     assert padded_hot.bytes == padded.bytes
+
+
+def test_dropping_without_padding_caps_the_hot_rank_at_capacity():
+    def dims_and_op(cf, imb, pad):
+        sc = make("mixtral-8x7b", model={"capacity_factor": cf, "pad_to_capacity": pad}, system={"num_gpus": 8},
+                  strategy={"ep": 8, "global_batch_size": 8, "moe_load_imbalance": imb})
+        return build_workload(sc).dims, _dispatch_op(sc)
+    d_free, op_free = dims_and_op(None, 3.0, True)
+    d_drop, op_drop = dims_and_op(1.25, 3.0, False)
+    d_mild, op_mild = dims_and_op(1.25, 1.1, False)
+    assert op_drop.imbalance == 1.25 and op_mild.imbalance == 1.1 and op_free.imbalance == 3.0
+    assert d_drop.tokens_per_expert < d_free.tokens_per_expert
+    assert abs(d_mild.tokens_per_expert - d_free.tokens_per_expert * 1.1 / 3.0) <= 1  # ceil rounding

@@ -51,6 +51,7 @@ class ModelSpec(_Frozen):
     moe_layer_freq: int = Field(1, ge=1, le=1024, description="Every n-th layer (after the dense ones) is MoE; others dense.")
     router: Literal["softmax", "sigmoid"] = Field("softmax", description="Router scoring function.")
     capacity_factor: float | None = Field(None, gt=0, le=64, description="Expert capacity factor; with padding every expert processes ceil(tokens·top_k/E·cf) tokens. None = dropless.")
+    pad_to_capacity: bool = Field(True, description="With capacity_factor: pad every expert's input to its capacity (Megatron --moe-pad-expert-input-to-capacity); False = drop the tokens above capacity and send the rest unpadded.")
     mtp_layers: int = Field(0, ge=0, le=16, description="Multi-token-prediction modules (DeepSeek-V3), each one extra block plus projection.")
     n_group: int | None = Field(None, ge=1, le=65_536, description="Group-limited routing: experts split into this many equal groups (HF n_group, Megatron --moe-router-num-groups); None = no groups. DeepSeek-V3: 8 (one group per node).")
     topk_group: int | None = Field(None, ge=1, le=65_536, description="Groups a token may route into (HF topk_group, Megatron --moe-router-group-topk). DeepSeek-V3: 4, i.e. each token reaches at most 4 nodes.")

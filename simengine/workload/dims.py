@@ -59,11 +59,16 @@ def dims_of(sc: Scenario) -> Dims:
         # (token_dispatcher.py, tokens are split over TP before dispatch when tp>1).
         moe_tokens = max(tokens // tp, 1)
         routed = moe_tokens * m.top_k
-        if m.capacity_factor is not None:
+        if m.capacity_factor is not None and m.pad_to_capacity:
             # Capacity padding: every expert receives exactly ceil(T·k/E·cf) tokens from each of the
             # ep·etp source ranks (Megatron --moe-pad-expert-input-to-capacity; validation README).
             per_src = math.ceil(routed * m.capacity_factor / m.num_experts)
             tpe = per_src * ep * etp
+        elif m.capacity_factor is not None:
+            # Drop without padding: an expert keeps at most its capacity, so the hottest one holds
+            # min(imbalance, cf) × the mean (Megatron topk_routing_with_capacity drops the rest
+            # before dispatch)
+            tpe = math.ceil(routed * ep * etp / m.num_experts * min(st.moe_load_imbalance, m.capacity_factor))
         else:
             # Dropless: balanced routing gives T·k·ep·etp/E per local expert (after the EP all-to-all
             # the tokens are all-gathered over ETP); the hottest rank gets moe_load_imbalance times
@@ -79,9 +84,17 @@ def dims_of(sc: Scenario) -> Dims:
         attn_dropout=m.attention_dropout > 0, unfused_attention=st.attention_impl == "unfused", fp8=st.dtype == "fp8",
         experts_local=experts_local, moe_ffn=moe_ffn, moe_tokens=moe_tokens,
         tokens_per_expert=tpe, shared_ffn=shared, ep=ep, etp=etp,
-        moe_dispatch_dtype=st.moe_dispatch_dtype, moe_imbalance=st.moe_load_imbalance,
+        moe_dispatch_dtype=st.moe_dispatch_dtype, moe_imbalance=_hot_rank_load(m, st.moe_load_imbalance),
         attention_window=_uniform_window(m),
     )
+
+
+def _hot_rank_load(m, imbalance: float) -> float:
+    """The hottest receiving rank's load / mean in the all-to-all: capacity caps it when tokens
+    are dropped (unpadded; padding is handled in workload/dispatch.py)."""
+    if m.capacity_factor is not None and not m.pad_to_capacity:
+        return min(imbalance, m.capacity_factor)
+    return imbalance
 
 
 def _uniform_window(m) -> int:

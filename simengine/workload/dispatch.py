@@ -52,7 +52,7 @@ def _flat_rows(d: Dims, m: ModelSpec) -> tuple[int, bool]:
     Drop-and-pad (``capacity_factor``): every expert gets exactly ``capacity`` rows from each source,
     ``capacity = ceil(T·k / E · cf)`` (moe_utils.get_capacity with num_tokens·topk) and
     ``num_out_tokens = capacity · num_experts`` (MoEAlltoAllTokenDispatcher.preprocess)."""
-    if m.capacity_factor is not None:
+    if m.capacity_factor is not None and m.pad_to_capacity:
         return math.ceil(d.moe_tokens * m.top_k / m.num_experts * m.capacity_factor) * m.num_experts, True
     return d.moe_tokens * m.top_k, False
 
