@@ -259,6 +259,7 @@ def hf_to_model(cfg: dict[str, Any] | str | bytes) -> tuple[dict[str, Any], list
     mtp, _ = _first(cfg, "mtp_layers", minimum=0)
     if mtp:
         out["mtp_layers"] = mtp
+    _routing_and_window(cfg, out, notes)
 
     try:
         spec = ModelSpec.model_validate(out)
@@ -272,3 +273,29 @@ def hf_to_model(cfg: dict[str, Any] | str | bytes) -> tuple[dict[str, Any], list
             msgs.append(f"{where}: {msg}")
         raise HFImportError("the config maps to an invalid model: " + "; ".join(msgs)) from None
     return spec.model_dump(mode="json"), notes
+
+
+def _routing_and_window(cfg: dict[str, Any], out: dict[str, Any], notes: list[str]) -> None:
+    """Group-limited routing (DeepSeek ``n_group``/``topk_group``) and sliding-window attention
+    (``sliding_window`` with ``layer_types``, GPT-OSS attention sinks) onto ModelSpec fields."""
+    groups, keep = _int(cfg, "n_group", minimum=1), _int(cfg, "topk_group", minimum=1)
+    if out.get("num_experts") and groups and groups > 1 and keep:
+        out["n_group"], out["topk_group"] = groups, keep
+    window = _int(cfg, "sliding_window", minimum=1)
+    types = cfg.get("layer_types")
+    if window is None or cfg.get("use_sliding_window") is False:
+        return
+    out["attention_window"] = window
+    if isinstance(types, list) and types and all(isinstance(t, str) for t in types):
+        full = [i for i, t in enumerate(types) if t == "full_attention"]
+        if len(full) == len(types):
+            del out["attention_window"]
+        elif full:
+            n = full[0] + 1
+            if full != list(range(n - 1, len(types), n)):
+                notes.append(f"layer_types is not 'full attention every n-th layer': priced as full attention every {n}")
+            out["full_attention_interval"] = max(n, 2)
+    if cfg.get("model_type") == "gpt_oss":  # transformers GptOssAttention.sinks; biased q/k/v/o, experts, router
+        out["attention_sinks"] = True
+        out["linear_bias"] = bool(cfg.get("attention_bias", True))
+        notes[:] = [n for n in notes if not n.startswith("bias terms")]

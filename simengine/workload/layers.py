@@ -181,7 +181,7 @@ def moe_block(d: Dims, model: ModelSpec, dispatcher: str) -> Phases:
     # kernels forward and 10 in backward, each paying the per-kernel overhead.
     ph.fwd.append(Memory("router-softmax-topk-aux", 6 * T * model.num_experts * 4, kernels=20))
     ph.bwd.append(Memory("router-bwd", 4 * T * model.num_experts * 4, kernels=10))
-    if model.router_expert_bias:
+    if model.is_moe and model.expert_bias:
         # aux-loss-free balancing (DeepSeek-V3 report §2.1.2; Megatron-Core TopKRouter with
         # moe_router_enable_expert_bias): scores + bias for the top-k choice (read the fp32 scores,
         # write the biased copy) and the per-expert token count kept for the step's bias update

@@ -73,7 +73,7 @@ def dense_mlp_params(m: ModelSpec) -> BlockParams:
 def moe_params(m: ModelSpec) -> BlockParams:
     h, E = m.hidden_size, m.num_experts
     # DeepSeek-V3 e_score_correction_bias (sigmoid router) / a Linear router bias (GPT-OSS)
-    router = h * E + (E if m.router == "sigmoid" or m.linear_bias else 0)
+    router = h * E + (E if m.expert_bias or m.linear_bias else 0)
     expert = mlp_params(m, int(m.moe_ffn_hidden_size))
     shared = mlp_params(m, m.shared_ffn) if m.shared_ffn else 0
     return BlockParams(shared, _norm_params(m, h) + router, E * expert, m.top_k * expert)
