@@ -55,7 +55,7 @@ class ModelSpec(_Frozen):
     mtp_layers: int = Field(0, ge=0, le=16, description="Multi-token-prediction modules (DeepSeek-V3), each one extra block plus projection.")
     n_group: int | None = Field(None, ge=1, le=65_536, description="Group-limited routing: experts split into this many equal groups (HF n_group, Megatron --moe-router-num-groups); None = no groups. DeepSeek-V3: 8 (one group per node).")
     topk_group: int | None = Field(None, ge=1, le=65_536, description="Groups a token may route into (HF topk_group, Megatron --moe-router-group-topk). DeepSeek-V3: 4, i.e. each token reaches at most 4 nodes.")
-    router_expert_bias: bool | None = Field(None, description="Auxiliary-loss-free balancing: a per-expert bias added to the scores for top-k selection, updated each step (DeepSeek-V3 report §2.1.2; Megatron --moe-router-enable-expert-bias). None = on with the sigmoid router (HF topk_method noaux_tc, e_score_correction_bias).")
+    router_expert_bias: Literal["auto", "on", "off"] = Field("auto", description="Auxiliary-loss-free balancing: a per-expert bias added to the scores for top-k selection, updated each step (DeepSeek-V3 report §2.1.2; Megatron --moe-router-enable-expert-bias). auto = on with the sigmoid router (HF topk_method noaux_tc, e_score_correction_bias).")
     # --- attention window (sliding-window / local attention) -----------------------------------
     attention_window: int | None = Field(None, ge=1, le=16_777_216, description="Sliding-window attention: each query attends to the last attention_window keys (HF sliding_window). None = full causal attention.")
     full_attention_interval: int | None = Field(None, ge=2, le=1024, description="With attention_window: every n-th layer (layer i with (i+1) % n == 0) uses full attention, the others the window (GPT-OSS: 2, alternating). None = every layer windowed.")
@@ -140,8 +140,8 @@ class ModelSpec(_Frozen):
 
     @property
     def expert_bias(self) -> bool:
-        """The router keeps a per-expert selection bias (``router_expert_bias``, None = sigmoid)."""
-        return self.router == "sigmoid" if self.router_expert_bias is None else self.router_expert_bias
+        """The router keeps a per-expert selection bias (``router_expert_bias``; auto = sigmoid)."""
+        return self.router == "sigmoid" if self.router_expert_bias == "auto" else self.router_expert_bias == "on"
 
     def attention_window_of(self, index: int) -> int | None:
         """Window of layer ``index`` (0-based); None = full causal attention (HF layer_types)."""
