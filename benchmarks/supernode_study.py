@@ -1,6 +1,8 @@
 """DeepSeek-V3 on 1024 H100-class GPUs (tp 2, pp 2): tokens/s as the scale-up domain grows.
 
-Run: python benchmarks/supernode_study.py   (prints the README's markdown table)
+Run: python benchmarks/supernode_study.py [--dispatcher alltoall|deepep] [--etp N]
+(prints the README's markdown table; the defaults are Megatron's alltoall dispatcher and expert
+TP = tp. Megatron-Bridge's DeepSeek-V3 recipes run etp 1 with the flex dispatcher.)
 """
 
 from __future__ import annotations
@@ -24,8 +26,12 @@ def base_config() -> dict:
                          "global_batch_size": 4096, "seq_len": 4096, "zero_stage": 1, "recompute": "full"}}
 
 
-def main() -> None:
-    table = scale_up_domain_study(base_config(), EPS, DOMAINS)
+def main(argv: list[str]) -> None:
+    cfg = base_config()
+    for flag, key, cast in (("--dispatcher", "moe_dispatcher", str), ("--etp", "etp", int)):
+        if flag in argv:
+            cfg["strategy"][key] = cast(argv[argv.index(flag) + 1])
+    table = scale_up_domain_study(cfg, EPS, DOMAINS)
     print("| ep | " + " | ".join(f"domain {d}" for d in DOMAINS) + " |")
     print("|---|" + "---|" * len(DOMAINS))
     for ep, row in table.items():
@@ -35,4 +41,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -162,9 +162,8 @@ def test_unknown_framework_names_the_field():
 CSV = VALIDATION / "published_runs.csv"
 
 
-@pytest.mark.skipif(not CSV.is_file(), reason="shared validation data not present")
 def test_published_runs_say_which_framework_they_used():
-    from simengine.published import published_runs
+    from simengine.validation.published import published_runs
     runs, _ = published_runs(CSV.read_text())
     fw = {r.run_id: r.config["strategy"]["framework"] for r in runs}
     assert fw["torchtitan202408_llama3_8B_64a100_selectivelayer"] == "torch-native"  # "bf16 (eager)"

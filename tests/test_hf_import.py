@@ -70,9 +70,10 @@ def test_unknown_family_names_every_field_it_could_not_map():
 
 
 def test_features_not_modelled_are_warned():
-    cfg = dict(load("mixtral-8x7b"), sliding_window=4096)
-    assert any("sliding_window=4096" in w for w in api.import_hf_config(cfg).warnings)
-    assert not any("sliding_window" in w for w in api.import_hf_config(load("mixtral-8x7b")).warnings)
+    cfg = dict(load("mixtral-8x7b"), sliding_window=4096)  # sliding windows are modelled now
+    assert api.import_hf_config(cfg).model["attention_window"] == 4096
+    assert api.import_hf_config(load("mixtral-8x7b")).model.get("attention_window") in (None, 0)
+    assert any("add_cross_attention" in w for w in api.import_hf_config(dict(cfg, add_cross_attention=True)).warnings)
     assert any("quantization_config" in w for w in api.import_hf_config(load("deepseek-v3")).warnings)
 
 

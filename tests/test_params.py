@@ -4,7 +4,7 @@ import pytest
 
 from simengine import presets
 from simengine.config import ModelSpec
-from simengine.workload.params import count_parameters
+from simengine.workload.params import count_parameters, embedding_params
 
 # (preset, published total, published active or None, relative tolerance, source)
 PUBLISHED = [
@@ -18,7 +18,29 @@ PUBLISHED = [
     ("deepseek-v2", 236e9, 21e9, 0.02, "DeepSeek-V2 paper: 236 B total, 21 B activated (rounded)"),
     ("mixtral-8x7b", 46.7e9, 12.9e9, 0.005, "Mistral AI: 46.7 B total, 12.9 B active"),
     ("qwen3-235b-a22b", 235e9, 22e9, 0.02, "Qwen3 report: 235 B total, 22 B activated (rounded)"),
+    # config.json arithmetic gives 1.026 T / 32.9 B; the report prints 1.04 T / 32.6 B (rounded)
+    ("kimi-k2", 1.04e12, 32.6e9, 0.015, "Kimi K2 report arXiv:2507.20534: 1.04 T total, 32.6 B activated"),
+    ("gpt-oss-120b", 116.83e9, None, 0.0005, "gpt-oss model card arXiv:2508.10925 Table 1: 116.83 B total"),
+    ("gpt-oss-20b", 20.91e9, None, 0.0005, "gpt-oss model card arXiv:2508.10925 Table 1: 20.91 B total"),
 ]
+
+
+@pytest.mark.parametrize("name,active", [("gpt-oss-120b", 5.13e9), ("gpt-oss-20b", 3.61e9)])
+def test_gpt_oss_active_without_the_input_embedding(name, active):
+    """The gpt-oss card counts the unembedding but not the embedding lookup as active."""
+    m = ModelSpec.model_validate(presets.load_preset("models", name))
+    _, a = count_parameters(m)
+    assert a - embedding_params(m, m.vocab_size) == pytest.approx(active, rel=0.002)
+
+
+def test_attention_sinks_and_biases_are_counted():
+    m = ModelSpec.model_validate(presets.load_preset("models", "gpt-oss-20b"))
+    plain = m.model_copy(update={"attention_sinks": False, "linear_bias": False})
+    t, _ = count_parameters(m)
+    t0, _ = count_parameters(plain)
+    h, a, kv, d, E, f, L = m.hidden_size, m.num_attention_heads, m.kv_heads, m.d_head, m.num_experts, int(m.moe_ffn_hidden_size), m.num_layers
+    per_layer = a + (a + 2 * kv) * d + h + E * (2 * f + h) + E  # sinks, qkv+o biases, expert biases, router bias
+    assert t - t0 == L * per_layer
 
 
 @pytest.mark.parametrize("name,total,active,tol,source", PUBLISHED)

@@ -27,8 +27,7 @@ FAMILY = {"llama3_70b": "dense", "deepseekv2": "moe", "llama3_70b_cp": "cp"}
 def b200_data():
     """The one place this file reads measured data: (runs CSV text, op-table path, NCCL fits)."""
     runs, table = VALIDATION / "b200_megatron_runs.csv", VALIDATION / "b200_op_efficiency.csv"
-    if not (runs.is_file() and table.is_file()):
-        pytest.skip(f"validation data not found at {VALIDATION}")
+    assert runs.is_file() and table.is_file(), f"bundled validation data missing at {VALIDATION}"
     fits = json.loads((ROOT / "presets" / "calibration" / "b200-nccl-fits.json").read_text())
     return runs.read_text(), table, fits
 

@@ -51,7 +51,15 @@ class ModelSpec(_Frozen):
     moe_layer_freq: int = Field(1, ge=1, le=1024, description="Every n-th layer (after the dense ones) is MoE; others dense.")
     router: Literal["softmax", "sigmoid"] = Field("softmax", description="Router scoring function.")
     capacity_factor: float | None = Field(None, gt=0, le=64, description="Expert capacity factor; with padding every expert processes ceil(tokens·top_k/E·cf) tokens. None = dropless.")
+    pad_to_capacity: bool = Field(True, description="With capacity_factor: pad every expert's input to its capacity (Megatron --moe-pad-expert-input-to-capacity); False = drop the tokens above capacity and send the rest unpadded.")
     mtp_layers: int = Field(0, ge=0, le=16, description="Multi-token-prediction modules (DeepSeek-V3), each one extra block plus projection.")
+    n_group: int | None = Field(None, ge=1, le=65_536, description="Group-limited routing: experts split into this many equal groups (HF n_group, Megatron --moe-router-num-groups); None = no groups. DeepSeek-V3: 8 (one group per node).")
+    topk_group: int | None = Field(None, ge=1, le=65_536, description="Groups a token may route into (HF topk_group, Megatron --moe-router-group-topk). DeepSeek-V3: 4, i.e. each token reaches at most 4 nodes.")
+    router_expert_bias: Literal["auto", "on", "off"] = Field("auto", description="Auxiliary-loss-free balancing: a per-expert bias added to the scores for top-k selection, updated each step (DeepSeek-V3 report §2.1.2; Megatron --moe-router-enable-expert-bias). auto = on with the sigmoid router (HF topk_method noaux_tc, e_score_correction_bias).")
+    # --- attention window (sliding-window / local attention) -----------------------------------
+    attention_window: int | None = Field(None, ge=1, le=16_777_216, description="Sliding-window attention: each query attends to the last attention_window keys (HF sliding_window). None = full causal attention.")
+    full_attention_interval: int | None = Field(None, ge=2, le=1024, description="With attention_window: every n-th layer (layer i with (i+1) % n == 0) uses full attention, the others the window (GPT-OSS: 2, alternating). None = every layer windowed.")
+    attention_sinks: bool = Field(False, description="A learned sink logit per attention head in the softmax denominator (GPT-OSS): one parameter per head and layer.")
 
     @model_validator(mode="after")
     def _check(self) -> "ModelSpec":
@@ -76,7 +84,22 @@ class ModelSpec(_Frozen):
                 raise ValueError(f"first_k_dense_layers={self.first_k_dense_layers} exceeds num_layers={self.num_layers}")
         elif self.top_k:
             raise ValueError(f"top_k={self.top_k} needs num_experts > 0")
+        self._check_groups()
+        if self.full_attention_interval is not None and self.attention_window is None:
+            raise ValueError("full_attention_interval needs attention_window")
         return self
+
+    def _check_groups(self) -> None:
+        if self.n_group is None and self.topk_group is None:
+            return
+        if self.n_group is None or self.topk_group is None or not self.num_experts:
+            raise ValueError("n_group and topk_group go together and need num_experts > 0")
+        if self.num_experts % self.n_group:
+            raise ValueError(f"n_group={self.n_group} does not divide num_experts={self.num_experts}")
+        if self.topk_group > self.n_group:
+            raise ValueError(f"topk_group={self.topk_group} exceeds n_group={self.n_group}")
+        if self.top_k > self.topk_group * (self.num_experts // self.n_group):
+            raise ValueError(f"top_k={self.top_k} exceeds the {self.topk_group * (self.num_experts // self.n_group)} experts of topk_group={self.topk_group} groups")
 
     # ---- derived shapes (cheap properties; no caching needed) -------------------------------
     @property
@@ -114,6 +137,18 @@ class ModelSpec(_Frozen):
         if not self.is_moe or index < self.first_k_dense_layers:
             return False
         return (index - self.first_k_dense_layers) % self.moe_layer_freq == 0
+
+    @property
+    def expert_bias(self) -> bool:
+        """The router keeps a per-expert selection bias (``router_expert_bias``; auto = sigmoid)."""
+        return self.router == "sigmoid" if self.router_expert_bias == "auto" else self.router_expert_bias == "on"
+
+    def attention_window_of(self, index: int) -> int | None:
+        """Window of layer ``index`` (0-based); None = full causal attention (HF layer_types)."""
+        if self.attention_window is None:
+            return None
+        n = self.full_attention_interval
+        return None if n is not None and (index + 1) % n == 0 else self.attention_window
 
     @property
     def num_moe_layers(self) -> int:

@@ -173,11 +173,34 @@ def _moe(cfg: dict, out: dict, notes: list[str]) -> None:
         out["mtp_layers"] = mtp
 
 
+def _routing_and_window(cfg: dict[str, Any], out: dict[str, Any], notes: list[str]) -> None:
+    """Group-limited routing (DeepSeek ``n_group``/``topk_group``) and sliding-window attention
+    (``sliding_window`` with ``layer_types``, GPT-OSS attention sinks) onto ModelSpec fields."""
+    groups, keep = _int(cfg, "n_group", minimum=1), _int(cfg, "topk_group", minimum=1)
+    if out.get("num_experts") and groups and groups > 1 and keep:
+        out["n_group"], out["topk_group"] = groups, keep
+    window = _int(cfg, "sliding_window", minimum=1)
+    types = cfg.get("layer_types")
+    if window is None or cfg.get("use_sliding_window") is False:
+        return
+    out["attention_window"] = window
+    if isinstance(types, list) and types and all(isinstance(t, str) for t in types):
+        full = [i for i, t in enumerate(types) if t == "full_attention"]
+        if len(full) == len(types):
+            del out["attention_window"]
+        elif full:
+            n = full[0] + 1
+            if full != list(range(n - 1, len(types), n)):
+                notes.append(f"layer_types is not 'full attention every n-th layer': priced as full attention every {n}")
+            out["full_attention_interval"] = max(n, 2)
+    if cfg.get("model_type") == "gpt_oss":  # transformers GptOssAttention.sinks; biased q/k/v/o, experts, router
+        out["attention_sinks"] = True
+        out["linear_bias"] = bool(cfg.get("attention_bias", True))
+        notes[:] = [n for n in notes if not n.startswith("bias terms")]
+
+
 def _features(cfg: dict, notes: list[str]) -> None:
     """Features the file turns on that simengine does not model (priced as the plain layout)."""
-    sw = cfg.get("sliding_window")
-    if sw not in (None, False) and cfg.get("use_sliding_window") is not False:
-        notes.append(f"sliding_window={_echo(sw)} is not modelled: attention is priced as full causal attention")
     if cfg.get("add_cross_attention") is True:
         notes.append("add_cross_attention=true is not modelled: cross-attention blocks are not priced")
     q = cfg.get("quantization_config")
@@ -220,6 +243,7 @@ def import_hf_config(cfg: dict[str, Any] | str | bytes) -> HFImport:
     _block(cfg, out, notes, model_type)
     _attention(cfg, out)
     _moe(cfg, out, notes)
+    _routing_and_window(cfg, out, notes)
     _features(cfg, notes)
     unmapped = _unmapped(cfg)
     if unmapped:

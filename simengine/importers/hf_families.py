@@ -27,17 +27,17 @@ READ: frozenset[str] = frozenset({
     "model_type", "architectures", "_name_or_path", "text_config", "rms_norm_eps", "layer_norm_eps",
     "layer_norm_epsilon", "attention_bias", "mlp_bias", "mlp_only_layers", "resid_pdrop", "attn_pdrop",
     "attention_dropout", "hidden_dropout", "embd_pdrop", "n_ctx", "sliding_window", "use_sliding_window",
-    "quantization_config", "add_cross_attention",
+    "quantization_config", "add_cross_attention", "n_group", "topk_group", "layer_types",
 })
 
 # Keys with no effect on a training step's compute, communication or memory shape: token ids,
 # initialisation, inference caches, rotary frequency/scaling (same FLOPs), router loss weights and
-# group-limited routing (same expert GEMMs), GPT-2's sequence-summary head (not in the causal LM).
+# GPT-2's sequence-summary head (not in the causal LM).
 IGNORED: frozenset[str] = frozenset({
     "bos_token_id", "eos_token_id", "pad_token_id", "torch_dtype", "dtype", "transformers_version",
     "initializer_range", "initializer_factor", "use_cache", "rope_theta", "rope_scaling", "pretraining_tp",
     "auto_map", "output_router_logits", "router_aux_loss_coef", "aux_loss_alpha", "seq_aux", "norm_topk_prob",
-    "routed_scaling_factor", "n_group", "topk_group", "topk_method", "ep_size", "max_window_layers",
+    "routed_scaling_factor", "topk_method", "ep_size", "max_window_layers",
     "summary_activation", "summary_first_dropout", "summary_proj_to_labels", "summary_type", "summary_use_proj",
     "task_specific_params", "scale_attn_weights", "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn",
     "tokenizer_class", "use_bfloat16",

@@ -41,6 +41,9 @@ class Dims:
     # software stack (StrategySpec.framework): kernel fusion, GEMM grouping, attention kernel
     stack: Stack = FRAMEWORKS["megatron-te"]
     attention_kernel: str = "cudnn"
+    moe_dispatch_dtype: str = "bf16"   # forward dispatch precision (StrategySpec.moe_dispatch_dtype)
+    moe_imbalance: float = 1.0         # hottest rank's tokens / mean (StrategySpec.moe_load_imbalance)
+    attention_window: int = 0          # sliding window of the block's core attention (0 = full)
 
 
 def dims_of(sc: Scenario) -> Dims:
@@ -60,11 +63,16 @@ def dims_of(sc: Scenario) -> Dims:
         # (token_dispatcher.py, tokens are split over TP before dispatch when tp>1).
         moe_tokens = max(tokens // tp, 1)
         routed = moe_tokens * m.top_k
-        if m.capacity_factor is not None:
+        if m.capacity_factor is not None and m.pad_to_capacity:
             # Capacity padding: every expert receives exactly ceil(T·k/E·cf) tokens from each of the
             # ep·etp source ranks (Megatron --moe-pad-expert-input-to-capacity; validation README).
             per_src = math.ceil(routed * m.capacity_factor / m.num_experts)
             tpe = per_src * ep * etp
+        elif m.capacity_factor is not None:
+            # Drop without padding: an expert keeps at most its capacity, so the hottest one holds
+            # min(imbalance, cf) × the mean (Megatron topk_routing_with_capacity drops the rest
+            # before dispatch)
+            tpe = math.ceil(routed * ep * etp / m.num_experts * min(st.moe_load_imbalance, m.capacity_factor))
         else:
             # Dropless: balanced routing gives T·k·ep·etp/E per local expert (after the EP all-to-all
             # the tokens are all-gathered over ETP); the hottest rank gets moe_load_imbalance times
@@ -81,4 +89,21 @@ def dims_of(sc: Scenario) -> Dims:
         experts_local=experts_local, moe_ffn=moe_ffn, moe_tokens=moe_tokens,
         tokens_per_expert=tpe, shared_ffn=shared, ep=ep, etp=etp,
         stack=FRAMEWORKS[st.framework], attention_kernel=st.attention_kernel_name,
+        moe_dispatch_dtype=st.moe_dispatch_dtype, moe_imbalance=_hot_rank_load(m, st.moe_load_imbalance),
+        attention_window=_uniform_window(m),
     )
+
+
+def _hot_rank_load(m, imbalance: float) -> float:
+    """The hottest receiving rank's load / mean in the all-to-all: capacity caps it when tokens
+    are dropped (unpadded; padding is handled in workload/dispatch.py)."""
+    if m.capacity_factor is not None and not m.pad_to_capacity:
+        return min(imbalance, m.capacity_factor)
+    return imbalance
+
+
+def _uniform_window(m) -> int:
+    """The window every layer shares (the attention block is built once for all layers); with a
+    mixed pattern (``full_attention_interval``) the block stays full attention and
+    ``simengine.workload.window`` prices the windowed layers."""
+    return int(m.attention_window or 0) if m.full_attention_interval is None else 0

@@ -14,6 +14,7 @@ from __future__ import annotations
 from ..config.framework import FRAMEWORKS, Pass, Stack
 from ..config.model import ModelSpec
 from .dims import Dims
+from .dispatch import ep_alltoall
 from .ops import BF16, Attention, Collective, GroupedGemm, Memory
 from .phases import Phases, column_linear, gemm_triple, row_linear
 
@@ -56,9 +57,11 @@ def _core_attention(ph: Phases, d: Dims, model: ModelSpec, cp_comm: str) -> None
     if cp > 1 and cp_comm == "a2a":
         heads, kv, s_q = max(heads // cp, 1), max(kv // cp, 1) if kv >= cp else kv, d.s
     impl = "unfused" if d.unfused_attention else "flash"
-    k = d.attention_kernel
-    fwd = Attention("attn", d.b, heads, kv, s_q, s_kv, d.d_qk, d.d_v, True, "fwd", impl, k)
-    bwd = Attention("attn-bwd", d.b, heads, kv, s_q, s_kv, d.d_qk, d.d_v, True, "bwd", impl, k)
+    # sliding-window attention (Dims.attention_window, ModelSpec.attention_window) skips the key
+    # blocks outside the band: FLOPs ~ s·w instead of s²/2 (ops.window_tile_pairs)
+    k, w = d.attention_kernel, d.attention_window
+    fwd = Attention("attn", d.b, heads, kv, s_q, s_kv, d.d_qk, d.d_v, True, "fwd", impl, kernel=k, window=w)
+    bwd = Attention("attn-bwd", d.b, heads, kv, s_q, s_kv, d.d_qk, d.d_v, True, "bwd", impl, kernel=k, window=w)
     if cp > 1:
         qkv_bytes = d.tokens * (d.heads * d.d_qk + d.kv_heads * (d.d_qk + d.d_v)) * BF16
         o_bytes = d.tokens * d.heads * d.d_v * BF16
@@ -189,10 +192,10 @@ def moe_block(d: Dims, model: ModelSpec, dispatcher: str) -> Phases:
     """MoE MLP (Megatron-Core ``MoELayer``): router GEMM, permute, token dispatch over EP, grouped
     expert GEMMs, combine, unpermute; shared experts run as a dense MLP beside the routed ones.
 
-    Token dispatch (``MoEAlltoAllTokenDispatcher``): each rank sends T·k·h bf16 to the ranks that
-    own the chosen experts and receives the same amount back in combine; the backward repeats both
-    in reverse. The all-gather dispatcher gathers all ep ranks' tokens instead and reduce-scatters
-    the expert outputs.
+    Token dispatch: the alltoall and deepep dispatchers as simengine/workload/dispatch.py describes
+    them (per-tier pricing in simengine/cost/moe_comm.py). The all-gather dispatcher
+    (``MoEAllGatherTokenDispatcher``) gathers all ep ranks' tokens instead and reduce-scatters the
+    expert outputs.
     """
     ph = Phases()
     T, h = d.moe_tokens, d.h
@@ -206,10 +209,14 @@ def moe_block(d: Dims, model: ModelSpec, dispatcher: str) -> Phases:
     # kernels forward and 10 in backward, each paying the per-kernel overhead.
     ph.fwd.append(Memory("router-softmax-topk-aux", 6 * T * model.num_experts * 4, kernels=20))
     ph.bwd.append(Memory("router-bwd", 4 * T * model.num_experts * 4, kernels=10))
+    if model.is_moe and model.expert_bias:
+        # aux-loss-free balancing (DeepSeek-V3 report §2.1.2; Megatron-Core TopKRouter with
+        # moe_router_enable_expert_bias): scores + bias for the top-k choice (read the fp32 scores,
+        # write the biased copy) and the per-expert token count kept for the step's bias update
+        ph.fwd.append(Memory("router-expert-bias", 2 * T * model.num_experts * 4 + model.num_experts * 4, kernels=2))
     permute = (T + routed) * h * BF16
     ph.fwd.append(Memory("permute", 2 * permute, kernels=2))  # TE moe_permute: row-id map + gather
     ph.bwd.append(Memory("permute-bwd", 2 * permute, kernels=2))
-    send = T * model.top_k * h * BF16
     if d.ep > 1:
         if dispatcher == "allgather":
             ph.fwd.append(Collective("ep-ag:dispatch", "all_gather", T * h * BF16 * d.ep, "ep", d.ep))
@@ -217,9 +224,7 @@ def moe_block(d: Dims, model: ModelSpec, dispatcher: str) -> Phases:
             ph.bwd.append(Collective("ep-ag:dcombine", "all_gather", T * h * BF16 * d.ep, "ep", d.ep))
             ph.bwd.append(Collective("ep-rs:ddispatch", "reduce_scatter", T * h * BF16 * d.ep, "ep", d.ep))
         else:
-            for nm in ("dispatch", "combine"):
-                ph.fwd.append(Collective("ep-a2a:" + nm, "all_to_all", send, "ep", d.ep))
-                ph.bwd.append(Collective("ep-a2a:d" + nm, "all_to_all", send, "ep", d.ep))
+            ep_alltoall(ph, d, model, dispatcher, d.moe_dispatch_dtype, d.moe_imbalance)
     if d.etp > 1:
         gathered = routed * h * BF16 * d.etp
         ph.fwd.append(Collective("etp-ag", "all_gather", gathered, "etp", d.etp))

@@ -72,6 +72,7 @@ class Attention:
     phase: Literal["fwd", "bwd"]
     impl: Literal["flash", "unfused"] = "flash"
     kernel: str = "cudnn"  # attention kernel family (cost/attention_kernels.py)
+    window: int = 0  # sliding window (keys per query, the query included); 0 = full causal
 
     @property
     def causal_fraction(self) -> float:
@@ -79,7 +80,10 @@ class Attention:
         if not self.causal or self.impl == "unfused":
             return 1.0
         s = max(self.s_kv, 1)
-        return (s + 1) / (2.0 * s)
+        causal = (s + 1) / (2.0 * s)
+        if 0 < self.window < s:
+            return min(causal, window_tile_pairs(s, self.window) / float(s * s))
+        return causal
 
     @property
     def flops(self) -> float:
@@ -103,6 +107,18 @@ class Attention:
             # attention (QKᵀ, softmax, dropout, PV) of GPT-22B at 1.3 ms, which 13 B would exceed.
             base += 8 * self.b * self.heads * self.s_q * self.s_kv
         return base if self.phase == "fwd" else 2.0 * base + o
+
+
+def window_tile_pairs(s: int, w: int, tile: int = 128) -> float:
+    """(query, key) pairs flash attention computes for a causal sliding window of ``w`` keys:
+    whole ``tile``×``tile`` blocks, skipping those outside the band (flash-attn ≥ 2.3
+    ``window_size=(w−1, 0)``: ``n_block_min`` in flash_fwd_kernel.h). Query tile i touches key
+    tiles ⌊max(0, i·B − w + 1)/B⌋ … i, i.e. i + 1 tiles while i·B < w − 1, then 1 + ⌈(w−1)/B⌉."""
+    n_tiles = -(-s // tile)
+    reach = -(-(w - 1) // tile)
+    early = min(n_tiles, reach)
+    blocks = early * (early + 1) // 2 + (n_tiles - early) * (1 + reach)
+    return float(blocks) * tile * tile
 
 
 @dataclass(frozen=True, slots=True)

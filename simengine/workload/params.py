@@ -48,6 +48,8 @@ def attention_params(m: ModelSpec) -> BlockParams:
         return BlockParams(shard, rep)
     d, kv = m.d_head, m.kv_heads
     shard = h * a * d + 2 * h * kv * d + a * d * h
+    if m.attention_sinks:
+        shard += a  # one learned sink logit per head (GPT-OSS GptOssAttention.sinks)
     if m.linear_bias:
         shard += (a + 2 * kv) * d
         norm += h  # row-parallel output bias is replicated
@@ -58,7 +60,7 @@ def mlp_params(m: ModelSpec, width: int) -> int:
     gated = m.activation == "swiglu"
     p = (3 if gated else 2) * m.hidden_size * width
     if m.linear_bias:
-        p += (2 if gated else 1) * width
+        p += (2 if gated else 1) * width + m.hidden_size  # FC1 (gate+up) and FC2 biases
     return p
 
 
@@ -70,7 +72,8 @@ def dense_mlp_params(m: ModelSpec) -> BlockParams:
 
 def moe_params(m: ModelSpec) -> BlockParams:
     h, E = m.hidden_size, m.num_experts
-    router = h * E + (E if m.router == "sigmoid" else 0)  # DeepSeek-V3 e_score_correction_bias
+    # DeepSeek-V3 e_score_correction_bias (sigmoid router) / a Linear router bias (GPT-OSS)
+    router = h * E + (E if m.expert_bias or m.linear_bias else 0)
     expert = mlp_params(m, int(m.moe_ffn_hidden_size))
     shared = mlp_params(m, m.shared_ffn) if m.shared_ffn else 0
     return BlockParams(shared, _norm_params(m, h) + router, E * expert, m.top_k * expert)
