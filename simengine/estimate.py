@@ -12,6 +12,7 @@ from .pipeline import max_inflight, order_memory_peaks, pipeline_input
 from .report import Report, StageMemory
 from .sim import pipeline_metrics
 from .uncertainty import bands
+from .workload.window import attention_flops_ratio
 from .workload.params import count_parameters, gemm_parameters_active, layer_params
 
 GIB = float(1 << 30)
@@ -27,7 +28,8 @@ def model_flops_per_step(sc: Scenario, causal: bool = False) -> float:
     m, st = sc.model, sc.strategy
     n = gemm_parameters_active(m, sc.vocab_padded)
     per_layer_attn = 3 * 2 * st.seq_len * m.num_attention_heads * (m.qk_head_dim + m.v_dim) * (0.5 if causal else 1.0)
-    attn = per_layer_attn * (m.num_layers + m.mtp_layers)
+    # sliding-window layers attend over their band only (workload/window.py: causal pairs)
+    attn = per_layer_attn * (m.num_layers + m.mtp_layers) * attention_flops_ratio(m, st.seq_len)
     if m.mtp_layers:
         last = layer_params(m, m.num_layers - 1)
         norms = 2 * m.hidden_size * (2 if m.norm == "layernorm" else 1)

@@ -9,6 +9,7 @@ import numpy as np
 
 from .config.scenario import Scenario
 from .cost.phase import PhaseCost
+from .cost.scale import scenario_straggler_factor, step_overhead_s
 from .cost.stage import Plan
 from .errors import ConfigError
 from .schedule import get_schedule
@@ -51,7 +52,9 @@ def pipeline_input(sc: Scenario, plan: Plan, *, with_dp: bool = True) -> Pipelin
         raise ConfigError([("strategy.global_batch_size",
                             f"{sc.num_microbatches} micro-batches × {s.pp} stages × {len(plan.stages[0].chunks)} chunks = {size:,} "
                             f"exceeds the {MAX_MICROBATCH_CHUNKS:,} the pipeline engine simulates; raise micro_batch_size or dp")])
-    k = s.straggler_factor
+    # the user's factor × the straggler tail of every synchronising GPU (cost/scale.py)
+    k = s.straggler_factor * scenario_straggler_factor(sc)
+    host = step_overhead_s(sc)
     stages = []
     made: dict[tuple, ChunkCost] = {}  # middle stages price the same chunks: build each once
     for st in plan.stages:
@@ -61,7 +64,8 @@ def pipeline_input(sc: Scenario, plan: Plan, *, with_dp: bool = True) -> Pipelin
             chunks=chunks, p2p_s=st.p2p_s, static_bytes=static,
             dp_grad_buckets_s=st.dp.grad_buckets_s if with_dp else (),
             dp_param_buckets_s=st.dp.param_buckets_s if with_dp else (),
-            optimizer_s=st.dp.optimizer_s if with_dp else 0.0,
+            # the optimizer task also carries the per-step host work (data loader, logging)
+            optimizer_s=(st.dp.optimizer_s if with_dp else 0.0) + host,
         ))
     return PipelineInput(
         stages=tuple(stages), num_microbatches=sc.num_microbatches, schedule=s.schedule, vpp=s.vpp,

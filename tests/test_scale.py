@@ -48,10 +48,21 @@ def test_gentler_than_simumax_log2_node_factor_at_scale():
 
 
 def test_scenario_factor_grows_with_the_job():
-    small = make(system={"num_gpus": 8}, strategy={"global_batch_size": 64})
-    big = make(system={"num_gpus": 1024}, strategy={"global_batch_size": 1024})
+    small = make(system={"num_gpus": 8}, strategy={"global_batch_size": 64, "jitter_cv": 0.01})
+    big = make(system={"num_gpus": 1024}, strategy={"global_batch_size": 1024, "jitter_cv": 0.01})
     assert 1.0 < scenario_straggler_factor(small) < scenario_straggler_factor(big)
     assert sync_overhead_s(small, 1.0) < sync_overhead_s(big, 1.0)
+    assert scenario_straggler_factor(make(system={"num_gpus": 1024}, strategy={"global_batch_size": 1024})) == 1.0
+
+
+def test_the_straggler_tail_and_host_overhead_reach_the_step():
+    from simengine.estimate import estimate
+
+    base = estimate(make(system={"num_gpus": 1024}, strategy={"global_batch_size": 1024}))
+    slow = estimate(make(system={"num_gpus": 1024}, strategy={"global_batch_size": 1024, "jitter_cv": 0.02,
+                                                              "step_overhead_ms": 5.0}))
+    assert slow.step_time_s > base.step_time_s + 0.005
+    assert slow.breakdown_s["optimizer"] == pytest.approx(base.breakdown_s["optimizer"] + 0.005)
 
 
 def test_step_overhead_is_the_strategy_input():

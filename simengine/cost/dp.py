@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..config.framework import optimizer_adam_cost
 from ..config.scenario import Scenario
 from .comm import CommModel
 from .static_memory import StageParams
@@ -114,7 +115,12 @@ def dp_work(sc: Scenario, comm: CommModel, p: StageParams) -> DPWork:
     # does not average) — 4 + 4 + 8 B per local gradient element of 4 B
     scaled = (p.dense / (dpcp if z >= 2 else 1) if sc.dp * st.cp > 1 else 0.0) + (p.expert / (sc.edp if z >= 2 else 1) if sc.edp > 1 else 0.0)
     opt_bytes = grad_b * (2 * local + 2 * scaled) + (42.0 if grad_b == 4.0 else 40.0) * shard
-    opt_s = opt_bytes / hbm + OPTIMIZER_KERNELS * e.kernel_overhead_us * 1e-6
+    # the Adam update itself as the framework implements it (fused multi-tensor Adam: 28 B per
+    # local parameter in one launch; PyTorch foreach AdamW: more passes and launches —
+    # config/framework.py::optimizer_adam_cost)
+    adam_b, adam_ops = optimizer_adam_cost(st.framework)
+    opt_bytes += (adam_b - 28.0) * shard
+    opt_s = opt_bytes / hbm + (OPTIMIZER_KERNELS + adam_ops - 1) * e.kernel_overhead_us * 1e-6
     return DPWork(_merge(grads), _merge(params), opt_s)
 
 

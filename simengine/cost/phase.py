@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from ..workload.ops import Attention, Collective, Gemm, GroupedGemm, Memory, Op
 from .comm import CommModel
 from .compute import ComputeModel
+from .moe_comm import collective_time
 
 COMM_KIND = {"tp": "tp_comm", "etp": "tp_comm", "cp": "cp_comm", "ep": "ep_comm", "dp": "dp_comm", "dps": "dp_comm", "dpr": "dp_comm", "edp": "dp_comm", "pp": "pp_comm"}
 
@@ -77,7 +78,7 @@ def price_ops(ops: list[Op], cm: ComputeModel, comm: CommModel, tp_overlap: bool
         pc.kernels += getattr(op, "kernels", 1)
     async_share = cm.eff.async_overlap
     for c in pending:
-        t = comm.time(c.kind, c.bytes, c.group, c.size)
+        t = collective_time(comm, c)  # expert all-to-alls per network tier (moe_comm.py)
         partner = c.overlap_with
         share = 1.0
         if partner.startswith(("fwd:", "dgrad:", "wgrad:")):

@@ -67,7 +67,7 @@ def build_plan(sc: Scenario) -> Plan:
     moe_act = moe_activations(d, m) if "moe" in wl.blocks else None
     head_act = head_activations(d, st.fused_cross_entropy)
     core = next(op for op in wl.blocks["attn"].fwd if isinstance(op, Attention))
-    core_fwd_s = cm.attention(core)
+    core_w = next((op for op in wl.blocks["attn_window"].fwd if isinstance(op, Attention)), None) if "attn_window" in wl.blocks else None
     # with SP the activation between stages is already split over TP; without it Megatron-Core
     # sends the whole tensor from every TP rank, older Megatron-LM 1/tp of it (scatter/gather,
     # Narayanan et al. 2021 §4.1 — StrategySpec.p2p_scatter_gather)
@@ -82,7 +82,8 @@ def build_plan(sc: Scenario) -> Plan:
         for cw in rank_chunks:
             fwd, bwd, wgt, rc = PhaseCost(), PhaseCost(), PhaseCost(), PhaseCost()
             n_layers = len(cw.layers)
-            for key, n in (("attn", n_layers), ("mlp", cw.dense_layers), ("moe", cw.moe_layers)):
+            attn = (("attn", n_layers - cw.window_layers), ("attn_window", cw.window_layers))
+            for key, n in (*attn, ("mlp", cw.dense_layers), ("moe", cw.moe_layers)):
                 if n:
                     f, b, w = costs[key]
                     fwd.add(f, n)
@@ -131,12 +132,14 @@ def build_plan(sc: Scenario) -> Plan:
                 extra += biggest - layer_input(d)
                 # recompute = the forward of the recomputed layers, comm included
                 share = n_rc / max(n_layers, 1)
-                for key, n in (("attn", n_layers), ("mlp", cw.dense_layers), ("moe", cw.moe_layers)):
+                for key, n in (*attn, ("mlp", cw.dense_layers), ("moe", cw.moe_layers)):
                     if n:
                         rc.add(costs[key][0], n * share)
             elif st.recompute == "selective":
-                rc.compute_s += core_fwd_s * n_layers
-                rc.flops += core.flops * n_layers
+                for op, n in ((core, n_layers - cw.window_layers), (core_w, cw.window_layers)):
+                    if n and op is not None:
+                        rc.compute_s += cm.attention(op) * n
+                        rc.flops += op.flops * n
             if cw.last:
                 held += head_act.saved
                 extra = max(extra, head_act.bwd_transient)

@@ -14,6 +14,7 @@ from ..config.layout import strategy_stage_counts
 from .partition import layer_ranges
 from .ops import Gemm, GroupedGemm, Memory
 from .phases import Phases
+from .window import window_attention_block, windowed_layers
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +28,7 @@ class ChunkWork:
     last: bool               # holds the final norm, LM head, loss (and MTP modules)
     mtp: int = 0             # multi-token-prediction modules on this chunk (last chunk only)
     mtp_moe: bool = False    # their transformer block uses an MoE MLP (as the last main layer)
+    window_layers: int = 0   # of ``layers``, those with sliding-window attention ("attn_window" block)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +52,8 @@ def build_workload(sc: Scenario) -> Workload:
         blocks["moe"] = moe_block(d, m, st.moe_dispatcher)
     if m.mtp_layers:
         blocks["mtp"] = mtp_projection(d)
+    if m.full_attention_interval:  # mixed pattern (GPT-OSS): windowed layers get their own block
+        blocks["attn_window"] = window_attention_block(d, m, st.cp_comm_type)
     if st.dtype == "fp8":
         for ph in blocks.values():
             add_fp8_casts(ph)
@@ -74,8 +78,9 @@ def place_layers(sc: Scenario) -> tuple[tuple[ChunkWork, ...], ...]:
             n_moe = sum(1 for i in layers if m.is_moe_layer(i))
             is_last = c == last
             mtp = m.mtp_layers if is_last else 0
+            win = windowed_layers(m, layers) if m.full_attention_interval else 0
             mine.append(ChunkWork(c, r, layers, len(layers) - n_moe, n_moe, c == 0, is_last, mtp,
-                                  m.is_moe_layer(m.num_layers - 1)))
+                                  m.is_moe_layer(m.num_layers - 1), win))
         ranks.append(tuple(mine))
     return tuple(ranks)
 
