@@ -56,12 +56,33 @@ def _bucketed(comm: CommModel, kind: str, n_params: float, bytes_per_param: floa
     return t + (comm.time(kind, rest * bytes_per_param, group) if rest > 0 else 0.0)
 
 
-def microbatch_dp(sc: Scenario, comm: CommModel, p: StageParams) -> tuple[float, float]:
-    """(parameter all-gather, gradient reduce-scatter) seconds that ZeRO-2/3 repeat for every
-    micro-batch of one chunk with parameters ``p``. Sharded gradients cannot accumulate locally,
-    so each backward reduce-scatters them (ZeRO-2/3, Rajbhandari et al. 2020 §5; DeepSpeed and
-    PyTorch FSDP reduce-scatter per backward); ZeRO-3 also gathers the bf16 weights before each
-    forward and again before each backward (FSDP reshard-after-forward)."""
+# DeepSpeed ZeRO-3 (deepspeed/runtime/zero/partitioned_param_coordinator.py, fetch_sub_module):
+# the parameters of each submodule are gathered when the submodule runs — a GPT layer in
+# Megatron-DeepSpeed has six (input/post-attention norms, QKV, attention output, h→4h, 4h→h) —
+# and gradients are reduce-scattered in buckets of ``reduce_bucket_size`` (config.py default 5e8).
+DEEPSPEED_SUBMODULES_PER_LAYER = 6
+DEEPSPEED_REDUCE_BUCKET = 500_000_000
+
+
+def zero_units(sc: Scenario, layers: int, n_params: float) -> tuple[int, int]:
+    """(all-gather calls, reduce-scatter calls) per pass over a chunk of ``layers`` layers, by the
+    ZeRO-3 implementation (StrategySpec.fsdp_pattern): FSDP2 (torchtitan ``fully_shard`` per
+    TransformerBlock) and Megatron-FSDP gather and reduce one flat buffer per layer; DeepSpeed
+    gathers per submodule and reduces per bucket."""
+    layers = max(layers, 1)
+    if sc.strategy.fsdp_pattern_name == "zero3":
+        return layers * DEEPSPEED_SUBMODULES_PER_LAYER, max(1, math.ceil(n_params / DEEPSPEED_REDUCE_BUCKET))
+    return layers, layers
+
+
+def microbatch_dp(sc: Scenario, comm: CommModel, p: StageParams, ag_calls: int = 0, rs_calls: int = 0) -> tuple[float, float]:
+    """(parameter all-gather, gradient reduce-scatter) seconds of ONE call of each that ZeRO-2/3
+    repeat ``ag_calls`` / ``rs_calls`` times for every micro-batch of one chunk with parameters ``p``
+    (0 calls = the totals in Megatron's 40M-parameter buckets). Sharded gradients cannot accumulate
+    locally, so each backward reduce-scatters them (ZeRO-2/3, Rajbhandari et al. 2020 §5; DeepSpeed
+    and PyTorch FSDP reduce-scatter per backward); ZeRO-3 also gathers the bf16 weights before each
+    forward and again before each backward (FSDP reshard-after-forward). Each call pays its own
+    latency: (n−1) ring steps on the group's tier (cost/comm.py)."""
     st = sc.strategy
     if st.zero_stage < 2:
         return 0.0, 0.0
@@ -70,9 +91,12 @@ def microbatch_dp(sc: Scenario, comm: CommModel, p: StageParams) -> tuple[float,
     for n, group, size in ((p.dense, "dps", sc.dp_shard * st.cp), (p.expert, "edp", sc.edp)):
         if size <= 1 or n <= 0:
             continue
-        rs += _bucketed(comm, "reduce_scatter", n, grad_b, group, size)
+        if rs_calls:
+            rs += comm.time("reduce_scatter", grad_b * n / rs_calls, group)
+        else:
+            rs += _bucketed(comm, "reduce_scatter", n, grad_b, group, size)
         if st.zero_stage >= 3:
-            ag += _bucketed(comm, "all_gather", n, 2.0, group, size)
+            ag += comm.time("all_gather", 2.0 * n / ag_calls, group) if ag_calls else _bucketed(comm, "all_gather", n, 2.0, group, size)
     return ag, rs
 
 

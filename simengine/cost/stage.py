@@ -16,7 +16,7 @@ from .activations import (attention_activations, head_activations, layer_input, 
                           moe_activations)
 from .comm import CommModel
 from .compute import ComputeModel
-from .dp import DPWork, dp_work, microbatch_dp
+from .dp import DPWork, dp_work, microbatch_dp, zero_units
 from .phase import PhaseCost, price_ops
 from .static_memory import StageParams, StaticMemory, stage_params, static_memory
 
@@ -164,7 +164,8 @@ def build_plan(sc: Scenario) -> Plan:
 def _zero_per_microbatch(sc: Scenario, comm: CommModel, cw: ChunkWork, fwd: PhaseCost, bwd: PhaseCost, rc: PhaseCost) -> None:
     """ZeRO-2/3 communication of every micro-batch of one chunk, as the frameworks run it, per
     unit (one transformer layer: FSDP2's per-block ``fully_shard`` in torchtitan
-    ``parallelize_llama``, Megatron-FSDP's per-module units):
+    ``parallelize_llama``, Megatron-FSDP's per-module units; DeepSpeed ZeRO-3 gathers per
+    submodule and reduce-scatters per bucket — cost/dp.py::zero_units):
 
     * ZeRO-3 forward: unit i+1's parameter all-gather is prefetched while unit i computes
       (``overlap_param_gather``; FSDP ``forward_prefetch``), the first unit's is exposed;
@@ -176,21 +177,21 @@ def _zero_per_microbatch(sc: Scenario, comm: CommModel, cw: ChunkWork, fwd: Phas
     Without overlap every gather and reduce-scatter runs alone. The simulator decides how much
     hides (sim/overlap.py, with its contention)."""
     st = sc.strategy
-    ag, rs = microbatch_dp(sc, comm, stage_params(sc, (cw,)))
-    units = max(len(cw.layers) + cw.mtp, 1)
-    ag_u, rs_u = ag / units, rs / units
+    params = stage_params(sc, (cw,))
+    units, rs_units = zero_units(sc, len(cw.layers) + cw.mtp, params.dense + params.expert)
+    ag_u, rs_u = microbatch_dp(sc, comm, params, units, rs_units)
     _unit_gathers(fwd, ag_u, units, fwd.compute_s / units, st.overlap_param_gather)
     if rc.compute_s > 0:
         _unit_gathers(rc, ag_u, units, rc.compute_s / units, st.overlap_param_gather)
-    window = bwd.compute_s / units
     ogr, opg = st.overlap_grad_reduce, st.overlap_param_gather
-    if ogr and opg:  # both prefetched on the comm stream beside the next unit's backward
+    if ogr and opg and rs_units == units:  # both prefetched on the comm stream beside the next unit's backward
+        window = bwd.compute_s / units
         bwd.add_comm("dp_comm", ag_u + rs_u, window, 1.0, units - 1)
         bwd.add_comm("dp_comm", ag_u)  # the first unit's gather
         bwd.add_comm("dp_comm", rs_u)  # the last unit's reduce-scatter
         return
-    _unit_gathers(bwd, ag_u, units, window, opg)
-    _unit_gathers(bwd, rs_u, units, window, ogr)
+    _unit_gathers(bwd, ag_u, units, bwd.compute_s / units, opg)
+    _unit_gathers(bwd, rs_u, rs_units, bwd.compute_s / rs_units, ogr)
 
 
 def _unit_gathers(pc: PhaseCost, per_unit_s: float, units: int, window_s: float, overlap: bool) -> None:
