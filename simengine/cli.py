@@ -76,7 +76,7 @@ def _table(rep) -> str:
         f"cost             {rep.cost_per_step_usd:12.4f} USD/step, {rep.cost_per_million_tokens_usd:.4f} USD per 1M tokens",
         f"energy           {rep.energy_per_step_j / 1e3:12.1f} kJ/step",
         "",
-        "time breakdown (critical rank)",
+        f"time breakdown (critical rank {rep.critical_rank}: the one with the least bubble; sums to the step)",
     ]
     for k, v in rep.breakdown_s.items():
         lines.append(f"  {k:18s} {v * 1e3:10.1f} ms  {v / rep.step_time_s * 100:5.1f}%")
