@@ -9,7 +9,9 @@ from simengine import presets
 from simengine.config import load_scenario
 
 REPO = Path(__file__).resolve().parents[1]
-VALIDATION = REPO.parent / "shared" / "validation"
+# ../shared/validation next to the checkout, or next to a folder above it (a git worktree in wt/)
+VALIDATION = next((p / "shared" / "validation" for p in REPO.parents if (p / "shared" / "validation").is_dir()),
+                  REPO.parent / "shared" / "validation")
 BASE_STRATEGY = {"tp": 1, "pp": 1, "micro_batch_size": 1, "global_batch_size": 8, "seq_len": 4096}
 
 

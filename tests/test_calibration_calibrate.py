@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -12,7 +11,7 @@ from simengine.calibration import calibrate, calibrate_with_summary, gemm_effici
 from simengine.config.system import GPUSpec, NetworkTier, PeakTflops, ScaleUp, SystemSpec
 from simengine.errors import ConfigError
 
-VALIDATION = Path(__file__).resolve().parents[2] / "shared" / "validation"
+from scenarios import VALIDATION  # noqa: E402
 B200 = VALIDATION / "b200_op_efficiency.csv"
 XLA = VALIDATION / "gemm_sweeps" / "xla_sm90_h100_matmul_perf_table.csv"
 LOGS = VALIDATION / "nccl_logs"

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from simengine.calibration import bus_factor, collective_point, fit_alpha_beta, fit_table, parse_nccl_log, tier_for
-from simengine.calibration.nccl import NcclRow, NcclTable
+from simengine.calibration.formats.nccl_tests import NcclRow, NcclTable
 from simengine.config.system import GPUSpec, NetworkTier, PeakTflops, ScaleUp, SystemSpec
 from simengine.errors import ConfigError
 
-VALIDATION = Path(__file__).resolve().parents[2] / "shared" / "validation"
+from scenarios import VALIDATION  # noqa: E402
 LOGS = VALIDATION / "nccl_logs"
 needs_logs = pytest.mark.skipif(not LOGS.is_dir(), reason=f"validation logs not found at {LOGS}")
 

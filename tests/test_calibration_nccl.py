@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -11,7 +10,7 @@ from hypothesis import strategies as st
 from simengine.calibration import bus_factor, parse_nccl_log
 from simengine.errors import ConfigError
 
-VALIDATION = Path(__file__).resolve().parents[2] / "shared" / "validation"
+from scenarios import VALIDATION  # noqa: E402
 LOGS = VALIDATION / "nccl_logs"
 needs_logs = pytest.mark.skipif(not LOGS.is_dir(), reason=f"validation logs not found at {LOGS}")
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,7 +14,7 @@ from simengine.calibration import (
 )
 from simengine.config.system import GemmPoint
 
-VALIDATION = Path(__file__).resolve().parents[2] / "shared" / "validation"
+from scenarios import VALIDATION  # noqa: E402
 B200 = VALIDATION / "b200_op_efficiency.csv"
 XLA = VALIDATION / "gemm_sweeps" / "xla_sm90_h100_matmul_perf_table.csv"
 needs_data = pytest.mark.skipif(not (B200.is_file() and XLA.is_file()), reason=f"validation data not found under {VALIDATION}")

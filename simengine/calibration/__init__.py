@@ -6,7 +6,7 @@ stdout parser), ``collectives`` (bus factors), ``fit`` (alpha-beta per collectiv
 memory rows), ``table`` (fast GEMM efficiency lookup), ``calibrate`` (all of it into a SystemSpec).
 """
 
-from .b200 import (
+from .formats.simumax_op_table import (
     AttentionRow, B200Tables, GroupedGemmRow, MemBw, attention_efficiency_from_b200, causal_fraction,
     grouped_gemm_efficiency, grouped_gemm_mean, read_b200_op_efficiency,
 )
@@ -15,10 +15,9 @@ from .calibrate import (
 )
 from .collectives import KINDS, bus_factor
 from .fit import AlphaBetaFit, collective_point, fit_alpha_beta, fit_table, tier_bandwidth_gbs, tier_for
-from .gemm import (
-    H100_SXM_DENSE_PEAK_TFLOPS, GemmLoad, detect_gemm_format, load_gemm_csv, read_gemm_csv, read_xla_matmul_table,
-)
-from .nccl import NcclLog, NcclRow, NcclTable, parse_nccl_log
+from .gemm import GemmLoad, detect_gemm_format, load_gemm_csv, read_gemm_csv, read_xla_matmul_table
+from .peaks import H100_SXM_DENSE_PEAK_TFLOPS
+from .formats.nccl_tests import NcclLog, NcclRow, NcclTable, parse_nccl_log
 from .table import GemmIndex, gemm_efficiency, gemm_index
 
 __all__ = [

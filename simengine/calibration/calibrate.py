@@ -20,16 +20,22 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..config.system import Efficiency, SystemSpec
-from ..errors import ConfigError
-from .b200 import B200Tables, attention_efficiency_from_b200, grouped_gemm_mean, read_b200_op_efficiency
+from ..errors import ConfigError, from_pydantic
+from .formats.attention_csv import read_attention_csv
+from .formats.grouped_gemm_csv import read_grouped_gemm_csv
+from .formats.simumax_op_table import B200Tables, attention_efficiency_from_b200, grouped_gemm_mean, read_b200_op_efficiency
 from .fit import collective_point, fit_table, tier_bandwidth_gbs, tier_for
 from .gemm import load_gemm_csv
-from .nccl import parse_nccl_log
+from .formats.nccl_tests import parse_nccl_log
+from .provenance import Provenance, gemm_holdout_error, read_input
+
+Source = str | bytes | os.PathLike
+LogsLike = Mapping[str, Source] | Sequence[Source | tuple[str, Source]]
 
 TRAINING_DTYPES = ("bf16", "fp8")
 
@@ -68,34 +74,49 @@ class CalibrationSummary(_Frozen):
     scalars: dict[str, float] = {}
     collective_fits: tuple[CollectiveFit, ...] = ()
     warnings: tuple[str, ...] = ()
+    provenance: tuple[Provenance, ...] = ()
 
 
 def calibrate(
     system: SystemSpec,
-    gemm_csv: str | bytes | os.PathLike | None = None,
-    nccl_logs: Mapping[str, str | bytes] | None = None,
+    gemm_csv: Source | None = None,
+    nccl_logs: LogsLike | None = None,
+    **tables: Source | None,
 ) -> SystemSpec:
-    """New SystemSpec with measured efficiencies (see module docstring).
-
-    ``gemm_csv`` and each value of ``nccl_logs`` may be the content (text with newlines, or bytes)
-    or a path; ``nccl_logs`` keys are file names, used as hints (``…_all_gather_16gpu.log``).
-    """
-    return calibrate_with_summary(system, gemm_csv, nccl_logs)[0]
+    """New SystemSpec with measured efficiencies (see module docstring and
+    :func:`calibrate_with_summary`)."""
+    return calibrate_with_summary(system, gemm_csv, nccl_logs, **tables)[0]
 
 
 def calibrate_with_summary(
     system: SystemSpec,
-    gemm_csv: str | bytes | os.PathLike | None = None,
-    nccl_logs: Mapping[str, str | bytes] | None = None,
+    gemm_csv: Source | None = None,
+    nccl_logs: LogsLike | None = None,
+    *,
+    attention_csv: Source | None = None,
+    grouped_gemm_csv: Source | None = None,
 ) -> tuple[SystemSpec, CalibrationSummary]:
+    """Calibrate ``system`` from any of: a GEMM sweep, nccl-tests logs, an attention sweep, a
+    grouped-GEMM sweep. Each may be the content (text or bytes) or a ``pathlib.Path``;
+    ``nccl_logs`` is a mapping name → content, or a list of contents / paths / (name, content)
+    pairs (names are hints such as ``…_all_gather_16gpu.log``). Bad input raises ``ConfigError``
+    naming the field and row; pydantic's ValidationError never escapes."""
     eff_update: dict[str, object] = {}
     summary: dict[str, object] = {}
     warnings: list[str] = []
     sources: list[str] = []
-    if gemm_csv is not None:
-        _gemm(system, gemm_csv, eff_update, summary, warnings, sources)
-    if nccl_logs:
-        _nccl(system, nccl_logs, eff_update, summary, warnings, sources)
+    prov: list[Provenance] = []
+    try:
+        if gemm_csv is not None:
+            _gemm(system, gemm_csv, eff_update, summary, warnings, sources, prov)
+        if attention_csv is not None:
+            _attention(system, attention_csv, eff_update, summary, sources, prov)
+        if grouped_gemm_csv is not None:
+            _grouped(system, grouped_gemm_csv, eff_update, summary, sources, prov)
+        if nccl_logs:
+            _nccl(system, _log_items(nccl_logs), eff_update, summary, warnings, sources, prov)
+    except ValidationError as exc:  # a value a reader let through but the schema refuses
+        raise from_pydantic(exc, "efficiency") from None
     if sources:
         prior = system.efficiency.source
         eff_update["source"] = ("; ".join(([prior] if prior else []) + ["calibrated: " + "; ".join(sources)]))[:2000]
@@ -106,11 +127,35 @@ def calibrate_with_summary(
     except ValidationError as exc:
         raise ConfigError([("efficiency", f"calibrated values invalid: {str(exc).splitlines()[0]}")]) from None
     summary["warnings"] = tuple(warnings)
+    summary["provenance"] = tuple(prov)
     return system.model_copy(update={"efficiency": efficiency}), CalibrationSummary(**summary)  # type: ignore[arg-type]
 
 
-def _gemm(system, gemm_csv, eff_update, summary, warnings, sources) -> None:
-    load = load_gemm_csv(gemm_csv, peak_tflops=system.gpu.peak_tflops, dtypes=TRAINING_DTYPES)
+def _log_items(logs: LogsLike) -> list[tuple[str, Source]]:
+    """A mapping or a list of logs → [(name, source)]; anything else is a ConfigError."""
+    if isinstance(logs, Mapping):
+        return [(str(k), v) for k, v in logs.items()]
+    if isinstance(logs, (str, bytes, os.PathLike)):
+        logs = [logs]
+    if not isinstance(logs, Sequence):
+        raise ConfigError([("nccl_log", f"expected a list or a mapping of logs, got {type(logs).__name__}")])
+    out: list[tuple[str, Source]] = []
+    for i, item in enumerate(logs):
+        if isinstance(item, tuple) and len(item) == 2:
+            out.append((str(item[0]), item[1]))
+        elif isinstance(item, os.PathLike):
+            out.append((os.fspath(item).rsplit("/", 1)[-1], item))
+        else:
+            out.append((f"log {i + 1}", item))  # type: ignore[arg-type]
+    return out
+
+
+def _gemm(system, gemm_csv, eff_update, summary, warnings, sources, prov) -> None:
+    text, name, digest = read_input(gemm_csv, "gemm_csv")
+    load = load_gemm_csv(text, peak_tflops=system.gpu.peak_tflops, dtypes=TRAINING_DTYPES)
+    prov.append(Provenance(target="efficiency.gemm_table", file=name, sha256=digest, rows_used=len(load.points),
+                           fit_error=gemm_holdout_error(load.points), method=f"{load.format} GEMM table, log-shape "
+                           "interpolation; fit_error = mean |relative error| on held-out points"))
     by_dtype: dict[str, int] = {}
     for p in load.points:
         by_dtype[p.dtype] = by_dtype.get(p.dtype, 0) + 1
@@ -182,13 +227,44 @@ def load_b200_system_efficiency(path: str | os.PathLike, hbm_bandwidth_gbs: floa
     return Efficiency(**update)  # type: ignore[arg-type]
 
 
-def _nccl(system, nccl_logs, eff_update, summary, warnings, sources) -> None:
+def _attention(system, source, eff_update, summary, sources, prov) -> None:
+    text, name, digest = read_input(source, "attention_csv")
+    pts = read_attention_csv(text, peak_tflops=system.gpu.peak_tflops.bf16)
+    if not pts:
+        raise ConfigError([("attention_csv", "no rows")])
+    eff_update["attention_table"] = pts
+    for phase in ("fwd", "bwd"):
+        vals = [p.efficiency for p in pts if p.phase == phase]
+        if vals:  # the scalar default: the mean of the measured shapes (SimuMax's op_default convention)
+            eff_update[f"attention_{phase}"] = min(sum(vals) / len(vals), 1.0)
+    summary["attention_rows"] = len(pts)
+    sources.append(f"attention sweep ({len(pts)} shapes)")
+    prov.append(Provenance(target="efficiency.attention_table", file=name, sha256=digest, rows_used=len(pts),
+                           method="measured shapes, nearest shape wins"))
+
+
+def _grouped(system, source, eff_update, summary, sources, prov) -> None:
+    text, name, digest = read_input(source, "grouped_gemm_csv")
+    pts = read_grouped_gemm_csv(text, peak_tflops=system.gpu.peak_tflops.bf16)
+    if not pts:
+        raise ConfigError([("grouped_gemm_csv", "no rows")])
+    eff_update["grouped_gemm_table"] = pts
+    eff_update["grouped_gemm"] = min(sum(p.efficiency for p in pts) / len(pts), 1.0)
+    summary["grouped_gemm_rows"] = len(pts)
+    sources.append(f"grouped-GEMM sweep ({len(pts)} shapes)")
+    prov.append(Provenance(target="efficiency.grouped_gemm_table", file=name, sha256=digest, rows_used=len(pts),
+                           method="measured shapes, nearest shape wins"))
+
+
+def _nccl(system, nccl_logs, eff_update, summary, warnings, sources, prov) -> None:
     fits: list[CollectiveFit] = []
     points: dict[tuple[str, str], tuple[tuple, object, int]] = {}
-    for name, content in nccl_logs.items():
+    digests: dict[str, str] = {}
+    for name, content in nccl_logs:
         label = str(name)[:200]
         try:
-            log = parse_nccl_log(content, name=label)
+            text, _, digests[label] = read_input(content, "nccl_log")
+            log = parse_nccl_log(text, name=label)
         except ConfigError as exc:
             raise ConfigError([(f, f"{label}: {m}") for f, m in exc.issues]) from None
         warnings.extend(f"{label}: {w}" for w in log.warnings)
@@ -218,6 +294,10 @@ def _nccl(system, nccl_logs, eff_update, summary, warnings, sources) -> None:
             point, clip = collective_point(table.collective, tier, fit, bw, table.n_ranks)
             if clip:
                 warnings.append(f"{label}: table {ti + 1}: {clip}")
+            if point is None:
+                warnings.append(f"{label}: table {ti + 1} ({table.collective}): busbw {fit.busbw_gbs:.3g} GB/s is below "
+                                f"1e-4 × the {tier} bandwidth {bw:g} GB/s; not used")
+                continue
             rank = (table.n_ranks, fit.busbw_gbs)
             key = (table.collective, tier)
             fits.append(CollectiveFit(
@@ -232,6 +312,12 @@ def _nccl(system, nccl_logs, eff_update, summary, warnings, sources) -> None:
     if not points:
         raise ConfigError([("nccl_log", "no collective could be fitted from the logs given")])
     eff_update["collective_table"] = tuple(p for _, p, _ in sorted(points.values(), key=lambda v: v[2]))
+    for f in fits:
+        if f.used:
+            prov.append(Provenance(target=f"efficiency.collective_table[{f.kind},{f.tier}]", file=f.source,
+                                   sha256=digests.get(f.source, ""), rows_used=f.n_points, fit_error=f.rel_rms_error,
+                                   method=f"alpha-beta fit of table {f.table} ({f.n_ranks} ranks); fit_error = RMS "
+                                   "relative error of the time"))
     summary["collective_fits"] = tuple(fits)
     sources.append(f"nccl-tests ({len(nccl_logs)} log(s), {len(points)} fits)")
 

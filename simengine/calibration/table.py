@@ -36,7 +36,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..config.system import GemmPoint
-from .b200 import attention_efficiency_from_b200, causal_fraction, grouped_gemm_efficiency, grouped_gemm_mean
+from .formats.simumax_op_table import attention_efficiency_from_b200, causal_fraction, grouped_gemm_efficiency, grouped_gemm_mean
 
 __all__ = [
     "GemmIndex", "gemm_efficiency", "gemm_index", "attention_efficiency_from_b200", "causal_fraction",
