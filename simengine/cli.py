@@ -1,4 +1,4 @@
-"""Command line: ``python -m simengine estimate|simulate|presets``.
+"""Command line: ``python -m simengine estimate|simulate|presets|schema|calibrate|check-run``.
 
 Bad input exits with status 2 and one line naming the field; never a traceback.
 """
@@ -10,6 +10,8 @@ import json
 import sys
 from typing import Any
 
+from .calibration import cli as calibration_cli
+from .checkrun import cli as checkrun_cli
 from .errors import ConfigError
 
 KINDS = {"model": "models", "system": "systems", "strategy": "strategies"}
@@ -48,15 +50,18 @@ def apply_sets(config: dict[str, Any], sets: list[str]) -> dict[str, Any]:
     return config
 
 
-def _load(kind: str, ref: str) -> dict[str, Any]:
+def _load(kind: str, ref: str, user_systems=None) -> dict[str, Any]:
     from . import presets
 
-    spec = presets.load_spec(KINDS[kind], ref)
+    spec = presets.load_spec(KINDS[kind], ref, user_systems=user_systems)
     return spec.model_dump(mode="json", exclude_unset=False)
 
 
 def build_config(args: argparse.Namespace) -> dict[str, Any]:
-    cfg = {"model": _load("model", args.model), "system": _load("system", args.system), "strategy": _load("strategy", args.strategy)}
+    from .calibration.cli import systems_dir
+
+    cfg = {"model": _load("model", args.model), "system": _load("system", args.system, systems_dir(args)),
+           "strategy": _load("strategy", args.strategy)}
     return apply_sets(cfg, args.set or [])
 
 
@@ -94,19 +99,26 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("estimate", "simulate"):
         e = sub.add_parser(name, help=f"{name} one training step")
         e.add_argument("--model", required=True, help="preset name or path to a ModelSpec JSON")
-        e.add_argument("--system", required=True, help="preset name or path to a SystemSpec JSON")
+        e.add_argument("--system", required=True, help="preset name, saved user system or path to a SystemSpec JSON")
         e.add_argument("--strategy", required=True, help="preset name or path to a StrategySpec JSON")
         e.add_argument("--set", action="append", metavar="SECTION.FIELD=VALUE", help="override a field (repeatable)")
         e.add_argument("--json", action="store_true", help="print one JSON object")
+        calibration_cli.add_systems_dir(e)
         if name == "simulate":
             e.add_argument("--trace", metavar="PATH", help="write a Chrome trace (Perfetto / chrome://tracing)")
     sub.add_parser("presets", help="list the preset names").add_argument("--json", action="store_true")
     sch = sub.add_parser("schema", help="print the JSON schema of a config section")
     sch.add_argument("section", choices=sorted(KINDS), help="model, system or strategy")
+    calibration_cli.add_parser(sub)
+    checkrun_cli.add_parser(sub)
     try:
         args = p.parse_args(argv)
         if args.cmd is None:
-            raise ConfigError([("arguments", "choose a command: estimate, simulate, presets or schema")])
+            raise ConfigError([("arguments", "choose a command: estimate, simulate, presets, schema, calibrate or check-run")])
+        if args.cmd == "calibrate":
+            return calibration_cli.run(args)
+        if args.cmd == "check-run":
+            return checkrun_cli.run(args)
         if args.cmd == "schema":
             from .config import ModelSpec, StrategySpec, SystemSpec
 

@@ -109,6 +109,20 @@ class GemmIndex:
         self._memo[key] = value
         return value
 
+    def source(self, m: int, n: int, k: int, b: int = 1, dtype: str = "bf16", layout: str | None = None) -> str:
+        """How a query is answered: ``measured`` (exact point), ``interpolated`` (inside the range the
+        table covers in every dimension), ``extrapolated`` (clamped to the edge) or ``default`` (no
+        point of that dtype: the caller's curve)."""
+        ex = self._exact
+        keys = [(m, n, k, b, dtype, "*")] if layout is None else [(m, n, k, b, dtype, layout), (m, n, k, b, dtype, None)]
+        if any(key in ex for key in keys):
+            return "measured"
+        group = (self._groups.get((dtype, layout)) if layout is not None else None) or self._groups.get((dtype, "*"))
+        if group is None:
+            return "default"
+        q = np.array([_log2(m), _log2(n), _log2(k), _log2(b)])
+        return "interpolated" if bool(np.all(q >= group.lo) and np.all(q <= group.hi)) else "extrapolated"
+
     def _lookup(self, m, n, k, b, dtype, layout) -> float | None:
         ex = self._exact
         if layout is None:
