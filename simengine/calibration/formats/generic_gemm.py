@@ -113,7 +113,7 @@ def _efficiency(key, value, dtype, m, n, k, b, peaks, cells, cols, header, line,
             achieved = 2.0 * b * m * n * k / (value * _TO_SECONDS[key]) * 1e-12
         eff = achieved / peaks[dtype]
     if not MIN_EFFICIENCY <= eff <= MAX_EFFICIENCY:
-        hint = " (a percentage? name the column efficiency_pct)" if key == "efficiency" and eff <= 200 else ""
+        hint = " (a percentage? name the column efficiency_pct)" if key == "efficiency" and 2 < eff <= 200 else ""
         issues.add(line, col, f"efficiency {eff:.4g} is outside [{MIN_EFFICIENCY:g}, {MAX_EFFICIENCY:g}]{hint}")
         return None
     return eff

@@ -328,6 +328,8 @@ def _ranks(d: _Draft, kind: str, rows: list[RawRow], name: str, caller_n: int | 
             return data_n, "data", hosts
         return n, src, hosts
     if data_n is not None:
+        how = "size/count" if kind in ("all_gather", "reduce_scatter", "all_to_all") else "busbw/algbw"
+        warns.append(f"the log prints no rank count; {data_n} ranks inferred from the {how} columns")
         return data_n, "data", hosts
     if d.nthread is not None and d.nthread[0] * d.nthread[1] > 1:
         return d.nthread[0] * d.nthread[1], "nthread", hosts

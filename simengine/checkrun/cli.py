@@ -1,0 +1,83 @@
+"""``python -m simengine check-run --log FILE --model … --system … --strategy … [--set …]``.
+
+Prints the measured and predicted step time and memory, the residual by component, and with
+``--refit`` the fitted compute-efficiency scale with its fit and hold-out errors (provenance).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..errors import ConfigError
+
+
+def add_parser(sub) -> None:
+    from ..calibration.cli import add_systems_dir
+
+    c = sub.add_parser("check-run", help="compare a Megatron-LM / torchtitan training log with the prediction")
+    c.add_argument("--log", required=True, help="training log (stdout of Megatron-LM or torchtitan)")
+    c.add_argument("--model", required=True)
+    c.add_argument("--system", required=True)
+    c.add_argument("--strategy", required=True)
+    c.add_argument("--set", action="append", metavar="SECTION.FIELD=VALUE", help="override a field (repeatable)")
+    c.add_argument("--warmup", type=int, default=None, help="iterations to skip (default: 10%%, at least 1)")
+    c.add_argument("--refit", action="store_true", help="fit the compute-efficiency scale (held-out check)")
+    c.add_argument("--holdout-log", metavar="FILE", help="a second log of the same scenario to check the refit on")
+    add_systems_dir(c)
+
+
+def _read_log(raw: str, field: str):
+    from .logs import parse_training_log
+
+    path = Path(raw)
+    if not path.is_file():
+        raise ConfigError([(field, f"no such file: {raw[:200]}")])
+    return parse_training_log(path, field_name=field), path
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..calibration.source import read_text
+    from ..cli import build_config
+    from .compare import compare, digest, measure, refit_compute_scale
+
+    log, path = _read_log(args.log, "--log")
+    cfg = build_config(args)
+    m = measure(log, cfg, args.warmup)
+    c = compare(cfg, m)
+    print(f"log             {path.name}: {log.framework}, {len(log.iterations)} iterations, "
+          f"{m.iterations_skipped} skipped as warm-up, {len(m.iterations_used)} used (spread {m.spread:.1%})")
+    print(f"step time       measured {m.step_time_s * 1e3:10.1f} ms   predicted {c.predicted_step_s * 1e3:10.1f} ms   "
+          f"error {c.rel_error:+.1%}")
+    if m.allocated_gib is not None:
+        print(f"memory alloc    measured {m.allocated_gib:10.2f} GiB  predicted {c.predicted_allocated_gib:10.2f} GiB  "
+              f"error {c.predicted_allocated_gib / m.allocated_gib - 1:+.1%}")
+    if m.reserved_gib is not None:
+        print(f"memory reserved measured {m.reserved_gib:10.2f} GiB  predicted {c.predicted_reserved_gib:10.2f} GiB  "
+              f"error {c.predicted_reserved_gib / m.reserved_gib - 1:+.1%}")
+    print(f"residual        {c.residual_s * 1e3:+.1f} ms (measured − predicted); by component "
+          "(predicted, and the scale it alone would need):")
+    for k, v in c.breakdown_s.items():
+        need = c.scale_to_close.get(k)
+        shown = f"x{need:.2f}" if need is not None and need > 0 else "cannot close alone"
+        print(f"  {k:18s} {v * 1e3:10.1f} ms  {shown}")
+    for w in log.warnings:
+        print(f"warning: {w}")
+    if not args.refit:
+        return 0
+    text, _ = read_text(path, "--log")
+    if args.holdout_log:
+        hlog, hpath = _read_log(args.holdout_log, "--holdout-log")
+        fit_on, hold, label = m, measure(hlog, cfg, args.warmup), f"log {hpath.name}"
+    else:
+        n = len(m.iterations_used)
+        if n < 4:
+            raise ConfigError([("--refit", f"needs at least 4 steady iterations to hold some out, the log has {n}")])
+        fit_on = measure(log, cfg, args.warmup, slice(0, n // 2))
+        hold, label = measure(log, cfg, args.warmup, slice(n // 2, None)), f"iterations {m.iterations_used[n // 2]}+"
+    r = refit_compute_scale(cfg, fit_on, hold, label, digest(text))
+    print(f"refit           {r.factor} = {r.value:.4f} ({r.evaluations} estimates): fit error {r.fit_error:+.2%}, "
+          f"held-out ({r.holdout}) error {r.holdout_error:+.2%}")
+    print(f"provenance      log sha256 {r.provenance['log_sha256'][:16]}, iterations {list(fit_on.iterations_used)[:8]}"
+          f"{' …' if len(fit_on.iterations_used) > 8 else ''}")
+    return 0
