@@ -59,7 +59,8 @@ def run(args: argparse.Namespace) -> int:
           "(predicted, and the scale it alone would need):")
     for k, v in c.breakdown_s.items():
         need = c.scale_to_close.get(k)
-        shown = f"x{need:.2f}" if need is not None and need > 0 else "cannot close alone"
+        small = v < 0.01 * c.predicted_step_s  # under 1 % of the step: no scale of it closes a real gap
+        shown = f"x{need:.2f}" if need is not None and need > 0 and not small else "cannot close it alone"
         print(f"  {k:18s} {v * 1e3:10.1f} ms  {shown}")
     for w in log.warnings:
         print(f"warning: {w}")
