@@ -21,9 +21,10 @@ _ALIASES = {"ng": "groups", "num_groups": "groups", "experts": "groups", "num_ex
 _LIMIT = 2**31
 
 
-def read_grouped_gemm_csv(source: str | bytes | os.PathLike, *,
-                          peak_tflops: float | None = None) -> tuple[GroupedGemmPoint, ...]:
-    """Rows → GroupedGemmPoints (bf16 rows only; ``peak_tflops`` turns times / TFLOP/s into efficiencies)."""
+def read_grouped_gemm_csv(source: str | bytes | os.PathLike, *, peak_tflops: float | None = None,
+                          dtypes: tuple[str, ...] | None = ("bf16",)) -> tuple[GroupedGemmPoint, ...]:
+    """Rows → GroupedGemmPoints (rows of ``dtypes`` only, None = all; ``peak_tflops`` turns times /
+    TFLOP/s into efficiencies). ``GroupedGemmPoint`` carries no dtype: the engine reads it as bf16."""
     text, _ = read_text(source, FIELD)
     header, rows = read_rows(text, FIELD)
     idx: dict[str, int] = {}
@@ -48,9 +49,11 @@ def read_grouped_gemm_csv(source: str | bytes | os.PathLike, *,
         if None in dims or raw is None:
             continue
         g, m, n, k = dims  # type: ignore[misc]
-        if layout not in ("TN", "NN", "NT") or dtype != "bf16":
+        if layout not in ("TN", "NN", "NT") or dtype is None:
             issues.add(line, "layout" if layout not in ("TN", "NN", "NT") else "dtype",
-                       "layout must be TN, NN or NT and dtype bf16")
+                       "layout must be TN, NN or NT and dtype bf16, fp8 or fp32")
+            continue
+        if dtypes is not None and dtype not in dtypes:
             continue
         if max(m, n, k) > _LIMIT or g > 2**20:
             issues.add(line, "", "m, n, k must be ≤ 2^31 and groups ≤ 2^20")
