@@ -49,3 +49,29 @@ def simulate(config: dict[str, Any] | Scenario):
     from .timeline import simulate_scenario
 
     return simulate_scenario(scenario_from(config))
+
+
+def calibrate(system: dict[str, Any] | Any, *, gemm=None, nccl=None, attention=None, grouped_gemm=None):
+    """Calibrate a system (a SystemSpec or its dict) from measured files (text, bytes or
+    ``pathlib.Path``; ``nccl`` a list or a mapping name → content) →
+    ``(SystemSpec, CalibrationSummary)`` (fits, errors, refused rows, provenance, plot curves)."""
+    from pydantic import ValidationError
+
+    from .calibration.calibrate import calibrate_with_summary
+    from .config import SystemSpec
+    from .errors import from_pydantic
+
+    if not isinstance(system, SystemSpec):
+        try:
+            system = SystemSpec.model_validate(system)
+        except ValidationError as e:
+            raise from_pydantic(e, "system") from None
+    return calibrate_with_summary(system, gemm, nccl, attention_csv=attention, grouped_gemm_csv=grouped_gemm)
+
+
+def coverage(config: dict[str, Any] | Scenario, measured_fields=()) -> dict[str, dict[str, float]]:
+    """Share of the scenario's op time priced from measured / interpolated / extrapolated /
+    default efficiencies, per op kind (``simengine.coverage``)."""
+    from .coverage import coverage as _coverage
+
+    return _coverage(scenario_from(config), measured_fields)

@@ -32,6 +32,7 @@ from .formats.simumax_op_table import B200Tables, attention_efficiency_from_b200
 from .fit import collective_point, fit_table, tier_bandwidth_gbs, tier_for
 from .gemm import load_gemm_csv
 from .formats.nccl_tests import parse_nccl_log
+from .curves import attention_curve, collective_curve, gemm_curve
 from .provenance import Provenance, gemm_holdout_error, read_input
 
 Source = str | bytes | os.PathLike
@@ -75,6 +76,7 @@ class CalibrationSummary(_Frozen):
     collective_fits: tuple[CollectiveFit, ...] = ()
     warnings: tuple[str, ...] = ()
     provenance: tuple[Provenance, ...] = ()
+    curves: dict[str, tuple[dict, ...]] = {}   # plot data (calibration/curves.py)
 
 
 def calibrate(
@@ -128,6 +130,12 @@ def calibrate_with_summary(
         raise ConfigError([("efficiency", f"calibrated values invalid: {str(exc).splitlines()[0]}")]) from None
     summary["warnings"] = tuple(warnings)
     summary["provenance"] = tuple(prov)
+    curves: dict[str, tuple[dict, ...]] = dict(summary.pop("curves", {}))  # type: ignore[arg-type]
+    if "gemm_table" in eff_update:
+        curves["gemm"] = tuple(gemm_curve(efficiency.gemm_table))
+    if "attention_table" in eff_update:
+        curves["attention"] = tuple(attention_curve(efficiency.attention_table))
+    summary["curves"] = curves
     return system.model_copy(update={"efficiency": efficiency}), CalibrationSummary(**summary)  # type: ignore[arg-type]
 
 
@@ -260,6 +268,7 @@ def _nccl(system, nccl_logs, eff_update, summary, warnings, sources, prov) -> No
     fits: list[CollectiveFit] = []
     points: dict[tuple[str, str], tuple[tuple, object, int]] = {}
     digests: dict[str, str] = {}
+    curve_rows: list[tuple[int, list[dict]]] = []
     for name, content in nccl_logs:
         label = str(name)[:200]
         try:
@@ -298,6 +307,7 @@ def _nccl(system, nccl_logs, eff_update, summary, warnings, sources, prov) -> No
                 warnings.append(f"{label}: table {ti + 1} ({table.collective}): busbw {fit.busbw_gbs:.3g} GB/s is below "
                                 f"1e-4 × the {tier} bandwidth {bw:g} GB/s; not used")
                 continue
+            curve_rows.append((len(fits), collective_curve(label, ti + 1, table, fit, tier, False)))
             rank = (table.n_ranks, fit.busbw_gbs)
             key = (table.collective, tier)
             fits.append(CollectiveFit(
@@ -319,6 +329,7 @@ def _nccl(system, nccl_logs, eff_update, summary, warnings, sources, prov) -> No
                                    method=f"alpha-beta fit of table {f.table} ({f.n_ranks} ranks); fit_error = RMS "
                                    "relative error of the time"))
     summary["collective_fits"] = tuple(fits)
+    summary["curves"] = {"collectives": tuple({**r, "used": i in used} for i, rows in curve_rows for r in rows)}
     sources.append(f"nccl-tests ({len(nccl_logs)} log(s), {len(points)} fits)")
 
 
