@@ -4,6 +4,7 @@ throughput into an efficiency (achieved / peak)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import lru_cache
 
 from ..config.system import PeakTflops
 from ..errors import ConfigError
@@ -28,6 +29,7 @@ _DTYPES = {
 }
 
 
+@lru_cache(maxsize=256)
 def normalize_dtype(raw: str) -> str | None:
     key = norm_header(raw)
     return _DTYPES.get(key)

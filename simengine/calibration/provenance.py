@@ -18,6 +18,7 @@ from ..config.system import GemmPoint
 from .source import read_text
 
 HOLDOUT_POINTS = 200  # GEMM points held out to measure the interpolation error
+MAX_INDEX_POINTS = 20_000  # larger tables are sampled evenly for that check (the error is then an upper bound)
 
 
 class Provenance(BaseModel):
@@ -47,6 +48,9 @@ def gemm_holdout_error(points: Sequence[GemmPoint], n: int = HOLDOUT_POINTS) -> 
 
     if len(points) < 10:
         return None
+    if len(points) > MAX_INDEX_POINTS:  # bound the time: an evenly spaced sample of the table
+        stride = len(points) / MAX_INDEX_POINTS
+        points = [points[int(i * stride)] for i in range(MAX_INDEX_POINTS)]
     step = max(len(points) // min(n, len(points) // 5), 2)
     held = set(range(0, len(points), step))
     index = GemmIndex([p for i, p in enumerate(points) if i not in held])

@@ -147,7 +147,8 @@ def _log2(v: float) -> float:
 
 
 def _group(points: list[GemmPoint]) -> _Group:
-    coords = np.array([[_log2(p.m), _log2(p.n), _log2(p.k), _log2(p.b)] for p in points], dtype=float)
+    raw = np.array([(p.m, p.n, p.k, p.b) for p in points], dtype=float).reshape(-1, 4)
+    coords = np.log2(np.maximum(raw, 1.0))  # same as _log2 per coordinate, vectorised
     eff = np.array([p.efficiency for p in points], dtype=float)
     return _Group(coords, eff)
 

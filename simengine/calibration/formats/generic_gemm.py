@@ -10,11 +10,14 @@ table (:mod:`.xla_matmul`) is this format with a ``flops_per_second`` column.
 
 from __future__ import annotations
 
+import time
+
 from ...config.system import GemmPoint
 from ...errors import ConfigError
 from ..csvutil import Issues, cell, find_column, norm_header, pos_float, pos_int
 from ..peaks import FIELD, MAX_EFFICIENCY, MIN_EFFICIENCY, normalize_dtype
 
+MAX_SECONDS = 60  # wall-clock bound of one read (200k rows take ~10 s on one core)
 _LAYOUTS = ("TN", "NN", "NT")
 
 _ALIASES = {
@@ -58,7 +61,10 @@ def read_generic_rows(header, rows, peaks, keep):
     points: list[GemmPoint] = []
     skipped: dict[str, int] = {}
     vidx, vname = cols[value_key][0], header[cols[value_key][0]]
-    for line, cells in rows:
+    deadline = time.monotonic() + MAX_SECONDS
+    for i, (line, cells) in enumerate(rows):
+        if i % 10_000 == 0 and time.monotonic() > deadline:
+            raise ConfigError([(FIELD, f"reading stopped at line {line}: longer than {MAX_SECONDS} s; sample the sweep")])
         raw_dtype = cell(cells, cols["dtype"][0])
         dtype = normalize_dtype(raw_dtype) if raw_dtype else "bf16"
         if dtype is None:
