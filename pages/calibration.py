@@ -24,8 +24,9 @@ with c2:
     nccl = st.file_uploader("nccl-tests logs (several at once)", type=["log", "txt", "out"],
                             accept_multiple_files=True, key="cal.nccl")
     grp = st.file_uploader("Grouped-GEMM sweep CSV (MoE)", type=["csv", "txt"], key="cal.grouped")
+mem = st.file_uploader("Memory-bandwidth sweep CSV (bytes, time)", type=["csv", "txt"], key="cal.memory")
 st.button("Calibrate the scenario's system", key="cal.run", type="primary", on_click=cal.run,
-          args=(gemm, nccl, att, grp))
+          args=(gemm, nccl, att, grp, mem))
 
 res = cal.result()
 show_notices("cal")
@@ -60,7 +61,7 @@ elif res:
     if s["warnings"]:
         with st.expander(f"Refused rows and warnings ({len(s['warnings'])})", expanded=True):
             st.markdown("  \n".join(f"- {md(w, 300)}" for w in s["warnings"][:50]))
-    cov = cal.coverage_rows(res["system"])
+    cov = cal.coverage_rows(res["system"], [p["target"] for p in s["provenance"]])
     st.markdown("**Coverage of the current scenario** (share of op time, %)")
     if isinstance(cov, str):
         st.warning(cov)

@@ -51,7 +51,7 @@ def simulate(config: dict[str, Any] | Scenario):
     return simulate_scenario(scenario_from(config))
 
 
-def calibrate(system: dict[str, Any] | Any, *, gemm=None, nccl=None, attention=None, grouped_gemm=None):
+def calibrate(system: dict[str, Any] | Any, *, gemm=None, nccl=None, attention=None, grouped_gemm=None, memory=None):
     """Calibrate a system (a SystemSpec or its dict) from measured files (text, bytes or
     ``pathlib.Path``; ``nccl`` a list or a mapping name → content) →
     ``(SystemSpec, CalibrationSummary)`` (fits, errors, refused rows, provenance, plot curves)."""
@@ -66,7 +66,8 @@ def calibrate(system: dict[str, Any] | Any, *, gemm=None, nccl=None, attention=N
             system = SystemSpec.model_validate(system)
         except ValidationError as e:
             raise from_pydantic(e, "system") from None
-    return calibrate_with_summary(system, gemm, nccl, attention_csv=attention, grouped_gemm_csv=grouped_gemm)
+    return calibrate_with_summary(system, gemm, nccl, attention_csv=attention, grouped_gemm_csv=grouped_gemm,
+                                  memory_csv=memory)
 
 
 def coverage(config: dict[str, Any] | Scenario, measured_fields=()) -> dict[str, dict[str, float]]:

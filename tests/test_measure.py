@@ -156,3 +156,19 @@ def test_cli_writes_csv_and_refuses_bad_input(tmp_path, capsys):
 def test_torch_backend_missing_is_one_line(tmp_path, capsys):
     assert main(["gemm", "--out", str(tmp_path / "x.csv")]) == 2
     assert "torch is not installed" in capsys.readouterr().err
+
+
+def test_memory_sweep_sets_hbm_and_kernel_overhead(tmp_path):
+    class Copy(FixedBackend):
+        def memory(self, nbytes):
+            def fn():
+                self._next = 5e-6 + 2 * nbytes / 2.0e12  # 5 µs launch + 2 TB/s
+            return fn
+
+    lines, _ = run_sweep(Copy(), "memory", [1 << p for p in range(20, 31, 2)], warmup=0, repeats=3)
+    path = write_atomic(tmp_path / "mem.csv", lines)
+    system = presets.load_spec("systems", "h100-sxm5-80gb")
+    new, summary = calibrate_with_summary(system, memory_csv=path)
+    assert new.efficiency.hbm == pytest.approx(2000 / system.gpu.hbm_bandwidth_gbs, rel=1e-6)
+    assert new.efficiency.kernel_overhead_us == pytest.approx(5.0, rel=1e-6)
+    assert [p.target for p in summary.provenance] == ["efficiency.hbm"]

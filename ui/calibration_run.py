@@ -48,9 +48,9 @@ def _issues_text(issues) -> str:
     return "  \n".join(f"- {md_code(f, 60)}: {md(m, 300)}" if f else f"- {md(m, 300)}" for f, m in list(issues)[:12])
 
 
-def run(gemm, nccl, attention, grouped) -> None:
+def run(gemm, nccl, attention, grouped, memory=None) -> None:
     """Calibrate the scenario's system from the uploads; the result (or the error) goes to session state."""
-    files = [f for f in (gemm, attention, grouped) if f is not None] + list(nccl or [])
+    files = [f for f in (gemm, attention, grouped, memory) if f is not None] + list(nccl or [])
     if not files:
         st.session_state[RESULT_KEY] = json.dumps({"error": "Upload at least one file: a GEMM sweep, an attention or "
                                                    "grouped-GEMM sweep, or nccl-tests logs."})
@@ -67,7 +67,7 @@ def run(gemm, nccl, attention, grouped) -> None:
     logs = [(f.name[:200], bytes(f.getvalue())) for f in nccl or []]
     try:
         system, summary = api.calibrate(state.section_dict("system"), gemm=raw(gemm), nccl=logs or None,
-                                        attention=raw(attention), grouped_gemm=raw(grouped))
+                                        attention=raw(attention), grouped_gemm=raw(grouped), memory=raw(memory))
     except ConfigError as e:
         st.session_state[RESULT_KEY] = json.dumps({"error": "Calibration failed:  \n" + _issues_text(e.issues)})
         return
@@ -131,12 +131,12 @@ def save(name: str) -> None:
                             f"`--system {md(name, 64)}` on the command line.", "cal.save")
 
 
-def coverage_rows(system: dict[str, Any]) -> list[dict[str, Any]] | str:
+def coverage_rows(system: dict[str, Any], measured_fields=()) -> list[dict[str, Any]] | str:
     """Coverage of the current scenario priced with ``system``; an error text when it cannot be priced."""
     cfg = state.scenario_dict()
     cfg["system"] = system
     try:
-        cov = api.coverage(cfg)
+        cov = api.coverage(cfg, measured_fields)
     except ConfigError as e:
         return "Coverage needs a valid scenario: " + md("; ".join(m for _, m in e.issues[:3]), 300)
     return [{"op kind": k, "op time [ms]": v["seconds"] * 1e3, **{c: v[c] * 100 for c in

@@ -28,8 +28,9 @@ from ..config.system import Efficiency, SystemSpec
 from ..errors import ConfigError, from_pydantic
 from .formats.attention_csv import read_attention_csv
 from .formats.grouped_gemm_csv import read_grouped_gemm_csv
+from .formats.memory_csv import read_memory_csv
 from .formats.simumax_op_table import B200Tables, attention_efficiency_from_b200, grouped_gemm_mean, read_b200_op_efficiency
-from .fit import collective_point, fit_table, tier_bandwidth_gbs, tier_for
+from .fit import collective_point, fit_alpha_beta, fit_table, tier_bandwidth_gbs, tier_for
 from .gemm import load_gemm_csv
 from .formats.nccl_tests import parse_nccl_log
 from .curves import attention_curve, collective_curve, gemm_curve
@@ -97,6 +98,7 @@ def calibrate_with_summary(
     *,
     attention_csv: Source | None = None,
     grouped_gemm_csv: Source | None = None,
+    memory_csv: Source | None = None,
 ) -> tuple[SystemSpec, CalibrationSummary]:
     """Calibrate ``system`` from any of: a GEMM sweep, nccl-tests logs, an attention sweep, a
     grouped-GEMM sweep. Each may be the content (text or bytes) or a ``pathlib.Path``;
@@ -115,6 +117,8 @@ def calibrate_with_summary(
             _attention(system, attention_csv, eff_update, summary, sources, prov)
         if grouped_gemm_csv is not None:
             _grouped(system, grouped_gemm_csv, eff_update, summary, sources, prov)
+        if memory_csv is not None:
+            _memory(system, memory_csv, eff_update, warnings, sources, prov)
         if nccl_logs:
             _nccl(system, _log_items(nccl_logs), eff_update, summary, warnings, sources, prov)
     except ValidationError as exc:  # a value a reader let through but the schema refuses
@@ -262,6 +266,29 @@ def _grouped(system, source, eff_update, summary, sources, prov) -> None:
     sources.append(f"grouped-GEMM sweep ({len(pts)} shapes)")
     prov.append(Provenance(target="efficiency.grouped_gemm_table", file=name, sha256=digest, rows_used=len(pts),
                            method="measured shapes, nearest shape wins"))
+
+
+def _memory(system, source, eff_update, warnings, sources, prov) -> None:
+    """hbm and kernel_overhead_us from a copy sweep: the alpha-beta fit (fit.py) of
+    t = overhead + 2·bytes / bandwidth, over copies ≥ 1 MiB; efficiency = bandwidth / the GPU's HBM
+    bandwidth (cost/compute.py prices memory-bound kernels as bytes / (HBM · hbm) + overhead)."""
+    text, name, digest = read_input(source, "memory_csv")
+    rows = read_memory_csv(text)
+    try:
+        fit = fit_alpha_beta([b for b, _ in rows], [t * 1e6 for _, t in rows], 2.0)
+    except ConfigError as exc:
+        raise ConfigError([("memory_csv", m) for _, m in exc.issues]) from None
+    eff = fit.busbw_gbs / system.gpu.hbm_bandwidth_gbs
+    if not 1e-4 <= eff <= 1.0:
+        raise ConfigError([("memory_csv", f"measured {fit.busbw_gbs:.4g} GB/s is {eff:.3g} × the GPU's HBM bandwidth "
+                                          f"{system.gpu.hbm_bandwidth_gbs:g} GB/s; outside [1e-4, 1]")])
+    eff_update["hbm"] = eff
+    eff_update["kernel_overhead_us"] = min(fit.alpha_us, 1e4)
+    if fit.note:
+        warnings.append(f"{name or 'memory sweep'}: {fit.note}")
+    sources.append(f"memory sweep ({fit.n_points} sizes)")
+    prov.append(Provenance(target="efficiency.hbm", file=name, sha256=digest, rows_used=fit.n_points,
+                           fit_error=fit.rel_rms, method="alpha-beta fit of copy time; fit_error = RMS relative error"))
 
 
 def _nccl(system, nccl_logs, eff_update, summary, warnings, sources, prov) -> None:

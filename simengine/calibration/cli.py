@@ -38,6 +38,7 @@ def add_parser(sub) -> None:
     c.add_argument("--nccl", metavar="FILE", nargs="+", action="extend", help="nccl-tests stdout log(s)")
     c.add_argument("--attention", metavar="FILE", help="flash-attention sweep CSV")
     c.add_argument("--grouped-gemm", metavar="FILE", help="grouped (MoE) GEMM sweep CSV")
+    c.add_argument("--memory", metavar="FILE", help="memory-bandwidth (copy) sweep CSV")
     c.add_argument("--base", required=True, help="system preset (or JSON file, or saved system) to calibrate")
     c.add_argument("--name", required=True, help="name to save the calibrated system under ([A-Za-z0-9._-]{1,64})")
     c.add_argument("--out", metavar="PATH", help="also write the calibrated SystemSpec JSON to PATH")
@@ -62,11 +63,12 @@ def run(args: argparse.Namespace) -> int:
     folder = systems_dir(args)
     base = presets.load_spec("systems", args.base, user_systems=folder)
     gemm, att, grp = _path(args.gemm, "--gemm"), _path(args.attention, "--attention"), _path(args.grouped_gemm, "--grouped-gemm")
+    mem = _path(args.memory, "--memory")
     logs = [_path(f, "--nccl") for f in (args.nccl or [])]
-    if not (gemm or att or grp or logs):
-        raise ConfigError([("arguments", "give at least one of --gemm, --nccl, --attention, --grouped-gemm")])
+    if not (gemm or att or grp or mem or logs):
+        raise ConfigError([("arguments", "give at least one of --gemm, --nccl, --attention, --grouped-gemm, --memory")])
     system, summary = calibrate_with_summary(base.model_copy(update={"name": name}), gemm, logs or None,
-                                             attention_csv=att, grouped_gemm_csv=grp)
+                                             attention_csv=att, grouped_gemm_csv=grp, memory_csv=mem)
     for line in summary_lines(summary):
         print(line)
     path = save_system(folder, name, system, summary.provenance)
