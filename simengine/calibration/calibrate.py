@@ -305,59 +305,66 @@ def _nccl(system, nccl_logs, eff_update, summary, warnings, sources, prov) -> No
             raise ConfigError([(f, f"{label}: {m}") for f, m in exc.issues]) from None
         warnings.extend(f"{label}: {w}" for w in log.warnings)
         for ti, table in enumerate(log.tables):
-            warnings.extend(f"{label}: {w}" for w in table.warnings)
-            if not table.supported:
-                warnings.append(f"{label}: table {ti + 1}: {table.collective} is not modelled; skipped")
+            got = _fit_one(system, label, ti + 1, table, warnings)
+            if got is None:
                 continue
-            if table.n_ranks is None:
-                warnings.append(f"{label}: table {ti + 1}: rank count unknown; skipped")
-                continue
-            try:
-                fit = fit_table(table)
-            except ConfigError as exc:
-                warnings.append(f"{label}: table {ti + 1} ({table.collective}): not fitted: {exc}")
-                continue
-            max_bus = max(r.busbw_gbs for r in table.rows)
-            if q := fit.quality_warning(max_bus):
-                warnings.append(f"{label}: table {ti + 1} ({table.collective}): {q}")
-            if fit.note:
-                warnings.append(f"{label}: table {ti + 1} ({table.collective}): {fit.note}")
-            if table.gpu and not _same_gpu(table.gpu, system.gpu.name):
-                warnings.append(f"{label}: measured on {table.gpu}, but the system's GPU is {system.gpu.name}")
-            tier = tier_for(table.n_ranks, system, table.n_hosts)
-            per_domain = table.n_ranks // table.n_hosts if table.n_hosts else min(table.n_ranks, system.domain)
-            bw = tier_bandwidth_gbs(system, tier, per_domain)
-            point, clip = collective_point(table.collective, tier, fit, bw, table.n_ranks)
-            if clip:
-                warnings.append(f"{label}: table {ti + 1}: {clip}")
-            if point is None:
-                warnings.append(f"{label}: table {ti + 1} ({table.collective}): busbw {fit.busbw_gbs:.3g} GB/s is below "
-                                f"1e-4 × the {tier} bandwidth {bw:g} GB/s; not used")
-                continue
+            fit, point, tier, bw = got
             curve_rows.append((len(fits), collective_curve(label, ti + 1, table, fit, tier, False)))
-            rank = (table.n_ranks, fit.busbw_gbs)
-            key = (table.collective, tier)
             fits.append(CollectiveFit(
                 source=label, table=ti + 1, kind=table.collective, n_ranks=table.n_ranks, n_hosts=table.n_hosts, gpu=table.gpu,
-                tier=tier, alpha_us=fit.alpha_us, busbw_gbs=fit.busbw_gbs, max_measured_busbw_gbs=max_bus,
+                tier=tier, alpha_us=fit.alpha_us, busbw_gbs=fit.busbw_gbs, max_measured_busbw_gbs=max(r.busbw_gbs for r in table.rows),
                 tier_bandwidth_gbs=bw, efficiency=point.efficiency, n_points=fit.n_points,
                 rel_rms_error=fit.rel_rms, used=False))
+            rank, key = (table.n_ranks, fit.busbw_gbs), (table.collective, tier)
             if key not in points or rank > points[key][0]:
                 points[key] = (rank, point, len(fits) - 1)
-    used = {i for _, _, i in points.values()}
-    fits = [f.model_copy(update={"used": i in used}) for i, f in enumerate(fits)]
     if not points:
         raise ConfigError([("nccl_log", "no collective could be fitted from the logs given")])
+    used = {i for _, _, i in points.values()}
+    fits = [f.model_copy(update={"used": i in used}) for i, f in enumerate(fits)]
     eff_update["collective_table"] = tuple(p for _, p, _ in sorted(points.values(), key=lambda v: v[2]))
-    for f in fits:
-        if f.used:
-            prov.append(Provenance(target=f"efficiency.collective_table[{f.kind},{f.tier}]", file=f.source,
-                                   sha256=digests.get(f.source, ""), rows_used=f.n_points, fit_error=f.rel_rms_error,
-                                   method=f"alpha-beta fit of table {f.table} ({f.n_ranks} ranks); fit_error = RMS "
-                                   "relative error of the time"))
+    prov.extend(Provenance(target=f"efficiency.collective_table[{f.kind},{f.tier}]", file=f.source,
+                           sha256=digests.get(f.source, ""), rows_used=f.n_points, fit_error=f.rel_rms_error,
+                           method=f"alpha-beta fit of table {f.table} ({f.n_ranks} ranks); fit_error = RMS "
+                           "relative error of the time") for f in fits if f.used)
     summary["collective_fits"] = tuple(fits)
     summary["curves"] = {"collectives": tuple({**r, "used": i in used} for i, rows in curve_rows for r in rows)}
     sources.append(f"nccl-tests ({len(nccl_logs)} log(s), {len(points)} fits)")
+
+
+def _fit_one(system, label: str, no: int, table, warnings: list[str]):
+    """(fit, CollectivePoint, tier, tier bandwidth) of one parsed table, or None (the reason in
+    ``warnings``)."""
+    where = f"{label}: table {no} ({table.collective})"
+    warnings.extend(f"{label}: {w}" for w in table.warnings)
+    if not table.supported:
+        warnings.append(f"{label}: table {no}: {table.collective} is not modelled; skipped")
+        return None
+    if table.n_ranks is None:
+        warnings.append(f"{label}: table {no}: rank count unknown; skipped")
+        return None
+    try:
+        fit = fit_table(table)
+    except ConfigError as exc:
+        warnings.append(f"{where}: not fitted: {exc}")
+        return None
+    if q := fit.quality_warning(max(r.busbw_gbs for r in table.rows)):
+        warnings.append(f"{where}: {q}")
+    if fit.note:
+        warnings.append(f"{where}: {fit.note}")
+    if table.gpu and not _same_gpu(table.gpu, system.gpu.name):
+        warnings.append(f"{label}: measured on {table.gpu}, but the system's GPU is {system.gpu.name}")
+    tier = tier_for(table.n_ranks, system, table.n_hosts)
+    per_domain = table.n_ranks // table.n_hosts if table.n_hosts else min(table.n_ranks, system.domain)
+    bw = tier_bandwidth_gbs(system, tier, per_domain)
+    point, clip = collective_point(table.collective, tier, fit, bw, table.n_ranks)
+    if clip:
+        warnings.append(f"{label}: table {no}: {clip}")
+    if point is None:
+        warnings.append(f"{where}: busbw {fit.busbw_gbs:.3g} GB/s is below 1e-4 × the {tier} bandwidth {bw:g} GB/s; "
+                        "not used")
+        return None
+    return fit, point, tier, bw
 
 
 _MODEL = re.compile(r"\b([A-Z]{1,3}\d{2,4}[A-Z]?)\b")
