@@ -1,12 +1,30 @@
 """check-run: a real training log (Megatron-LM, torchtitan) against simengine's prediction for the
 same scenario — measured vs predicted step time and memory, the residual by component, and an
-optional refit of the compute-efficiency scale with a held-out check (:mod:`.compare`).
+optional refit of the compute-efficiency scale with a held-out check (:mod:`.compare`); logs are
+read by :mod:`.logs`, the command is :mod:`.cli`.
 
-Sits above the API (it calls ``simengine.api.estimate``), so nothing below imports it.
+Sits above the API (it calls ``simengine.api.estimate``), so nothing below imports it. Names are
+imported on first use (PEP 562) so that registering the CLI command loads nothing.
 """
 
-from .compare import Comparison, Measured, Refit, compare, measure, refit_compute_scale, scaled_config
-from .logs import Iteration, RunLog, parse_training_log
+from __future__ import annotations
 
-__all__ = ["Comparison", "Iteration", "Measured", "Refit", "RunLog", "compare", "measure", "parse_training_log",
-           "refit_compute_scale", "scaled_config"]
+import importlib
+
+_WHERE = {name: ".compare" for name in ("Comparison", "Measured", "Refit", "compare", "measure", "refit_compute_scale",
+                                        "scaled_config")}
+_WHERE.update({name: ".logs" for name in ("Iteration", "RunLog", "parse_training_log")})
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str):
+    mod = _WHERE.get(name)
+    if mod is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(mod, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__
