@@ -165,3 +165,41 @@ def test_calibrate_needs_an_input_and_a_valid_name(tmp_path, capsys):
     code, _, err = _run(["calibrate", "--nccl", str(AR8), "--base", "small", "--name", "../x",
                          "--systems-dir", str(tmp_path)], capsys)
     assert code == 2 and "name" in err
+
+
+def test_a_write_that_fails_midway_leaves_the_saved_system_intact(tmp_path, monkeypatch):
+    good = presets.load_spec("systems", "small")
+    path = store.save_system(tmp_path, "keep", good)
+    before = path.read_bytes()
+
+    def broken_fsync(fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(store.os, "fsync", broken_fsync)
+    with pytest.raises(ConfigError) as e:
+        store.save_system(tmp_path, "keep", good.model_copy(update={"num_gpus": 4}))
+    assert e.value.field == "name" and "No space left" in str(e.value)
+    assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["keep.json"]
+
+
+def test_store_lists_and_refuses_foreign_files(tmp_path):
+    store.save_system(tmp_path, "b-sys", presets.load_spec("systems", "small"))
+    store.save_system(tmp_path, "a.sys", presets.load_spec("systems", "small"))
+    (tmp_path / "not-ours.json").write_text('{"hello": 1}')
+    (tmp_path / "broken.json").write_bytes(b"\xff\xfe{")
+    assert store.list_systems(tmp_path) == ["a.sys", "b-sys", "broken", "not-ours"]
+    for name in ("not-ours", "broken"):
+        with pytest.raises(ConfigError) as e:
+            store.load_system(tmp_path, name)
+        assert e.value.field == "system"
+    assert store.list_systems(tmp_path / "missing") == [] and store.list_systems(None) == []
+
+
+def test_calibrate_prints_coverage_of_a_scenario(tmp_path, capsys):
+    code, out, err = _run(["calibrate", "--nccl", str(FIVE), "--base", "small", "--name", "cov", "--model", "small",
+                           "--strategy", "small", "--systems-dir", str(tmp_path)], capsys)
+    assert code == 0, err
+    lines = {ln.split()[0]: ln for ln in out.splitlines() if ln.startswith("  ") and "%" in ln}
+    assert "gemm" in lines and "total" in lines and "all_gather" in lines
+    assert lines["gemm"].split()[4] == "100.0%"  # no GEMM table: default
+    assert lines["all_gather"].split()[4] == "0.0%"  # the measured all_gather fit applies
