@@ -67,6 +67,7 @@ def _shapes(what: str, sc):
 def _nccl(args, sc) -> int:
     from .nccl import commands
     from .shapes import scenario_needs
+    from .sweeps import write_atomic
 
     if sc is None or not args.nccl_tests_dir:
         raise ConfigError([("arguments", "nccl needs --for-scenario FILE and --nccl-tests-dir DIR")])
@@ -82,7 +83,7 @@ def _nccl(args, sc) -> int:
         out.mkdir(parents=True, exist_ok=True)
         for c in cmds:
             res = subprocess.run(list(c.argv), capture_output=True, text=True, check=False)
-            (out / c.log_name).write_text(res.stdout + res.stderr, encoding="utf-8")
+            write_atomic(out / c.log_name, (res.stdout + res.stderr).splitlines())
             print(f"ran: {c.log_name} (exit {res.returncode})")
     return 0
 
