@@ -76,3 +76,24 @@ def coverage(config: dict[str, Any] | Scenario, measured_fields=()) -> dict[str,
     from .coverage import coverage as _coverage
 
     return _coverage(scenario_from(config), measured_fields)
+
+
+def list_user_systems(folder) -> list[str]:
+    """Names of the saved user systems in ``folder`` (the caller picks it; ``calibration.store``)."""
+    from .calibration.store import list_systems
+
+    return list_systems(folder)
+
+
+def load_user_system(folder, name: str):
+    """The saved user system ``name`` (a validated SystemSpec)."""
+    from .calibration.store import load_system
+
+    return load_system(folder, name)
+
+
+def save_user_system(folder, name: str, system, provenance=()):
+    """Save ``system`` (validated first) as ``folder/name.json`` atomically, with its provenance."""
+    from .calibration.store import save_system
+
+    return save_system(folder, name, system, provenance)

@@ -114,10 +114,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = p.parse_args(argv)
         if args.cmd is None:
-            raise ConfigError([("arguments", "choose a command: estimate, simulate, presets, schema, calibrate or check-run")])
+            raise ConfigError([("arguments", "choose a command: estimate, simulate, presets, schema, calibrate, check-run or coverage")])
         if args.cmd == "calibrate":
             return calibration_cli.run(args)
-        if args.cmd == "check-run":
+        if args.cmd in ("check-run", "coverage"):
             return checkrun_cli.run(args)
         if args.cmd == "schema":
             from .config import ModelSpec, StrategySpec, SystemSpec

@@ -195,9 +195,12 @@ def test_store_lists_and_refuses_foreign_files(tmp_path):
     assert store.list_systems(tmp_path / "missing") == [] and store.list_systems(None) == []
 
 
-def test_calibrate_prints_coverage_of_a_scenario(tmp_path, capsys):
-    code, out, err = _run(["calibrate", "--nccl", str(FIVE), "--base", "small", "--name", "cov", "--model", "small",
-                           "--strategy", "small", "--systems-dir", str(tmp_path)], capsys)
+def test_coverage_command_on_a_saved_system(tmp_path, capsys):
+    code, _, err = _run(["calibrate", "--nccl", str(FIVE), "--base", "small", "--name", "cov",
+                         "--systems-dir", str(tmp_path)], capsys)
+    assert code == 0, err
+    code, out, err = _run(["coverage", "--model", "small", "--system", "cov", "--strategy", "small",
+                           "--systems-dir", str(tmp_path)], capsys)
     assert code == 0, err
     lines = {ln.split()[0]: ln for ln in out.splitlines() if ln.startswith("  ") and "%" in ln}
     assert "gemm" in lines and "total" in lines and "all_gather" in lines

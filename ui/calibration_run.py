@@ -33,15 +33,11 @@ def systems_dir() -> Path:
 
 
 def user_systems() -> list[str]:
-    from simengine.calibration.store import list_systems
-
-    return list_systems(systems_dir())
+    return api.list_user_systems(systems_dir())
 
 
 def load_user_system(name: str) -> dict[str, Any]:
-    from simengine.calibration.store import load_system
-
-    return load_system(systems_dir(), name).model_dump(mode="json")
+    return api.load_user_system(systems_dir(), name).model_dump(mode="json")
 
 
 def _issues_text(issues) -> str:
@@ -110,7 +106,6 @@ def apply() -> None:
 
 def save(name: str) -> None:
     """Save the calibrated system (with its provenance) as a named user system."""
-    from simengine.calibration.store import save_system
     from simengine.config import SystemSpec
 
     res = result()
@@ -119,7 +114,7 @@ def save(name: str) -> None:
         return
     try:
         system = SystemSpec.model_validate({**res["system"], "name": name})
-        path = save_system(systems_dir(), name, system, res["summary"].get("provenance", ()))
+        path = api.save_user_system(systems_dir(), name, system, res["summary"].get("provenance", ()))
     except ConfigError as e:
         state.notify("error", "Not saved:  \n" + _issues_text(e.issues), "cal.save")
         return

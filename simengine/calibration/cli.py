@@ -42,8 +42,6 @@ def add_parser(sub) -> None:
     c.add_argument("--base", required=True, help="system preset (or JSON file, or saved system) to calibrate")
     c.add_argument("--name", required=True, help="name to save the calibrated system under ([A-Za-z0-9._-]{1,64})")
     c.add_argument("--out", metavar="PATH", help="also write the calibrated SystemSpec JSON to PATH")
-    c.add_argument("--model", help="with --strategy: print the coverage of that scenario on the calibrated system")
-    c.add_argument("--strategy", help="with --model (preset names or JSON files)")
     add_systems_dir(c)
 
 
@@ -73,11 +71,8 @@ def run(args: argparse.Namespace) -> int:
                                              attention_csv=att, grouped_gemm_csv=grp, memory_csv=mem)
     for line in summary_lines(summary):
         print(line)
-    if args.model or args.strategy:
-        for line in _coverage_lines(args, system, [p.target for p in summary.provenance]):
-            print(line)
     path = save_system(folder, name, system, summary.provenance)
-    print(f"saved: {name} -> {path}")
+    print(f"saved: {name} -> {path}   (coverage of a scenario: python -m simengine coverage --system {name} ...)")
     if args.out:
         _write_json(Path(args.out), system.model_dump(mode="json"))
         print(f"wrote: {args.out}")
@@ -99,22 +94,6 @@ def summary_lines(summary) -> list[str]:
     if summary.gemm_rows_skipped:
         out.append(f"refused: GEMM rows by dtype {summary.gemm_rows_skipped} (simengine trains in bf16/fp8)")
     out += [f"refused/warning: {w}" for w in summary.warnings]
-    return out
-
-
-def _coverage_lines(args: argparse.Namespace, system, measured: list[str]) -> list[str]:
-    from .. import presets
-    from ..api import coverage
-
-    if not (args.model and args.strategy):
-        raise ConfigError([("arguments", "coverage needs both --model and --strategy")])
-    cfg = {"model": presets.load_spec("models", args.model).model_dump(mode="json"),
-           "system": system.model_dump(mode="json"),
-           "strategy": presets.load_spec("strategies", args.strategy).model_dump(mode="json")}
-    out = ["coverage (share of op time)    measured  interpolated  extrapolated  default      op ms"]
-    for kind, row in coverage(cfg, measured).items():
-        out.append(f"  {kind:26s} {row['measured']:9.1%} {row['interpolated']:13.1%} {row['extrapolated']:13.1%} "
-                   f"{row['default']:8.1%} {row['seconds'] * 1e3:10.1f}")
     return out
 
 

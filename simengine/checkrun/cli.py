@@ -1,7 +1,12 @@
-"""``python -m simengine check-run --log FILE --model … --system … --strategy … [--set …]``.
+"""``python -m simengine check-run --log FILE --model … --system … --strategy … [--set …]`` and
+``python -m simengine coverage --model … --system … --strategy …`` — the two commands that hold a
+scenario against measurements.
 
-Prints the measured and predicted step time and memory, the residual by component, and with
-``--refit`` the fitted compute-efficiency scale with its fit and hold-out errors (provenance).
+check-run prints the measured and predicted step time and memory, the residual by component, and
+with ``--refit`` the fitted compute-efficiency scale with its fit and hold-out errors (provenance).
+coverage prints the share of op time priced from measured, interpolated, extrapolated or default
+efficiencies per op kind (``simengine.coverage``); a saved user system's provenance says which
+scalar fields were measured.
 """
 
 from __future__ import annotations
@@ -14,6 +19,12 @@ from ..errors import ConfigError
 
 def add_parser(sub) -> None:
     from ..calibration.cli import add_systems_dir
+
+    v = sub.add_parser("coverage", help="share of a scenario's op time priced from measured data")
+    for name in ("model", "system", "strategy"):
+        v.add_argument(f"--{name}", required=True)
+    v.add_argument("--set", action="append", metavar="SECTION.FIELD=VALUE", help="override a field (repeatable)")
+    add_systems_dir(v)
 
     c = sub.add_parser("check-run", help="compare a Megatron-LM / torchtitan training log with the prediction")
     c.add_argument("--log", required=True, help="training log (stdout of Megatron-LM or torchtitan)")
@@ -36,7 +47,28 @@ def _read_log(raw: str, field: str):
     return parse_training_log(path, field_name=field), path
 
 
+def run_coverage(args: argparse.Namespace) -> int:
+    from ..api import coverage
+    from ..calibration.cli import systems_dir
+    from ..calibration.store import list_systems, load_document
+    from ..cli import build_config
+
+    cfg = build_config(args)
+    folder = systems_dir(args)
+    measured: list[str] = []
+    if args.system in list_systems(folder):
+        measured = [p.get("target", "") for p in load_document(folder, args.system).get("provenance", [])
+                    if isinstance(p, dict)]
+    print("coverage (share of op time)    measured  interpolated  extrapolated  default      op ms")
+    for kind, row in coverage(cfg, measured).items():
+        print(f"  {kind:26s} {row['measured']:9.1%} {row['interpolated']:13.1%} {row['extrapolated']:13.1%} "
+              f"{row['default']:8.1%} {row['seconds'] * 1e3:10.1f}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.cmd == "coverage":
+        return run_coverage(args)
     from ..calibration.source import read_text
     from ..cli import build_config
     from .compare import compare, digest, measure, refit_compute_scale
