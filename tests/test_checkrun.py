@@ -119,3 +119,61 @@ def test_cli_check_run_refit_needs_iterations(capsys):
                  "--refit", "--warmup", "0"])
     err = capsys.readouterr().err
     assert code == 2 and "at least 4" in err
+
+
+VARIANTS = ([], ["strategy.tp=4"], ["system.num_gpus=16"], ["strategy.tp=8"])
+
+
+def _variants():
+    from simengine.cli import apply_sets
+
+    return [apply_sets(_cfg(), sets) for sets in VARIANTS]
+
+
+def test_factor_refit_recovers_compute_and_scale_up_with_holdout():
+    from simengine.checkrun.refit import apply_factors, fit_factors
+
+    truth = {"compute": 0.8, "scale_up": 0.6}
+    runs = [(cfg, estimate(apply_factors(cfg, truth)).step_time_s) for cfg in _variants()]
+    fit = fit_factors(runs, ("compute", "scale_up"))
+    assert fit.values["compute"] == pytest.approx(0.8, rel=0.01) and fit.values["scale_up"] == pytest.approx(0.6, rel=0.02)
+    # each run left out is still predicted: the others keep two TP sizes, so both factors stay identified
+    assert fit.rms < 1e-3 and fit.holdout_rms is not None and fit.holdout_rms < 0.01
+    assert set(fit.identifiable) == {"compute", "scale_up"}
+    # with only runs of one TP size left, scale_up is not pinned down: the held-out run shows it
+    weak = fit_factors([runs[1], runs[0], runs[2]], ("compute", "scale_up"))
+    assert abs(weak.holdout_errors[0]) > 0.01
+
+
+def test_a_factor_no_run_uses_is_not_identifiable():
+    from simengine.checkrun.refit import fit_factors
+
+    cfg = _cfg()
+    cfg["strategy"]["tp"] = 1
+    cfg["system"]["num_gpus"] = 1
+    cfg["strategy"]["global_batch_size"] = 8
+    cfg["strategy"]["recompute"] = "full"
+    fit = fit_factors([(cfg, estimate(cfg).step_time_s * 1.2)], ("compute", "scale_out"))
+    assert fit.identifiable == ("compute",) and fit.values["scale_out"] == 1.0 and fit.holdout_errors == ()
+    assert fit.values["compute"] < 1 and fit.rms < 1e-3
+
+
+def test_cli_runs_file_refit(tmp_path, capsys):
+    import json as _json
+
+    from simengine.checkrun.refit import apply_factors
+
+    items = []
+    for i, (sets, cfg) in enumerate(zip(VARIANTS, _variants(), strict=True)):
+        t = estimate(apply_factors(cfg, {"compute": 0.9, "scale_up": 0.7})).step_time_s * 1e3
+        (tmp_path / f"run{i}.log").write_text(_megatron_log([t * 2] + [t] * 5))
+        items.append({"log": f"run{i}.log", "model": "small", "system": "small", "strategy": "small",
+                      "set": sets})
+    runs = tmp_path / "runs.json"
+    runs.write_text(_json.dumps(items))
+    code = main(["check-run", "--runs", str(runs), "--refit", "--factors", "compute,scale_up"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert "compute = 0.9" in out.out and "scale_up = 0.7" in out.out and "held out" in out.out
+    assert main(["check-run", "--runs", str(tmp_path / "none.json")]) == 2
+    assert main(["check-run", "--model", "small"]) == 2

@@ -1,7 +1,8 @@
 """check-run: a real training log (Megatron-LM, torchtitan) against simengine's prediction for the
 same scenario — measured vs predicted step time and memory, the residual by component, and an
-optional refit of the compute-efficiency scale with a held-out check (:mod:`.compare`); logs are
-read by :mod:`.logs`, the command is :mod:`.cli`.
+optional refit of the compute-efficiency scale with a held-out check (:mod:`.compare`), or of
+compute / scale-up / scale-out factors over several runs with leave-one-out (:mod:`.refit`); logs
+are read by :mod:`.logs`, the commands are :mod:`.cli`.
 
 Sits above the API (it calls ``simengine.api.estimate``), so nothing below imports it. Names are
 imported on first use (PEP 562) so that registering the CLI command loads nothing.
@@ -14,6 +15,7 @@ import importlib
 _WHERE = {name: ".compare" for name in ("Comparison", "Measured", "Refit", "compare", "measure", "refit_compute_scale",
                                         "scaled_config")}
 _WHERE.update({name: ".logs" for name in ("Iteration", "RunLog", "parse_training_log")})
+_WHERE.update({name: ".refit" for name in ("FACTORS", "FactorFit", "apply_factors", "fit_factors")})
 __all__ = sorted(_WHERE)
 
 

@@ -27,10 +27,14 @@ def add_parser(sub) -> None:
     add_systems_dir(v)
 
     c = sub.add_parser("check-run", help="compare a Megatron-LM / torchtitan training log with the prediction")
-    c.add_argument("--log", required=True, help="training log (stdout of Megatron-LM or torchtitan)")
-    c.add_argument("--model", required=True)
-    c.add_argument("--system", required=True)
-    c.add_argument("--strategy", required=True)
+    c.add_argument("--log", help="training log (stdout of Megatron-LM or torchtitan)")
+    c.add_argument("--model")
+    c.add_argument("--system")
+    c.add_argument("--strategy")
+    c.add_argument("--runs", metavar="FILE", help="JSON list of runs [{log, model, system, strategy, set?, warmup?}] "
+                   "(paths relative to FILE): with --refit, fit --factors on all of them, each held out in turn")
+    c.add_argument("--factors", default="compute,scale_up,scale_out",
+                   help="with --runs --refit: factors to fit (compute, scale_up, scale_out)")
     c.add_argument("--set", action="append", metavar="SECTION.FIELD=VALUE", help="override a field (repeatable)")
     c.add_argument("--warmup", type=int, default=None, help="iterations to skip (default: 10%%, at least 1)")
     c.add_argument("--refit", action="store_true", help="fit the compute-efficiency scale (held-out check)")
@@ -66,9 +70,57 @@ def run_coverage(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_many(args: argparse.Namespace) -> int:
+    """``--runs FILE``: compare every run; with ``--refit`` fit the factors on all of them."""
+    import json
+
+    from ..cli import build_config
+    from .compare import compare, measure
+    from .refit import fit_factors
+
+    path = Path(args.runs)
+    try:
+        items = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:
+        raise ConfigError([("--runs", f"cannot read {args.runs[:200]}: {type(exc).__name__}")]) from None
+    if not isinstance(items, list) or not items or not all(isinstance(i, dict) for i in items) or len(items) > 50:
+        raise ConfigError([("--runs", "expected a JSON list of 1-50 objects {log, model, system, strategy}")])
+    runs, names = [], []
+    for n, item in enumerate(items, start=1):
+        missing = [k for k in ("log", "model", "system", "strategy") if not isinstance(item.get(k), str)]
+        if missing:
+            raise ConfigError([("--runs", f"run {n}: missing {', '.join(missing)}")])
+        ns = argparse.Namespace(model=item["model"], system=item["system"], strategy=item["strategy"],
+                                set=[str(x) for x in item.get("set", [])], systems_dir=args.systems_dir)
+        cfg = build_config(ns)
+        log, lp = _read_log(str(path.parent / item["log"]), f"--runs[{n}].log")
+        m = measure(log, cfg, item.get("warmup", args.warmup))
+        c = compare(cfg, m)
+        print(f"run {n} {lp.name}: measured {m.step_time_s * 1e3:.1f} ms, predicted {c.predicted_step_s * 1e3:.1f} ms "
+              f"({c.rel_error:+.1%})")
+        runs.append((cfg, m.step_time_s))
+        names.append(lp.name)
+    if not args.refit:
+        return 0
+    fit = fit_factors(runs, [f.strip() for f in args.factors.split(",") if f.strip()])
+    shown = ", ".join(f"{k} = {v:.4f}" + ("" if k in fit.identifiable else " (not identifiable: no run moves it)")
+                      for k, v in fit.values.items())
+    print(f"refit           {shown} ({fit.evaluations} estimates)")
+    print(f"fit error       RMS {fit.rms:.2%}: " + ", ".join(f"{n} {e:+.1%}" for n, e in zip(names, fit.errors, strict=True)))
+    if fit.holdout_rms is not None:
+        print(f"held out        RMS {fit.holdout_rms:.2%} (each run predicted by the others' fit): "
+              + ", ".join(f"{n} {e:+.1%}" for n, e in zip(names, fit.holdout_errors, strict=True)))
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     if args.cmd == "coverage":
         return run_coverage(args)
+    if args.runs:
+        return run_many(args)
+    missing = [f"--{k}" for k in ("log", "model", "system", "strategy") if not getattr(args, k)]
+    if missing:
+        raise ConfigError([("arguments", f"check-run needs {', '.join(missing)} (or --runs FILE)")])
     from ..calibration.source import read_text
     from ..cli import build_config
     from .compare import compare, digest, measure, refit_compute_scale

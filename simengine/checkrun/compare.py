@@ -14,7 +14,8 @@ Refit (``refit_compute_scale``): the one factor a single scenario can identify, 
 every compute efficiency (GEMM, attention, grouped GEMM, their tables), found by the secant method
 on the real estimate until the predicted step time matches the fitting iterations; checked on
 held-out iterations (the later half) or on a second log of the same scenario. Network efficiency
-per tier needs runs that differ in their communication (several scenarios) and is not fitted here.
+per tier needs runs that differ in their communication: :mod:`.refit` fits compute, scale-up and
+scale-out factors on several runs (``check-run --runs FILE --refit``) with a leave-one-run-out check.
 """
 
 from __future__ import annotations
