@@ -206,3 +206,14 @@ def test_coverage_command_on_a_saved_system(tmp_path, capsys):
     assert "gemm" in lines and "total" in lines and "all_gather" in lines
     assert lines["gemm"].split()[4] == "100.0%"  # no GEMM table: default
     assert lines["all_gather"].split()[4] == "0.0%"  # the measured all_gather fit applies
+
+
+def test_a_1_gb_file_is_refused_before_it_is_read(tmp_path, capsys):
+    big = tmp_path / "huge.csv"
+    with open(big, "wb") as fh:  # sparse: claims 1 GB, occupies nothing
+        fh.write(b"m,n,k,efficiency\n")
+        fh.truncate(1 << 30)
+    code, _, err = _run(["calibrate", "--gemm", str(big), "--base", "small", "--name", "x",
+                         "--systems-dir", str(tmp_path / "s")], capsys)
+    assert code == 2 and "more than the" in err and "huge.csv" in err
+    assert not (tmp_path / "s").exists()
