@@ -116,3 +116,17 @@ def test_nothing_uploaded_is_a_message(systems_dir):
     at = open_cal()
     at.button(key="cal.run").click().run()
     assert not at.exception and "Upload at least one file" in texts(at.error)
+
+
+def test_file_names_in_messages_are_escaped(systems_dir):
+    at = open_cal()
+    name = "[sign in](https://evil.example) **x**_all_gather.log"
+    log = (NCCL / "dstack-a3mega-c0_all_gather_16gpu.log").read_bytes()  # its rank count is inferred: a warning names the file
+    at.file_uploader(key="cal.nccl").set_value([(name, log, "text/plain")])
+    at.run()
+    at.button(key="cal.run").click().run()
+    assert not at.exception
+    shown = [m.value for m in at.markdown if "evil" in str(m.value)]
+    assert shown, "the warning naming the file is shown"
+    for text in shown:
+        assert "[sign in](https" not in text and "**x**" not in text  # rendered as literal text, not a link / bold
