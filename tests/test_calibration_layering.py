@@ -116,3 +116,14 @@ def test_ranks_from_factor_inverts_bus_factor():
             assert collectives.ranks_from_factor(kind, collectives.bus_factor(kind, n)) == pytest.approx(n)
     with pytest.raises(ValueError):
         collectives.kind_of("broadcast")
+
+
+def test_package_names_stay_functions_whatever_is_imported_first():
+    code = ("import simengine.calibration.cli, simengine.calibration.calibrate, simengine.checkrun.cli\n"
+            "import simengine.checkrun.compare\n"
+            "from simengine.calibration import calibrate\n"
+            "from simengine.checkrun import measure, parse_training_log\n"
+            "assert callable(calibrate) and callable(measure) and callable(parse_training_log), calibrate\n"
+            "print('ok')\n")
+    res = subprocess.run([sys.executable, "-c", code], cwd=PKG.parent, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and res.stdout.strip() == "ok", res.stderr[-2000:]

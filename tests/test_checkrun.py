@@ -10,7 +10,8 @@ import pytest
 
 from simengine import presets
 from simengine.api import estimate
-from simengine.checkrun import compare, measure, parse_training_log, refit_compute_scale, scaled_config
+from simengine.checkrun import parse_training_log
+from simengine.checkrun.compare import compare, measure, refit_compute_scale, scaled_config
 from simengine.cli import main
 from simengine.errors import ConfigError
 

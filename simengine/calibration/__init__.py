@@ -9,50 +9,16 @@ the cost model reads); ``provenance``, ``curves``; ``calibrate`` (all of it into
 ``store`` (saved user systems); ``cli`` (``python -m simengine calibrate``).
 """
 
-from __future__ import annotations
-
-import importlib
-
-# Names are imported on first use (PEP 562), so importing one module of the package (the CLI,
-# the GEMM table the cost model reads) does not load every reader.
-_WHERE = {
-    "AlphaBetaFit": ".fit",
-    "AttentionRow": ".formats.simumax_op_table",
-    "B200Tables": ".formats.simumax_op_table",
-    "CalibrationSummary": ".calibrate",
-    "CollectiveFit": ".calibrate",
-    "GemmIndex": ".table",
-    "GemmLoad": ".gemm",
-    "GroupedGemmRow": ".formats.simumax_op_table",
-    "H100_SXM_DENSE_PEAK_TFLOPS": ".peaks",
-    "KINDS": ".collectives",
-    "MemBw": ".formats.simumax_op_table",
-    "NcclLog": ".formats.nccl_tests",
-    "NcclRow": ".formats.nccl_tests",
-    "NcclTable": ".formats.nccl_tests",
-    "attention_efficiency_from_b200": ".formats.simumax_op_table",
-    "b200_scalars": ".calibrate",
-    "bus_factor": ".collectives",
-    "calibrate": ".calibrate",
-    "calibrate_with_summary": ".calibrate",
-    "causal_fraction": ".formats.simumax_op_table",
-    "collective_point": ".fit",
-    "detect_gemm_format": ".gemm",
-    "fit_alpha_beta": ".fit",
-    "fit_table": ".fit",
-    "gemm_efficiency": ".table",
-    "gemm_index": ".table",
-    "grouped_gemm_efficiency": ".formats.simumax_op_table",
-    "grouped_gemm_mean": ".formats.simumax_op_table",
-    "load_b200_system_efficiency": ".calibrate",
-    "load_gemm_csv": ".gemm",
-    "parse_nccl_log": ".formats.nccl_tests",
-    "read_b200_op_efficiency": ".formats.simumax_op_table",
-    "read_gemm_csv": ".gemm",
-    "read_xla_matmul_table": ".gemm",
-    "tier_bandwidth_gbs": ".fit",
-    "tier_for": ".fit",
-}
+# Eager on purpose: ``calibrate`` is both a submodule and a function; importing the names here, after
+# the submodules, keeps ``simengine.calibration.calibrate`` the function for every importer.
+from .calibrate import b200_scalars, calibrate, calibrate_with_summary, CalibrationSummary, CollectiveFit, load_b200_system_efficiency
+from .collectives import bus_factor, KINDS
+from .fit import AlphaBetaFit, collective_point, fit_alpha_beta, fit_table, tier_bandwidth_gbs, tier_for
+from .formats.nccl_tests import NcclLog, NcclRow, NcclTable, parse_nccl_log
+from .formats.simumax_op_table import attention_efficiency_from_b200, AttentionRow, B200Tables, causal_fraction, grouped_gemm_efficiency, grouped_gemm_mean, GroupedGemmRow, MemBw, read_b200_op_efficiency
+from .gemm import detect_gemm_format, GemmLoad, load_gemm_csv, read_gemm_csv, read_xla_matmul_table
+from .peaks import H100_SXM_DENSE_PEAK_TFLOPS
+from .table import gemm_efficiency, gemm_index, GemmIndex
 
 __all__ = [
     "AlphaBetaFit", "AttentionRow", "B200Tables", "CalibrationSummary", "CollectiveFit", "GemmIndex", "GemmLoad",
@@ -63,16 +29,3 @@ __all__ = [
     "parse_nccl_log", "read_b200_op_efficiency", "read_gemm_csv", "read_xla_matmul_table", "tier_bandwidth_gbs",
     "tier_for",
 ]
-
-
-def __getattr__(name: str):
-    mod = _WHERE.get(name)
-    if mod is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(mod, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)

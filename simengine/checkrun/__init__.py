@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import importlib
 
-_WHERE = {name: ".compare" for name in ("Comparison", "Measured", "Refit", "compare", "measure", "refit_compute_scale",
+# ``compare`` (the function) is not re-exported: it would clash with the ``compare`` submodule
+# (importing the submodule rebinds the package attribute); import it from ``.compare``.
+_WHERE = {name: ".compare" for name in ("Comparison", "Measured", "Refit", "measure", "refit_compute_scale",
                                         "scaled_config")}
 _WHERE.update({name: ".logs" for name in ("Iteration", "RunLog", "parse_training_log")})
 _WHERE.update({name: ".refit" for name in ("FACTORS", "FactorFit", "apply_factors", "fit_factors")})
