@@ -5,7 +5,7 @@ import streamlit as st
 from ui import state, tables
 from ui.editor import editor_page
 from ui.engine import figures
-from ui.layout import boot
+from ui.layout import boot, page_link
 from ui.units import fmt_num, fmt_usd
 
 boot("System")
@@ -40,15 +40,8 @@ def efficiency_tables(draft: dict, slots: dict) -> None:
                    "defaults. Add or delete rows at the bottom of the table.")
         eff["collective_table"] = tables.collective_editor("system", list(eff.get("collective_table", [])))
         slots["efficiency.collective_table"] = st.empty()
-    with st.expander("Calibrate from measurements (GEMM sweep CSV, nccl-tests logs)", expanded=False):
-        st.caption("GEMM CSV: m,n,k[,b][,dtype][,layout] and efficiency, TFLOP/s or a time; OpenXLA and SimuMax "
-                   "formats are detected. nccl-tests: the stdout of all_reduce_perf, all_gather_perf, … "
-                   "(file names such as all_gather_16gpu.log help).")
-        g = st.file_uploader("GEMM sweep CSV", type=["csv", "txt"], key="cal.gemm")
-        n = st.file_uploader("nccl-tests logs", type=["log", "txt", "out"], accept_multiple_files=True, key="cal.nccl")
-        if st.button("Calibrate this system", key="cal.run"):
-            tables.calibrate_from_uploads(g, n)
-
+    page_link("pages/calibration.py", "Calibrate from measurements (GEMM / attention sweeps, nccl-tests logs) "
+              "on the Calibration page", ":material/tune:")
 
 editor_page("system", "System", "GPUs, cluster size, network tiers and how close to peak each kind of work runs.",
             show_figures, tables=efficiency_tables)

@@ -85,11 +85,6 @@ def validate(source: str | None = None, calibrated: bool = False):
     return _validate(source, calibrated=calibrated)
 
 
-def calibrate(*args: Any, **kwargs: Any):
-    """A new SystemSpec with measured efficiencies: forwards to :func:`simengine.calibration.calibrate`."""
-    from .calibration import calibrate as _calibrate
-
-    return _calibrate(*args, **kwargs)
 
 
 def import_hf_config(config: dict[str, Any] | str | bytes):
@@ -156,3 +151,57 @@ __all__ = ["ConfigError", "HFImport", "HFImportError", "Report", "calibrate", "c
            "count_parameters", "estimate", "estimate_json", "hf_to_model", "import_hf_config", "layer_seconds",
            "model_flops_per_step", "parse_config_text", "scenario_from", "simulate", "validate", "validation_sources",
            "write_chrome_trace"]
+
+def calibrate(system: dict[str, Any] | Any, *, gemm=None, nccl=None, attention=None, grouped_gemm=None, memory=None):
+    """Calibrate a system (a SystemSpec or its dict) from measured files (text, bytes or
+    ``pathlib.Path``; ``nccl`` a list or a mapping name → content) →
+    ``(SystemSpec, CalibrationSummary)`` (fits, errors, refused rows, provenance, plot curves)."""
+    from pydantic import ValidationError
+
+    from .calibration.calibrate import calibrate_with_summary
+    from .config import SystemSpec
+    from .errors import from_pydantic
+
+    if not isinstance(system, SystemSpec):
+        try:
+            system = SystemSpec.model_validate(system)
+        except ValidationError as e:
+            raise from_pydantic(e, "system") from None
+    return calibrate_with_summary(system, gemm, nccl, attention_csv=attention, grouped_gemm_csv=grouped_gemm,
+                                  memory_csv=memory)
+
+
+def coverage(config: dict[str, Any] | Scenario, measured_fields=()) -> dict[str, dict[str, float]]:
+    """Share of the scenario's op time priced from measured / interpolated / extrapolated /
+    default efficiencies, per op kind (``simengine.coverage``)."""
+    from .coverage import coverage as _coverage
+
+    return _coverage(scenario_from(config), measured_fields)
+
+
+def list_user_systems(folder) -> list[str]:
+    """Names of the saved user systems in ``folder`` (the caller picks it; ``calibration.store``)."""
+    from .calibration.store import list_systems
+
+    return list_systems(folder)
+
+
+def user_system_provenance(folder, name: str) -> list:
+    """Where every calibrated number of the saved system ``name`` came from (its provenance list)."""
+    from .calibration.store import load_document
+
+    return list(load_document(folder, name).get("provenance", []))
+
+
+def load_user_system(folder, name: str):
+    """The saved user system ``name`` (a validated SystemSpec)."""
+    from .calibration.store import load_system
+
+    return load_system(folder, name)
+
+
+def save_user_system(folder, name: str, system, provenance=()):
+    """Save ``system`` (validated first) as ``folder/name.json`` atomically, with its provenance."""
+    from .calibration.store import save_system
+
+    return save_system(folder, name, system, provenance)

@@ -1,4 +1,4 @@
-"""Command line: ``python -m simengine estimate|simulate|presets|schema|validate|import-hf``.
+"""Command line: ``python -m simengine estimate|simulate|presets|schema|validate|import-hf|calibrate|check-run|coverage``.
 
 Bad input exits with status 2 and one line naming the field; never a traceback. Output that
 cannot be written (a full disk, ``> /dev/full``) is one line and status 2; a closed pipe
@@ -14,6 +14,8 @@ import os
 import sys
 from typing import Any
 
+from .calibration import cli as calibration_cli
+from .checkrun import cli as checkrun_cli
 from .errors import ConfigError
 
 KINDS = {"model": "models", "system": "systems", "strategy": "strategies"}
@@ -52,15 +54,18 @@ def apply_sets(config: dict[str, Any], sets: list[str]) -> dict[str, Any]:
     return config
 
 
-def _load(kind: str, ref: str) -> dict[str, Any]:
+def _load(kind: str, ref: str, user_systems=None) -> dict[str, Any]:
     from . import presets
 
-    spec = presets.load_spec(KINDS[kind], ref)
+    spec = presets.load_spec(KINDS[kind], ref, user_systems=user_systems)
     return spec.model_dump(mode="json", exclude_unset=False)
 
 
 def build_config(args: argparse.Namespace) -> dict[str, Any]:
-    cfg = {"model": _load("model", args.model), "system": _load("system", args.system), "strategy": _load("strategy", args.strategy)}
+    from .calibration.cli import systems_dir
+
+    cfg = {"model": _load("model", args.model), "system": _load("system", args.system, systems_dir(args)),
+           "strategy": _load("strategy", args.strategy)}
     return apply_sets(cfg, args.set or [])
 
 
@@ -155,10 +160,11 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Any]]:
     for name in ("estimate", "simulate"):
         e = sub.add_parser(name, help=f"{name} one training step")
         e.add_argument("--model", required=True, help="preset name or path to a ModelSpec JSON")
-        e.add_argument("--system", required=True, help="preset name or path to a SystemSpec JSON")
+        e.add_argument("--system", required=True, help="preset name, saved user system or path to a SystemSpec JSON")
         e.add_argument("--strategy", required=True, help="preset name or path to a StrategySpec JSON")
         e.add_argument("--set", action="append", metavar="SECTION.FIELD=VALUE", help="override a field (repeatable)")
         e.add_argument("--json", action="store_true", help="print one JSON object")
+        calibration_cli.add_systems_dir(e)
         if name == "simulate":
             e.add_argument("--trace", metavar="PATH", help="write a Chrome trace (Perfetto / chrome://tracing)")
     sub.add_parser("presets", help="list the preset names").add_argument("--json", action="store_true")
@@ -167,6 +173,8 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Any]]:
     modules = _module_commands()
     for mod in modules.values():
         mod.add_parser(sub)
+    calibration_cli.add_parser(sub)
+    checkrun_cli.add_parser(sub)
     return p, modules
 
 
@@ -175,10 +183,15 @@ def _main(argv: list[str] | None) -> int:
     try:
         args = p.parse_args(argv)
         if args.cmd is None:
-            raise ConfigError([("arguments", "choose a command: estimate, simulate, presets, schema, " + ", ".join(modules))])
+            raise ConfigError([("arguments", "choose a command: estimate, simulate, presets, schema, "
+                                + ", ".join(modules) + ", calibrate, check-run or coverage")])
         if args.cmd in modules:
             emit(modules[args.cmd].run(args))
             return 0
+        if args.cmd == "calibrate":
+            return calibration_cli.run(args)
+        if args.cmd in ("check-run", "coverage"):
+            return checkrun_cli.run(args)
         if args.cmd == "schema":
             from .config import ModelSpec, StrategySpec, SystemSpec
 

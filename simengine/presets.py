@@ -121,14 +121,17 @@ def _looks_like_path(name_or_path: str | Path) -> bool:
     return s.endswith(".json") and Path(s).is_file()
 
 
-def load_spec(kind: str, name_or_path: str | Path) -> ModelSpec | SystemSpec | StrategySpec:
+def load_spec(kind: str, name_or_path: str | Path, *, user_systems: str | Path | None = None,
+              ) -> ModelSpec | SystemSpec | StrategySpec:
     """A validated spec from a preset name or from a path to a ``.json`` file.
 
     A ``Path``, a string with a path separator, or an existing ``*.json`` file in the working
     directory is read as a file (never cached: users edit their files; meant for the CLI, not for
     names arriving from a browser, which should go through :func:`load_preset`); anything else
-    is a preset name. Errors (missing file, bad JSON, invalid field) raise ConfigError with
-    dotted field paths such as ``model.hidden_size``.
+    is a preset name. A system name that is no preset is then looked up among the saved user
+    systems in the folder ``user_systems`` (``simengine.calibration.store``; the caller picks the
+    folder). Errors (missing file, bad JSON, invalid field) raise ConfigError with dotted field
+    paths such as ``model.hidden_size``.
     """
     _check_kind(kind)
     section = _SECTION[kind]
@@ -138,6 +141,13 @@ def load_spec(kind: str, name_or_path: str | Path) -> ModelSpec | SystemSpec | S
             raise ConfigError([(section, f"no such file: {path}")])
         data = _parse_file(path, section)
         origin = str(path)
+    elif kind == "systems" and user_systems is not None and str(name_or_path) not in _names(kind):
+        from .calibration.store import list_systems, load_system
+
+        if str(name_or_path) in list_systems(user_systems):
+            return load_system(user_systems, str(name_or_path))
+        data = load_preset(kind, str(name_or_path))
+        origin = f"preset {kind}/{name_or_path}"
     else:
         data = load_preset(kind, str(name_or_path))
         origin = f"preset {kind}/{name_or_path}"

@@ -228,9 +228,11 @@ def test_calibration_upload_keeps_at_most_2000_points_with_a_note():
     lines = ["m,n,k,b,dtype,layout,efficiency"] + [
         f"{rng.randint(1, 64) * 256},{rng.randint(1, 64) * 128},{rng.randint(1, 64) * 128},1,bf16,TN,{rng.uniform(0.2, 0.9):.4f}"
         for _ in range(5000)]
-    at = page("pages/system.py")
+    at = page("pages/calibration.py")
     at.file_uploader(key="cal.gemm").upload("sweep.csv", "\n".join(lines).encode(), "text/csv")
+    at.run()
     at.button(key="cal.run").click().run()
+    at.button(key="cal.apply").click().run()
     assert not at.exception, [e.value for e in at.exception]
     table = scenario(at)["system"]["efficiency"]["gemm_table"]
     assert len(table) == 2000

@@ -15,7 +15,8 @@ from streamlit.testing.v1 import AppTest
 from ui.share import decode_token, encode_token, size_canonical
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = ["pages/home.py", "pages/model.py", "pages/system.py", "pages/strategy.py", "pages/estimate.py", "pages/timeline.py"]
+PAGES = ["pages/home.py", "pages/model.py", "pages/system.py", "pages/strategy.py", "pages/estimate.py", "pages/timeline.py",
+         "pages/calibration.py"]
 TIMEOUT = 60
 
 
@@ -344,8 +345,9 @@ def test_gemm_table_add_and_clear():
 
 
 def test_calibration_rejects_garbage():
-    at = open_page("pages/system.py")
+    at = open_page("pages/calibration.py")
     at.file_uploader(key="cal.gemm").upload("sweep.csv", b"this,is\nnot,a sweep\n", "text/csv")
+    at.run()
     at.button(key="cal.run").click().run()
     assert not at.exception
     assert "Calibration failed" in texts(at.error)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -16,8 +17,11 @@ VALIDATION = Path(__file__).resolve().parent / "data" / "calibration"  # real lo
 B200 = Path(__file__).resolve().parents[1] / "simengine" / "validation" / "data" / "b200_op_efficiency.csv"
 XLA = VALIDATION / "gemm_sweeps" / "xla_sm90_h100_matmul_perf_table.csv"
 LOGS = VALIDATION / "nccl_logs"
-needs_data = pytest.mark.skipif(not (B200.is_file() and XLA.is_file() and LOGS.is_dir()),
-                                reason=f"validation data not found under {VALIDATION}")
+def needs_data(test):  # the data ship in the repo: a missing file fails below, never skips
+    return test
+
+
+assert B200.is_file() and XLA.is_file() and LOGS.is_dir(), "bundled calibration test data missing"
 
 
 def _h100():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -18,7 +19,11 @@ from simengine.errors import ConfigError
 VALIDATION = Path(__file__).resolve().parent / "data" / "calibration"  # real logs and sweeps (README there)
 B200 = Path(__file__).resolve().parents[1] / "simengine" / "validation" / "data" / "b200_op_efficiency.csv"
 XLA = VALIDATION / "gemm_sweeps" / "xla_sm90_h100_matmul_perf_table.csv"
-needs_data = pytest.mark.skipif(not (B200.is_file() and XLA.is_file()), reason=f"validation data not found under {VALIDATION}")
+def needs_data(test):  # the data ship in the repo: a missing file fails below, never skips
+    return test
+
+
+assert (B200.is_file() and XLA.is_file()), 'bundled calibration test data missing'
 
 
 @needs_data

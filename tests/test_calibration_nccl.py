@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -13,7 +14,11 @@ from simengine.errors import ConfigError
 
 VALIDATION = Path(__file__).resolve().parent / "data" / "calibration"  # real logs and sweeps (README there)
 LOGS = VALIDATION / "nccl_logs"
-needs_logs = pytest.mark.skipif(not LOGS.is_dir(), reason=f"validation logs not found at {LOGS}")
+def needs_logs(test):  # the data ship in the repo: a missing file fails below, never skips
+    return test
+
+
+assert LOGS.is_dir(), 'bundled calibration test data missing'
 
 # file → [(collective, ranks, rows)] per table, read off the files by hand.
 EXPECTED = {

@@ -17,7 +17,11 @@ from simengine.config.system import GemmPoint
 VALIDATION = Path(__file__).resolve().parent / "data" / "calibration"  # real logs and sweeps (README there)
 B200 = Path(__file__).resolve().parents[1] / "simengine" / "validation" / "data" / "b200_op_efficiency.csv"
 XLA = VALIDATION / "gemm_sweeps" / "xla_sm90_h100_matmul_perf_table.csv"
-needs_data = pytest.mark.skipif(not (B200.is_file() and XLA.is_file()), reason=f"validation data not found under {VALIDATION}")
+def needs_data(test):  # the data ship in the repo: a missing file fails below, never skips
+    return test
+
+
+assert (B200.is_file() and XLA.is_file()), 'bundled calibration test data missing'
 
 
 @pytest.fixture(scope="module")

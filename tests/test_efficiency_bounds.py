@@ -38,7 +38,7 @@ def test_uploaded_gemm_table_above_one_is_a_config_error(row):
     text = "m,n,k,dtype,efficiency\n1024,1024,1024,bf16,0.5\n" + row + "\n"
     with pytest.raises(ConfigError) as exc:
         calibrate(_system(), gemm_csv=text)
-    assert "(0, 1]" in str(exc.value)
+    assert "outside [0.0001, 1]" in str(exc.value)
 
 
 def test_grouped_gemm_fallback_stays_below_one():

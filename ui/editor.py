@@ -22,7 +22,12 @@ CUSTOM = "—"
 
 def preset_options(section: str) -> list[str]:
     names = list_presets(PRESET_KIND[section])
-    return [s for s in SCENARIO_SIZES if s in names] + [n for n in names if n not in SCENARIO_SIZES]
+    out = [s for s in SCENARIO_SIZES if s in names] + [n for n in names if n not in SCENARIO_SIZES]
+    if section == "system":  # saved user systems (Calibration page, CLI calibrate) after the catalogue
+        from .calibration_run import USER_PREFIX, user_systems
+
+        out += [USER_PREFIX + n for n in user_systems()]
+    return out
 
 
 def _load_preset(section: str) -> None:
@@ -30,7 +35,12 @@ def _load_preset(section: str) -> None:
     if not name or name == CUSTOM:
         return
     try:
-        data = load_preset(PRESET_KIND[section], name)
+        from .calibration_run import USER_PREFIX, load_user_system
+
+        if section == "system" and name.startswith(USER_PREFIX):
+            data = load_user_system(name[len(USER_PREFIX):])
+        else:
+            data = load_preset(PRESET_KIND[section], name)
     except ConfigError as e:
         state.notify("error", f"Could not load preset {name!r}: {e}")
         return

@@ -1,6 +1,6 @@
 """Efficiency tables of the System page: GEMM points in streamlit-aggrid, collective fits in
-``st.data_editor``, and calibration from measured GEMM CSVs / nccl-tests logs (engine's
-``simengine.calibration.calibrate_with_summary``; uploads are passed as bytes, never as paths)."""
+``st.data_editor``, and the GEMM-point cap a calibration keeps (the Calibration page,
+``ui/calibration_run.py``, runs the calibration itself)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,6 @@ import streamlit as st
 from simengine.config.system import CollectivePoint, GemmPoint
 
 from . import state
-from .config_io import validate_section
-from .text import md, md_code
 
 GEMM_COLUMNS = list(GemmPoint.model_fields)          # m n k b dtype layout efficiency
 COLL_COLUMNS = list(CollectivePoint.model_fields)    # kind tier efficiency latency_us
@@ -126,56 +124,6 @@ def add_gemm_row() -> None:
 
 def clear_gemm() -> None:
     _store_table("system", "gemm_table", [], "edited")
-
-
-def calibrate_from_uploads(gemm_file, nccl_files) -> None:
-    """Run the engine's calibration on uploaded measurements and store the calibrated system."""
-    from simengine.api import calibrate_with_summary
-    from simengine.config import SystemSpec
-    from simengine.errors import ConfigError
-
-    if gemm_file is None and not nccl_files:
-        st.warning("Upload a GEMM sweep CSV and/or nccl-tests logs first.")
-        return
-    sizes = ([gemm_file.size] if gemm_file is not None else []) + [f.size for f in nccl_files or []]
-    if sum(sizes) > MAX_CAL_BYTES:
-        st.error(f"Uploads total {sum(sizes):,} bytes; at most {MAX_CAL_BYTES:,} are accepted.")
-        return
-    gemm = bytes(gemm_file.getvalue()) if gemm_file is not None else None
-    logs = {f.name[:200]: bytes(f.getvalue()) for f in nccl_files or []}  # names in messages are escaped
-    try:
-        system = SystemSpec.model_validate(state.section_dict("system"))
-        new, summary = calibrate_with_summary(system, gemm, logs or None)
-    except ConfigError as e:
-        st.error("Calibration failed:  \n" + "  \n".join(f"- {md_code(f, 60)}: {md(m, 300)}" if f else f"- {md(m, 300)}"
-                                                         for f, m in e.issues[:12]))
-        return
-    except Exception as e:  # noqa: BLE001
-        st.error(f"Calibration failed: {type(e).__name__}: {md(e, 300)}")
-        return
-    data = new.model_dump(mode="json")
-    table = data.get("efficiency", {}).get("gemm_table") or []
-    kept = sample_gemm_points(table)
-    data["efficiency"]["gemm_table"] = kept
-    canon, issues = validate_section("system", data)
-    if canon is None:
-        st.error("Calibration produced an invalid system: " + md("; ".join(m for _, m in issues[:6]), 600))
-        return
-    state.set_section("system", canon, "calibrated")
-    state.sync_link()
-    msg = f"Calibrated: {summary.gemm_points:,} GEMM point(s)"
-    if summary.collective_fits:
-        used = [f for f in summary.collective_fits if f.used]
-        msg += f", {len(used)} collective fit(s) used of {len(summary.collective_fits)}"
-    state.notify("success", msg + ".")
-    if len(kept) < len(table):
-        state.notify("info", f"The sweep has {len(table):,} GEMM points; the system keeps {len(kept):,} of them, "
-                             f"evenly spaced over the table (every {len(table) / len(kept):.1f}th row), so the "
-                             "scenario, its link and every estimate stay fast. Interpolation between the kept "
-                             "shapes covers the rest.")
-    for w in summary.warnings[:8]:
-        state.notify("warning", md(w, 300))
-    st.rerun()
 
 
 def sample_gemm_points(rows: list[Any], limit: int | None = None) -> list[Any]:

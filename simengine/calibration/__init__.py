@@ -1,25 +1,24 @@
-"""Calibration: measured GEMM sweeps and raw nccl-tests output → efficiency tables of a SystemSpec.
+"""Calibration: measured files → efficiency tables of a SystemSpec, with provenance.
 
-Modules, one concept each: ``source`` (text/bytes/path in), ``nccl_lines`` + ``nccl`` (nccl-tests
-stdout parser), ``collectives`` (bus factors), ``fit`` (alpha-beta per collective, network tier),
-``csvutil`` + ``gemm`` (GEMM CSV readers), ``b200`` (SimuMax B200 file: attention, grouped GEMM,
-memory rows), ``table`` (fast GEMM efficiency lookup), ``calibrate`` (all of it into a SystemSpec).
+Layers, one concept per module: ``source`` / ``csvutil`` / ``peaks`` (input text, CSV cells, GPU
+peaks); ``formats/`` (one reader per file format: SimuMax operator table, OpenXLA matmul table,
+generic GEMM CSV, nccl-tests logs, attention / grouped-GEMM / memory sweeps); ``collectives``
+(nccl-tests names; kinds and bus factors come from ``simengine.collectives``); ``fit``
+(alpha-beta per collective and tier); ``gemm`` (format detection); ``table`` (GEMM interpolation
+the cost model reads); ``provenance``, ``curves``; ``calibrate`` (all of it into a SystemSpec);
+``store`` (saved user systems); ``cli`` (``python -m simengine calibrate``).
 """
 
-from .b200 import (
-    AttentionRow, B200Tables, GroupedGemmRow, MemBw, attention_efficiency_from_b200, causal_fraction,
-    grouped_gemm_efficiency, grouped_gemm_mean, read_b200_op_efficiency,
-)
-from .calibrate import (
-    CalibrationSummary, CollectiveFit, b200_scalars, calibrate, calibrate_with_summary, load_b200_system_efficiency,
-)
-from .collectives import KINDS, bus_factor
+# Eager on purpose: ``calibrate`` is both a submodule and a function; importing the names here, after
+# the submodules, keeps ``simengine.calibration.calibrate`` the function for every importer.
+from .calibrate import b200_scalars, calibrate, calibrate_with_summary, CalibrationSummary, CollectiveFit, load_b200_system_efficiency
+from .collectives import bus_factor, KINDS
 from .fit import AlphaBetaFit, collective_point, fit_alpha_beta, fit_table, tier_bandwidth_gbs, tier_for
-from .gemm import (
-    H100_SXM_DENSE_PEAK_TFLOPS, GemmLoad, detect_gemm_format, load_gemm_csv, read_gemm_csv, read_xla_matmul_table,
-)
-from .nccl import NcclLog, NcclRow, NcclTable, parse_nccl_log
-from .table import GemmIndex, gemm_efficiency, gemm_index
+from .formats.nccl_tests import NcclLog, NcclRow, NcclTable, parse_nccl_log
+from .formats.simumax_op_table import attention_efficiency_from_b200, AttentionRow, B200Tables, causal_fraction, grouped_gemm_efficiency, grouped_gemm_mean, GroupedGemmRow, MemBw, read_b200_op_efficiency
+from .gemm import detect_gemm_format, GemmLoad, load_gemm_csv, read_gemm_csv, read_xla_matmul_table
+from .peaks import H100_SXM_DENSE_PEAK_TFLOPS
+from .table import gemm_efficiency, gemm_index, GemmIndex
 
 __all__ = [
     "AlphaBetaFit", "AttentionRow", "B200Tables", "CalibrationSummary", "CollectiveFit", "GemmIndex", "GemmLoad",

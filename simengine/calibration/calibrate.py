@@ -20,16 +20,24 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..config.system import Efficiency, SystemSpec
-from ..errors import ConfigError
-from .b200 import B200Tables, attention_efficiency_from_b200, grouped_gemm_mean, read_b200_op_efficiency
-from .fit import collective_point, fit_table, tier_bandwidth_gbs, tier_for
+from ..errors import ConfigError, from_pydantic
+from .formats.attention_csv import read_attention_csv
+from .formats.grouped_gemm_csv import read_grouped_gemm_csv
+from .formats.memory_csv import read_memory_csv
+from .formats.simumax_op_table import B200Tables, attention_efficiency_from_b200, grouped_gemm_mean, read_b200_op_efficiency
+from .fit import collective_point, fit_alpha_beta, fit_table, tier_bandwidth_gbs, tier_for
 from .gemm import load_gemm_csv
-from .nccl import parse_nccl_log
+from .formats.nccl_tests import parse_nccl_log
+from .curves import attention_curve, collective_curve, gemm_curve
+from .provenance import Provenance, gemm_holdout_error, read_input
+
+Source = str | bytes | os.PathLike
+LogsLike = Mapping[str, Source] | Sequence[Source | tuple[str, Source]]
 
 TRAINING_DTYPES = ("bf16", "fp8")
 
@@ -68,34 +76,53 @@ class CalibrationSummary(_Frozen):
     scalars: dict[str, float] = {}
     collective_fits: tuple[CollectiveFit, ...] = ()
     warnings: tuple[str, ...] = ()
+    provenance: tuple[Provenance, ...] = ()
+    curves: dict[str, tuple[dict, ...]] = {}   # plot data (calibration/curves.py)
 
 
 def calibrate(
     system: SystemSpec,
-    gemm_csv: str | bytes | os.PathLike | None = None,
-    nccl_logs: Mapping[str, str | bytes] | None = None,
+    gemm_csv: Source | None = None,
+    nccl_logs: LogsLike | None = None,
+    **tables: Source | None,
 ) -> SystemSpec:
-    """New SystemSpec with measured efficiencies (see module docstring).
-
-    ``gemm_csv`` and each value of ``nccl_logs`` may be the content (text with newlines, or bytes)
-    or a path; ``nccl_logs`` keys are file names, used as hints (``…_all_gather_16gpu.log``).
-    """
-    return calibrate_with_summary(system, gemm_csv, nccl_logs)[0]
+    """New SystemSpec with measured efficiencies (see module docstring and
+    :func:`calibrate_with_summary`)."""
+    return calibrate_with_summary(system, gemm_csv, nccl_logs, **tables)[0]
 
 
 def calibrate_with_summary(
     system: SystemSpec,
-    gemm_csv: str | bytes | os.PathLike | None = None,
-    nccl_logs: Mapping[str, str | bytes] | None = None,
+    gemm_csv: Source | None = None,
+    nccl_logs: LogsLike | None = None,
+    *,
+    attention_csv: Source | None = None,
+    grouped_gemm_csv: Source | None = None,
+    memory_csv: Source | None = None,
 ) -> tuple[SystemSpec, CalibrationSummary]:
+    """Calibrate ``system`` from any of: a GEMM sweep, nccl-tests logs, an attention sweep, a
+    grouped-GEMM sweep. Each may be the content (text or bytes) or a ``pathlib.Path``;
+    ``nccl_logs`` is a mapping name → content, or a list of contents / paths / (name, content)
+    pairs (names are hints such as ``…_all_gather_16gpu.log``). Bad input raises ``ConfigError``
+    naming the field and row; pydantic's ValidationError never escapes."""
     eff_update: dict[str, object] = {}
     summary: dict[str, object] = {}
     warnings: list[str] = []
     sources: list[str] = []
-    if gemm_csv is not None:
-        _gemm(system, gemm_csv, eff_update, summary, warnings, sources)
-    if nccl_logs:
-        _nccl(system, nccl_logs, eff_update, summary, warnings, sources)
+    prov: list[Provenance] = []
+    try:
+        if gemm_csv is not None:
+            _gemm(system, gemm_csv, eff_update, summary, warnings, sources, prov)
+        if attention_csv is not None:
+            _attention(system, attention_csv, eff_update, summary, sources, prov)
+        if grouped_gemm_csv is not None:
+            _grouped(system, grouped_gemm_csv, eff_update, summary, sources, prov)
+        if memory_csv is not None:
+            _memory(system, memory_csv, eff_update, warnings, sources, prov)
+        if nccl_logs:
+            _nccl(system, _log_items(nccl_logs), eff_update, summary, warnings, sources, prov)
+    except ValidationError as exc:  # a value a reader let through but the schema refuses
+        raise from_pydantic(exc, "efficiency") from None
     if sources:
         prior = system.efficiency.source
         eff_update["source"] = ("; ".join(([prior] if prior else []) + ["calibrated: " + "; ".join(sources)]))[:2000]
@@ -106,11 +133,41 @@ def calibrate_with_summary(
     except ValidationError as exc:
         raise ConfigError([("efficiency", f"calibrated values invalid: {str(exc).splitlines()[0]}")]) from None
     summary["warnings"] = tuple(warnings)
+    summary["provenance"] = tuple(prov)
+    curves: dict[str, tuple[dict, ...]] = dict(summary.pop("curves", {}))  # type: ignore[arg-type]
+    if "gemm_table" in eff_update:
+        curves["gemm"] = tuple(gemm_curve(efficiency.gemm_table))
+    if "attention_table" in eff_update:
+        curves["attention"] = tuple(attention_curve(efficiency.attention_table))
+    summary["curves"] = curves
     return system.model_copy(update={"efficiency": efficiency}), CalibrationSummary(**summary)  # type: ignore[arg-type]
 
 
-def _gemm(system, gemm_csv, eff_update, summary, warnings, sources) -> None:
-    load = load_gemm_csv(gemm_csv, peak_tflops=system.gpu.peak_tflops, dtypes=TRAINING_DTYPES)
+def _log_items(logs: LogsLike) -> list[tuple[str, Source]]:
+    """A mapping or a list of logs → [(name, source)]; anything else is a ConfigError."""
+    if isinstance(logs, Mapping):
+        return [(str(k), v) for k, v in logs.items()]
+    if isinstance(logs, (str, bytes, os.PathLike)):
+        logs = [logs]
+    if not isinstance(logs, Sequence):
+        raise ConfigError([("nccl_log", f"expected a list or a mapping of logs, got {type(logs).__name__}")])
+    out: list[tuple[str, Source]] = []
+    for i, item in enumerate(logs):
+        if isinstance(item, tuple) and len(item) == 2:
+            out.append((str(item[0]), item[1]))
+        elif isinstance(item, os.PathLike):
+            out.append((os.fspath(item).rsplit("/", 1)[-1], item))
+        else:
+            out.append((f"log {i + 1}", item))  # type: ignore[arg-type]
+    return out
+
+
+def _gemm(system, gemm_csv, eff_update, summary, warnings, sources, prov) -> None:
+    text, name, digest = read_input(gemm_csv, "gemm_csv")
+    load = load_gemm_csv(text, peak_tflops=system.gpu.peak_tflops, dtypes=TRAINING_DTYPES)
+    prov.append(Provenance(target="efficiency.gemm_table", file=name, sha256=digest, rows_used=len(load.points),
+                           fit_error=gemm_holdout_error(load.points), method=f"{load.format} GEMM table, log-shape "
+                           "interpolation; fit_error = mean |relative error| on held-out points"))
     by_dtype: dict[str, int] = {}
     for p in load.points:
         by_dtype[p.dtype] = by_dtype.get(p.dtype, 0) + 1
@@ -182,58 +239,132 @@ def load_b200_system_efficiency(path: str | os.PathLike, hbm_bandwidth_gbs: floa
     return Efficiency(**update)  # type: ignore[arg-type]
 
 
-def _nccl(system, nccl_logs, eff_update, summary, warnings, sources) -> None:
+def _attention(system, source, eff_update, summary, sources, prov) -> None:
+    text, name, digest = read_input(source, "attention_csv")
+    pts = read_attention_csv(text, peak_tflops=system.gpu.peak_tflops.bf16)
+    if not pts:
+        raise ConfigError([("attention_csv", "no rows")])
+    eff_update["attention_table"] = pts
+    for phase in ("fwd", "bwd"):
+        vals = [p.efficiency for p in pts if p.phase == phase]
+        if vals:  # the scalar default: the mean of the measured shapes (SimuMax's op_default convention)
+            eff_update[f"attention_{phase}"] = min(sum(vals) / len(vals), 1.0)
+    summary["attention_rows"] = len(pts)
+    sources.append(f"attention sweep ({len(pts)} shapes)")
+    prov.append(Provenance(target="efficiency.attention_table", file=name, sha256=digest, rows_used=len(pts),
+                           method="measured shapes, nearest shape wins"))
+
+
+def _grouped(system, source, eff_update, summary, sources, prov) -> None:
+    text, name, digest = read_input(source, "grouped_gemm_csv")
+    pts = read_grouped_gemm_csv(text, peak_tflops=system.gpu.peak_tflops.bf16)
+    if not pts:
+        raise ConfigError([("grouped_gemm_csv", "no rows")])
+    eff_update["grouped_gemm_table"] = pts
+    eff_update["grouped_gemm"] = min(sum(p.efficiency for p in pts) / len(pts), 1.0)
+    summary["grouped_gemm_rows"] = len(pts)
+    sources.append(f"grouped-GEMM sweep ({len(pts)} shapes)")
+    prov.append(Provenance(target="efficiency.grouped_gemm_table", file=name, sha256=digest, rows_used=len(pts),
+                           method="measured shapes, nearest shape wins"))
+
+
+def _memory(system, source, eff_update, warnings, sources, prov) -> None:
+    """hbm and kernel_overhead_us from a copy sweep: the alpha-beta fit (fit.py) of
+    t = overhead + 2·bytes / bandwidth, over copies ≥ 1 MiB; efficiency = bandwidth / the GPU's HBM
+    bandwidth (cost/compute.py prices memory-bound kernels as bytes / (HBM · hbm) + overhead)."""
+    text, name, digest = read_input(source, "memory_csv")
+    rows = read_memory_csv(text)
+    try:
+        fit = fit_alpha_beta([b for b, _ in rows], [t * 1e6 for _, t in rows], 2.0)
+    except ConfigError as exc:
+        raise ConfigError([("memory_csv", m) for _, m in exc.issues]) from None
+    eff = fit.busbw_gbs / system.gpu.hbm_bandwidth_gbs
+    if not 1e-4 <= eff <= 1.0:
+        raise ConfigError([("memory_csv", f"measured {fit.busbw_gbs:.4g} GB/s is {eff:.3g} × the GPU's HBM bandwidth "
+                                          f"{system.gpu.hbm_bandwidth_gbs:g} GB/s; outside [1e-4, 1]")])
+    eff_update["hbm"] = eff
+    eff_update["kernel_overhead_us"] = min(fit.alpha_us, 1e4)
+    if fit.note:
+        warnings.append(f"{name or 'memory sweep'}: {fit.note}")
+    sources.append(f"memory sweep ({fit.n_points} sizes)")
+    prov.append(Provenance(target="efficiency.hbm", file=name, sha256=digest, rows_used=fit.n_points,
+                           fit_error=fit.rel_rms, method="alpha-beta fit of copy time; fit_error = RMS relative error"))
+
+
+def _nccl(system, nccl_logs, eff_update, summary, warnings, sources, prov) -> None:
     fits: list[CollectiveFit] = []
     points: dict[tuple[str, str], tuple[tuple, object, int]] = {}
-    for name, content in nccl_logs.items():
+    digests: dict[str, str] = {}
+    curve_rows: list[tuple[int, list[dict]]] = []
+    for name, content in nccl_logs:
         label = str(name)[:200]
         try:
-            log = parse_nccl_log(content, name=label)
+            text, _, digests[label] = read_input(content, "nccl_log")
+            log = parse_nccl_log(text, name=label)
         except ConfigError as exc:
             raise ConfigError([(f, f"{label}: {m}") for f, m in exc.issues]) from None
         warnings.extend(f"{label}: {w}" for w in log.warnings)
         for ti, table in enumerate(log.tables):
-            warnings.extend(f"{label}: {w}" for w in table.warnings)
-            if not table.supported:
-                warnings.append(f"{label}: table {ti + 1}: {table.collective} is not modelled; skipped")
+            got = _fit_one(system, label, ti + 1, table, warnings)
+            if got is None:
                 continue
-            if table.n_ranks is None:
-                warnings.append(f"{label}: table {ti + 1}: rank count unknown; skipped")
-                continue
-            try:
-                fit = fit_table(table)
-            except ConfigError as exc:
-                warnings.append(f"{label}: table {ti + 1} ({table.collective}): not fitted: {exc}")
-                continue
-            max_bus = max(r.busbw_gbs for r in table.rows)
-            if q := fit.quality_warning(max_bus):
-                warnings.append(f"{label}: table {ti + 1} ({table.collective}): {q}")
-            if fit.note:
-                warnings.append(f"{label}: table {ti + 1} ({table.collective}): {fit.note}")
-            if table.gpu and not _same_gpu(table.gpu, system.gpu.name):
-                warnings.append(f"{label}: measured on {table.gpu}, but the system's GPU is {system.gpu.name}")
-            tier = tier_for(table.n_ranks, system, table.n_hosts)
-            per_domain = table.n_ranks // table.n_hosts if table.n_hosts else min(table.n_ranks, system.domain)
-            bw = tier_bandwidth_gbs(system, tier, per_domain)
-            point, clip = collective_point(table.collective, tier, fit, bw, table.n_ranks)
-            if clip:
-                warnings.append(f"{label}: table {ti + 1}: {clip}")
-            rank = (table.n_ranks, fit.busbw_gbs)
-            key = (table.collective, tier)
+            fit, point, tier, bw = got
+            curve_rows.append((len(fits), collective_curve(label, ti + 1, table, fit, tier, False)))
             fits.append(CollectiveFit(
                 source=label, table=ti + 1, kind=table.collective, n_ranks=table.n_ranks, n_hosts=table.n_hosts, gpu=table.gpu,
-                tier=tier, alpha_us=fit.alpha_us, busbw_gbs=fit.busbw_gbs, max_measured_busbw_gbs=max_bus,
+                tier=tier, alpha_us=fit.alpha_us, busbw_gbs=fit.busbw_gbs, max_measured_busbw_gbs=max(r.busbw_gbs for r in table.rows),
                 tier_bandwidth_gbs=bw, efficiency=point.efficiency, n_points=fit.n_points,
                 rel_rms_error=fit.rel_rms, used=False))
+            rank, key = (table.n_ranks, fit.busbw_gbs), (table.collective, tier)
             if key not in points or rank > points[key][0]:
                 points[key] = (rank, point, len(fits) - 1)
-    used = {i for _, _, i in points.values()}
-    fits = [f.model_copy(update={"used": i in used}) for i, f in enumerate(fits)]
     if not points:
         raise ConfigError([("nccl_log", "no collective could be fitted from the logs given")])
+    used = {i for _, _, i in points.values()}
+    fits = [f.model_copy(update={"used": i in used}) for i, f in enumerate(fits)]
     eff_update["collective_table"] = tuple(p for _, p, _ in sorted(points.values(), key=lambda v: v[2]))
+    prov.extend(Provenance(target=f"efficiency.collective_table[{f.kind},{f.tier}]", file=f.source,
+                           sha256=digests.get(f.source, ""), rows_used=f.n_points, fit_error=f.rel_rms_error,
+                           method=f"alpha-beta fit of table {f.table} ({f.n_ranks} ranks); fit_error = RMS "
+                           "relative error of the time") for f in fits if f.used)
     summary["collective_fits"] = tuple(fits)
+    summary["curves"] = {"collectives": tuple({**r, "used": i in used} for i, rows in curve_rows for r in rows)}
     sources.append(f"nccl-tests ({len(nccl_logs)} log(s), {len(points)} fits)")
+
+
+def _fit_one(system, label: str, no: int, table, warnings: list[str]):
+    """(fit, CollectivePoint, tier, tier bandwidth) of one parsed table, or None (the reason in
+    ``warnings``)."""
+    where = f"{label}: table {no} ({table.collective})"
+    warnings.extend(f"{label}: {w}" for w in table.warnings)
+    if not table.supported:
+        warnings.append(f"{label}: table {no}: {table.collective} is not modelled; skipped")
+        return None
+    if table.n_ranks is None:
+        warnings.append(f"{label}: table {no}: rank count unknown; skipped")
+        return None
+    try:
+        fit = fit_table(table)
+    except ConfigError as exc:
+        warnings.append(f"{where}: not fitted: {exc}")
+        return None
+    if q := fit.quality_warning(max(r.busbw_gbs for r in table.rows)):
+        warnings.append(f"{where}: {q}")
+    if fit.note:
+        warnings.append(f"{where}: {fit.note}")
+    if table.gpu and not _same_gpu(table.gpu, system.gpu.name):
+        warnings.append(f"{label}: measured on {table.gpu}, but the system's GPU is {system.gpu.name}")
+    tier = tier_for(table.n_ranks, system, table.n_hosts)
+    per_domain = table.n_ranks // table.n_hosts if table.n_hosts else min(table.n_ranks, system.domain)
+    bw = tier_bandwidth_gbs(system, tier, per_domain)
+    point, clip = collective_point(table.collective, tier, fit, bw, table.n_ranks)
+    if clip:
+        warnings.append(f"{label}: table {no}: {clip}")
+    if point is None:
+        warnings.append(f"{where}: busbw {fit.busbw_gbs:.3g} GB/s is below 1e-4 × the {tier} bandwidth {bw:g} GB/s; "
+                        "not used")
+        return None
+    return fit, point, tier, bw
 
 
 _MODEL = re.compile(r"\b([A-Z]{1,3}\d{2,4}[A-Z]?)\b")

@@ -1,25 +1,17 @@
-"""Collective kinds, their nccl-tests names and bus-bandwidth factors.
+"""nccl-tests names of the collectives, and finding a collective's name in free text.
 
-Bus bandwidth (nccl-tests ``doc/PERFORMANCE.md``, "busbw"): the bytes each rank moves over its
-busiest link for a ring implementation, divided by time, so that it is comparable to link speed.
-For n ranks and a message of S bytes (S = the full buffer, as nccl-tests' ``size`` column):
-
-  all_reduce            2(n−1)/n · S   (reduce-scatter + all-gather; Thakur et al. 2005, §4.5;
-                                        Patarasuk & Yuan 2009, bandwidth-optimal ring)
-  all_gather            (n−1)/n · S
-  reduce_scatter        (n−1)/n · S
-  all_to_all            (n−1)/n · S    (each rank sends S/n to each of n−1 peers)
-  p2p (sendrecv)        1 · S
-  broadcast / reduce    1 · S          (pipelined chain; parsed, not fitted: no simengine kind)
+The kinds, their bus-bandwidth factors and algorithms live in one table shared with the cost
+model: :mod:`simengine.collectives` (re-exported here for the readers).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Literal
 
-Kind = Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p"]
-KINDS: tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p")
+from ..collectives import KINDS, bus_factor, ranks_from_factor
+
+__all__ = ["KINDS", "UNSUPPORTED", "bus_factor", "kind_from_test_name", "kind_from_text", "normalize_kind",
+           "ranks_from_factor"]
 
 # nccl-tests binary stem → collective name used in this package.
 _NCCL_TEST_NAMES = {
@@ -75,22 +67,3 @@ def normalize_kind(name: str) -> str:
     if kind is None:
         raise ValueError(f"unknown collective {name!r}; expected one of {', '.join(KINDS)}")
     return kind
-
-
-def bus_factor(kind: str, n_ranks: int) -> float:
-    """busbw / algbw for ``kind`` on ``n_ranks`` ranks (see module docstring for the sources)."""
-    n = max(int(n_ranks), 1)
-    if kind == "all_reduce":
-        return 2.0 * (n - 1) / n
-    if kind in ("all_gather", "reduce_scatter", "all_to_all"):
-        return (n - 1) / n
-    return 1.0  # p2p, broadcast, reduce
-
-
-def ranks_from_factor(kind: str, ratio: float) -> float | None:
-    """Invert :func:`bus_factor`: the (real-valued) rank count a busbw/algbw ratio implies."""
-    if kind == "all_reduce" and 0.0 < ratio < 2.0:
-        return 2.0 / (2.0 - ratio)
-    if kind in ("all_gather", "reduce_scatter", "all_to_all") and 0.0 < ratio < 1.0:
-        return 1.0 / (1.0 - ratio)
-    return None

@@ -25,7 +25,7 @@ import numpy as np
 from ..config.system import CollectivePoint, SystemSpec
 from ..errors import ConfigError
 from .collectives import KINDS, bus_factor
-from .nccl import NcclTable
+from .formats.nccl_tests import NcclTable
 
 MIN_FIT_BYTES = 1 << 20
 Tier = Literal["scale_up", "scale_out"]
@@ -174,9 +174,9 @@ MAX_EFFICIENCY = 2.0  # CollectivePoint.efficiency upper bound (simengine/config
 
 
 def collective_point(kind: str, tier: Tier, fit: AlphaBetaFit, tier_bw_gbs: float,
-                     group_size: int | None = None) -> tuple[CollectivePoint, str]:
+                     group_size: int | None = None) -> tuple[CollectivePoint | None, str]:
     """``CollectivePoint(efficiency = busbw / tier bandwidth, latency_us = alpha)`` and a warning
-    (empty if none). Efficiency is clipped to the schema's (0, 2] — a multi-node all_reduce whose
+    (empty if none); ``None`` when the efficiency is below the schema's 1e-4. Efficiency is clipped to the schema's (0, 2] — a multi-node all_reduce whose
     busbw exceeds twice the per-GPU NIC bandwidth (NVLS/tree) is reported, not silently lost."""
     eff = fit.busbw_gbs / tier_bw_gbs
     warn = ""
@@ -184,7 +184,8 @@ def collective_point(kind: str, tier: Tier, fit: AlphaBetaFit, tier_bw_gbs: floa
         warn = (f"{kind} on {tier}: busbw {fit.busbw_gbs:.1f} GB/s is {eff:.2f}× the tier bandwidth "
                 f"{tier_bw_gbs:g} GB/s; clipped to {MAX_EFFICIENCY} (CollectivePoint.efficiency ≤ 2)")
         eff = MAX_EFFICIENCY
-    eff = max(eff, 1e-9)
+    if not eff >= 1e-4:  # CollectivePoint.efficiency ≥ 1e-4: a log this slow measured something else
+        return None, warn
     latency = min(max(fit.alpha_us, 0.0), 1e6)
     size = group_size if group_size and group_size >= 2 else None
     return CollectivePoint(kind=kind, tier=tier, efficiency=eff, latency_us=latency, group_size=size), warn  # type: ignore[arg-type]

@@ -36,7 +36,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..config.system import GemmPoint
-from .b200 import attention_efficiency_from_b200, causal_fraction, grouped_gemm_efficiency, grouped_gemm_mean
+from .formats.simumax_op_table import attention_efficiency_from_b200, causal_fraction, grouped_gemm_efficiency, grouped_gemm_mean
 
 __all__ = [
     "GemmIndex", "gemm_efficiency", "gemm_index", "attention_efficiency_from_b200", "causal_fraction",
@@ -109,6 +109,20 @@ class GemmIndex:
         self._memo[key] = value
         return value
 
+    def source(self, m: int, n: int, k: int, b: int = 1, dtype: str = "bf16", layout: str | None = None) -> str:
+        """How a query is answered: ``measured`` (exact point), ``interpolated`` (inside the range the
+        table covers in every dimension), ``extrapolated`` (clamped to the edge) or ``default`` (no
+        point of that dtype: the caller's curve)."""
+        ex = self._exact
+        keys = [(m, n, k, b, dtype, "*")] if layout is None else [(m, n, k, b, dtype, layout), (m, n, k, b, dtype, None)]
+        if any(key in ex for key in keys):
+            return "measured"
+        group = (self._groups.get((dtype, layout)) if layout is not None else None) or self._groups.get((dtype, "*"))
+        if group is None:
+            return "default"
+        q = np.array([_log2(m), _log2(n), _log2(k), _log2(b)])
+        return "interpolated" if bool(np.all(q >= group.lo) and np.all(q <= group.hi)) else "extrapolated"
+
     def _lookup(self, m, n, k, b, dtype, layout) -> float | None:
         ex = self._exact
         if layout is None:
@@ -133,7 +147,8 @@ def _log2(v: float) -> float:
 
 
 def _group(points: list[GemmPoint]) -> _Group:
-    coords = np.array([[_log2(p.m), _log2(p.n), _log2(p.k), _log2(p.b)] for p in points], dtype=float)
+    raw = np.array([(p.m, p.n, p.k, p.b) for p in points], dtype=float).reshape(-1, 4)
+    coords = np.log2(np.maximum(raw, 1.0))  # same as _log2 per coordinate, vectorised
     eff = np.array([p.efficiency for p in points], dtype=float)
     return _Group(coords, eff)
 

@@ -8,7 +8,8 @@ doc/PERFORMANCE.md) on n ranks with a buffer of S bytes:
 - all-to-all:      (n−1) steps, (n−1)/n · S
 - p2p:             1 step, S
 
-t = overhead + steps·α + bytes_on_link / (bandwidth · efficiency).
+t = overhead + steps·α + bytes_on_link / (bandwidth · efficiency); the steps and wire factors of
+each kind come from the one table in ``simengine/collectives.py`` (shared with calibration).
 
 Group placement follows Megatron-Core's rank order tp-cp-ep-dp-pp (parallel_state.py): a group
 with stride ``stride`` and ``n`` members spans n·stride consecutive ranks; if that span fits in
@@ -23,9 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..collectives import KINDS, alpha_steps, wire_factor
 from ..config.scenario import Scenario
-
-_STEPS = {"all_reduce": (2.0, 2.0), "all_gather": (1.0, 1.0), "reduce_scatter": (1.0, 1.0), "all_to_all": (1.0, 1.0)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +88,7 @@ class CommModel:
         up = Tier(sysm.scale_up.bandwidth_gbs * 1e9, e.collective_scale_up, sysm.scale_up.latency_us * 1e-6, ov)
         out = Tier(sysm.scale_out.bandwidth_gbs * 1e9, e.collective_scale_out, sysm.scale_out.latency_us * 1e-6, ov)
         self.tiers: dict[tuple[str, str], Tier] = {}
-        for kind in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p"):
+        for kind in KINDS:
             for name, tier in (("scale_up", up), ("scale_out", out)):
                 self.tiers[(kind, name)] = tier
         # measured fits, per (kind, tier) and optionally per group size (closest size wins)
@@ -137,12 +137,12 @@ class CommModel:
             t_out = (n - inside) / n * size_bytes / bw
             t = tier.overhead_s + (n - 1) * tier.latency_s + max(t_up, t_out)
         else:
-            steps, vol = _STEPS[kind]
             if cross:
                 # NCCL runs one ring per NIC: a group with g members per domain crosses on g NICs
                 # at once, up to the scale-up bandwidth (nccl-tests busbw on multi-node runs)
                 up = self.tiers[(kind, "scale_up")].bandwidth_Bps
                 bw = min(up, p.in_domain * bw)
-            t = tier.overhead_s + steps * (n - 1) * tier.latency_s + vol * (n - 1) / n * size_bytes / bw
+            # steps and wire bytes of the kind's default algorithm (simengine/collectives.py)
+            t = tier.overhead_s + alpha_steps(kind, n) * tier.latency_s + wire_factor(kind, n) * size_bytes / bw
         self._cache[key] = t
         return t

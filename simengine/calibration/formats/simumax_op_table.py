@@ -1,4 +1,4 @@
-"""SimuMax's flattened system efficiency file (``b200_op_efficiency.csv``) and its helpers.
+"""SimuMax's flattened operator-efficiency table (e.g. ``b200_op_efficiency.csv``) and its helpers.
 
 One row per measured key of SimuMax ``configs/system/b200_bf16_ceperm.json`` (Apache-2.0,
 © Moore Threads; layout in ../shared/validation/peer_model_notes.md §1, §9, §10):
@@ -30,10 +30,11 @@ import os
 from dataclasses import dataclass
 from typing import Literal
 
-from ..config.system import GemmPoint
-from ..errors import ConfigError
-from .csvutil import Issues, cell, norm_header, pos_float, pos_int, read_rows
-from .source import read_text
+from ...config.system import GemmPoint
+from ...errors import ConfigError
+from ..csvutil import Issues, cell, norm_header, pos_float, pos_int, read_rows
+from ..peaks import peak_map
+from ..source import read_text
 
 FIELD = "gemm_csv"
 GIB_PER_GB = 2**30 / 1e9  # SimuMax's "GB/s" are GiB/s
@@ -116,17 +117,17 @@ def read_b200_op_efficiency(
 ) -> B200Tables:
     """Read the whole file. With ``peak_tflops`` (the target system's peaks) every efficiency is
     re-expressed against it (same achieved TFLOP/s); without, the file's own peak is kept."""
-    from .gemm import peak_map
-
     text, _ = read_text(source, FIELD)
     header, rows = read_rows(text, FIELD)
-    return read_b200_rows(header, rows, peaks=peak_map(peak_tflops), wgrad_out_dtype=wgrad_out_dtype)
+    return read_simumax_rows(header, rows, peaks=peak_map(peak_tflops), wgrad_out_dtype=wgrad_out_dtype)
 
+
+read_simumax_op_table = read_b200_op_efficiency  # the format's name; the old one stays for callers
 
 _BOOL = {"true": True, "false": False, "1": True, "0": False}
 
 
-def read_b200_rows(header: list[str], rows, *, peaks: dict[str, float], wgrad_out_dtype: str | None = "fp32") -> B200Tables:
+def read_simumax_rows(header: list[str], rows, *, peaks: dict[str, float], wgrad_out_dtype: str | None = "fp32") -> B200Tables:
     idx: dict[str, int] = {}
     for i, h in enumerate(header):
         idx.setdefault(h.strip(), i)          # exact names first: k_m and k_M are different columns
@@ -134,7 +135,7 @@ def read_b200_rows(header: list[str], rows, *, peaks: dict[str, float], wgrad_ou
         idx.setdefault(norm_header(h), i)
     for need in ("table", "op", "efficiency"):
         if need not in idx:
-            raise ConfigError([(FIELD, f"B200 format: missing column '{need}'")])
+            raise ConfigError([(FIELD, f"SimuMax operator table: missing column '{need}'")])
     issues = Issues(FIELD)
 
     def get(cells, name):
@@ -188,7 +189,7 @@ def read_b200_rows(header: list[str], rows, *, peaks: dict[str, float], wgrad_ou
     issues.raise_if_any()
     points, notes = _merge_matmul(mm, wgrad_out_dtype)
     if not (points or grouped or attention or defaults or mem_bw):
-        raise ConfigError([(FIELD, "B200 format: no usable rows")])
+        raise ConfigError([(FIELD, "SimuMax operator table: no usable rows")])
     n_rows = sum(len(v) for v in mm.values())
     return B200Tables(points, tuple(grouped), tuple(attention), defaults, mem_bw, file_peak, notes, n_rows)
 
@@ -202,12 +203,15 @@ def _matmul_key(cells, get, line, issues, dtype):
         return None
     if None in (b, m, n, k):
         return None
+    if max(m, n, k) > 2**31 or b > 2**20:  # type: ignore[operator]
+        issues.add(line, "k_m", "m, n and k must be at most 2^31 and b at most 2^20 (GemmPoint bounds)")
+        return None
     return (m, n, k, b, dtype, layout)
 
 
 def _eff(eff: float, line: int, issues: Issues) -> float:
-    if not 0 < eff <= 1.0:  # achieved / peak cannot exceed 1 (against the system's peak)
-        issues.add(line, "efficiency", f"{eff:.4g} is outside (0, 1] of the system's peak (measured on a faster GPU?)")
+    if not 1e-4 <= eff <= 1.0:  # GemmPoint bounds: achieved / peak cannot exceed 1 (config/system.py)
+        issues.add(line, "efficiency", f"{eff:.4g} is outside [0.0001, 1] of the system's peak (measured on a faster GPU?)")
         return 1.0
     return eff
 

@@ -18,12 +18,13 @@ import re
 import statistics
 from dataclasses import dataclass, field
 
-from ..errors import ConfigError
-from .collectives import KINDS, bus_factor, kind_from_test_name, kind_from_text, normalize_kind, ranks_from_factor
+from ...errors import ConfigError
+from ..collectives import KINDS, bus_factor, kind_from_test_name, kind_from_text, normalize_kind, ranks_from_factor
+from ..source import read_text
 from .nccl_lines import Command, Layout, RawRow, classify, parse_row
-from .source import read_text
 
 FIELD = "nccl_log"
+MAX_LINES = 500_000
 
 # nccl-tests ``ncclDataType_t`` names (src/common.cu ``test_typenames``) → bytes per element.
 ELEMENT_BYTES = {
@@ -170,7 +171,10 @@ def _scan(text: str):
     nranks_info = None
     unparsed = 0
     last_appended: _Draft | None = None
-    for line in _join_continuations(text.splitlines()):
+    lines = text.splitlines()
+    if len(lines) > MAX_LINES:
+        raise ConfigError([(FIELD, f"{len(lines):,} lines, more than the {MAX_LINES:,} an nccl-tests log has")])
+    for line in _join_continuations(lines):
         c = classify(line)
         k = c.kind
         if k == "row":
@@ -324,6 +328,8 @@ def _ranks(d: _Draft, kind: str, rows: list[RawRow], name: str, caller_n: int | 
             return data_n, "data", hosts
         return n, src, hosts
     if data_n is not None:
+        how = "size/count" if kind in ("all_gather", "reduce_scatter", "all_to_all") else "busbw/algbw"
+        warns.append(f"the log prints no rank count; {data_n} ranks inferred from the {how} columns")
         return data_n, "data", hosts
     if d.nthread is not None and d.nthread[0] * d.nthread[1] > 1:
         return d.nthread[0] * d.nthread[1], "nthread", hosts

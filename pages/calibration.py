@@ -1,0 +1,80 @@
+"""Calibration: upload measured GEMM / attention / grouped-GEMM sweeps and nccl-tests logs, see each
+fit against its points, the coverage of the current scenario, then apply or save the system."""
+
+import pandas as pd
+import streamlit as st
+
+from ui import calibration_charts as charts
+from ui import calibration_run as cal
+from ui.layout import boot, page_link, show_notices
+from ui.text import md
+
+boot("Calibration")
+st.title("Calibration")
+st.caption("Measure your GPUs with `python -m simengine.measure` (or bring nccl-tests logs and GEMM sweeps), "
+           "upload the files, check each fit against its points, then use the calibrated system in this scenario "
+           "or save it by name. Every number keeps where it came from (file, sha256, rows used, fit error).")
+
+c1, c2 = st.columns(2)
+with c1:
+    gemm = st.file_uploader("GEMM sweep CSV (m,n,k + efficiency / TFLOP/s / time; OpenXLA and SimuMax tables too)",
+                            type=["csv", "txt"], key="cal.gemm")
+    att = st.file_uploader("Attention sweep CSV", type=["csv", "txt"], key="cal.attention")
+with c2:
+    nccl = st.file_uploader("nccl-tests logs (several at once)", type=["log", "txt", "out"],
+                            accept_multiple_files=True, key="cal.nccl")
+    grp = st.file_uploader("Grouped-GEMM sweep CSV (MoE)", type=["csv", "txt"], key="cal.grouped")
+mem = st.file_uploader("Memory-bandwidth sweep CSV (bytes, time)", type=["csv", "txt"], key="cal.memory")
+st.button("Calibrate the scenario's system", key="cal.run", type="primary", on_click=cal.run,
+          args=(gemm, nccl, att, grp, mem))
+
+res = cal.result()
+show_notices("cal")
+if res and "error" in res:
+    st.error(res["error"])
+elif res:
+    s = res["summary"]
+    used = [f for f in s["collective_fits"] if f["used"]]
+    m = st.columns(4)
+    m[0].metric("GEMM points", f"{s['gemm_points']:,}", help=f"format: {s['gemm_format'] or '—'}")
+    m[1].metric("Collective fits used", f"{len(used)} of {len(s['collective_fits'])}")
+    m[2].metric("Attention shapes", f"{s['attention_rows']:,}")
+    m[3].metric("Grouped-GEMM shapes", f"{s['grouped_gemm_rows']:,}")
+    a, b, c = st.columns([2, 2, 3])
+    a.button("Use in this scenario", key="cal.apply", on_click=cal.apply, icon=":material/check:")
+    name = b.text_input("Save as (name)", key="cal.name", max_chars=64, placeholder="my-cluster")
+    c.button("Save as a named system", key="cal.save", on_click=lambda: cal.save(st.session_state.get("cal.name", "")),
+             disabled=not name)
+    show_notices("cal.save")
+    if s["provenance"]:
+        st.markdown("**Fits and where they came from**")
+        st.dataframe(pd.DataFrame([{"field": p["target"], "file": p["file"], "rows used": p["rows_used"],
+                                    "fit error [%]": None if p["fit_error"] is None else p["fit_error"] * 100,
+                                    "sha256": p["sha256"][:16], "method": p["method"]} for p in s["provenance"]]),
+                     hide_index=True, width="stretch")
+    if s["collective_fits"]:
+        st.dataframe(pd.DataFrame([{"used": f["used"], "file": f["source"], "table": f["table"], "kind": f["kind"],
+                                    "ranks": f["n_ranks"], "tier": f["tier"], "busbw [GB/s]": f["busbw_gbs"],
+                                    "efficiency": f["efficiency"], "alpha [µs]": f["alpha_us"],
+                                    "RMS error [%]": f["rel_rms_error"] * 100} for f in s["collective_fits"]]),
+                     hide_index=True, width="stretch")
+    if s["warnings"]:
+        with st.expander(f"Refused rows and warnings ({len(s['warnings'])})", expanded=True):
+            st.markdown("  \n".join(f"- {md(w, 300)}" for w in s["warnings"][:50]))
+    cov = cal.coverage_rows(res["system"], [p["target"] for p in s["provenance"]])
+    st.markdown("**Coverage of the current scenario** (share of op time, %)")
+    if isinstance(cov, str):
+        st.warning(cov)
+    else:
+        st.dataframe(pd.DataFrame(cov), hide_index=True, width="stretch",
+                     column_config={k: st.column_config.NumberColumn(format="%.1f") for k in
+                                    ("op time [ms]", "measured", "interpolated", "extrapolated", "default")})
+    curves = s.get("curves", {})
+    for build, key in ((charts.gemm_chart, "gemm"), (charts.collective_chart, "collectives"),
+                       (charts.attention_chart, "attention")):
+        chart = build(list(curves.get(key, [])))
+        if chart is not None:
+            st.altair_chart(chart, width="stretch")
+
+st.divider()
+page_link("pages/system.py", "Edit the system's figures and tables on the System page", ":material/dns:")

@@ -1,0 +1,113 @@
+"""``python -m simengine calibrate``: measured files → a named, saved user system.
+
+Prints what was read (format, rows, sha256), each fit with its error, and what was refused (rows
+dropped, tables not used, warnings). A file it cannot use raises ``ConfigError`` (the main CLI
+prints one line and exits 2); nothing is saved then, so a good saved system is never overwritten.
+The folder of saved systems is chosen here, in the CLI layer: ``--systems-dir`` or
+``~/.simengine/systems``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from ..errors import ConfigError
+
+
+def default_systems_dir() -> Path:
+    return Path.home() / ".simengine" / "systems"
+
+
+def systems_dir(args: argparse.Namespace) -> Path:
+    given = getattr(args, "systems_dir", None)
+    return Path(given) if given else default_systems_dir()
+
+
+def add_systems_dir(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--systems-dir", metavar="DIR",
+                   help="folder of saved user systems (default ~/.simengine/systems)")
+
+
+def add_parser(sub) -> None:
+    c = sub.add_parser("calibrate", help="fit measured GEMM / attention / nccl-tests files into a named system")
+    c.add_argument("--gemm", metavar="FILE", help="GEMM sweep CSV (generic m,n,k; OpenXLA table; SimuMax op table)")
+    c.add_argument("--nccl", metavar="FILE", nargs="+", action="extend", help="nccl-tests stdout log(s)")
+    c.add_argument("--attention", metavar="FILE", help="flash-attention sweep CSV")
+    c.add_argument("--grouped-gemm", metavar="FILE", help="grouped (MoE) GEMM sweep CSV")
+    c.add_argument("--memory", metavar="FILE", help="memory-bandwidth (copy) sweep CSV")
+    c.add_argument("--base", required=True, help="system preset (or JSON file, or saved system) to calibrate")
+    c.add_argument("--name", required=True, help="name to save the calibrated system under ([A-Za-z0-9._-]{1,64})")
+    c.add_argument("--out", metavar="PATH", help="also write the calibrated SystemSpec JSON to PATH")
+    add_systems_dir(c)
+
+
+def _path(raw: str | None, field: str) -> Path | None:
+    if raw is None:
+        return None
+    p = Path(raw)
+    if not p.is_file():
+        raise ConfigError([(field, f"no such file: {raw[:200]}")])
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from .. import presets
+    from .calibrate import calibrate_with_summary
+    from .store import check_name, save_system
+
+    name = check_name(args.name)
+    folder = systems_dir(args)
+    base = presets.load_spec("systems", args.base, user_systems=folder)
+    gemm, att, grp = _path(args.gemm, "--gemm"), _path(args.attention, "--attention"), _path(args.grouped_gemm, "--grouped-gemm")
+    mem = _path(args.memory, "--memory")
+    logs = [_path(f, "--nccl") for f in (args.nccl or [])]
+    if not (gemm or att or grp or mem or logs):
+        raise ConfigError([("arguments", "give at least one of --gemm, --nccl, --attention, --grouped-gemm, --memory")])
+    system, summary = calibrate_with_summary(base.model_copy(update={"name": name}), gemm, logs or None,
+                                             attention_csv=att, grouped_gemm_csv=grp, memory_csv=mem)
+    for line in summary_lines(summary):
+        print(line)
+    path = save_system(folder, name, system, summary.provenance)
+    print(f"saved: {name} -> {path}   (coverage of a scenario: python -m simengine coverage --system {name} ...)")
+    if args.out:
+        _write_json(Path(args.out), system.model_dump(mode="json"))
+        print(f"wrote: {args.out}")
+    return 0
+
+
+def summary_lines(summary) -> list[str]:
+    """Readable lines: what was read, each fit with its error, what was refused."""
+    out = ["read:"]
+    for p in summary.provenance:
+        err = "" if p.fit_error is None else f", fit error {p.fit_error * 100:.1f}%"
+        out.append(f"  {p.target:44s} {p.file or '(content)'}: {p.rows_used} rows used{err}; sha256 {p.sha256[:12]}")
+    if summary.gemm_format:
+        out.append(f"  GEMM format {summary.gemm_format}: {summary.gemm_points} points {summary.gemm_points_by_dtype}")
+    for f in summary.collective_fits:
+        out.append(f"  {'used' if f.used else 'not used':8s} {f.source} table {f.table}: {f.kind} on {f.n_ranks} ranks, "
+                   f"{f.tier}: busbw {f.busbw_gbs:.1f} GB/s ({f.efficiency:.2f} of {f.tier_bandwidth_gbs:g}), "
+                   f"alpha {f.alpha_us:.1f} us, RMS error {f.rel_rms_error * 100:.1f}% over {f.n_points} sizes")
+    if summary.gemm_rows_skipped:
+        out.append(f"refused: GEMM rows by dtype {summary.gemm_rows_skipped} (simengine trains in bf16/fp8)")
+    out += [f"refused/warning: {w}" for w in summary.warnings]
+    return out
+
+
+def _write_json(path: Path, data: object) -> None:
+    """Atomic write (temp file in the same folder + os.replace)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(data, fh, indent=1)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        raise ConfigError([("--out", f"cannot write {str(path)[:200]}: {exc.strerror or exc}")]) from None

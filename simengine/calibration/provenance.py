@@ -1,0 +1,63 @@
+"""Where every calibrated number came from: file name, sha256, rows used and the fit's error.
+
+``read_input`` reads a calibration input once (text, bytes or a ``pathlib.Path``; bounded by
+:data:`.source.MAX_INPUT_BYTES`) and returns its text with a digest, so the readers and the
+provenance record see the same bytes. The digest is the sha256 of the text as read, UTF-8 encoded
+(equal to the file's own sha256 for a UTF-8 file without a byte-order mark).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Sequence
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..config.system import GemmPoint
+from .source import read_text
+
+HOLDOUT_POINTS = 200  # GEMM points held out to measure the interpolation error
+MAX_INDEX_POINTS = 20_000  # larger tables are sampled evenly for that check (the error is then an upper bound)
+
+
+class Provenance(BaseModel):
+    """One calibrated field and its source."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    target: str = Field(..., max_length=200, description="The efficiency field set, e.g. efficiency.gemm_table.")
+    file: str = Field("", max_length=200, description="File name as given (empty for pasted content).")
+    sha256: str = Field("", max_length=64)
+    rows_used: int = Field(0, ge=0)
+    fit_error: float | None = Field(None, description="Relative error of the fit (see method).")
+    method: str = Field("", max_length=300)
+
+
+def read_input(source: str | bytes | os.PathLike, field: str) -> tuple[str, str, str]:
+    """``(text, file name, sha256)`` of a calibration input."""
+    text, name = read_text(source, field)
+    return text, name, hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def gemm_holdout_error(points: Sequence[GemmPoint], n: int = HOLDOUT_POINTS) -> float | None:
+    """Mean |relative error| of the table's interpolation (calibration/table.py) on up to ``n``
+    evenly spaced points held out of the index — how well unmeasured shapes are predicted.
+    ``None`` with fewer than 10 points."""
+    from .table import GemmIndex
+
+    if len(points) < 10:
+        return None
+    if len(points) > MAX_INDEX_POINTS:  # bound the time: an evenly spaced sample of the table
+        stride = len(points) / MAX_INDEX_POINTS
+        points = [points[int(i * stride)] for i in range(MAX_INDEX_POINTS)]
+    step = max(len(points) // min(n, len(points) // 5), 2)
+    held = set(range(0, len(points), step))
+    index = GemmIndex([p for i, p in enumerate(points) if i not in held])
+    errs = []
+    for i in held:
+        p = points[i]
+        got = index(p.m, p.n, p.k, p.b, p.dtype, p.layout)
+        if got is not None:
+            errs.append(abs(got - p.efficiency) / p.efficiency)
+    return sum(errs) / len(errs) if errs else None

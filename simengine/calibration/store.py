@@ -1,0 +1,111 @@
+"""Saved user systems: a calibrated SystemSpec and its provenance as one JSON file per name.
+
+The caller passes the folder (the engine reads no environment variables; the CLI and the studio
+choose it, by default ``~/.simengine/systems/``). Names are ``[A-Za-z0-9._-]{1,64}`` without a
+leading dot or ``..`` (no path traversal). Writes are atomic (a temp file in the same folder, then
+``os.replace``), and the system is validated before anything is written, so a failed or partial
+calibration never overwrites a good saved system.
+
+File layout: ``{"format": "simengine-user-system/1", "name": ..., "system": {SystemSpec},
+"provenance": [{Provenance}, ...]}``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from ..config.system import SystemSpec
+from ..errors import ConfigError, from_pydantic
+from .provenance import Provenance
+
+FORMAT = "simengine-user-system/1"
+NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+MAX_FILE_BYTES = 32 * 2**20
+MAX_SYSTEMS = 1000
+
+
+def check_name(name: object) -> str:
+    """The name itself when it is a safe file stem; ConfigError("name", …) otherwise."""
+    if not isinstance(name, str) or not NAME_RE.match(name) or name.startswith(".") or ".." in name:
+        shown = repr(name)[:70]
+        raise ConfigError([("name", f"{shown} is not a valid system name: use 1-64 of A-Z a-z 0-9 . _ - "
+                                    "(no leading dot, no '..')")])
+    return name
+
+
+def _path(folder: str | os.PathLike, name: str) -> Path:
+    return Path(folder) / f"{check_name(name)}.json"
+
+
+def save_system(folder: str | os.PathLike, name: str, system: SystemSpec,
+                provenance: Sequence[Provenance] = ()) -> Path:
+    """Validate and write ``system`` as ``folder/name.json`` atomically; returns the path."""
+    path = _path(folder, name)
+    try:
+        system = SystemSpec.model_validate(system.model_dump(mode="json"))
+        prov = [Provenance.model_validate(p if isinstance(p, dict) else p.model_dump()) for p in provenance]
+    except ValidationError as exc:
+        raise from_pydantic(exc, "system") from None
+    doc = {"format": FORMAT, "name": name, "system": system.model_dump(mode="json"),
+           "provenance": [p.model_dump(mode="json") for p in prov]}
+    data = json.dumps(doc, indent=1).encode("utf-8")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        raise ConfigError([("name", f"cannot save {name!r}: {exc.strerror or exc}")]) from None
+    return path
+
+
+def load_document(folder: str | os.PathLike, name: str) -> dict:
+    """The saved file's JSON (format, name, system, provenance); ConfigError if missing or broken."""
+    path = _path(folder, name)
+    try:
+        if not path.is_file():
+            raise ConfigError([("system", f"no saved system named {name!r}")])
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise ConfigError([("system", f"saved system {name!r} is larger than {MAX_FILE_BYTES // 2**20} MiB")])
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        if isinstance(exc, ConfigError):
+            raise
+        raise ConfigError([("system", f"saved system {name!r} is unreadable ({type(exc).__name__})")]) from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT or not isinstance(doc.get("system"), dict):
+        raise ConfigError([("system", f"saved system {name!r} is not a {FORMAT} file")])
+    return doc
+
+
+def load_system(folder: str | os.PathLike, name: str) -> SystemSpec:
+    """The saved, validated SystemSpec ``name``."""
+    doc = load_document(folder, name)
+    try:
+        return SystemSpec.model_validate(doc["system"])
+    except ValidationError as exc:
+        raise from_pydantic(exc, "system") from None
+
+
+def list_systems(folder: str | os.PathLike | None) -> list[str]:
+    """Sorted names of the saved systems in ``folder`` (none when it does not exist)."""
+    if folder is None:
+        return []
+    try:
+        paths = sorted(Path(folder).glob("*.json"))[:MAX_SYSTEMS]
+    except OSError:
+        return []
+    return [p.stem for p in paths if p.is_file() and NAME_RE.match(p.stem) and not p.stem.startswith(".")]

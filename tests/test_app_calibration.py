@@ -1,0 +1,132 @@
+"""AppTest of the Calibration page: uploads, fits and plots, coverage, apply, save as a named
+system (then offered by the System editor's preset picker), and failures that save nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parent.parent
+NCCL = ROOT / "tests" / "data" / "calibration" / "nccl_logs"
+TIMEOUT = 90
+
+
+@pytest.fixture
+def systems_dir(tmp_path, monkeypatch):
+    d = tmp_path / "systems"
+    monkeypatch.setenv("SIMENGINE_SYSTEMS_DIR", str(d))
+    return d
+
+
+def gemm_csv(rows: int = 30) -> bytes:
+    lines = ["m,n,k,dtype,efficiency"] + [f"{256 * (1 + i % 6)},{1024 * (1 + i % 4)},{512 * (1 + i % 5)},bf16,"
+                                          f"{0.35 + 0.01 * i:.3f}" for i in range(rows)]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def open_cal() -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    at.run()
+    at.switch_page("pages/calibration.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def texts(elements) -> str:
+    return "\n".join(str(e.value) for e in elements)
+
+
+def calibrate(at: AppTest) -> AppTest:
+    at.file_uploader(key="cal.gemm").upload("sweep.csv", gemm_csv(), "text/csv")
+    logs = [NCCL / "xxrjun-c01-n1g8_5coll_8gpu.log", NCCL / "dstack-a3mega-c0_all_gather_16gpu.log"]
+    at.file_uploader(key="cal.nccl").set_value([(p.name, p.read_bytes(), "text/plain") for p in logs])
+    at.run()
+    at.button(key="cal.run").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_upload_calibrate_shows_fits_plots_and_coverage(systems_dir):
+    at = calibrate(open_cal())
+    assert not at.error, texts(at.error)
+    labels = {m.label: m.value for m in at.metric}
+    assert labels["GEMM points"] == "30" and labels["Collective fits used"].endswith("of 6")
+    charts = at.get("vega_lite_chart")
+    assert len(charts) == 2  # GEMM and collectives (no attention file)
+    frames = [df.value for df in at.dataframe]
+    cov = next(f for f in frames if "op kind" in f.columns)
+    gemm = cov[cov["op kind"] == "gemm"].iloc[0]
+    assert gemm["default"] == 0 and gemm["measured"] + gemm["interpolated"] + gemm["extrapolated"] == pytest.approx(100)
+    prov = next(f for f in frames if "sha256" in f.columns)
+    assert "efficiency.gemm_table" in set(prov["field"])
+    # the scenario is untouched until "Use in this scenario"
+    system = json.loads(at.session_state["cfg.system"])
+    assert not system["efficiency"]["gemm_table"]
+    at.button(key="cal.apply").click().run()
+    system = json.loads(at.session_state["cfg.system"])
+    assert len(system["efficiency"]["gemm_table"]) == 30 and system["efficiency"]["collective_table"]
+    assert "Calibrated: 30 GEMM point(s)" in texts(at.success)
+
+
+def test_save_named_system_then_pick_it_on_the_system_page(systems_dir):
+    at = calibrate(open_cal())
+    at.text_input(key="cal.name").input("lab-h100").run()
+    at.button(key="cal.save").click().run()
+    assert (systems_dir / "lab-h100.json").is_file(), texts(at.error)
+    assert "Saved as" in texts(at.success)
+    at.switch_page("pages/system.py").run()
+    pick = at.selectbox(key="pick.system")
+    assert "user: lab-h100" in pick.options
+    pick.select("user: lab-h100").run()
+    at.button(key="load.system").click().run()
+    assert not at.exception
+    system = json.loads(at.session_state["cfg.system"])
+    assert system["name"] == "lab-h100" and len(system["efficiency"]["gemm_table"]) == 30
+    at.switch_page("pages/estimate.py").run()
+    assert not at.exception and not at.error, texts(at.error)
+
+
+@pytest.mark.parametrize("name", ["../escape", "a/b", ".x"])
+def test_bad_name_saves_nothing(systems_dir, name):
+    at = calibrate(open_cal())
+    at.text_input(key="cal.name").input(name).run()
+    at.button(key="cal.save").click().run()
+    assert not at.exception and "Not saved" in texts(at.error)
+    assert not systems_dir.exists() or list(systems_dir.iterdir()) == []
+
+
+def test_failed_calibration_keeps_the_saved_system(systems_dir):
+    at = calibrate(open_cal())
+    at.text_input(key="cal.name").input("keep").run()
+    at.button(key="cal.save").click().run()
+    before = (systems_dir / "keep.json").read_bytes()
+    at.file_uploader(key="cal.gemm").set_value(("bad.csv", b"m,n,k,efficiency\n=cmd|' /C calc'!A0,1,1,0.5\n", "text/csv"))
+    at.file_uploader(key="cal.nccl").clear()
+    at.run()
+    at.button(key="cal.run").click().run()
+    assert not at.exception and "Calibration failed" in texts(at.error) and "line 2" in texts(at.error)
+    assert not [b for b in at.button if b.key in ("cal.apply", "cal.save")]  # a failed result cannot be used or saved
+    assert (systems_dir / "keep.json").read_bytes() == before
+
+
+def test_nothing_uploaded_is_a_message(systems_dir):
+    at = open_cal()
+    at.button(key="cal.run").click().run()
+    assert not at.exception and "Upload at least one file" in texts(at.error)
+
+
+def test_file_names_in_messages_are_escaped(systems_dir):
+    at = open_cal()
+    name = "[sign in](https://evil.example) **x**_all_gather.log"
+    log = (NCCL / "dstack-a3mega-c0_all_gather_16gpu.log").read_bytes()  # its rank count is inferred: a warning names the file
+    at.file_uploader(key="cal.nccl").set_value([(name, log, "text/plain")])
+    at.run()
+    at.button(key="cal.run").click().run()
+    assert not at.exception
+    shown = [m.value for m in at.markdown if "evil" in str(m.value)]
+    assert shown, "the warning naming the file is shown"
+    for text in shown:
+        assert "[sign in](https" not in text and "**x**" not in text  # rendered as literal text, not a link / bold

@@ -1,0 +1,219 @@
+"""``python -m simengine calibrate`` and the saved user systems store: what is printed, what is
+saved (atomically, with provenance), what is refused, and that a bad input never overwrites a
+good saved system; ``--system NAME`` finds the saved system."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from simengine import presets
+from simengine.calibration import store
+from simengine.cli import main
+from simengine.errors import ConfigError
+
+DATA = Path(__file__).resolve().parent / "data"
+NCCL = DATA / "calibration" / "nccl_logs"
+AR8 = NCCL / "oci-bmgpu4.8-nvlink_all_reduce_8gpu.log"
+FIVE = NCCL / "xxrjun-c01-n1g8_5coll_8gpu.log"
+
+
+def _gemm_csv(tmp_path: Path, rows: int = 40, bad: str | None = None) -> Path:
+    lines = ["m,n,k,dtype,efficiency"]
+    for i in range(rows):
+        m = 256 * (1 + i % 8)
+        lines.append(f"{m},{4096 >> (i % 3)},{1024 * (1 + i % 5)},bf16,{0.3 + 0.01 * (i % 40)}")
+    if bad is not None:
+        lines.append(bad)
+    p = tmp_path / "gemm.csv"
+    p.write_text("\n".join(lines) + "\n")
+    return p
+
+
+def _run(argv, capsys):
+    code = main(argv)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_calibrate_prints_fits_and_saves_with_provenance(tmp_path, capsys):
+    gemm = _gemm_csv(tmp_path)
+    sysdir = tmp_path / "systems"
+    code, out, err = _run(["calibrate", "--gemm", str(gemm), "--nccl", str(AR8), str(FIVE), "--base", "h100-sxm5-80gb",
+                           "--name", "my-h100", "--systems-dir", str(sysdir), "--out", str(tmp_path / "sys.json")], capsys)
+    assert code == 0, err
+    assert "efficiency.gemm_table" in out and "fit error" in out and "RMS error" in out
+    assert "used" in out and "all_to_all" in out
+    doc = store.load_document(sysdir, "my-h100")
+    prov = {p["target"]: p for p in doc["provenance"]}
+    assert prov["efficiency.gemm_table"]["sha256"] == hashlib.sha256(gemm.read_bytes()).hexdigest()
+    assert prov["efficiency.gemm_table"]["rows_used"] == 40 and prov["efficiency.gemm_table"]["fit_error"] is not None
+    coll = [p for t, p in prov.items() if t.startswith("efficiency.collective_table")]
+    assert coll and all(p["fit_error"] is not None and p["rows_used"] >= 1 for p in coll)
+    saved = store.load_system(sysdir, "my-h100")
+    assert saved.name == "my-h100" and len(saved.efficiency.gemm_table) == 40 and saved.efficiency.collective_table
+    assert json.loads((tmp_path / "sys.json").read_text()) == saved.model_dump(mode="json")
+
+
+def test_saved_system_is_found_by_name_after_the_presets(tmp_path, capsys):
+    sysdir = tmp_path / "s"
+    base = presets.load_spec("systems", "small")
+    calibrated = base.model_copy(update={"name": "mine"})
+    store.save_system(sysdir, "mine", calibrated)
+    code, out, err = _run(["estimate", "--model", "small", "--system", "mine", "--strategy", "small", "--json",
+                           "--systems-dir", str(sysdir)], capsys)
+    assert code == 0, err
+    assert json.loads(out)["step_time_s"] > 0
+    # a preset of the same name wins over a saved system
+    store.save_system(sysdir, "small", calibrated.model_copy(update={"num_gpus": 1}))
+    assert presets.load_spec("systems", "small", user_systems=sysdir) == base
+    code, _, err = _run(["estimate", "--model", "small", "--system", "nosuch", "--strategy", "small",
+                         "--systems-dir", str(sysdir)], capsys)
+    assert code == 2 and "nosuch" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("name", ["../evil", "a/b", ".hidden", "x" * 65, "", "a..b", "na me", "é"])
+def test_names_are_sanitized(tmp_path, name):
+    with pytest.raises(ConfigError) as e:
+        store.save_system(tmp_path, name, presets.load_spec("systems", "small"))
+    assert e.value.field == "name"
+    assert list(tmp_path.iterdir()) == []
+
+
+HOSTILE = {
+    "empty": "",
+    "binary": "\x00\x01\x02\xff" * 50,
+    "wrong columns": "a,b,c\n1,2,3\n",
+    "negative": "m,n,k,efficiency\n128,128,128,-0.5\n",
+    "nan": "m,n,k,efficiency\n128,128,128,nan\n",
+    "zero time": "m,n,k,time_us\n128,128,128,0\n",
+    "tiny efficiency": "m,n,k,efficiency\n128,128,128,0.00001\n",
+    "huge m": "m,n,k,efficiency\n4294967296,128,128,0.5\n",
+    "injection": "m,n,k,efficiency\n=cmd|' /C calc'!A0,128,128,0.5\n",
+    "mixed units": "m,n,k,efficiency\n128,128,128,55%\n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_hostile_gemm_file_is_refused_and_saved_system_intact(tmp_path, capsys, case):
+    sysdir = tmp_path / "systems"
+    good = _gemm_csv(tmp_path)
+    assert _run(["calibrate", "--gemm", str(good), "--base", "small", "--name", "keep", "--systems-dir", str(sysdir)],
+                capsys)[0] == 0
+    before = (sysdir / "keep.json").read_bytes()
+    bad = tmp_path / "bad.csv"
+    bad.write_bytes(HOSTILE[case].encode("utf-8", "surrogateescape"))
+    code, out, err = _run(["calibrate", "--gemm", str(bad), "--base", "small", "--name", "keep",
+                           "--systems-dir", str(sysdir)], capsys)
+    assert code == 2 and err.startswith("error: ") and err.count("\n") == 1, err
+    assert "Traceback" not in err and "ValidationError" not in err
+    assert (sysdir / "keep.json").read_bytes() == before
+    assert sorted(p.name for p in sysdir.iterdir()) == ["keep.json"]  # no temp file left behind
+
+
+def test_row_level_errors_name_the_line(tmp_path, capsys):
+    bad = _gemm_csv(tmp_path, rows=5, bad="512,512,512,bf16,-1")
+    code, _, err = _run(["calibrate", "--gemm", str(bad), "--base", "small", "--name", "x",
+                         "--systems-dir", str(tmp_path / "s")], capsys)
+    assert code == 2 and "line 7" in err and "efficiency" in err
+
+
+def test_row_count_is_bounded(tmp_path, capsys, monkeypatch):
+    from simengine.calibration import csvutil
+
+    monkeypatch.setattr(csvutil, "MAX_ROWS", 10)
+    big = _gemm_csv(tmp_path, rows=11)
+    code, _, err = _run(["calibrate", "--gemm", str(big), "--base", "small", "--name", "x",
+                         "--systems-dir", str(tmp_path / "s")], capsys)
+    assert code == 2 and "more than 10 data rows" in err
+
+
+def test_nccl_log_too_slow_for_the_tier_is_refused_not_a_validation_error(tmp_path, capsys):
+    # the real 8-GPU NVLink all_reduce, but with every time ×1e5: busbw < 1e-4 × the scale-up bandwidth
+    lines = []
+    for ln in AR8.read_text().splitlines():
+        parts = ln.split()
+        if len(parts) >= 12 and parts[0].isdigit():
+            size = int(parts[0])
+            t = float(parts[5]) * 1e5
+            alg = size / (t * 1e3)
+            parts[5:8] = [f"{t:.1f}", f"{alg:.6f}", f"{alg * 1.75:.6f}"]
+            ln = "  ".join(parts)
+        lines.append(ln)
+    slow = tmp_path / "slow_all_reduce_8gpu.log"
+    slow.write_text("\n".join(lines))
+    code, _, err = _run(["calibrate", "--nccl", str(slow), "--base", "h100-sxm5-80gb", "--name", "x",
+                         "--systems-dir", str(tmp_path / "s")], capsys)
+    assert code == 2 and "ValidationError" not in err and "nccl_log" in err
+    assert not (tmp_path / "s").exists()
+
+
+def test_log_without_a_result_table_is_refused(tmp_path, capsys):
+    p = tmp_path / "all_reduce.log"
+    p.write_text("# nThread 1 nGpus 8 minBytes 8 maxBytes 1024\n# Using devices\nNCCL WARN something failed\n")
+    code, _, err = _run(["calibrate", "--nccl", str(p), "--base", "small", "--name", "x",
+                         "--systems-dir", str(tmp_path / "s")], capsys)
+    assert code == 2 and "no nccl-tests result rows" in err
+
+
+def test_calibrate_needs_an_input_and_a_valid_name(tmp_path, capsys):
+    code, _, err = _run(["calibrate", "--base", "small", "--name", "x", "--systems-dir", str(tmp_path)], capsys)
+    assert code == 2 and "at least one" in err
+    code, _, err = _run(["calibrate", "--nccl", str(AR8), "--base", "small", "--name", "../x",
+                         "--systems-dir", str(tmp_path)], capsys)
+    assert code == 2 and "name" in err
+
+
+def test_a_write_that_fails_midway_leaves_the_saved_system_intact(tmp_path, monkeypatch):
+    good = presets.load_spec("systems", "small")
+    path = store.save_system(tmp_path, "keep", good)
+    before = path.read_bytes()
+
+    def broken_fsync(fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(store.os, "fsync", broken_fsync)
+    with pytest.raises(ConfigError) as e:
+        store.save_system(tmp_path, "keep", good.model_copy(update={"num_gpus": 4}))
+    assert e.value.field == "name" and "No space left" in str(e.value)
+    assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["keep.json"]
+
+
+def test_store_lists_and_refuses_foreign_files(tmp_path):
+    store.save_system(tmp_path, "b-sys", presets.load_spec("systems", "small"))
+    store.save_system(tmp_path, "a.sys", presets.load_spec("systems", "small"))
+    (tmp_path / "not-ours.json").write_text('{"hello": 1}')
+    (tmp_path / "broken.json").write_bytes(b"\xff\xfe{")
+    assert store.list_systems(tmp_path) == ["a.sys", "b-sys", "broken", "not-ours"]
+    for name in ("not-ours", "broken"):
+        with pytest.raises(ConfigError) as e:
+            store.load_system(tmp_path, name)
+        assert e.value.field == "system"
+    assert store.list_systems(tmp_path / "missing") == [] and store.list_systems(None) == []
+
+
+def test_coverage_command_on_a_saved_system(tmp_path, capsys):
+    code, _, err = _run(["calibrate", "--nccl", str(FIVE), "--base", "small", "--name", "cov",
+                         "--systems-dir", str(tmp_path)], capsys)
+    assert code == 0, err
+    code, out, err = _run(["coverage", "--model", "small", "--system", "cov", "--strategy", "small",
+                           "--systems-dir", str(tmp_path)], capsys)
+    assert code == 0, err
+    lines = {ln.split()[0]: ln for ln in out.splitlines() if ln.startswith("  ") and "%" in ln}
+    assert "gemm" in lines and "total" in lines and "all_gather" in lines
+    assert lines["gemm"].split()[4] == "100.0%"  # no GEMM table: default
+    assert lines["all_gather"].split()[4] == "0.0%"  # the measured all_gather fit applies
+
+
+def test_a_1_gb_file_is_refused_before_it_is_read(tmp_path, capsys):
+    big = tmp_path / "huge.csv"
+    with open(big, "wb") as fh:  # sparse: claims 1 GB, occupies nothing
+        fh.write(b"m,n,k,efficiency\n")
+        fh.truncate(1 << 30)
+    code, _, err = _run(["calibrate", "--gemm", str(big), "--base", "small", "--name", "x",
+                         "--systems-dir", str(tmp_path / "s")], capsys)
+    assert code == 2 and "more than the" in err and "huge.csv" in err
+    assert not (tmp_path / "s").exists()

@@ -1,0 +1,91 @@
+"""The attention and grouped-GEMM CSV readers, logs given as a list, and the schema bounds turned
+into row-level ConfigErrors (never a pydantic ValidationError)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from simengine import presets
+from simengine.calibration import calibrate_with_summary
+from simengine.calibration.formats.attention_csv import attention_flops, read_attention_csv
+from simengine.calibration.formats.grouped_gemm_csv import read_grouped_gemm_csv
+from simengine.errors import ConfigError
+
+NCCL = Path(__file__).resolve().parent / "data" / "calibration" / "nccl_logs"
+
+
+def test_attention_time_becomes_efficiency_on_causal_flops():
+    flops = attention_flops("fwd", 1, 4096, 32, 128, 128, True)
+    assert flops == pytest.approx(2 * 32 * 4096 * 4096 * 256 * (4097 / 8192))
+    assert attention_flops("bwd", 1, 4096, 32, 128, 128, True) == pytest.approx(2.5 * flops)
+    t_us = flops / (0.5 * 1000e12) * 1e6  # 50 % of a 1000 TFLOP/s peak
+    text = f"# gpu: test\nphase,batch,seq_len,heads,kv_heads,d_qk,d_v,causal,time_us\nfwd,1,4096,32,8,128,128,1,{t_us}\n"
+    (p,) = read_attention_csv(text, peak_tflops=1000)
+    assert p.efficiency == pytest.approx(0.5) and p.kv_heads == 8 and p.phase == "fwd"
+
+
+def test_attention_rows_refused_with_line_numbers():
+    text = "phase,seq_len,heads,efficiency\nfwd,4096,32,0.4\nsideways,4096,32,0.4\nbwd,4096,32,0.00001\n"
+    with pytest.raises(ConfigError) as e:
+        read_attention_csv(text)
+    msgs = " ".join(m for _, m in e.value.issues)
+    assert "line 3" in msgs and "line 4" in msgs and e.value.field == "attention_csv"
+    with pytest.raises(ConfigError, match="needs the GPU"):
+        read_attention_csv("phase,seq_len,heads,tflops\nfwd,4096,32,400\n")
+
+
+def test_grouped_gemm_reader():
+    t_ms = 2 * 8 * 1024 * 4096 * 2048 / (0.4 * 1000e12) * 1e3
+    text = f"groups,m,n,k,layout,time_ms\n8,1024,4096,2048,TN,{t_ms}\n8,1024,4096,2048,NN,{t_ms * 2}\n"
+    a, b = read_grouped_gemm_csv(text, peak_tflops=1000)
+    assert (a.efficiency, b.efficiency) == pytest.approx((0.4, 0.2)) and b.layout == "NN"
+    with pytest.raises(ConfigError, match="line 2"):
+        read_grouped_gemm_csv("groups,m,n,k,efficiency\n8,4294967297,8,8,0.5\n")
+
+
+def test_calibrate_with_attention_and_grouped_tables():
+    system = presets.load_spec("systems", "h100-sxm5-80gb")
+    att = "phase,seq_len,heads,efficiency\nfwd,4096,32,0.4\nfwd,8192,32,0.5\nbwd,4096,32,0.3\n"
+    grp = "groups,m,n,k,efficiency\n8,1024,4096,2048,0.35\n"
+    new, summary = calibrate_with_summary(system, attention_csv=att, grouped_gemm_csv=grp)
+    e = new.efficiency
+    assert len(e.attention_table) == 3 and e.attention_fwd == pytest.approx(0.45) and e.attention_bwd == pytest.approx(0.3)
+    assert e.grouped_gemm == pytest.approx(0.35) and len(e.grouped_gemm_table) == 1
+    assert {p.target for p in summary.provenance} == {"efficiency.attention_table", "efficiency.grouped_gemm_table"}
+
+
+@pytest.mark.parametrize("form", ["list of paths", "list of pairs", "mapping", "list of bytes"])
+def test_nccl_logs_as_list_or_mapping(form):
+    logs = sorted(NCCL.glob("*_all_reduce_*.log"))[:2]
+    given = {"list of paths": logs, "list of pairs": [(p.name, p.read_text()) for p in logs],
+             "mapping": {p.name: p.read_bytes() for p in logs}, "list of bytes": [p.read_bytes() for p in logs]}[form]
+    system = presets.load_spec("systems", "h100-sxm5-80gb")
+    new, summary = calibrate_with_summary(system, None, given)
+    assert new.efficiency.collective_table and len({f.source for f in summary.collective_fits}) == 2
+
+
+BOUNDS = {
+    "efficiency 1e-5": "m,n,k,efficiency\n128,128,128,0.00001\n",
+    "m above 2^31": "m,n,k,efficiency\n2147483649,128,128,0.5\n",
+    "k above 2^31": "m,n,k,efficiency\n128,128,2147483649,0.5\n",
+    "b above 2^20": "m,n,k,b,efficiency\n128,128,128,2000000,0.5\n",
+    "time gives efficiency 1e-6": "m,n,k,time_s\n128,128,128,1000\n",
+    "simumax m above 2^31": "table,op,efficiency,k_m,k_n,k_k\nop_shape,matmul,0.5,4294967296,8,8\n",
+    "simumax efficiency 1e-6": "table,op,efficiency,k_m,k_n,k_k\nop_shape,matmul,0.000001,8,8,8\n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(BOUNDS))
+def test_schema_bounds_are_config_errors_naming_the_row(case):
+    system = presets.load_spec("systems", "h100-sxm5-80gb")
+    try:
+        calibrate_with_summary(system, BOUNDS[case])
+    except ValidationError as exc:  # pragma: no cover - the failure this test guards against
+        raise AssertionError(f"ValidationError leaked: {exc}") from exc
+    except ConfigError as exc:
+        assert exc.field == "gemm_csv" and "line 2" in str(exc)
+    else:
+        raise AssertionError("accepted")

@@ -1,0 +1,180 @@
+"""check-run: training-log parsing (Megatron-LM, torchtitan), warm-up skipping, the comparison
+with the prediction, and the compute-scale refit with its hold-out check."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+
+from simengine import presets
+from simengine.api import estimate
+from simengine.checkrun import parse_training_log
+from simengine.checkrun.compare import compare, measure, refit_compute_scale, scaled_config
+from simengine.cli import main
+from simengine.errors import ConfigError
+
+LOGS = Path(__file__).resolve().parent / "data" / "logs"
+MEGATRON = LOGS / "megatron_mixtral8x7b_16xh100.log"
+TITAN = LOGS / "torchtitan_llama3_8b_8xh100.log"
+
+
+def _cfg():
+    return copy.deepcopy(presets.size_scenario("small"))
+
+
+def _megatron_log(times_ms, alloc_mb=None):
+    lines = ["some banner", "NCCL INFO noise"]
+    for i, t in enumerate(times_ms, start=1):
+        lines.append(f" [2025-01-01 00:00:{i:02d}] iteration {i:8d}/     100 | consumed samples: {8 * i:12d} | "
+                     f"elapsed time per iteration (ms): {t:.1f} | throughput per GPU (TFLOP/s/GPU): 100.0 | "
+                     f"learning rate: 1.0E-04 | global batch size:     8 | lm loss: 2.0E+00 |")
+        if alloc_mb and i == 1:
+            for rank, mb in enumerate(alloc_mb):
+                lines.append(f"[Rank {rank}] (after 1 iterations) memory (MB) | allocated: {mb / 2:.1f} | max allocated: "
+                             f"{mb:.1f} | reserved: {mb * 1.1:.1f} | max reserved: {mb * 1.2:.1f}")
+    return "\n".join(lines)
+
+
+def test_real_megatron_excerpt_parses():
+    log = parse_training_log(MEGATRON)
+    assert log.framework == "megatron" and [i.step for i in log.iterations] == [43, 44, 45]
+    assert [i.time_s for i in log.iterations] == pytest.approx([5.4449, 5.5338, 5.7186])
+    assert [i.tflops_per_gpu for i in log.iterations] == pytest.approx([239.8, 236.0, 228.4])
+
+
+def test_real_torchtitan_excerpt_parses_and_converts_tps():
+    log = parse_training_log(TITAN)
+    assert log.framework == "torchtitan" and len(log.iterations) == 6  # GC / profiler lines ignored
+    assert log.iterations[0].tokens_per_s_per_gpu == 5856 and log.max_reserved_gib == pytest.approx(49.66)
+    cfg = _cfg()
+    m = measure(log, cfg, warmup=0)
+    st, n = cfg["strategy"], cfg["system"]["num_gpus"]
+    tokens = st["global_batch_size"] * st["seq_len"]
+    times = sorted(tokens / (tps * n) for tps in (5856, 5593, 5868, 5869, 5864, 5862))
+    assert m.step_time_s == pytest.approx((times[2] + times[3]) / 2)  # median step time of the six steps
+    assert m.reserved_gib == pytest.approx(49.66) and m.allocated_gib is None
+
+
+def test_megatron_memory_lines_max_over_ranks_in_gib():
+    log = parse_training_log(_megatron_log([900, 500, 510], alloc_mb=[20480.0, 30720.0]))
+    assert log.max_allocated_gib == pytest.approx(30.0) and log.max_reserved_gib == pytest.approx(36.0)
+
+
+def test_warmup_is_skipped_and_median_taken():
+    log = parse_training_log(_megatron_log([5000, 3000, 1000, 1010, 990, 1005]))
+    m = measure(log, _cfg(), warmup=2)
+    assert m.iterations_skipped == 2 and m.iterations_used == (3, 4, 5, 6)
+    assert m.step_time_s == pytest.approx(statistics_median([1.0, 1.01, 0.99, 1.005]))
+    assert measure(log, _cfg()).iterations_skipped == 1  # default: 10 %, at least one
+
+
+def statistics_median(v):
+    v = sorted(v)
+    return (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
+
+
+def test_comparison_residual_and_component_scales():
+    cfg = _cfg()
+    pred = estimate(cfg)
+    log = parse_training_log(_megatron_log([pred.step_time_s * 1e3 * 1.5] * 6))
+    c = compare(cfg, measure(log, cfg))
+    assert c.predicted_step_s == pytest.approx(pred.step_time_s)
+    assert c.rel_error == pytest.approx(1 / 1.5 - 1, rel=1e-3)
+    k, v = max(c.breakdown_s.items(), key=lambda kv: kv[1])
+    # scaling that component alone by its factor closes the residual exactly
+    assert v * c.scale_to_close[k] - v == pytest.approx(c.residual_s, rel=1e-3)
+
+
+def test_refit_recovers_a_slower_compute_and_checks_holdout():
+    cfg = _cfg()
+    slow = scaled_config(cfg, 0.7)             # a "measured" run whose compute runs at 0.7 × the efficiencies
+    t = estimate(slow).step_time_s * 1e3
+    log = parse_training_log(_megatron_log([t * 3] + [t] * 8))
+    m = measure(log, cfg)
+    first, second = measure(log, cfg, part=slice(0, 4)), measure(log, cfg, part=slice(4, None))
+    r = refit_compute_scale(cfg, first, second, "later iterations")
+    assert r.value == pytest.approx(0.7, rel=2e-3) and abs(r.fit_error) < 1e-3 and abs(r.holdout_error) < 1e-3
+    assert r.provenance["factor"] == "compute_efficiency_scale" and r.provenance["iterations_used"] == [2, 3, 4, 5]
+    assert m.step_time_s == pytest.approx(t / 1e3, rel=1e-4)  # the log prints 0.1 ms
+
+
+def test_not_a_training_log_is_a_config_error():
+    with pytest.raises(ConfigError) as e:
+        parse_training_log("hello\nworld\n")
+    assert e.value.field == "log"
+
+
+def test_cli_check_run_on_real_log(capsys):
+    code = main(["check-run", "--log", str(TITAN), "--model", "llama3-8b", "--system", "h100-sxm5-80gb",
+                 "--strategy", "llama3-8b-fsdp", "--set", "system.num_gpus=8", "--refit"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert "measured" in out.out and "predicted" in out.out and "forward_compute" in out.out
+    assert "compute_efficiency_scale" in out.out and "held-out" in out.out
+
+
+def test_cli_check_run_refit_needs_iterations(capsys):
+    code = main(["check-run", "--log", str(MEGATRON), "--model", "small", "--system", "small", "--strategy", "small",
+                 "--refit", "--warmup", "0"])
+    err = capsys.readouterr().err
+    assert code == 2 and "at least 4" in err
+
+
+VARIANTS = ([], ["strategy.tp=4"], ["system.num_gpus=16"], ["strategy.tp=8"])
+
+
+def _variants():
+    from simengine.cli import apply_sets
+
+    return [apply_sets(_cfg(), sets) for sets in VARIANTS]
+
+
+def test_factor_refit_recovers_compute_and_scale_up_with_holdout():
+    from simengine.checkrun.refit import apply_factors, fit_factors
+
+    truth = {"compute": 0.8, "scale_up": 0.6}
+    runs = [(cfg, estimate(apply_factors(cfg, truth)).step_time_s) for cfg in _variants()]
+    fit = fit_factors(runs, ("compute", "scale_up"))
+    assert fit.values["compute"] == pytest.approx(0.8, rel=0.01) and fit.values["scale_up"] == pytest.approx(0.6, rel=0.02)
+    # each run left out is still predicted: the others keep two TP sizes, so both factors stay identified
+    assert fit.rms < 1e-3 and fit.holdout_rms is not None and fit.holdout_rms < 0.01
+    assert set(fit.identifiable) == {"compute", "scale_up"}
+    # with only runs of one TP size left, scale_up is not pinned down: the held-out run shows it
+    weak = fit_factors([runs[1], runs[0], runs[2]], ("compute", "scale_up"))
+    assert abs(weak.holdout_errors[0]) > 0.01
+
+
+def test_a_factor_no_run_uses_is_not_identifiable():
+    from simengine.checkrun.refit import fit_factors
+
+    cfg = _cfg()
+    cfg["strategy"]["tp"] = 1
+    cfg["system"]["num_gpus"] = 1
+    cfg["strategy"]["global_batch_size"] = 8
+    cfg["strategy"]["recompute"] = "full"
+    fit = fit_factors([(cfg, estimate(cfg).step_time_s * 1.2)], ("compute", "scale_out"))
+    assert fit.identifiable == ("compute",) and fit.values["scale_out"] == 1.0 and fit.holdout_errors == ()
+    assert fit.values["compute"] < 1 and fit.rms < 1e-3
+
+
+def test_cli_runs_file_refit(tmp_path, capsys):
+    import json as _json
+
+    from simengine.checkrun.refit import apply_factors
+
+    items = []
+    for i, (sets, cfg) in enumerate(zip(VARIANTS, _variants(), strict=True)):
+        t = estimate(apply_factors(cfg, {"compute": 0.9, "scale_up": 0.7})).step_time_s * 1e3
+        (tmp_path / f"run{i}.log").write_text(_megatron_log([t * 2] + [t] * 5))
+        items.append({"log": f"run{i}.log", "model": "small", "system": "small", "strategy": "small",
+                      "set": sets})
+    runs = tmp_path / "runs.json"
+    runs.write_text(_json.dumps(items))
+    code = main(["check-run", "--runs", str(runs), "--refit", "--factors", "compute,scale_up"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert "compute = 0.9" in out.out and "scale_up = 0.7" in out.out and "held out" in out.out
+    assert main(["check-run", "--runs", str(tmp_path / "none.json")]) == 2
+    assert main(["check-run", "--model", "small"]) == 2
