@@ -22,7 +22,6 @@ ABOUT = (
     "performance pages. Each run is expressed as a scenario from the settings its source states (guesses are "
     "listed as assumptions; a *weak* row needs a setting the source does not print) and estimated as is: no "
     "constant is fitted to any row. Error = (predicted − measured) / measured, in each source's own metric.")
-PCT = st.column_config.NumberColumn(format="%+.1f %%")
 NUM = st.column_config.NumberColumn(format="%.4g")
 
 boot("Validation")
@@ -34,7 +33,7 @@ calibrated = st.toggle("Calibrated B200 variant", key="val.calibrated",
 with st.spinner("Estimating every measured run (the first time on this server takes up to a minute)…"):
     results, failures = collect(calibrated)
 for src, field, message in failures:
-    st.error(f"**{md(src)}** could not be validated:  \n" + issue_lines([(field, message)]), icon="⚠️")
+    st.error(f"**{md(src)}** could not be validated:  \n" + issue_lines([(field, md(message))]), icon="⚠️")
 data = merge(results)
 rows = rows_frame(data["rows"])
 if rows.empty:
@@ -47,11 +46,14 @@ st.caption(f"{rows['run'].nunique():,} runs, {len(rows):,} metric rows, {len(dat
 # ---- by source and metric ------------------------------------------------------------------
 st.subheader("Error by source and metric")
 summary = summary_frame(data["summary"], rows, order)
-st.dataframe(summary, hide_index=True, width="stretch", key="val.summary", column_config={
-    "runs": st.column_config.NumberColumn("rows"), "mape_pct": st.column_config.NumberColumn("MAPE", format="%.1f %%"),
-    "median_signed_pct": st.column_config.NumberColumn("median signed", format="%+.1f %%"),
-    "within_band": st.column_config.NumberColumn(f"within ±{BAND:.0%}"), "worst_run": "worst run",
-    "worst_error_pct": st.column_config.NumberColumn("worst error", format="%+.1f %%")})
+st.dataframe(summary, hide_index=True, width="stretch", height=min(800, 38 + 35 * len(summary)), key="val.summary",
+             column_config={
+                 "runs": st.column_config.NumberColumn("rows"),
+                 "mape_pct": st.column_config.NumberColumn("MAPE", format="%.1f %%"),
+                 "median_signed_pct": st.column_config.NumberColumn("median signed", format="%+.1f %%"),
+                 "within_band": st.column_config.NumberColumn(f"within ±{BAND:.0%}"),
+                 "worst_run": st.column_config.TextColumn("worst run", width="medium"),
+                 "worst_error_pct": st.column_config.NumberColumn("worst error", format="%+.1f %%")})
 
 # ---- predicted vs measured -----------------------------------------------------------------
 st.subheader("Predicted vs measured")

@@ -143,7 +143,7 @@ EVIL = "[Session expired](https://evil.example/login) :red[x] <b>y</b> $z$"
 
 def _fake_validate(source=None, calibrated=False):
     if source == "nemo":
-        raise RuntimeError("synthetic validation failure")
+        raise RuntimeError(f"synthetic validation failure {EVIL}")
     if source != "b200":
         return ValidationResult(calibrated=calibrated)
     rows = [ValidationRow(source="b200", run=EVIL, metric=m, unit="ms", measured=100.0, predicted=p,
@@ -157,7 +157,8 @@ def test_hostile_run_names_are_escaped_and_failures_are_messages(monkeypatch):
     clear()
     try:
         at = open_validation()
-        assert "synthetic validation failure" in texts(at.error) and "nemo" in texts(at.error)
+        errors = texts(at.error)
+        assert "synthetic validation failure" in errors and "nemo" in errors and md(EVIL) in errors and EVIL not in errors
         shown = texts(at.markdown) + texts(at.caption)
         assert md(EVIL) in shown and EVIL not in shown
         assert "not on the log-log chart" in texts(at.caption)  # the 0.0 prediction
