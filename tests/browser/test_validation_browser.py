@@ -1,6 +1,10 @@
 """Headless Chromium on the Validation page: the chart and tables are drawn, a measured run is
 picked and loaded, and the Estimate page opens with that run's scenario (and its share link).
-Saves tests/screenshots/validation.png."""
+Saves tests/screenshots/validation.png.
+
+On a fresh server (the first request runs pages/validation.py without app.py, Streamlit's
+pages-folder mode), so "load this run" is shown to switch pages there too; AppTest covers the
+st.navigation mode (tests/test_app_validation.py)."""
 
 from __future__ import annotations
 
@@ -45,8 +49,8 @@ def no_exceptions(page) -> None:
     assert not page.page_errors, page.page_errors
 
 
-def test_validation_page_loads_a_run_onto_estimate(server, page):
-    page.goto(f"{server.url}/validation?preset=small")
+def test_validation_page_loads_a_run_onto_estimate(fresh_server, page):
+    page.goto(f"{fresh_server.url}/validation?preset=small")
     settle(page, ".vega-embed canvas, .vega-embed svg", FIRST_RUN_MS)
     settle(page, "[data-testid=stDataFrame]")
     no_exceptions(page)
