@@ -30,6 +30,7 @@ PAGES: list[tuple[str, str, str]] = [
     ("pages/estimate.py", "Estimate", ":material/speed:"),
     ("pages/timeline.py", "Timeline", ":material/view_timeline:"),
     ("pages/calibration.py", "Calibration", ":material/tune:"),
+    ("pages/validation.py", "Validation", ":material/fact_check:"),
 ]
 
 _CSS = """
