@@ -16,13 +16,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from simengine.sim import ChunkCost, PipelineInput, StageCost, pipeline_step_time, simulate  # noqa: E402
+from simengine.sim import ChunkCost, CommTask, PipelineInput, StageCost, pipeline_step_time, simulate  # noqa: E402
 from simengine.sim import compiled  # noqa: E402
 
 
-def make(p: int, vpp: int, m: int, schedule: str, **flags) -> PipelineInput:
-    ch = ChunkCost(1e-3 / vpp, 2e-3 / vpp, 0.0, forward_comm=(("tp", 1e-4 / vpp),),
-                   backward_comm=(("tp", 1e-4 / vpp),), activation_bytes=1e9, peak_extra_bytes=1e8)
+def make(p: int, vpp: int, m: int, schedule: str, tp_overlap: bool = False, **flags) -> PipelineInput:
+    # with tp_overlap each TP collective may run beside its phase's compute (sim/overlap.py)
+    fw, bw = (1e-3 / vpp, 2e-3 / vpp) if tp_overlap else (0.0, 0.0)
+    ch = ChunkCost(1e-3 / vpp, 2e-3 / vpp, 0.0, forward_comm=(CommTask("tp", 1e-4 / vpp, fw),),
+                   backward_comm=(CommTask("tp", 1e-4 / vpp, bw),), activation_bytes=1e9, peak_extra_bytes=1e8)
     st = StageCost(chunks=(ch,) * vpp, p2p_s=5e-5, static_bytes=2e10, dp_grad_buckets_s=(1e-3,) * 4,
                    dp_param_buckets_s=(5e-4,) * 4, optimizer_s=2e-3)
     return PipelineInput((st,) * p, m, schedule, vpp, **flags)
@@ -41,7 +43,7 @@ def best_of(fn, repeat: int, number: int = 1, setup=None) -> float:
 
 
 def main() -> None:
-    flags = dict(overlap_grad_reduce=True, overlap_param_gather=True, tp_comm_overlap=True)
+    flags = dict(overlap_grad_reduce=True, overlap_param_gather=True, tp_overlap=True)
     big = make(16, 4, 128, "interleaved", **flags)
 
     tl = simulate(big)
