@@ -1,6 +1,7 @@
 """The typed accessors the type check relies on: ModelSpec.mla / expert_ffn (the optional MLA and
 expert widths, narrowed where the validator guarantees them) and the per-source tables of the
-published-runs harness (one entry per source, so a new source is one place)."""
+published-runs harness (one entry per source) and the framework rows (the strategy's framework
+help and defaults come from the row, so a new framework is one file)."""
 
 from __future__ import annotations
 
@@ -64,3 +65,12 @@ def test_torchtitan_row_without_local_batch_is_skipped_with_the_reason():
     w.writerows(picked)
     runs, skipped = published_runs(out.getvalue())
     assert runs == [] and [s.reason for s in skipped] == ["local batch (micro_batch) not stated"]
+
+
+def test_framework_help_lists_every_row():
+    from simengine.config import StrategySpec
+    from simengine.config.framework import FRAMEWORKS
+
+    text = StrategySpec.model_json_schema()["properties"]["framework"]["description"]
+    for name, stack in FRAMEWORKS.items():
+        assert f"{name} ({stack.summary})" in text
