@@ -12,7 +12,7 @@ import argparse
 import json
 import os
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 from .calibration import cli as calibration_cli
 from .checkrun import cli as checkrun_cli
@@ -22,7 +22,7 @@ KINDS = {"model": "models", "system": "systems", "strategy": "strategies"}
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2 (argparse prints usage otherwise)
+    def error(self, message: str) -> NoReturn:  # one line, exit 2 (argparse prints usage otherwise)
         raise ConfigError([("arguments", message)])
 
 
@@ -195,7 +195,9 @@ def _main(argv: list[str] | None) -> int:
         if args.cmd == "schema":
             from .config import ModelSpec, StrategySpec, SystemSpec
 
-            cls = {"model": ModelSpec, "system": SystemSpec, "strategy": StrategySpec}[args.section]
+            classes: dict[str, type[ModelSpec] | type[SystemSpec] | type[StrategySpec]] = {
+                "model": ModelSpec, "system": SystemSpec, "strategy": StrategySpec}
+            cls = classes[args.section]
             emit(json.dumps(cls.model_json_schema(), indent=1))
             return 0
         if args.cmd == "presets":

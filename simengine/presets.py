@@ -19,7 +19,7 @@ from functools import lru_cache, cache
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from .config import ModelSpec, StrategySpec, SystemSpec
 from .errors import ConfigError, from_pydantic
@@ -39,7 +39,7 @@ PRESET_DIR: Path = _preset_dir()
 KINDS: tuple[str, ...] = ("models", "systems", "strategies")
 SCENARIO_SIZES: tuple[str, ...] = ("small", "medium", "large")
 
-_SPEC_CLASS: dict[str, type[BaseModel]] = {"models": ModelSpec, "systems": SystemSpec, "strategies": StrategySpec}
+_SPEC_CLASS: dict[str, type[ModelSpec] | type[SystemSpec] | type[StrategySpec]] = {"models": ModelSpec, "systems": SystemSpec, "strategies": StrategySpec}
 # Section of a scenario each kind fills; used as the field prefix of validation errors.
 _SECTION: dict[str, str] = {"models": "model", "systems": "system", "strategies": "strategy"}
 # A preset name is one file name in one folder: no separators, no leading dot, no "..".

@@ -21,7 +21,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
-PUBLISHED = ("narayanan21", "korthikanti22", "megatron-readme", "torchtitan", "nemo", "megatron-bridge")
+sys.path.insert(0, str(ROOT))
+from simengine.validation.published import SOURCES as PUBLISHED  # noqa: E402  (one list of published sources)
 
 
 def validate_json(*args: str) -> dict:

@@ -70,6 +70,14 @@ class Stack:
     tp_overlap: bool      # TP collectives can be decomposed with their GEMMs
     fsdp: FsdpPattern
     optimizer: Literal["fused", "foreach"]
+    # kernels only some frameworks ship; the strategy's default when the user does not set it
+    # (StrategySpec._stack_defaults): TE's fused vocab-parallel cross-entropy
+    # (``parallel_cross_entropy``; torchtitan computes ``cross_entropy(pred.float(), ...)``,
+    # Megatron-DeepSpeed the fp32 vocab-parallel path) and gradient-accumulation fusion (wgrad GEMM
+    # into the fp32 main grad, Megatron's ``fused_weight_gradient_mlp_cuda``; not in FSDP2 autograd)
+    fused_cross_entropy: bool
+    grad_accumulation_fusion: bool
+    summary: str          # one line for StrategySpec.framework's description (the studio's help)
 
 
 # Fused kernels: norm reads x and writes y (2+2 B), bwd reads x, dy and writes dx (6 B);
@@ -88,14 +96,24 @@ _EAGER_ROPE = Pass(20, 3, 20, 3)
 
 FRAMEWORKS: dict[str, Stack] = {
     "megatron-te": Stack("megatron-te", _FUSED_NORM, _FUSED_SWIGLU, _FUSED_GELU, _FUSED_ROPE,
-                         True, True, "cudnn", True, "megatron-fsdp", "fused"),
+                         True, True, "cudnn", True, "megatron-fsdp", "fused", True, True,
+                         "Megatron-Core + TransformerEngine fused kernels"),
     "torch-native": Stack("torch-native", _EAGER_NORM, _EAGER_SWIGLU, _FUSED_GELU, _EAGER_ROPE,
-                          False, False, "sdpa", False, "fsdp2", "foreach"),
+                          False, False, "sdpa", False, "fsdp2", "foreach", False, False,
+                          "torchtitan eager: unfused norms/SwiGLU/RoPE, separate q/k/v and w1/w3 GEMMs, SDPA, foreach AdamW"),
     "torch-compile": Stack("torch-compile", _FUSED_NORM, _FUSED_SWIGLU, _FUSED_GELU, _FUSED_ROPE,
-                           False, False, "sdpa", True, "fsdp2", "foreach"),
+                           False, False, "sdpa", True, "fsdp2", "foreach", False, False,
+                           "the same with torch.compile fusing the pointwise ops"),
     "deepspeed": Stack("deepspeed", _FUSED_NORM, _FUSED_SWIGLU, _FUSED_GELU, _FUSED_ROPE,
-                       True, True, "flash2", False, "zero3", "fused"),
+                       True, True, "flash2", False, "zero3", "fused", False, True,
+                       "Megatron-DeepSpeed kernels, flash-attention-2, no TP overlap"),
 }
+
+
+def framework_help() -> str:
+    """StrategySpec.framework's description: every row of :data:`FRAMEWORKS` with its summary."""
+    rows = ", ".join(f"{name} ({stack.summary})" for name, stack in FRAMEWORKS.items())
+    return f"Training framework whose kernels are priced: {rows}."
 
 
 def stack_of(framework: str) -> Stack:

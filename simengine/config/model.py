@@ -7,9 +7,19 @@ is what the studio's editors render.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class MlaDims(NamedTuple):
+    """The MLA dimensions of a model with attention='mla' (DeepSeek-V2, arXiv:2405.04434 §2.1)."""
+
+    q_lora_rank: int        # d_c'; 0 = no query compression (DeepSeek-V2-Lite)
+    kv_lora_rank: int       # d_c
+    qk_nope_head_dim: int   # d_h
+    qk_rope_head_dim: int   # d_h^R
+    v_head_dim: int
 
 
 class _Frozen(BaseModel):
@@ -115,15 +125,30 @@ class ModelSpec(_Frozen):
         return self.num_experts > 0
 
     @property
+    def mla(self) -> MlaDims:
+        """The MLA dimensions, set whenever attention='mla' (``_check`` requires them)."""
+        kvr, nope, rope, dv = self.kv_lora_rank, self.qk_nope_head_dim, self.qk_rope_head_dim, self.v_head_dim
+        if self.attention != "mla" or kvr is None or nope is None or rope is None or dv is None:
+            raise ValueError(f"model {self.name!r} has no MLA dimensions (attention={self.attention!r})")
+        return MlaDims(self.q_lora_rank or 0, kvr, nope, rope, dv)
+
+    @property
+    def expert_ffn(self) -> int:
+        """Intermediate size of one routed expert, set whenever num_experts > 0 (``_check`` requires it)."""
+        if self.moe_ffn_hidden_size is None:
+            raise ValueError(f"model {self.name!r} has no moe_ffn_hidden_size (num_experts={self.num_experts})")
+        return self.moe_ffn_hidden_size
+
+    @property
     def qk_head_dim(self) -> int:
         """Per-head q·k dimension (MLA: nope + rope)."""
         if self.attention == "mla":
-            return int(self.qk_nope_head_dim) + int(self.qk_rope_head_dim)
+            return self.mla.qk_nope_head_dim + self.mla.qk_rope_head_dim
         return self.d_head
 
     @property
     def v_dim(self) -> int:
-        return int(self.v_head_dim) if self.attention == "mla" else self.d_head
+        return self.mla.v_head_dim if self.attention == "mla" else self.d_head
 
     @property
     def shared_ffn(self) -> int:

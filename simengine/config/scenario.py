@@ -165,7 +165,7 @@ def _pipeline_checks(model: ModelSpec, s: StrategySpec, m: int | None) -> list[t
 
 
 def _moe_checks(model: ModelSpec, s: StrategySpec, dp: int) -> list[tuple[str, str]]:
-    issues = []
+    issues: list[tuple[str, str]] = []
     add = issues.append
     tp, cp = s.tp, s.cp
     if model.is_moe:

@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..schedule import SCHEDULE_NAMES, get_schedule
-from .framework import FRAMEWORKS, AttentionKernel, FrameworkName, FsdpPattern
+from .framework import FRAMEWORKS, AttentionKernel, FrameworkName, FsdpPattern, framework_help
 
 # The names come from the schedule registry (one module per schedule), so the JSON schema's enum
 # and the studio's schedule switcher list exactly the schedules the engine has.
@@ -63,11 +63,7 @@ class StrategySpec(BaseModel):
     allocator_overhead: float = Field(0.05, ge=0.0, le=1.0, description="Reserved/allocated − 1 of PyTorch's caching allocator (fragmentation).")
     straggler_factor: float = Field(1.0, ge=1.0, le=3.0, description="Multiplier on the pipeline time for node-to-node variation.")
     # ---- software stack and overheads at scale (simengine/config/framework.py, cost/scale.py) ----
-    framework: FrameworkName = Field("megatron-te", description=(
-        "Training framework whose kernels are priced: megatron-te (Megatron-Core + TransformerEngine fused kernels), "
-        "torch-native (torchtitan eager: unfused norms/SwiGLU/RoPE, separate q/k/v and w1/w3 GEMMs, SDPA, foreach AdamW), "
-        "torch-compile (the same with torch.compile fusing the pointwise ops), deepspeed (Megatron-DeepSpeed kernels, "
-        "flash-attention-2, no TP overlap)."))
+    framework: FrameworkName = Field("megatron-te", description=framework_help())
     attention_kernel: AttentionKernel | None = Field(None, description=(
         "Attention kernel family: cudnn (TE fused attention), flash3, flash2, sdpa (PyTorch SDPA = flash-attention-2 "
         "kernels); None = the framework's own."))
@@ -86,16 +82,14 @@ class StrategySpec(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _stack_defaults(cls, data):
-        """Kernels a framework does not ship default to off when not given: TE's fused vocab-parallel
-        cross-entropy (``parallel_cross_entropy``) exists only in megatron-te (torchtitan computes
-        ``cross_entropy(pred.float(), ...)``, Megatron-DeepSpeed the fp32 vocab-parallel path), and
-        gradient-accumulation fusion (wgrad GEMM into the fp32 main grad, Megatron's
-        ``fused_weight_gradient_mlp_cuda``) exists in Megatron code only, not in FSDP2 autograd."""
+        """Kernels a framework does not ship default to off when not given (``Stack.fused_cross_entropy``,
+        ``Stack.grad_accumulation_fusion`` in config/framework.py: TE's fused vocab-parallel cross-entropy
+        exists only in megatron-te, gradient-accumulation fusion only in Megatron code)."""
         if isinstance(data, dict) and isinstance(data.get("framework"), str) and data["framework"] in FRAMEWORKS:
-            fw = data["framework"]
+            stack = FRAMEWORKS[data["framework"]]
             data = dict(data)
-            data.setdefault("fused_cross_entropy", fw == "megatron-te")
-            data.setdefault("gradient_accumulation_fusion", fw in ("megatron-te", "deepspeed"))
+            data.setdefault("fused_cross_entropy", stack.fused_cross_entropy)
+            data.setdefault("gradient_accumulation_fusion", stack.grad_accumulation_fusion)
         return data
 
     @model_validator(mode="after")

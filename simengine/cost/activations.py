@@ -37,14 +37,13 @@ def attention_activations(d: Dims, m: ModelSpec) -> BlockActivations:
     mask = Ssp * h if d.dropout else 0  # 1-byte dropout mask after the out-projection
     s_kv = d.s
     if m.attention == "mla":
-        qr = int(m.q_lora_rank or 0)
-        kvr = int(m.kv_lora_rank)
+        qr, kvr = m.mla.q_lora_rank, m.mla.kv_lora_rank
         latent = BF16 * Ssp * (2 * qr + 2 * kvr)   # q_norm in, q_up in, kv_norm in, kv_up in (SP shards)
         q = BF16 * S * d.heads * d.d_qk
         k = BF16 * S * d.heads * d.d_qk
         v = BF16 * S * d.heads * d.d_v
         core = q + k + v
-        extra = latent
+        extra: float = latent
     else:
         q = BF16 * S * d.heads * d.d_qk
         k = BF16 * S * d.kv_heads * d.d_qk
@@ -52,6 +51,8 @@ def attention_activations(d: Dims, m: ModelSpec) -> BlockActivations:
         core = q + k + v
         extra = 0.0
     out_in = (1 + BF16) * S * d.heads * d.d_v if d.fp8 else BF16 * S * d.heads * d.d_v
+    softmax: float
+    selective: float
     if d.unfused_attention:
         scores = d.b * d.heads * (S // d.b) * s_kv
         softmax = BF16 * scores + (scores + BF16 * scores if d.attn_dropout else 0)  # probs, mask, dropped probs

@@ -27,12 +27,8 @@ import math
 
 from ..config.system import SystemSpec
 from ..workload.ops import BF16, Attention, Gemm, GroupedGemm, Memory
+from ..calibration.table import gemm_efficiency as _table_lookup  # measured-table interpolation
 from .attention_kernels import kernel_scale
-
-try:  # the calibration package provides measured-table interpolation
-    from ..calibration.table import gemm_efficiency as _table_lookup
-except ImportError:  # pragma: no cover - calibration is part of the package
-    _table_lookup = None
 
 
 BF16_ONLY_GEMMS = (":lm_head",)  # GEMM names (suffix) that stay in bf16 in fp8 recipes
@@ -46,8 +42,9 @@ class ComputeModel:
     def __init__(self, system: SystemSpec, dtype: str = "bf16"):
         g, e = system.gpu, system.efficiency
         self.dtype = dtype
-        fp8 = dtype == "fp8" and g.peak_tflops.fp8 is not None
-        self.peak = (g.peak_tflops.fp8 if fp8 else g.peak_tflops.bf16) * 1e12
+        peak_fp8 = g.peak_tflops.fp8 if dtype == "fp8" else None
+        fp8 = peak_fp8 is not None
+        self.peak = (peak_fp8 if peak_fp8 is not None else g.peak_tflops.bf16) * 1e12
         self.peak_bf16 = g.peak_tflops.bf16 * 1e12
         self.eff = e
         self.hbm = g.hbm_bandwidth_gbs * 1e9 * e.hbm
@@ -63,8 +60,8 @@ class ComputeModel:
         hit = self._cache.get(key)
         if hit is not None:
             return hit
-        eff = None
-        if self.table and _table_lookup is not None:
+        eff: float | None = None
+        if self.table:
             eff = _table_lookup(self.table, m, n, k, b=b, dtype=self.dtype, layout=layout)
         if eff is None:
             e = self.eff

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 from ..config.scenario import Scenario
 from ..workload.builder import ChunkWork, Workload, build_workload
+from ..workload.dims import Dims
 from ..workload.ops import BF16, Attention
-from .activations import (attention_activations, head_activations, layer_input, mlp_activations,
+from .activations import (BlockActivations, attention_activations, head_activations, layer_input, mlp_activations,
                           moe_activations)
 from .comm import CommModel
 from .compute import ComputeModel
@@ -55,19 +56,138 @@ def _block_costs(wl: Workload, cm: ComputeModel, comm: CommModel,
                 price_ops(ph.wgt, cm, comm, tp_overlap)) for k, ph in wl.blocks.items()}
 
 
-def build_plan(sc: Scenario) -> Plan:
-    st, m = sc.strategy, sc.model
-    wl = build_workload(sc)
-    d = wl.dims
+@dataclass(slots=True)
+class _Priced:
+    """What every chunk of one scenario shares: its priced blocks and per-layer activations."""
+
+    sc: Scenario
+    cm: ComputeModel
+    comm: CommModel
+    d: Dims
+    costs: dict[str, tuple[PhaseCost, PhaseCost, PhaseCost]]
+    att: BlockActivations
+    mlp: BlockActivations | None
+    moe: BlockActivations | None
+    head: BlockActivations
+    core: Attention                # the attention core op of a full-attention layer
+    core_w: Attention | None       # ... of a sliding-window layer (None = no windowed layers)
+
+
+def _priced(sc: Scenario, wl: Workload) -> _Priced:
+    st, m, d = sc.strategy, sc.model, wl.dims
     cm = ComputeModel(sc.system, st.dtype)
     comm = CommModel(sc)
-    costs = _block_costs(wl, cm, comm, st.tp_comm_overlap)
-    att_act = attention_activations(d, m)
-    mlp_act = mlp_activations(d, d.ffn) if "mlp" in wl.blocks else None
-    moe_act = moe_activations(d, m) if "moe" in wl.blocks else None
-    head_act = head_activations(d, st.fused_cross_entropy)
     core = next(op for op in wl.blocks["attn"].fwd if isinstance(op, Attention))
     core_w = next((op for op in wl.blocks["attn_window"].fwd if isinstance(op, Attention)), None) if "attn_window" in wl.blocks else None
+    return _Priced(sc, cm, comm, d, _block_costs(wl, cm, comm, st.tp_comm_overlap), attention_activations(d, m),
+                   mlp_activations(d, d.ffn) if "mlp" in wl.blocks else None,
+                   moe_activations(d, m) if "moe" in wl.blocks else None,
+                   head_activations(d, st.fused_cross_entropy), core, core_w)
+
+
+def _layer_blocks(cw: ChunkWork) -> tuple[tuple[str, int], ...]:
+    """(block key, layers of the chunk built from it) for the transformer layers of a chunk."""
+    return (("attn", len(cw.layers) - cw.window_layers), ("attn_window", cw.window_layers),
+            ("mlp", cw.dense_layers), ("moe", cw.moe_layers))
+
+
+def _chunk_phases(p: _Priced, cw: ChunkWork) -> tuple[PhaseCost, PhaseCost, PhaseCost]:
+    """Forward, backward-input and backward-weight cost of one micro-batch through the chunk."""
+    parts = [(key, n) for key, n in _layer_blocks(cw) if n]
+    if cw.first:
+        parts.append(("embed", 1))
+    if cw.last:
+        parts.append(("head", 1))
+    if cw.mtp:
+        # each MTP module: glue + one transformer block + the shared output head
+        parts += [(key, cw.mtp) for key in ("mtp", "attn", "moe" if cw.mtp_moe else "mlp", "head")]
+    fwd, bwd, wgt = PhaseCost(), PhaseCost(), PhaseCost()
+    for key, n in parts:
+        f, b, w = p.costs[key]
+        fwd.add(f, n)
+        bwd.add(b, n)
+        wgt.add(w, n)
+    return fwd, bwd, wgt
+
+
+def _recomputed_layers(p: _Priced, cw: ChunkWork) -> int:
+    """Layers of the chunk that full recompute re-runs: the first ones (Megatron --recompute-method
+    block, --recompute-num-layers)."""
+    st, n_layers = p.sc.strategy, len(cw.layers)
+    if st.recompute != "full":
+        return 0
+    return n_layers if st.recompute_num_layers is None else min(st.recompute_num_layers, n_layers)
+
+
+def _chunk_memory(p: _Priced, cw: ChunkWork, n_rc: int) -> tuple[float, float]:
+    """(activation bytes held per in-flight micro-batch, transient bytes on top while the chunk
+    runs backward), Korthikanti et al. 2022 §4 per layer; recomputed layers keep only their input."""
+    d, st, m = p.d, p.sc.strategy, p.sc.model
+    n_layers = len(cw.layers)
+    per_dense = p.att.saved + (p.mlp.saved if p.mlp else 0.0)
+    per_moe = p.att.saved + (p.moe.saved if p.moe else 0.0)
+    if st.recompute == "selective":
+        per_dense -= p.att.selective
+        per_moe -= p.att.selective
+    if cw.moe_layers:
+        kinds = [m.is_moe_layer(layer) for layer in cw.layers]
+        held = n_rc * layer_input(d) + sum(per_moe if k else per_dense for k in kinds[n_rc:])
+    else:
+        held = n_rc * layer_input(d) + (n_layers - n_rc) * per_dense
+    transients = [p.att.bwd_transient]
+    if p.mlp and cw.dense_layers:
+        transients.append(p.mlp.bwd_transient)
+    if p.moe and cw.moe_layers:
+        transients.append(p.moe.bwd_transient)
+    extra = max(transients)
+    if n_rc:
+        biggest = max(per_dense if cw.dense_layers else 0.0, per_moe if cw.moe_layers else 0.0)
+        extra += biggest - layer_input(d)
+    if cw.last:
+        held += p.head.saved
+        extra = max(extra, p.head.bwd_transient)
+    if cw.mtp:
+        block = per_moe if cw.mtp_moe else per_dense
+        held += cw.mtp * (block + p.head.saved + 2 * layer_input(d) * 2)  # + norms/concat inputs
+    if cw.first and d.dropout:
+        held += d.sp_tokens * d.h  # embedding dropout mask
+    return held, extra
+
+
+def _recompute_cost(p: _Priced, cw: ChunkWork, n_rc: int) -> PhaseCost:
+    """Full recompute: the forward of the recomputed layers, comm included; selective: the
+    attention cores again (Korthikanti et al. 2022 §5)."""
+    rc = PhaseCost()
+    n_layers = len(cw.layers)
+    if n_rc:
+        share = n_rc / max(n_layers, 1)
+        for key, n in _layer_blocks(cw):
+            if n:
+                rc.add(p.costs[key][0], n * share)
+    elif p.sc.strategy.recompute == "selective":
+        for op, n in ((p.core, n_layers - cw.window_layers), (p.core_w, cw.window_layers)):
+            if n and op is not None:
+                rc.compute_s += p.cm.attention(op) * n
+                rc.flops += op.flops * n
+    return rc
+
+
+def _plan_chunk(p: _Priced, cw: ChunkWork) -> ChunkPlan:
+    sc = p.sc
+    fwd, bwd, wgt = _chunk_phases(p, cw)
+    n_rc = _recomputed_layers(p, cw)
+    held, extra = _chunk_memory(p, cw, n_rc)
+    rc = _recompute_cost(p, cw, n_rc)
+    if sc.strategy.zero_stage >= 2 and sc.dp * sc.strategy.cp * sc.edp > 1:
+        _zero_per_microbatch(sc, p.comm, cw, fwd, bwd, rc)
+    return ChunkPlan(cw, fwd, bwd, wgt, rc, held, extra)
+
+
+def build_plan(sc: Scenario) -> Plan:
+    st = sc.strategy
+    wl = build_workload(sc)
+    p = _priced(sc, wl)
+    d, comm = p.d, p.comm
     # with SP the activation between stages is already split over TP; without it Megatron-Core
     # sends the whole tensor from every TP rank, older Megatron-LM 1/tp of it (scatter/gather,
     # Narayanan et al. 2021 §4.1 — StrategySpec.p2p_scatter_gather)
@@ -76,81 +196,9 @@ def build_plan(sc: Scenario) -> Plan:
     p2p_s = comm.time("p2p", p2p_bytes, "pp") if st.pp > 1 else 0.0
 
     stages = []
-    memo: dict[tuple, tuple] = {}
+    memo: dict[tuple, tuple[StageParams, StaticMemory, DPWork]] = {}
     for rank_chunks in wl.ranks:
-        chunks = []
-        for cw in rank_chunks:
-            fwd, bwd, wgt, rc = PhaseCost(), PhaseCost(), PhaseCost(), PhaseCost()
-            n_layers = len(cw.layers)
-            attn = (("attn", n_layers - cw.window_layers), ("attn_window", cw.window_layers))
-            for key, n in (*attn, ("mlp", cw.dense_layers), ("moe", cw.moe_layers)):
-                if n:
-                    f, b, w = costs[key]
-                    fwd.add(f, n)
-                    bwd.add(b, n)
-                    wgt.add(w, n)
-            if cw.first:
-                f, b, w = costs["embed"]
-                fwd.add(f)
-                bwd.add(b)
-                wgt.add(w)
-            if cw.last:
-                f, b, w = costs["head"]
-                fwd.add(f)
-                bwd.add(b)
-                wgt.add(w)
-            if cw.mtp:
-                # each MTP module: glue + one transformer block + the shared output head
-                for key in ("mtp", "attn", "moe" if cw.mtp_moe else "mlp", "head"):
-                    f, b, w = costs[key]
-                    fwd.add(f, cw.mtp)
-                    bwd.add(b, cw.mtp)
-                    wgt.add(w, cw.mtp)
-            # activations held per micro-batch and the transient on top (Korthikanti et al. 2022)
-            per_dense = att_act.saved + (mlp_act.saved if mlp_act else 0.0)
-            per_moe = att_act.saved + (moe_act.saved if moe_act else 0.0)
-            n_rc = 0
-            if st.recompute == "full":
-                n_rc = n_layers if st.recompute_num_layers is None else min(st.recompute_num_layers, n_layers)
-            # the first n_rc layers of the chunk are recomputed (Megatron --recompute-method block)
-            if st.recompute == "selective":
-                per_dense -= att_act.selective
-                per_moe -= att_act.selective
-            if cw.moe_layers:
-                kinds = [m.is_moe_layer(layer) for layer in cw.layers]
-                held = n_rc * layer_input(d) + sum(per_moe if k else per_dense for k in kinds[n_rc:])
-            else:
-                held = n_rc * layer_input(d) + (n_layers - n_rc) * per_dense
-            transients = [att_act.bwd_transient]
-            if mlp_act and cw.dense_layers:
-                transients.append(mlp_act.bwd_transient)
-            if moe_act and cw.moe_layers:
-                transients.append(moe_act.bwd_transient)
-            extra = max(transients)
-            if n_rc:
-                biggest = max(per_dense if cw.dense_layers else 0.0, per_moe if cw.moe_layers else 0.0)
-                extra += biggest - layer_input(d)
-                # recompute = the forward of the recomputed layers, comm included
-                share = n_rc / max(n_layers, 1)
-                for key, n in (*attn, ("mlp", cw.dense_layers), ("moe", cw.moe_layers)):
-                    if n:
-                        rc.add(costs[key][0], n * share)
-            elif st.recompute == "selective":
-                for op, n in ((core, n_layers - cw.window_layers), (core_w, cw.window_layers)):
-                    if n and op is not None:
-                        rc.compute_s += cm.attention(op) * n
-                        rc.flops += op.flops * n
-            if cw.last:
-                held += head_act.saved
-                extra = max(extra, head_act.bwd_transient)
-            if cw.mtp:
-                block = per_moe if cw.mtp_moe else per_dense
-                held += cw.mtp * (block + head_act.saved + 2 * layer_input(d) * 2)  # + norms/concat inputs
-            if cw.first and d.dropout:
-                held += d.sp_tokens * d.h  # embedding dropout mask
-            if st.zero_stage >= 2 and sc.dp * st.cp * sc.edp > 1:
-                _zero_per_microbatch(sc, comm, cw, fwd, bwd, rc)
-            chunks.append(ChunkPlan(cw, fwd, bwd, wgt, rc, held, extra))
+        chunks = [_plan_chunk(p, cw) for cw in rank_chunks]
         # ranks that hold the same blocks have the same model states and DP work (middle stages)
         sig = tuple((len(c.layers), c.dense_layers, c.moe_layers, c.first, c.last) for c in rank_chunks)
         states = memo.get(sig)

@@ -79,9 +79,10 @@ def _gemm_shapes(sc: Scenario, has_dense: bool, has_moe: bool, has_head: bool) -
     tp, h = st.tp, m.hidden_size
     shapes: set[tuple[int, int]] = set()
     if m.attention == "mla":
-        a, nope, rope, dv, kvr = m.num_attention_heads // tp, int(m.qk_nope_head_dim), int(m.qk_rope_head_dim), int(m.v_head_dim), int(m.kv_lora_rank)
-        if m.q_lora_rank:
-            shapes |= {(int(m.q_lora_rank), h), (a * (nope + rope), int(m.q_lora_rank))}
+        a = m.num_attention_heads // tp
+        qr, kvr, nope, rope, dv = m.mla
+        if qr:
+            shapes |= {(qr, h), (a * (nope + rope), qr)}
         else:
             shapes.add((a * (nope + rope), h))
         shapes |= {(kvr + rope, h), (a * (nope + dv), kvr), (h, a * dv)}

@@ -53,11 +53,16 @@ def _shape(cfg: dict, out: dict, notes: list[str]) -> None:
     out["ffn_hidden_size"] = ffn
 
 
+def _text(cfg: dict, key: str) -> str:
+    """cfg[key] when it is a string, else ''."""
+    value = cfg.get(key)
+    return value if isinstance(value, str) else ""
+
+
 def _names(cfg: dict, out: dict) -> str:
     arch = cfg.get("architectures")
     arch0 = arch[0] if isinstance(arch, list) and arch and isinstance(arch[0], str) else ""
-    model_type = cfg.get("model_type") if isinstance(cfg.get("model_type"), str) else ""
-    path = cfg.get("_name_or_path") if isinstance(cfg.get("_name_or_path"), str) else ""
+    model_type, path = _text(cfg, "model_type"), _text(cfg, "_name_or_path")
     out["name"] = (path.rsplit("/", 1)[-1] or arch0 or model_type or "imported")[:120]
     out["source"] = ("Imported from a Hugging Face config.json"
                      + (f" (model_type={model_type}" + (f", {arch0}" if arch0 else "") + ")" if model_type or arch0 else ""))[:2000]

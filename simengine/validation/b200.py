@@ -37,6 +37,14 @@ def _i(row: dict[str, str], key: str, default: int | None = None) -> int | None:
     return int(v) if v is not None else default
 
 
+def _need(row: dict[str, str], key: str) -> int:
+    """A column every row must fill (an empty one is not a b200_megatron_runs.csv table)."""
+    v = _i(row, key)
+    if v is None:
+        raise ValueError(f"column {key!r} is empty in case {row.get('case', '?')!r}")
+    return v
+
+
 def _model(row: dict[str, str]) -> dict[str, Any]:
     moe = row["model_type"] == "moe"
     m: dict[str, Any] = {
@@ -47,7 +55,7 @@ def _model(row: dict[str, str]) -> dict[str, Any]:
         "num_attention_heads": _i(row, "num_attention_heads"),
         "ffn_hidden_size": _i(row, "ffn_hidden_size"),
         # Megatron's NullTokenizer adds one token before padding (validation README)
-        "vocab_size": _i(row, "vocab_size_arg") + 1,
+        "vocab_size": _need(row, "vocab_size_arg") + 1,
         "activation": row["activation"],
         "norm": row["norm"],
         "tie_embeddings": row["untie_embeddings_and_output_weights"] != "True",
@@ -110,7 +118,7 @@ def b200_runs(csv_text: str, system: dict[str, Any]) -> list[MeasuredRun]:
         raise ConfigError([("validation_csv", f"not a b200_megatron_runs.csv table: {e}")]) from e
 
 
-def b200_system(preset: dict[str, Any], op_efficiency_csv: "str | bytes | os.PathLike | None" = None, nccl_fits: dict[str, Any] | None = None) -> dict[str, Any]:
+def b200_system(preset: dict[str, Any], op_efficiency_csv: "str | os.PathLike | None" = None, nccl_fits: dict[str, Any] | None = None) -> dict[str, Any]:
     """The B200 system preset, optionally calibrated with the measured B200 operator table
     (data/b200_op_efficiency.csv, as a path or its text) and measured NCCL fits
     (presets/calibration/b200-nccl-fits.json)."""

@@ -58,7 +58,7 @@ def dims_of(sc: Scenario) -> Dims:
     ep, etp = st.ep, st.etp_size
     if m.is_moe:
         experts_local = m.num_experts // ep
-        moe_ffn = int(m.moe_ffn_hidden_size) // etp
+        moe_ffn = m.expert_ffn // etp
         # Megatron-Core MoE: the layer input is the SP shard; each TP rank routes its own tokens
         # (token_dispatcher.py, tokens are split over TP before dispatch when tp>1).
         moe_tokens = max(tokens // tp, 1)

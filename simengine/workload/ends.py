@@ -4,7 +4,7 @@ cross-entropy loss (last stage)."""
 from __future__ import annotations
 
 from .dims import Dims
-from .ops import BF16, Collective, Memory
+from .ops import BF16, Collective, CollectiveKind, Memory
 from .phases import Phases, column_linear
 
 
@@ -16,7 +16,7 @@ def embedding(d: Dims, learned_positions: bool) -> Phases:
     out = d.tokens * d.h * BF16
     ph.fwd.append(Memory("embed", 2 * out * (2 if learned_positions else 1)))
     if d.tp > 1:
-        kind = "reduce_scatter" if d.sp else "all_reduce"
+        kind: CollectiveKind = "reduce_scatter" if d.sp else "all_reduce"
         ph.fwd.append(Collective("embed-" + kind, kind, out, "tp", d.tp))
         if d.sp:
             ph.bwd.append(Collective("embed-ag-bwd", "all_gather", out, "tp", d.tp))

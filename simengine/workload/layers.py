@@ -15,7 +15,7 @@ from ..config.framework import FRAMEWORKS, Pass, Stack
 from ..config.model import ModelSpec
 from .dims import Dims
 from .dispatch import ep_alltoall
-from .ops import BF16, Attention, Collective, GroupedGemm, Memory
+from .ops import BF16, Attention, AttentionImpl, Collective, GroupedGemm, Memory
 from .phases import Phases, column_linear, gemm_triple, row_linear
 
 _FUSED = FRAMEWORKS["megatron-te"]
@@ -56,7 +56,7 @@ def _core_attention(ph: Phases, d: Dims, model: ModelSpec, cp_comm: str) -> None
     heads, kv, s_q, s_kv = d.heads, d.kv_heads, d.tokens // d.b, d.s
     if cp > 1 and cp_comm == "a2a":
         heads, kv, s_q = max(heads // cp, 1), max(kv // cp, 1) if kv >= cp else kv, d.s
-    impl = "unfused" if d.unfused_attention else "flash"
+    impl: AttentionImpl = "unfused" if d.unfused_attention else "flash"
     # sliding-window attention (Dims.attention_window, ModelSpec.attention_window) skips the key
     # blocks outside the band: FLOPs ~ s·w instead of s²/2 (ops.window_tile_pairs)
     k, w = d.attention_kernel, d.attention_window
@@ -124,10 +124,8 @@ def _mla_projections(ph: Phases, d: Dims, model: ModelSpec) -> None:
     latents are normalised on the shard, and only the latents are all-gathered by the
     column-parallel up-projections (q_up, kv_up), plus the decoupled RoPE key."""
     S, Ssp, h, tp, sp = d.tokens, d.sp_tokens, d.h, d.tp, d.sp
-    nope, rope, dv = int(model.qk_nope_head_dim), int(model.qk_rope_head_dim), int(model.v_head_dim)
-    kvr = int(model.kv_lora_rank)
-    if model.q_lora_rank:
-        qr = int(model.q_lora_rank)
+    qr, kvr, nope, rope, dv = model.mla
+    if qr:
         gemm_triple(ph, "q_down", Ssp, h, qr)
         _norm(ph, "q_norm", Ssp, qr, d.stack)
         column_linear(ph, "q_up", S, qr, d.heads * (nope + rope), tp, sp)

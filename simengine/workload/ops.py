@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 CollectiveKind = Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p"]
+AttentionImpl = Literal["flash", "unfused"]
 GroupName = Literal["tp", "cp", "ep", "etp", "dp", "edp", "pp"]
 BF16 = 2
 
@@ -70,7 +71,7 @@ class Attention:
     d_v: int
     causal: bool
     phase: Literal["fwd", "bwd"]
-    impl: Literal["flash", "unfused"] = "flash"
+    impl: AttentionImpl = "flash"
     kernel: str = "cudnn"  # attention kernel family (cost/attention_kernels.py)
     window: int = 0  # sliding window (keys per query, the query included); 0 = full causal
 

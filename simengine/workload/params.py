@@ -36,11 +36,10 @@ def attention_params(m: ModelSpec) -> BlockParams:
     h, a = m.hidden_size, m.num_attention_heads
     norm = _norm_params(m, h)
     if m.attention == "mla":
-        nope, rope, dv, kvr = int(m.qk_nope_head_dim), int(m.qk_rope_head_dim), int(m.v_head_dim), int(m.kv_lora_rank)
+        qr, kvr, nope, rope, dv = m.mla
         rep = norm + h * (kvr + rope) + kvr  # kv down-projection + kv latent norm
         shard = kvr * a * (nope + dv) + a * dv * h
-        if m.q_lora_rank:
-            qr = int(m.q_lora_rank)
+        if qr:
             rep += h * qr + qr
             shard += qr * a * (nope + rope)
         else:
@@ -74,7 +73,7 @@ def moe_params(m: ModelSpec) -> BlockParams:
     h, E = m.hidden_size, m.num_experts
     # DeepSeek-V3 e_score_correction_bias (sigmoid router) / a Linear router bias (GPT-OSS)
     router = h * E + (E if m.expert_bias or m.linear_bias else 0)
-    expert = mlp_params(m, int(m.moe_ffn_hidden_size))
+    expert = mlp_params(m, m.expert_ffn)
     shared = mlp_params(m, m.shared_ffn) if m.shared_ffn else 0
     return BlockParams(shared, _norm_params(m, h) + router, E * expert, m.top_k * expert)
 
@@ -124,5 +123,5 @@ def _norms_total(m: ModelSpec) -> int:
     per = _norm_params(m, m.hidden_size)
     n = 2 * m.num_layers * per + per
     if m.attention == "mla":
-        n += m.num_layers * (int(m.kv_lora_rank) + (int(m.q_lora_rank) if m.q_lora_rank else 0))
+        n += m.num_layers * (m.mla.kv_lora_rank + m.mla.q_lora_rank)
     return n

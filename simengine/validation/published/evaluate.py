@@ -10,6 +10,9 @@ from .types import PublishedRun, SkippedRun
 from .flops import flops_eq3, flops_eq7, flops_eq8, flops_megatron, torchtitan_flops_per_token
 
 
+LayerTimes = Callable[[dict[str, Any]], tuple[float, float]]  # config → (forward, backward) seconds of one layer
+
+
 def _layer_times(config: dict[str, Any]) -> tuple[float, float]:
     """Forward and backward (incl. recompute) seconds of one transformer layer for one micro-batch:
     the chunk cost of a 2-layer model minus that of a 1-layer model (cancels embedding and head)."""
@@ -18,7 +21,7 @@ def _layer_times(config: dict[str, Any]) -> tuple[float, float]:
     return layer_seconds(config)
 
 
-def predict_metrics(run: PublishedRun, report: Any, layer_times: Callable[[dict[str, Any]], tuple[float, float]] | None = None) -> dict[str, float]:
+def predict_metrics(run: PublishedRun, report: Any, layer_times: LayerTimes | None = None) -> dict[str, float]:
     """The report converted into each measured metric of ``run``, in the source's own definition:
 
     - Narayanan ``achieved_tflops_per_gpu`` / ``pct_of_theoretical_peak`` / ``aggregate_pflops``:
@@ -33,57 +36,80 @@ def predict_metrics(run: PublishedRun, report: Any, layer_times: Callable[[dict[
     - NeMo / Megatron-Bridge ``tokens_per_sec_per_gpu`` as above; ``model_tflops_per_gpu`` =
       report.model_flops_per_step / step / GPUs (model FLOPs, recompute excluded).
     """
-    fb = run.flop_basis
-    step = report.step_time_s
-    gpus = fb["gpus"]
+    metric_of = _METRIC_OF.get(run.source)
     out: dict[str, float] = {}
     for metric in run.measured:
-        v: float | None = None
-        if run.source == "narayanan21":
-            F = flops_eq3(fb["B"], fb["s"], fb["l"], fb["h"], fb["V"])
-            if metric == "achieved_tflops_per_gpu":
-                v = F / step / gpus / 1e12
-            elif metric == "pct_of_theoretical_peak":
-                v = 100.0 * F / step / gpus / 312e12
-            elif metric == "aggregate_pflops":
-                v = F / step / 1e15
-        elif run.source == "korthikanti22":
-            args = (fb["B"], fb["s"], fb["l"], fb["h"], fb["V"])
-            rc = run.config["strategy"].get("recompute")
-            if metric == "iteration_time":
-                v = step
-            elif metric == "mfu":
-                v = 100.0 * flops_eq7(*args) / (step * 312e12 * gpus)
-            elif metric == "hfu":
-                hw = flops_eq8(*args) if rc == "selective" else flops_eq3(*args) if rc == "full" else flops_eq7(*args)
-                v = 100.0 * hw / (step * 312e12 * gpus)
-            elif metric.startswith("layer_") and layer_times is not None:
-                f, b = layer_times(run.config)
-                v = 1e3 * {"layer_forward_time": f, "layer_backward_time": b, "layer_fwd_bwd_time": f + b}[metric]
-        elif run.source == "megatron-readme":
-            F = flops_megatron(fb["B"], fb["s"], fb["l"], fb["h"], fb["heads"], fb["kv"], fb["ffn"], fb["V"])
-            if metric == "achieved_tflops_per_gpu":
-                v = F / step / gpus / 1e12
-            elif metric == "mfu":
-                v = 100.0 * F / step / gpus / 989e12
-            elif metric == "aggregate_pflops":
-                v = F / step / 1e15
-        elif run.source == "torchtitan":
-            if metric == "tokens_per_sec_per_gpu":
-                v = report.tokens_per_s_per_gpu
-            elif metric == "peak_memory":
-                v = report.reserved_memory_gib
-            elif metric == "mfu":
-                fpt = torchtitan_flops_per_token(run.config["model"], run.config["strategy"]["seq_len"])
-                v = 100.0 * fpt * report.tokens_per_s_per_gpu / (fb["peak"] * 1e12)
-        elif run.source in ("nemo", "megatron-bridge"):
-            if metric == "tokens_per_sec_per_gpu":
-                v = report.tokens_per_s_per_gpu
-            elif metric == "model_tflops_per_gpu":
-                v = report.model_flops_per_step / step / gpus / 1e12
+        v = metric_of(run, report, metric, layer_times) if metric_of is not None else None
         if v is not None:
             out[metric] = v
     return out
+
+
+def _narayanan21(run: PublishedRun, report: Any, metric: str, layer_times: LayerTimes | None) -> float | None:
+    fb, step = run.flop_basis, report.step_time_s
+    F = flops_eq3(fb["B"], fb["s"], fb["l"], fb["h"], fb["V"])
+    if metric == "achieved_tflops_per_gpu":
+        return F / step / fb["gpus"] / 1e12
+    if metric == "pct_of_theoretical_peak":
+        return 100.0 * F / step / fb["gpus"] / 312e12
+    if metric == "aggregate_pflops":
+        return F / step / 1e15
+    return None
+
+
+def _korthikanti22(run: PublishedRun, report: Any, metric: str, layer_times: LayerTimes | None) -> float | None:
+    fb, step, gpus = run.flop_basis, report.step_time_s, run.flop_basis["gpus"]
+    args = (fb["B"], fb["s"], fb["l"], fb["h"], fb["V"])
+    rc = run.config["strategy"].get("recompute")
+    if metric == "iteration_time":
+        return step
+    if metric == "mfu":
+        return 100.0 * flops_eq7(*args) / (step * 312e12 * gpus)
+    if metric == "hfu":
+        hw = flops_eq8(*args) if rc == "selective" else flops_eq3(*args) if rc == "full" else flops_eq7(*args)
+        return 100.0 * hw / (step * 312e12 * gpus)
+    if metric.startswith("layer_") and layer_times is not None:
+        f, b = layer_times(run.config)
+        return 1e3 * {"layer_forward_time": f, "layer_backward_time": b, "layer_fwd_bwd_time": f + b}[metric]
+    return None
+
+
+def _megatron_readme(run: PublishedRun, report: Any, metric: str, layer_times: LayerTimes | None) -> float | None:
+    fb, step = run.flop_basis, report.step_time_s
+    F = flops_megatron(fb["B"], fb["s"], fb["l"], fb["h"], fb["heads"], fb["kv"], fb["ffn"], fb["V"])
+    if metric == "achieved_tflops_per_gpu":
+        return F / step / fb["gpus"] / 1e12
+    if metric == "mfu":
+        return 100.0 * F / step / fb["gpus"] / 989e12
+    if metric == "aggregate_pflops":
+        return F / step / 1e15
+    return None
+
+
+def _torchtitan(run: PublishedRun, report: Any, metric: str, layer_times: LayerTimes | None) -> float | None:
+    if metric == "tokens_per_sec_per_gpu":
+        return report.tokens_per_s_per_gpu
+    if metric == "peak_memory":
+        return report.reserved_memory_gib
+    if metric == "mfu":
+        fpt = torchtitan_flops_per_token(run.config["model"], run.config["strategy"]["seq_len"])
+        return 100.0 * fpt * report.tokens_per_s_per_gpu / (run.flop_basis["peak"] * 1e12)
+    return None
+
+
+def _nemo(run: PublishedRun, report: Any, metric: str, layer_times: LayerTimes | None) -> float | None:
+    if metric == "tokens_per_sec_per_gpu":
+        return report.tokens_per_s_per_gpu
+    if metric == "model_tflops_per_gpu":
+        return report.model_flops_per_step / report.step_time_s / run.flop_basis["gpus"] / 1e12
+    return None
+
+
+# source (types.SOURCES) → its metric conversion
+_METRIC_OF: dict[str, Callable[[PublishedRun, Any, str, LayerTimes | None], float | None]] = {
+    "narayanan21": _narayanan21, "korthikanti22": _korthikanti22, "megatron-readme": _megatron_readme,
+    "torchtitan": _torchtitan, "nemo": _nemo, "megatron-bridge": _nemo,
+}
 
 
 @dataclass(frozen=True)

@@ -4,24 +4,22 @@ from __future__ import annotations
 
 import csv
 import io
-import math
-import re
 from typing import Any
 
 from ...errors import ConfigError
+from .cells import _dtype, _int, _layout, _model, _s, _source_key, _system, _vpp
+from .settings import SOURCE_SETTINGS, Draft
 from .types import PublishedRun, SkippedRun, _Skip
-from .cells import NARAYANAN_T1, _GPU_PEAK_BF16, _dtype, _int, _layout, _model, _recompute, _s, _source_key, _system, _vpp, _zero
 
 
-def _map_run(rows: list[dict[str, str]]) -> PublishedRun:
+def _draft(rows: list[dict[str, str]], src: str) -> Draft:
+    """The cells every source's row carries: model, layout, sequence, dtype, batch sizes."""
     row = rows[0]
     rid = row["run_id"]
-    src = _source_key(row["source"], rid)
     a: list[str] = []
     if src == "megatron-readme" and "strong" in rid:
         raise _Skip("tp/pp not stated (strong-scaling text gives only MFU endpoints)")
-    task = rid.lower()
-    if "lora" in task:
+    if "lora" in rid.lower():
         raise _Skip("LoRA fine-tuning: frozen base weights and adapter GEMMs are not modelled")
     if src == "torchtitan" and not _int(row, "seq_len"):
         raise _Skip("seq_len not stated (torchtitan asyncTP benchmark page)")
@@ -43,120 +41,23 @@ def _map_run(rows: list[dict[str, str]]) -> PublishedRun:
         a.append("etp=1 (recipe default for MoE)")
     sp_cell = _s(row, "sp").lower()
     sp = sp_cell.startswith("yes") if sp_cell else None
-    vpp = _vpp(row)
-    flop_basis: dict[str, Any] = {"gpus": gpus}
+    return Draft(row, rid, model, gpus, layers, seq, dtype, tp, pp, dp, mb, gbs, sp, _vpp(row), strat, {"gpus": gpus}, a)
 
-    if src == "narayanan21":
-        table2 = "_t2_" in rid
-        key = _s(row, "params_B")
-        if not table2:
-            if key not in NARAYANAN_T1:
-                raise _Skip(f"no sc21 script settings for {key}B")
-            mb, lpv, ddp = NARAYANAN_T1[key]
-            if lpv:
-                vpp = (layers // pp) // lpv
-        else:
-            ddp = "deepspeed" if tp == 1 and pp == 1 else "local"
-            if ddp == "local":
-                # PTD-P rows of Table 2 reuse Table 1's 530B layout (tp 8, pp 35, 1 layer per virtual stage)
-                _, lpv, _ = NARAYANAN_T1.get(key, (1, None, "local"))
-                if lpv and pp > 1:
-                    vpp = (layers // pp) // lpv
-                    a.append(f"vpp {vpp} ({lpv} layer per virtual stage) from Table 1's {key}B settings")
-        rec = _recompute(row, math.ceil(layers / pp), a, "recompute not stated: full (Eq.3 FLOP accounting assumes it)")
-        if "assumed" in _s(row, "recompute").lower():
-            a.append("full recompute assumed (not restated for Table 2)")
-        if rec["recompute"] == "none" and not _s(row, "recompute"):
-            rec = {"recompute": "full"}
-        zero = 3 if ddp == "deepspeed" else 0
-        strat.update(rec)
-        strat.update(sequence_parallel=False, p2p_scatter_gather=True, zero_stage=zero, attention_impl="unfused", fused_cross_entropy=False,
-                     # torch DDP overlaps the bucketed all-reduce with backward; Megatron's 'local' DDP
-                     # reduces after backward; DeepSpeed ZeRO-3 overlaps (overlap_comm defaults to True at stage 3)
-                     overlap_grad_reduce=ddp in ("torch", "deepspeed"), overlap_param_gather=ddp == "deepspeed")
-        if ddp == "deepspeed":
-            a.append("DeepSpeed ZeRO-3 overlap_comm (stage-3 default) and parameter prefetch = overlapped")
-        flop_basis.update(B=gbs, s=seq, l=layers, h=int(model["hidden_size"]), V=int(model["vocab_size"]))
 
-    elif src == "korthikanti22":
-        rec = _recompute(row, math.ceil(layers / pp), a, None)
-        strat.update(rec)
-        if sp is None:
-            sp = False
-            a.append("sequence parallelism not restated: off (full-recompute baseline)")
-        zero = _zero(row, a, 0, None)
-        strat.update(sequence_parallel=sp, p2p_scatter_gather=True, zero_stage=zero, attention_impl="unfused", fused_cross_entropy=False,
-                     overlap_grad_reduce=False)  # "8-way DP without grad all-reduce overlap"
-        if "layer" in rid:
-            gbs = mb  # one micro-batch through one layer (Table 4)
-        flop_basis.update(B=gbs, s=seq, l=layers, h=int(model["hidden_size"]), V=int(model["vocab_size"]))
-
-    elif src == "megatron-readme":
-        # Megatron-Core r0.8 README table: overlaps stated; dtype/recompute/micro-batch not stated.
-        if mb is None:
-            mb = 1
-            a.append("micro-batch not stated: 1")
-        strat.update(_recompute(row, layers, a, "recompute not stated: none"))
-        strat.update(sequence_parallel=tp > 1, zero_stage=_zero(row, a, 1, None), overlap_grad_reduce=True,
-                     overlap_param_gather=True, tp_comm_overlap=tp > 1, fused_cross_entropy=False)
-        a.append("kv_heads = heads (MHA), ffn = 4h, GPT-2 style blocks")
-        if pp > 1:
-            a.append("plain 1F1B (virtual pipeline size not stated)")
-        flop_basis.update(B=gbs, s=seq, l=layers, h=int(model["hidden_size"]), heads=int(model["num_attention_heads"]),
-                          kv=int(model["num_kv_heads"]), ffn=int(model["ffn_hidden_size"]), V=int(model["vocab_size"]))
-
-    elif src == "torchtitan":
-        local_bs = mb
-        if pp > 1:
-            # torchtitan: the local batch is split into pipeline_parallel_microbatches, default = number of stages
-            if vpp != 1:
-                raise _Skip("interleaved schedule with virtual stages per rank not stated")
-            mb = max(local_bs // pp, 1)
-            a.append(f"local batch {local_bs} split into {pp} pipeline micro-batches (torchtitan default = stages)")
-        if gbs is None:
-            gbs = local_bs * dp
-            a.append(f"global batch = local batch {local_bs} x dp {dp}")
-        rec = _recompute(row, math.ceil(layers / pp), a, None)
-        zero = _zero(row, a, 3, None)
-        d = _s(row, "dtype").lower()
-        strat.update(rec)
-        strat.update(sequence_parallel=tp > 1, zero_stage=zero, overlap_grad_reduce=True, overlap_param_gather=True,
-                     tp_comm_overlap="asynctp" in d.replace(" ", ""), fused_cross_entropy=False,
-                     gradient_accumulation_fusion=False, cp_comm_type="allgather")
-        if rec["recompute"] == "selective":
-            a.append("torchtitan per-op SAC mapped to selective (attention core) recompute")
-        g = _s(row, "gpu_type").lower()
-        if "h100" in g and ("500w" in g.replace(" ", "") or "lower tdp" in g):
-            a.append("power-limited Grand Teton H100 (HBM2e, 500 W) priced as a 700 W H100 SXM5 (clocks and HBM bandwidth not stated)")
-        # torchtitan MFU: its Float8 rows report half the MFU per token/s of the bf16 rows
-        # (2024-08 405B table: 23.46 % at 177 tok/s vs 29.0 % at 109 tok/s), i.e. against the FP8 peak
-        gpu = "a100" if "a100" in g else "h100"
-        flop_basis.update(peak=_GPU_PEAK_BF16[gpu] * (2.0 if dtype == "fp8" else 1.0))
-
-    elif src in ("nemo", "megatron-bridge"):
-        if mb is None:
-            raise _Skip("micro-batch not stated")
-        strat.update(_recompute(row, layers, a, "recompute not stated (recipe script): none"))
-        if sp is None:
-            sp = tp > 1
-            a.append("sequence parallelism (recipe script) = on when tp > 1")
-        zero = _zero(row, a, 1, "distributed optimizer (ZeRO-1) presumed")
-        strat.update(sequence_parallel=sp, zero_stage=zero, overlap_grad_reduce=True, overlap_param_gather=True,
-                     tp_comm_overlap=tp > 1, fused_cross_entropy=True)
-        if "sft" in task or "finetuning" in task:
-            a.append("SFT on packed sequences: attention spans shorter than seq_len (modelled as pretraining)")
-        ga = re.search(r"GA=(\d+)", row.get("notes") or "")
-        if ga and gbs and mb and int(ga.group(1)) != gbs // (mb * dp):
-            a.append(f"notes say GA={ga.group(1)} but gbs/(mb*dp) = {gbs // (mb * dp)}")
-    else:
+def _map_run(rows: list[dict[str, str]]) -> PublishedRun:
+    row = rows[0]
+    src = _source_key(row["source"], row["run_id"])
+    d = _draft(rows, src)
+    settings = SOURCE_SETTINGS.get(src)
+    if settings is None:
         raise _Skip(f"unknown source {row.get('source')!r}")
-
+    settings(d)
+    a, strat, mb, gbs = d.a, d.strat, d.mb, d.gbs
     if mb is None or gbs is None:
         raise _Skip("micro-batch or global batch not stated")
     strat["framework"] = _framework(src, row, strat, a)  # the software stack the source ran (H7)
-    strat.update(micro_batch_size=mb, global_batch_size=gbs, vpp=vpp, schedule="interleaved" if vpp > 1 else "1f1b")
-    system = _system(row, gpus)
-
+    strat.update(micro_batch_size=mb, global_batch_size=gbs, vpp=d.vpp, schedule="interleaved" if d.vpp > 1 else "1f1b")
+    system = _system(row, d.gpus)
     measured: dict[str, float] = {}
     units: dict[str, str] = {}
     for r in rows:
@@ -165,7 +66,7 @@ def _map_run(rows: list[dict[str, str]]) -> PublishedRun:
         except ValueError:
             continue
         units[r["metric"]] = r["unit"]
-    return PublishedRun(rid, src, {"model": model, "system": system, "strategy": strat}, measured, units, flop_basis,
+    return PublishedRun(d.rid, src, {"model": d.model, "system": system, "strategy": strat}, measured, units, d.flop_basis,
                         tuple(a), _s(row, "inferred_fields"), _s(row, "confidence"))
 
 

@@ -1,0 +1,166 @@
+"""Each source's settings of a published run: what its paper, README or recipe page fixes (or
+leaves out) beyond the cells every row carries. One function per source, each filling in a
+:class:`Draft`; ``SOURCE_SETTINGS`` maps the source key (types.SOURCES) to its function."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .cells import NARAYANAN_T1, _GPU_PEAK_BF16, _recompute, _s, _zero
+from .types import _Skip
+
+
+@dataclass
+class Draft:
+    """A run being mapped (mapping._draft reads the common cells; a source's settings complete it)."""
+
+    row: dict[str, str]
+    rid: str
+    model: dict[str, Any]
+    gpus: int
+    layers: int
+    seq: int
+    dtype: str
+    tp: int
+    pp: int
+    dp: int
+    mb: int | None              # micro-batch size; None = not stated
+    gbs: int | None             # global batch (sequences); None = not stated
+    sp: bool | None             # sequence parallelism; None = not stated
+    vpp: int
+    strat: dict[str, Any]       # the strategy dict being built
+    flop_basis: dict[str, Any]  # inputs of the source's own FLOP formula
+    a: list[str]                # assumptions (settings guessed, not printed by the source)
+
+    def gpt_flop_basis(self) -> None:
+        self.flop_basis.update(B=self.gbs, s=self.seq, l=self.layers, h=int(self.model["hidden_size"]),
+                               V=int(self.model["vocab_size"]))
+
+
+def _narayanan21(d: Draft) -> None:
+    """Narayanan et al. 2021 (SC21) Tables 1 and 2: the sc21 scripts' micro-batch and virtual
+    stages (Table 1), PTD-P vs the DeepSpeed ZeRO-3 baseline (Table 2)."""
+    row, layers, tp, pp, a = d.row, d.layers, d.tp, d.pp, d.a
+    key = _s(row, "params_B")
+    if "_t2_" not in d.rid:
+        if key not in NARAYANAN_T1:
+            raise _Skip(f"no sc21 script settings for {key}B")
+        d.mb, lpv, ddp = NARAYANAN_T1[key]
+        if lpv:
+            d.vpp = (layers // pp) // lpv
+    else:
+        ddp = "deepspeed" if tp == 1 and pp == 1 else "local"
+        if ddp == "local":
+            # PTD-P rows of Table 2 reuse Table 1's 530B layout (tp 8, pp 35, 1 layer per virtual stage)
+            _, lpv, _ = NARAYANAN_T1.get(key, (1, None, "local"))
+            if lpv and pp > 1:
+                d.vpp = (layers // pp) // lpv
+                a.append(f"vpp {d.vpp} ({lpv} layer per virtual stage) from Table 1's {key}B settings")
+    rec = _recompute(row, math.ceil(layers / pp), a, "recompute not stated: full (Eq.3 FLOP accounting assumes it)")
+    if "assumed" in _s(row, "recompute").lower():
+        a.append("full recompute assumed (not restated for Table 2)")
+    if rec["recompute"] == "none" and not _s(row, "recompute"):
+        rec = {"recompute": "full"}
+    zero = 3 if ddp == "deepspeed" else 0
+    d.strat.update(rec)
+    d.strat.update(sequence_parallel=False, p2p_scatter_gather=True, zero_stage=zero, attention_impl="unfused", fused_cross_entropy=False,
+                   # torch DDP overlaps the bucketed all-reduce with backward; Megatron's 'local' DDP
+                   # reduces after backward; DeepSpeed ZeRO-3 overlaps (overlap_comm defaults to True at stage 3)
+                   overlap_grad_reduce=ddp in ("torch", "deepspeed"), overlap_param_gather=ddp == "deepspeed")
+    if ddp == "deepspeed":
+        a.append("DeepSpeed ZeRO-3 overlap_comm (stage-3 default) and parameter prefetch = overlapped")
+    d.gpt_flop_basis()
+
+
+def _korthikanti22(d: Draft) -> None:
+    """Korthikanti et al. 2022 (sequence parallelism and selective recompute)."""
+    rec = _recompute(d.row, math.ceil(d.layers / d.pp), d.a, None)
+    d.strat.update(rec)
+    if d.sp is None:
+        d.sp = False
+        d.a.append("sequence parallelism not restated: off (full-recompute baseline)")
+    zero = _zero(d.row, d.a, 0, None)
+    d.strat.update(sequence_parallel=d.sp, p2p_scatter_gather=True, zero_stage=zero, attention_impl="unfused", fused_cross_entropy=False,
+                   overlap_grad_reduce=False)  # "8-way DP without grad all-reduce overlap"
+    if "layer" in d.rid:
+        d.gbs = d.mb  # one micro-batch through one layer (Table 4)
+    d.gpt_flop_basis()
+
+
+def _megatron_readme(d: Draft) -> None:
+    """Megatron-Core r0.8 README table: overlaps stated; dtype/recompute/micro-batch not stated."""
+    tp, a, model = d.tp, d.a, d.model
+    if d.mb is None:
+        d.mb = 1
+        a.append("micro-batch not stated: 1")
+    d.strat.update(_recompute(d.row, d.layers, a, "recompute not stated: none"))
+    d.strat.update(sequence_parallel=tp > 1, zero_stage=_zero(d.row, a, 1, None), overlap_grad_reduce=True,
+                   overlap_param_gather=True, tp_comm_overlap=tp > 1, fused_cross_entropy=False)
+    a.append("kv_heads = heads (MHA), ffn = 4h, GPT-2 style blocks")
+    if d.pp > 1:
+        a.append("plain 1F1B (virtual pipeline size not stated)")
+    d.flop_basis.update(B=d.gbs, s=d.seq, l=d.layers, h=int(model["hidden_size"]), heads=int(model["num_attention_heads"]),
+                        kv=int(model["num_kv_heads"]), ffn=int(model["ffn_hidden_size"]), V=int(model["vocab_size"]))
+
+
+def _torchtitan(d: Draft) -> None:
+    """torchtitan benchmark pages: the local batch, FSDP (ZeRO-3), per-op SAC, asyncTP."""
+    row, pp, a = d.row, d.pp, d.a
+    local_bs = d.mb
+    if local_bs is None:
+        raise _Skip("local batch (micro_batch) not stated")
+    if pp > 1:
+        # torchtitan: the local batch is split into pipeline_parallel_microbatches, default = number of stages
+        if d.vpp != 1:
+            raise _Skip("interleaved schedule with virtual stages per rank not stated")
+        d.mb = max(local_bs // pp, 1)
+        a.append(f"local batch {local_bs} split into {pp} pipeline micro-batches (torchtitan default = stages)")
+    if d.gbs is None:
+        d.gbs = local_bs * d.dp
+        a.append(f"global batch = local batch {local_bs} x dp {d.dp}")
+    rec = _recompute(row, math.ceil(d.layers / pp), a, None)
+    zero = _zero(row, a, 3, None)
+    dt = _s(row, "dtype").lower()
+    d.strat.update(rec)
+    d.strat.update(sequence_parallel=d.tp > 1, zero_stage=zero, overlap_grad_reduce=True, overlap_param_gather=True,
+                   tp_comm_overlap="asynctp" in dt.replace(" ", ""), fused_cross_entropy=False,
+                   gradient_accumulation_fusion=False, cp_comm_type="allgather")
+    if rec["recompute"] == "selective":
+        a.append("torchtitan per-op SAC mapped to selective (attention core) recompute")
+    g = _s(row, "gpu_type").lower()
+    if "h100" in g and ("500w" in g.replace(" ", "") or "lower tdp" in g):
+        a.append("power-limited Grand Teton H100 (HBM2e, 500 W) priced as a 700 W H100 SXM5 (clocks and HBM bandwidth not stated)")
+    # torchtitan MFU: its Float8 rows report half the MFU per token/s of the bf16 rows
+    # (2024-08 405B table: 23.46 % at 177 tok/s vs 29.0 % at 109 tok/s), i.e. against the FP8 peak
+    gpu = "a100" if "a100" in g else "h100"
+    d.flop_basis.update(peak=_GPU_PEAK_BF16[gpu] * (2.0 if d.dtype == "fp8" else 1.0))
+
+
+def _nemo(d: Draft) -> None:
+    """NeMo and Megatron-Bridge performance pages (the recipe scripts' defaults)."""
+    tp, a, mb, gbs = d.tp, d.a, d.mb, d.gbs
+    if mb is None:
+        raise _Skip("micro-batch not stated")
+    d.strat.update(_recompute(d.row, d.layers, a, "recompute not stated (recipe script): none"))
+    if d.sp is None:
+        d.sp = tp > 1
+        a.append("sequence parallelism (recipe script) = on when tp > 1")
+    zero = _zero(d.row, a, 1, "distributed optimizer (ZeRO-1) presumed")
+    d.strat.update(sequence_parallel=d.sp, zero_stage=zero, overlap_grad_reduce=True, overlap_param_gather=True,
+                   tp_comm_overlap=tp > 1, fused_cross_entropy=True)
+    task = d.rid.lower()
+    if "sft" in task or "finetuning" in task:
+        a.append("SFT on packed sequences: attention spans shorter than seq_len (modelled as pretraining)")
+    ga = re.search(r"GA=(\d+)", d.row.get("notes") or "")
+    if ga and gbs and mb and int(ga.group(1)) != gbs // (mb * d.dp):
+        a.append(f"notes say GA={ga.group(1)} but gbs/(mb*dp) = {gbs // (mb * d.dp)}")
+
+
+SOURCE_SETTINGS: dict[str, Callable[[Draft], None]] = {
+    "narayanan21": _narayanan21, "korthikanti22": _korthikanti22, "megatron-readme": _megatron_readme,
+    "torchtitan": _torchtitan, "nemo": _nemo, "megatron-bridge": _nemo,
+}
