@@ -49,3 +49,14 @@ def simulate(config: dict[str, Any] | Scenario):
     from .timeline import simulate_scenario
 
     return simulate_scenario(scenario_from(config))
+
+
+def search(space, objective: str = "tokens_per_s", top: int | None = None, progress=None, executor=None):
+    """Rank every fitting layout of a search space (``simengine.search``). ``space`` is a
+    ``SearchSpace`` or a dict of ``make_space``'s arguments ({"model", "system", "seq_len",
+    "global_batch" | "global_batch_tokens", "gpus", "choices", "token_budget"}); ``executor`` is
+    an executor object or a name ("inprocess", "process", "ray"); ``progress(done, total)``
+    returning True cancels. Returns a ``SearchResult``."""
+    from .search import run_search
+
+    return run_search(space, objective=objective, top=top, progress=progress, executor=executor)

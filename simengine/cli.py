@@ -103,10 +103,15 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("presets", help="list the preset names").add_argument("--json", action="store_true")
     sch = sub.add_parser("schema", help="print the JSON schema of a config section")
     sch.add_argument("section", choices=sorted(KINDS), help="model, system or strategy")
+    from .search import cli as search_cli
+
+    search_cli.add_parser(sub)
     try:
         args = p.parse_args(argv)
         if args.cmd is None:
             raise ConfigError([("arguments", "choose a command: estimate, simulate, presets or schema")])
+        if args.cmd == "search":
+            return search_cli.run(args)
         if args.cmd == "schema":
             from .config import ModelSpec, StrategySpec, SystemSpec
 

@@ -1,0 +1,216 @@
+"""Evaluate one group of the space — a layout and a micro-batch size — with a memory pre-filter
+before any timing and dominance pruning that cannot discard a better fitting candidate.
+
+Why each rule is safe (the brute-force test in tests/test_search.py re-checks them):
+
+* Memory (``simengine.estimate.memory_by_stage``, closed form, no timing) does not depend on
+  the overlap flags, and along ``none → full(1) → … → full(all)`` it only falls: recomputing one
+  more layer stores its input instead of its activations (Korthikanti et al. 2022 §5, Eq. 1 vs
+  the 34·s·b·h term). So the least recompute that fits is found by bisection.
+* Time only grows with recompute: more recomputed layers add forward work to the backward of
+  every micro-batch while every other cost and the schedule's order stay the same, and a fixed
+  per-stream order makes the list scheduler's finish time monotone in task durations (max-plus
+  recurrences, ``simengine/sim/engine.py``). So if ``none`` fits, every recompute is dominated;
+  otherwise ``full(k)`` with the least fitting k dominates ``full(k' > k)``; ``selective`` is timed too.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..config.model import ModelSpec
+from ..config.scenario import Scenario, make_scenario
+from ..config.strategy import StrategySpec
+from ..config.system import SystemSpec
+from ..errors import ConfigError, from_pydantic
+from .space import SearchSpace, flag_options, group_size, recompute_options, zero_stages
+from .types import Candidate, GroupScreen, Rejection
+
+
+@lru_cache(maxsize=8)
+def _specs(model_json: str, system_json: str, gpus: int) -> tuple[ModelSpec, SystemSpec]:
+    import json
+
+    sysd = dict(json.loads(system_json), num_gpus=gpus)
+    return ModelSpec.model_validate(json.loads(model_json)), SystemSpec.model_validate(sysd)
+
+
+def specs(space: SearchSpace, gpus: int) -> tuple[ModelSpec, SystemSpec]:
+    import json
+
+    return _specs(json.dumps(space.model, sort_keys=True), json.dumps(space.system, sort_keys=True), gpus)
+
+
+def scenario(space: SearchSpace, gpus: int, strategy: dict[str, Any]) -> Scenario:
+    """The validated scenario of one candidate; ConfigError with the scenario's own message."""
+    model, system = specs(space, gpus)
+    try:
+        st = StrategySpec.model_validate(strategy)
+    except ValidationError as e:
+        raise from_pydantic(e, "strategy", StrategySpec.model_fields) from None
+    return make_scenario(model, system, st)
+
+
+def memory_and_bound(sc: Scenario) -> tuple[float, int, float]:
+    """(GiB over capacity on the tightest stage — negative = headroom —, that stage, a lower
+    bound on the step time). The bound is the compute one rank must run: every chunk's forward,
+    backward, weight-gradient and recompute kernels for each of the m micro-batches, one after
+    another on its compute stream; communication, bubbles, the optimizer and any overlap
+    slowdown only add to it (``simengine/sim/engine.py`` runs a rank's compute serially)."""
+    from ..cost.stage import build_plan
+    from ..estimate import memory_by_stage
+
+    gpu = sc.system.gpu
+    plan = build_plan(sc)
+    mems = memory_by_stage(sc, plan)
+    worst = max(mems, key=lambda x: x.reserved_gib)
+    per_mb = max(sum(c.fwd.compute_s + c.bwd.compute_s + c.wgt.compute_s + c.recompute.compute_s for c in st.chunks)
+                 for st in plan.stages)
+    return worst.reserved_gib + gpu.non_torch_gib - gpu.memory_gib, worst.stage, per_mb * sc.num_microbatches
+
+
+def _rc_label(rc: tuple[str, int | None]) -> str:
+    lvl, k = rc
+    return lvl if lvl != "full" else ("full (all layers)" if k is None else f"full ({k} layers)")
+
+
+def _strategy(space: SearchSpace, layout: dict[str, Any], mbs: int, z: int, rc: tuple[str, int | None],
+              flags: dict[str, bool]) -> dict[str, Any]:
+    return {**space.base, **layout, "micro_batch_size": mbs, "zero_stage": z, "recompute": rc[0],
+            "recompute_num_layers": rc[1], "dp": None, **flags}
+
+
+def screen_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, order: int) -> GroupScreen:
+    """Phase 1 of a group (layout, micro-batch size): validity, the memory pre-filter and
+    recompute dominance; each surviving (zero stage, recompute) gets a lower bound on its step
+    time, and the one with the least bound is timed as the group's probe."""
+    zs = zero_stages(space)
+    rcs = recompute_options(space, layout)
+    out = GroupScreen([], [], 0, 0, [], None)
+    probe = _strategy(space, layout, mbs, zs[0] if zs else 1, rcs[0] if rcs else ("none", None), {})
+    try:
+        sc0 = scenario(space, gpus, probe)
+    except ConfigError as e:
+        out.rejections.append(Rejection("invalid", str(e), group_size(space, gpus, layout), _ex(gpus, probe)))
+        return out
+    flags = flag_options(space, layout, sc0.dp)
+    has_dp = sc0.dp * layout["cp"] > 1 or sc0.edp > 1
+    seen_zero = False
+    known: dict[tuple[str, int | None], float] = {}
+    for z in zs:
+        if not has_dp and seen_zero:  # no data-parallel group: every ZeRO stage shards over 1 rank
+            out.rejections.append(Rejection("dominated", f"zero_stage={z} is the same as zero_stage={zs[0]} without a data-parallel group",
+                                            len(rcs) * len(flags), _ex(gpus, probe)))
+            continue
+        seen_zero = True
+        for rc, lb in _fitting_recompute(space, gpus, layout, mbs, z, rcs, len(flags), out, known):
+            for fl in flags:
+                out.entries.append((gpus, _strategy(space, layout, mbs, z, rc, fl), lb, order * 1000 + len(out.entries)))
+    if out.entries:
+        best = min(range(len(out.entries)), key=lambda i: (out.entries[i][2], i))
+        _, strat, lb, o = out.entries.pop(best)
+        out.probe = time_candidate(space, gpus, strat, o, out)
+    return out
+
+
+def _fitting_recompute(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, z: int,
+                       rcs: list[tuple[str, int | None]], nflags: int, out: GroupScreen,
+                       known: dict[tuple[str, int | None], float]) -> list[tuple[tuple[str, int | None], float]]:
+    """The recompute options worth timing at ZeRO stage ``z``, each with a lower bound on its
+    step time; the others become rejections (each standing for its ``nflags`` flag combinations).
+    ``known`` maps the options that fitted at a lower ZeRO stage to their bound: a higher stage
+    shards more model state (Rajbhandari et al. 2020, Fig. 1), so they fit here too, and the
+    compute the bound counts does not depend on the ZeRO stage."""
+    base = _strategy(space, layout, mbs, z, ("none", None), {})
+
+    def check(rc):  # (GiB over capacity, stage, error)
+        if rc in known:
+            return -1.0, 0, ""
+        try:
+            sc = scenario(space, gpus, dict(base, recompute=rc[0], recompute_num_layers=rc[1]))
+        except ConfigError as e:
+            return math.inf, -1, str(e)
+        out.memory_checked += 1
+        o, stage, lb = memory_and_bound(sc)
+        if o <= 0:
+            known[rc] = lb
+        return o, stage, ""
+
+    def reject(kind, reason, n, rc):
+        if n:
+            ex = _ex(gpus, dict(base, recompute=rc[0], recompute_num_layers=rc[1]))
+            out.rejections.append(Rejection(kind, reason, n * nflags, ex))
+
+    keep = []
+    if ("none", None) in rcs:
+        o, stage, err = check(("none", None))
+        if o <= 0:
+            reject("dominated", "recompute 'none' fits; any recompute only adds time", len(rcs) - 1, rcs[-1])
+            return [(("none", None), known[("none", None)])]
+        reject("invalid" if err else "oom", err or _oom(o, stage), 1, ("none", None))
+    if ("selective", None) in rcs:
+        o, stage, err = check(("selective", None))
+        if o <= 0:
+            keep.append((("selective", None), known[("selective", None)]))
+        else:
+            reject("invalid" if err else "oom", err or _oom(o, stage), 1, ("selective", None))
+    fulls = [rc for rc in rcs if rc[0] == "full"]
+    lo, hi, last_bad = 0, len(fulls), None
+    while lo < hi:  # first index whose memory fits (memory falls along the list)
+        mid = (lo + hi) // 2
+        o, stage, err = check(fulls[mid])
+        if err:
+            reject("invalid", err, 1, fulls.pop(mid))
+            hi -= 1
+        elif o <= 0:
+            hi = mid
+        else:
+            lo, last_bad = mid + 1, (o, stage, fulls[mid])
+    if lo < len(fulls):
+        keep.append((fulls[lo], known[fulls[lo]]))
+        reject("dominated", f"full recompute of fewer layers ({_rc_label(fulls[lo])}) fits; more recompute only adds time",
+               len(fulls) - lo - 1, fulls[-1])
+    if lo and last_bad is not None:
+        o, stage, rc = last_bad
+        reject("oom", f"{_oom(o, stage)} (at least; {_rc_label(rc)} recompute)", lo, fulls[0])
+    return keep
+
+
+def _oom(over_gib: float, stage: int) -> str:
+    return f"OOM by {over_gib:.2f} GiB on stage {stage}"
+
+
+def time_candidate(space: SearchSpace, gpus: int, strat: dict[str, Any], order: int, out) -> Candidate | None:
+    """Time one candidate with the estimate; a Candidate, or None with a rejection in ``out``."""
+    from .. import api
+
+    try:
+        sc = scenario(space, gpus, strat)
+        rep = api.estimate(sc)
+    except ConfigError as e:
+        out.rejections.append(Rejection("invalid", str(e), 1, _ex(gpus, strat)))
+        return None
+    out.timed += 1
+    gpu = sc.system.gpu
+    worst = max(rep.memory_by_stage, key=lambda x: x.reserved_gib)
+    head = gpu.memory_gib - worst.reserved_gib - gpu.non_torch_gib
+    if head < 0:  # the pre-filter and the estimate share memory_by_stage; kept for safety
+        out.rejections.append(Rejection("oom", _oom(-head, worst.stage), 1, _ex(gpus, strat)))
+        return None
+    st = sc.strategy.model_dump(mode="json")
+    return Candidate(
+        gpus=gpus, strategy=st, tokens_per_s=rep.tokens_per_s, step_time_s=rep.step_time_s, mfu=rep.mfu,
+        cost_per_million_tokens_usd=rep.cost_per_million_tokens_usd, cost_per_step_usd=rep.cost_per_step_usd,
+        peak_memory_gib=rep.peak_memory_gib, reserved_memory_gib=rep.reserved_memory_gib, headroom_gib=head,
+        tight_stage=worst.stage, band={k: (float(v[0]), float(v[1])) for k, v in rep.uncertainty.items()},
+        order=order)
+
+
+def _ex(gpus: int, strat: dict[str, Any]) -> dict[str, Any]:
+    from .types import SEARCHED
+
+    return {"num_gpus": gpus, **{k: strat.get(k) for k in SEARCHED}}
