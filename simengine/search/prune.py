@@ -39,10 +39,19 @@ def _specs(model_json: str, system_json: str, gpus: int) -> tuple[ModelSpec, Sys
     return ModelSpec.model_validate(json.loads(model_json)), SystemSpec.model_validate(sysd)
 
 
+_KEYS: dict[int, tuple[SearchSpace, str, str]] = {}
+
+
 def specs(space: SearchSpace, gpus: int) -> tuple[ModelSpec, SystemSpec]:
+    """Validated model and system (``gpus`` GPUs) of a space, built once per process."""
     import json
 
-    return _specs(json.dumps(space.model, sort_keys=True), json.dumps(space.system, sort_keys=True), gpus)
+    hit = _KEYS.get(id(space))
+    if hit is None or hit[0] is not space:
+        hit = (space, json.dumps(space.model, sort_keys=True), json.dumps(space.system, sort_keys=True))
+        _KEYS.clear()
+        _KEYS[id(space)] = hit
+    return _specs(hit[1], hit[2], gpus)
 
 
 def scenario(space: SearchSpace, gpus: int, strategy: dict[str, Any]) -> Scenario:
