@@ -68,22 +68,29 @@ class ProcessPool:
         if workers < 1:
             raise ConfigError([("workers", f"workers={workers} must be at least 1")])
         self.workers = workers
+        self._pool: ProcessPoolExecutor | None = None
 
     def map(self, fn: Callable, space: SearchSpace, batches: Sequence[Batch], progress: Progress | None = None) -> list[list]:
         total = sum(len(b) for b in batches)
-        with ProcessPoolExecutor(max_workers=self.workers) as pool:
-            futs = [pool.submit(fn, space, b) for b in batches]
-            out, done = [], 0
-            try:
-                for f, b in zip(futs, batches):  # in submission order: deterministic merge
-                    out.append(f.result())
-                    done += len(b)
-                    _tick(progress, done, total)
-            except Cancelled:
-                for f in futs:
-                    f.cancel()
-                raise
+        if self._pool is None:  # kept open across the rounds of one search; close() ends it
+            self._pool = ProcessPoolExecutor(max_workers=self.workers)
+        futs = [self._pool.submit(fn, space, b) for b in batches]
+        out, done = [], 0
+        try:
+            for f, b in zip(futs, batches):  # in submission order: deterministic merge
+                out.append(f.result())
+                done += len(b)
+                _tick(progress, done, total)
+        except Cancelled:
+            for f in futs:
+                f.cancel()
+            raise
         return out
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+            self._pool = None
 
 
 class RayExecutor:

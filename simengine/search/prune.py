@@ -64,12 +64,17 @@ def scenario(space: SearchSpace, gpus: int, strategy: dict[str, Any]) -> Scenari
     return make_scenario(model, system, st)
 
 
-def memory_and_bound(sc: Scenario) -> tuple[float, int, float]:
-    """(GiB over capacity on the tightest stage — negative = headroom —, that stage, a lower
-    bound on the step time). The bound is the compute one rank must run: every chunk's forward,
-    backward, weight-gradient and recompute kernels for each of the m micro-batches, one after
-    another on its compute stream; communication, bubbles, the optimizer and any overlap
-    slowdown only add to it (``simengine/sim/engine.py`` runs a rank's compute serially)."""
+def memory_and_bound(sc: Scenario) -> tuple[float, int, tuple[float, float]]:
+    """(GiB over capacity on the tightest stage — negative = headroom —, that stage, lower
+    bounds on the step time with and without ``tp_comm_overlap``).
+
+    A rank's compute stream runs, for each of the m micro-batches, every chunk's forward,
+    backward, weight-gradient and recompute kernels and, in line after them, the exposed TP/CP/EP
+    collectives (``simengine/sim/inputs.py``: without engine-level TP overlap they run on the
+    compute stream). Bubbles, p2p, DP communication and the optimizer only add to that. The
+    plan is priced with the overlap flags off: userbuffers overlap (``tp_comm_overlap``) can
+    only hide TP collectives and slow the GEMMs they hide behind (``cost/phase.py``), so the
+    bound with it drops the TP term; the DP flags do not touch these terms."""
     from ..cost.stage import build_plan
     from ..estimate import memory_by_stage
 
@@ -77,9 +82,17 @@ def memory_and_bound(sc: Scenario) -> tuple[float, int, float]:
     plan = build_plan(sc)
     mems = memory_by_stage(sc, plan)
     worst = max(mems, key=lambda x: x.reserved_gib)
-    per_mb = max(sum(c.fwd.compute_s + c.bwd.compute_s + c.wgt.compute_s + c.recompute.compute_s for c in st.chunks)
-                 for st in plan.stages)
-    return worst.reserved_gib + gpu.non_torch_gib - gpu.memory_gib, worst.stage, per_mb * sc.num_microbatches
+    on = off = 0.0
+    for st in plan.stages:
+        base = tp = 0.0
+        for c in st.chunks:
+            base += c.fwd.compute_s + c.bwd.compute_s + c.wgt.compute_s + c.recompute.compute_s
+            for pc in (c.fwd, c.bwd, c.wgt):
+                base += pc.comm_s.get("cp_comm", 0.0) + pc.comm_s.get("ep_comm", 0.0)
+                tp += pc.comm_s.get("tp_comm", 0.0)
+        on, off = max(on, base), max(off, base + tp)
+    k = sc.num_microbatches * sc.strategy.straggler_factor
+    return worst.reserved_gib + gpu.non_torch_gib - gpu.memory_gib, worst.stage, (on * k, off * k)
 
 
 def _rc_label(rc: tuple[str, int | None]) -> str:
@@ -95,11 +108,10 @@ def _strategy(space: SearchSpace, layout: dict[str, Any], mbs: int, z: int, rc: 
 
 def screen_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, order: int) -> GroupScreen:
     """Phase 1 of a group (layout, micro-batch size): validity, the memory pre-filter and
-    recompute dominance; each surviving (zero stage, recompute) gets a lower bound on its step
-    time, and the one with the least bound is timed as the group's probe."""
+    recompute dominance; each surviving candidate gets a lower bound on its step time."""
     zs = zero_stages(space)
     rcs = recompute_options(space, layout)
-    out = GroupScreen([], [], 0, 0, [], None)
+    out = GroupScreen([], 0, [])
     probe = _strategy(space, layout, mbs, zs[0] if zs else 1, rcs[0] if rcs else ("none", None), {})
     try:
         sc0 = scenario(space, gpus, probe)
@@ -109,26 +121,23 @@ def screen_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int
     flags = flag_options(space, layout, sc0.dp)
     has_dp = sc0.dp * layout["cp"] > 1 or sc0.edp > 1
     seen_zero = False
-    known: dict[tuple[str, int | None], float] = {}
+    known: dict[tuple[str, int | None], tuple[float, float]] = {}
     for z in zs:
         if not has_dp and seen_zero:  # no data-parallel group: every ZeRO stage shards over 1 rank
             out.rejections.append(Rejection("dominated", f"zero_stage={z} is the same as zero_stage={zs[0]} without a data-parallel group",
                                             len(rcs) * len(flags), _ex(gpus, probe)))
             continue
         seen_zero = True
-        for rc, lb in _fitting_recompute(space, gpus, layout, mbs, z, rcs, len(flags), out, known):
+        for rc, (lb_on, lb_off) in _fitting_recompute(space, gpus, layout, mbs, z, rcs, len(flags), out, known):
             for fl in flags:
+                lb = lb_on if fl.get("tp_comm_overlap") else lb_off
                 out.entries.append((gpus, _strategy(space, layout, mbs, z, rc, fl), lb, order * 1000 + len(out.entries)))
-    if out.entries:
-        best = min(range(len(out.entries)), key=lambda i: (out.entries[i][2], i))
-        _, strat, lb, o = out.entries.pop(best)
-        out.probe = time_candidate(space, gpus, strat, o, out)
     return out
 
 
 def _fitting_recompute(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, z: int,
                        rcs: list[tuple[str, int | None]], nflags: int, out: GroupScreen,
-                       known: dict[tuple[str, int | None], float]) -> list[tuple[tuple[str, int | None], float]]:
+                       known: dict[tuple[str, int | None], tuple[float, float]]) -> list[tuple[tuple[str, int | None], tuple[float, float]]]:
     """The recompute options worth timing at ZeRO stage ``z``, each with a lower bound on its
     step time; the others become rejections (each standing for its ``nflags`` flag combinations).
     ``known`` maps the options that fitted at a lower ZeRO stage to their bound: a higher stage

@@ -11,12 +11,13 @@ import time
 from typing import Any
 
 from ..errors import ConfigError
-from .executors import Batch, InProcess, Progress, screen_batch, time_batch
+from .executors import Batch, InProcess, Progress, _tick, screen_batch, time_batch
 from .rank import check_objective, pareto, rank, ties
 from .space import SearchSpace, check_choices, group_size, layouts, micro_batches
 from .types import GroupScreen, Rejection, SearchResult, Timed
 
-BATCH_GROUPS = 16   # groups per executor task: enough work to amortise the transfer
+BATCH_GROUPS = 16   # groups (or candidates) per executor task: enough work to amortise the transfer
+ROUND = 64          # candidates timed between two updates of the branch-and-bound threshold
 
 
 def make_space(model: dict[str, Any], system: dict[str, Any], *, global_batch: int | None = None,
@@ -94,14 +95,41 @@ def _bound_weight(objective: str) -> bool:
     return objective in ("mfu", "cost_per_million_tokens", "cost_to_train")
 
 
-def threshold(probes: list, objective: str, top: int | None) -> float:
-    """The top-th best probe score: any candidate whose lower bound exceeds it is outside the top
-    (``top`` probes already reach it). inf when no bound applies."""
-    if top is None or top < 1 or objective == "memory_headroom" or len(probes) < top:
+def _kth(cands: list, objective: str, top: int | None) -> float:
+    """The top-th best score among timed candidates: a candidate whose lower bound is above it
+    cannot enter the top. inf when no bound applies (no top, headroom objective, too few yet)."""
+    if top is None or top < 1 or objective == "memory_headroom" or len(cands) < top:
         return math.inf
     w = _bound_weight(objective)
-    scores = sorted(c.step_time_s * (c.gpus if w else 1) for c in probes)
-    return scores[top - 1]
+    return sorted(c.step_time_s * (c.gpus if w else 1) for c in cands)[top - 1]
+
+
+def _best_first(ex, space: SearchSpace, entries: list, objective: str, top: int | None,
+                progress: Progress | None) -> tuple[list[Timed], list]:
+    """Time the entries in ascending order of their bound, ROUND entries at a time, until the
+    next bound exceeds the top-th best time found (branch and bound). Round boundaries are fixed,
+    so every executor times exactly the same entries. Returns (outcomes, entries never timed)."""
+    w = _bound_weight(objective)
+    order = sorted(entries, key=lambda e: (e[2] * (e[0] if w else 1), e[3]))
+    timed: list[Timed] = []
+    cands: list = []
+    skipped: list = []
+    i = 0
+    while i < len(order):
+        bound = _kth(cands, objective, top)
+        if order[i][2] * (order[i][0] if w else 1) > bound:
+            break
+        chunk = []
+        for e in order[i:i + ROUND]:
+            (chunk if e[2] * (e[0] if w else 1) <= bound else skipped).append(e)
+        for part in ex.map(time_batch, space, _batches([(g, strat, o) for g, strat, _, o in chunk]), None):
+            for t in part:
+                timed.append(t)
+                cands.extend(t.candidates)
+        i += ROUND
+        _tick(progress, min(i, len(order)), len(order))
+    _tick(progress, len(order), len(order))
+    return timed, skipped + order[i:]
 
 
 def search(space: SearchSpace, objective: str = "tokens_per_s", top: int | None = None,
@@ -115,25 +143,23 @@ def search(space: SearchSpace, objective: str = "tokens_per_s", top: int | None 
     ex = executor or InProcess()
     groups, size = plan_groups(space)
     n1 = len(groups)
-    screens: list[GroupScreen] = [o for part in ex.map(screen_batch, space, _batches(groups), _scaled(progress, 0, n1, 2 * n1))
-                                  for o in part]
-    probes = [s.probe for s in screens if s.probe is not None]
-    bound, w = threshold(probes, objective, top), _bound_weight(objective)
-    todo, pruned = [], []
-    for s in screens:
-        for gpus, strat, lb, order in s.entries:
-            item = (gpus, strat, order)
-            (pruned if lb * (gpus if w else 1) > bound else todo).append((item, lb))
-    timed: list[Timed] = [o for part in ex.map(time_batch, space, _batches([i for i, _ in todo]), _scaled(progress, n1, n1, 2 * n1))
-                          for o in part]
-    cands = probes + [c for t in timed for c in t.candidates]
+    try:
+        screens: list[GroupScreen] = [o for part in ex.map(screen_batch, space, _batches(groups), _scaled(progress, 0, n1, 2 * n1))
+                                      for o in part]
+        entries = [e for s in screens for e in s.entries]
+        timed, pruned = _best_first(ex, space, entries, objective, top, _scaled(progress, n1, n1, 2 * n1))
+    finally:
+        close = getattr(ex, "close", None)
+        if close is not None:
+            close()
+    cands = [c for t in timed for c in t.candidates]
     rejections = [r for s in screens for r in s.rejections] + [r for t in timed for r in t.rejections]
     rejections += _bound_rejections(pruned, top)
     ranked = rank(cands, objective)
     res = SearchResult(
         candidates=ranked if top is None else ranked[:max(top, 0)], pareto=pareto(cands),
         rejections=rejections, space_size=size,
-        evaluated=sum(s.timed for s in screens) + sum(t.timed for t in timed),
+        evaluated=sum(t.timed for t in timed),
         memory_checked=sum(s.memory_checked for s in screens),
         seconds=0.0, objective=objective, ties=ties(ranked, objective))
     res.seconds = time.perf_counter() - t0
@@ -148,7 +174,7 @@ def _bound_rejections(pruned: list, top: int | None) -> list[Rejection]:
     from .types import SEARCHED
 
     out = []
-    for (gpus, strat, _), lb in pruned:
+    for gpus, strat, lb, _ in pruned:
         ex = {"num_gpus": gpus, **{k: strat.get(k) for k in SEARCHED}}
         out.append(Rejection("bound", f"outside the top {top}: its compute alone takes {lb:.3f} s per step, "
                                       f"a worse score than {top} timed candidates already reach", 1, ex))

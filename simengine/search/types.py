@@ -78,11 +78,8 @@ class GroupScreen:
     """Phase 1 of one group: what survived the memory pre-filter and dominance, with bounds."""
 
     rejections: list[Rejection]
-    candidates: list[Candidate]       # unused in phase 1 (kept for a uniform merge)
-    timed: int                        # estimates run
     memory_checked: int               # memory pre-filter calls
     entries: list[tuple[int, dict[str, Any], float, int]]   # (gpus, strategy, step-time lower bound, order), untimed
-    probe: Candidate | None           # the entry with the least bound, timed
 
 
 @dataclass(slots=True)
