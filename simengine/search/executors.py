@@ -26,6 +26,21 @@ def screen_batch(space: SearchSpace, batch: Batch) -> list[GroupScreen]:
     return [screen_group(space, g, lay, mbs, order) for g, lay, mbs, order in batch]
 
 
+def bound_batch(space: SearchSpace, batch: Batch) -> list[tuple]:
+    """Phase 0 over groups: (lower bound, rejection or None) of each."""
+    from .prune import bound_group
+
+    return [bound_group(space, g, lay, mbs, order) for g, lay, mbs, order in batch]
+
+
+def work_batch(space: SearchSpace, batch: Batch) -> list:
+    """One branch-and-bound round: ("screen", group) items expand, ("time", candidate) items time."""
+    out: list = []
+    for kind, item in batch:
+        out.extend(screen_batch(space, [item]) if kind == "screen" else time_batch(space, [item]))
+    return out
+
+
 def time_batch(space: SearchSpace, batch: Batch) -> list[Timed]:
     """Phase 3 over candidates (gpus, strategy, order)."""
     from .prune import time_candidate

@@ -106,6 +106,37 @@ def _strategy(space: SearchSpace, layout: dict[str, Any], mbs: int, z: int, rc: 
             "recompute_num_layers": rc[1], "dp": None, **flags}
 
 
+_LB_MEMO: dict[tuple, tuple[float, float]] = {}
+_LB_SPACE: list = [None]
+
+
+def bound_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, order: int) -> tuple[float, Rejection | None]:
+    """Lower bound on the step time of every candidate of a group, before any memory check:
+    the bound of its no-recompute candidate (recompute only adds compute, the ZeRO stage does
+    not change the bounded terms), with TP overlap when any flag combination allows it.
+    (inf, rejection) when the group is invalid. The bound is shared by the schedules that put
+    one chunk on each rank (same partition, same per-rank work: gpipe, 1f1b, zb-h1)."""
+    zs = zero_stages(space)
+    rcs = recompute_options(space, layout)
+    probe = _strategy(space, layout, mbs, zs[0] if zs else 1, rcs[0] if rcs else ("none", None), {})
+    try:
+        sc = scenario(space, gpus, probe)
+    except ConfigError as e:
+        return math.inf, Rejection("invalid", str(e), group_size(space, gpus, layout), _ex(gpus, probe))
+    if _LB_SPACE[0] is not space:
+        _LB_MEMO.clear()
+        _LB_SPACE[0] = space
+    one_chunk = layout["vpp"] == 1 and layout["schedule"] != "dualpipev"
+    key = (gpus, mbs, *(layout[k] for k in ("tp", "pp", "vpp", "cp", "cp_comm_type", "ep", "etp")),
+           "one-chunk" if one_chunk else layout["schedule"])
+    lbs = _LB_MEMO.get(key)
+    if lbs is None:
+        base = dict(probe, recompute="none", recompute_num_layers=None)
+        lbs = _LB_MEMO[key] = memory_and_bound(scenario(space, gpus, base))[2]
+    tco = any(f["tp_comm_overlap"] for f in flag_options(space, layout, sc.dp))
+    return (lbs[0] if tco else lbs[1]), None
+
+
 def screen_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, order: int) -> GroupScreen:
     """Phase 1 of a group (layout, micro-batch size): validity, the memory pre-filter and
     recompute dominance; each surviving candidate gets a lower bound on its step time."""

@@ -6,18 +6,19 @@ that order, and ranked with the enumeration index as the final tie-break.
 
 from __future__ import annotations
 
+import heapq
 import math
 import time
 from typing import Any
 
 from ..errors import ConfigError
-from .executors import Batch, InProcess, Progress, _tick, screen_batch, time_batch
+from .executors import Batch, InProcess, Progress, _tick, bound_batch, work_batch
 from .rank import check_objective, pareto, rank, ties
 from .space import SearchSpace, check_choices, group_size, layouts, micro_batches
 from .types import GroupScreen, Rejection, SearchResult, Timed
 
 BATCH_GROUPS = 16   # groups (or candidates) per executor task: enough work to amortise the transfer
-ROUND = 64          # candidates timed between two updates of the branch-and-bound threshold
+ROUND = 64          # frontier nodes (groups to screen, candidates to time) per branch-and-bound round
 
 
 def make_space(model: dict[str, Any], system: dict[str, Any], *, global_batch: int | None = None,
@@ -104,57 +105,70 @@ def _kth(cands: list, objective: str, top: int | None) -> float:
     return sorted(c.step_time_s * (c.gpus if w else 1) for c in cands)[top - 1]
 
 
-def _best_first(ex, space: SearchSpace, entries: list, objective: str, top: int | None,
-                progress: Progress | None) -> tuple[list[Timed], list]:
-    """Time the entries in ascending order of their bound, ROUND entries at a time, until the
-    next bound exceeds the top-th best time found (branch and bound). Round boundaries are fixed,
-    so every executor times exactly the same entries. Returns (outcomes, entries never timed)."""
+def _best_first(ex, space: SearchSpace, groups: list, bounds: list, objective: str, top: int | None,
+                progress: Progress | None) -> tuple[list[GroupScreen], list[Timed], list, list]:
+    """Branch and bound over a frontier of groups (not yet screened) and candidates (screened,
+    not yet timed), each keyed by a lower bound of its score. Each round takes the next ROUND
+    nodes whose bound does not exceed the top-th best score timed so far: groups are screened
+    (memory pre-filter, dominance) and their candidates join the frontier, candidates are timed.
+    Rounds have a fixed size and order, so every executor does exactly the same work.
+    Returns (screens, timed, groups never screened, candidates never timed)."""
     w = _bound_weight(objective)
-    order = sorted(entries, key=lambda e: (e[2] * (e[0] if w else 1), e[3]))
+    heap: list = []
+    for grp, (lb, rej) in zip(groups, bounds):
+        if rej is None:
+            heapq.heappush(heap, (lb * (grp[0] if w else 1), 0, grp[3], ("screen", grp)))
+    screens: list[GroupScreen] = []
     timed: list[Timed] = []
     cands: list = []
-    skipped: list = []
-    i = 0
-    while i < len(order):
+    total, done = len(heap), 0
+    while heap:
         bound = _kth(cands, objective, top)
-        if order[i][2] * (order[i][0] if w else 1) > bound:
+        if heap[0][0] > bound:
             break
-        chunk = []
-        for e in order[i:i + ROUND]:
-            (chunk if e[2] * (e[0] if w else 1) <= bound else skipped).append(e)
-        for part in ex.map(time_batch, space, _batches([(g, strat, o) for g, strat, _, o in chunk]), None):
-            for t in part:
-                timed.append(t)
-                cands.extend(t.candidates)
-        i += ROUND
-        _tick(progress, min(i, len(order)), len(order))
-    _tick(progress, len(order), len(order))
-    return timed, skipped + order[i:]
+        batch = []
+        while heap and len(batch) < ROUND and heap[0][0] <= bound:
+            batch.append(heapq.heappop(heap)[3])
+        for part in ex.map(work_batch, space, _batches(batch), None):
+            for o in part:
+                if isinstance(o, GroupScreen):
+                    screens.append(o)
+                    for g, strat, lb, order in o.entries:
+                        heapq.heappush(heap, (lb * (g if w else 1), 1, order, ("time", (g, strat, order))))
+                    total += len(o.entries)
+                else:
+                    timed.append(o)
+                    cands.extend(o.candidates)
+        done += len(batch)
+        _tick(progress, done, total)
+    _tick(progress, total, total)
+    left_groups = [n[3][1] for n in heap if n[3][0] == "screen"]
+    left_cands = [n[3][1] for n in heap if n[3][0] == "time"]
+    return screens, timed, sorted(left_groups, key=lambda g: g[3]), sorted(left_cands, key=lambda c: c[2])
 
 
 def search(space: SearchSpace, objective: str = "tokens_per_s", top: int | None = None,
            progress: Progress | None = None, executor=None) -> SearchResult:
     """Every fitting candidate of ``space`` ranked by ``objective`` (only the best ``top`` when
-    given: candidates whose step-time lower bound proves them outside the top are not timed);
-    the Pareto front of throughput vs cost vs memory headroom over the timed candidates; every
-    rejection with its reason."""
+    given: groups and candidates whose step-time lower bound proves them outside the top are
+    neither screened nor timed); the Pareto front of throughput vs cost vs memory headroom over
+    the timed candidates; every rejection with its reason."""
     check_objective(objective)
     t0 = time.perf_counter()
     ex = executor or InProcess()
     groups, size = plan_groups(space)
     n1 = len(groups)
     try:
-        screens: list[GroupScreen] = [o for part in ex.map(screen_batch, space, _batches(groups), _scaled(progress, 0, n1, 2 * n1))
-                                      for o in part]
-        entries = [e for s in screens for e in s.entries]
-        timed, pruned = _best_first(ex, space, entries, objective, top, _scaled(progress, n1, n1, 2 * n1))
+        bounds = [b for part in ex.map(bound_batch, space, _batches(groups), _scaled(progress, 0, n1, 2 * n1)) for b in part]
+        screens, timed, left_groups, left_cands = _best_first(ex, space, groups, bounds, objective, top,
+                                                              _scaled(progress, n1, n1, 2 * n1))
     finally:
         close = getattr(ex, "close", None)
         if close is not None:
             close()
     cands = [c for t in timed for c in t.candidates]
-    rejections = [r for s in screens for r in s.rejections] + [r for t in timed for r in t.rejections]
-    rejections += _bound_rejections(pruned, top)
+    rejections = [r for _, r in bounds if r is not None] + [r for s in screens for r in s.rejections]
+    rejections += [r for t in timed for r in t.rejections] + _bound_rejections(space, left_groups, left_cands, top)
     ranked = rank(cands, objective)
     res = SearchResult(
         candidates=ranked if top is None else ranked[:max(top, 0)], pareto=pareto(cands),
@@ -170,12 +184,12 @@ def _batches(items: list) -> list[Batch]:
     return [items[i:i + BATCH_GROUPS] for i in range(0, len(items), BATCH_GROUPS)]
 
 
-def _bound_rejections(pruned: list, top: int | None) -> list[Rejection]:
+def _bound_rejections(space: SearchSpace, groups: list, cands: list, top: int | None) -> list[Rejection]:
     from .types import SEARCHED
 
-    out = []
-    for gpus, strat, lb, _ in pruned:
-        ex = {"num_gpus": gpus, **{k: strat.get(k) for k in SEARCHED}}
-        out.append(Rejection("bound", f"outside the top {top}: its compute alone takes {lb:.3f} s per step, "
-                                      f"a worse score than {top} timed candidates already reach", 1, ex))
+    why = f"outside the top {top}: a lower bound on its step time (its compute and in-line collectives) " \
+          f"is already worse than {top} timed candidates"
+    out = [Rejection("bound", why, group_size(space, g, lay), {"num_gpus": g, **lay, "micro_batch_size": mbs})
+           for g, lay, mbs, _ in groups]
+    out += [Rejection("bound", why, 1, {"num_gpus": g, **{k: strat.get(k) for k in SEARCHED}}) for g, strat, _ in cands]
     return out
