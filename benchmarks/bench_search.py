@@ -9,6 +9,7 @@ Prints space size, memory checks, estimates timed, seconds and the best layout p
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 from pathlib import Path
@@ -26,11 +27,38 @@ CASES = {
 }
 
 
+CHOICES: dict = {}
+
+
+def _lit(v: str):
+    import json
+
+    try:
+        return json.loads(v)
+    except ValueError:
+        return v
+
+
+@contextlib.contextmanager
+def memo_hook():
+    """The two-line hook memo.py describes, patched into cost/stage.py for the measurement."""
+    from simengine.cost import memo, stage
+
+    orig_w, orig_c = stage.build_workload, stage._block_costs
+    stage.build_workload = lambda sc: memo.workload(sc, orig_w)
+    stage._block_costs = lambda wl, cm, comm, tco, slow: memo.block_costs(wl, cm, comm, tco, slow, orig_c)
+    try:
+        yield
+    finally:
+        stage.build_workload, stage._block_costs = orig_w, orig_c
+        memo.clear()
+
+
 def space_of(case: str, choices: dict | None = None):
     model, gpus, gbs, seq = CASES[case]
     m = presets.load_spec("models", model).model_dump(mode="json")
     s = presets.load_spec("systems", "h100-sxm5-80gb").model_dump(mode="json")
-    return make_space(m, s, global_batch=gbs, seq_len=seq, gpus=[gpus], choices=choices or {})
+    return make_space(m, s, global_batch=gbs, seq_len=seq, gpus=[gpus], choices=choices or CHOICES)
 
 
 def run(case: str, top: int, executor=None, label: str = "in-process") -> float:
@@ -50,9 +78,18 @@ def main() -> None:
     ap.add_argument("--top", type=int, default=10)
     ap.add_argument("--workers", type=int, default=0, help="also run on a local process pool of N workers")
     ap.add_argument("--ray", type=int, default=0, help="also run on a local Ray cluster of N CPUs")
+    ap.add_argument("--memo", action="store_true", help="also run with simengine/cost/memo.py hooked into build_plan (patched here)")
+    ap.add_argument("--space", default="", help="restrict, e.g. tp=4,8;pp=2,4 (python literal values)")
     a = ap.parse_args()
+    if a.space:
+        CHOICES.update({k.strip(): tuple(_lit(v) for v in vals.split(",")) for k, _, vals in
+                        (part.partition("=") for part in a.space.split(";"))})
     for case in a.cases:
         base = run(case, a.top)
+        if a.memo:
+            with memo_hook():
+                t = run(case, a.top, None, "memo hook")
+            print(f"  speed-up {base / t:.2f}x")
         if a.workers:
             t = run(case, a.top, ProcessPool(a.workers), f"{a.workers} processes")
             print(f"  speed-up {base / t:.2f}x")
