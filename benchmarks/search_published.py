@@ -31,6 +31,10 @@ DATA = next((p for p in (ROOT / "simengine" / "validation" / "data" / "published
             ROOT.parent / "shared" / "validation" / "published_runs.csv")
 SEARCHED = ("tp", "pp", "vpp", "cp", "ep", "micro_batch_size", "zero_stage", "recompute", "recompute_num_layers")
 SCHEDULES = ("1f1b", "interleaved")
+# ZeRO stages the source's framework offered: Megatron-LM of 2021 had no optimizer sharding (PTD-P
+# runs, Narayanan et al. 2021 §5.9 compares ZeRO-3 as a separate system); NeMo 24.07's
+# Megatron-Core had the distributed optimizer (ZeRO-1) only; Megatron-Bridge adds Megatron-FSDP.
+FRAMEWORK_ZERO = {"narayanan21": (0,), "nemo": (0, 1)}
 
 
 def layout(s: dict, gpus: int) -> str:
@@ -60,6 +64,8 @@ def rank_one(run, top: int) -> dict:
     s = cfg["strategy"]
     pins = {k: (s.get(k),) for k in DIMS if k not in SEARCHED and k != "schedule" and k in s}
     pins["schedule"] = SCHEDULES
+    if run.source in FRAMEWORK_ZERO and not run.run_id.startswith("narayanan21_t2_ZeRO"):
+        pins["zero_stage"] = FRAMEWORK_ZERO[run.source]
     base = {k: v for k, v in s.items() if k not in DIMS and k not in ("global_batch_size", "seq_len", "dp", "name")}
     g = int(cfg["system"]["num_gpus"])
     space = make_space(cfg["model"], cfg["system"], global_batch=s["global_batch_size"], seq_len=s["seq_len"], gpus=[g],

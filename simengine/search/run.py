@@ -170,8 +170,9 @@ def search(space: SearchSpace, objective: str = "tokens_per_s", top: int | None 
     rejections = [r for _, r in bounds if r is not None] + [r for s in screens for r in s.rejections]
     rejections += [r for t in timed for r in t.rejections] + _bound_rejections(space, left_groups, left_cands, top)
     ranked = rank(cands, objective)
+    ranked = ranked if top is None else ranked[:max(top, 0)]
     res = SearchResult(
-        candidates=ranked if top is None else ranked[:max(top, 0)], pareto=pareto(cands),
+        candidates=ranked, pareto=pareto(cands),
         rejections=rejections, space_size=size,
         evaluated=sum(t.timed for t in timed),
         memory_checked=sum(s.memory_checked for s in screens),
