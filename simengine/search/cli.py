@@ -130,11 +130,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _table(res, budget: float | None, fits: list[dict[str, Any]]) -> str:
-    lines = [f"{'#':>3} {'layout':58s} {'tokens/s':>10} {'(band)':>19} {'MFU':>6} {'$/1M tok':>9} {'peak GiB':>8} {'free':>6}"]
+    lines = [f"{'#':>3} {'layout':78s} {'tokens/s':>10} {'(band)':>19} {'MFU':>6} {'$/1M tok':>9} {'peak GiB':>8} {'free':>6}"]
     for i, c in enumerate(res.candidates):
         lo, hi = c.band.get("tokens_per_s", (c.tokens_per_s, c.tokens_per_s))
         tie = "=" if i in res.ties else " "
-        lines.append(f"{i + 1:>3}{tie}{c.label():58s} {c.tokens_per_s:10,.0f} {lo:9,.0f}–{hi:<9,.0f} {c.mfu * 100:5.1f}% "
+        lines.append(f"{i + 1:>3}{tie}{c.label():78s} {c.tokens_per_s:10,.0f} {lo:9,.0f}–{hi:<9,.0f} {c.mfu * 100:5.1f}% "
                      f"{c.cost_per_million_tokens_usd:9.4f} {c.peak_memory_gib:8.2f} {c.headroom_gib:6.2f}")
         if budget:
             lines.append(f"     to train {budget:.3g} tokens: {budget / c.tokens_per_s / 86400:.2f} days, "

@@ -43,6 +43,9 @@ class Candidate:
         parts += [f"mbs{s['micro_batch_size']}", f"zero{s['zero_stage']}", _recompute_label(s)]
         if s["pp"] > 1:
             parts.append(s["schedule"])
+        on = [n for f, n in (("overlap_grad_reduce", "grad"), ("overlap_param_gather", "param"), ("tp_comm_overlap", "tp"))
+              if s.get(f)]
+        parts.append("overlap " + "+".join(on) if on else "no overlap")
         return " ".join(parts)
 
     def to_json(self) -> dict[str, Any]:
