@@ -178,6 +178,10 @@ def test_bad_space_raises_config_error_naming_the_field():
     with pytest.raises(ConfigError) as e:
         make_space(TINY, SYSTEM, global_batch=8, seq_len=1024, choices={"tpp": (1,)})
     assert e.value.field == "strategy.tpp"
+    for bad in ({"tp": ("abc",)}, {"zero_stage": (4,)}, {"schedule": ("nope",)}, {"overlap_grad_reduce": (1,)}, {"pp": ()}):
+        with pytest.raises(ConfigError) as e:
+            make_space(TINY, SYSTEM, global_batch=8, seq_len=1024, choices=bad)
+        assert e.value.field == f"strategy.{next(iter(bad))}"
     with pytest.raises(ConfigError):
         make_space(TINY, SYSTEM, global_batch_tokens=1000, seq_len=1024)
     with pytest.raises(ConfigError) as e:

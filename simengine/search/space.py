@@ -177,14 +177,35 @@ def group_size(space: SearchSpace, gpus: int, layout: dict[str, Any]) -> int:
     return len(zero_stages(space)) * len(recompute_options(space, layout)) * len(flag_options(space, layout, replica_dp(gpus, layout)))
 
 
+_INT_DIMS = ("tp", "pp", "vpp", "cp", "ep", "micro_batch_size")
+MAX_CHOICES = 256
+
+
+def _check_value(dim: str, v: Any) -> bool:
+    if dim in _INT_DIMS:
+        return isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 65_536
+    if dim in ("etp", "recompute_num_layers"):
+        return v is None or (isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 65_536)
+    if dim == "zero_stage":
+        return isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 3
+    if dim in FLAG_DIMS:
+        return isinstance(v, bool)
+    allowed = {"recompute": RECOMPUTE_LEVELS, "cp_comm_type": CP_TYPES, "schedule": schedule_names()}[dim]
+    return isinstance(v, str) and v in allowed
+
+
 def check_choices(choices: dict[str, Any]) -> dict[str, tuple]:
-    """Validate user restrictions: known dimension names, non-empty lists."""
+    """Validate user restrictions: known dimension names, non-empty lists of values of the
+    dimension's type (ConfigError naming the dimension otherwise)."""
     out = {}
     for k, v in choices.items():
         if k not in DIMS:
             raise ConfigError([(f"strategy.{k}", f"'{k}' is not a searchable dimension (one of {', '.join(DIMS)})")])
         vals = tuple(v) if isinstance(v, (list, tuple)) else (v,)
-        if not vals:
-            raise ConfigError([(f"strategy.{k}", "needs at least one value")])
-        out[k] = vals
+        if not vals or len(vals) > MAX_CHOICES:
+            raise ConfigError([(f"strategy.{k}", f"needs 1 to {MAX_CHOICES} values")])
+        bad = [x for x in vals if not _check_value(k, x)]
+        if bad:
+            raise ConfigError([(f"strategy.{k}", f"{str(bad[0])[:40]!r} is not a valid value of {k}")])
+        out[k] = tuple(dict.fromkeys(vals))
     return out
