@@ -96,6 +96,19 @@ def test_lower_bound_never_exceeds_the_estimate():
         assert lb_on <= lb_off and over <= 0
 
 
+def test_memory_at_another_zero_stage_equals_the_direct_memory():
+    from simengine.search.prune import memory_at_zero, priced
+
+    space = tiny_space()
+    for tp, pp, rc in ((1, 1, "none"), (2, 2, "selective"), (1, 2, "full")):
+        strat = {**space.base, "tp": tp, "pp": pp, "recompute": rc, "zero_stage": 0, "global_batch_size": 16}
+        plan, mems = priced(scenario(space, 8, strat))
+        for z in (1, 2, 3):
+            sc = scenario(space, 8, dict(strat, zero_stage=z))
+            direct = max(m.reserved_gib for m in priced(sc)[1]) + sc.system.gpu.non_torch_gib - sc.system.gpu.memory_gib
+            assert memory_at_zero(sc, plan, mems)[0] == pytest.approx(direct, rel=1e-9, abs=1e-9)
+
+
 def test_pins_and_restrictions_are_respected():
     res = search(tiny_space(choices={**CHOICES, "tp": (2,), "zero_stage": (1, 3), "schedule": ("1f1b",)}))
     assert res.candidates

@@ -30,6 +30,8 @@ from ..errors import ConfigError, from_pydantic
 from .space import SearchSpace, flag_options, group_size, recompute_options, zero_stages
 from .types import Candidate, GroupScreen, Rejection
 
+GIB = float(1 << 30)
+
 
 @lru_cache(maxsize=8)
 def _specs(model_json: str, system_json: str, gpus: int) -> tuple[ModelSpec, SystemSpec]:
@@ -82,6 +84,42 @@ def memory_and_bound(sc: Scenario) -> tuple[float, int, tuple[float, float]]:
     plan = build_plan(sc)
     mems = memory_by_stage(sc, plan)
     worst = max(mems, key=lambda x: x.reserved_gib)
+    on, off = _bounds(plan)
+    k = sc.num_microbatches * sc.strategy.straggler_factor
+    return worst.reserved_gib + gpu.non_torch_gib - gpu.memory_gib, worst.stage, (on * k, off * k)
+
+
+def priced(sc: Scenario):
+    """(plan, memory per stage) of one scenario: what the pre-filter re-uses across ZeRO stages."""
+    from ..cost.stage import build_plan
+    from ..estimate import memory_by_stage
+
+    plan = build_plan(sc)
+    return plan, memory_by_stage(sc, plan)
+
+
+def memory_at_zero(sc: Scenario, plan, mems) -> tuple[float, int]:
+    """(GiB over capacity, tightest stage) of ``sc`` from the plan of the same scenario at another
+    ZeRO stage: only the model states change (``cost/static_memory.py``: weights, grads, optimizer
+    states and the ZeRO-3 buffers are sharded by the stage; activations and transients are not),
+    so the peak is the other stage's peak with its static part swapped (estimate.py:
+    reserved = allocated · (1 + allocator_overhead))."""
+    from ..cost.static_memory import static_memory
+
+    gpu, st = sc.system.gpu, sc.strategy
+    worst, stage = -math.inf, 0
+    for sp, m in zip(plan.stages, mems):
+        old, new = sp.static, static_memory(sc, sp.params)
+        alloc = m.peak_gib * GIB - (old.weights + old.grads + old.optimizer + old.buffers) + (new.weights + new.grads + new.optimizer + new.buffers)
+        over = alloc * (1.0 + st.allocator_overhead) / GIB + gpu.non_torch_gib - gpu.memory_gib
+        if over > worst:
+            worst, stage = over, sp.rank
+    return worst, stage
+
+
+def _bounds(plan) -> tuple[float, float]:
+    """Per micro-batch: the largest per-rank compute + in-line CP/EP collectives, without and
+    with the in-line TP collectives (see memory_and_bound)."""
     on = off = 0.0
     for st in plan.stages:
         base = tp = 0.0
@@ -91,8 +129,7 @@ def memory_and_bound(sc: Scenario) -> tuple[float, int, tuple[float, float]]:
                 base += pc.comm_s.get("cp_comm", 0.0) + pc.comm_s.get("ep_comm", 0.0)
                 tp += pc.comm_s.get("tp_comm", 0.0)
         on, off = max(on, base), max(off, base + tp)
-    k = sc.num_microbatches * sc.strategy.straggler_factor
-    return worst.reserved_gib + gpu.non_torch_gib - gpu.memory_gib, worst.stage, (on * k, off * k)
+    return on, off
 
 
 def _rc_label(rc: tuple[str, int | None]) -> str:
@@ -153,13 +190,14 @@ def screen_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int
     has_dp = sc0.dp * layout["cp"] > 1 or sc0.edp > 1
     seen_zero = False
     known: dict[tuple[str, int | None], tuple[float, float]] = {}
+    plans: dict[tuple[str, int | None], tuple] = {}   # recompute option → (plan, memory, bounds), any ZeRO stage
     for z in zs:
         if not has_dp and seen_zero:  # no data-parallel group: every ZeRO stage shards over 1 rank
             out.rejections.append(Rejection("dominated", f"zero_stage={z} is the same as zero_stage={zs[0]} without a data-parallel group",
                                             len(rcs) * len(flags), _ex(gpus, probe)))
             continue
         seen_zero = True
-        for rc, (lb_on, lb_off) in _fitting_recompute(space, gpus, layout, mbs, z, rcs, len(flags), out, known):
+        for rc, (lb_on, lb_off) in _fitting_recompute(space, gpus, layout, mbs, z, rcs, len(flags), out, known, plans):
             for fl in flags:
                 lb = lb_on if fl.get("tp_comm_overlap") else lb_off
                 out.entries.append((gpus, _strategy(space, layout, mbs, z, rc, fl), lb, order * 1000 + len(out.entries)))
@@ -168,12 +206,14 @@ def screen_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int
 
 def _fitting_recompute(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, z: int,
                        rcs: list[tuple[str, int | None]], nflags: int, out: GroupScreen,
-                       known: dict[tuple[str, int | None], tuple[float, float]]) -> list[tuple[tuple[str, int | None], tuple[float, float]]]:
+                       known: dict[tuple[str, int | None], tuple[float, float]],
+                       plans: dict[tuple[str, int | None], tuple]) -> list[tuple[tuple[str, int | None], tuple[float, float]]]:
     """The recompute options worth timing at ZeRO stage ``z``, each with a lower bound on its
     step time; the others become rejections (each standing for its ``nflags`` flag combinations).
     ``known`` maps the options that fitted at a lower ZeRO stage to their bound: a higher stage
     shards more model state (Rajbhandari et al. 2020, Fig. 1), so they fit here too, and the
-    compute the bound counts does not depend on the ZeRO stage."""
+    compute the bound counts does not depend on the ZeRO stage. ``plans`` keeps each option's
+    priced plan, so another ZeRO stage only recomputes the model states (``memory_at_zero``)."""
     base = _strategy(space, layout, mbs, z, ("none", None), {})
 
     def check(rc):  # (GiB over capacity, stage, error)
@@ -183,10 +223,16 @@ def _fitting_recompute(space: SearchSpace, gpus: int, layout: dict[str, Any], mb
             sc = scenario(space, gpus, dict(base, recompute=rc[0], recompute_num_layers=rc[1]))
         except ConfigError as e:
             return math.inf, -1, str(e)
-        out.memory_checked += 1
-        o, stage, lb = memory_and_bound(sc)
+        hit = plans.get(rc)
+        if hit is None:  # price once per recompute option; other ZeRO stages swap the model states
+            out.memory_checked += 1
+            plan, mems = priced(sc)
+            on, off = _bounds(plan)
+            k = sc.num_microbatches * sc.strategy.straggler_factor
+            hit = plans[rc] = (plan, mems, (on * k, off * k))
+        o, stage = memory_at_zero(sc, hit[0], hit[1])
         if o <= 0:
-            known[rc] = lb
+            known[rc] = hit[2]
         return o, stage, ""
 
     def reject(kind, reason, n, rc):
