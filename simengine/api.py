@@ -205,3 +205,31 @@ def save_user_system(folder, name: str, system, provenance=()):
     from .calibration.store import save_system
 
     return save_system(folder, name, system, provenance)
+def search(space, objective: str = "tokens_per_s", top: int | None = None, progress=None, executor=None):
+    """Rank every fitting layout of a search space (``simengine.search``). ``space`` is a
+    ``SearchSpace`` or a dict of ``make_space``'s arguments ({"model", "system", "seq_len",
+    "global_batch" | "global_batch_tokens", "gpus", "choices", "token_budget"}); ``executor`` is
+    an executor object or a name ("inprocess", "process", "ray"); ``progress(done, total)``
+    returning True cancels. Returns a ``SearchResult``."""
+    from .search import run_search
+
+    return run_search(space, objective=objective, top=top, progress=progress, executor=executor)
+
+
+# ---- what the studio's Search page needs (it reaches the engine only through this module)
+from .search.rank import OBJECTIVES as SEARCH_OBJECTIVES  # noqa: E402, F401  (re-exported: the objectives)
+from .search.space import DIMS as SEARCH_DIMS  # noqa: E402, F401  (re-exported: the searchable dimensions)
+
+
+def make_search_space(*args: Any, **kwargs: Any):
+    """A ``SearchSpace`` from plain arguments (``simengine.search.make_space``)."""
+    from .search import make_space
+
+    return make_space(*args, **kwargs)
+
+
+def search_fit_changes(*args: Any, **kwargs: Any):
+    """The smallest changes that make a scenario fit (``simengine.search.fit_changes``)."""
+    from .search import fit_changes
+
+    return fit_changes(*args, **kwargs)

@@ -15,6 +15,7 @@ import sys
 from typing import Any, NoReturn
 
 from .calibration import cli as calibration_cli
+from .search import cli as search_cli
 from .checkrun import cli as checkrun_cli
 from .errors import ConfigError
 
@@ -175,6 +176,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Any]]:
         mod.add_parser(sub)
     calibration_cli.add_parser(sub)
     checkrun_cli.add_parser(sub)
+    search_cli.add_parser(sub)
     return p, modules
 
 
@@ -184,10 +186,12 @@ def _main(argv: list[str] | None) -> int:
         args = p.parse_args(argv)
         if args.cmd is None:
             raise ConfigError([("arguments", "choose a command: estimate, simulate, presets, schema, "
-                                + ", ".join(modules) + ", calibrate, check-run or coverage")])
+                                + ", ".join(modules) + ", search, calibrate, check-run or coverage")])
         if args.cmd in modules:
             emit(modules[args.cmd].run(args))
             return 0
+        if args.cmd == "search":
+            return search_cli.run(args)
         if args.cmd == "calibrate":
             return calibration_cli.run(args)
         if args.cmd in ("check-run", "coverage"):

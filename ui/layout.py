@@ -29,6 +29,7 @@ PAGES: list[tuple[str, str, str]] = [
     ("pages/strategy.py", "Strategy", ":material/account_tree:"),
     ("pages/estimate.py", "Estimate", ":material/speed:"),
     ("pages/timeline.py", "Timeline", ":material/view_timeline:"),
+    ("pages/search.py", "Search", ":material/manage_search:"),
     ("pages/calibration.py", "Calibration", ":material/tune:"),
     ("pages/validation.py", "Validation", ":material/fact_check:"),
 ]

@@ -28,8 +28,9 @@ from .config_io import SECTIONS, Issues, cross_issues, dumps, join_sections, val
 from .text import clip, md
 
 LINK_KEYS = ("s", "preset")
-# Query parameters Streamlit itself understands; left alone and not reported.
-STREAMLIT_KEYS = {"embed", "embed_options"}
+# Query parameters left alone and not reported: Streamlit's own, and the Search page's inputs
+# (ui/search_view.py LINK_PARAM), which travel next to the scenario link.
+STREAMLIT_KEYS = {"embed", "embed_options", "search"}
 DEFAULT_SIZE = "small"
 MAX_PINS = 8
 

@@ -1,0 +1,85 @@
+"""Strategy-search speed: the full space (every dimension) of a model on a GPU count.
+
+Run: python benchmarks/bench_search.py [case ...] [--top K] [--workers N] [--ray N]
+Cases: 70b-64 (llama3-70b on 64 H100, gbs 128 × 8192), 405b-16k (llama3-405b on 16,384 H100,
+gbs 2048 × 8192), v3-16k (deepseek-v3 on 16,384 H100, gbs 8192 × 4096), 8b-8 (llama3-8b on 8).
+Prints space size, memory checks, estimates timed, seconds and the best layout per executor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from simengine import presets  # noqa: E402
+from simengine.search import ProcessPool, RayExecutor, make_space, search  # noqa: E402
+
+CASES = {
+    "8b-8": ("llama3-8b", 8, 32, 8192),
+    "70b-64": ("llama3-70b", 64, 128, 8192),
+    "405b-16k": ("llama3-405b", 16384, 2048, 8192),
+    "v3-16k": ("deepseek-v3", 16384, 8192, 4096),
+}
+
+
+CHOICES: dict = {}
+
+
+def _lit(v: str):
+    import json
+
+    try:
+        return json.loads(v)
+    except ValueError:
+        return v
+
+
+def space_of(case: str, choices: dict | None = None):
+    model, gpus, gbs, seq = CASES[case]
+    m = presets.load_spec("models", model).model_dump(mode="json")
+    s = presets.load_spec("systems", "h100-sxm5-80gb").model_dump(mode="json")
+    return make_space(m, s, global_batch=gbs, seq_len=seq, gpus=[gpus], choices=choices or CHOICES)
+
+
+def run(case: str, top: int, executor=None, label: str = "in-process") -> float:
+    sp = space_of(case)
+    t0 = time.perf_counter()
+    res = search(sp, top=top, executor=executor)
+    dt = time.perf_counter() - t0
+    best = res.candidates[0].label() if res.candidates else "nothing fits"
+    print(f"{case:9s} {label:12s} space {res.space_size:>12,}  memory checks {res.memory_checked:>7,}  timed {res.evaluated:>7,}  "
+          f"{dt:8.2f} s  best: {best} ({res.candidates[0].tokens_per_s:,.0f} tokens/s)" if res.candidates else best)
+    return dt
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("cases", nargs="*", default=["70b-64"])
+    ap.add_argument("--top", type=int, default=10)
+    ap.add_argument("--workers", type=int, default=0, help="also run on a local process pool of N workers")
+    ap.add_argument("--ray", type=int, default=0, help="also run on a local Ray cluster of N CPUs")
+    ap.add_argument("--space", default="", help="restrict, e.g. tp=4,8;pp=2,4 (python literal values)")
+    a = ap.parse_args()
+    if a.space:
+        CHOICES.update({k.strip(): tuple(_lit(v) for v in vals.split(",")) for k, _, vals in
+                        (part.partition("=") for part in a.space.split(";"))})
+    for case in a.cases:
+        base = run(case, a.top)
+        if a.workers:
+            t = run(case, a.top, ProcessPool(a.workers), f"{a.workers} processes")
+            print(f"  speed-up {base / t:.2f}x")
+        if a.ray:
+            import ray
+
+            ray.init(num_cpus=a.ray, include_dashboard=False, log_to_driver=False)
+            t = run(case, a.top, RayExecutor(), f"ray {a.ray} cpus")
+            print(f"  speed-up {base / t:.2f}x")
+            ray.shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,119 @@
+"""Where each published, hand-tuned layout ranks in our search of its model / GPU count / batch.
+
+Run: python benchmarks/search_published.py [--sources narayanan21,nemo,megatron-bridge] [--top 10] [--limit N]
+For each mapped run (simengine.validation.published: Narayanan et al. 2021 weak scaling, NeMo 24.07 and
+Megatron-Bridge performance pages) the search keeps the run's fixed settings (dtype, attention,
+overlap flags, cp_comm_type, fused cross-entropy, …) and the schedules Megatron offers (1f1b,
+interleaved), and searches tp, pp, vpp, cp, ep, micro-batch size, ZeRO stage and recompute. The
+published layout's own estimate is ranked against our top K. Prints a markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from simengine.api import estimate  # noqa: E402
+from simengine.errors import ConfigError  # noqa: E402
+from simengine.validation.published import published_runs  # noqa: E402  (the one import of the run mapping)
+from simengine.search import make_space, search  # noqa: E402
+from simengine.search.space import DIMS  # noqa: E402
+
+# the one path constant: H1's packaged copy when present, else the shared validation folder
+DATA = next((p for p in (ROOT / "simengine" / "validation" / "data" / "published_runs.csv",
+                         ROOT.parent / "shared" / "validation" / "published_runs.csv",
+                         ROOT.parents[1] / "shared" / "validation" / "published_runs.csv") if p.is_file()),
+            ROOT.parent / "shared" / "validation" / "published_runs.csv")
+SEARCHED = ("tp", "pp", "vpp", "cp", "ep", "micro_batch_size", "zero_stage", "recompute", "recompute_num_layers")
+SCHEDULES = ("1f1b", "interleaved")
+# ZeRO stages the source's framework offered: Megatron-LM of 2021 had no optimizer sharding (PTD-P
+# runs, Narayanan et al. 2021 §5.9 compares ZeRO-3 as a separate system); NeMo 24.07's
+# Megatron-Core had the distributed optimizer (ZeRO-1) only; Megatron-Bridge adds Megatron-FSDP.
+FRAMEWORK_ZERO = {"narayanan21": (0,), "nemo": (0, 1)}
+
+
+def layout(s: dict, gpus: int) -> str:
+    parts = [f"tp{s['tp']}", f"pp{s['pp']}"]
+    parts += [f"vpp{s['vpp']}"] if s.get("vpp", 1) > 1 else []
+    parts += [f"cp{s['cp']}"] if s.get("cp", 1) > 1 else []
+    parts += [f"ep{s['ep']}"] if s.get("ep", 1) > 1 else []
+    rc = s.get("recompute", "none")
+    rc = f"full{s['recompute_num_layers']}" if rc == "full" and s.get("recompute_num_layers") else rc
+    return " ".join(parts + [f"mbs{s['micro_batch_size']}", f"z{s.get('zero_stage', 1)}", f"rc-{rc}"])
+
+
+def unique(runs):
+    seen, out = set(), []
+    for r in runs:
+        s = r.config["strategy"]
+        key = (r.config["model"].get("name"), r.config["system"].get("name"), r.config["system"]["num_gpus"],
+               tuple(sorted((k, str(v)) for k, v in s.items() if k != "name")))
+        if key not in seen:
+            seen.add(key)
+            out.append(r)
+    return out
+
+
+def rank_one(run, top: int) -> dict:
+    cfg = run.config
+    s = cfg["strategy"]
+    pins = {k: (s.get(k),) for k in DIMS if k not in SEARCHED and k != "schedule" and k in s}
+    pins["schedule"] = SCHEDULES
+    if run.source in FRAMEWORK_ZERO and not run.run_id.startswith("narayanan21_t2_ZeRO"):
+        pins["zero_stage"] = FRAMEWORK_ZERO[run.source]
+    base = {k: v for k, v in s.items() if k not in DIMS and k not in ("global_batch_size", "seq_len", "dp", "name")}
+    g = int(cfg["system"]["num_gpus"])
+    space = make_space(cfg["model"], cfg["system"], global_batch=s["global_batch_size"], seq_len=s["seq_len"], gpus=[g],
+                       choices=pins, base=base)
+    t0 = time.perf_counter()
+    res = search(space, top=top)
+    dt = time.perf_counter() - t0
+    note = ""
+    try:
+        pub = estimate(cfg)
+        tps, fits = pub.tokens_per_s, pub.fits
+        if not fits:
+            gpu = max(pub.memory_by_stage, key=lambda x: x.reserved_gib)
+            note = f" (OOM in our model: {gpu.reserved_gib:.1f} GiB reserved on stage {gpu.stage})"
+    except ConfigError as e:
+        tps, fits, note = 0.0, False, f" (not estimable: {e})"
+    best = res.candidates[0] if res.candidates else None
+    if best is None:
+        rank = "nothing fits"
+    else:
+        faster = sum(1 for c in res.candidates if c.tokens_per_s > tps * (1 + 1e-9))
+        rank = (str(faster + 1) if faster < len(res.candidates) or len(res.candidates) < top else f">{top}") + note
+    return {"run": run.run_id, "gpus": g, "published": layout(s, g), "pub_tps": tps, "rank": rank,
+            "best": layout(best.strategy, g) if best else "-", "best_tps": best.tokens_per_s if best else 0.0,
+            "tie": bool(best and fits and tps >= best.band["tokens_per_s"][0]), "seconds": dt, "timed": res.evaluated}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sources", default="narayanan21,nemo,megatron-bridge")
+    ap.add_argument("--top", type=int, default=10)
+    ap.add_argument("--limit", type=int, default=0)
+    ap.add_argument("--max-gpus", type=int, default=0, help="skip runs on more GPUs (search time grows with the space)")
+    a = ap.parse_args()
+    runs, _ = published_runs(DATA.read_text())
+    runs = unique([r for r in runs if r.source in a.sources.split(",")])
+    if a.max_gpus:
+        runs = [r for r in runs if r.config["system"]["num_gpus"] <= a.max_gpus]
+    if a.limit:
+        runs = runs[:a.limit]
+    print("| run | GPUs | published layout | our tokens/s for it | its rank | our best layout | best tokens/s | best / published | within band | search s |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in runs:
+        d = rank_one(r, a.top)
+        ratio = d["best_tps"] / d["pub_tps"] if d["pub_tps"] else float("nan")
+        print(f"| {d['run']} | {d['gpus']} | {d['published']} | {d['pub_tps']:,.0f} | {d['rank']} | {d['best']} | "
+              f"{d['best_tps']:,.0f} | {ratio:.3f} | {'yes' if d['tie'] else 'no'} | {d['seconds']:.1f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

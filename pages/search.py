@@ -1,0 +1,121 @@
+"""Search: every feasible layout of the current model on the current GPU type, ranked, with the
+Pareto front, the smallest changes that make the current scenario fit, and "use this layout"."""
+
+import json
+
+import pandas as pd
+import streamlit as st
+
+from simengine.api import SEARCH_OBJECTIVES as OBJECTIVES
+from simengine.api import SEARCH_DIMS as DIMS
+from ui import state
+from ui.config_io import dumps
+from ui.layout import boot, issues_box
+from ui.search_fit import fit_list
+from ui.search_view import (LINK_PARAM, cached_search, candidates_frame, decode_inputs, encode_inputs, grid_options,
+                            pareto_chart, points_frame)
+from ui.text import md
+
+boot("Search")
+st.title("Strategy search")
+st.caption("Every valid layout (tp, pp, vpp, schedule, cp, ep, micro-batch, ZeRO, recompute, overlap flags) of the current "
+           "model on the current GPU type, memory-filtered before timing, ranked with the same estimate as everywhere else.")
+
+sc = state.scenario_dict()
+inputs = st.session_state.get("search.inputs")
+token = st.query_params.get(LINK_PARAM)
+if token and st.session_state.get("search.token") != token:
+    try:
+        inputs = decode_inputs(token)
+        st.session_state["search.inputs"] = inputs
+    except Exception as e:  # noqa: BLE001 — a bad link is a message, never a traceback
+        st.error(f"Could not open the search link: {md(e)}")
+    st.session_state["search.token"] = token
+defaults = inputs or {"gpus": str(sc["system"]["num_gpus"]), "global_batch": int(sc["strategy"]["global_batch_size"]),
+                      "seq_len": int(sc["strategy"]["seq_len"]), "objective": "tokens_per_s", "top": 25, "restrict": ""}
+
+with st.form("search.form"):
+    c = st.columns([2, 2, 2, 3, 1])
+    gpus = c[0].text_input("GPU counts", defaults["gpus"], help="64, or 64,128, or 64..512 (doubling).", key="search.gpus")
+    gbs = c[1].number_input("Global batch (sequences)", 1, 100_000_000, int(defaults["global_batch"]), key="search.gbs")
+    seq = c[2].number_input("Sequence length", 1, 16_777_216, int(defaults["seq_len"]), key="search.seq")
+    objs = list(OBJECTIVES)
+    obj = c[3].selectbox("Objective", objs, objs.index(defaults["objective"]), format_func=lambda k: OBJECTIVES[k][1], key="search.obj")
+    top = c[4].number_input("Top", 1, 500, int(defaults["top"]), key="search.top")
+    restrict = st.text_area("Pin or restrict dimensions (one per line)", defaults["restrict"], height=80, key="search.restrict",
+                            help=f"e.g. tp=4,8 or pp=1,2,4 or recompute=none. Dimensions: {', '.join(DIMS)}.")
+    go = st.form_submit_button("Search", type="primary", icon=":material/search:")
+if go:
+    inputs = {"gpus": gpus, "global_batch": int(gbs), "seq_len": int(seq), "objective": obj, "top": int(top), "restrict": restrict}
+    st.session_state["search.inputs"] = inputs
+    tok = encode_inputs(inputs)
+    st.session_state["search.token"] = tok
+    st.query_params[LINK_PARAM] = tok
+if not inputs:
+    st.info("Set the inputs and press **Search**.")
+    st.stop()
+
+st.button("Cancel", key="search.cancel", help="Stops the running search (any click reruns the page).")
+bar = st.progress(0.0, text="searching…")
+
+
+def tick(done: int, total: int) -> bool:
+    bar.progress(min(done / max(total, 1), 1.0), text=f"searching… {done:,} / {total:,}")
+    return False
+
+
+base = {k: v for k, v in sc["strategy"].items() if k not in DIMS and k not in ("global_batch_size", "seq_len", "dp", "name")}
+out = cached_search(dumps(sc["model"]), dumps(sc["system"]), dumps(base), json.dumps(inputs, sort_keys=True),
+                    progress=tick)
+bar.progress(1.0, text="done")
+if not out["ok"]:
+    issues_box(out["issues"], "The search could not run")
+    st.stop()
+res = out["result"]
+cands = res["candidates"]
+st.caption(f"{res['space_size']:,} candidates in the space · {res['memory_checked']:,} memory checks · {res['evaluated']:,} timed · "
+           f"{res['feasible']:,} shown · {res['seconds']:.1f} s")
+if not cands:
+    st.warning("Nothing in this space fits. Widen the space (more GPUs, fewer pins) or see the reasons below.")
+if len(res["ties"]) > 1:
+    st.info(f"The top {len(res['ties'])} candidates are within the best one's uncertainty band: a tie, not a winner.")
+
+df = candidates_frame(cands, res["ties"])
+picked = None
+try:
+    from st_aggrid import AgGrid
+
+    grid = AgGrid(df, gridOptions=grid_options(df), height=min(460, 70 + 30 * len(df)), theme="streamlit",
+                  update_on=["selectionChanged"], key="search.grid", show_toolbar=False)
+    sel = grid.selected_rows
+    if isinstance(sel, pd.DataFrame) and not sel.empty:
+        picked = int(sel.iloc[0]["rank"]) - 1
+except Exception:  # noqa: BLE001 — the component failing must not take the page down
+    st.dataframe(df, hide_index=True, width="stretch")
+
+pts, items = points_frame(cands, res["pareto"])
+st.subheader("Pareto front: throughput vs cost vs memory headroom")
+front = pts[pts["pareto"]]
+ev = st.altair_chart(pareto_chart(front if not front.empty else pts), on_select="rerun", key="search.chart", width="stretch")
+sel_pts = (ev.get("selection", {}).get("pick") if isinstance(ev, dict) else None) or []
+if sel_pts and isinstance(sel_pts[0], dict) and "id" in sel_pts[0]:
+    picked = int(sel_pts[0]["id"]) - 1
+
+labels = [f"#{i + 1} {c['label']}" for i, c in enumerate(items)]
+if labels:
+    choice = st.selectbox("Layout", range(len(items)), index=picked if picked is not None and picked < len(items) else 0,
+                          format_func=lambda i: labels[i], key=f"search.pick.{picked}")
+    if st.button("Use this layout", type="primary", key="search.use", icon=":material/input:"):
+        c = items[choice]
+        issues = state.load_section("system", dict(sc["system"], num_gpus=c["gpus"]), "search")
+        issues += state.load_section("strategy", dict(c["strategy"], name=f"search: {c['label']}"[:120]), "search")
+        if issues:
+            issues_box(issues, "Could not load the layout")
+        else:
+            st.switch_page("pages/strategy.py")
+
+with st.expander("Rejected candidates and why", expanded=not cands):
+    st.dataframe(pd.DataFrame([{"reason": k, "candidates": v} for k, v in res["rejected"].items()]), hide_index=True, width="stretch")
+
+st.subheader("Smallest changes to make the current scenario fit")
+fit_list(state.scenario_json())

@@ -1,0 +1,150 @@
+"""``python -m simengine search``: rank the layouts of a model on a system.
+
+``--set strategy.tp=8`` pins a dimension, ``--space strategy.pp=1,2,4`` restricts one, ``--space
+system.num_gpus=64,128`` (or ``64..512``, doubling) searches several GPU counts. A progress bar
+goes to stderr on a terminal; ``--json`` prints one object and nothing else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from ..errors import ConfigError
+from .space import DIMS
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("search", help="rank every feasible parallel layout")
+    p.add_argument("--model", required=True, help="preset name or path to a ModelSpec JSON")
+    p.add_argument("--system", required=True, help="preset name or path to a SystemSpec JSON")
+    p.add_argument("--strategy", help="preset/path whose fixed fields (dtype, …) the search keeps; reports the smallest changes to fit it")
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE", help="override a field or pin a dimension")
+    p.add_argument("--space", action="append", default=[], metavar="strategy.DIM=V1,V2", help="restrict a dimension to a list")
+    p.add_argument("--global-batch", type=int, help="sequences per step")
+    p.add_argument("--global-batch-tokens", type=int, help="tokens per step (a multiple of --seq-len)")
+    p.add_argument("--seq-len", type=int, required=True)
+    p.add_argument("--token-budget", type=float, help="tokens to train: adds time and cost to train")
+    p.add_argument("--objective", default="tokens_per_s")
+    p.add_argument("--top", type=int, default=10)
+    p.add_argument("--workers", type=int, help="local worker processes")
+    p.add_argument("--executor", choices=("inprocess", "process", "ray"))
+    p.add_argument("--address", help="Ray cluster address (with --executor ray)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _values(text: str) -> list[Any]:
+    from ..cli import _parse_value
+
+    if ".." in text and "," not in text:
+        a, b = (int(x) for x in text.split("..", 1))
+        if a < 1 or b < a:
+            raise ConfigError([("--space", f"'{text}' is not a range A..B with 1 <= A <= B")])
+        out = []
+        while a <= b:
+            out.append(a)
+            a *= 2
+        return out
+    return [_parse_value(v.strip()) for v in text.split(",") if v.strip()]
+
+
+def build(args: argparse.Namespace) -> tuple[Any, dict[str, Any] | None]:
+    """(SearchSpace, the --strategy scenario dict or None)."""
+    from ..cli import _load, _parse_value, apply_sets
+    from .run import make_space
+
+    cfg = {"model": _load("model", args.model), "system": _load("system", args.system),
+           "strategy": _load("strategy", args.strategy) if args.strategy else {}}
+    choices: dict[str, list] = {}
+    gpus = None
+    plain = []
+    for item in args.set:
+        path, _, raw = item.partition("=")
+        key = path.strip().removeprefix("strategy.")
+        if path.strip().startswith("strategy.") and key in DIMS:
+            choices[key] = [_parse_value(raw)]
+        else:
+            plain.append(item)
+    apply_sets(cfg, plain)
+    for item in args.space:
+        path, eq, raw = item.partition("=")
+        path = path.strip()
+        if not eq:
+            raise ConfigError([("--space", f"'{item}' is not of the form strategy.DIM=V1,V2")])
+        if path == "system.num_gpus":
+            gpus = [int(v) for v in _values(raw)]
+        elif path.startswith("strategy.") and path[9:] in DIMS:
+            choices[path[9:]] = _values(raw)
+        else:
+            raise ConfigError([("--space", f"'{path}' is not searchable (system.num_gpus or strategy.<{'|'.join(DIMS)}>)")])
+    base = {k: v for k, v in cfg["strategy"].items() if k not in DIMS and k not in ("global_batch_size", "seq_len")}
+    space = make_space(cfg["model"], cfg["system"], global_batch=args.global_batch, global_batch_tokens=args.global_batch_tokens,
+                       seq_len=args.seq_len, gpus=gpus, token_budget=args.token_budget, choices=choices, base=base)
+    scen = None
+    if args.strategy:
+        scen = dict(cfg, strategy=dict(cfg["strategy"], global_batch_size=space.base["global_batch_size"], seq_len=args.seq_len))
+    return space, scen
+
+
+def _bar(enabled: bool):
+    if not enabled:
+        return None, None
+    from tqdm import tqdm
+
+    bar = tqdm(total=1, unit="group", file=sys.stderr, leave=False)
+
+    def tick(done: int, total: int) -> bool:
+        bar.total = total
+        bar.n = done
+        bar.refresh()
+        return False
+
+    return bar, tick
+
+
+def run(args: argparse.Namespace) -> int:
+    from . import fit_changes, make_executor, search
+
+    space, scen = build(args)
+    ex = make_executor(args.executor, args.workers, args.address)
+    bar, tick = _bar(not args.json and sys.stderr.isatty())
+    try:
+        res = search(space, objective=args.objective, top=args.top, progress=tick, executor=ex)
+    finally:
+        if bar is not None:
+            bar.close()
+    fits = fit_changes(scen, top=5) if scen is not None else []
+    if args.json:
+        out = res.to_json()
+        out["fit_changes"] = fits
+        if space.token_budget:
+            for c in out["candidates"]:
+                c["time_to_train_s"] = space.token_budget / c["tokens_per_s"]
+                c["cost_to_train_usd"] = space.token_budget / 1e6 * c["cost_per_million_tokens_usd"]
+        print(json.dumps(out))
+        return 0
+    print(_table(res, space.token_budget, fits))
+    return 0
+
+
+def _table(res, budget: float | None, fits: list[dict[str, Any]]) -> str:
+    lines = [f"{'#':>3} {'layout':78s} {'tokens/s':>10} {'(band)':>19} {'MFU':>6} {'$/1M tok':>9} {'peak GiB':>8} {'free':>6}"]
+    for i, c in enumerate(res.candidates):
+        lo, hi = c.band.get("tokens_per_s", (c.tokens_per_s, c.tokens_per_s))
+        tie = "=" if i in res.ties else " "
+        lines.append(f"{i + 1:>3}{tie}{c.label():78s} {c.tokens_per_s:10,.0f} {lo:9,.0f}–{hi:<9,.0f} {c.mfu * 100:5.1f}% "
+                     f"{c.cost_per_million_tokens_usd:9.4f} {c.peak_memory_gib:8.2f} {c.headroom_gib:6.2f}")
+        if budget:
+            lines.append(f"     to train {budget:.3g} tokens: {budget / c.tokens_per_s / 86400:.2f} days, "
+                         f"{budget / 1e6 * c.cost_per_million_tokens_usd:,.0f} USD")
+    if len(res.ties) > 1:
+        lines.append(f"'=' : within the best one's uncertainty band ({len(res.ties)} candidates): a tie, not a winner")
+    lines += ["", f"space {res.space_size:,} candidates, {res.memory_checked:,} memory checks, {res.evaluated:,} timed, "
+              f"{res.seconds:.2f} s; Pareto front {len(res.pareto)}", "rejected:"]
+    lines += [f"  {n:>9,}  {k}" for k, n in list(res.rejected_counts().items())[:10]]
+    if fits:
+        lines += ["", "smallest changes to fit --strategy:"]
+        lines += [f"  {f['change']:50s} {f['tokens_per_s']:10,.0f} tokens/s ({f['throughput_lost'] * 100:+.1f} % lost)" for f in fits]
+    return "\n".join(lines)

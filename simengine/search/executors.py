@@ -1,0 +1,153 @@
+"""Executors: run batches of groups in-process, in a local process pool, or on a Ray cluster.
+
+Each executor maps a batch function (``screen_batch`` or ``time_batch``) over batches and returns the outcomes *in batch order*, so
+the merged result is identical whichever executor ran it. Batches and outcomes are plain picklable
+data (dataclasses of dicts and numbers). Ray is an optional extra (``pip install .[ray]``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
+
+from ..errors import ConfigError
+from .space import SearchSpace
+from .types import GroupScreen, Timed
+
+Batch = list[tuple]                                      # screen: (gpus, layout, mbs, order); time: (gpus, strategy, order)
+Progress = Callable[[int, int], Any]                     # (items done, items total) → truthy = cancel
+
+
+def screen_batch(space: SearchSpace, batch: Batch) -> list[GroupScreen]:
+    """Phase 1 over groups (gpus, layout, micro-batch size, order)."""
+    from .prune import screen_group
+
+    return [screen_group(space, g, lay, mbs, order) for g, lay, mbs, order in batch]
+
+
+def bound_batch(space: SearchSpace, batch: Batch) -> list[tuple]:
+    """Phase 0 over groups: (lower bound, rejection or None) of each."""
+    from .prune import bound_group
+
+    return [bound_group(space, g, lay, mbs, order) for g, lay, mbs, order in batch]
+
+
+def work_batch(space: SearchSpace, batch: Batch) -> list:
+    """One branch-and-bound round: ("screen", group) items expand, ("time", candidate) items time."""
+    out: list = []
+    for kind, item in batch:
+        out.extend(screen_batch(space, [item]) if kind == "screen" else time_batch(space, [item]))
+    return out
+
+
+def time_batch(space: SearchSpace, batch: Batch) -> list[Timed]:
+    """Phase 3 over candidates (gpus, strategy, order)."""
+    from .prune import time_candidate
+
+    out = []
+    for g, strat, order in batch:
+        t = Timed([], [])
+        c = time_candidate(space, g, strat, order, t)
+        if c is not None:
+            t.candidates.append(c)
+        out.append(t)
+    return out
+
+
+class Cancelled(Exception):
+    """The progress callback asked to stop."""
+
+
+def _tick(progress: Progress | None, done: int, total: int) -> None:
+    if progress is not None and progress(done, total):
+        raise Cancelled()
+
+
+class InProcess:
+    name = "inprocess"
+
+    def map(self, fn: Callable, space: SearchSpace, batches: Sequence[Batch], progress: Progress | None = None) -> list[list]:
+        out, done, total = [], 0, sum(len(b) for b in batches)
+        for b in batches:
+            out.append(fn(space, b))
+            done += len(b)
+            _tick(progress, done, total)
+        return out
+
+
+class ProcessPool:
+    name = "process"
+
+    def __init__(self, workers: int = 2):
+        if workers < 1:
+            raise ConfigError([("workers", f"workers={workers} must be at least 1")])
+        self.workers = workers
+        self._pool: ProcessPoolExecutor | None = None
+
+    def map(self, fn: Callable, space: SearchSpace, batches: Sequence[Batch], progress: Progress | None = None) -> list[list]:
+        total = sum(len(b) for b in batches)
+        if self._pool is None:  # kept open across the rounds of one search; close() ends it
+            self._pool = ProcessPoolExecutor(max_workers=self.workers)
+        futs = [self._pool.submit(fn, space, b) for b in batches]
+        out, done = [], 0
+        try:
+            for f, b in zip(futs, batches):  # in submission order: deterministic merge
+                out.append(f.result())
+                done += len(b)
+                _tick(progress, done, total)
+        except Cancelled:
+            for f in futs:
+                f.cancel()
+            raise
+        return out
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+            self._pool = None
+
+
+class RayExecutor:
+    """Ray tasks, one per batch. ``address`` joins a running cluster; None starts a local one
+    (``num_cpus`` workers) when Ray is not yet initialised."""
+
+    name = "ray"
+
+    def __init__(self, address: str | None = None, num_cpus: int | None = None):
+        self.address, self.num_cpus = address, num_cpus
+
+    def map(self, fn: Callable, space: SearchSpace, batches: Sequence[Batch], progress: Progress | None = None) -> list[list]:
+        try:
+            import ray
+        except ImportError:
+            raise ConfigError([("executor", "the Ray executor needs ray: pip install .[ray]")]) from None
+        if not ray.is_initialized():
+            kw: dict[str, Any] = {"address": self.address} if self.address else {"num_cpus": self.num_cpus}
+            ray.init(ignore_reinit_error=True, include_dashboard=False, log_to_driver=False, **kw)
+        remote = ray.remote(fn)
+        ref_space = ray.put(space)
+        refs = [remote.remote(ref_space, b) for b in batches]
+        out, done, total = [], 0, sum(len(b) for b in batches)
+        try:
+            for r, b in zip(refs, batches):
+                out.append(ray.get(r))
+                done += len(b)
+                _tick(progress, done, total)
+        except Cancelled:
+            for r in refs:
+                ray.cancel(r)
+            raise
+        return out
+
+
+def make_executor(name: str | None = None, workers: int | None = None, address: str | None = None):
+    """``inprocess`` (default), ``process`` (``workers`` processes) or ``ray``."""
+    name = name or ("process" if workers and workers > 1 else "inprocess")
+    if name == "inprocess":
+        return InProcess()
+    if name == "process":
+        return ProcessPool(workers or 2)
+    if name == "ray":
+        return RayExecutor(address, workers)
+    raise ConfigError([("executor", f"unknown executor '{name}' (inprocess, process or ray)")])

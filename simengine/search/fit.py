@@ -1,0 +1,115 @@
+"""The smallest changes that make a scenario fit in memory, ranked by the throughput they cost.
+
+Each change moves one knob the way that lowers memory (more recompute, a higher ZeRO stage, more
+tp/pp/cp, a smaller micro-batch, more GPUs); when no single change fits, pairs of them are tried.
+Every changed scenario goes through the same validation and estimate as everything else.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from typing import Any
+
+from ..config.scenario import load_scenario
+from ..errors import ConfigError
+from .prune import memory_and_bound
+
+MAX_PAIRS = 64
+
+
+def _changes(cfg: dict[str, Any]) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """(description, strategy updates, system updates) for each single change."""
+    s, g = cfg["strategy"], int(cfg["system"].get("num_gpus", 1))
+    out = []
+    if s.get("recompute", "none") == "none":
+        out.append(("recompute none → selective", {"recompute": "selective", "recompute_num_layers": None}, {}))
+    if s.get("recompute", "none") != "full" or s.get("recompute_num_layers") is not None:
+        out.append(("recompute → full (all layers)", {"recompute": "full", "recompute_num_layers": None}, {}))
+    for z in range(int(s.get("zero_stage", 1)) + 1, 4):
+        out.append((f"zero_stage {s.get('zero_stage', 1)} → {z}", {"zero_stage": z}, {}))
+    for dim in ("tp", "pp", "cp"):
+        v = int(s.get(dim, 1))
+        out.append((f"{dim} {v} → {2 * v}", {dim: 2 * v, "dp": None}, {}))
+    mbs = int(s.get("micro_batch_size", 1))
+    if mbs > 1:
+        out.append((f"micro_batch_size {mbs} → {mbs // 2}", {"micro_batch_size": mbs // 2}, {}))
+    out.append((f"num_gpus {g} → {2 * g}", {"dp": None}, {"num_gpus": 2 * g}))
+    return out
+
+
+def _apply(cfg: dict[str, Any], changes) -> dict[str, Any]:
+    new = copy.deepcopy(cfg)
+    for _, st, sy in changes:
+        new["strategy"].update(st)
+        new["system"].update(sy)
+    return new
+
+
+def _least_full_recompute(cfg: dict[str, Any]) -> dict[str, Any]:
+    """With full recompute, the fewest recomputed layers that still fit (memory falls with each
+    layer recomputed, time rises: prune.py)."""
+    sc = load_scenario(cfg)
+    if sc.strategy.recompute != "full" or sc.strategy.recompute_num_layers is not None:
+        return cfg
+    import math
+
+    per_stage = math.ceil(sc.model.num_layers / sc.strategy.pp)
+    lo, hi = 1, per_stage
+    while lo < hi:
+        mid = (lo + hi) // 2
+        trial = _apply(cfg, [("", {"recompute_num_layers": mid}, {})])
+        if memory_and_bound(load_scenario(trial))[0] <= 0:
+            hi = mid
+        else:
+            lo = mid + 1
+    return cfg if lo >= per_stage else _apply(cfg, [("", {"recompute_num_layers": lo}, {})])
+
+
+def fit_changes(config: dict[str, Any], top: int = 10) -> list[dict[str, Any]]:
+    """The changes (one, else two together) that make ``config`` fit, best throughput first:
+    [{"change", "tokens_per_s", "throughput_lost", "headroom_gib", "strategy", "num_gpus"}].
+    Empty when the scenario already fits or nothing tried fits."""
+    from .. import api
+
+    base = api.estimate(config)
+    if base.fits:
+        return []
+    singles = _changes(config)
+    found = _try(config, [(c,) for c in singles], base.tokens_per_s)
+    if not found:
+        pairs = [p for p in itertools.combinations(singles, 2) if not _same_knob(*p)][:MAX_PAIRS]
+        found = _try(config, pairs, base.tokens_per_s)
+    found.sort(key=lambda d: (-d["tokens_per_s"], d["change"]))
+    return found[:top]
+
+
+def _same_knob(a, b) -> bool:
+    return bool(set(a[1]) & set(b[1]) - {"dp", "recompute_num_layers"}) or bool(set(a[2]) & set(b[2]))
+
+
+def _try(config: dict[str, Any], combos, base_tps: float) -> list[dict[str, Any]]:
+    from .. import api
+
+    out = []
+    for combo in combos:
+        cfg = _apply(config, combo)
+        try:
+            cfg = _least_full_recompute(cfg)
+            rep = api.estimate(cfg)
+        except ConfigError:
+            continue
+        if not rep.fits:
+            continue
+        desc = " + ".join(c[0] for c in combo)
+        k = cfg["strategy"].get("recompute_num_layers")
+        if k is not None and "full" in desc:
+            desc = desc.replace("full (all layers)", f"full ({k} layers)")
+        worst = max(rep.memory_by_stage, key=lambda x: x.reserved_gib)
+        gpu = load_scenario(cfg).system.gpu
+        out.append({"change": desc, "tokens_per_s": rep.tokens_per_s,
+                    "throughput_lost": 1.0 - rep.tokens_per_s / base_tps if base_tps > 0 else 0.0,
+                    "headroom_gib": gpu.memory_gib - worst.reserved_gib - gpu.non_torch_gib,
+                    "strategy": cfg["strategy"], "num_gpus": rep.num_gpus,
+                    "band": list(rep.uncertainty.get("tokens_per_s", (rep.tokens_per_s, rep.tokens_per_s)))})
+    return out

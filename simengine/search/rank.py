@@ -1,0 +1,79 @@
+"""Ranking: objectives, the Pareto front, and ties read off the uncertainty bands.
+
+A tie: the ranked candidates whose tokens/s band overlaps the best candidate's band — the estimate
+cannot tell them apart (``Report.uncertainty``, simengine/uncertainty.py), so the ranking reports a
+set of equals rather than a winner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..errors import ConfigError
+from .types import Candidate
+
+# objective → (sort key: smaller is better, what it means)
+OBJECTIVES: dict[str, tuple[Callable[[Candidate], float], str]] = {
+    "tokens_per_s": (lambda c: -c.tokens_per_s, "highest throughput"),
+    "mfu": (lambda c: -c.mfu, "highest model FLOPs utilisation"),
+    "cost_per_million_tokens": (lambda c: c.cost_per_million_tokens_usd, "cheapest per million tokens"),
+    # time to train a token budget = budget / tokens_per_s; cost = budget · cost per token
+    "time_to_train": (lambda c: -c.tokens_per_s, "shortest time to train the token budget"),
+    "cost_to_train": (lambda c: c.cost_per_million_tokens_usd, "cheapest to train the token budget"),
+    "memory_headroom": (lambda c: -c.headroom_gib, "most memory headroom"),
+}
+
+
+def check_objective(name: str) -> str:
+    if name not in OBJECTIVES:
+        raise ConfigError([("objective", f"unknown objective '{name}' (one of {', '.join(OBJECTIVES)})")])
+    return name
+
+
+def rank(cands: list[Candidate], objective: str) -> list[Candidate]:
+    """Sorted best first; equal scores keep enumeration order (deterministic across executors)."""
+    key = OBJECTIVES[check_objective(objective)][0]
+    return sorted(cands, key=lambda c: (key(c), c.order))
+
+
+def _band(c: Candidate, objective: str) -> tuple[float, float]:
+    if objective in ("memory_headroom",):
+        lo, hi = c.band.get("peak_memory_gib", (c.peak_memory_gib, c.peak_memory_gib))
+        # headroom moves opposite to the peak
+        return c.headroom_gib - (hi - c.peak_memory_gib), c.headroom_gib + (c.peak_memory_gib - lo)
+    lo, hi = c.band.get("tokens_per_s", (c.tokens_per_s, c.tokens_per_s))
+    if objective == "mfu":
+        return c.band.get("mfu", (c.mfu, c.mfu))
+    if objective in ("cost_per_million_tokens", "cost_to_train"):
+        # cost per token scales with 1/throughput: its band is the throughput band inverted
+        return -c.cost_per_million_tokens_usd * c.tokens_per_s / max(lo, 1e-30), -c.cost_per_million_tokens_usd * c.tokens_per_s / max(hi, 1e-30)
+    return lo, hi
+
+
+def ties(ranked: list[Candidate], objective: str, limit: int = 50) -> list[int]:
+    """Indices of the ranked candidates (best included) whose band overlaps the best one's band
+    (bands oriented so that higher is better)."""
+    if not ranked:
+        return []
+    lo0, _ = _band(ranked[0], objective)
+    out = []
+    for i, c in enumerate(ranked[:limit]):
+        _, hi = _band(c, objective)
+        if hi >= lo0:
+            out.append(i)
+    return out
+
+
+def pareto(cands: list[Candidate], by_gpus: bool = False) -> list[Candidate]:
+    """Non-dominated candidates: higher tokens/s, lower cost per million tokens (or fewer GPUs),
+    more memory headroom. Sorted by tokens/s, best first."""
+    def vec(c: Candidate) -> tuple[float, float, float]:
+        return (-c.tokens_per_s, float(c.gpus) if by_gpus else c.cost_per_million_tokens_usd, -c.headroom_gib)
+
+    pts = sorted(cands, key=lambda c: (vec(c), c.order))
+    front: list[Candidate] = []
+    for c in pts:  # sorted lexicographically: a dominator always comes first
+        v = vec(c)
+        if not any(all(a <= b for a, b in zip(vec(f), v)) for f in front):
+            front.append(c)
+    return front

@@ -1,0 +1,196 @@
+"""``search(space, …)``: plan the groups, evaluate them on an executor, merge, rank.
+
+Pure and deterministic: groups are listed in a fixed order, batched in that order, merged in
+that order, and ranked with the enumeration index as the final tie-break.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from typing import Any
+
+from ..errors import ConfigError
+from .executors import Batch, InProcess, Progress, _tick, bound_batch, work_batch
+from .rank import check_objective, pareto, rank, ties
+from .space import SearchSpace, check_choices, group_size, layouts, micro_batches
+from .types import GroupScreen, Rejection, SearchResult, Timed
+
+BATCH_GROUPS = 16   # groups (or candidates) per executor task: enough work to amortise the transfer
+ROUND = 64          # frontier nodes (groups to screen, candidates to time) per branch-and-bound round
+
+
+def make_space(model: dict[str, Any], system: dict[str, Any], *, global_batch: int | None = None,
+               global_batch_tokens: int | None = None, seq_len: int, gpus: list[int] | tuple[int, ...] | None = None,
+               token_budget: float | None = None, choices: dict[str, Any] | None = None,
+               base: dict[str, Any] | None = None) -> SearchSpace:
+    """A search space from plain dicts. Batch in sequences (``global_batch``) or tokens
+    (``global_batch_tokens``, a multiple of ``seq_len``). ``gpus`` defaults to the system's count."""
+    if not isinstance(seq_len, int) or seq_len < 1:
+        raise ConfigError([("seq_len", f"seq_len={seq_len!r} must be a positive integer")])
+    if (global_batch is None) == (global_batch_tokens is None):
+        raise ConfigError([("global_batch", "give the global batch in sequences or in tokens (one of them)")])
+    if global_batch_tokens is not None:
+        if global_batch_tokens % seq_len:
+            raise ConfigError([("global_batch_tokens", f"{global_batch_tokens} tokens is not a multiple of seq_len={seq_len}")])
+        global_batch = global_batch_tokens // seq_len
+    if not isinstance(global_batch, int) or global_batch < 1:
+        raise ConfigError([("global_batch", f"global_batch={global_batch!r} must be a positive integer")])
+    counts = tuple(gpus) if gpus else (int(system.get("num_gpus", 1)),)
+    if not counts or any(not isinstance(g, int) or g < 1 for g in counts) or len(counts) > 64:
+        raise ConfigError([("system.num_gpus", "GPU counts must be 1 to 64 positive integers")])
+    model, system = _validated(model, system)
+    b = dict(base or {})
+    for k in ("name", "dp"):
+        b.pop(k, None)
+    b.update(global_batch_size=global_batch, seq_len=seq_len)
+    if token_budget is not None and not (isinstance(token_budget, (int, float)) and token_budget > 0):
+        raise ConfigError([("token_budget", f"token_budget={token_budget!r} must be a positive number")])
+    return SearchSpace(model=dict(model), system=dict(system), base=b, gpus=tuple(sorted(set(counts))),
+                       choices=check_choices(choices or {}), token_budget=token_budget)
+
+
+def _validated(model: dict[str, Any], system: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Model and system dicts validated (ConfigError naming the field) and normalised."""
+    from pydantic import ValidationError
+
+    from ..config import ModelSpec, SystemSpec
+    from ..errors import from_pydantic
+
+    out = []
+    for key, cls, raw in (("model", ModelSpec, model), ("system", SystemSpec, system)):
+        if isinstance(raw, cls):
+            raw = raw.model_dump(mode="json")
+        if not isinstance(raw, dict):
+            raise ConfigError([(key, f"{key} must be a JSON object")])
+        try:
+            out.append(cls.model_validate(raw).model_dump(mode="json"))
+        except ValidationError as e:
+            raise from_pydantic(e, key, cls.model_fields) from None
+    return out[0], out[1]
+
+
+def plan_groups(space: SearchSpace) -> tuple[list[tuple[int, dict[str, Any], int, int]], int]:
+    """Every (gpus, layout, micro-batch size) group in enumeration order, and the space size."""
+    groups, size = [], 0
+    for g in space.gpus:
+        for lay in layouts(space, g):
+            per = group_size(space, g, lay)
+            for mbs in micro_batches(space, g, lay):
+                groups.append((g, lay, int(mbs), len(groups)))
+                size += per
+    return groups, size
+
+
+def _scaled(progress: Progress | None, offset: int, width: int, total: int) -> Progress | None:
+    """Phase progress (done, n) mapped onto [offset, offset + width] of ``total``."""
+    if progress is None:
+        return None
+    return lambda done, n: progress(offset + (done * width) // max(n, 1), total)
+
+
+def _bound_weight(objective: str) -> bool:
+    """True when the objective scales with step time × GPUs (MFU, cost), False for step time
+    alone (tokens/s and time to train: every candidate has the same tokens per step)."""
+    return objective in ("mfu", "cost_per_million_tokens", "cost_to_train")
+
+
+def _kth(cands: list, objective: str, top: int | None) -> float:
+    """The top-th best score among timed candidates: a candidate whose lower bound is above it
+    cannot enter the top. inf when no bound applies (no top, headroom objective, too few yet)."""
+    if top is None or top < 1 or objective == "memory_headroom" or len(cands) < top:
+        return math.inf
+    w = _bound_weight(objective)
+    return sorted(c.step_time_s * (c.gpus if w else 1) for c in cands)[top - 1]
+
+
+def _best_first(ex, space: SearchSpace, groups: list, bounds: list, objective: str, top: int | None,
+                progress: Progress | None) -> tuple[list[GroupScreen], list[Timed], list, list]:
+    """Branch and bound over a frontier of groups (not yet screened) and candidates (screened,
+    not yet timed), each keyed by a lower bound of its score. Each round takes the next ROUND
+    nodes whose bound does not exceed the top-th best score timed so far: groups are screened
+    (memory pre-filter, dominance) and their candidates join the frontier, candidates are timed.
+    Rounds have a fixed size and order, so every executor does exactly the same work.
+    Returns (screens, timed, groups never screened, candidates never timed)."""
+    w = _bound_weight(objective)
+    heap: list = []
+    for grp, (lb, rej) in zip(groups, bounds):
+        if rej is None:
+            heapq.heappush(heap, (lb * (grp[0] if w else 1), 0, grp[3], ("screen", grp)))
+    screens: list[GroupScreen] = []
+    timed: list[Timed] = []
+    cands: list = []
+    total, done = len(heap), 0
+    while heap:
+        bound = _kth(cands, objective, top)
+        if heap[0][0] > bound:
+            break
+        batch = []
+        while heap and len(batch) < ROUND and heap[0][0] <= bound:
+            batch.append(heapq.heappop(heap)[3])
+        for part in ex.map(work_batch, space, _batches(batch), None):
+            for o in part:
+                if isinstance(o, GroupScreen):
+                    screens.append(o)
+                    for g, strat, lb, order in o.entries:
+                        heapq.heappush(heap, (lb * (g if w else 1), 1, order, ("time", (g, strat, order))))
+                    total += len(o.entries)
+                else:
+                    timed.append(o)
+                    cands.extend(o.candidates)
+        done += len(batch)
+        _tick(progress, done, total)
+    _tick(progress, total, total)
+    left_groups = [n[3][1] for n in heap if n[3][0] == "screen"]
+    left_cands = [n[3][1] for n in heap if n[3][0] == "time"]
+    return screens, timed, sorted(left_groups, key=lambda g: g[3]), sorted(left_cands, key=lambda c: c[2])
+
+
+def search(space: SearchSpace, objective: str = "tokens_per_s", top: int | None = None,
+           progress: Progress | None = None, executor=None) -> SearchResult:
+    """Every fitting candidate of ``space`` ranked by ``objective`` (only the best ``top`` when
+    given: groups and candidates whose step-time lower bound proves them outside the top are
+    neither screened nor timed); the Pareto front of throughput vs cost vs memory headroom over
+    the timed candidates; every rejection with its reason."""
+    check_objective(objective)
+    t0 = time.perf_counter()
+    ex = executor or InProcess()
+    groups, size = plan_groups(space)
+    n1 = len(groups)
+    try:
+        bounds = [b for part in ex.map(bound_batch, space, _batches(groups), _scaled(progress, 0, n1, 2 * n1)) for b in part]
+        screens, timed, left_groups, left_cands = _best_first(ex, space, groups, bounds, objective, top,
+                                                              _scaled(progress, n1, n1, 2 * n1))
+    finally:
+        close = getattr(ex, "close", None)
+        if close is not None:
+            close()
+    cands = [c for t in timed for c in t.candidates]
+    rejections = [r for _, r in bounds if r is not None] + [r for s in screens for r in s.rejections]
+    rejections += [r for t in timed for r in t.rejections] + _bound_rejections(space, left_groups, left_cands, top)
+    ranked = rank(cands, objective)
+    ranked = ranked if top is None else ranked[:max(top, 0)]
+    res = SearchResult(
+        candidates=ranked, pareto=pareto(cands),
+        rejections=rejections, space_size=size,
+        evaluated=sum(t.timed for t in timed),
+        memory_checked=sum(s.memory_checked for s in screens),
+        seconds=0.0, objective=objective, ties=ties(ranked, objective))
+    res.seconds = time.perf_counter() - t0
+    return res
+
+
+def _batches(items: list) -> list[Batch]:
+    return [items[i:i + BATCH_GROUPS] for i in range(0, len(items), BATCH_GROUPS)]
+
+
+def _bound_rejections(space: SearchSpace, groups: list, cands: list, top: int | None) -> list[Rejection]:
+    from .types import SEARCHED
+
+    why = f"outside the top {top}: a lower bound on its step time (its compute and in-line collectives) " \
+          f"is already worse than {top} timed candidates"
+    out = [Rejection("bound", why, group_size(space, g, lay), {"num_gpus": g, **lay, "micro_batch_size": mbs})
+           for g, lay, mbs, _ in groups]
+    out += [Rejection("bound", why, 1, {"num_gpus": g, **{k: strat.get(k) for k in SEARCHED}}) for g, strat, _ in cands]
+    return out

@@ -1,0 +1,211 @@
+"""The search space: which values each strategy dimension may take, and the layouts it spans.
+
+A ``SearchSpace`` is plain picklable data (dicts, tuples, numbers) so any executor can carry it.
+Validity has one source of truth: ``simengine.config.scenario.check_scenario`` (the same checks
+``load_scenario`` runs). The space only *proposes* values; a proposal the scenario rejects is
+kept as a rejection with the scenario's own message.
+
+Dimensions are split the way SimuMax separates a unit's local cost from the pipeline layout
+(SimuMax ``search_best_parallel_strategy``): a *layout* (gpus, tp, pp, vpp, schedule, cp,
+cp_comm_type, ep, etp) fixes the groups; *knobs* (micro_batch_size, zero_stage, recompute,
+recompute_num_layers and the overlap flags) are searched inside each layout.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import ConfigError
+
+LAYOUT_DIMS = ("tp", "pp", "vpp", "schedule", "cp", "cp_comm_type", "ep", "etp")
+KNOB_DIMS = ("micro_batch_size", "zero_stage", "recompute", "recompute_num_layers",
+             "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap")
+DIMS = LAYOUT_DIMS + KNOB_DIMS
+FLAG_DIMS = ("overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap")
+RECOMPUTE_LEVELS = ("none", "selective", "full")
+CP_TYPES = ("p2p", "a2a", "allgather")
+MAX_MICRO_BATCH = 16        # default cap on proposed micro-batch sizes (user can widen with --space)
+MAX_GPU_COUNTS = 64
+
+
+def schedule_names() -> tuple[str, ...]:
+    """Every registered pipeline schedule (the one place the search asks the registry)."""
+    from ..schedule import SCHEDULES
+
+    return tuple(SCHEDULES)
+
+
+def uneven_splits(model: dict[str, Any], pp: int) -> list[dict[str, int]]:
+    """Uneven first/last stage splits worth trying. The strategy at this branch point has no
+    ``decoder_first/last_pipeline_num_layers`` fields (the partition already gives the end
+    chunks fewer layers when the layers do not divide, Dubey et al. 2024 §3.3.2), so the only
+    split is the default one; the lead repoints this when the fields exist."""
+    return [{}]
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """What to search: a model, a system, fixed training targets and per-dimension choices.
+
+    ``choices[dim]`` restricts a dimension to the listed values (a pin is a one-value list);
+    a dimension without an entry takes its default proposals (``dim_values``)."""
+
+    model: dict[str, Any]
+    system: dict[str, Any]
+    base: dict[str, Any]                      # fixed strategy fields: global_batch_size, seq_len, dtype, …
+    gpus: tuple[int, ...]
+    choices: dict[str, tuple] = field(default_factory=dict)
+    token_budget: float | None = None
+
+    def key(self) -> str:
+        """Canonical text of the space (cache key, share link payload)."""
+        import json
+
+        return json.dumps({"model": self.model, "system": self.system, "base": self.base, "gpus": list(self.gpus),
+                           "choices": {k: list(v) for k, v in sorted(self.choices.items())},
+                           "token_budget": self.token_budget}, sort_keys=True, separators=(",", ":"))
+
+
+def divisors(n: int) -> list[int]:
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
+def _allowed(space: SearchSpace, dim: str, proposals) -> list:
+    if dim not in space.choices:
+        return list(proposals)
+    pinned = list(space.choices[dim])
+    return pinned
+
+
+def layouts(space: SearchSpace, gpus: int) -> list[dict[str, Any]]:
+    """Every layout of ``gpus`` GPUs the choices allow (validity is checked later, by the scenario).
+
+    A dimension that cannot matter is not varied: cp_comm_type only when cp > 1, the schedule only
+    when pp > 1, vpp only for the interleaved schedule, ep/etp only for MoE models."""
+    m = space.model
+    layers = int(m["num_layers"])
+    moe = int(m.get("num_experts") or 0) > 0
+    out = []
+    for tp in _allowed(space, "tp", divisors(gpus)):
+        rest_tp = gpus // tp if gpus % tp == 0 else 0
+        for pp in _allowed(space, "pp", [d for d in divisors(max(rest_tp, 1)) if d <= layers] if rest_tp else [1]):
+            for sched, vpp in _schedules(space, pp, layers):
+                rest = gpus // (tp * pp) if gpus % (tp * pp) == 0 else 0
+                cps = [d for d in divisors(max(rest, 1)) if space.base["seq_len"] % (2 * d) == 0 or d == 1] if rest else [1]
+                for cp in _allowed(space, "cp", cps):
+                    types = _allowed(space, "cp_comm_type", CP_TYPES) if cp > 1 else [space.base.get("cp_comm_type", "p2p")]
+                    for cpt, (ep, etp) in itertools.product(types, _experts(space, moe, gpus, tp, pp, cp)):
+                        out.append({"tp": tp, "pp": pp, "vpp": vpp, "schedule": sched, "cp": cp,
+                                    "cp_comm_type": cpt, "ep": ep, "etp": etp})
+    return out
+
+
+def _schedules(space: SearchSpace, pp: int, layers: int) -> list[tuple[str, int]]:
+    if pp == 1:
+        names = _allowed(space, "schedule", ["1f1b"])
+        return [(s, v) for s in names for v in _allowed(space, "vpp", [1])]
+    out = []
+    for s in _allowed(space, "schedule", schedule_names()):
+        if s == "interleaved":
+            # even chunks (Megatron needs num_layers divisible by pp·vpp without uneven-split args)
+            vp = [v for v in range(2, layers // pp + 1) if layers % (pp * v) == 0]
+            out += [(s, v) for v in _allowed(space, "vpp", vp)]
+        else:
+            out += [(s, v) for v in _allowed(space, "vpp", [1])]
+    return out
+
+
+def _experts(space: SearchSpace, moe: bool, gpus: int, tp: int, pp: int, cp: int) -> list[tuple[int, int | None]]:
+    if not moe:
+        return [(e, t) for e in _allowed(space, "ep", [1]) for t in _allowed(space, "etp", [None])]
+    experts = int(space.model["num_experts"])
+    world_inner = gpus // (tp * pp) * tp if gpus % (tp * pp) == 0 else tp  # tp·cp·dp
+    out = []
+    for etp in _allowed(space, "etp", sorted({1, tp})):
+        eps = [e for e in divisors(experts) if world_inner % (e * (etp or tp)) == 0]
+        out += [(e, etp) for e in _allowed(space, "ep", eps)]
+    return out
+
+
+def micro_batches(space: SearchSpace, gpus: int, layout: dict[str, Any]) -> list[int]:
+    """Micro-batch sizes to try: divisors of the per-replica batch, up to MAX_MICRO_BATCH."""
+    dp = replica_dp(gpus, layout)
+    gbs = int(space.base["global_batch_size"])
+    per = gbs // dp if gbs % dp == 0 else 1
+    return _allowed(space, "micro_batch_size", [d for d in divisors(max(per, 1)) if d <= MAX_MICRO_BATCH])
+
+
+def recompute_options(space: SearchSpace, layout: dict[str, Any]) -> list[tuple[str, int | None]]:
+    """(recompute, recompute_num_layers) ordered from most memory to least: none, selective, then
+    full with 1 … all layers of a stage recomputed (None = all)."""
+    per_stage = math.ceil(int(space.model["num_layers"]) / layout["pp"])
+    levels = _allowed(space, "recompute", RECOMPUTE_LEVELS)
+    ks = _allowed(space, "recompute_num_layers", list(range(1, per_stage)) + [None])
+    out = [(lvl, None) for lvl in ("none", "selective") if lvl in levels]
+    if "full" in levels:
+        out += [("full", k) for k in ks]
+    return out
+
+
+def zero_stages(space: SearchSpace) -> list[int]:
+    return [int(z) for z in _allowed(space, "zero_stage", [0, 1, 2, 3])]
+
+
+def flag_options(space: SearchSpace, layout: dict[str, Any], dp_size: int) -> list[dict[str, bool]]:
+    """Overlap-flag combinations that can make a difference: the DP flags only when there is a
+    data-parallel group (dp·cp > 1, or an expert-DP group), tp_comm_overlap only when tp > 1."""
+    has_dp = dp_size * layout["cp"] > 1 or (layout["ep"] > 1)
+    vals = {}
+    for f in FLAG_DIMS:
+        relevant = has_dp if f != "tp_comm_overlap" else layout["tp"] > 1
+        default = [False, True] if relevant else [False]
+        vals[f] = [bool(v) for v in _allowed(space, f, default)]
+    return [dict(zip(FLAG_DIMS, combo)) for combo in itertools.product(*(vals[f] for f in FLAG_DIMS))]
+
+
+def replica_dp(gpus: int, layout: dict[str, Any]) -> int:
+    den = layout["tp"] * layout["pp"] * layout["cp"]
+    return gpus // den if gpus % den == 0 else 1
+
+
+def group_size(space: SearchSpace, gpus: int, layout: dict[str, Any]) -> int:
+    """Candidates in one (layout, micro-batch size) group: zero stages × recompute × flags."""
+    return len(zero_stages(space)) * len(recompute_options(space, layout)) * len(flag_options(space, layout, replica_dp(gpus, layout)))
+
+
+_INT_DIMS = ("tp", "pp", "vpp", "cp", "ep", "micro_batch_size")
+MAX_CHOICES = 256
+
+
+def _check_value(dim: str, v: Any) -> bool:
+    if dim in _INT_DIMS:
+        return isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 65_536
+    if dim in ("etp", "recompute_num_layers"):
+        return v is None or (isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 65_536)
+    if dim == "zero_stage":
+        return isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 3
+    if dim in FLAG_DIMS:
+        return isinstance(v, bool)
+    allowed = {"recompute": RECOMPUTE_LEVELS, "cp_comm_type": CP_TYPES, "schedule": schedule_names()}[dim]
+    return isinstance(v, str) and v in allowed
+
+
+def check_choices(choices: dict[str, Any]) -> dict[str, tuple]:
+    """Validate user restrictions: known dimension names, non-empty lists of values of the
+    dimension's type (ConfigError naming the dimension otherwise)."""
+    out = {}
+    for k, v in choices.items():
+        if k not in DIMS:
+            raise ConfigError([(f"strategy.{k}", f"'{k}' is not a searchable dimension (one of {', '.join(DIMS)})")])
+        vals = tuple(v) if isinstance(v, (list, tuple)) else (v,)
+        if not vals or len(vals) > MAX_CHOICES:
+            raise ConfigError([(f"strategy.{k}", f"needs 1 to {MAX_CHOICES} values")])
+        bad = [x for x in vals if not _check_value(k, x)]
+        if bad:
+            raise ConfigError([(f"strategy.{k}", f"{str(bad[0])[:40]!r} is not a valid value of {k}")])
+        out[k] = tuple(dict.fromkeys(vals))
+    return out

@@ -1,0 +1,120 @@
+"""Plain picklable records the search passes between executors: candidates, rejections, results."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+SEARCHED = ("tp", "pp", "vpp", "schedule", "cp", "cp_comm_type", "ep", "etp", "micro_batch_size", "zero_stage",
+            "recompute", "recompute_num_layers", "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap")
+
+
+@dataclass(slots=True)
+class Candidate:
+    """One fitting, timed layout with the headline numbers of its estimate and their bands."""
+
+    gpus: int
+    strategy: dict[str, Any]          # the full strategy dict (loads straight into a scenario)
+    tokens_per_s: float
+    step_time_s: float
+    mfu: float
+    cost_per_million_tokens_usd: float
+    cost_per_step_usd: float
+    peak_memory_gib: float
+    reserved_memory_gib: float
+    headroom_gib: float               # capacity − (reserved + non-torch) on the tightest stage
+    tight_stage: int
+    band: dict[str, tuple[float, float]] = field(default_factory=dict)
+    order: int = 0                    # enumeration index: the deterministic tie-break
+
+    def layout(self) -> dict[str, Any]:
+        return {"num_gpus": self.gpus, **{k: self.strategy.get(k) for k in SEARCHED}}
+
+    def label(self) -> str:
+        s = self.strategy
+        parts = [f"{self.gpus} GPUs", f"tp{s['tp']}", f"pp{s['pp']}"]
+        if s["vpp"] > 1:
+            parts.append(f"vpp{s['vpp']}")
+        if s["cp"] > 1:
+            parts.append(f"cp{s['cp']}({s['cp_comm_type']})")
+        if s.get("ep", 1) > 1:
+            parts.append(f"ep{s['ep']}")
+        parts += [f"mbs{s['micro_batch_size']}", f"zero{s['zero_stage']}", _recompute_label(s)]
+        if s["pp"] > 1:
+            parts.append(s["schedule"])
+        on = [n for f, n in (("overlap_grad_reduce", "grad"), ("overlap_param_gather", "param"), ("tp_comm_overlap", "tp"))
+              if s.get(f)]
+        parts.append("overlap " + "+".join(on) if on else "no overlap")
+        return " ".join(parts)
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["band"] = {k: list(v) for k, v in self.band.items()}
+        d["label"] = self.label()
+        return d
+
+
+def _recompute_label(s: dict[str, Any]) -> str:
+    if s["recompute"] != "full":
+        return f"rc-{s['recompute']}"
+    k = s.get("recompute_num_layers")
+    return "rc-full" if k is None else f"rc-full{k}"
+
+
+@dataclass(slots=True)
+class Rejection:
+    """``count`` candidates rejected for one reason; ``example`` is one of them (searched fields)."""
+
+    kind: str                         # "invalid" | "oom" | "dominated"
+    reason: str
+    count: int
+    example: dict[str, Any]
+
+    def key(self) -> str:
+        """The reason with its numbers generalised, so like reasons count together."""
+        return f"{self.kind}: " + re.sub(r"\d+(\.\d+)?", "N", self.reason)
+
+
+@dataclass(slots=True)
+class GroupScreen:
+    """Phase 1 of one group: what survived the memory pre-filter and dominance, with bounds."""
+
+    rejections: list[Rejection]
+    memory_checked: int               # memory pre-filter calls
+    entries: list[tuple[int, dict[str, Any], float, int]]   # (gpus, strategy, step-time lower bound, order), untimed
+
+
+@dataclass(slots=True)
+class Timed:
+    """Phase 3 of a batch: the timed candidates."""
+
+    candidates: list[Candidate]
+    rejections: list[Rejection]
+    timed: int = 0
+
+
+@dataclass(slots=True)
+class SearchResult:
+    candidates: list[Candidate]       # ranked, best first (all fitting candidates)
+    pareto: list[Candidate]
+    rejections: list[Rejection]
+    space_size: int
+    evaluated: int
+    memory_checked: int
+    seconds: float
+    objective: str
+    ties: list[int] = field(default_factory=list)   # indices (in candidates) within the best one's band
+
+    def rejected_counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for r in self.rejections:
+            out[r.key()] = out.get(r.key(), 0) + r.count
+        return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
+
+    def to_json(self, top: int | None = None) -> dict[str, Any]:
+        cands = self.candidates if top is None else self.candidates[:top]
+        return {"objective": self.objective, "candidates": [c.to_json() for c in cands],
+                "pareto": [c.to_json() for c in self.pareto], "ties": self.ties,
+                "rejected": self.rejected_counts(), "space_size": self.space_size, "evaluated": self.evaluated,
+                "memory_checked": self.memory_checked, "feasible": len(self.candidates), "seconds": self.seconds}

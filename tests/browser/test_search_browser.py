@@ -1,0 +1,53 @@
+"""Headless Chromium: the Search page runs a search from its link (progress bar to done), the
+ranked grid sorts, the Pareto chart is drawn, a layout loads into the Strategy editor, and the
+share link reproduces the search in a new tab. Screenshot: tests/screenshots/search.png."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from test_studio_browser import charts_drawn, no_exceptions, settle, shot
+from ui.search_view import encode_inputs
+
+pytestmark = pytest.mark.browser
+
+RESTRICT = "tp=1,2\npp=1,2\ncp=1\nzero_stage=1,3\noverlap_grad_reduce=true\noverlap_param_gather=true\ntp_comm_overlap=false"
+INPUTS = {"gpus": "8", "global_batch": 64, "seq_len": 8192, "objective": "tokens_per_s", "top": 12, "restrict": RESTRICT}
+
+
+def test_search_page_end_to_end(server, page, browser):
+    page.goto(f"{server.url}/search?preset=small&search={encode_inputs(INPUTS)}")
+    settle(page)
+    page.get_by_text("done").first.wait_for(timeout=120_000)
+    main = page.locator("[data-testid=stMain]")
+    main.get_by_text(re.compile(r"candidates in the space")).first.wait_for()
+    frame = page.frame_locator("iframe[title*='aggrid'], iframe[title*='agGrid'], iframe").first
+    frame.locator(".ag-row").first.wait_for(timeout=30_000)
+    first_before = frame.locator(".ag-row[row-index='0'] [col-id='layout']").inner_text()
+    frame.locator(".ag-header-cell[col-id='tokens_per_s']").click()  # ranked best first; a click sorts ascending
+    page.wait_for_timeout(800)
+    values = [float(frame.locator(f".ag-row[row-index='{i}'] .ag-cell[col-id='tokens_per_s']").inner_text().replace(",", ""))
+              for i in range(4)]
+    assert len(values) >= 2 and values == sorted(values)
+    assert frame.locator(".ag-row[row-index='0'] [col-id='layout']").inner_text() != first_before
+    charts_drawn(page, 1)
+    no_exceptions(page)
+    shot(page, "search")
+    url = page.url
+    # the share link reproduces the search in a new tab
+    other = browser.new_context(viewport={"width": 1600, "height": 1000}).new_page()
+    other.goto(url)
+    settle(other)
+    other.get_by_text("done").first.wait_for(timeout=120_000)
+    f2 = other.frame_locator("iframe[title*='aggrid'], iframe[title*='agGrid'], iframe").first
+    f2.locator(".ag-row").first.wait_for(timeout=30_000)
+    assert f2.locator(".ag-row[row-index='0'] [col-id='layout']").inner_text() == first_before
+    other.context.close()
+    # load the best layout into the Strategy editor
+    page.get_by_role("button", name="Use this layout").click()
+    page.wait_for_url(re.compile(r"/strategy"), timeout=60_000)
+    settle(page)
+    assert page.get_by_role("textbox", name=re.compile("name")).first.input_value().startswith("search:")
+    no_exceptions(page)

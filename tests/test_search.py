@@ -1,0 +1,232 @@
+"""Strategy search: validity, pins, reasons, exactness against brute force, determinism across
+executors, Pareto, ties, smallest change to fit, CLI contract."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+
+from simengine import api, presets
+from simengine.config import load_scenario
+from simengine.errors import ConfigError
+from simengine.search import ProcessPool, fit_changes, make_space, search
+from simengine.search.executors import Cancelled
+from simengine.search.prune import memory_and_bound, scenario
+from simengine.search.space import flag_options, layouts, micro_batches, recompute_options, zero_stages
+
+TINY = {**presets.load_preset("models", "llama3-8b"), "name": "tiny", "hidden_size": 1024, "num_layers": 4,
+        "num_attention_heads": 16, "num_kv_heads": 4, "ffn_hidden_size": 4096, "vocab_size": 32000}
+SYSTEM = presets.load_preset("systems", "h100-sxm5-80gb")
+SMALL_GPU = {**SYSTEM, "gpu": {**SYSTEM["gpu"], "memory_gib": 4.5}}   # tight memory: many layouts OOM
+# every schedule, ZeRO stage, recompute level and micro-batch size; two flags fixed to keep brute force small
+CHOICES = {"tp": (1, 2), "pp": (1, 2), "cp": (1, 2), "cp_comm_type": ("p2p",), "overlap_param_gather": (True,),
+           "tp_comm_overlap": (False,)}
+
+
+def tiny_space(system=SMALL_GPU, choices=CHOICES, gbs=16, seq=8192, gpus=(8,)):
+    return make_space(TINY, system, global_batch=gbs, seq_len=seq, gpus=list(gpus), choices=dict(choices))
+
+
+@pytest.fixture(scope="module")
+def full():
+    return search(tiny_space())
+
+
+def brute_force(space):
+    """Every candidate of the space through load_scenario + api.estimate, no pruning at all."""
+    out = []
+    for g in space.gpus:
+        for lay in layouts(space, g):
+            for mbs in micro_batches(space, g, lay):
+                dp = max(g // (lay["tp"] * lay["pp"] * lay["cp"]), 1)
+                for z, rc, fl in itertools.product(zero_stages(space), recompute_options(space, lay), flag_options(space, lay, dp)):
+                    strat = {**space.base, **lay, "micro_batch_size": mbs, "zero_stage": z, "recompute": rc[0],
+                             "recompute_num_layers": rc[1], **fl}
+                    try:
+                        rep = api.estimate({"model": space.model, "system": dict(space.system, num_gpus=g), "strategy": strat})
+                    except ConfigError:
+                        continue
+                    if rep.fits:
+                        out.append((rep.tokens_per_s, rep.cost_per_million_tokens_usd, strat))
+    return out
+
+
+def test_every_candidate_is_valid_and_fits(full):
+    assert len(full.candidates) > 10
+    for c in full.candidates[:: max(1, len(full.candidates) // 25)]:
+        rep = api.estimate({"model": TINY, "system": dict(SMALL_GPU, num_gpus=c.gpus), "strategy": c.strategy})
+        assert rep.fits
+        assert rep.tokens_per_s == pytest.approx(c.tokens_per_s, rel=1e-12)
+
+
+def test_accounting_every_candidate_is_timed_or_rejected_with_a_reason(full):
+    kinds = {r.kind for r in full.rejections}
+    assert {"invalid", "oom", "dominated"} <= kinds
+    assert all(r.reason and r.count > 0 for r in full.rejections)
+    assert any("OOM by" in r.reason and "GiB on stage" in r.reason for r in full.rejections)
+    assert full.evaluated + sum(r.count for r in full.rejections) == full.space_size
+
+
+def test_search_best_equals_brute_force_best():
+    space = tiny_space()
+    brute = brute_force(space)
+    assert brute, "the test space must contain fitting candidates"
+    best_tps = max(b[0] for b in brute)
+    best_cost = min(b[1] for b in brute)
+    for top in (None, 1, 3):
+        res = search(space, top=top)
+        assert res.candidates[0].tokens_per_s == pytest.approx(best_tps, rel=1e-12)
+        assert len(res.candidates) <= (top or len(brute))
+    res = search(space, objective="cost_per_million_tokens", top=2)
+    assert res.candidates[0].cost_per_million_tokens_usd == pytest.approx(best_cost, rel=1e-12)
+
+
+def test_lower_bound_never_exceeds_the_estimate():
+    """The branch-and-bound rests on this: the bound (priced with the flags off) is below the
+    estimate of every flag combination, with and without TP userbuffers overlap."""
+    space = tiny_space(choices={"tp": (2,), "pp": (1, 2), "cp": (1, 2), "zero_stage": (1, 3)})
+    res = search(space)
+    assert {c.strategy["tp_comm_overlap"] for c in res.candidates} == {False, True}
+    for c in res.candidates[:: max(1, len(res.candidates) // 60)]:
+        off = dict(c.strategy, overlap_grad_reduce=False, overlap_param_gather=False, tp_comm_overlap=False)
+        over, _, (lb_on, lb_off) = memory_and_bound(scenario(space, c.gpus, off))
+        assert (lb_on if c.strategy["tp_comm_overlap"] else lb_off) <= c.step_time_s * (1 + 1e-12)
+        assert lb_on <= lb_off and over <= 0
+
+
+def test_memory_at_another_zero_stage_equals_the_direct_memory():
+    from simengine.search.prune import memory_at_zero, priced
+
+    space = tiny_space()
+    for tp, pp, rc in ((1, 1, "none"), (2, 2, "selective"), (1, 2, "full")):
+        strat = {**space.base, "tp": tp, "pp": pp, "recompute": rc, "zero_stage": 0, "global_batch_size": 16}
+        plan, mems = priced(scenario(space, 8, strat))
+        for z in (1, 2, 3):
+            sc = scenario(space, 8, dict(strat, zero_stage=z))
+            direct = max(m.reserved_gib for m in priced(sc)[1]) + sc.system.gpu.non_torch_gib - sc.system.gpu.memory_gib
+            assert memory_at_zero(sc, plan, mems)[0] == pytest.approx(direct, rel=1e-9, abs=1e-9)
+
+
+def test_pins_and_restrictions_are_respected():
+    res = search(tiny_space(choices={**CHOICES, "tp": (2,), "zero_stage": (1, 3), "schedule": ("1f1b",)}))
+    assert res.candidates
+    for c in res.candidates:
+        assert c.strategy["tp"] == 2 and c.strategy["zero_stage"] in (1, 3) and c.strategy["schedule"] == "1f1b"
+
+
+def test_identical_run_to_run_and_across_process_pool():
+    space = tiny_space(choices={**CHOICES, "cp": (1,)})
+    a = search(space, top=5).to_json()
+    b = search(space, top=5).to_json()
+    c = search(space, top=5, executor=ProcessPool(2)).to_json()
+    for d in (a, b, c):
+        d.pop("seconds")
+    assert a == b == c
+
+
+def test_identical_on_ray():
+    ray = pytest.importorskip("ray")
+    from simengine.search import RayExecutor
+
+    space = tiny_space(choices={**CHOICES, "cp": (1,), "pp": (1,)})
+    a = search(space, top=5).to_json()
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        b = search(space, top=5, executor=RayExecutor()).to_json()
+    finally:
+        ray.shutdown()
+    a.pop("seconds"), b.pop("seconds")
+    assert a == b
+
+
+def test_pareto_front_is_non_dominated(full):
+    front = full.pareto
+    assert front and len(front) < len(full.candidates)
+
+    def dominates(x, y):
+        ge = x.tokens_per_s >= y.tokens_per_s and x.cost_per_million_tokens_usd <= y.cost_per_million_tokens_usd and x.headroom_gib >= y.headroom_gib
+        gt = x.tokens_per_s > y.tokens_per_s or x.cost_per_million_tokens_usd < y.cost_per_million_tokens_usd or x.headroom_gib > y.headroom_gib
+        return ge and gt
+
+    for f in front:
+        assert not any(dominates(c, f) for c in full.candidates)
+    off = [c for c in full.candidates if all(c is not f for f in front)]
+    assert all(any(dominates(f, c) or (f.tokens_per_s, f.cost_per_million_tokens_usd, f.headroom_gib) ==
+                   (c.tokens_per_s, c.cost_per_million_tokens_usd, c.headroom_gib) for f in front) for c in off[:50])
+
+
+def test_ties_are_the_candidates_inside_the_best_band(full):
+    best_lo = full.candidates[0].band["tokens_per_s"][0]
+    assert full.ties[0] == 0
+    for i, c in enumerate(full.candidates[:50]):
+        assert (i in full.ties) == (c.band["tokens_per_s"][1] >= best_lo)
+
+
+def test_progress_is_reported_and_cancel_stops():
+    seen = []
+    search(tiny_space(choices={**CHOICES, "cp": (1,)}), top=3, progress=lambda d, n: seen.append((d, n)))
+    assert seen and seen[-1][0] == seen[-1][1] and all(a <= b for (a, _), (b, _) in zip(seen, seen[1:]))
+    with pytest.raises(Cancelled):
+        search(tiny_space(), progress=lambda d, n: True)
+
+
+def test_smallest_change_to_fit():
+    cfg = {"model": TINY, "system": dict(SMALL_GPU, num_gpus=8),
+           "strategy": {"tp": 1, "pp": 1, "micro_batch_size": 2, "global_batch_size": 32, "seq_len": 8192, "zero_stage": 0}}
+    assert not api.estimate(cfg).fits
+    changes = fit_changes(cfg)
+    assert changes
+    assert [c["tokens_per_s"] for c in changes] == sorted((c["tokens_per_s"] for c in changes), reverse=True)
+    for c in changes:
+        rep = api.estimate({"model": TINY, "system": dict(SMALL_GPU, num_gpus=c["num_gpus"]), "strategy": c["strategy"]})
+        assert rep.fits and c["change"]
+    fitting = {"model": TINY, "system": dict(SMALL_GPU, num_gpus=8), "strategy": dict(cfg["strategy"], micro_batch_size=1, zero_stage=1)}
+    if api.estimate(fitting).fits:
+        assert fit_changes(fitting) == []
+
+
+def test_bad_space_raises_config_error_naming_the_field():
+    with pytest.raises(ConfigError) as e:
+        make_space(TINY, SYSTEM, global_batch=8, seq_len=1024, choices={"tpp": (1,)})
+    assert e.value.field == "strategy.tpp"
+    for bad in ({"tp": ("abc",)}, {"zero_stage": (4,)}, {"schedule": ("nope",)}, {"overlap_grad_reduce": (1,)}, {"pp": ()}):
+        with pytest.raises(ConfigError) as e:
+            make_space(TINY, SYSTEM, global_batch=8, seq_len=1024, choices=bad)
+        assert e.value.field == f"strategy.{next(iter(bad))}"
+    with pytest.raises(ConfigError):
+        make_space(TINY, SYSTEM, global_batch_tokens=1000, seq_len=1024)
+    with pytest.raises(ConfigError) as e:
+        make_space({**TINY, "num_layers": -1}, SYSTEM, global_batch=8, seq_len=1024)
+    assert e.value.field.startswith("model.")
+    with pytest.raises(ConfigError):
+        search(tiny_space(), objective="speed")
+
+
+def test_api_search_accepts_a_dict():
+    res = api.search({"model": TINY, "system": SMALL_GPU, "seq_len": 8192, "global_batch": 16, "gpus": [8],
+                      "choices": {**CHOICES, "cp": (1,)}}, top=2)
+    assert len(res.candidates) == 2
+    load_scenario({"model": TINY, "system": dict(SMALL_GPU, num_gpus=8), "strategy": res.candidates[0].strategy})
+
+
+def test_cli_json_contract(capsys, tmp_path):
+    from simengine.cli import main
+
+    mpath = tmp_path / "tiny.json"
+    mpath.write_text(json.dumps(TINY))
+    code = main(["search", "--model", str(mpath), "--system", "h100-sxm5-80gb", "--set", "system.num_gpus=8",
+                 "--global-batch", "16", "--seq-len", "4096", "--space", "strategy.pp=1,2", "--set", "strategy.cp=1",
+                 "--set", "strategy.vpp=1",
+                 "--top", "3", "--json"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    data = json.loads(out.out)
+    assert {"candidates", "pareto", "rejected", "space_size", "evaluated", "seconds"} <= set(data)
+    assert len(data["candidates"]) == 3 and all(c["strategy"]["cp"] == 1 for c in data["candidates"])
+    assert {"strategy", "band", "tokens_per_s"} <= set(data["candidates"][0])
+    code = main(["search", "--model", str(mpath), "--system", "h100-sxm5-80gb", "--global-batch", "16",
+                 "--seq-len", "4096", "--space", "strategy.bogus=1,2"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error: --space") and len(err.strip().splitlines()) == 1

@@ -1,0 +1,52 @@
+"""Search page: the smallest changes that make the current scenario fit (cached on its JSON)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import streamlit as st
+
+from simengine.errors import ConfigError
+
+from . import state
+from .text import md
+from .units import fmt_count
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def fit_changes_json(scenario_json: str) -> dict[str, Any]:
+    from simengine import api
+    from simengine.api import search_fit_changes as fit_changes
+
+    cfg = json.loads(scenario_json)
+    try:
+        if api.estimate(cfg).fits:
+            return {"ok": True, "fits": True, "changes": []}
+        return {"ok": True, "fits": False, "changes": fit_changes(cfg)}
+    except ConfigError as e:
+        return {"ok": False, "issues": list(e.issues)}
+
+
+def fit_list(scenario_json: str) -> None:
+    out = fit_changes_json(scenario_json)
+    if not out["ok"]:
+        st.caption("The current scenario cannot be estimated: " + md("; ".join(m for _, m in out["issues"])))
+        return
+    if out["fits"]:
+        st.caption("The current scenario fits in memory; nothing to change.")
+        return
+    if not out["changes"]:
+        st.warning("No single change (or pair of changes) tried makes the current scenario fit.")
+        return
+    for i, ch in enumerate(out["changes"]):
+        c = st.columns([5, 2, 2, 1])
+        c[0].markdown(md(ch["change"]))
+        c[1].markdown(f"{fmt_count(ch['tokens_per_s'])} tok/s")
+        c[2].markdown(f"{ch['throughput_lost'] * 100:+.1f} % lost vs. unfitting")
+        if c[3].button("Use", key=f"search.fit.{i}"):
+            sc = json.loads(scenario_json)
+            issues = state.load_section("system", dict(sc["system"], num_gpus=ch["num_gpus"]), "fit change")
+            issues += state.load_section("strategy", ch["strategy"], "fit change")
+            if not issues:
+                st.switch_page("pages/strategy.py")
