@@ -134,13 +134,14 @@ def calibrate_with_summary(
         raise ConfigError([("efficiency", f"calibrated values invalid: {str(exc).splitlines()[0]}")]) from None
     summary["warnings"] = tuple(warnings)
     summary["provenance"] = tuple(prov)
-    curves: dict[str, tuple[dict, ...]] = dict(summary.pop("curves", {}))  # type: ignore[arg-type]
+    collected = summary.pop("curves", {})  # set only by _nccl, always a dict
+    curves: dict[str, tuple[dict, ...]] = dict(collected) if isinstance(collected, dict) else {}
     if "gemm_table" in eff_update:
         curves["gemm"] = tuple(gemm_curve(efficiency.gemm_table))
     if "attention_table" in eff_update:
         curves["attention"] = tuple(attention_curve(efficiency.attention_table))
     summary["curves"] = curves
-    return system.model_copy(update={"efficiency": efficiency}), CalibrationSummary(**summary)  # type: ignore[arg-type]
+    return system.model_copy(update={"efficiency": efficiency}), CalibrationSummary.model_validate(summary)
 
 
 def _log_items(logs: LogsLike) -> list[tuple[str, Source]]:

@@ -46,8 +46,10 @@ def add_parser(sub) -> None:
 
 
 def _path(raw: str | None, field: str) -> Path | None:
-    if raw is None:
-        return None
+    return None if raw is None else _file(raw, field)
+
+
+def _file(raw: str, field: str) -> Path:
     p = Path(raw)
     if not p.is_file():
         raise ConfigError([(field, f"no such file: {raw[:200]}")])
@@ -56,15 +58,18 @@ def _path(raw: str | None, field: str) -> Path | None:
 
 def run(args: argparse.Namespace) -> int:
     from .. import presets
+    from ..config import SystemSpec
     from .calibrate import calibrate_with_summary
     from .store import check_name, save_system
 
     name = check_name(args.name)
     folder = systems_dir(args)
     base = presets.load_spec("systems", args.base, user_systems=folder)
+    if not isinstance(base, SystemSpec):  # load_spec("systems", …) always builds a SystemSpec
+        raise ConfigError([("--base", f"{args.base[:200]} is not a system")])
     gemm, att, grp = _path(args.gemm, "--gemm"), _path(args.attention, "--attention"), _path(args.grouped_gemm, "--grouped-gemm")
     mem = _path(args.memory, "--memory")
-    logs = [_path(f, "--nccl") for f in (args.nccl or [])]
+    logs = [_file(f, "--nccl") for f in (args.nccl or [])]
     if not (gemm or att or grp or mem or logs):
         raise ConfigError([("arguments", "give at least one of --gemm, --nccl, --attention, --grouped-gemm, --memory")])
     system, summary = calibrate_with_summary(base.model_copy(update={"name": name}), gemm, logs or None,

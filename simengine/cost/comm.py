@@ -99,8 +99,8 @@ class CommModel:
             self.tiers[(fit.kind, fit.tier)] = Tier(base.nominal_Bps, fit.efficiency, fit.step_latency_us * 1e-6, fit.latency_us * 1e-6)
         self.places = group_placements(sc)
         self._cache: dict[tuple, float] = {}
-        up = sysm.scale_up
-        self.mesh_links = up.domain_size - 1 if up.topology == "mesh" and up.domain_size > 1 else 0
+        scale_up = sysm.scale_up
+        self.mesh_links = scale_up.domain_size - 1 if scale_up.topology == "mesh" and scale_up.domain_size > 1 else 0
 
     def tier_of(self, group: str) -> str:
         p = self.places[group]
@@ -132,16 +132,16 @@ class CommModel:
             t = tier.overhead_s + tier.latency_s + size_bytes / bw
         elif kind == "all_to_all" and cross:
             inside = p.in_domain
-            up = self.tiers[(kind, "scale_up")]
-            t_up = (inside - 1) / n * size_bytes / up.bandwidth_Bps
+            up_tier = self.tiers[(kind, "scale_up")]
+            t_up = (inside - 1) / n * size_bytes / up_tier.bandwidth_Bps
             t_out = (n - inside) / n * size_bytes / bw
             t = tier.overhead_s + (n - 1) * tier.latency_s + max(t_up, t_out)
         else:
             if cross:
                 # NCCL runs one ring per NIC: a group with g members per domain crosses on g NICs
                 # at once, up to the scale-up bandwidth (nccl-tests busbw on multi-node runs)
-                up = self.tiers[(kind, "scale_up")].bandwidth_Bps
-                bw = min(up, p.in_domain * bw)
+                up_bw = self.tiers[(kind, "scale_up")].bandwidth_Bps
+                bw = min(up_bw, p.in_domain * bw)
             # steps and wire bytes of the kind's default algorithm (simengine/collectives.py)
             t = tier.overhead_s + alpha_steps(kind, n) * tier.latency_s + wire_factor(kind, n) * size_bytes / bw
         self._cache[key] = t

@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from ..errors import ConfigError
 
@@ -17,7 +18,7 @@ SWEEPS = ("gemm", "grouped-gemm", "attention", "memory")
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:
+    def error(self, message: str) -> NoReturn:
         raise ConfigError([("arguments", message)])
 
 

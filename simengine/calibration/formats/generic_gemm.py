@@ -11,6 +11,7 @@ table (:mod:`.xla_matmul`) is this format with a ``flops_per_second`` column.
 from __future__ import annotations
 
 import time
+from collections.abc import Collection, Mapping
 
 from ...config.system import GemmPoint
 from ...errors import ConfigError
@@ -42,7 +43,9 @@ _TO_TFLOPS = {"flops_per_second": 1e-12, "tflops": 1.0, "gflops": 1e-3}
 _TO_SECONDS = {"time_ns": 1e-9, "time_us": 1e-6, "time_ms": 1e-3, "time_s": 1.0}
 
 
-def read_generic_rows(header, rows, peaks, keep):
+def read_generic_rows(
+    header: list[str], rows: list[tuple[int, list[str]]], peaks: Mapping[str, float], keep: Collection[str] | None,
+) -> tuple[tuple[GemmPoint, ...], dict[str, int], tuple[str, ...]]:
     """Rows of a generic sweep → (points, skipped rows per dtype, notes); ConfigError per bad cell."""
     index: dict[str, int] = {}
     for i, h in enumerate(header):
@@ -57,10 +60,13 @@ def read_generic_rows(header, rows, peaks, keep):
         raise ConfigError([(FIELD, f"missing column {', '.join(need)} (header: {', '.join(header)[:200]})")])
     if not rows:
         raise ConfigError([(FIELD, "no data rows")])
+    m_col, n_col, k_col, vidx = cols["m"][0], cols["n"][0], cols["k"][0], cols[value_key][0]
+    if m_col is None or n_col is None or k_col is None or vidx is None:  # ruled out just above
+        raise ConfigError([(FIELD, f"missing column m, n, k or {value_key}")])
     issues = Issues(FIELD)
     points: list[GemmPoint] = []
     skipped: dict[str, int] = {}
-    vidx, vname = cols[value_key][0], header[cols[value_key][0]]
+    vname = header[vidx]
     deadline = time.monotonic() + MAX_SECONDS
     for i, (line, cells) in enumerate(rows):
         if i % 10_000 == 0 and time.monotonic() > deadline:
@@ -68,34 +74,39 @@ def read_generic_rows(header, rows, peaks, keep):
         raw_dtype = cell(cells, cols["dtype"][0])
         dtype = normalize_dtype(raw_dtype) if raw_dtype else "bf16"
         if dtype is None:
-            issues.add(line, header[cols["dtype"][0]], f"dtype {raw_dtype[:30]!r} is not bf16, fp8 or fp32")
+            issues.add(line, _name(header, cols["dtype"][0], "dtype"), f"dtype {raw_dtype[:30]!r} is not bf16, fp8 or fp32")
             continue
         if keep is not None and dtype not in keep:
             skipped[dtype] = skipped.get(dtype, 0) + 1
             continue
-        m = pos_int(cell(cells, cols["m"][0]), line, header[cols["m"][0]], issues)
-        n = pos_int(cell(cells, cols["n"][0]), line, header[cols["n"][0]], issues)
-        k = pos_int(cell(cells, cols["k"][0]), line, header[cols["k"][0]], issues)
+        m = pos_int(cell(cells, m_col), line, header[m_col], issues)
+        n = pos_int(cell(cells, n_col), line, header[n_col], issues)
+        k = pos_int(cell(cells, k_col), line, header[k_col], issues)
         bcol = cols["b"][0]
-        b = pos_int(cell(cells, bcol), line, header[bcol] if bcol is not None else "b", issues, default=1)
+        b = pos_int(cell(cells, bcol), line, _name(header, bcol, "b"), issues, default=1)
         layout = cell(cells, cols["layout"][0]).upper() or None
         if layout is not None and layout not in _LAYOUTS:
-            issues.add(line, header[cols["layout"][0]], f"layout {layout[:10]!r} is not TN, NN or NT")
+            issues.add(line, _name(header, cols["layout"][0], "layout"), f"layout {layout[:10]!r} is not TN, NN or NT")
             continue
         value = pos_float(cell(cells, vidx), line, vname, issues)
-        if None in (m, n, k, b, value):
+        if m is None or n is None or k is None or b is None or value is None:
             continue
-        if max(m, n, k) > 2**31 or b > 2**20:  # type: ignore[operator]
+        if max(m, n, k) > 2**31 or b > 2**20:
             issues.add(line, "", "m, n and k must be at most 2^31 and b at most 2^20 (GemmPoint bounds)")
             continue
-        eff = _efficiency(value_key, value, dtype, m, n, k, b, peaks, cells, cols, header, line, issues)  # type: ignore[arg-type]
+        eff = _efficiency(value_key, value, dtype, m, n, k, b, peaks, cells, cols, header, line, issues)
         if eff is None:
             continue
-        points.append(GemmPoint(m=m, n=n, k=k, b=b, dtype=dtype, layout=layout, efficiency=eff))  # type: ignore[arg-type]
+        points.append(GemmPoint(m=m, n=n, k=k, b=b, dtype=dtype, layout=layout, efficiency=eff))
     issues.raise_if_any()
     if not points:
         raise ConfigError([(FIELD, f"no rows left after filtering dtypes (skipped: {skipped})")])
     return tuple(points), skipped, ()
+
+
+def _name(header: list[str], idx: int | None, default: str) -> str:
+    """The header cell of column ``idx``; ``default`` for a column the file does not have."""
+    return header[idx] if idx is not None else default
 
 
 def _efficiency(key, value, dtype, m, n, k, b, peaks, cells, cols, header, line, issues) -> float | None:

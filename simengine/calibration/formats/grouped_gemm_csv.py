@@ -9,6 +9,7 @@ Rows are keyed by the forward shape (m tokens per expert, k in, n out) as SimuMa
 from __future__ import annotations
 
 import os
+from typing import Literal
 
 from ...config.system import GroupedGemmPoint
 from ...errors import ConfigError
@@ -19,6 +20,7 @@ from ..source import read_text
 FIELD = "grouped_gemm_csv"
 _ALIASES = {"ng": "groups", "num_groups": "groups", "experts": "groups", "num_experts": "groups", "g": "groups"}
 _LIMIT = 2**31
+_LAYOUTS: dict[str, Literal["TN", "NN", "NT"]] = {"TN": "TN", "NN": "NN", "NT": "NT"}
 
 
 def read_grouped_gemm_csv(source: str | bytes | os.PathLike, *, peak_tflops: float | None = None,
@@ -29,8 +31,8 @@ def read_grouped_gemm_csv(source: str | bytes | os.PathLike, *, peak_tflops: flo
     header, rows = read_rows(text, FIELD)
     idx: dict[str, int] = {}
     for i, h in enumerate(header):
-        n = norm_header(h)
-        idx.setdefault(_ALIASES.get(n, n), i)
+        col = norm_header(h)
+        idx.setdefault(_ALIASES.get(col, col), i)
     value = next(((n, VALUE_COLUMNS[n]) for n in VALUE_COLUMNS if n in idx), None)
     missing = [c for c in ("groups", "m", "n", "k") if c not in idx]
     if missing or value is None:
@@ -42,15 +44,14 @@ def read_grouped_gemm_csv(source: str | bytes | os.PathLike, *, peak_tflops: flo
     out: list[GroupedGemmPoint] = []
     vname, (vkind, vscale) = value
     for line, cells in rows:
-        dims = [pos_int(cell(cells, idx[c]), line, c, issues) for c in ("groups", "m", "n", "k")]
+        g, m, n, k = (pos_int(cell(cells, idx[c]), line, c, issues) for c in ("groups", "m", "n", "k"))
         raw = pos_float(cell(cells, idx[vname]), line, vname, issues)
-        layout = cell(cells, idx.get("layout")).upper() or "TN"
+        layout = _LAYOUTS.get(cell(cells, idx.get("layout")).upper() or "TN")
         dtype = normalize_dtype(cell(cells, idx.get("dtype")) or "bf16")
-        if None in dims or raw is None:
+        if g is None or m is None or n is None or k is None or raw is None:
             continue
-        g, m, n, k = dims  # type: ignore[misc]
-        if layout not in ("TN", "NN", "NT") or dtype is None:
-            issues.add(line, "layout" if layout not in ("TN", "NN", "NT") else "dtype",
+        if layout is None or dtype is None:
+            issues.add(line, "layout" if layout is None else "dtype",
                        "layout must be TN, NN or NT and dtype bf16, fp8 or fp32")
             continue
         if dtypes is not None and dtype not in dtypes:
@@ -65,6 +66,6 @@ def read_grouped_gemm_csv(source: str | bytes | os.PathLike, *, peak_tflops: flo
         if not MIN_EFFICIENCY <= eff <= MAX_EFFICIENCY:
             issues.add(line, vname, f"efficiency {eff:.4g} is outside [{MIN_EFFICIENCY:g}, {MAX_EFFICIENCY:g}]")
             continue
-        out.append(GroupedGemmPoint(layout=layout, groups=g, m=m, n=n, k=k, efficiency=eff))  # type: ignore[arg-type]
+        out.append(GroupedGemmPoint(layout=layout, groups=g, m=m, n=n, k=k, efficiency=eff))
     issues.raise_if_any()
     return tuple(out)

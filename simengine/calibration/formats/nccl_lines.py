@@ -117,7 +117,8 @@ _GUESSES = tuple(
 
 def _read(tokens: list[str], lay: Layout) -> RawRow | None:
     i = 3
-    redop = root = None
+    redop: str | None = None
+    root: int | None = None
     if lay.redop:
         if not _WORD.match(tokens[i]):
             return None
@@ -129,16 +130,15 @@ def _read(tokens: list[str], lay: Layout) -> RawRow | None:
         root = int(tokens[i])
         i += 1
     groups = [tokens[i + g * lay.width: i + (g + 1) * lay.width] for g in range(lay.groups)]
-    out = [parse_number(t) for t in groups[0][:3]]
-    if any(v is None for v in out):
+    time_us, algbw, busbw = (parse_number(t) for t in groups[0][:3])
+    if time_us is None or algbw is None or busbw is None:
         return None
-    time_us, algbw, busbw = out  # type: ignore[misc]
     if time_us <= 0 or algbw < 0 or busbw < 0:
         return None
     wrong = groups[0][3] if lay.width == 4 else None
     if wrong is not None and parse_number(wrong) is None and wrong.upper() not in ("N/A", "NA", "-"):
         return None
-    ip = [None, None, None]
+    ip: list[float | None] = [None, None, None]
     if lay.groups == 2:
         ip = [parse_number(t) for t in groups[1][:3]]
         if ip[0] is None and groups[1][0].upper() not in ("N/A", "NA", "-"):

@@ -159,16 +159,16 @@ def parse_nccl_log(
     return NcclLog(tuple(tables), name, versions.get("nccl"), versions.get("tests"), tuple(warnings))
 
 
-def _scan(text: str):
+def _scan(text: str) -> tuple[list[_Draft], dict[str, str], int | None, dict[int, str], int, str]:
     drafts: list[_Draft] = []
     coll: tuple[str, str] | None = None
     devices: dict[int, str] = {}
     last_devices: dict[int, str] = {}
-    nthread = None
-    command = None
+    nthread: tuple[int, int] | None = None
+    command: Command | None = None
     versions: dict[str, str] = {}
     gpus: dict[int, str] = {}
-    nranks_info = None
+    nranks_info: int | None = None
     unparsed = 0
     last_appended: _Draft | None = None
     lines = text.splitlines()
@@ -176,47 +176,46 @@ def _scan(text: str):
         raise ConfigError([(FIELD, f"{len(lines):,} lines, more than the {MAX_LINES:,} an nccl-tests log has")])
     for line in _join_continuations(lines):
         c = classify(line)
-        k = c.kind
-        if k == "row":
-            layout = next((d.layout for d in reversed(drafts) if not d.closed), None)
-            row = parse_row(list(c.tokens), layout)
-            if row is None:
-                unparsed += 1
-                continue
-            target = next((d for d in reversed(drafts) if not d.closed and _fits(d, row, len(c.tokens))), None)
-            if target is None:
-                target = _Draft(None, coll, dict(devices), nthread, command)
-                drafts.append(target)
-            target.rows.append(row)
-            last_appended = target
-        elif k == "header":
-            drafts.append(_Draft(c.value, coll, dict(devices), nthread, command))  # type: ignore[arg-type]
-        elif k == "starting":
-            kind = kind_from_test_name(str(c.value)) or kind_from_text(str(c.value))
-            coll = (kind, "log") if kind else coll
-            devices = {}
-        elif k in ("summary", "concluded"):
-            if last_appended is not None:
-                last_appended.closed = True
-        elif k == "nthread":
-            nthread = c.value  # type: ignore[assignment]
-            devices = {}
-        elif k == "device":
-            rank, host, gpu = c.value  # type: ignore[misc]
-            devices[rank] = host
-            last_devices = devices
-            if gpu:
-                gpus[rank] = gpu
-        elif k == "nranks":
-            nranks_info = max(nranks_info or 0, int(c.value))  # type: ignore[arg-type]
-        elif k == "version":
-            which, value = c.value  # type: ignore[misc]
-            versions.setdefault(which, value)
-        elif k == "command":
-            command = c.value  # type: ignore[assignment]
-            kind = kind_from_test_name(command.test or "") if command.test else None  # type: ignore[union-attr]
-            if kind:
-                coll = (kind, "command")
+        # Each kind carries the value classify() gives it; the class patterns narrow its type.
+        match c.kind, c.value:
+            case "row", _:
+                layout = next((d.layout for d in reversed(drafts) if not d.closed), None)
+                row = parse_row(list(c.tokens), layout)
+                if row is None:
+                    unparsed += 1
+                    continue
+                target = next((d for d in reversed(drafts) if not d.closed and _fits(d, row, len(c.tokens))), None)
+                if target is None:
+                    target = _Draft(None, coll, dict(devices), nthread, command)
+                    drafts.append(target)
+                target.rows.append(row)
+                last_appended = target
+            case "header", Layout() as header:
+                drafts.append(_Draft(header, coll, dict(devices), nthread, command))
+            case "starting", _:
+                kind = kind_from_test_name(str(c.value)) or kind_from_text(str(c.value))
+                coll = (kind, "log") if kind else coll
+                devices = {}
+            case ("summary" | "concluded"), _:
+                if last_appended is not None:
+                    last_appended.closed = True
+            case "nthread", (int() as n_threads, int() as n_gpus):
+                nthread = (n_threads, n_gpus)
+                devices = {}
+            case "device", (int() as rank, str() as host, str() as device_gpu):
+                devices[rank] = host
+                last_devices = devices
+                if device_gpu:
+                    gpus[rank] = device_gpu
+            case "nranks", int() as nranks:
+                nranks_info = max(nranks_info or 0, nranks)
+            case "version", (str() as which, str() as version):
+                versions.setdefault(which, version)
+            case "command", Command() as cmd:
+                command = cmd
+                kind = kind_from_test_name(cmd.test or "") if cmd.test else None
+                if kind:
+                    coll = (kind, "command")
     gpu = max(set(gpus.values()), key=list(gpus.values()).count) if gpus else ""
     return drafts, versions, nranks_info, dict(last_devices), unparsed, gpu
 
@@ -260,10 +259,11 @@ def _finish(d: _Draft, idx: int, name: str, caller_kind: str | None, caller_n: i
     elif (hint := kind_from_text(name)) is not None:
         kind, ksrc = hint, "name"
     else:
-        kind, ksrc = _infer_kind(rows), "inferred"
-        if kind is None:
+        inferred = _infer_kind(rows)
+        if inferred is None:
             return (f"{label}: cannot tell which collective it measured (no 'Collective test starting' "
                     "line, no *_perf command line, no name hint); pass collective=")
+        kind, ksrc = inferred, "inferred"
         warns.append(f"collective {kind} inferred from the redop and busbw/algbw columns")
     # --- rank count ---------------------------------------------------------------------------
     n, nsrc, hosts = _ranks(d, kind, rows, name, caller_n, nranks_info, last_devices, warns)
@@ -305,7 +305,8 @@ def _infer_kind(rows: list[RawRow]) -> str | None:
 
 
 def _ranks(d: _Draft, kind: str, rows: list[RawRow], name: str, caller_n: int | None,
-           nranks_info: int | None, last_devices: dict[int, str], warns: list[str]):
+           nranks_info: int | None, last_devices: dict[int, str],
+           warns: list[str]) -> tuple[int | None, str, int | None]:
     devices = d.devices or last_devices
     hosts = len(set(devices.values())) if devices else None
     strong: list[tuple[int, str]] = []
@@ -346,17 +347,17 @@ def _ranks_from_data(kind: str, rows: list[RawRow]) -> int | None:
     size / nranks / element size), so size / (count·element) = n exactly; otherwise invert the
     bus factor from busbw/algbw (doc/PERFORMANCE.md), trusted only when it rounds cleanly."""
     if kind in ("all_gather", "reduce_scatter", "all_to_all"):
-        per = set()
+        per: set[int] = set()
         for r in rows:
             el = ELEMENT_BYTES.get(r.dtype.lower())
             if not el or r.count <= 0 or r.size_bytes % (r.count * el):
-                per = set()
+                per.clear()
                 break
             per.add(r.size_bytes // (r.count * el))
         if len(per) == 1 and (n := per.pop()) >= 1:
             return n
-    ests = [ranks_from_factor(kind, r.busbw_gbs / r.algbw_gbs) for r in rows if r.algbw_gbs >= 1.0]
-    ests = [e for e in ests if e is not None]
+    raw_ests = [ranks_from_factor(kind, r.busbw_gbs / r.algbw_gbs) for r in rows if r.algbw_gbs >= 1.0]
+    ests = [e for e in raw_ests if e is not None]
     if not ests:
         return None
     est = statistics.median(ests)

@@ -138,7 +138,7 @@ def read_simumax_rows(header: list[str], rows, *, peaks: dict[str, float], wgrad
             raise ConfigError([(FIELD, f"SimuMax operator table: missing column '{need}'")])
     issues = Issues(FIELD)
 
-    def get(cells, name):
+    def get(cells: list[str], name: str) -> str:
         return cell(cells, idx.get(name))
 
     mm: dict[tuple, list[tuple[str, float]]] = {}
@@ -153,8 +153,8 @@ def read_simumax_rows(header: list[str], rows, *, peaks: dict[str, float], wgrad
             g = pos_float(get(cells, "gbps"), line, "gbps", issues)
             e = pos_float(get(cells, "efficiency"), line, "efficiency", issues)
             lat = pos_float(get(cells, "latency_us") or "0", line, "latency_us", issues, allow_zero=True)
-            if None not in (g, e, lat):
-                mem_bw[op] = MemBw(op, g, e, lat)  # type: ignore[arg-type]
+            if g is not None and e is not None and lat is not None:
+                mem_bw[op] = MemBw(op, g, e, lat)
             continue
         eff = pos_float(get(cells, "efficiency"), line, "efficiency", issues, allow_zero=(table == "op_default"))
         raw_peak = get(cells, "peak_tflops")
@@ -174,16 +174,20 @@ def read_simumax_rows(header: list[str], rows, *, peaks: dict[str, float], wgrad
             if key is not None:
                 mm.setdefault(key, []).append((get(cells, "k_out_dtype") or "", _eff(eff * scale, line, issues)))
         elif op in ("group_matmul", "fp8_group_matmul"):
-            vals = [pos_int(get(cells, c), line, c, issues) for c in ("k_ng", "k_M", "k_N", "k_K")]
-            if None not in vals:
-                grouped.append(GroupedGemmRow(*vals, stage=get(cells, "k_stage") or "fwd", dtype=dtype,  # type: ignore[misc]
+            dims = _all_parsed([pos_int(get(cells, c), line, c, issues) for c in ("k_ng", "k_M", "k_N", "k_K")])
+            if dims is not None:
+                ng, gm, gn, gk = dims
+                grouped.append(GroupedGemmRow(ng, gm, gn, gk, stage=get(cells, "k_stage") or "fwd", dtype=dtype,
                                               efficiency=eff * scale))
         elif op in ("sdp_fwd", "sdp_bwd"):
             cols = ("k_batch", "k_seq_len", "k_head_num", "k_kv_head_num", "k_qk_head_dim", "k_v_head_dim")
-            vals = [pos_int(get(cells, c), line, c, issues) for c in cols]
+            shape = _all_parsed([pos_int(get(cells, c), line, c, issues) for c in cols])
             contiguous = _BOOL.get(get(cells, "k_qkv_contiguous").lower(), True)
-            if None not in vals:
-                attention.append(AttentionRow(op[4:], *vals, qkv_contiguous=contiguous, efficiency=eff * scale))  # type: ignore[arg-type, misc]
+            if shape is not None:
+                batch, seq_len, heads, kv_heads, qk_dim, v_dim = shape
+                phase: Literal["fwd", "bwd"] = "fwd" if op == "sdp_fwd" else "bwd"
+                attention.append(AttentionRow(phase, batch, seq_len, heads, kv_heads, qk_dim, v_dim,
+                                              qkv_contiguous=contiguous, efficiency=eff * scale))
         else:
             issues.add(line, "op", f"unknown op {op[:30]!r}")
     issues.raise_if_any()
@@ -192,6 +196,12 @@ def read_simumax_rows(header: list[str], rows, *, peaks: dict[str, float], wgrad
         raise ConfigError([(FIELD, "SimuMax operator table: no usable rows")])
     n_rows = sum(len(v) for v in mm.values())
     return B200Tables(points, tuple(grouped), tuple(attention), defaults, mem_bw, file_peak, notes, n_rows)
+
+
+def _all_parsed(vals: list[int | None]) -> tuple[int, ...] | None:
+    """``vals`` when every cell parsed (each bad one is already in ``issues``), else None."""
+    ints = tuple(v for v in vals if v is not None)
+    return ints if len(ints) == len(vals) else None
 
 
 def _matmul_key(cells, get, line, issues, dtype):
@@ -271,13 +281,13 @@ def attention_efficiency_from_b200(
         return None
     want = {"batch": batch, "seq_len": seq_len, "head_num": head_num, "kv_head_num": kv_head_num,
             "qk_head_dim": qk_head_dim, "v_head_dim": v_head_dim}
-    want = {k: v for k, v in want.items() if v is not None}
-    match = [r for r in pool if all(getattr(r, k) == v for k, v in want.items())]
+    given = {k: v for k, v in want.items() if v is not None}
+    match = [r for r in pool if all(getattr(r, k) == v for k, v in given.items())]
     if not match:
         if not nearest:
             return None
         best = min(pool, key=lambda r: sum((math.log2(max(getattr(r, k), 1)) - math.log2(max(v, 1))) ** 2
-                                           for k, v in want.items()))
+                                           for k, v in given.items()))
         match = [best]
     vals = [r.simengine_efficiency(causal) for r in match]
     return sum(vals) / len(vals)
