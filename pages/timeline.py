@@ -10,32 +10,51 @@ from ui import state
 from ui.charts import gantt_chart, memory_time_chart
 from ui.config_io import cross_issues, validate_section
 from ui.engine import MAX_TRACE_SPANS, chrome_trace, timeline
+from ui.labels import SIM_PEAK_LABEL, fits, reserved_gib
 from ui.layout import boot, issues_box
 from ui.timeline_data import MAX_EXACT_SPANS, MAX_GANTT_RANKS, gantt_frame, memory_frame, representative_ranks
+from ui.text import issues_md, md
 from ui.units import fmt_gib, fmt_pct, fmt_time
 
 boot("Timeline")
 st.title("Timeline")
 
+VPP_KEY = "tl.vpp_memory"
 SCHEDULES = list(typing.get_args(StrategySpec.model_fields["schedule"].annotation))
 
 
 def _switch_schedule() -> None:
-    """Apply the chosen schedule to the scenario when the result is consistent."""
+    """Apply the chosen schedule to the scenario when the result is consistent. vpp is
+    remembered per schedule (in this session, for this strategy): leaving interleaved keeps its
+    vpp, coming back restores it, and the page says what changed."""
     new = st.session_state.get("tl.schedule")
     strat = state.section_dict("strategy")
-    if not new or new == strat["schedule"]:
+    old, old_vpp = strat["schedule"], strat["vpp"]
+    if not new or new == old:
         return
+    memory = vpp_memory()
+    memory[old] = old_vpp
     strat["schedule"] = new
-    strat["vpp"] = 1 if new != "interleaved" else (strat["vpp"] if strat["vpp"] > 1 else 2)
+    strat["vpp"] = memory.get(new) or ((old_vpp if old_vpp > 1 else 2) if new == "interleaved" else 1)
     canon, issues = validate_section("strategy", strat)
     if canon is not None:
         issues = cross_issues({**state.scenario_dict(), "strategy": canon})
     if issues:
-        state.notify("error", f"Cannot switch to {new} with this scenario: " + "; ".join(m for _, m in issues[:4]))
+        state.notify("error", f"Cannot switch to {md(new)} with this scenario:  \n" + issues_md(issues, 4))
         return
     state.set_section("strategy", canon, "edited")
     state.sync_link()
+    st.session_state[VPP_KEY] = {"gen": state.generation("strategy"), "vpp": memory}
+    if canon["vpp"] != old_vpp:
+        kept = f" {md(old)}'s vpp {old_vpp} is kept: switching back restores it." if old_vpp > 1 else ""
+        state.notify("info", f"Schedule {md(old)} → {md(new)}: vpp {old_vpp} → {canon['vpp']} "
+                             f"({'interleaved runs vpp chunks per rank' if new == 'interleaved' else md(new) + ' runs one chunk per rank'}).{kept}")
+
+
+def vpp_memory() -> dict[str, int]:
+    """vpp per schedule remembered for the current strategy (forgotten when it is replaced)."""
+    saved = st.session_state.get(VPP_KEY) or {}
+    return dict(saved.get("vpp", {})) if saved.get("gen") == state.generation("strategy") else {}
 
 
 strategy = state.section_dict("strategy")
@@ -70,7 +89,19 @@ c[2].metric("Exposed comm (worst rank)", fmt_time(ranks["exposed_comm_s"].max())
             help="Communication time with no compute kernel running.")
 c[3].metric("Hidden comm (worst rank)", fmt_time(ranks["hidden_comm_s"].max()) if len(ranks) else "—",
             help="Communication overlapped by compute.")
-c[4].metric("Peak memory (worst rank)", fmt_gib(ranks["peak_gib"].max()) if len(ranks) else "—")
+peak = float(ranks["peak_gib"].max()) if len(ranks) and ranks["peak_gib"].notna().any() else None
+c[4].metric(SIM_PEAK_LABEL, "—" if peak is None else fmt_gib(peak),
+            help="Simulated live bytes over the step (weights, gradients, optimizer state, held activations); "
+                 "the caching allocator reserves more (strategy.allocator_overhead). The Estimate page's headline "
+                 "is the same kind of figure, from the closed-form per-stage model.")
+system = state.section_dict("system")
+if peak is not None and not fits(peak, strategy, system):
+    worst = int(ranks.loc[ranks["peak_gib"].idxmax(), "rank"]) if "rank" in ranks else 0
+    need = reserved_gib(peak, float(strategy.get("allocator_overhead", 0.0)))
+    st.error(f"**Does not fit:** rank {worst} peaks at {fmt_gib(peak)} allocated (≈ {fmt_gib(need)} reserved + "
+             f"{fmt_gib(system['gpu'].get('non_torch_gib', 0.0))} outside PyTorch) on "
+             f"{fmt_gib(system['gpu']['memory_gib'])} GPUs. Try more tp/pp, recompute, a higher ZeRO stage, "
+             "a smaller micro-batch or a schedule that holds fewer micro-batches (1F1B instead of GPipe).", icon="⛔")
 
 # ---- Gantt ---------------------------------------------------------------------------------
 st.subheader("Pipeline")
@@ -130,6 +161,7 @@ if shown_ranks is not None and len(memory):
     memory = memory[memory["rank"].isin(shown_ranks)]
 mem = memory_frame(memory)
 if len(mem):
-    st.altair_chart(memory_time_chart(mem, state.section_dict("system")["gpu"]["memory_gib"]), width="stretch")
+    st.caption("Allocated bytes per rank over the step; the red dashed line is the GPU's capacity.")
+    st.altair_chart(memory_time_chart(mem, system["gpu"]["memory_gib"]), width="stretch")
 else:
     st.caption("No memory-over-time series in this timeline.")

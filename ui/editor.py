@@ -15,7 +15,7 @@ from simengine.presets import SCENARIO_SIZES, list_presets, load_preset
 from . import form, state
 from .config_io import PRESET_KIND, SECTIONS, parse_json_text
 from .layout import issue_lines, issues_box, show_notices
-from .text import clip, md
+from .text import clip, issues_md, md
 
 CUSTOM = "—"
 
@@ -32,13 +32,13 @@ def _load_preset(section: str) -> None:
     try:
         data = load_preset(PRESET_KIND[section], name)
     except ConfigError as e:
-        state.notify("error", f"Could not load preset {name!r}: {e}")
+        state.notify("error", f"Could not load preset {md(repr(name))}: {md(e)}")
         return
     issues = state.load_section(section, data, f"preset {name}")
     if issues:
-        state.notify("error", f"Preset {name!r} is invalid: " + "; ".join(f"{f}: {m}" for f, m in issues[:6]))
+        state.notify("error", f"Preset {md(repr(name))} is invalid:  \n" + issues_md(issues, 6))
     else:
-        state.notify("success", f"Loaded {section} preset {name!r}.")
+        state.notify("success", f"Loaded {section} preset {md(repr(name))}.")
 
 
 def read_upload(f) -> Any:

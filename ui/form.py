@@ -17,6 +17,7 @@ import streamlit as st
 
 from . import state
 from .config_io import SPEC_CLASS, Issues
+from .text import md
 from .schema import FieldMeta, get_in, grouped_fields, set_in, text_fields
 
 COLUMNS = 3
@@ -129,7 +130,7 @@ def show_issues(section: str, issues: Issues, slots: dict[str, Any]) -> None:
     for dotted, msgs in by_field.items():
         slot = slots.get(dotted) or slots[""]
         prefix = "" if dotted else "Not applied: "
-        slot.error(prefix + "  \n".join(dict.fromkeys(msgs)), icon="⚠️")
+        slot.error(prefix + "  \n".join(md(m, 600) for m in dict.fromkeys(msgs)), icon="⚠️")
 
 
 def commit(section: str, draft: dict[str, Any], slots: dict[str, Any]) -> Issues:

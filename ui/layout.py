@@ -12,7 +12,7 @@ from pathlib import Path
 import streamlit as st
 
 from . import share, state
-from .text import md, md_code
+from .text import issues_md, md
 from .units import fmt_count
 
 APP_NAME = "simengine studio"
@@ -135,8 +135,7 @@ def glance(compact: bool = False) -> None:
 def issue_lines(issues, limit: int | None = None) -> str:
     """Markdown bullet lines of (field, message) issues; field paths can hold keys a user typed
     (an uploaded file's unknown field), so they are shown as literal code."""
-    shown = list(issues)[:limit] if limit else list(issues)
-    return "  \n".join(f"- {md_code(f, 120)}: {m}" if f else f"- {m}" for f, m in shown)
+    return issues_md(issues, limit)
 
 
 def show_notices(where: str = "") -> None:
