@@ -15,7 +15,7 @@ from simengine.presets import SCENARIO_SIZES, list_presets, load_preset
 from . import form, state
 from .config_io import PRESET_KIND, SECTIONS, parse_json_text
 from .layout import issue_lines, issues_box, show_notices
-from .text import clip, issues_md, md
+from .text import clip, issues_md, md, md_code
 
 CUSTOM = "—"
 
@@ -112,6 +112,7 @@ def editor_page(section: str, title: str, intro: str, figures: Callable[[], None
     st.caption(intro + f" Current {section}: **{md(state.section_dict(section).get('name', ''), 120)}** "
                f"({md(state.origin(section) or 'default', 120)}).")
     toolbar(section)
+    stale = st.empty()  # "not applied" banner, filled once the form has been validated
     figures()
     if before_form:
         before_form()
@@ -124,7 +125,28 @@ def editor_page(section: str, title: str, intro: str, figures: Callable[[], None
     own = [(f, m) for f, m in state.scenario_issues() if f.startswith(section + ".")]
     before = state.section_json(section)
     issues = form.commit(section, draft, slots)
+    if issues:
+        with stale.container():
+            stale_warning(section, here=True)
     if state.section_json(section) != before:
         st.rerun()  # derived figures, sidebar and link above the form follow the edit
     if own and not issues:
         form.show_issues(section, own, slots)
+
+
+def stale_warning(section: str, here: bool = False) -> None:
+    """Say that ``section`` holds edits that did not validate, and that results use the last
+    valid values (nothing is computed from the invalid text, and nothing silently)."""
+    held = form.pending(section)
+    if not held:
+        return
+    current = state.section_dict(section)
+    shown = ", ".join(f"{md_code(d, 60)} = {md(clip(v, 30))} (in use: {md(clip(form.get_in(current, tuple(d.split('.'))), 30))})"
+                      for d, v in list(held.items())[:6])
+    where = "the figures below, the link and every other page" if here else "this page"
+    st.warning(f"**Not applied — the {section} has invalid edits:** {shown}. Until they are fixed, {where} "
+               f"use the last valid {section}.", icon="⚠️")
+    if not here:
+        from .layout import page_link
+
+        page_link(f"pages/{section}.py", f"Fix on the {section.capitalize()} page")

@@ -27,12 +27,6 @@ def widget_key(section: str, dotted: str) -> str:
     return f"w{state.generation(section)}.{section}.{dotted}"
 
 
-def _int_bounds(m: FieldMeta) -> tuple[int | None, int | None]:
-    lo = m.ge if m.ge is not None else (m.gt + 1 if m.gt is not None else None)
-    hi = m.le if m.le is not None else (m.lt - 1 if m.lt is not None else None)
-    return (None if lo is None else int(lo)), (None if hi is None else int(hi))
-
-
 def _float_step(value: Any, m: FieldMeta) -> float:
     if m.le is not None and m.le <= 3:
         return 0.01
@@ -50,25 +44,38 @@ def _widget(section: str, m: FieldMeta, value: Any) -> Any:
         index = options.index(value) if value in options else 0
         return st.selectbox(label, options, index=index, key=key, help=help_,
                             format_func=lambda o: "auto" if o is None else str(o))
+    # No min_value / max_value on the widget: the browser would refuse an out-of-range value with
+    # only a tooltip and keep the old one. The value goes through; validation names the bound.
     if m.kind == "int":
-        lo, hi = _int_bounds(m)
-        return st.number_input(label, value=None if value is None else int(value), min_value=lo, max_value=hi,
-                               step=1, format="%d", key=key, help=help_,
-                               placeholder="auto" if m.optional else None)
+        return st.number_input(label, value=None if value is None else int(value), step=1, format="%d", key=key,
+                               help=help_, placeholder="auto" if m.optional else None)
     if m.kind == "float":
-        lo = float(m.ge) if m.ge is not None else None
-        hi = float(m.le) if m.le is not None else None
-        return st.number_input(label, value=None if value is None else float(value), min_value=lo, max_value=hi,
-                               step=_float_step(value, m), format="%g", key=key, help=help_,
-                               placeholder="auto" if m.optional else None)
+        return st.number_input(label, value=None if value is None else float(value), step=_float_step(value, m),
+                               format="%g", key=key, help=help_, placeholder="auto" if m.optional else None)
     text = "" if value is None else str(value)
     return st.text_input(label, value=text, key=key, help=help_, max_chars=m.max_length)
+
+
+def pending(section: str) -> dict[str, Any]:
+    """The user's values of ``section`` that did not validate, by dotted field ({} when none):
+    shown again in their fields (also after visiting another page) and reported as not applied."""
+    saved = st.session_state.get(f"cfg.pending.{section}") or {}
+    return dict(saved.get("values", {})) if saved.get("gen") == state.generation(section) else {}
+
+
+def _remember(section: str, draft: dict[str, Any], current: dict[str, Any], metas: list[FieldMeta]) -> None:
+    values = {m.dotted: get_in(draft, m.path) for m in metas if get_in(draft, m.path) != get_in(current, m.path)}
+    st.session_state[f"cfg.pending.{section}"] = {"gen": state.generation(section), "values": values}
 
 
 def render_fields(section: str, *, expanded_groups: int = 99) -> tuple[dict[str, Any], dict[str, Any]]:
     """Draw every scalar field of ``section``; returns (draft dict, {dotted: placeholder})."""
     cls = SPEC_CLASS[section]
     current = state.section_dict(section)
+    held = pending(section)
+    shown = copy.deepcopy(current)
+    for dotted, v in held.items():
+        set_in(shown, tuple(dotted.split(".")), v)
     draft = copy.deepcopy(current)
     slots: dict[str, Any] = {"": st.empty()}
     for gi, (title, metas) in enumerate(grouped_fields(section, cls)):
@@ -79,7 +86,7 @@ def render_fields(section: str, *, expanded_groups: int = 99) -> tuple[dict[str,
             cols = st.columns(COLUMNS)
             for i, m in enumerate(metas):
                 with cols[i % COLUMNS]:
-                    value = _widget(section, m, get_in(current, m.path))
+                    value = _widget(section, m, get_in(shown, m.path))
                     if m.optional and m.kind == "str" and value == "":
                         value = None
                     set_in(draft, m.path, value)
@@ -88,7 +95,7 @@ def render_fields(section: str, *, expanded_groups: int = 99) -> tuple[dict[str,
     if texts:
         with st.expander("Provenance (name of sources, citations)", expanded=False):
             for m in texts:
-                value = st.text_area(m.label, value=get_in(current, m.path) or "", key=widget_key(section, m.dotted),
+                value = st.text_area(m.label, value=get_in(shown, m.path) or "", key=widget_key(section, m.dotted),
                                      help=m.help_text(), max_chars=m.max_length, height=90)
                 set_in(draft, m.path, value)
                 slots[m.dotted] = st.empty()
@@ -138,10 +145,14 @@ def commit(section: str, draft: dict[str, Any], slots: dict[str, Any]) -> Issues
     from .config_io import validate_section
 
     canon, issues = validate_section(section, draft)
+    current = state.section_dict(section)
     if canon is not None:
-        if canon != state.section_dict(section):
+        st.session_state.pop(f"cfg.pending.{section}", None)
+        if canon != current:
             state.set_section(section, canon, "edited", reset_widgets=False)
             state.sync_link()
         return []
+    cls = SPEC_CLASS[section]
+    _remember(section, draft, current, [m for _, ms in grouped_fields(section, cls) for m in ms] + text_fields(cls))
     show_issues(section, issues, slots)
     return issues

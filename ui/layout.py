@@ -54,6 +54,11 @@ def boot(title: str) -> None:
     sidebar()
     show_notices()
     link_warning()
+    from .editor import stale_warning  # editor imports layout
+
+    for section in ("model", "system", "strategy"):
+        if title.lower() != section:  # the editor itself says it next to the form
+            stale_warning(section)
 
 
 def scenario_download(key: str, label: str = "Download the scenario JSON") -> None:
