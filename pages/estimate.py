@@ -1,19 +1,25 @@
 """Estimate: headline figures, time breakdown, MFU-loss waterfall, memory per stage, cost and
 token budget, pinned-scenario comparison, downloads. Numbers come from the engine's Report."""
 
-import json
-
 import pandas as pd
 import streamlit as st
 
 from ui import state
-from ui.charts import compare_chart, memory_stage_chart, mfu_waterfall_chart, time_breakdown_chart
+from ui.charts import memory_stage_chart, mfu_waterfall_chart, time_breakdown_chart
 from ui.engine import estimate_report
 from ui.layout import boot, issues_box
-from ui.report_io import budget, compare_rows, report_csv, report_json
+from ui.compare import compare_section
+from ui.report_io import budget, report_csv, report_json
 from ui.labels import HFU_HELP, MFU_HELP, PEAK_LABEL, memory_help, mfu_causal_note
 from ui.text import md
 from ui.units import fmt_count, fmt_flops, fmt_gib, fmt_num, fmt_pct, fmt_time, fmt_usd
+
+
+def _keep_budget() -> None:
+    value = st.session_state.get("budget.tokens")
+    if value is not None:
+        state.set_budget(value)
+
 
 boot("Estimate")
 st.title("Estimate")
@@ -72,7 +78,7 @@ with b:
 
 # ---- memory --------------------------------------------------------------------------------
 st.subheader("Memory per pipeline stage")
-a, b = st.columns([3, 2], gap="large")
+a, b = st.columns([1, 1], gap="large")
 with a:
     st.altair_chart(memory_stage_chart(r["memory_by_stage"], r["memory_capacity_gib"]), width="stretch")
 with b:
@@ -93,9 +99,10 @@ with b:
 st.subheader("Cost and training budget")
 a, b = st.columns([1, 3], gap="large")
 with a:
-    tokens_b = st.number_input("Token budget [billion tokens]", min_value=0.001, max_value=1e6, value=1000.0,
-                               step=100.0, format="%g", key="budget.tokens",
-                               help="Tokens to train on; time and cost follow from the reported throughput.")
+    tokens_b = st.number_input("Token budget [billion tokens]", min_value=0.001, max_value=1e6, value=state.budget(),
+                               step=100.0, format="%g", key="budget.tokens", on_change=_keep_budget,
+                               help="Tokens to train on; time and cost follow from the reported throughput. "
+                                    "Kept when you change page, and in the share link.")
 bud = budget(r, tokens_b * 1e9)
 with b:
     c = st.columns(5)
@@ -106,30 +113,7 @@ with b:
     c[4].metric("Energy at TDP", f"{fmt_num(bud['energy_mwh'])} MWh")
 
 # ---- comparison ----------------------------------------------------------------------------
-st.subheader("Compare pinned scenarios")
-a, b, c2 = st.columns([3, 1, 1], vertical_alignment="bottom")
-label = a.text_input("Label for this scenario", value=f"{sc['model']['name']} · {sc['system']['num_gpus']} GPUs · "
-                     f"tp{sc['strategy']['tp']} pp{sc['strategy']['pp']} {sc['strategy']['schedule']}"[:80], key="pin.label")
-if b.button("Pin this scenario", key="pin.add", icon=":material/push_pin:", width="stretch"):
-    if not state.pin(label):
-        st.toast("Already pinned.")
-if c2.button("Clear pins", key="pin.clear", disabled=not state.pins(), width="stretch"):
-    state.clear_pins()
-pinned = []
-for p in state.pins():
-    pr = estimate_report(p["json"])
-    if pr["ok"]:
-        pinned.append((p["label"], json.loads(p["json"]), pr["report"]))
-if pinned:
-    items = pinned + ([("current (unpinned)", sc, r)] if all(json.loads(p["json"]) != sc for p in state.pins()) else [])
-    rows = compare_rows(items)
-    fmt = {"step time [s]": "%.3f", "tokens/s": "localized", "tokens/s/GPU": "localized", "USD / 1M tokens": "%.4f"}
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", column_config={
-        k: st.column_config.NumberColumn(format=fmt.get(k, "%.1f")) for k in rows[0]
-        if k in fmt or "[" in k})
-    st.altair_chart(compare_chart([{"label": lab, "breakdown_s": rep["breakdown_s"]} for lab, _, rep in items]), width="stretch")
-else:
-    st.caption("Pin scenarios to compare them side by side (step time, MFU, memory, cost). Pins stay for this browser session.")
+compare_section(sc, r)
 
 # ---- downloads -----------------------------------------------------------------------------
 st.subheader("Downloads")

@@ -78,10 +78,16 @@ def render_fields(section: str, *, expanded_groups: int = 99) -> tuple[dict[str,
         set_in(shown, tuple(dotted.split(".")), v)
     draft = copy.deepcopy(current)
     slots: dict[str, Any] = {"": st.empty()}
+    saved = st.session_state.get(f"ui.open.{section}") or {}
+    opened: set[str] = set(saved.get("groups", ())) if saved.get("gen") == state.generation(section) else set()
     for gi, (title, metas) in enumerate(grouped_fields(section, cls)):
         # the first group and any group with a non-default value open; all-default groups (MLA of
-        # a GQA model, MoE of a dense one) stay folded
-        expanded = gi < expanded_groups and (gi == 0 or not all(m.at_default(get_in(current, m.path)) for m in metas))
+        # a GQA model, MoE of a dense one) stay folded; once open, a group stays open (for this section's generation): a value edited back
+        # to its default does not fold the group away under the user's pointer
+        expanded = gi < expanded_groups and (gi == 0 or title in opened
+                                             or not all(m.at_default(get_in(current, m.path)) for m in metas))
+        if expanded:
+            opened.add(title)
         with st.expander(title, expanded=expanded):
             cols = st.columns(COLUMNS)
             for i, m in enumerate(metas):
@@ -91,6 +97,7 @@ def render_fields(section: str, *, expanded_groups: int = 99) -> tuple[dict[str,
                         value = None
                     set_in(draft, m.path, value)
                     slots[m.dotted] = st.empty()
+    st.session_state[f"ui.open.{section}"] = {"gen": state.generation(section), "groups": sorted(opened)}
     texts = text_fields(cls)
     if texts:
         with st.expander("Provenance (name of sources, citations)", expanded=False):
