@@ -19,7 +19,8 @@ APP_NAME = "simengine studio"
 FAVICON = Path(__file__).resolve().parent.parent / "assets" / "favicon.png"
 ROUTER_FLAG = "studio.router"  # set by app.py on every run it makes (st.navigation is active)
 NAME_CHARS = 120  # names shown in the scenario glance
-LINK_BOX_CHARS, LINK_BOX_PX = 1500, 220  # a longer share link scrolls in a box of this height
+LINK_BOX_CHARS, LINK_BOX_PX = 1500, 220
+SHORT_LINK_CHARS = 200  # a longer share link folds into an expander in the sidebar (copy button there)  # a longer share link scrolls in a box of this height
 
 # (script path relative to app.py, label, icon)
 PAGES: list[tuple[str, str, str]] = [
@@ -44,8 +45,14 @@ div[data-testid="stVerticalBlock"] {gap: 0.55rem;}
 """
 
 
+def page_slug(path: str) -> str:
+    """``pages/estimate.py`` → ``estimate`` (the ``page`` parameter of a share link)."""
+    return Path(path).stem
+
+
 def boot(title: str) -> None:
     """Call first on every page: config, scenario from the link or session, sidebar, notices."""
+    st.session_state["ui.page"] = next((page_slug(p) for p, label, _ in PAGES if label == title), "home")
     icon = str(FAVICON) if FAVICON.is_file() else None  # local file: no font CDN needed offline
     st.set_page_config(page_title=f"{title} · {APP_NAME}", page_icon=icon, layout="wide",
                        initial_sidebar_state="expanded")
@@ -102,9 +109,14 @@ def sidebar() -> None:
         if share.token_too_long(params):
             st.caption("No share link: this scenario is too large for one (see the warning on the page).")
             return
-        st.caption("Share link (reproduces this scenario)")
         url = state.share_url()
-        st.code(url, language=None, wrap_lines=True, height=LINK_BOX_PX if len(url) > LINK_BOX_CHARS else "content")
+        if len(url) <= SHORT_LINK_CHARS:
+            st.caption("Share link (reproduces this scenario)")
+            st.code(url, language=None, wrap_lines=True)
+        else:  # a calibrated or catalogue system: thousands of characters would bury the sidebar
+            st.caption(f"Share link: {len(url):,} characters (the address bar holds it too).")
+            with st.expander("Show or copy the share link", icon=":material/link:"):
+                st.code(url, language=None, wrap_lines=True, height=LINK_BOX_PX if len(url) > LINK_BOX_CHARS else "content")
         if len(params.get("s", "")) > share.LONG_LINK_CHARS:
             st.caption(f"A long link ({len(url):,} characters): some proxies and servers refuse addresses over "
                        f"~{share.LONG_LINK_CHARS // 1000}k characters, so keep the scenario JSON (Home page) as well.")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from typing import Any
+from urllib.parse import urlsplit
 
 import streamlit as st
 
@@ -34,7 +35,7 @@ from .text import clip, md
 LINK_KEYS = ("s", "preset")
 EXTRA_KEYS = ("pins", "budget")  # link parameters beyond the scenario (ui.pins)
 # Query parameters Streamlit itself understands; left alone and not reported.
-STREAMLIT_KEYS = {"embed", "embed_options"}
+STREAMLIT_KEYS = {"embed", "embed_options", "page"}  # "page": consumed by app.py (share links name the page)
 DEFAULT_SIZE = "small"
 MAX_PINS = pin_link.MAX_PINS
 
@@ -167,12 +168,19 @@ def sync_link() -> None:
 
 
 def share_url() -> str:
+    """The address that reproduces this session's scenario, pins and budget on this page: the
+    server's root with ``page=`` (see app.py for why no page path)."""
     base = ""
     try:
         base = st.context.url or ""
     except Exception:  # noqa: BLE001 — no browser context (tests)
         base = ""
-    return (base.rstrip("/") if base else "") + share.link_query(address())
+    parts = urlsplit(base)
+    prefix = str(st.get_option("server.baseUrlPath") or "").strip("/")
+    root = f"{parts.scheme}://{parts.netloc}/" + (prefix + "/" if prefix else "") if parts.netloc else ""
+    page = _ss().get("ui.page", "home")
+    query = share.link_query(address())
+    return root + (f"?page={page}&" + query[1:] if page != "home" else query)
 
 
 def _incoming() -> tuple[dict[str, list[str]], dict[str, list[str]], list[str]]:
