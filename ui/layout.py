@@ -41,6 +41,7 @@ _CSS = """
 [data-testid="stExpander"] details summary p {font-weight: 600;}
 [data-testid="stSidebar"] [data-testid="stCode"] code {font-size: 0.68rem; word-break: break-all; white-space: pre-wrap;}
 div[data-testid="stVerticalBlock"] {gap: 0.55rem;}
+@media (max-width: 640px) {.block-container {padding-left: 0.8rem; padding-right: 0.8rem; padding-top: 3rem;}}
 </style>
 """
 
@@ -55,7 +56,7 @@ def boot(title: str) -> None:
     st.session_state["ui.page"] = next((page_slug(p) for p, label, _ in PAGES if label == title), "home")
     icon = str(FAVICON) if FAVICON.is_file() else None  # local file: no font CDN needed offline
     st.set_page_config(page_title=f"{title} · {APP_NAME}", page_icon=icon, layout="wide",
-                       initial_sidebar_state="expanded")
+                       initial_sidebar_state="auto")  # "auto": folded on a phone, open on a desktop
     st.html(_CSS)
     state.ensure_scenario()
     sidebar()
