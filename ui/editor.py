@@ -107,31 +107,31 @@ def toolbar(section: str) -> None:
 
 def editor_page(section: str, title: str, intro: str, figures: Callable[[], None],
                 before_form: Callable[[], None] | None = None,
-                tables: Callable[[dict[str, Any], dict[str, Any]], None] | None = None) -> None:
+                tables: Callable[[dict[str, Any]], dict[str, list]] | None = None) -> None:
+    """Field edits are applied by the widgets' callbacks (``form.apply_edit``) before this runs,
+    so one rerun draws figures, sidebar and form from the same scenario (no second rerun)."""
     st.title(title)
     st.caption(intro + f" Current {section}: **{md(state.section_dict(section).get('name', ''), 120)}** "
                f"({md(state.origin(section) or 'default', 120)}).")
     toolbar(section)
-    stale = st.empty()  # "not applied" banner, filled once the form has been validated
+    stale_warning(section, here=True)
     figures()
     if before_form:
         before_form()
     cross = [(f, m) for f, m in state.scenario_issues() if not f.startswith(section + ".")]
     if cross:
         issues_box(cross, "Problems between sections (the scenario cannot be estimated until they are fixed)")
-    draft, slots = form.render_fields(section)
+    held = form.pending_issues(section)
+    own = held or [(f, m) for f, m in state.scenario_issues() if f.startswith(section + ".")]
+    banner = st.container()
+    rest = form.render_fields(section, own)
+    if rest:
+        with banner:
+            st.error(("Not applied: " if held else "") + "  \n".join(md(m, 600) for ms in rest.values() for m in ms), icon="⚠️")
     if tables:
-        tables(draft, slots)
-    own = [(f, m) for f, m in state.scenario_issues() if f.startswith(section + ".")]
-    before = state.section_json(section)
-    issues = form.commit(section, draft, slots)
-    if issues:
-        with stale.container():
-            stale_warning(section, here=True)
-    if state.section_json(section) != before:
-        st.rerun()  # derived figures, sidebar and link above the form follow the edit
-    if own and not issues:
-        form.show_issues(section, own, slots)
+        slots: dict[str, Any] = {"": st.empty()}
+        if form.commit_tables(section, tables(slots), slots):
+            st.rerun()  # derived figures, sidebar and link above the tables follow the edit
 
 
 def stale_warning(section: str, here: bool = False) -> None:
