@@ -5,7 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from ui import state
-from ui.charts import memory_stage_chart, mfu_waterfall_chart, time_breakdown_chart
+from ui.chart_cache import draw, estimate_specs
 from ui.engine import estimate_report
 from ui.layout import boot, issues_box
 from ui.compare import compare_section
@@ -69,18 +69,20 @@ st.caption(f"{r['num_gpus']:,} GPUs · dp {r['dp']} · {r['num_microbatches']} m
            f"({fmt_count(r['num_active_parameters'])} active) · {fmt_flops(r['model_flops_per_step'])} model FLOPs/step · "
            f"bubble {fmt_pct(r['bubble_fraction'])}")
 
+specs = estimate_specs(state.scenario_json(), r)
+
 # ---- time ----------------------------------------------------------------------------------
 a, b = st.columns(2, gap="large")
 with a:
-    st.altair_chart(time_breakdown_chart(r["breakdown_s"], r["step_time_s"]), width="stretch")
+    draw(specs["breakdown"])
 with b:
-    st.altair_chart(mfu_waterfall_chart(r), width="stretch")
+    draw(specs["waterfall"])
 
 # ---- memory --------------------------------------------------------------------------------
 st.subheader("Memory per pipeline stage")
 a, b = st.columns([1, 1], gap="large")
 with a:
-    st.altair_chart(memory_stage_chart(r["memory_by_stage"], r["memory_capacity_gib"]), width="stretch")
+    draw(specs["memory"])
 with b:
     mdf = pd.DataFrame(r["memory_by_stage"])
     brief = mdf[["stage", "peak_gib", "reserved_gib", "activations_gib", "inflight_microbatches"]].rename(columns={

@@ -7,12 +7,12 @@ import streamlit as st
 
 from simengine.config import StrategySpec
 from ui import state
-from ui.charts import gantt_chart, memory_time_chart
+from ui.chart_cache import draw, gantt_view, memory_view
 from ui.config_io import cross_issues, validate_section
 from ui.engine import MAX_TRACE_SPANS, chrome_trace, timeline
 from ui.labels import SIM_PEAK_LABEL, fits, reserved_gib
 from ui.layout import boot, issues_box
-from ui.timeline_data import MAX_EXACT_SPANS, MAX_GANTT_RANKS, gantt_frame, memory_frame, representative_ranks
+from ui.timeline_data import MAX_EXACT_SPANS, MAX_GANTT_RANKS, representative_ranks
 from ui.text import issues_md, md
 from ui.units import fmt_gib, fmt_pct, fmt_time
 
@@ -137,14 +137,15 @@ if n_ranks > MAX_GANTT_RANKS:
     st.caption(f"{n_ranks:,} pipeline ranks: the chart and the memory curves show {len(shown_ranks)} of them (by default "
                "the first and last two, the ranks with the largest bubble, and evenly spaced ranks in between). "
                "The per-rank table below lists every rank.")
-gdf, aggregated, rows = gantt_frame(spans, window[0] / 1e3, window[1] / 1e3, ranks=shown_ranks)
-if aggregated:
+view_key = (state.scenario_json(), (float(window[0]), float(window[1])),
+            tuple(shown_ranks) if shown_ranks is not None else None)
+gantt = gantt_view(*view_key, bool(labels), spans)
+if gantt["aggregated"]:
     st.caption(f"{len(spans):,} spans in the step; more than {MAX_EXACT_SPANS:,} in this window, so each row shows the "
                "dominant phase per time bin (opacity = busy share). Narrow the window for individual spans.")
 else:
-    st.caption(f"{len(gdf):,} spans shown. Colour = phase; hover for micro-batch, chunk and times.")
-st.altair_chart(gantt_chart(gdf, rows, aggregated, x_domain=(window[0], window[1]), show_labels=labels and not aggregated),
-                width="stretch")
+    st.caption(f"{gantt['shown']:,} spans shown. Colour = phase; hover for micro-batch, chunk and times.")
+draw(gantt["spec"])
 
 # ---- per rank ------------------------------------------------------------------------------
 st.subheader("Per rank")
@@ -156,12 +157,9 @@ for col in ["compute_s", "exposed_comm_s", "hidden_comm_s"] + exposed_cols:
 view = view.rename(columns={"peak_gib": "peak [GiB]"})
 st.dataframe(view, hide_index=True, width="stretch", height=min(400, 38 + 35 * len(view)), column_config={
     k: st.column_config.NumberColumn(format="%.2f") for k in view.columns if k != "rank"})
-memory = tl["memory"]
-if shown_ranks is not None and len(memory):
-    memory = memory[memory["rank"].isin(shown_ranks)]
-mem = memory_frame(memory)
-if len(mem):
+mem_spec = memory_view(view_key[0], view_key[2], float(system["gpu"]["memory_gib"]), tl["memory"])
+if mem_spec is not None:
     st.caption("Allocated bytes per rank over the step; the red dashed line is the GPU's capacity.")
-    st.altair_chart(memory_time_chart(mem, system["gpu"]["memory_gib"]), width="stretch")
+    draw(mem_spec)
 else:
     st.caption("No memory-over-time series in this timeline.")
