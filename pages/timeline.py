@@ -105,47 +105,51 @@ if peak is not None and not fits(peak, strategy, system):
 
 # ---- Gantt ---------------------------------------------------------------------------------
 st.subheader("Pipeline")
-total_ms = max(step * 1e3, 1e-6)
-a, b, c3 = st.columns([4, 1, 1], vertical_alignment="bottom")
-with a:
-    window = st.slider("Time window [ms]", 0.0, float(round(total_ms, 3)), (0.0, float(round(total_ms, 3))),
-                       key=f"tl.window.{hash(state.scenario_json())}", help="Narrow the window to see individual spans of a large timeline; "
-                       "the chart also zooms with the mouse wheel and pans by dragging.")
-with b:
-    labels = st.toggle("Micro-batch labels", value=False, key="tl.labels")
-with c3:
-    if len(spans) > MAX_TRACE_SPANS:
-        st.download_button("Chrome trace", b"", disabled=True, key="dl.trace", icon=":material/download:",
-                           help=f"Not offered: {len(spans):,} spans (more than {MAX_TRACE_SPANS:,}).")
+
+
+@st.fragment
+def gantt_section(scenario_text: str, spans, total_ms: float, shown_ranks) -> None:
+    """Window slider, labels toggle and the chart: a fragment, so moving the window redraws only
+    the chart (not the whole page)."""
+    a, b = st.columns([5, 1], vertical_alignment="bottom")
+    with a:
+        window = st.slider("Time window [ms]", 0.0, float(round(total_ms, 3)), (0.0, float(round(total_ms, 3))),
+                           key=f"tl.window.{hash(scenario_text)}", help="Narrow the window to see individual spans of a "
+                           "large timeline; the chart also zooms with the mouse wheel and pans by dragging.")
+    with b:
+        labels = st.toggle("Micro-batch labels", value=False, key="tl.labels")
+    gantt = gantt_view(scenario_text, (float(window[0]), float(window[1])),
+                       tuple(shown_ranks) if shown_ranks is not None else None, bool(labels), spans)
+    if gantt["aggregated"]:
+        st.caption(f"{len(spans):,} spans in the step; more than {MAX_EXACT_SPANS:,} in this window, so each row shows "
+                   "the dominant phase per time bin (opacity = busy share). Narrow the window for individual spans.")
     else:
-        scenario_text = state.scenario_json()  # captured now: the callable runs later, outside this script run
-        st.download_button("Chrome trace", lambda: chrome_trace(scenario_text, "simengine"),
-                           file_name="simengine-trace.json", mime="application/json", icon=":material/download:",
-                           on_click="ignore", key="dl.trace", help="Open in Perfetto (ui.perfetto.dev) or chrome://tracing.")
+        st.caption(f"{gantt['shown']:,} spans shown. Colour = phase; hover for micro-batch, chunk and times.")
+    draw(gantt["spec"])
+
+
+scenario_text = state.scenario_json()  # captured now: the trace callable runs later, outside this script run
 if len(spans) > MAX_TRACE_SPANS:
+    st.download_button("Chrome trace", b"", disabled=True, key="dl.trace", icon=":material/download:",
+                       help=f"Not offered: {len(spans):,} spans (more than {MAX_TRACE_SPANS:,}).")
     st.caption(f"No Chrome trace for this step: it has {len(spans):,} spans, more than the {MAX_TRACE_SPANS:,} a trace "
                "file is offered for (it would be hundreds of MB of JSON). Fewer micro-batches or stages make one.")
-
+else:
+    st.download_button("Chrome trace", lambda: chrome_trace(scenario_text, "simengine"),
+                       file_name="simengine-trace.json", mime="application/json", icon=":material/download:",
+                       on_click="ignore", key="dl.trace", help="Open in Perfetto (ui.perfetto.dev) or chrome://tracing.")
 n_ranks = len(ranks)
 shown_ranks = None
 if n_ranks > MAX_GANTT_RANKS:
     default = representative_ranks(ranks, n_ranks)
     shown_ranks = st.multiselect(
         f"Ranks drawn (at most {MAX_GANTT_RANKS} of {n_ranks:,})", list(range(n_ranks)), default=default,
-        max_selections=MAX_GANTT_RANKS, key=f"tl.ranks.{hash(state.scenario_json())}",
+        max_selections=MAX_GANTT_RANKS, key=f"tl.ranks.{hash(scenario_text)}",
         help="A deep pipeline is drawn for a few representative ranks; add or remove ranks here.") or default
     st.caption(f"{n_ranks:,} pipeline ranks: the chart and the memory curves show {len(shown_ranks)} of them (by default "
                "the first and last two, the ranks with the largest bubble, and evenly spaced ranks in between). "
                "The per-rank table below lists every rank.")
-view_key = (state.scenario_json(), (float(window[0]), float(window[1])),
-            tuple(shown_ranks) if shown_ranks is not None else None)
-gantt = gantt_view(*view_key, bool(labels), spans)
-if gantt["aggregated"]:
-    st.caption(f"{len(spans):,} spans in the step; more than {MAX_EXACT_SPANS:,} in this window, so each row shows the "
-               "dominant phase per time bin (opacity = busy share). Narrow the window for individual spans.")
-else:
-    st.caption(f"{gantt['shown']:,} spans shown. Colour = phase; hover for micro-batch, chunk and times.")
-draw(gantt["spec"])
+gantt_section(scenario_text, spans, max(step * 1e3, 1e-6), shown_ranks)
 
 # ---- per rank ------------------------------------------------------------------------------
 st.subheader("Per rank")
@@ -157,7 +161,8 @@ for col in ["compute_s", "exposed_comm_s", "hidden_comm_s"] + exposed_cols:
 view = view.rename(columns={"peak_gib": "peak [GiB]"})
 st.dataframe(view, hide_index=True, width="stretch", height=min(400, 38 + 35 * len(view)), column_config={
     k: st.column_config.NumberColumn(format="%.2f") for k in view.columns if k != "rank"})
-mem_spec = memory_view(view_key[0], view_key[2], float(system["gpu"]["memory_gib"]), tl["memory"])
+mem_spec = memory_view(scenario_text, tuple(shown_ranks) if shown_ranks is not None else None,
+                       float(system["gpu"]["memory_gib"]), tl["memory"])
 if mem_spec is not None:
     st.caption("Allocated bytes per rank over the step; the red dashed line is the GPU's capacity.")
     draw(mem_spec)
