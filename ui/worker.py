@@ -7,7 +7,8 @@ pp · vpp · micro-batches, measured at ~30 µs each on this machine: ``medium``
 runs in a child process forked from a ``forkserver`` (started once per server, engine
 pre-imported), at most ``MAX_WORKERS`` at a time for the whole server, at most one per session,
 under a per-call timeout and a per-session budget of worker seconds. The child runs niced with a
-memory cap. While it runs the script thread polls, drawing the elapsed time: any interaction
+memory cap. (A forkserver child imports the server's ``__main__`` as ``__mp_main__``: Streamlit's
+entry points guard ``main()``, as any script starting a worker must.) While it runs the script thread polls, drawing the elapsed time: any interaction
 (the Cancel button, another page) stops the script run, and the ``finally`` kills the child.
 """
 
@@ -96,7 +97,12 @@ def _run_child(kind: str, scenario_json: str, spent: dict[str, Any], tick) -> di
                                                      "fewer layers, micro-batches or virtual stages make it faster")]}
             if tick is not None:
                 tick(elapsed)
-        result = recv.recv()
+        try:
+            result = recv.recv()
+        except (EOFError, OSError):  # the child died before answering (killed, out of memory, bad start)
+            proc.join(1)
+            return {"ok": False, "issues": [("", f"the engine worker stopped (exit code {proc.exitcode}) before "
+                                                 "answering, probably out of memory")]}
         result["issues"] = [tuple(i) for i in result.get("issues", [])]
         return result
     finally:
