@@ -6,7 +6,7 @@ until the page is idle again), opening Model, Strategy, Estimate and Timeline fr
 and a Timeline schedule switch. Each figure is the median of N tries (each edit uses a value not
 seen before, so no cached result is reused). Input-to-idle is measured from the input to the
 moment the page has no running script and no stale element (``bench_studio_server.wait_idle``);
-the idle check itself polls, so figures carry ~±20 ms.
+the idle check polls every animation frame, so figures carry ~±20 ms.
 """
 
 from __future__ import annotations

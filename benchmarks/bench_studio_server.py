@@ -90,9 +90,9 @@ def chromium_path() -> str | None:
     raise RuntimeError("no Chromium: run `python -m playwright install chromium`")
 
 
-def wait_idle(page, timeout_ms: int = 60_000, settle_ms: int = 120) -> None:
-    """Until the script run finished and nothing on the page is stale (twice, ``settle_ms`` apart:
-    a rerun that starts right after an input is not missed)."""
+def wait_idle(page, timeout_ms: int = 60_000) -> None:
+    """Until the script run finished and nothing on the page is stale, then two animation frames
+    (the browser painted) and the same check again (a rerun that starts late is not missed)."""
     page.wait_for_function(IDLE_JS, timeout=timeout_ms)
-    page.wait_for_timeout(settle_ms)
+    page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
     page.wait_for_function(IDLE_JS, timeout=timeout_ms)
