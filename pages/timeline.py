@@ -108,7 +108,7 @@ st.subheader("Pipeline")
 
 
 @st.fragment
-def gantt_section(scenario_text: str, spans, total_ms: float, shown_ranks) -> None:
+def gantt_section(scenario_text: str, spans, total_ms: float, shown_ranks, pre=None) -> None:
     """Window slider, labels toggle and the chart: a fragment, so moving the window redraws only
     the chart (not the whole page)."""
     a, b = st.columns([5, 1], vertical_alignment="bottom")
@@ -119,7 +119,7 @@ def gantt_section(scenario_text: str, spans, total_ms: float, shown_ranks) -> No
     with b:
         labels = st.toggle("Micro-batch labels", value=False, key="tl.labels")
     gantt = gantt_view(scenario_text, (float(window[0]), float(window[1])),
-                       tuple(shown_ranks) if shown_ranks is not None else None, bool(labels), spans)
+                       tuple(shown_ranks) if shown_ranks is not None else None, bool(labels), spans, pre)
     if gantt["aggregated"]:
         st.caption(f"{len(spans):,} spans in the step; more than {MAX_EXACT_SPANS:,} in this window, so each row shows "
                    "the dominant phase per time bin (opacity = busy share). Narrow the window for individual spans.")
@@ -149,7 +149,7 @@ if n_ranks > MAX_GANTT_RANKS:
     st.caption(f"{n_ranks:,} pipeline ranks: the chart and the memory curves show {len(shown_ranks)} of them (by default "
                "the first and last two, the ranks with the largest bubble, and evenly spaced ranks in between). "
                "The per-rank table below lists every rank.")
-gantt_section(scenario_text, spans, max(step * 1e3, 1e-6), shown_ranks)
+gantt_section(scenario_text, spans, max(step * 1e3, 1e-6), shown_ranks, tl.get("gantt_full"))
 
 # ---- per rank ------------------------------------------------------------------------------
 st.subheader("Per rank")

@@ -80,3 +80,33 @@ def test_one_heavy_call_per_session_and_a_budget():
     with pytest.raises(worker.Busy, match="heavy computation for now"):
         worker.run("estimate", dumps(HEAVY), "s-budget", spent)
     assert worker._SLOTS._value == worker.MAX_WORKERS  # every slot was given back
+
+
+def test_worker_thins_memory_series_and_keeps_every_ranks_peak():
+    import numpy as np
+    import pandas as pd
+
+    from ui.timeline_data import MEMORY_POINTS, memory_frame
+    from ui.worker_tasks import _thin_memory
+
+    rng = np.random.default_rng(3)
+    n = 40_000
+    full = pd.DataFrame({"rank": np.repeat(np.arange(4), n), "t_s": np.tile(np.linspace(0, 2.0, n), 4),
+                         "bytes": rng.uniform(1e9, 5e10, 4 * n)})
+    thin = _thin_memory(full)
+    assert list(thin.columns) == ["rank", "t_s", "bytes"] and len(thin) <= 4 * MEMORY_POINTS
+    a, b = memory_frame(full), memory_frame(thin)
+    assert np.allclose(a.groupby("rank")["GiB"].max(), b.groupby("rank")["GiB"].max())
+
+
+def test_heavy_timeline_first_view_is_computed_by_the_worker(monkeypatch):
+    import ui.chart_cache as cc
+
+    def boom(*_a, **_k):
+        raise AssertionError("the script thread aggregated a heavy timeline")
+
+    monkeypatch.setattr(cc, "gantt_frame", boom)
+    at = open_page("pages/timeline.py", s=encode_token(HEAVY))
+    assert not at.exception, [e.value for e in at.exception]
+    assert "more than 5,000" in texts(at.caption) and "Does not fit" in texts(at.error)
+    assert len(at.get("vega_lite_chart")) >= 2

@@ -42,10 +42,14 @@ def estimate_specs(scenario_json: str, _report: dict[str, Any]) -> dict[str, dic
 
 @st.cache_data(max_entries=ENTRIES, show_spinner=False)
 def gantt_view(scenario_json: str, window_ms: tuple[float, float], ranks: tuple[int, ...] | None, labels: bool,
-               _spans: Any) -> dict[str, Any]:
-    """{"spec", "aggregated", "shown"} of the Gantt chart of a window (ms) and rank subset."""
-    gdf, aggregated, rows = gantt_frame(_spans, window_ms[0] / 1e3, window_ms[1] / 1e3,
-                                        ranks=list(ranks) if ranks is not None else None)
+               _spans: Any, _pre: Any = None) -> dict[str, Any]:
+    """{"spec", "aggregated", "shown"} of the Gantt chart of a window (ms) and rank subset.
+    ``_pre``: ``(window, ranks, gantt_frame result)`` a worker computed already (heavy timelines)."""
+    if _pre is not None and _pre[0] == window_ms and _pre[1] == ranks:
+        gdf, aggregated, rows = _pre[2]
+    else:
+        gdf, aggregated, rows = gantt_frame(_spans, window_ms[0] / 1e3, window_ms[1] / 1e3,
+                                            ranks=list(ranks) if ranks is not None else None)
     chart = gantt_chart(gdf, rows, aggregated, x_domain=window_ms, show_labels=labels and not aggregated)
     return {"spec": spec(chart), "aggregated": aggregated, "shown": len(gdf)}
 

@@ -45,10 +45,37 @@ def timeline(scenario_json: str) -> dict[str, Any]:
         tables["spans"] = compact_spans(tables["spans"])
         mem = tables["memory"]
         if len(mem):
-            tables["memory"] = mem.assign(rank=pd.to_numeric(mem["rank"], downcast="integer"))
+            tables["memory"] = _thin_memory(mem.assign(rank=pd.to_numeric(mem["rank"], downcast="integer")))
+        tables["gantt_full"] = full_view(tables)
         return {"ok": True, **tables}
     except Exception as e:  # noqa: BLE001
         return _issues(e)
+
+
+def full_view(tables: dict[str, Any]) -> tuple[Any, ...]:
+    """The Gantt frame of the page's first view (whole step, default ranks), computed here so a
+    heavy timeline costs the server's script thread nothing but drawing it; keyed as the page's
+    ``ui.chart_cache.gantt_view`` asks for it."""
+    from .timeline_data import MAX_GANTT_RANKS, gantt_frame, representative_ranks
+
+    n = len(tables["ranks"])
+    ranks = tuple(representative_ranks(tables["ranks"], n)) if n > MAX_GANTT_RANKS else None
+    t1_ms = float(round(max(tables["step_time_s"] * 1e3, 1e-6), 3))
+    return ((0.0, t1_ms), ranks, gantt_frame(tables["spans"], 0.0, t1_ms / 1e3, ranks=list(ranks) if ranks else None))
+
+
+def _thin_memory(mem):
+    """Each rank's memory series binned to ``MEMORY_POINTS`` (peaks kept, as the page draws it),
+    in the input's columns: the pipe carries ~100× fewer rows for a deep pipeline, and the page's
+    own ``memory_frame`` gives the same curve (max of bin maxima) from it."""
+    import pandas as pd
+
+    from .timeline_data import MEMORY_POINTS, memory_frame
+
+    n = int(mem["rank"].nunique())
+    thin = memory_frame(mem, max_points=MEMORY_POINTS, max_total=MEMORY_POINTS * max(n, 1))
+    return pd.DataFrame({"rank": pd.to_numeric(thin["rank"], downcast="integer"), "t_s": thin["t_ms"] / 1e3,
+                         "bytes": thin["GiB"] * 2**30})
 
 
 TASKS = {"estimate": estimate, "timeline": timeline}
