@@ -8,12 +8,24 @@ this file) for every request until some session has run this file once after a s
 So every page is self-sufficient: it starts with ``ui.layout.boot()``, which sets the page
 config, reads the scenario from the link (``ui.state.ensure_scenario``) and draws the sidebar
 navigation itself (the built-in one is hidden in both modes). tests/browser proves it.
+
+Share links point at the root with the page as a parameter (``/?page=estimate&s=…``): the
+frontend looks for the server under the page's path first (``/estimate/_stcore/health``, a 404
+by design, streamlit/streamlit#7074) whenever an address with a page path is *loaded*, so links
+the studio hands out avoid page paths; ``page`` selects the page that runs here. No ``st.Page``
+has an icon: a page icon becomes the tab's favicon, fetched from fonts.gstatic.com (offline: a
+failed request); the sidebar draws icons from the bundled font instead.
 """
 
 import streamlit as st
 
-from ui.layout import PAGES, ROUTER_FLAG
+from ui.layout import PAGES, ROUTER_FLAG, page_slug
 
 st.session_state[ROUTER_FLAG] = True  # pages link Home to pages/home.py only when this ran
-pages = [st.Page(path, title=label, icon=icon, default=(i == 0)) for i, (path, label, icon) in enumerate(PAGES)]
+wanted = st.query_params.get("page", "")
+slugs = [page_slug(path) for path, _, _ in PAGES]
+first = slugs.index(wanted) if wanted in slugs else 0
+if "page" in st.query_params:
+    del st.query_params["page"]  # consumed: the page's own address takes over from here
+pages = [st.Page(path, title=label, default=(i == first)) for i, (path, label, _) in enumerate(PAGES)]
 st.navigation(pages, position="hidden").run()

@@ -1,17 +1,25 @@
 """Estimate: headline figures, time breakdown, MFU-loss waterfall, memory per stage, cost and
 token budget, pinned-scenario comparison, downloads. Numbers come from the engine's Report."""
 
-import json
-
 import pandas as pd
 import streamlit as st
 
 from ui import state
-from ui.charts import compare_chart, memory_stage_chart, mfu_waterfall_chart, time_breakdown_chart
+from ui.chart_cache import draw, estimate_specs
 from ui.engine import estimate_report
 from ui.layout import boot, issues_box
-from ui.report_io import budget, compare_rows, report_csv, report_json
+from ui.compare import compare_section
+from ui.report_io import budget, report_csv, report_json
+from ui.labels import HFU_HELP, MFU_HELP, PEAK_LABEL, memory_help, mfu_causal_note
+from ui.text import md
 from ui.units import fmt_count, fmt_flops, fmt_gib, fmt_num, fmt_pct, fmt_time, fmt_usd
+
+
+def _keep_budget() -> None:
+    value = st.session_state.get("budget.tokens")
+    if value is not None:
+        state.set_budget(value)
+
 
 boot("Estimate")
 st.title("Estimate")
@@ -31,63 +39,72 @@ sc = state.scenario_dict()
 c = st.columns(6)
 c[0].metric("Step time", fmt_time(r["step_time_s"]), help="One optimizer step, slowest pipeline rank.")
 c[1].metric("Throughput", f"{fmt_count(r['tokens_per_s'])} tok/s", help=f"{fmt_num(r['tokens_per_s_per_gpu'], ',.0f')} tokens/s per GPU.")
-c[2].metric("MFU", fmt_pct(r["mfu"]), help="Model FLOPs (6·N_active + attention) / (step time · BF16 peak · GPUs).")
-c[3].metric("HFU", fmt_pct(r["hfu"]), help="Hardware FLOPs (model + recompute) / (step time · BF16 peak · GPUs).")
-c[4].metric("Peak memory (reserved)", f"{fmt_num(r['reserved_memory_gib'])} / {fmt_num(r['memory_capacity_gib'])} GiB",
+c[2].metric("MFU", fmt_pct(r["mfu"]), help=MFU_HELP + mfu_causal_note(r))
+c[3].metric("HFU", fmt_pct(r["hfu"]), help=HFU_HELP)
+c[4].metric(PEAK_LABEL, f"{fmt_num(r['peak_memory_gib'])} / {fmt_num(r['memory_capacity_gib'])} GiB",
             "fits" if r["fits"] else "does not fit", delta_color="normal" if r["fits"] else "inverse", delta_arrow="off",
-            help=f"Allocated peak {fmt_num(r['peak_memory_gib'])} GiB on the fullest stage; reserved adds the caching allocator's overhead.")
+            help=memory_help(r))
 c[5].metric("Cost / 1M tokens", fmt_usd(r["cost_per_million_tokens_usd"]), help=f"{fmt_usd(r['cost_per_step_usd'])} per step.")
 band = r.get("uncertainty") or {}
 fmt_band = {"step_time_s": fmt_time, "tokens_per_s": lambda v: f"{fmt_count(v)} tok/s", "mfu": fmt_pct, "peak_memory_gib": fmt_gib}
-names = {"step_time_s": "step time", "tokens_per_s": "throughput", "mfu": "MFU", "peak_memory_gib": "peak memory"}
+names = {"step_time_s": "step time", "tokens_per_s": "throughput", "mfu": "MFU", "peak_memory_gib": "allocated peak memory"}
 parts = [f"{names[k]} {fmt_band[k](lo)} – {fmt_band[k](hi)}" for k, (lo, hi) in band.items() if k in fmt_band]
 if parts:
     st.caption("Uncertainty range from each cost component's relative error: " + " · ".join(parts))
 share = r["reserved_memory_gib"] / r["memory_capacity_gib"] if r["memory_capacity_gib"] else float("nan")
+outside = sc["system"]["gpu"].get("non_torch_gib", 0.0)
+mem_text = (f"{fmt_num(r['peak_memory_gib'])} GiB allocated peak, {fmt_num(r['reserved_memory_gib'])} GiB reserved "
+            f"({fmt_pct(share)} of {fmt_num(r['memory_capacity_gib'])} GiB) + {fmt_num(outside)} GiB outside PyTorch, "
+            "on the fullest stage")
 if r["fits"]:
-    st.success(f"**Fits in memory:** {fmt_num(r['reserved_memory_gib'])} GiB reserved of {fmt_num(r['memory_capacity_gib'])} GiB "
-               f"({fmt_pct(share)}) on the fullest stage.", icon="✅")
+    st.success(f"**Fits in memory:** {mem_text}.", icon="✅")
 else:
-    st.error(f"**Does not fit:** {fmt_num(r['reserved_memory_gib'])} GiB reserved > {fmt_num(r['memory_capacity_gib'])} GiB "
-             f"capacity ({fmt_pct(share)}). Try more tp/pp, recompute, a higher ZeRO stage or a smaller micro-batch.", icon="⛔")
+    st.error(f"**Does not fit:** {mem_text}. Try more tp/pp, recompute, a higher ZeRO stage or a smaller "
+             "micro-batch.", icon="⛔")
 for w in r.get("warnings", []):
     if "does not fit" not in w:
-        st.warning(w)
+        st.warning(md(w, 600))
 st.caption(f"{r['num_gpus']:,} GPUs · dp {r['dp']} · {r['num_microbatches']} micro-batches/step · "
            f"{fmt_count(r['tokens_per_step'])} tokens/step · {fmt_count(r['num_parameters'])} parameters "
            f"({fmt_count(r['num_active_parameters'])} active) · {fmt_flops(r['model_flops_per_step'])} model FLOPs/step · "
            f"bubble {fmt_pct(r['bubble_fraction'])}")
 
+specs = estimate_specs(state.scenario_json(), r)
+
 # ---- time ----------------------------------------------------------------------------------
 a, b = st.columns(2, gap="large")
 with a:
-    st.altair_chart(time_breakdown_chart(r["breakdown_s"], r["step_time_s"]), width="stretch")
+    draw(specs["breakdown"])
 with b:
-    st.altair_chart(mfu_waterfall_chart(r), width="stretch")
+    draw(specs["waterfall"])
 
 # ---- memory --------------------------------------------------------------------------------
 st.subheader("Memory per pipeline stage")
-a, b = st.columns([3, 2], gap="large")
+a, b = st.columns([1, 1], gap="large")
 with a:
-    st.altair_chart(memory_stage_chart(r["memory_by_stage"], r["memory_capacity_gib"]), width="stretch")
+    draw(specs["memory"])
 with b:
     mdf = pd.DataFrame(r["memory_by_stage"])
-    brief = mdf[["stage", "reserved_gib", "activations_gib", "inflight_microbatches"]].rename(columns={
-        "reserved_gib": "reserved [GiB]", "activations_gib": "activations [GiB]", "inflight_microbatches": "in-flight mb"})
+    brief = mdf[["stage", "peak_gib", "reserved_gib", "activations_gib", "inflight_microbatches"]].rename(columns={
+        "peak_gib": "allocated [GiB]", "reserved_gib": "reserved [GiB]", "activations_gib": "activations [GiB]",
+        "inflight_microbatches": "in-flight mb"})
     st.dataframe(brief, hide_index=True, width="stretch", height=min(420, 38 + 35 * len(brief)), column_config={
-        "stage": st.column_config.NumberColumn(width=60),
-        "reserved [GiB]": st.column_config.NumberColumn(format="%.2f", width=115),
-        "activations [GiB]": st.column_config.NumberColumn(format="%.2f", width=130),
-        "in-flight mb": st.column_config.NumberColumn(width=100, help="Micro-batches whose activations are held at the peak.")})
+        "stage": st.column_config.NumberColumn(width=50),
+        "allocated [GiB]": st.column_config.NumberColumn(format="%.2f", width=95, help="Live tensors at the peak."),
+        "reserved [GiB]": st.column_config.NumberColumn(format="%.2f", width=95,
+                                                        help="Allocated + the caching allocator's overhead."),
+        "activations [GiB]": st.column_config.NumberColumn(format="%.2f", width=95),
+        "in-flight mb": st.column_config.NumberColumn(width=80, help="Micro-batches whose activations are held at the peak.")})
     st.caption("Every memory category per stage is in the CSV download.")
 
 # ---- cost and budget -------------------------------------------------------------------------
 st.subheader("Cost and training budget")
 a, b = st.columns([1, 3], gap="large")
 with a:
-    tokens_b = st.number_input("Token budget [billion tokens]", min_value=0.001, max_value=1e6, value=1000.0,
-                               step=100.0, format="%g", key="budget.tokens",
-                               help="Tokens to train on; time and cost follow from the reported throughput.")
+    tokens_b = st.number_input("Token budget [billion tokens]", min_value=0.001, max_value=1e6, value=state.budget(),
+                               step=100.0, format="%g", key="budget.tokens", on_change=_keep_budget,
+                               help="Tokens to train on; time and cost follow from the reported throughput. "
+                                    "Kept when you change page, and in the share link.")
 bud = budget(r, tokens_b * 1e9)
 with b:
     c = st.columns(5)
@@ -98,30 +115,7 @@ with b:
     c[4].metric("Energy at TDP", f"{fmt_num(bud['energy_mwh'])} MWh")
 
 # ---- comparison ----------------------------------------------------------------------------
-st.subheader("Compare pinned scenarios")
-a, b, c2 = st.columns([3, 1, 1], vertical_alignment="bottom")
-label = a.text_input("Label for this scenario", value=f"{sc['model']['name']} · {sc['system']['num_gpus']} GPUs · "
-                     f"tp{sc['strategy']['tp']} pp{sc['strategy']['pp']} {sc['strategy']['schedule']}"[:80], key="pin.label")
-if b.button("Pin this scenario", key="pin.add", icon=":material/push_pin:", width="stretch"):
-    if not state.pin(label):
-        st.toast("Already pinned.")
-if c2.button("Clear pins", key="pin.clear", disabled=not state.pins(), width="stretch"):
-    state.clear_pins()
-pinned = []
-for p in state.pins():
-    pr = estimate_report(p["json"])
-    if pr["ok"]:
-        pinned.append((p["label"], json.loads(p["json"]), pr["report"]))
-if pinned:
-    items = pinned + ([("current (unpinned)", sc, r)] if all(json.loads(p["json"]) != sc for p in state.pins()) else [])
-    rows = compare_rows(items)
-    fmt = {"step time [s]": "%.3f", "tokens/s": "localized", "tokens/s/GPU": "localized", "USD / 1M tokens": "%.4f"}
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", column_config={
-        k: st.column_config.NumberColumn(format=fmt.get(k, "%.1f")) for k in rows[0]
-        if k in fmt or "[" in k})
-    st.altair_chart(compare_chart([{"label": lab, "breakdown_s": rep["breakdown_s"]} for lab, _, rep in items]), width="stretch")
-else:
-    st.caption("Pin scenarios to compare them side by side (step time, MFU, memory, cost). Pins stay for this browser session.")
+compare_section(sc, r)
 
 # ---- downloads -----------------------------------------------------------------------------
 st.subheader("Downloads")

@@ -7,6 +7,7 @@ from ui import state
 from ui.config_io import validate_scenario
 from ui.editor import take_upload
 from ui.engine import estimate_report
+from ui.labels import MFU_HELP, PEAK_LABEL, memory_help
 from ui.layout import (LINK_BOX_CHARS, LINK_BOX_PX, boot, glance, issue_lines, issues_box, page_link, scenario_download,
                        show_notices)
 from ui.share import size_canonical
@@ -53,11 +54,10 @@ with left:
             c = st.columns(5)
             c[0].metric("Step time", fmt_time(r["step_time_s"]))
             c[1].metric("Tokens/s", fmt_count(r["tokens_per_s"]))
-            c[2].metric("MFU", fmt_pct(r["mfu"]))
-            c[3].metric("Peak memory", fmt_gib(r["reserved_memory_gib"]),
+            c[2].metric("MFU", fmt_pct(r["mfu"]), help=MFU_HELP)
+            c[3].metric(PEAK_LABEL, fmt_gib(r["peak_memory_gib"]),
                         "fits" if r["fits"] else "does not fit", delta_color="normal" if r["fits"] else "inverse",
-                        delta_arrow="off", help="Reserved memory of the fullest stage vs GPU capacity "
-                        f"{fmt_gib(r['memory_capacity_gib'])}")
+                        delta_arrow="off", help=memory_help(r))
             c[4].metric("Cost / 1M tokens", fmt_usd(r["cost_per_million_tokens_usd"]))
         else:
             issues_box(res["issues"], "The engine could not estimate this scenario")

@@ -25,8 +25,9 @@ def show_figures() -> None:
                 help=f"Board power {fmt_num(x['power_kw'])} kW at TDP.")
 
 
-def efficiency_tables(draft: dict, slots: dict) -> None:
-    eff = draft.setdefault("efficiency", {})
+def efficiency_tables(slots: dict) -> dict[str, list]:
+    """The measured tables as edited on the page (the editor stores them when the system stays valid)."""
+    eff = dict(state.section_dict("system").get("efficiency", {}))
     with st.expander("Measured GEMM efficiencies (gemm_table)", expanded=bool(eff.get("gemm_table"))):
         st.caption("Achieved / peak per GEMM shape (m×n×k, batch b), interpolated in log-shape space. Edit cells "
                    "in the grid; tick rows to remove them.")
@@ -42,6 +43,8 @@ def efficiency_tables(draft: dict, slots: dict) -> None:
         slots["efficiency.collective_table"] = st.empty()
     page_link("pages/calibration.py", "Calibrate from measurements (GEMM / attention sweeps, nccl-tests logs) "
               "on the Calibration page", ":material/tune:")
+    return {"efficiency.gemm_table": eff["gemm_table"], "efficiency.collective_table": eff["collective_table"]}
+
 
 editor_page("system", "System", "GPUs, cluster size, network tiers and how close to peak each kind of work runs.",
             show_figures, tables=efficiency_tables)

@@ -7,35 +7,54 @@ import streamlit as st
 
 from simengine.config import StrategySpec
 from ui import state
-from ui.charts import gantt_chart, memory_time_chart
+from ui.chart_cache import draw, gantt_view, memory_view
 from ui.config_io import cross_issues, validate_section
 from ui.engine import MAX_TRACE_SPANS, chrome_trace, timeline
+from ui.labels import SIM_PEAK_LABEL, fits, reserved_gib
 from ui.layout import boot, issues_box
-from ui.timeline_data import MAX_EXACT_SPANS, MAX_GANTT_RANKS, gantt_frame, memory_frame, representative_ranks
+from ui.timeline_data import MAX_EXACT_SPANS, MAX_GANTT_RANKS, representative_ranks
+from ui.text import issues_md, md
 from ui.units import fmt_gib, fmt_pct, fmt_time
 
 boot("Timeline")
 st.title("Timeline")
 
+VPP_KEY = "tl.vpp_memory"
 SCHEDULES = list(typing.get_args(StrategySpec.model_fields["schedule"].annotation))
 
 
 def _switch_schedule() -> None:
-    """Apply the chosen schedule to the scenario when the result is consistent."""
+    """Apply the chosen schedule to the scenario when the result is consistent. vpp is
+    remembered per schedule (in this session, for this strategy): leaving interleaved keeps its
+    vpp, coming back restores it, and the page says what changed."""
     new = st.session_state.get("tl.schedule")
     strat = state.section_dict("strategy")
-    if not new or new == strat["schedule"]:
+    old, old_vpp = strat["schedule"], strat["vpp"]
+    if not new or new == old:
         return
+    memory = vpp_memory()
+    memory[old] = old_vpp
     strat["schedule"] = new
-    strat["vpp"] = 1 if new != "interleaved" else (strat["vpp"] if strat["vpp"] > 1 else 2)
+    strat["vpp"] = memory.get(new) or ((old_vpp if old_vpp > 1 else 2) if new == "interleaved" else 1)
     canon, issues = validate_section("strategy", strat)
     if canon is not None:
         issues = cross_issues({**state.scenario_dict(), "strategy": canon})
     if issues:
-        state.notify("error", f"Cannot switch to {new} with this scenario: " + "; ".join(m for _, m in issues[:4]))
+        state.notify("error", f"Cannot switch to {md(new)} with this scenario:  \n" + issues_md(issues, 4))
         return
     state.set_section("strategy", canon, "edited")
     state.sync_link()
+    st.session_state[VPP_KEY] = {"gen": state.generation("strategy"), "vpp": memory}
+    if canon["vpp"] != old_vpp:
+        kept = f" {md(old)}'s vpp {old_vpp} is kept: switching back restores it." if old_vpp > 1 else ""
+        state.notify("info", f"Schedule {md(old)} → {md(new)}: vpp {old_vpp} → {canon['vpp']} "
+                             f"({'interleaved runs vpp chunks per rank' if new == 'interleaved' else md(new) + ' runs one chunk per rank'}).{kept}")
+
+
+def vpp_memory() -> dict[str, int]:
+    """vpp per schedule remembered for the current strategy (forgotten when it is replaced)."""
+    saved = st.session_state.get(VPP_KEY) or {}
+    return dict(saved.get("vpp", {})) if saved.get("gen") == state.generation("strategy") else {}
 
 
 strategy = state.section_dict("strategy")
@@ -70,50 +89,67 @@ c[2].metric("Exposed comm (worst rank)", fmt_time(ranks["exposed_comm_s"].max())
             help="Communication time with no compute kernel running.")
 c[3].metric("Hidden comm (worst rank)", fmt_time(ranks["hidden_comm_s"].max()) if len(ranks) else "—",
             help="Communication overlapped by compute.")
-c[4].metric("Peak memory (worst rank)", fmt_gib(ranks["peak_gib"].max()) if len(ranks) else "—")
+peak = float(ranks["peak_gib"].max()) if len(ranks) and ranks["peak_gib"].notna().any() else None
+c[4].metric(SIM_PEAK_LABEL, "—" if peak is None else fmt_gib(peak),
+            help="Simulated live bytes over the step (weights, gradients, optimizer state, held activations); "
+                 "the caching allocator reserves more (strategy.allocator_overhead). The Estimate page's headline "
+                 "is the same kind of figure, from the closed-form per-stage model.")
+system = state.section_dict("system")
+if peak is not None and not fits(peak, strategy, system):
+    worst = int(ranks.loc[ranks["peak_gib"].idxmax(), "rank"]) if "rank" in ranks else 0
+    need = reserved_gib(peak, float(strategy.get("allocator_overhead", 0.0)))
+    st.error(f"**Does not fit:** rank {worst} peaks at {fmt_gib(peak)} allocated (≈ {fmt_gib(need)} reserved + "
+             f"{fmt_gib(system['gpu'].get('non_torch_gib', 0.0))} outside PyTorch) on "
+             f"{fmt_gib(system['gpu']['memory_gib'])} GPUs. Try more tp/pp, recompute, a higher ZeRO stage, "
+             "a smaller micro-batch or a schedule that holds fewer micro-batches (1F1B instead of GPipe).", icon="⛔")
 
 # ---- Gantt ---------------------------------------------------------------------------------
 st.subheader("Pipeline")
-total_ms = max(step * 1e3, 1e-6)
-a, b, c3 = st.columns([4, 1, 1], vertical_alignment="bottom")
-with a:
-    window = st.slider("Time window [ms]", 0.0, float(round(total_ms, 3)), (0.0, float(round(total_ms, 3))),
-                       key=f"tl.window.{hash(state.scenario_json())}", help="Narrow the window to see individual spans of a large timeline; "
-                       "the chart also zooms with the mouse wheel and pans by dragging.")
-with b:
-    labels = st.toggle("Micro-batch labels", value=False, key="tl.labels")
-with c3:
-    if len(spans) > MAX_TRACE_SPANS:
-        st.download_button("Chrome trace", b"", disabled=True, key="dl.trace", icon=":material/download:",
-                           help=f"Not offered: {len(spans):,} spans (more than {MAX_TRACE_SPANS:,}).")
+
+
+@st.fragment
+def gantt_section(scenario_text: str, spans, total_ms: float, shown_ranks, pre=None) -> None:
+    """Window slider, labels toggle and the chart: a fragment, so moving the window redraws only
+    the chart (not the whole page)."""
+    a, b = st.columns([5, 1], vertical_alignment="bottom")
+    with a:
+        window = st.slider("Time window [ms]", 0.0, float(round(total_ms, 3)), (0.0, float(round(total_ms, 3))),
+                           key=f"tl.window.{hash(scenario_text)}", help="Narrow the window to see individual spans of a "
+                           "large timeline; the chart also zooms with the mouse wheel and pans by dragging.")
+    with b:
+        labels = st.toggle("Micro-batch labels", value=False, key="tl.labels")
+    gantt = gantt_view(scenario_text, (float(window[0]), float(window[1])),
+                       tuple(shown_ranks) if shown_ranks is not None else None, bool(labels), spans, pre)
+    if gantt["aggregated"]:
+        st.caption(f"{len(spans):,} spans in the step; more than {MAX_EXACT_SPANS:,} in this window, so each row shows "
+                   "the dominant phase per time bin (opacity = busy share). Narrow the window for individual spans.")
     else:
-        scenario_text = state.scenario_json()  # captured now: the callable runs later, outside this script run
-        st.download_button("Chrome trace", lambda: chrome_trace(scenario_text, "simengine"),
-                           file_name="simengine-trace.json", mime="application/json", icon=":material/download:",
-                           on_click="ignore", key="dl.trace", help="Open in Perfetto (ui.perfetto.dev) or chrome://tracing.")
+        st.caption(f"{gantt['shown']:,} spans shown. Colour = phase; hover for micro-batch, chunk and times.")
+    draw(gantt["spec"])
+
+
+scenario_text = state.scenario_json()  # captured now: the trace callable runs later, outside this script run
 if len(spans) > MAX_TRACE_SPANS:
+    st.download_button("Chrome trace", b"", disabled=True, key="dl.trace", icon=":material/download:",
+                       help=f"Not offered: {len(spans):,} spans (more than {MAX_TRACE_SPANS:,}).")
     st.caption(f"No Chrome trace for this step: it has {len(spans):,} spans, more than the {MAX_TRACE_SPANS:,} a trace "
                "file is offered for (it would be hundreds of MB of JSON). Fewer micro-batches or stages make one.")
-
+else:
+    st.download_button("Chrome trace", lambda: chrome_trace(scenario_text, "simengine"),
+                       file_name="simengine-trace.json", mime="application/json", icon=":material/download:",
+                       on_click="ignore", key="dl.trace", help="Open in Perfetto (ui.perfetto.dev) or chrome://tracing.")
 n_ranks = len(ranks)
 shown_ranks = None
 if n_ranks > MAX_GANTT_RANKS:
     default = representative_ranks(ranks, n_ranks)
     shown_ranks = st.multiselect(
         f"Ranks drawn (at most {MAX_GANTT_RANKS} of {n_ranks:,})", list(range(n_ranks)), default=default,
-        max_selections=MAX_GANTT_RANKS, key=f"tl.ranks.{hash(state.scenario_json())}",
+        max_selections=MAX_GANTT_RANKS, key=f"tl.ranks.{hash(scenario_text)}",
         help="A deep pipeline is drawn for a few representative ranks; add or remove ranks here.") or default
     st.caption(f"{n_ranks:,} pipeline ranks: the chart and the memory curves show {len(shown_ranks)} of them (by default "
                "the first and last two, the ranks with the largest bubble, and evenly spaced ranks in between). "
                "The per-rank table below lists every rank.")
-gdf, aggregated, rows = gantt_frame(spans, window[0] / 1e3, window[1] / 1e3, ranks=shown_ranks)
-if aggregated:
-    st.caption(f"{len(spans):,} spans in the step; more than {MAX_EXACT_SPANS:,} in this window, so each row shows the "
-               "dominant phase per time bin (opacity = busy share). Narrow the window for individual spans.")
-else:
-    st.caption(f"{len(gdf):,} spans shown. Colour = phase; hover for micro-batch, chunk and times.")
-st.altair_chart(gantt_chart(gdf, rows, aggregated, x_domain=(window[0], window[1]), show_labels=labels and not aggregated),
-                width="stretch")
+gantt_section(scenario_text, spans, max(step * 1e3, 1e-6), shown_ranks, tl.get("gantt_full"))
 
 # ---- per rank ------------------------------------------------------------------------------
 st.subheader("Per rank")
@@ -125,11 +161,10 @@ for col in ["compute_s", "exposed_comm_s", "hidden_comm_s"] + exposed_cols:
 view = view.rename(columns={"peak_gib": "peak [GiB]"})
 st.dataframe(view, hide_index=True, width="stretch", height=min(400, 38 + 35 * len(view)), column_config={
     k: st.column_config.NumberColumn(format="%.2f") for k in view.columns if k != "rank"})
-memory = tl["memory"]
-if shown_ranks is not None and len(memory):
-    memory = memory[memory["rank"].isin(shown_ranks)]
-mem = memory_frame(memory)
-if len(mem):
-    st.altair_chart(memory_time_chart(mem, state.section_dict("system")["gpu"]["memory_gib"]), width="stretch")
+mem_spec = memory_view(scenario_text, tuple(shown_ranks) if shown_ranks is not None else None,
+                       float(system["gpu"]["memory_gib"]), tl["memory"])
+if mem_spec is not None:
+    st.caption("Allocated bytes per rank over the step; the red dashed line is the GPU's capacity.")
+    draw(mem_spec)
 else:
     st.caption("No memory-over-time series in this timeline.")

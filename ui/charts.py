@@ -163,7 +163,7 @@ def gantt_chart(df: pd.DataFrame, rows: list[str], aggregated: bool, x_domain: t
                           alt.Tooltip("chunk:Q"), alt.Tooltip("start_ms:Q", format=",.3f"),
                           alt.Tooltip("end_ms:Q", format=",.3f"), alt.Tooltip("dur_ms:Q", format=",.3f", title="duration ms")]
     base = alt.Chart(df)
-    chart = base.mark_bar(stroke="white", strokeWidth=0.3 if not aggregated else 0).encode(**enc)
+    chart = base.mark_bar(stroke="#808080", strokeOpacity=0.35, strokeWidth=0.3 if not aggregated else 0).encode(**enc)
     if show_labels and not aggregated:
         text = base.transform_filter("datum.label != ''").mark_text(fontSize=9, color="#111", align="center").encode(
             y=alt.Y("row:N", sort=rows), x=alt.X("mid_ms:Q", scale=x_scale), text="label:N")

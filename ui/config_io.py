@@ -36,6 +36,33 @@ def join_sections(section_texts: dict[str, str]) -> str:
     return "{" + ",".join(f"{dumps(k)}:{section_texts[k]}" for k in sorted(section_texts)) + "}"
 
 
+def _has_surrogate(text: str) -> bool:
+    return any("\ud800" <= ch <= "\udfff" for ch in text)
+
+
+def surrogate_path(data: Any, path: str = "", depth: int = 0) -> str | None:
+    """Dotted path of the first key or string value holding a lone UTF-16 surrogate (JSON such
+    as ``"\\udcff"`` decodes to one), or None. Such text cannot be encoded as UTF-8, so it would
+    break the share link, the cache keys and every download; it is refused with its field."""
+    if depth > 64:
+        return None
+    if isinstance(data, str):
+        return path if _has_surrogate(data) else None
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
+    for k, v in items:
+        sub = f"{path}.{k}" if path else str(k)
+        if isinstance(k, str) and _has_surrogate(k):
+            return path or "(a field name)"
+        found = surrogate_path(v, sub, depth + 1)
+        if found is not None:
+            return found
+    return None
+
+
+SURROGATE_MESSAGE = ("holds an invalid character (a lone UTF-16 surrogate such as \\udcff, which is not text); "
+                     "remove it or retype the value")
+
+
 def validate_section(section: str, data: Any) -> tuple[dict[str, Any] | None, Issues]:
     """(canonical dict, []) when ``data`` is a valid ``section``; (None, issues) otherwise.
     Issue paths are dotted and start with the section (``model.hidden_size``)."""
@@ -43,6 +70,9 @@ def validate_section(section: str, data: Any) -> tuple[dict[str, Any] | None, Is
         return None, [("", f"unknown section {section!r}; expected one of {', '.join(SECTIONS)}")]
     if not isinstance(data, dict):
         return None, [(section, f"{section} must be a JSON object, got {type(data).__name__}")]
+    bad = surrogate_path(data, section)
+    if bad is not None:
+        return None, [(bad.encode("utf-8", "backslashreplace").decode(), SURROGATE_MESSAGE)]
     try:
         spec = SPEC_CLASS[section].model_validate(data)
     except ValidationError as e:
@@ -59,7 +89,7 @@ def validate_scenario(data: Any) -> tuple[dict[str, dict[str, Any]] | None, Issu
     out: dict[str, dict[str, Any]] = {}
     issues: Issues = []
     for key in sorted(set(data) - set(SECTIONS), key=str):
-        issues.append((str(key)[:60], "unknown section (expected model, system, strategy)"))
+        issues.append((str(key)[:60].encode("utf-8", "backslashreplace").decode(), "unknown section (expected model, system, strategy)"))
     for sec in SECTIONS:
         if sec not in data:
             issues.append((sec, f"missing section {sec!r}"))

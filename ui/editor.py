@@ -15,7 +15,7 @@ from simengine.presets import SCENARIO_SIZES, list_presets, load_preset
 from . import form, state
 from .config_io import PRESET_KIND, SECTIONS, parse_json_text
 from .layout import issue_lines, issues_box, show_notices
-from .text import clip, md
+from .text import clip, issues_md, md, md_code
 
 CUSTOM = "—"
 
@@ -42,13 +42,13 @@ def _load_preset(section: str) -> None:
         else:
             data = load_preset(PRESET_KIND[section], name)
     except ConfigError as e:
-        state.notify("error", f"Could not load preset {name!r}: {e}")
+        state.notify("error", f"Could not load preset {md(repr(name))}: {md(e)}")
         return
     issues = state.load_section(section, data, f"preset {name}")
     if issues:
-        state.notify("error", f"Preset {name!r} is invalid: " + "; ".join(f"{f}: {m}" for f, m in issues[:6]))
+        state.notify("error", f"Preset {md(repr(name))} is invalid:  \n" + issues_md(issues, 6))
     else:
-        state.notify("success", f"Loaded {section} preset {name!r}.")
+        state.notify("success", f"Loaded {section} preset {md(repr(name))}.")
 
 
 def read_upload(f) -> Any:
@@ -117,24 +117,46 @@ def toolbar(section: str) -> None:
 
 def editor_page(section: str, title: str, intro: str, figures: Callable[[], None],
                 before_form: Callable[[], None] | None = None,
-                tables: Callable[[dict[str, Any], dict[str, Any]], None] | None = None) -> None:
+                tables: Callable[[dict[str, Any]], dict[str, list]] | None = None) -> None:
+    """Field edits are applied by the widgets' callbacks (``form.apply_edit``) before this runs,
+    so one rerun draws figures, sidebar and form from the same scenario (no second rerun)."""
     st.title(title)
     st.caption(intro + f" Current {section}: **{md(state.section_dict(section).get('name', ''), 120)}** "
                f"({md(state.origin(section) or 'default', 120)}).")
     toolbar(section)
+    stale_warning(section, here=True)
     figures()
     if before_form:
         before_form()
     cross = [(f, m) for f, m in state.scenario_issues() if not f.startswith(section + ".")]
     if cross:
         issues_box(cross, "Problems between sections (the scenario cannot be estimated until they are fixed)")
-    draft, slots = form.render_fields(section)
+    held = form.pending_issues(section)
+    own = held or [(f, m) for f, m in state.scenario_issues() if f.startswith(section + ".")]
+    banner = st.container()
+    rest = form.render_fields(section, own)
+    if rest:
+        with banner:
+            st.error(("Not applied: " if held else "") + "  \n".join(md(m, 600) for ms in rest.values() for m in ms), icon="⚠️")
     if tables:
-        tables(draft, slots)
-    own = [(f, m) for f, m in state.scenario_issues() if f.startswith(section + ".")]
-    before = state.section_json(section)
-    issues = form.commit(section, draft, slots)
-    if state.section_json(section) != before:
-        st.rerun()  # derived figures, sidebar and link above the form follow the edit
-    if own and not issues:
-        form.show_issues(section, own, slots)
+        slots: dict[str, Any] = {"": st.empty()}
+        if form.commit_tables(section, tables(slots), slots):
+            st.rerun()  # derived figures, sidebar and link above the tables follow the edit
+
+
+def stale_warning(section: str, here: bool = False) -> None:
+    """Say that ``section`` holds edits that did not validate, and that results use the last
+    valid values (nothing is computed from the invalid text, and nothing silently)."""
+    held = form.pending(section)
+    if not held:
+        return
+    current = state.section_dict(section)
+    shown = ", ".join(f"{md_code(d, 60)} = {md(clip(v, 30))} (in use: {md(clip(form.get_in(current, tuple(d.split('.'))), 30))})"
+                      for d, v in list(held.items())[:6])
+    where = "the figures below, the link and every other page" if here else "this page"
+    st.warning(f"**Not applied — the {section} has invalid edits:** {shown}. Until they are fixed, {where} "
+               f"use the last valid {section}.", icon="⚠️")
+    if not here:
+        from .layout import page_link
+
+        page_link(f"pages/{section}.py", f"Fix on the {section.capitalize()} page")

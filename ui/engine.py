@@ -32,9 +32,16 @@ def _fail(e: BaseException) -> dict[str, Any]:
     return {"ok": False, "issues": [("", f"the engine could not evaluate this scenario ({type(e).__name__}: {e})")]}
 
 
-@st.cache_data(max_entries=256, show_spinner=False)
 def estimate_report(scenario_json: str) -> dict[str, Any]:
-    """``{"ok": True, "report": <Report as JSON dict>}`` or ``{"ok": False, "issues": [...]}``."""
+    """``{"ok": True, "report": <Report as JSON dict>}`` or ``{"ok": False, "issues": [...]}``.
+    Light scenarios inline (cached); heavy ones in a worker process (``ui.heavy``)."""
+    from .heavy import heavy, is_heavy
+
+    return heavy("estimate", scenario_json) if is_heavy(scenario_json) else _estimate_inline(scenario_json)
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def _estimate_inline(scenario_json: str) -> dict[str, Any]:
     try:
         from simengine.api import estimate_json
 
@@ -88,6 +95,10 @@ def timeline(scenario_json: str) -> dict[str, Any]:
     Cached on the scenario JSON in at most ``TIMELINE_CACHE_ENTRIES`` entries of at most
     ``MAX_CACHED_TIMELINE_BYTES`` each (so the cache stays under ~300 MB); a larger timeline is
     simulated again on each rerun rather than held."""
+    from .heavy import heavy, is_heavy
+
+    if is_heavy(scenario_json):
+        return heavy("timeline", scenario_json)
     try:
         return _timeline_cached(scenario_json)
     except _NotCached as e:

@@ -11,12 +11,14 @@ from __future__ import annotations
 import copy
 import math
 import re
+from functools import lru_cache
 from typing import Any
 
 import streamlit as st
 
 from . import state
 from .config_io import SPEC_CLASS, Issues
+from .text import md
 from .schema import FieldMeta, get_in, grouped_fields, set_in, text_fields
 
 COLUMNS = 3
@@ -24,12 +26,6 @@ COLUMNS = 3
 
 def widget_key(section: str, dotted: str) -> str:
     return f"w{state.generation(section)}.{section}.{dotted}"
-
-
-def _int_bounds(m: FieldMeta) -> tuple[int | None, int | None]:
-    lo = m.ge if m.ge is not None else (m.gt + 1 if m.gt is not None else None)
-    hi = m.le if m.le is not None else (m.lt - 1 if m.lt is not None else None)
-    return (None if lo is None else int(lo)), (None if hi is None else int(hi))
 
 
 def _float_step(value: Any, m: FieldMeta) -> float:
@@ -42,56 +38,122 @@ def _float_step(value: Any, m: FieldMeta) -> float:
 def _widget(section: str, m: FieldMeta, value: Any) -> Any:
     key = widget_key(section, m.dotted)
     label, help_ = m.label, m.help_text()
+    cb = {"on_change": apply_edit, "args": (section,)}
     if m.kind == "bool":
-        return st.checkbox(label, value=bool(value), key=key, help=help_)
+        return st.checkbox(label, value=bool(value), key=key, help=help_, **cb)
     if m.kind == "choice":
         options = list(m.choices) + ([None] if m.optional else [])
         index = options.index(value) if value in options else 0
         return st.selectbox(label, options, index=index, key=key, help=help_,
-                            format_func=lambda o: "auto" if o is None else str(o))
+                            format_func=lambda o: "auto" if o is None else str(o), **cb)
+    # No min_value / max_value on the widget: the browser would refuse an out-of-range value with
+    # only a tooltip and keep the old one. The value goes through; validation names the bound.
     if m.kind == "int":
-        lo, hi = _int_bounds(m)
-        return st.number_input(label, value=None if value is None else int(value), min_value=lo, max_value=hi,
-                               step=1, format="%d", key=key, help=help_,
-                               placeholder="auto" if m.optional else None)
+        return st.number_input(label, value=None if value is None else int(value), step=1, format="%d", key=key,
+                               help=help_, placeholder="auto" if m.optional else None, **cb)
     if m.kind == "float":
-        lo = float(m.ge) if m.ge is not None else None
-        hi = float(m.le) if m.le is not None else None
-        return st.number_input(label, value=None if value is None else float(value), min_value=lo, max_value=hi,
-                               step=_float_step(value, m), format="%g", key=key, help=help_,
-                               placeholder="auto" if m.optional else None)
+        return st.number_input(label, value=None if value is None else float(value), step=_float_step(value, m),
+                               format="%g", key=key, help=help_, placeholder="auto" if m.optional else None, **cb)
     text = "" if value is None else str(value)
-    return st.text_input(label, value=text, key=key, help=help_, max_chars=m.max_length)
+    return st.text_input(label, value=text, key=key, help=help_, max_chars=m.max_length, **cb)
 
 
-def render_fields(section: str, *, expanded_groups: int = 99) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Draw every scalar field of ``section``; returns (draft dict, {dotted: placeholder})."""
+def pending(section: str) -> dict[str, Any]:
+    """The user's values of ``section`` that did not validate, by dotted field ({} when none):
+    shown again in their fields (also after visiting another page) and reported as not applied."""
+    return dict(_pending_state(section).get("values", {}))
+
+
+def pending_issues(section: str) -> Issues:
+    return [tuple(x) for x in _pending_state(section).get("issues", [])]
+
+
+def _pending_state(section: str) -> dict[str, Any]:
+    saved = st.session_state.get(f"cfg.pending.{section}") or {}
+    return saved if saved.get("gen") == state.generation(section) else {}
+
+
+@lru_cache(maxsize=8)
+def field_specs(section: str) -> tuple[tuple[tuple[str, tuple[FieldMeta, ...]], ...], tuple[FieldMeta, ...]]:
+    """(groups of scalar fields, long text fields) of ``section``: read once from the pydantic
+    spec (the same on every rerun), not on every widget pass."""
     cls = SPEC_CLASS[section]
+    return tuple((t, tuple(ms)) for t, ms in grouped_fields(section, cls)), tuple(text_fields(cls))
+
+
+def _all_fields(section: str) -> list[FieldMeta]:
+    groups, texts = field_specs(section)
+    return [m for _, ms in groups for m in ms] + list(texts)
+
+
+def _widget_value(m: FieldMeta, value: Any) -> Any:
+    return None if m.optional and m.kind == "str" and value == "" else value
+
+
+def apply_edit(section: str) -> None:
+    """``on_change`` of every field widget, before the rerun draws anything: validate the fields
+    as they are now; store the section when valid, else keep the values and their issues as
+    pending (nothing is computed from them). One rerun then shows a consistent page."""
+    from .config_io import validate_section
+
     current = state.section_dict(section)
     draft = copy.deepcopy(current)
-    slots: dict[str, Any] = {"": st.empty()}
-    for gi, (title, metas) in enumerate(grouped_fields(section, cls)):
+    metas = _all_fields(section)
+    for m in metas:
+        key = widget_key(section, m.dotted)
+        if key in st.session_state:
+            set_in(draft, m.path, _widget_value(m, st.session_state[key]))
+    canon, issues = validate_section(section, draft)
+    if canon is not None:
+        st.session_state.pop(f"cfg.pending.{section}", None)
+        if canon != current:
+            state.set_section(section, canon, "edited", reset_widgets=False)
+            state.sync_link()
+        return
+    values = {m.dotted: get_in(draft, m.path) for m in metas if get_in(draft, m.path) != get_in(current, m.path)}
+    st.session_state[f"cfg.pending.{section}"] = {"gen": state.generation(section), "values": values,
+                                                  "issues": [list(i) for i in issues]}
+
+
+def _error(msgs: list[str], prefix: str = "") -> None:
+    st.error(prefix + "  \n".join(md(m, 600) for m in dict.fromkeys(msgs)), icon="⚠️")
+
+
+def render_fields(section: str, issues: Issues = (), *, expanded_groups: int = 99) -> dict[str, list[str]]:
+    """Draw every scalar field of ``section`` (pending values shown as typed) with its issues
+    right under it; returns the issues no field took (the caller shows them as a banner)."""
+    current = state.section_dict(section)
+    shown = copy.deepcopy(current)
+    for dotted, v in pending(section).items():
+        set_in(shown, tuple(dotted.split(".")), v)
+    groups, texts = field_specs(section)
+    by_field = locate(section, list(issues), [m.dotted for m in _all_fields(section)])
+    saved = st.session_state.get(f"ui.open.{section}") or {}
+    opened: set[str] = set(saved.get("groups", ())) if saved.get("gen") == state.generation(section) else set()
+    for gi, (title, metas) in enumerate(groups):
         # the first group and any group with a non-default value open; all-default groups (MLA of
-        # a GQA model, MoE of a dense one) stay folded
-        expanded = gi < expanded_groups and (gi == 0 or not all(m.at_default(get_in(current, m.path)) for m in metas))
+        # a GQA model, MoE of a dense one) stay folded; once open, a group stays open for this
+        # section's generation (a value edited back to its default does not fold it away)
+        expanded = gi < expanded_groups and (gi == 0 or title in opened or any(m.dotted in by_field for m in metas)
+                                             or not all(m.at_default(get_in(current, m.path)) for m in metas))
+        if expanded:
+            opened.add(title)
         with st.expander(title, expanded=expanded):
             cols = st.columns(COLUMNS)
             for i, m in enumerate(metas):
                 with cols[i % COLUMNS]:
-                    value = _widget(section, m, get_in(current, m.path))
-                    if m.optional and m.kind == "str" and value == "":
-                        value = None
-                    set_in(draft, m.path, value)
-                    slots[m.dotted] = st.empty()
-    texts = text_fields(cls)
+                    _widget(section, m, get_in(shown, m.path))
+                    if m.dotted in by_field:
+                        _error(by_field[m.dotted])
+    st.session_state[f"ui.open.{section}"] = {"gen": state.generation(section), "groups": sorted(opened)}
     if texts:
-        with st.expander("Provenance (name of sources, citations)", expanded=False):
+        with st.expander("Provenance (name of sources, citations)", expanded=any(m.dotted in by_field for m in texts)):
             for m in texts:
-                value = st.text_area(m.label, value=get_in(current, m.path) or "", key=widget_key(section, m.dotted),
-                                     help=m.help_text(), max_chars=m.max_length, height=90)
-                set_in(draft, m.path, value)
-                slots[m.dotted] = st.empty()
-    return draft, slots
+                st.text_area(m.label, value=get_in(shown, m.path) or "", key=widget_key(section, m.dotted),
+                             help=m.help_text(), max_chars=m.max_length, height=90, on_change=apply_edit, args=(section,))
+                if m.dotted in by_field:
+                    _error(by_field[m.dotted])
+    return {k: v for k, v in by_field.items() if k not in {m.dotted for m in _all_fields(section)}}
 
 
 def locate(section: str, issues: Issues, field_names: list[str]) -> dict[str, list[str]]:
@@ -125,22 +187,31 @@ def locate(section: str, issues: Issues, field_names: list[str]) -> dict[str, li
 
 
 def show_issues(section: str, issues: Issues, slots: dict[str, Any]) -> None:
+    """Issues of table fields (System page) in their placeholders; the rest in the banner ''."""
     by_field = locate(section, issues, [k for k in slots if k])
     for dotted, msgs in by_field.items():
         slot = slots.get(dotted) or slots[""]
-        prefix = "" if dotted else "Not applied: "
-        slot.error(prefix + "  \n".join(dict.fromkeys(msgs)), icon="⚠️")
+        with slot.container():
+            _error(msgs, "" if dotted else "Not applied: ")
 
 
-def commit(section: str, draft: dict[str, Any], slots: dict[str, Any]) -> Issues:
-    """Validate the draft; store it when valid; show errors next to the fields they name."""
+def commit_tables(section: str, rows: dict[str, list], slots: dict[str, Any]) -> bool:
+    """Store edited table fields (``{"efficiency.gemm_table": rows}``) when the section stays
+    valid; returns True when something changed (the caller reruns so the page follows)."""
     from .config_io import validate_section
 
+    current = state.section_dict(section)
+    draft = copy.deepcopy(current)
+    for dotted, value in rows.items():
+        set_in(draft, tuple(dotted.split(".")), value)
+    if draft == current:
+        return False
     canon, issues = validate_section(section, draft)
-    if canon is not None:
-        if canon != state.section_dict(section):
-            state.set_section(section, canon, "edited", reset_widgets=False)
-            state.sync_link()
-        return []
-    show_issues(section, issues, slots)
-    return issues
+    if canon is None:
+        show_issues(section, issues, slots)
+        return False
+    if canon == current:
+        return False
+    state.set_section(section, canon, "edited", reset_widgets=False)
+    state.sync_link()
+    return True

@@ -12,14 +12,15 @@ from pathlib import Path
 import streamlit as st
 
 from . import share, state
-from .text import md, md_code
+from .text import issues_md, md
 from .units import fmt_count
 
 APP_NAME = "simengine studio"
 FAVICON = Path(__file__).resolve().parent.parent / "assets" / "favicon.png"
 ROUTER_FLAG = "studio.router"  # set by app.py on every run it makes (st.navigation is active)
 NAME_CHARS = 120  # names shown in the scenario glance
-LINK_BOX_CHARS, LINK_BOX_PX = 1500, 220  # a longer share link scrolls in a box of this height
+LINK_BOX_CHARS, LINK_BOX_PX = 1500, 220
+SHORT_LINK_CHARS = 200  # a longer share link folds into an expander in the sidebar (copy button there)  # a longer share link scrolls in a box of this height
 
 # (script path relative to app.py, label, icon)
 PAGES: list[tuple[str, str, str]] = [
@@ -43,20 +44,32 @@ _CSS = """
 [data-testid="stExpander"] details summary p {font-weight: 600;}
 [data-testid="stSidebar"] [data-testid="stCode"] code {font-size: 0.68rem; word-break: break-all; white-space: pre-wrap;}
 div[data-testid="stVerticalBlock"] {gap: 0.55rem;}
+@media (max-width: 640px) {.block-container {padding-left: 0.8rem; padding-right: 0.8rem; padding-top: 3rem;}}
 </style>
 """
 
 
+def page_slug(path: str) -> str:
+    """``pages/estimate.py`` → ``estimate`` (the ``page`` parameter of a share link)."""
+    return Path(path).stem
+
+
 def boot(title: str) -> None:
     """Call first on every page: config, scenario from the link or session, sidebar, notices."""
+    st.session_state["ui.page"] = next((page_slug(p) for p, label, _ in PAGES if label == title), "home")
     icon = str(FAVICON) if FAVICON.is_file() else None  # local file: no font CDN needed offline
     st.set_page_config(page_title=f"{title} · {APP_NAME}", page_icon=icon, layout="wide",
-                       initial_sidebar_state="expanded")
+                       initial_sidebar_state="auto")  # "auto": folded on a phone, open on a desktop
     st.html(_CSS)
     state.ensure_scenario()
     sidebar()
     show_notices()
     link_warning()
+    from .editor import stale_warning  # editor imports layout
+
+    for section in ("model", "system", "strategy"):
+        if title.lower() != section:  # the editor itself says it next to the form
+            stale_warning(section)
 
 
 def scenario_download(key: str, label: str = "Download the scenario JSON") -> None:
@@ -100,9 +113,14 @@ def sidebar() -> None:
         if share.token_too_long(params):
             st.caption("No share link: this scenario is too large for one (see the warning on the page).")
             return
-        st.caption("Share link (reproduces this scenario)")
         url = state.share_url()
-        st.code(url, language=None, wrap_lines=True, height=LINK_BOX_PX if len(url) > LINK_BOX_CHARS else "content")
+        if len(url) <= SHORT_LINK_CHARS:
+            st.caption("Share link (reproduces this scenario)")
+            st.code(url, language=None, wrap_lines=True)
+        else:  # a calibrated or catalogue system: thousands of characters would bury the sidebar
+            st.caption(f"Share link: {len(url):,} characters (the address bar holds it too).")
+            with st.expander("Show or copy the share link", icon=":material/link:"):
+                st.code(url, language=None, wrap_lines=True, height=LINK_BOX_PX if len(url) > LINK_BOX_CHARS else "content")
         if len(params.get("s", "")) > share.LONG_LINK_CHARS:
             st.caption(f"A long link ({len(url):,} characters): some proxies and servers refuse addresses over "
                        f"~{share.LONG_LINK_CHARS // 1000}k characters, so keep the scenario JSON (Home page) as well.")
@@ -138,8 +156,7 @@ def glance(compact: bool = False) -> None:
 def issue_lines(issues, limit: int | None = None) -> str:
     """Markdown bullet lines of (field, message) issues; field paths can hold keys a user typed
     (an uploaded file's unknown field), so they are shown as literal code."""
-    shown = list(issues)[:limit] if limit else list(issues)
-    return "  \n".join(f"- {md_code(f, 120)}: {m}" if f else f"- {m}" for f, m in shown)
+    return issues_md(issues, limit)
 
 
 def show_notices(where: str = "") -> None:

@@ -129,6 +129,78 @@ def address_params(params: dict[str, str]) -> dict[str, str]:
     return {"s": TOO_LARGE} if token_too_long(params) else params
 
 
+def pack(obj: Any) -> str:
+    """``v1.<base64url(zlib(canonical JSON))>`` of a JSON value (the token format)."""
+    return f"{VERSION}.{_b64encode(zlib.compress(dumps(obj).encode(), 9))}"
+
+
+def unpack(token: Any, what: str = "share link") -> Any:
+    """The JSON value inside a ``v1.`` token, read as hostile input: length cap, strict alphabet,
+    bounded decompression (no zip bombs), JSON only. Raises ShareLinkError with a clear message."""
+    if not isinstance(token, str) or not token:
+        raise ShareLinkError(f"the {what} is empty")
+    if len(token) > MAX_TOKEN_CHARS:
+        raise ShareLinkError(f"the {what} is too long ({len(token):,} characters; at most {MAX_TOKEN_CHARS:,})")
+    version, dot, body = token.partition(".")
+    if not dot or version != VERSION:
+        shown = version[:12] if dot else token[:12]
+        raise ShareLinkError(f"unsupported {what.replace(' ', '-')} format {shown!r}: expected a token starting with '{VERSION}.'")
+    body = body.removesuffix("==").removesuffix("=")  # base64 padding added by some tools
+    if not _B64.match(body):
+        raise ShareLinkError(f"the {what} is garbled (characters outside base64url); was it cut or re-encoded?")
+    try:
+        raw = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
+    except (binascii.Error, ValueError):
+        raise ShareLinkError(f"the {what} is garbled (bad base64); was it cut short?") from None
+    d = zlib.decompressobj()
+    try:
+        text = d.decompress(raw, MAX_JSON_BYTES)
+        if d.unconsumed_tail:
+            raise ShareLinkError(f"the {what} expands to more than 512 kB; refusing to open it")
+        if not d.eof:
+            raise ShareLinkError(f"the {what} is truncated (incomplete compressed data); was it cut short?")
+    except zlib.error:
+        raise ShareLinkError(f"the {what} is garbled (not compressed data); was it cut short?") from None
+    try:
+        return json.loads(text.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise ShareLinkError(f"the {what} is garbled (its content is not JSON)") from None
+
+
+def compact(cfg: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """``{"b": size, "d": diff}`` against the nearest size preset, or ``{"f": cfg}`` (shortest)."""
+    options = [{"f": cfg}] + [{"b": size, "d": diff(base, cfg)} for size, base in _bases()]
+    return min(options, key=lambda o: len(dumps(o)))
+
+
+def expand(payload: Any, what: str = "share link") -> dict[str, dict[str, Any]]:
+    """The full (unvalidated) scenario of a ``{"f": ...}`` or ``{"b": ..., "d": ...}`` payload."""
+    if not isinstance(payload, dict):
+        raise ShareLinkError(f"the {what}'s content is not a scenario")
+    if "f" in payload:
+        return payload["f"]
+    if "b" not in payload:
+        raise ShareLinkError(f"the {what}'s content is not a scenario (no base and no full config)")
+    base_name = payload.get("b")
+    if base_name not in SCENARIO_SIZES:
+        raise ShareLinkError(f"the {what} refers to an unknown base preset {str(base_name)[:40]!r}")
+    delta = payload.get("d", {})
+    if not isinstance(delta, dict) or not set(delta) <= set(SECTIONS):
+        raise ShareLinkError(f"the {what}'s changes must be an object with model / system / strategy")
+    try:
+        return apply_diff(size_canonical(base_name), delta)
+    except (ConfigError, TypeError, AttributeError, KeyError):
+        raise ShareLinkError(f"the {what}'s changes do not fit the preset they refer to") from None
+
+
+def validated(full: Any, what: str = "share link") -> dict[str, dict[str, Any]]:
+    cfg, issues = validate_scenario(full)
+    if cfg is None:
+        shown = "; ".join(f"{clip(f)}: {clip(m, 200)}" if f else clip(m, 200) for f, m in issues[:6])
+        raise ShareLinkError(f"the {what} holds an invalid scenario: {shown}")
+    return cfg
+
+
 def decode_token(token: Any) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """(canonical scenario, notes) from a ``v1.`` token; raises ShareLinkError with a clear message."""
     if not isinstance(token, str) or not token:
@@ -137,54 +209,9 @@ def decode_token(token: Any) -> tuple[dict[str, dict[str, Any]], list[str]]:
         raise ShareLinkError(f"this address was copied from a scenario too large for a link (over {MAX_TOKEN_CHARS:,} "
                              "characters), so it cannot reproduce it; ask for its scenario JSON file and open it on the "
                              "Home page")
-    if len(token) > MAX_TOKEN_CHARS:
-        raise ShareLinkError(f"the share link is too long ({len(token):,} characters; at most {MAX_TOKEN_CHARS:,})")
-    version, dot, body = token.partition(".")
-    if not dot or version != VERSION:
-        shown = version[:12] if dot else token[:12]
-        raise ShareLinkError(f"unsupported share-link format {shown!r}: expected a token starting with '{VERSION}.'")
-    body = body.removesuffix("==").removesuffix("=")  # base64 padding added by some tools
-    if not _B64.match(body):
-        raise ShareLinkError("the share link is garbled (characters outside base64url); was it cut or re-encoded?")
-    try:
-        raw = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
-    except (binascii.Error, ValueError):
-        raise ShareLinkError("the share link is garbled (bad base64); was it cut short?") from None
-    d = zlib.decompressobj()
-    try:
-        text = d.decompress(raw, MAX_JSON_BYTES)
-        if d.unconsumed_tail:
-            raise ShareLinkError("the share link expands to more than 512 kB; refusing to open it")
-        if not d.eof:
-            raise ShareLinkError("the share link is truncated (incomplete compressed data); was it cut short?")
-    except zlib.error:
-        raise ShareLinkError("the share link is garbled (not compressed data); was it cut short?") from None
-    try:
-        payload = json.loads(text.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        raise ShareLinkError("the share link is garbled (its content is not JSON)") from None
-    if not isinstance(payload, dict):
-        raise ShareLinkError("the share link's content is not a scenario")
+    payload = unpack(token)
+    cfg = validated(expand(payload))
     notes: list[str] = []
-    if "f" in payload:
-        full = payload["f"]
-    elif "b" in payload:
-        base_name = payload.get("b")
-        if base_name not in SCENARIO_SIZES:
-            raise ShareLinkError(f"the share link refers to an unknown base preset {str(base_name)[:40]!r}")
-        delta = payload.get("d", {})
-        if not isinstance(delta, dict) or not set(delta) <= set(SECTIONS):
-            raise ShareLinkError("the share link's changes must be an object with model / system / strategy")
-        try:
-            full = apply_diff(size_canonical(base_name), delta)
-        except (ConfigError, TypeError, AttributeError, KeyError):
-            raise ShareLinkError("the share link's changes do not fit the preset they refer to") from None
-    else:
-        raise ShareLinkError("the share link's content is not a scenario (no base and no full config)")
-    cfg, issues = validate_scenario(full)
-    if cfg is None:
-        shown = "; ".join(f"{clip(f)}: {clip(m, 200)}" if f else clip(m, 200) for f, m in issues[:6])
-        raise ShareLinkError(f"the share link holds an invalid scenario: {shown}")
     if isinstance(payload.get("h"), str) and payload["h"] != scenario_hash(cfg):
         notes.append("this link was made with a different version of its base preset or of the engine's "
                      "defaults; the scenario shown may differ slightly from what the sender saw")

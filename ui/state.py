@@ -6,7 +6,9 @@ Session keys (plain strings / lists only, never engine objects):
 * ``cfg.origin.<section>`` — where that section came from ("preset small", "edited", ...);
 * ``cfg.gen.<section>`` — bumped when a section is replaced from outside, so its widgets reset;
 * ``cfg.link`` — the query parameters last written to the address bar;
-* ``pins`` — scenarios pinned for comparison: ``[{"label", "json"}]``;
+* ``pins`` — scenarios pinned for comparison: ``[{"label", "json"}]`` (also in the link: ``pins``);
+* ``budget.value`` — the Estimate page's token budget [billion tokens] (also in the link: ``budget``);
+* ``cfg.badlink`` — a link that could not be opened and its messages: it stays in the address bar;
 * ``notices`` — messages queued for the next render: ``[(level, text, where)]``.
 
 Every page calls :func:`ensure_scenario` first, so a deep link opened on a freshly started
@@ -16,23 +18,28 @@ server works on any page, whether or not ``app.py`` ran (see app.py for why that
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from typing import Any
+from urllib.parse import urlsplit
 
 import streamlit as st
 
 from simengine.errors import ConfigError
 from simengine.presets import SCENARIO_SIZES
 
+from . import pins as pin_link
 from . import share
 from .config_io import SECTIONS, Issues, cross_issues, dumps, join_sections, validate_section
 from .text import clip, md
 
 LINK_KEYS = ("s", "preset")
-# Query parameters left alone and not reported: Streamlit's own, and the Search page's inputs
-# (ui/search_view.py LINK_PARAM), which travel next to the scenario link.
-STREAMLIT_KEYS = {"embed", "embed_options", "search"}
+EXTRA_KEYS = ("pins", "budget")  # link parameters beyond the scenario (ui.pins)
+# Query parameters left alone and not reported: Streamlit's own, "page" (consumed by app.py: share
+# links name the page), and the Search page's inputs (ui/search_view.py LINK_PARAM), which travel
+# next to the scenario link.
+STREAMLIT_KEYS = {"embed", "embed_options", "page", "search"}
 DEFAULT_SIZE = "small"
-MAX_PINS = 8
+MAX_PINS = pin_link.MAX_PINS
 
 
 def _ss():
@@ -97,14 +104,15 @@ def load_section(section: str, data: Any, origin_label: str) -> Issues:
     return issues
 
 
-def set_scenario(cfg: dict[str, dict[str, Any]], origin_label: str) -> None:
+def set_scenario(cfg: dict[str, dict[str, Any]], origin_label: str, *, sync: bool = True) -> None:
     for s in SECTIONS:
         set_section(s, cfg[s], origin_label)
-    sync_link()
+    if sync:
+        sync_link()
 
 
-def load_size(size: str) -> None:
-    set_scenario(share.size_canonical(size), f"preset {size}")
+def load_size(size: str, *, sync: bool = True) -> None:
+    set_scenario(share.size_canonical(size), f"preset {size}", sync=sync)
 
 
 def notify(level: str, text: str, where: str = "") -> None:
@@ -131,72 +139,140 @@ def link_too_long() -> bool:
     return share.token_too_long(link_params())
 
 
+def extra_params() -> dict[str, str]:
+    """``pins`` and ``budget`` parameters of the session (only those that hold something)."""
+    return dict(_extra_cached(tuple((p["label"], p["json"]) for p in pins()), budget()))
+
+
+@lru_cache(maxsize=32)
+def _extra_cached(pinned: tuple[tuple[str, str], ...], budget_b: float) -> dict[str, str]:
+    return pin_link.extra_params([{"label": lab, "json": js} for lab, js in pinned], budget_b)
+
+
+def address() -> dict[str, str]:
+    """What the address bar holds for this session: the scenario's link, then pins and budget."""
+    extra = extra_params()
+    if share.token_too_long({"s": extra.get("pins", "")}):
+        extra = {k: v for k, v in extra.items() if k != "pins"}
+    return {**share.address_params(link_params()), **extra}
+
+
 def sync_link() -> None:
     """Make the address bar hold the link of the current scenario (no rerun is triggered).
     Repeated or extra parameters are rewritten to the canonical link."""
-    params = share.address_params(link_params())
+    params = address()
     current = {k: st.query_params.get_all(k) for k in st.query_params.keys() if k not in STREAMLIT_KEYS}
     if current != {k: [v] for k, v in params.items()}:
         keep = {k: st.query_params.get_all(k) for k in st.query_params.keys() if k in STREAMLIT_KEYS}
         st.query_params.from_dict({**keep, **params})
     _ss()["cfg.link"] = params
+    _ss().pop("cfg.badlink", None)
 
 
 def share_url() -> str:
+    """The address that reproduces this session's scenario, pins and budget on this page: the
+    server's root with ``page=`` (see app.py for why no page path)."""
     base = ""
     try:
         base = st.context.url or ""
     except Exception:  # noqa: BLE001 — no browser context (tests)
         base = ""
-    return (base.rstrip("/") if base else "") + share.link_query(share.address_params(link_params()))
+    parts = urlsplit(base)
+    prefix = str(st.get_option("server.baseUrlPath") or "").strip("/")
+    root = f"{parts.scheme}://{parts.netloc}/" + (prefix + "/" if prefix else "") if parts.netloc else ""
+    page = _ss().get("ui.page", "home")
+    query = share.link_query(address())
+    return root + (f"?page={page}&" + query[1:] if page != "home" else query)
 
 
-def _incoming() -> tuple[dict[str, list[str]], list[str]]:
-    """(link parameters in the address bar, every value of each; names of unknown parameters)."""
+def _incoming() -> tuple[dict[str, list[str]], dict[str, list[str]], list[str]]:
+    """(scenario parameters in the address bar, pins/budget parameters, names of unknown ones);
+    each value as the list of every value the parameter has."""
     link: dict[str, list[str]] = {}
+    extra: dict[str, list[str]] = {}
     unknown: list[str] = []
     for k in st.query_params.keys():
         if k in LINK_KEYS:
             link[k] = list(st.query_params.get_all(k)) or [""]
+        elif k in EXTRA_KEYS:
+            extra[k] = list(st.query_params.get_all(k)) or [""]
         elif k not in STREAMLIT_KEYS:
             unknown.append(k)
-    return link, unknown
+    return link, extra, unknown
+
+
+def _open_scenario(link: dict[str, list[str]], have: bool) -> list[str]:
+    """Load the scenario a link names; returns error messages (nothing loaded then)."""
+    try:
+        cfg, notes = share.decode_params(link)
+    except share.ShareLinkError as e:
+        return [f"Could not open the link: {md(e)}. " + (
+            "Keeping the current scenario." if have else f"Showing the {DEFAULT_SIZE} preset instead.")]
+    except ConfigError as e:  # a broken preset file on the server
+        return [f"Could not open the link: {md(e)}"]
+    if cfg is not None:
+        size = share.link_params(cfg).get("preset")
+        set_scenario(cfg, f"preset {size}" if "s" not in link and size else "share link", sync=False)
+        for n in notes:
+            notify("warning", md(n))
+    return []
+
+
+def _open_extras(extra: dict[str, list[str]]) -> list[str]:
+    """Pins and token budget from the link (when new to this session); returns error messages."""
+    known = _ss().get("cfg.link") or {}
+    errors = []
+    value = (extra.get("pins") or [None])[-1]
+    if value is not None and value != known.get("pins"):
+        try:
+            got, notes = pin_link.decode_pins(value)
+        except share.ShareLinkError as e:
+            errors.append(f"Could not open the pinned scenarios of the link: {md(e)}.")
+        else:
+            _ss()["pins"] = got
+            for n in notes:
+                notify("warning", md(n))
+    value = (extra.get("budget") or [None])[-1]
+    if value is not None and value != known.get("budget"):
+        try:
+            set_budget(pin_link.parse_budget(value), sync=False)
+        except share.ShareLinkError as e:
+            errors.append(f"Could not open the link: {md(e)}.")
+    return errors
 
 
 def ensure_scenario() -> None:
     """Load the scenario named by the address bar when it is new to this session; otherwise
     keep the session's scenario; default to the small preset. Always leaves a valid scenario in
-    session state and its link in the address bar. Bad links become a message."""
+    session state. A link that cannot be opened is a message and stays in the address bar (the
+    user's link is not replaced) until the scenario changes; otherwise the address bar holds
+    the session's link."""
     ss = _ss()
-    link, unknown = _incoming()
-    have = all(f"cfg.{s}" in ss for s in SECTIONS)
-    known = {k: [v] for k, v in (ss.get("cfg.link") or {}).items()}
-    if link and link != known:
-        try:
-            cfg, notes = share.decode_params(link)
-        except share.ShareLinkError as e:
-            notify("error", f"Could not open the link: {md(e)}. " + (
-                "Keeping the current scenario." if have else f"Showing the {DEFAULT_SIZE} preset instead."))
-        except ConfigError as e:  # a broken preset file on the server
-            notify("error", f"Could not open the link: {md(e)}")
-        else:
-            if cfg is not None:
-                size = share.link_params(cfg).get("preset")
-                origin_label = f"preset {size}" if "s" not in link and size else "share link"
-                set_scenario(cfg, origin_label)
-                for n in notes:
-                    notify("warning", md(n))
-                have = True
-    if unknown:
-        shown = ", ".join(md(repr(clip(u, 30))) for u in unknown[:5])
-        notify("info", f"Ignored unknown link parameter(s) {shown}; a studio link has only "
-                       f"'preset' ({'/'.join(SCENARIO_SIZES)}) or 's' (an edited scenario).")
+    link, extra, unknown = _incoming()
+    here = {k: list(st.query_params.get_all(k)) for k in st.query_params.keys() if k not in STREAMLIT_KEYS}
+    bad = ss.get("cfg.badlink")
+    if bad is not None and bad["address"] == here:
+        errors = list(bad["messages"])
+    else:
+        have = all(f"cfg.{s}" in ss for s in SECTIONS)
+        known = {k: [v] for k, v in (ss.get("cfg.link") or {}).items() if k in LINK_KEYS}
+        errors = _open_scenario(link, have) if link and link != known else []
+        errors += _open_extras(extra)
+        if unknown:
+            shown = ", ".join(md(repr(clip(u, 30))) for u in unknown[:5])
+            notify("info", f"Ignored unknown link parameter(s) {shown}; a studio link has only "
+                           f"'preset' ({'/'.join(SCENARIO_SIZES)}) or 's' (an edited scenario), and 'pins' / 'budget'.")
     if not all(f"cfg.{s}" in ss for s in SECTIONS):
-        load_size(DEFAULT_SIZE)
+        load_size(DEFAULT_SIZE, sync=False)
+    for text in errors:
+        notify("error", text)
+    if errors:
+        ss["cfg.badlink"] = {"address": here, "messages": errors}
+        return
     sync_link()
 
 
-# ---- pinned scenarios (comparison on the Estimate page) ---------------------------------------
+# ---- pinned scenarios and token budget (Estimate page; both in the link) ----------------------
 def pins() -> list[dict[str, str]]:
     return list(_ss().get("pins", []))
 
@@ -206,8 +282,9 @@ def pin(label: str) -> bool:
     current = pins()
     if any(p["json"] == text for p in current):
         return False
-    current.append({"label": label[:80] or f"scenario {len(current) + 1}", "json": text})
+    current.append({"label": label[:pin_link.LABEL_CHARS] or f"scenario {len(current) + 1}", "json": text})
     _ss()["pins"] = current[-MAX_PINS:]
+    sync_link()
     return True
 
 
@@ -216,7 +293,20 @@ def unpin(index: int) -> None:
     if 0 <= index < len(current):
         current.pop(index)
     _ss()["pins"] = current
+    sync_link()
 
 
 def clear_pins() -> None:
     _ss()["pins"] = []
+    sync_link()
+
+
+def budget() -> float:
+    """Token budget of the Estimate page [billion tokens]; kept in the session, not the widget."""
+    return float(_ss().get("budget.value", pin_link.DEFAULT_BUDGET_B))
+
+
+def set_budget(value: float, *, sync: bool = True) -> None:
+    _ss()["budget.value"] = float(value)
+    if sync:
+        sync_link()

@@ -33,6 +33,7 @@ _LINE_START = re.compile(r"^(\s*)([-+=>]|\d+(?=[.)]))")  # list, quote, setext m
 _SPACE = re.compile(r"[\r\n\t\f\v\u2028\u2029\x85]+")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f]")
 _BACKTICKS = re.compile(r"`+")
+_SURROGATE = re.compile("[\ud800-\udfff]")  # lone surrogates cannot be sent (UTF-8): U+FFFD instead
 
 
 def clip(value: Any, limit: int = ECHO_CHARS) -> str:
@@ -60,7 +61,7 @@ def md(value: Any, limit: int | None = None) -> str:
     text = value if isinstance(value, str) else str(value)
     if limit is not None:
         text = clip(text, limit)
-    text = _BREAK.sub(_join, _CONTROL.sub("", _SPACE.sub(" ", text)))
+    text = _BREAK.sub(_join, _CONTROL.sub("", _SPACE.sub(" ", _SURROGATE.sub("\ufffd", text))))
     text = _SPECIAL.sub(_escape, text)
     return _LINE_START.sub(_escape_start, text, count=1)
 
@@ -70,9 +71,23 @@ def md_code(value: Any, limit: int | None = None) -> str:
     text = value if isinstance(value, str) else str(value)
     if limit is not None:
         text = clip(text, limit)
-    text = _CONTROL.sub("", _SPACE.sub(" ", text))
+    text = _CONTROL.sub("", _SPACE.sub(" ", _SURROGATE.sub("\ufffd", text)))
     if not text:
         return "` `"
     fence = "`" * (max((len(m) for m in _BACKTICKS.findall(text)), default=0) + 1)
     pad = " " if text.startswith("`") or text.endswith("`") else ""
     return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def issue_md(field: Any, message: Any, limit: int | None = 600) -> str:
+    """One ``(field, message)`` issue as Markdown: the field path as literal code (it can hold a
+    key a user typed), the message as literal text (engine messages hold ``*`` and ``_`` —
+    ``tp*pp*cp = 3*4*1`` — and may quote user names such as ``system.gpu.name``)."""
+    text = md(message, limit)
+    return f"{md_code(field, 120)}: {text}" if field else text
+
+
+def issues_md(issues: Any, limit: int | None = None, bullet: str = "- ") -> str:
+    """Markdown lines (one per issue, each escaped by :func:`issue_md`)."""
+    shown = list(issues)[:limit] if limit else list(issues)
+    return "  \n".join(bullet + issue_md(f, m) for f, m in shown)

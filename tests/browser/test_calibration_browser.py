@@ -1,6 +1,6 @@
 """Headless Chromium on the Calibration page: upload a GEMM sweep and two nccl-tests logs, see the
 plots and the coverage, save the system by name, pick it on the System page, estimate.
-Screenshot: tests/screenshots/calibration.png."""
+Screenshot: tests/.artifacts/screenshots/calibration.png (tools/refresh_screenshots.py copies it)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[2]
-SHOTS = ROOT / "tests" / "screenshots"
+SHOTS = Path(__file__).resolve().parents[1] / ".artifacts" / "screenshots"  # git-ignored
 NCCL = ROOT / "tests" / "data" / "calibration" / "nccl_logs"
 
 

@@ -1,6 +1,6 @@
 """Headless Chromium: the Search page runs a search from its link (progress bar to done), the
 ranked grid sorts, the Pareto chart is drawn, a layout loads into the Strategy editor, and the
-share link reproduces the search in a new tab. Screenshot: tests/screenshots/search.png."""
+share link reproduces the search in a new tab. Screenshot: tests/.artifacts/screenshots/search.png (tools/refresh_screenshots.py copies it)."""
 
 from __future__ import annotations
 

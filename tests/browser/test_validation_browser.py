@@ -1,6 +1,6 @@
 """Headless Chromium on the Validation page: the chart and tables are drawn, a measured run is
 picked and loaded, and the Estimate page opens with that run's scenario (and its share link).
-Saves tests/screenshots/validation.png.
+Saves tests/.artifacts/screenshots/validation.png (tools/refresh_screenshots.py copies it).
 
 On a fresh server (the first request runs pages/validation.py without app.py, Streamlit's
 pages-folder mode), so "load this run" is shown to switch pages there too; AppTest covers the
@@ -18,7 +18,7 @@ from ui.config_io import validate_scenario
 from ui.share import decode_token
 from ui.validation_frames import run_key
 
-SHOTS = Path(__file__).resolve().parents[1] / "screenshots"
+SHOTS = Path(__file__).resolve().parents[1] / ".artifacts" / "screenshots"  # git-ignored
 FIRST_RUN_MS = 300_000  # the first visit on a server validates every source (tens of seconds on a busy machine)
 
 pytestmark = pytest.mark.browser

@@ -1,0 +1,80 @@
+"""Helpers of the studio's AppTest suites: open pages, walk every text an element carries."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = ["pages/home.py", "pages/model.py", "pages/system.py", "pages/strategy.py", "pages/estimate.py",
+         "pages/timeline.py"]
+TIMEOUT = 60
+# Markdown that only user or engine text could have produced, unescaped: a link or an image.
+LINK_OR_IMAGE = re.compile(r"(?<!\\)\]\(|!(?<!\\)\[(?=[^\]]*\]\()")
+NOT_MARKDOWN = {"code_text", "id", "form_id", "data", "spec", "arrow_data", "default"}  # literal or binary
+
+
+def open_app(path: str = "pages/home.py", **query: str) -> AppTest:
+    """Through app.py (st.navigation), so ``switch_page`` works."""
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    for k, v in query.items():
+        at.query_params[k] = v
+    at.run()
+    if path != "pages/home.py":
+        at.switch_page(path).run()
+    return at
+
+
+def open_page(path: str, **query: str) -> AppTest:
+    """The page file itself (the first request after a server start runs it without app.py)."""
+    at = AppTest.from_file(str(ROOT / path), default_timeout=TIMEOUT)
+    for k, v in query.items():
+        at.query_params[k] = v
+    at.run()
+    return at
+
+
+def scenario(at: AppTest) -> dict:
+    return {s: json.loads(at.session_state[f"cfg.{s}"]) for s in ("model", "system", "strategy")}
+
+
+def texts(elements) -> str:
+    return "\n".join(str(e.value) for e in elements)
+
+
+def _proto_strings(msg, out: list[str], depth: int = 0) -> None:
+    if depth > 8:
+        return
+    for field, value in msg.ListFields():
+        if field.name in NOT_MARKDOWN:
+            continue
+        repeated = not isinstance(value, (str, bytes)) and not hasattr(value, "ListFields") and hasattr(value, "__iter__")
+        vals = value if repeated else [value]
+        for v in vals:
+            if isinstance(v, str):
+                out.append(v)
+            elif hasattr(v, "ListFields"):
+                _proto_strings(v, out, depth + 1)
+
+
+def rendered_strings(at: AppTest) -> list[str]:
+    """Every string of every element on the page (sidebar included): Markdown bodies, labels,
+    help tooltips, captions, options, toasts; code blocks (literal text) and data excluded."""
+    out: list[str] = []
+    stack = [at._tree]
+    while stack:
+        node = stack.pop()
+        children = getattr(node, "children", None)
+        if isinstance(children, dict):
+            stack.extend(children.values())
+        proto = getattr(node, "proto", None)
+        if proto is not None and hasattr(proto, "ListFields") and type(node).__name__ != "Code":
+            _proto_strings(proto, out)
+    return out
+
+
+def unescaped_links(at: AppTest) -> list[str]:
+    return [s[:200] for s in rendered_strings(at) if LINK_OR_IMAGE.search(s)]

@@ -1,0 +1,63 @@
+"""Editor groups stay open once opened; the pinned comparison is compact, has deltas against a
+chosen baseline and a CSV download of every column."""
+
+from __future__ import annotations
+
+import io
+
+import pandas as pd
+
+from app_walk import open_app
+from ui.compare import SHOWN, compact_frame, with_deltas
+
+
+def _expander(at, title):
+    return next(ex for ex in at.expander if ex.label.startswith(title))
+
+
+def _number(at, dotted):
+    return next(w for w in at.number_input if w.key and w.key.split(".", 1)[-1] == dotted)
+
+
+def test_group_stays_open_when_values_return_to_default():
+    at = open_app("pages/model.py")
+    assert not _expander(at, "Regularisation").proto.expanded
+    _number(at, "model.hidden_dropout").set_value(0.1).run()
+    assert _expander(at, "Regularisation").proto.expanded
+    _number(at, "model.hidden_dropout").set_value(0.0).run()
+    assert _expander(at, "Regularisation").proto.expanded  # it does not fold under the user's pointer
+    at.switch_page("pages/home.py").run()
+    at.button(key="size.medium").click().run()  # a new model: groups start from its values again
+    at.switch_page("pages/model.py").run()
+    assert not _expander(at, "Regularisation").proto.expanded
+
+
+def test_comparison_has_deltas_a_baseline_and_a_download():
+    at = open_app("pages/estimate.py")
+    at.button(key="pin.add").click().run()
+    at.switch_page("pages/home.py").run()
+    at.button(key="size.medium").click().run()
+    at.switch_page("pages/estimate.py").run()
+    table = at.dataframe[-1].value
+    assert len(table.columns) <= 12 and "scenario" in table.columns
+    assert table["Δ step [%]"].iloc[0] == 0 and table["Δ step [%]"].iloc[1] != 0
+    at.selectbox(key="pin.baseline").set_value(1).run()
+    table = at.dataframe[-1].value
+    assert table["Δ step [%]"].iloc[1] == 0 and table["Δ step [%]"].iloc[0] != 0
+    dl = next(b for b in at.get("download_button") if b.proto.label.startswith("Comparison"))
+    assert dl is not None
+
+
+def test_with_deltas_relative_and_points():
+    rows = [{"scenario": "a", "fits": True, "step time [s]": 2.0, "tokens/s/GPU": 100, "MFU [%]": 40.0,
+             "peak alloc [GiB]": 50.0, "USD / 1M tokens": 1.0},
+            {"scenario": "b", "fits": False, "step time [s]": 1.0, "tokens/s/GPU": 200, "MFU [%]": 45.0,
+             "peak alloc [GiB]": 60.0, "USD / 1M tokens": 0.5}]
+    out = with_deltas(rows, 0)
+    assert out[1]["Δ step time [s] [%]"] == -50.0 and out[1]["Δ MFU [%]"] == 5.0 and out[1]["Δ tokens/s/GPU [%]"] == 100.0
+    frame = compact_frame(out)
+    assert list(frame.columns)[:2] == ["scenario", "fits"] and len(frame.columns) == 2 + 2 * len(SHOWN)
+    from ui.compare import rows_csv
+
+    back = pd.read_csv(io.StringIO(rows_csv(out)))
+    assert list(back["scenario"]) == ["a", "b"] and "Δ MFU [%]" in back.columns

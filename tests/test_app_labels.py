@@ -1,0 +1,45 @@
+"""One memory figure with its label (allocated peak, reserved shown as such) and the MFU
+convention stated wherever MFU is shown."""
+
+from __future__ import annotations
+
+import pytest
+
+from app_walk import open_app, texts
+from ui.engine import estimate_report
+from ui.labels import fits
+from ui.share import size_canonical
+
+
+def _metric(at, prefix):
+    return next(m for m in at.metric if m.label.startswith(prefix))
+
+
+@pytest.mark.parametrize("path", ["pages/home.py", "pages/estimate.py"])
+def test_memory_headline_is_the_allocated_peak_and_says_so(path):
+    from ui.config_io import dumps
+
+    at = open_app(path, preset="medium")
+    r = estimate_report(dumps(size_canonical("medium")))["report"]
+    m = _metric(at, "Peak memory")
+    assert m.label == "Peak memory (allocated)"
+    assert f"{r['peak_memory_gib']:,.1f}" in m.value and f"{r['reserved_memory_gib']:,.1f}" not in m.value
+    assert "Reserved" in m.proto.help and f"{r['reserved_memory_gib']:,.1f}" in m.proto.help
+    assert "BF16 peak" in _metric(at, "MFU").proto.help and "6·N_active" in _metric(at, "MFU").proto.help
+
+
+def test_uncertainty_band_names_the_same_memory_figure():
+    at = open_app("pages/estimate.py", preset="medium")
+    cap = texts(at.caption)
+    assert "allocated peak memory" in cap
+    assert "allocated peak" in texts(at.success) and "reserved" in texts(at.success)
+
+
+def test_fit_rule_matches_the_engine():
+    from ui.config_io import dumps
+
+    for size in ("small", "medium", "large"):
+        cfg = size_canonical(size)
+        r = estimate_report(dumps(cfg))["report"]
+        worst = max(r["memory_by_stage"], key=lambda x: x["reserved_gib"])
+        assert fits(worst["peak_gib"], cfg["strategy"], cfg["system"]) == r["fits"]

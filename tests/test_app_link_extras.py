@@ -1,0 +1,79 @@
+"""Work is not lost: pins and the token budget live in the session and the share link (a reload
+or a colleague's browser gets them back), and a link that cannot be opened stays in the address
+bar with its message instead of being replaced by ``?preset=small``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app_walk import open_app, open_page, texts
+from ui.config_io import dumps
+from ui.pins import decode_pins, encode_pins, parse_budget
+from ui.share import ShareLinkError, pack, size_canonical
+
+
+def _pins(at):
+    return at.session_state["pins"] if "pins" in at.session_state else []
+
+
+def test_pins_survive_a_reload_through_the_link():
+    at = open_app("pages/estimate.py")
+    at.button(key="pin.add").click().run()
+    at.switch_page("pages/home.py").run()
+    at.button(key="size.medium").click().run()
+    at.switch_page("pages/estimate.py").run()
+    at.text_input(key="pin.label").set_value("the medium one").run()
+    at.button(key="pin.add").click().run()
+    params = dict(at.query_params)
+    assert params["preset"] == "medium" and params["pins"].startswith("v1.")
+    reloaded = open_app("pages/estimate.py", **params)  # a new session: what a reload or a colleague gets
+    assert not reloaded.exception
+    assert [p["label"] for p in _pins(reloaded)][-1] == "the medium one" and len(_pins(reloaded)) == 2
+    assert [json.loads(p["json"]) for p in _pins(reloaded)] == [size_canonical("small"), size_canonical("medium")]
+    table = reloaded.dataframe[-1].value
+    assert "the medium one" in " ".join(map(str, table.to_numpy().ravel().tolist() + list(table.columns)))
+    assert dict(reloaded.query_params) == params
+
+
+def test_token_budget_is_kept_across_pages_and_in_the_link():
+    at = open_app("pages/estimate.py")
+    at.number_input(key="budget.tokens").set_value(50.0).run()
+    at.switch_page("pages/home.py").run()
+    at.switch_page("pages/estimate.py").run()
+    assert at.number_input(key="budget.tokens").value == 50.0
+    assert at.query_params["budget"] == "50"
+    again = open_app("pages/estimate.py", preset="small", budget="50")
+    assert again.number_input(key="budget.tokens").value == 50.0
+
+
+@pytest.mark.parametrize("query", [{"s": "v1.garbage!"}, {"preset": "evil"}, {"preset": "small", "pins": "junk"},
+                                   {"preset": "small", "budget": "-3"}])
+def test_a_bad_link_stays_in_the_address_bar_with_its_message(query):
+    at = open_page("pages/home.py", **query)
+    assert not at.exception
+    assert "Could not open" in texts(at.error)
+    assert dict(at.query_params) == query
+    at.run()  # any rerun: still the user's link, still the message
+    assert dict(at.query_params) == query and "Could not open" in texts(at.error)
+    at.button(key="size.medium").click().run()  # the user moves on: now the address is the new scenario's
+    assert at.query_params["preset"] == "medium" and "Could not open" not in texts(at.error)
+
+
+def test_pins_round_trip_and_hostile_entries():
+    pins = [{"label": "a", "json": dumps(size_canonical("small"))}, {"label": "b" * 200, "json": dumps(size_canonical("large"))}]
+    got, notes = decode_pins(encode_pins(pins))
+    assert [p["json"] for p in got] == [p["json"] for p in pins] and notes == []
+    assert len(got[1]["label"]) == 80
+    assert encode_pins([]) == ""
+    mixed = pack([{"l": "ok", "b": "small", "d": {}}, {"l": "bad", "b": "small", "d": {"strategy": {"tp": 0}}}, 7])
+    got, notes = decode_pins(mixed)
+    assert [p["label"] for p in got] == ["ok"] and len(notes) == 2 and "tp" in notes[0]
+    for bad in ("junk", pack({"l": 1}), "v1." + "A" * 70_000):
+        with pytest.raises(ShareLinkError):
+            decode_pins(bad)
+    assert parse_budget("12.5") == 12.5
+    for bad in ("nan", "inf", "0", "1e9", "x"):
+        with pytest.raises(ShareLinkError):
+            parse_budget(bad)

@@ -1,0 +1,48 @@
+"""Timeline page: the schedule switcher remembers vpp per schedule and says what changed; a
+peak over the GPU's memory is an alert, with the memory figure's kind named."""
+
+from __future__ import annotations
+
+from app_walk import open_app, scenario, texts
+from ui.share import encode_token, size_canonical
+
+
+def test_schedule_switch_remembers_vpp_and_says_so():
+    at = open_app("pages/timeline.py", preset="medium")
+    assert scenario(at)["strategy"]["vpp"] == 5
+    at.button_group[0].set_value("1f1b").run()
+    assert not at.exception
+    assert scenario(at)["strategy"]["vpp"] == 1
+    info = texts(at.info)
+    assert "vpp 5 → 1" in info and "restores" in info
+    at.button_group[0].set_value("interleaved").run()
+    s = scenario(at)["strategy"]
+    assert s["schedule"] == "interleaved" and s["vpp"] == 5
+    assert "vpp 1 → 5" in texts(at.info)
+
+
+def test_vpp_memory_is_forgotten_when_the_strategy_is_replaced():
+    at = open_app("pages/timeline.py", preset="medium")
+    at.button_group[0].set_value("1f1b").run()
+    cfg = size_canonical("medium")
+    cfg["strategy"].update(schedule="1f1b", vpp=1, global_batch_size=256)
+    at.query_params["s"] = encode_token(cfg)  # another scenario arrives by link
+    at.run()
+    at.button_group[0].set_value("interleaved").run()
+    assert scenario(at)["strategy"]["vpp"] == 2  # the default for a fresh strategy, not the old 5
+
+
+def test_gpipe_peak_over_capacity_is_an_alert():
+    cfg = size_canonical("medium")
+    cfg["strategy"].update(schedule="gpipe", vpp=1)
+    at = open_app("pages/timeline.py", s=encode_token(cfg))
+    assert not at.exception, [e.value for e in at.exception]
+    peak = next(m for m in at.metric if m.label.startswith("Peak memory"))
+    assert "allocated" in peak.label
+    err = texts(at.error)
+    assert "Does not fit" in err and "allocated" in err and "reserved" in err
+
+
+def test_fitting_timeline_has_no_alert():
+    at = open_app("pages/timeline.py", preset="medium")
+    assert "Does not fit" not in texts(at.error)

@@ -1,0 +1,112 @@
+"""Heavy engine calls run in a bounded worker process: light scenarios stay inline, heavy ones
+are computed off the script thread, cancellable (the child is killed), with a per-call timeout,
+one in flight per session and a per-session budget."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+
+import pytest
+
+from app_walk import open_page, texts
+from ui import heavy, worker
+from ui.config_io import apply_diff, dumps
+from ui.share import encode_token, size_canonical
+
+# 1,024 layers at pp 8 · vpp 128: 131,072 pipeline tasks (seconds of engine time, ~0.5 GB)
+HEAVY = apply_diff(size_canonical("medium"), {"model": {"num_layers": 1024}, "strategy": {"pp": 8, "vpp": 128}})
+
+
+def test_work_units_split_light_from_heavy():
+    for size in ("small", "medium", "large"):
+        assert not heavy.is_heavy(dumps(size_canonical(size)))
+    assert heavy.work(dumps(HEAVY)) == 8 * 128 * 128 and heavy.is_heavy(dumps(HEAVY))
+
+
+def test_light_scenarios_never_start_a_worker(monkeypatch):
+    def boom(*_a, **_k):
+        raise AssertionError("a light scenario went to a worker")
+
+    monkeypatch.setattr(worker, "run", boom)
+    at = open_page("pages/estimate.py", preset="medium")
+    assert not at.exception and "Fits in memory" in texts(at.success)
+
+
+def test_heavy_estimate_runs_in_a_worker_and_is_kept():
+    heavy._CACHE.clear()
+    at = open_page("pages/estimate.py", s=encode_token(HEAVY))
+    assert not at.exception, [e.value for e in at.exception]
+    assert ("estimate", dumps(HEAVY)) in heavy._CACHE  # computed by the worker path, then cached
+    assert "Does not fit" in texts(at.error)
+    spent = at.session_state["worker.spent"]
+    assert spent["seconds"] > 0
+    assert not [p for p in mp.active_children() if p.name.startswith("Process")]  # the child is gone
+
+
+class Stop(Exception):
+    pass
+
+
+def test_cancel_kills_the_child():
+    spent: dict = {}
+    ticks = []
+
+    def tick(elapsed):
+        ticks.append(elapsed)
+        raise Stop  # what Streamlit does to a script run when the user clicks Cancel or moves on
+
+    with pytest.raises(Stop):
+        worker.run("timeline", dumps(HEAVY), "s-cancel", spent, tick)
+    assert ticks and "s-cancel" not in worker._INFLIGHT
+    time.sleep(0.2)
+    assert not [p for p in mp.active_children() if p.is_alive() and p.name.startswith("Process")]
+
+
+def test_timeout_stops_the_call(monkeypatch):
+    monkeypatch.setattr(worker, "TIMEOUT_S", 0.3)
+    res = worker.run("timeline", dumps(HEAVY), "s-timeout", {})
+    assert not res["ok"] and "took more than" in res["issues"][0][1]
+
+
+def test_one_heavy_call_per_session_and_a_budget():
+    worker._INFLIGHT.add("s-busy")
+    try:
+        with pytest.raises(worker.Busy, match="still running"):
+            worker.run("estimate", dumps(HEAVY), "s-busy", {})
+    finally:
+        worker._INFLIGHT.discard("s-busy")
+    spent = {"since": time.monotonic(), "seconds": worker.SESSION_BUDGET_S}
+    with pytest.raises(worker.Busy, match="heavy computation for now"):
+        worker.run("estimate", dumps(HEAVY), "s-budget", spent)
+    assert worker._SLOTS._value == worker.MAX_WORKERS  # every slot was given back
+
+
+def test_worker_thins_memory_series_and_keeps_every_ranks_peak():
+    import numpy as np
+    import pandas as pd
+
+    from ui.timeline_data import MEMORY_POINTS, memory_frame
+    from ui.worker_tasks import _thin_memory
+
+    rng = np.random.default_rng(3)
+    n = 40_000
+    full = pd.DataFrame({"rank": np.repeat(np.arange(4), n), "t_s": np.tile(np.linspace(0, 2.0, n), 4),
+                         "bytes": rng.uniform(1e9, 5e10, 4 * n)})
+    thin = _thin_memory(full)
+    assert list(thin.columns) == ["rank", "t_s", "bytes"] and len(thin) <= 4 * MEMORY_POINTS
+    a, b = memory_frame(full), memory_frame(thin)
+    assert np.allclose(a.groupby("rank")["GiB"].max(), b.groupby("rank")["GiB"].max())
+
+
+def test_heavy_timeline_first_view_is_computed_by_the_worker(monkeypatch):
+    import ui.chart_cache as cc
+
+    def boom(*_a, **_k):
+        raise AssertionError("the script thread aggregated a heavy timeline")
+
+    monkeypatch.setattr(cc, "gantt_frame", boom)
+    at = open_page("pages/timeline.py", s=encode_token(HEAVY))
+    assert not at.exception, [e.value for e in at.exception]
+    assert "more than 5,000" in texts(at.caption) and "Does not fit" in texts(at.error)
+    assert len(at.get("vega_lite_chart")) >= 2

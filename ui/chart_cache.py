@@ -1,0 +1,63 @@
+"""Chart specs cached on the scenario JSON and the view's options (``st.cache_data``).
+
+Building an Altair chart and converting it to a Vega-Lite spec (with its JSON-schema check) is
+most of a Timeline or Estimate rerun (~150 ms per chart on the ``medium`` preset, profiled with
+cProfile on the script thread); the spec depends only on the scenario and the view options, so
+it is built once and drawn with ``st.vega_lite_chart``. Frames are passed as ``_``-prefixed
+arguments, which ``st.cache_data`` does not hash: the key is the scenario JSON plus options.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import altair as alt
+import streamlit as st
+
+from .charts import gantt_chart, memory_stage_chart, memory_time_chart, mfu_waterfall_chart, time_breakdown_chart
+from .timeline_data import gantt_frame, memory_frame
+
+ENTRIES = 24
+# Inlined data is bounded by ui.timeline_data (MAX_EXACT_SPANS, memory_frame's cap), not by
+# Altair's 5,000-row guard (which st.altair_chart does not apply either). Set once, process-wide.
+alt.data_transformers.disable_max_rows()
+
+
+def spec(chart: Any) -> dict[str, Any]:
+    return chart.to_dict(validate=False)
+
+
+def draw(chart_spec: dict[str, Any]) -> None:
+    st.vega_lite_chart(chart_spec, width="stretch")
+
+
+@st.cache_data(max_entries=ENTRIES, show_spinner=False)
+def estimate_specs(scenario_json: str, _report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Time breakdown, MFU waterfall and memory-per-stage specs of the scenario's Report."""
+    r = _report
+    return {"breakdown": spec(time_breakdown_chart(r["breakdown_s"], r["step_time_s"])),
+            "waterfall": spec(mfu_waterfall_chart(r)),
+            "memory": spec(memory_stage_chart(r["memory_by_stage"], r["memory_capacity_gib"]))}
+
+
+@st.cache_data(max_entries=ENTRIES, show_spinner=False)
+def gantt_view(scenario_json: str, window_ms: tuple[float, float], ranks: tuple[int, ...] | None, labels: bool,
+               _spans: Any, _pre: Any = None) -> dict[str, Any]:
+    """{"spec", "aggregated", "shown"} of the Gantt chart of a window (ms) and rank subset.
+    ``_pre``: ``(window, ranks, gantt_frame result)`` a worker computed already (heavy timelines)."""
+    if _pre is not None and _pre[0] == window_ms and _pre[1] == ranks:
+        gdf, aggregated, rows = _pre[2]
+    else:
+        gdf, aggregated, rows = gantt_frame(_spans, window_ms[0] / 1e3, window_ms[1] / 1e3,
+                                            ranks=list(ranks) if ranks is not None else None)
+    chart = gantt_chart(gdf, rows, aggregated, x_domain=window_ms, show_labels=labels and not aggregated)
+    return {"spec": spec(chart), "aggregated": aggregated, "shown": len(gdf)}
+
+
+@st.cache_data(max_entries=ENTRIES, show_spinner=False)
+def memory_view(scenario_json: str, ranks: tuple[int, ...] | None, capacity_gib: float, _memory: Any) -> dict[str, Any] | None:
+    memory = _memory
+    if ranks is not None and len(memory):
+        memory = memory[memory["rank"].isin(list(ranks))]
+    mem = memory_frame(memory)
+    return spec(memory_time_chart(mem, capacity_gib)) if len(mem) else None

@@ -1,0 +1,110 @@
+"""Pinned-scenario comparison of the Estimate page: a compact table with deltas against a chosen
+baseline (it fits a 1440 px window), every column in the CSV download, the breakdown chart."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from . import state
+from .charts import compare_chart
+from .report_io import compare_rows
+
+# (column of compare_rows, short title, format, delta kind: "rel" % change, "pt" points, None)
+SHOWN = [("step time [s]", "step [s]", "%.3f", "rel"), ("tokens/s/GPU", "tok/s/GPU", "localized", "rel"),
+         ("MFU [%]", "MFU [%]", "%.1f", "pt"), ("peak alloc [GiB]", "alloc [GiB]", "%.1f", "rel"),
+         ("USD / 1M tokens", "USD/1M tok", "%.3f", "rel")]
+CURRENT = "current (unpinned)"
+
+
+def with_deltas(rows: list[dict[str, Any]], baseline: int) -> list[dict[str, Any]]:
+    """Every row plus ``Δ <column>`` against row ``baseline``: relative change in % (step time,
+    throughput, memory, cost) or the difference in points (MFU)."""
+    base = rows[baseline]
+    out = []
+    for row in rows:
+        extra = {}
+        for col, _, _, kind in SHOWN:
+            b, v = base[col], row[col]
+            if kind == "pt":
+                extra[f"Δ {col}"] = v - b
+            else:
+                extra[f"Δ {col} [%]"] = 100.0 * (v - b) / b if b else float("nan")
+        out.append({**row, **extra})
+    return out
+
+
+def delta_title(short: str, kind: str | None) -> str:
+    return f"Δ {short.split(' [')[0]} [{'pt' if kind == 'pt' else '%'}]"
+
+
+def compact_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """The on-page table: label, layout, and each shown figure with its delta."""
+    data = []
+    for row in rows:
+        item = {"scenario": row["scenario"], "fits": row["fits"]}
+        for col, short, _, kind in SHOWN:
+            item[short] = row[col]
+            item[delta_title(short, kind)] = row[f"Δ {col}" if kind == "pt" else f"Δ {col} [%]"]
+        data.append(item)
+    return pd.DataFrame(data)
+
+
+def rows_csv(rows: list[dict[str, Any]]) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(rows[0]))
+    w.writeheader()
+    w.writerows(rows)
+    return buf.getvalue()
+
+
+def _config(frame: pd.DataFrame) -> dict[str, Any]:
+    cfg: dict[str, Any] = {"scenario": st.column_config.TextColumn(width=210), "fits": st.column_config.CheckboxColumn(width=40)}
+    for _, short, fmt, kind in SHOWN:
+        cfg[short] = st.column_config.NumberColumn(format=fmt, width=80)
+        cfg[delta_title(short, kind)] = st.column_config.NumberColumn(format="%+.1f", width=62, help="Against the baseline")
+    return {k: v for k, v in cfg.items() if k in frame.columns}
+
+
+def _pin() -> None:
+    if not state.pin(st.session_state.get("pin.label") or ""):
+        st.toast("Already pinned.")
+
+
+def compare_section(sc: dict[str, Any], r: dict[str, Any]) -> None:
+    st.subheader("Compare pinned scenarios")
+    a, b, c = st.columns([3, 1, 1], vertical_alignment="bottom")
+    s = sc["strategy"]
+    a.text_input("Label for this scenario", key="pin.label",
+                 value=f"{sc['model']['name']} · {sc['system']['num_gpus']} GPUs · tp{s['tp']} pp{s['pp']} {s['schedule']}"[:80])
+    b.button("Pin this scenario", key="pin.add", icon=":material/push_pin:", width="stretch", on_click=_pin)
+    c.button("Clear pins", key="pin.clear", disabled=not state.pins(), width="stretch", on_click=state.clear_pins)
+    from .engine import estimate_report
+
+    items = []
+    for p in state.pins():
+        pr = estimate_report(p["json"])
+        if pr["ok"]:
+            items.append((p["label"], json.loads(p["json"]), pr["report"]))
+    if not items:
+        st.caption("Pin scenarios to compare them side by side (step time, MFU, memory, cost) with deltas against a "
+                   "baseline. Pins stay in this session and in the share link.")
+        return
+    if all(json.loads(p["json"]) != sc for p in state.pins()):
+        items.append((CURRENT, sc, r))
+    rows = compare_rows(items)
+    labels = [f"{i + 1}. {row['scenario']}" for i, row in enumerate(rows)]
+    base = st.selectbox("Baseline (deltas are against it)", range(len(rows)), format_func=lambda i: labels[i],
+                        key="pin.baseline", index=0)
+    full = with_deltas(rows, base if base is not None and base < len(rows) else 0)
+    frame = compact_frame(full)
+    st.dataframe(frame, hide_index=True, width="stretch", column_config=_config(frame))
+    st.download_button("Comparison (CSV, every column)", rows_csv(full), file_name="simengine-comparison.csv",
+                       mime="text/csv", on_click="ignore", icon=":material/download:", key="dl.compare.csv")
+    st.altair_chart(compare_chart([{"label": lab, "breakdown_s": rep["breakdown_s"]} for lab, _, rep in items]),
+                    width="stretch")

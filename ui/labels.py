@@ -1,0 +1,48 @@
+"""What each headline figure means, stated once (pure): memory kind and the MFU convention.
+
+Memory: the engine reports the *allocated* peak (tensors alive, ``Report.peak_memory_gib``) and
+the *reserved* peak (allocated × (1 + strategy.allocator_overhead), the caching allocator's pool,
+``Report.reserved_memory_gib``); a stage fits when reserved + system.gpu.non_torch_gib ≤
+system.gpu.memory_gib (simengine/estimate.py, ``memory_by_stage``). The studio's memory headline
+is the allocated peak everywhere (the uncertainty band is on it too); reserved is shown as such.
+The timeline's curves are the simulator's allocated bytes (simengine/sim/metrics.py ``_memory``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .units import fmt_num, fmt_pct
+
+PEAK_LABEL = "Peak memory (allocated)"
+SIM_PEAK_LABEL = "Peak memory (allocated, worst rank)"
+MFU_LABEL = "MFU"
+MFU_HELP = ("Model FLOPs utilisation: model FLOPs per step (6·N_active per token + full s² attention, PaLM "
+            "App. B; recompute not counted) / (step time · dense BF16 peak · GPUs). The BF16 peak is used for "
+            "FP8 runs too.")
+HFU_HELP = "Hardware FLOPs (model FLOPs + recomputed forward) / (step time · dense BF16 peak · GPUs)."
+
+
+def memory_help(r: dict[str, Any]) -> str:
+    """Tooltip of the memory headline of a Report dict."""
+    return (f"Allocated peak (live tensors) of the fullest stage. Reserved by PyTorch's caching allocator: "
+            f"{fmt_num(r['reserved_memory_gib'])} GiB; a stage fits when reserved + the memory outside PyTorch "
+            f"≤ {fmt_num(r['memory_capacity_gib'])} GiB.")
+
+
+def mfu_causal_note(r: dict[str, Any]) -> str:
+    v = r.get("mfu_causal")
+    return f" With causal attention FLOPs (half the s² term) MFU is {fmt_pct(v)}." if isinstance(v, (int, float)) else ""
+
+
+def reserved_gib(allocated_gib: float, allocator_overhead: float) -> float:
+    """Reserved from allocated, as the engine does (simengine/estimate.py, memory_by_stage:
+    ``reserved = alloc * (1 + strategy.allocator_overhead)``)."""
+    return allocated_gib * (1.0 + allocator_overhead)
+
+
+def fits(allocated_gib: float, strategy: dict[str, Any], system: dict[str, Any]) -> bool:
+    """The engine's fit rule (Report.fits): reserved + gpu.non_torch_gib ≤ gpu.memory_gib."""
+    gpu = system["gpu"]
+    need = reserved_gib(allocated_gib, float(strategy.get("allocator_overhead", 0.0))) + float(gpu.get("non_torch_gib", 0.0))
+    return need <= float(gpu["memory_gib"])

@@ -1,0 +1,113 @@
+"""Heavy engine calls off the script thread, bounded per server and per session.
+
+A scenario's work is estimated before running it (``work_units``: simulated tasks per pipeline,
+pp · vpp · micro-batches, measured at ~30 µs each on this machine: ``medium`` = 1,280 units,
+35 ms; 1,024 layers at pp 8 · vpp 128 = 131,072 units, 4.4 s and ~530 MB). Light work
+(≤ ``LIGHT_UNITS``) runs inline: a process round trip would cost more than it saves. Heavy work
+runs in a child process forked from a ``forkserver`` (started once per server, engine
+pre-imported), at most ``MAX_WORKERS`` at a time for the whole server, at most one per session,
+under a per-call timeout and a per-session budget of worker seconds. The child runs niced with a
+memory cap. (A forkserver child imports the server's ``__main__`` as ``__mp_main__``: Streamlit's
+entry points guard ``main()``, as any script starting a worker must.) While it runs the script thread polls, drawing the elapsed time: any interaction
+(the Cancel button, another page) stops the script run, and the ``finally`` kills the child.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import threading
+import time
+from typing import Any
+
+LIGHT_UNITS = 8_192           # ≲ 0.25 s of engine time: inline
+MAX_WORKERS = 2               # heavy engine calls running at once, whole server
+TIMEOUT_S = 90.0              # per call
+QUEUE_WAIT_S = 30.0           # waiting for a free worker before saying "busy"
+SESSION_BUDGET_S = 240.0      # worker seconds per session per window
+BUDGET_WINDOW_S = 600.0
+POLL_S = 0.2
+
+_SLOTS = threading.BoundedSemaphore(MAX_WORKERS)
+_INFLIGHT: set[str] = set()
+_LOCK = threading.Lock()
+_CTX: Any = None
+
+
+def work_units(pp: int, vpp: int, num_microbatches: int) -> int:
+    return int(pp) * int(vpp) * int(num_microbatches)
+
+
+def _context():
+    global _CTX
+    with _LOCK:
+        if _CTX is None:
+            ctx = mp.get_context("forkserver")
+            ctx.set_forkserver_preload(["simengine.api", "ui.worker_tasks", "ui.timeline_data"])
+            _CTX = ctx
+        return _CTX
+
+
+class Busy(Exception):  # noqa: N818 — a message for the user, not a failure
+    pass
+
+
+def run(kind: str, scenario_json: str, session: str, spent: dict[str, Any], tick=None) -> dict[str, Any]:
+    """Run task ``kind`` in a worker; ``spent`` is the session's budget record (mutated);
+    ``tick(elapsed_s)`` is called every ``POLL_S`` while waiting (it may raise to cancel)."""
+    now = time.monotonic()
+    if now - spent.get("since", 0.0) > BUDGET_WINDOW_S:
+        spent.update(since=now, seconds=0.0)
+    if spent.get("seconds", 0.0) >= SESSION_BUDGET_S:
+        wait = BUDGET_WINDOW_S - (now - spent["since"])
+        raise Busy(f"this session used its {SESSION_BUDGET_S:.0f} s of heavy computation for now; "
+                   f"try again in {wait / 60:.0f} min (small scenarios are not limited)")
+    with _LOCK:
+        if session in _INFLIGHT:
+            raise Busy("another heavy computation of this session is still running; wait for it or cancel it")
+        _INFLIGHT.add(session)
+    try:
+        if not _SLOTS.acquire(timeout=QUEUE_WAIT_S):
+            raise Busy(f"the server is busy with other heavy scenarios ({MAX_WORKERS} at a time); try again shortly")
+        try:
+            return _run_child(kind, scenario_json, spent, tick)
+        finally:
+            _SLOTS.release()
+    finally:
+        with _LOCK:
+            _INFLIGHT.discard(session)
+
+
+def _run_child(kind: str, scenario_json: str, spent: dict[str, Any], tick) -> dict[str, Any]:
+    from .worker_tasks import child_main
+
+    ctx = _context()
+    recv, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=child_main, args=(kind, scenario_json, send), daemon=True)
+    t0 = time.monotonic()
+    proc.start()
+    send.close()
+    try:
+        while not recv.poll(POLL_S):
+            elapsed = time.monotonic() - t0
+            if not proc.is_alive() and not recv.poll(0):
+                return {"ok": False, "issues": [("", f"the engine worker stopped (exit code {proc.exitcode}) on this "
+                                                     "scenario, probably out of memory")]}
+            if elapsed > TIMEOUT_S:
+                return {"ok": False, "issues": [("", f"this scenario took more than {TIMEOUT_S:.0f} s and was stopped; "
+                                                     "fewer layers, micro-batches or virtual stages make it faster")]}
+            if tick is not None:
+                tick(elapsed)
+        try:
+            result = recv.recv()
+        except (EOFError, OSError):  # the child died before answering (killed, out of memory, bad start)
+            proc.join(1)
+            return {"ok": False, "issues": [("", f"the engine worker stopped (exit code {proc.exitcode}) before "
+                                                 "answering, probably out of memory")]}
+        result["issues"] = [tuple(i) for i in result.get("issues", [])]
+        return result
+    finally:
+        spent["seconds"] = spent.get("seconds", 0.0) + (time.monotonic() - t0)
+        recv.close()
+        if proc.is_alive():
+            proc.kill()
+        proc.join(5)

@@ -1,0 +1,101 @@
+"""Engine calls run in a worker process (pure; no Streamlit). Each returns plain data: the
+Report as a JSON dict, or the timeline as compact DataFrames (our own child's output, sent back
+over a multiprocessing pipe; no user data is unpickled). Failures become ``{"ok": False,
+"issues": [...]}`` exactly as ``ui.engine`` returns them."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+WORKER_NICE = 10  # heavy work yields the CPU to the server's script threads (light pages)
+WORKER_MEMORY_BYTES = 3 * 2**30  # address-space cap of one worker: a runaway scenario fails, the server lives
+
+
+def _issues(e: BaseException) -> dict[str, Any]:
+    from simengine.errors import ConfigError
+
+    if isinstance(e, ConfigError):
+        return {"ok": False, "issues": [list(i) for i in e.issues]}
+    if isinstance(e, MemoryError):
+        return {"ok": False, "issues": [["", "the engine ran out of memory on this scenario (worker limit "
+                                              f"{WORKER_MEMORY_BYTES / 2**30:.0f} GiB)"]]}
+    return {"ok": False, "issues": [["", f"the engine could not evaluate this scenario ({type(e).__name__}: {e})"]]}
+
+
+def estimate(scenario_json: str) -> dict[str, Any]:
+    try:
+        from simengine.api import estimate_json
+
+        return {"ok": True, "report": estimate_json(scenario_json)}
+    except Exception as e:  # noqa: BLE001 — every failure becomes a message on the page
+        return _issues(e)
+
+
+def timeline(scenario_json: str) -> dict[str, Any]:
+    try:
+        import pandas as pd
+
+        from simengine import api
+
+        from .timeline_data import compact_spans, timeline_tables
+
+        tables = timeline_tables(api.simulate(json.loads(scenario_json)))
+        tables["spans"] = compact_spans(tables["spans"])
+        mem = tables["memory"]
+        if len(mem):
+            tables["memory"] = _thin_memory(mem.assign(rank=pd.to_numeric(mem["rank"], downcast="integer")))
+        tables["gantt_full"] = full_view(tables)
+        return {"ok": True, **tables}
+    except Exception as e:  # noqa: BLE001
+        return _issues(e)
+
+
+def full_view(tables: dict[str, Any]) -> tuple[Any, ...]:
+    """The Gantt frame of the page's first view (whole step, default ranks), computed here so a
+    heavy timeline costs the server's script thread nothing but drawing it; keyed as the page's
+    ``ui.chart_cache.gantt_view`` asks for it."""
+    from .timeline_data import MAX_GANTT_RANKS, gantt_frame, representative_ranks
+
+    n = len(tables["ranks"])
+    ranks = tuple(representative_ranks(tables["ranks"], n)) if n > MAX_GANTT_RANKS else None
+    t1_ms = float(round(max(tables["step_time_s"] * 1e3, 1e-6), 3))
+    return ((0.0, t1_ms), ranks, gantt_frame(tables["spans"], 0.0, t1_ms / 1e3, ranks=list(ranks) if ranks else None))
+
+
+def _thin_memory(mem):
+    """Each rank's memory series binned to ``MEMORY_POINTS`` (peaks kept, as the page draws it),
+    in the input's columns: the pipe carries ~100× fewer rows for a deep pipeline, and the page's
+    own ``memory_frame`` gives the same curve (max of bin maxima) from it."""
+    import pandas as pd
+
+    from .timeline_data import MEMORY_POINTS, memory_frame
+
+    n = int(mem["rank"].nunique())
+    thin = memory_frame(mem, max_points=MEMORY_POINTS, max_total=MEMORY_POINTS * max(n, 1))
+    return pd.DataFrame({"rank": pd.to_numeric(thin["rank"], downcast="integer"), "t_s": thin["t_ms"] / 1e3,
+                         "bytes": thin["GiB"] * 2**30})
+
+
+TASKS = {"estimate": estimate, "timeline": timeline}
+
+
+def child_main(kind: str, scenario_json: str, conn) -> None:
+    """Entry point of a worker process: lower priority, cap memory, run, send the result."""
+    try:
+        os.nice(WORKER_NICE)
+    except OSError:
+        pass
+    try:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (WORKER_MEMORY_BYTES, WORKER_MEMORY_BYTES))
+    except (ImportError, ValueError, OSError):
+        pass
+    try:
+        conn.send(TASKS[kind](scenario_json))
+    except MemoryError as e:
+        conn.send(_issues(e))
+    finally:
+        conn.close()
