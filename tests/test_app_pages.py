@@ -389,3 +389,22 @@ def test_chrome_trace_is_valid_json():
     trace = json.loads(chrome_trace(dumps(size_canonical("medium")), "probe"))
     kinds = {e["ph"] for e in trace["traceEvents"]}
     assert {"M", "X"} <= kinds and trace["otherData"]["name"] == "probe"
+
+
+def test_timeline_and_estimate_show_the_same_bubble_on_medium():
+    """The defect that opened the redesign: Estimate 0.95 % against Timeline 4.5 % on medium. Both
+    pages now show the critical rank's bubble from the one metrics module."""
+    from streamlit.testing.v1 import AppTest
+
+    from simengine import api, presets
+    from ui.units import fmt_pct
+
+    rep = api.estimate(presets.size_scenario("medium"))
+    at = AppTest.from_file(str(ROOT / "pages" / "timeline.py"), default_timeout=TIMEOUT)
+    at.query_params["preset"] = "medium"
+    at.run()
+    assert not at.exception
+    shown = {m.label: m.value for m in at.metric}
+    key = next(k for k in shown if k.startswith("Bubble (critical rank"))
+    assert key == f"Bubble (critical rank {rep.critical_rank})"
+    assert shown[key] == fmt_pct(rep.bubble_fraction)

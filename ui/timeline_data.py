@@ -62,9 +62,10 @@ def timeline_tables(tl: Any) -> dict[str, Any]:
     exposed = _per_rank(_attr(tl, "exposed_comm_s"), n_ranks)
     hidden = _per_rank(_attr(tl, "hidden_comm_s"), n_ranks)
     peak = _per_rank(_attr(tl, "peak_memory_bytes"), n_ranks)
+    critical = int(_attr(tl, "critical_rank", default=0) or 0)  # the engine's (sim/metrics.py), as Estimate
     rank_rows = []
     for r in range(n_ranks):
-        row: dict[str, Any] = {"rank": r, "bubble_fraction": bubble[r], "compute_s": compute[r],
+        row: dict[str, Any] = {"rank": r, "critical": r == critical, "bubble_fraction": bubble[r], "compute_s": compute[r],
                                "exposed_comm_s": sum((exposed[r] or {}).values()) if isinstance(exposed[r], dict) else exposed[r],
                                "hidden_comm_s": sum((hidden[r] or {}).values()) if isinstance(hidden[r], dict) else hidden[r],
                                "peak_gib": None if peak[r] is None else float(peak[r]) / 2**30}
