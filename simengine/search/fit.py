@@ -21,7 +21,7 @@ MAX_PAIRS = 64
 def _changes(cfg: dict[str, Any]) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
     """(description, strategy updates, system updates) for each single change."""
     s, g = cfg["strategy"], int(cfg["system"].get("num_gpus", 1))
-    out = []
+    out: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
     if s.get("recompute", "none") == "none":
         out.append(("recompute none → selective", {"recompute": "selective", "recompute_num_layers": None}, {}))
     if s.get("recompute", "none") != "full" or s.get("recompute_num_layers") is not None:

@@ -248,7 +248,7 @@ def _fitting_recompute(space: SearchSpace, gpus: int, layout: dict[str, Any], mb
             ex = _ex(gpus, dict(base, recompute=rc[0], recompute_num_layers=rc[1]))
             out.rejections.append(Rejection(kind, reason, n * nflags, ex))
 
-    keep = []
+    keep: list[tuple[tuple[str, int | None], tuple[float, float]]] = []
     if ("none", None) in rcs:
         o, stage, err = check(("none", None))
         if o <= 0:

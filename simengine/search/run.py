@@ -73,7 +73,8 @@ def _validated(model: dict[str, Any], system: dict[str, Any]) -> tuple[dict[str,
 
 def plan_groups(space: SearchSpace) -> tuple[list[tuple[int, dict[str, Any], int, int]], int]:
     """Every (gpus, layout, micro-batch size) group in enumeration order, and the space size."""
-    groups, size = [], 0
+    groups: list = []
+    size = 0
     for g in space.gpus:
         for lay in layouts(space, g):
             per = group_size(space, g, lay)
@@ -126,7 +127,7 @@ def _best_first(ex, space: SearchSpace, groups: list, bounds: list, objective: s
         bound = _kth(cands, objective, top)
         if heap[0][0] > bound:
             break
-        batch = []
+        batch: list = []
         while heap and len(batch) < ROUND and heap[0][0] <= bound:
             batch.append(heapq.heappop(heap)[3])
         for part in ex.map(work_batch, space, _batches(batch), None):

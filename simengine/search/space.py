@@ -145,7 +145,7 @@ def recompute_options(space: SearchSpace, layout: dict[str, Any]) -> list[tuple[
     per_stage = math.ceil(int(space.model["num_layers"]) / layout["pp"])
     levels = _allowed(space, "recompute", RECOMPUTE_LEVELS)
     ks = _allowed(space, "recompute_num_layers", list(range(1, per_stage)) + [None])
-    out = [(lvl, None) for lvl in ("none", "selective") if lvl in levels]
+    out: list[tuple[str, int | None]] = [(lvl, None) for lvl in ("none", "selective") if lvl in levels]
     if "full" in levels:
         out += [("full", k) for k in ks]
     return out
