@@ -24,11 +24,7 @@ from simengine.validation.published import published_runs  # noqa: E402  (the on
 from simengine.search import make_space, search  # noqa: E402
 from simengine.search.space import DIMS  # noqa: E402
 
-# the one path constant: H1's packaged copy when present, else the shared validation folder
-DATA = next((p for p in (ROOT / "simengine" / "validation" / "data" / "published_runs.csv",
-                         ROOT.parent / "shared" / "validation" / "published_runs.csv",
-                         ROOT.parents[1] / "shared" / "validation" / "published_runs.csv") if p.is_file()),
-            ROOT.parent / "shared" / "validation" / "published_runs.csv")
+DATA = ROOT / "simengine" / "validation" / "data" / "published_runs.csv"  # the bundled measured runs
 SEARCHED = ("tp", "pp", "vpp", "cp", "ep", "micro_batch_size", "zero_stage", "recompute", "recompute_num_layers")
 SCHEDULES = ("1f1b", "interleaved")
 # ZeRO stages the source's framework offered: Megatron-LM of 2021 had no optimizer sharding (PTD-P

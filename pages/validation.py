@@ -33,7 +33,7 @@ calibrated = st.toggle("Calibrated B200 variant", key="val.calibrated",
 with st.spinner("Estimating every measured run (the first time on this server takes up to a minute)…"):
     results, failures = collect(calibrated)
 for src, field, message in failures:
-    st.error(f"**{md(src)}** could not be validated:  \n" + issue_lines([(field, md(message))]), icon="⚠️")
+    st.error(f"**{md(src)}** could not be validated:  \n" + issue_lines([(field, message)]), icon="⚠️")  # issue_lines escapes
 data = merge(results)
 rows = rows_frame(data["rows"])
 if rows.empty:
