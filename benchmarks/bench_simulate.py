@@ -43,7 +43,7 @@ def best_of(fn, repeat: int, number: int = 1, setup=None) -> float:
 
 
 def main() -> None:
-    flags = dict(overlap_grad_reduce=True, overlap_param_gather=True, tp_overlap=True)
+    flags = {"overlap_grad_reduce": True, "overlap_param_gather": True, "tp_overlap": True}
     big = make(16, 4, 128, "interleaved", **flags)
 
     tl = simulate(big)

@@ -9,6 +9,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO
+import contextlib
 
 
 def write_atomic(path: str | os.PathLike, write: Callable[[IO[str]], None]) -> None:
@@ -21,10 +22,8 @@ def write_atomic(path: str | os.PathLike, write: Callable[[IO[str]], None]) -> N
             write(fh)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, target)
+        Path(tmp).replace(target)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        with contextlib.suppress(OSError):
+            Path(tmp).unlink()
         raise

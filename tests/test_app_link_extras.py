@@ -15,7 +15,7 @@ from ui.share import ShareLinkError, pack, size_canonical
 
 
 def _pins(at):
-    return at.session_state["pins"] if "pins" in at.session_state else []
+    return at.session_state.get("pins", [])
 
 
 def test_pins_survive_a_reload_through_the_link():

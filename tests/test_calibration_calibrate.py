@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from simengine.calibration import calibrate, calibrate_with_summary, gemm_efficiency, load_b200_system_efficiency
 from simengine.config.system import GPUSpec, NetworkTier, PeakTflops, ScaleUp, SystemSpec
 from simengine.errors import ConfigError
+import contextlib
 
 VALIDATION = Path(__file__).resolve().parent / "data" / "calibration"  # real logs and sweeps (README there)
 B200 = Path(__file__).resolve().parents[1] / "simengine" / "validation" / "data" / "b200_op_efficiency.csv"
@@ -131,7 +132,5 @@ def test_synthetic_log_end_to_end():
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.text(max_size=500), st.text(max_size=500))
 def test_fuzz_calibrate_only_config_error(gemm, log):
-    try:
+    with contextlib.suppress(ConfigError):
         calibrate(_h100(), gemm_csv=gemm + "\n", nccl_logs={"a.log": log + "\n"})
-    except ConfigError:
-        pass

@@ -210,7 +210,7 @@ def test_coverage_command_on_a_saved_system(tmp_path, capsys):
 
 def test_a_1_gb_file_is_refused_before_it_is_read(tmp_path, capsys):
     big = tmp_path / "huge.csv"
-    with open(big, "wb") as fh:  # sparse: claims 1 GB, occupies nothing
+    with Path(big).open("wb") as fh:  # sparse: claims 1 GB, occupies nothing
         fh.write(b"m,n,k,efficiency\n")
         fh.truncate(1 << 30)
     code, _, err = _run(["calibrate", "--gemm", str(big), "--base", "small", "--name", "x",

@@ -124,7 +124,7 @@ def test_causal_fraction():
 @needs_data
 def test_attention_conversion_to_causal_flops(b200):
     raw = 1.201756785556635  # sdp_fwd, s=32768, 8 heads, 1 kv head (no-causal convention: > 1)
-    kw = dict(seq_len=32768, head_num=8, kv_head_num=1, qk_head_dim=128, v_head_dim=128)
+    kw = {"seq_len": 32768, "head_num": 8, "kv_head_num": 1, "qk_head_dim": 128, "v_head_dim": 128}
     assert attention_efficiency_from_b200(b200, phase="fwd", causal=False, **kw) == pytest.approx(raw)
     v = attention_efficiency_from_b200(b200, phase="fwd", **kw)
     assert v == pytest.approx(raw * 32769 / 65536) and v < 1

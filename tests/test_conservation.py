@@ -23,8 +23,8 @@ def replica_flops(sc):
     return total * sc.strategy.tp * sc.strategy.cp
 
 
-LAYOUTS = [dict(tp=1, pp=1, cp=1), dict(tp=2, pp=1, cp=1), dict(tp=8, pp=1, cp=1), dict(tp=1, pp=4, cp=1),
-           dict(tp=2, pp=2, cp=2), dict(tp=1, pp=1, cp=8), dict(tp=4, pp=2, cp=1)]
+LAYOUTS = [{"tp": 1, "pp": 1, "cp": 1}, {"tp": 2, "pp": 1, "cp": 1}, {"tp": 8, "pp": 1, "cp": 1}, {"tp": 1, "pp": 4, "cp": 1},
+           {"tp": 2, "pp": 2, "cp": 2}, {"tp": 1, "pp": 1, "cp": 8}, {"tp": 4, "pp": 2, "cp": 1}]
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -52,7 +52,7 @@ def test_uniform_router_gives_each_rank_the_same_expert_load():
     assert d.tokens_per_expert * d.experts_local == d.moe_tokens * sc.model.top_k
 
 
-@pytest.mark.parametrize("layout", [dict(tp=1, pp=1), dict(tp=1, pp=4), dict(tp=4, pp=1), dict(tp=2, pp=8)])
+@pytest.mark.parametrize("layout", [{"tp": 1, "pp": 1}, {"tp": 1, "pp": 4}, {"tp": 4, "pp": 1}, {"tp": 2, "pp": 8}])
 def test_parameters_conserved(layout):
     sc = make("llama3-70b", system={"num_gpus": 8 * layout["tp"] * layout["pp"]},
               strategy={**layout, "global_batch_size": 8})

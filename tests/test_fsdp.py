@@ -28,8 +28,8 @@ def cfg_of(model="llama3-8b", gpus=64, **strategy):
     ("llama3-8b", 64, 1, 1, 1), ("llama3-8b", 4096, 1, 1, 1), ("llama3-8b", 256, 4, 2, 1),
     ("llama3-70b", 256, 1, 4, 2), ("llama2-7b", 32, 8, 1, 1)])
 def test_zero3_never_beats_zero1_when_comm_cannot_hide(model, gpus, gbs_per_gpu, tp, pp):
-    common = dict(tp=tp, pp=pp, global_batch_size=gpus * gbs_per_gpu // (tp * pp), overlap_grad_reduce=False,
-                  overlap_param_gather=False, recompute="full")
+    common = {"tp": tp, "pp": pp, "global_batch_size": gpus * gbs_per_gpu // (tp * pp), "overlap_grad_reduce": False,
+                  "overlap_param_gather": False, "recompute": "full"}
     t1 = api.estimate(cfg_of(model, gpus, zero_stage=1, **common)).step_time_s
     t3 = api.estimate(cfg_of(model, gpus, zero_stage=3, **common)).step_time_s
     # (ZeRO-2 may beat ZeRO-1 legitimately: with one micro-batch it moves the same bytes and its
@@ -42,7 +42,7 @@ def test_the_issue_case_llama3_8b_on_4096_gpus():
     Now ZeRO-3 exposes more DP communication than ZeRO-1 (it gathers three times per micro-batch);
     what it still saves is the optimizer's passes over the full fp32 gradient buffer (Megatron
     zeroes, NaN-checks and scales the whole buffer; ZeRO-3 holds only its shard)."""
-    common = dict(global_batch_size=4096, overlap_grad_reduce=True, overlap_param_gather=True)
+    common = {"global_batch_size": 4096, "overlap_grad_reduce": True, "overlap_param_gather": True}
     r1 = api.estimate(cfg_of("llama3-8b", 4096, zero_stage=1, **common))
     r3 = api.estimate(cfg_of("llama3-8b", 4096, zero_stage=3, **common))
     assert r3.breakdown_s["dp_comm"] > r1.breakdown_s["dp_comm"]
@@ -113,7 +113,7 @@ def test_dp_shard_must_divide_dp():
 def test_deepspeed_gathers_per_submodule_and_pays_each_calls_latency():
     from simengine.cost.dp import DEEPSPEED_SUBMODULES_PER_LAYER, zero_units
 
-    base = dict(zero_stage=3, overlap_grad_reduce=True, overlap_param_gather=True, global_batch_size=512)
+    base = {"zero_stage": 3, "overlap_grad_reduce": True, "overlap_param_gather": True, "global_batch_size": 512}
     fsdp2 = load_scenario(cfg_of("llama3-8b", 512, fsdp_pattern="fsdp2", **base))
     ds = load_scenario(cfg_of("llama3-8b", 512, fsdp_pattern="zero3", **base))
     assert zero_units(fsdp2, 32, 8e9) == (32, 32)

@@ -16,7 +16,7 @@ from simengine.config.layout import even_split, stage_counts
 
 from scenarios import make, scenario_dict
 
-DSV3 = dict(model_preset="deepseek-v3", strategy_preset="deepseek-v3-ep64", system={"num_gpus": 1024})
+DSV3 = {"model_preset": "deepseek-v3", "strategy_preset": "deepseek-v3-ep64", "system": {"num_gpus": 1024}}
 
 
 def per_stage(sc) -> dict[int, tuple[int, ...]]:

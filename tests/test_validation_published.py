@@ -44,8 +44,8 @@ def test_narayanan_1_7b(mapped):
     assert sy["num_gpus"] == 32 and sy["gpu"]["peak_tflops"]["bf16"] == 312.0 and sy["scale_out"]["bandwidth_gbs"] == 25.0
     assert not run.weak
     F = flops_eq3(512, 2048, 24, 2304, 51200)
-    assert F == pytest.approx(96 * 512 * 2048 * 24 * 2304**2 * (1 + 2048 / (6 * 2304) + 51200 / (16 * 24 * 2304)))
-    assert F == pytest.approx(1.5467e16, rel=1e-4)  # by hand: 1.28251e16 · 1.20597
+    assert pytest.approx(96 * 512 * 2048 * 24 * 2304**2 * (1 + 2048 / (6 * 2304) + 51200 / (16 * 24 * 2304))) == F
+    assert pytest.approx(1.5467e16, rel=1e-4) == F  # by hand: 1.28251e16 · 1.20597
     # 137 TFLOP/s/GPU on 32 GPUs means a step of F / (32 * 137e12) = 3.53 s
     rep = type("R", (), {"step_time_s": F / (32 * 137e12)})()
     pred = predict_metrics(run, rep)

@@ -121,7 +121,7 @@ def main(argv: list[str]) -> int:
     fd, tmp = tempfile.mkstemp(dir=ROOT, prefix=".README.", suffix=".tmp")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.write(new)
-    os.replace(tmp, README)
+    Path(tmp).replace(README)
     return 0
 
 

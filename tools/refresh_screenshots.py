@@ -36,10 +36,10 @@ def copy_atomic(src: Path, dst: Path) -> None:
     os.close(fd)
     try:
         shutil.copyfile(src, tmp)
-        os.replace(tmp, dst)
+        Path(tmp).replace(dst)
     finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        if Path(tmp).exists():
+            Path(tmp).unlink()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -147,12 +147,12 @@ def gantt_chart(df: pd.DataFrame, rows: list[str], aggregated: bool, x_domain: t
     df = df.assign(phase=df["category"].map(lambda c: TIME_LABELS.get(c, c)))
     domain = [TIME_LABELS.get(c, c) for c in domain]
     x_scale = alt.Scale(domain=list(x_domain)) if x_domain else alt.Undefined
-    enc: dict[str, Any] = dict(
-        y=alt.Y("row:N", sort=rows, title=None, axis=alt.Axis(labelLimit=160)),
-        x=alt.X("start_ms:Q", title="time [ms]", scale=x_scale), x2="end_ms:Q",
-        color=alt.Color("phase:N", scale=alt.Scale(domain=domain, range=rng),
+    enc: dict[str, Any] = {
+        "y": alt.Y("row:N", sort=rows, title=None, axis=alt.Axis(labelLimit=160)),
+        "x": alt.X("start_ms:Q", title="time [ms]", scale=x_scale), "x2": "end_ms:Q",
+        "color": alt.Color("phase:N", scale=alt.Scale(domain=domain, range=rng),
                         legend=alt.Legend(orient="bottom", title=None, columns=6)),
-    )
+    }
     if aggregated:
         enc["opacity"] = alt.Opacity("occupancy:Q", scale=alt.Scale(domain=[0, 1], range=[0.15, 1]), legend=None)
         enc["tooltip"] = [alt.Tooltip("row:N"), alt.Tooltip("phase:N", title="dominant phase"),

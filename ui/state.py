@@ -161,9 +161,9 @@ def sync_link() -> None:
     """Make the address bar hold the link of the current scenario (no rerun is triggered).
     Repeated or extra parameters are rewritten to the canonical link."""
     params = address()
-    current = {k: st.query_params.get_all(k) for k in st.query_params.keys() if k not in STREAMLIT_KEYS}
+    current = {k: st.query_params.get_all(k) for k in st.query_params if k not in STREAMLIT_KEYS}
     if current != {k: [v] for k, v in params.items()}:
-        keep = {k: st.query_params.get_all(k) for k in st.query_params.keys() if k in STREAMLIT_KEYS}
+        keep = {k: st.query_params.get_all(k) for k in st.query_params if k in STREAMLIT_KEYS}
         st.query_params.from_dict({**keep, **params})
     _ss()["cfg.link"] = params
     _ss().pop("cfg.badlink", None)
@@ -191,7 +191,7 @@ def _incoming() -> tuple[dict[str, list[str]], dict[str, list[str]], list[str]]:
     link: dict[str, list[str]] = {}
     extra: dict[str, list[str]] = {}
     unknown: list[str] = []
-    for k in st.query_params.keys():
+    for k in st.query_params:
         if k in LINK_KEYS:
             link[k] = list(st.query_params.get_all(k)) or [""]
         elif k in EXTRA_KEYS:
@@ -249,7 +249,7 @@ def ensure_scenario() -> None:
     the session's link."""
     ss = _ss()
     link, extra, unknown = _incoming()
-    here = {k: list(st.query_params.get_all(k)) for k in st.query_params.keys() if k not in STREAMLIT_KEYS}
+    here = {k: list(st.query_params.get_all(k)) for k in st.query_params if k not in STREAMLIT_KEYS}
     bad = ss.get("cfg.badlink")
     if bad is not None and bad["address"] == here:
         errors = list(bad["messages"])

@@ -13,6 +13,7 @@ import streamlit as st
 from simengine.config.system import CollectivePoint, GemmPoint
 
 from . import state
+import contextlib
 
 GEMM_COLUMNS = list(GemmPoint.model_fields)          # m n k b dtype layout efficiency
 COLL_COLUMNS = list(CollectivePoint.model_fields)    # kind tier efficiency latency_us
@@ -49,10 +50,8 @@ def rows_from_frame(df: Any, columns: list[str]) -> list[dict[str, Any]]:
         if "b" in row and row["b"] is None:
             row["b"] = 1
         if "efficiency" in row and isinstance(row["efficiency"], str):
-            try:
+            with contextlib.suppress(ValueError):
                 row["efficiency"] = float(row["efficiency"])
-            except ValueError:
-                pass
         out.append({k: v for k, v in row.items() if not (v is None and k not in ("layout",))})
     return out
 
@@ -87,12 +86,12 @@ def gemm_grid(section: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     data = resp.data if isinstance(resp.data, pd.DataFrame) else df
     out = rows_from_frame(data, GEMM_COLUMNS)
     sel = resp.selected_rows
-    if isinstance(sel, pd.DataFrame) and not sel.empty:
-        if st.button(f"Remove {len(sel)} selected row(s)", key=f"rm{state.generation(section)}.gemm"):
-            drop = {tuple(r.get(c) for c in ("m", "n", "k", "b", "dtype")) for r in rows_from_frame(sel, GEMM_COLUMNS)}
-            kept = [r for r in out if tuple(r.get(c) for c in ("m", "n", "k", "b", "dtype")) not in drop]
-            _store_table(section, "gemm_table", kept, "edited")
-            st.rerun()
+    picked = isinstance(sel, pd.DataFrame) and not sel.empty
+    if picked and st.button(f"Remove {len(sel)} selected row(s)", key=f"rm{state.generation(section)}.gemm"):
+        drop = {tuple(r.get(c) for c in ("m", "n", "k", "b", "dtype")) for r in rows_from_frame(sel, GEMM_COLUMNS)}
+        kept = [r for r in out if tuple(r.get(c) for c in ("m", "n", "k", "b", "dtype")) not in drop]
+        _store_table(section, "gemm_table", kept, "edited")
+        st.rerun()
     return out
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 from typing import Any
+import contextlib
 
 WORKER_NICE = 10  # heavy work yields the CPU to the server's script threads (light pages)
 WORKER_MEMORY_BYTES = 3 * 2**30  # address-space cap of one worker: a runaway scenario fails, the server lives
@@ -83,10 +84,8 @@ TASKS = {"estimate": estimate, "timeline": timeline}
 
 def child_main(kind: str, scenario_json: str, conn) -> None:
     """Entry point of a worker process: lower priority, cap memory, run, send the result."""
-    try:
+    with contextlib.suppress(OSError):
         os.nice(WORKER_NICE)
-    except OSError:
-        pass
     try:
         import resource
 

@@ -110,7 +110,7 @@ def _write_json(path: Path, data: object) -> None:
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 json.dump(data, fh, indent=1)
-            os.replace(tmp, path)
+            Path(tmp).replace(path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise

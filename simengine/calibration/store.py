@@ -64,7 +64,7 @@ def save_system(folder: str | os.PathLike, name: str, system: SystemSpec,
                 fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
-            os.replace(tmp, path)
+            Path(tmp).replace(path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise

@@ -14,10 +14,9 @@ import importlib
 
 # ``compare`` (the function) is not re-exported: it would clash with the ``compare`` submodule
 # (importing the submodule rebinds the package attribute); import it from ``.compare``.
-_WHERE = {name: ".compare" for name in ("Comparison", "Measured", "Refit", "measure", "refit_compute_scale",
-                                        "scaled_config")}
-_WHERE.update({name: ".logs" for name in ("Iteration", "RunLog", "parse_training_log")})
-_WHERE.update({name: ".refit" for name in ("FACTORS", "FactorFit", "apply_factors", "fit_factors")})
+_WHERE = dict.fromkeys(("Comparison", "Measured", "Refit", "measure", "refit_compute_scale", "scaled_config"), ".compare")
+_WHERE.update(dict.fromkeys(("Iteration", "RunLog", "parse_training_log"), ".logs"))
+_WHERE.update(dict.fromkeys(("FACTORS", "FactorFit", "apply_factors", "fit_factors"), ".refit"))
 __all__ = sorted(_WHERE)
 
 

@@ -56,10 +56,7 @@ def group_placements(sc: Scenario) -> dict[str, GroupPlacement]:
 
     def place(size: int, stride: int) -> GroupPlacement:
         span = size * stride
-        if span <= dom:
-            inside = size
-        else:
-            inside = max(1, min(size, dom // stride)) if stride < dom else 1
+        inside = size if span <= dom else max(1, min(size, dom // stride)) if stride < dom else 1
         return GroupPlacement(size, span, inside)
 
     return {

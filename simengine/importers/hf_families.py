@@ -18,8 +18,7 @@ _LLAMA_STYLE: dict[str, Any] = {"norm": "rmsnorm", "position_embedding": "rope",
 
 FAMILIES: dict[str, dict[str, Any]] = {
     "gpt2": {"norm": "layernorm", "position_embedding": "learned", "linear_bias": True, "tie_default": True},
-    **{t: _LLAMA_STYLE for t in ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
-                                 "deepseek_v2", "deepseek_v3", "kimi_k2")},
+    **dict.fromkeys(("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "deepseek_v2", "deepseek_v3", "kimi_k2"), _LLAMA_STYLE),
 }
 
 # Keys read by the mapping itself, beyond FIELD_MAP (norm kind, biases, dropout, MoE layer lists).

@@ -99,7 +99,7 @@ def write_atomic(path: str | os.PathLike, lines: list[str]) -> Path:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write("\n".join(lines) + "\n")
-        os.replace(tmp, p)
+        Path(tmp).replace(p)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -77,8 +77,7 @@ def divisors(n: int) -> list[int]:
 def _allowed(space: SearchSpace, dim: str, proposals) -> list:
     if dim not in space.choices:
         return list(proposals)
-    pinned = list(space.choices[dim])
-    return pinned
+    return list(space.choices[dim])
 
 
 def layouts(space: SearchSpace, gpus: int) -> list[dict[str, Any]]:

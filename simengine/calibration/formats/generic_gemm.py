@@ -123,11 +123,9 @@ def _efficiency(key, value, dtype, m, n, k, b, peaks, cells, cols, header, line,
         if dtype not in peaks:
             issues.add(line, col, f"'{col}' needs the GPU's {dtype} peak TFLOP/s (pass peak_tflops)")
             return None
-        if key in _TO_TFLOPS:
-            achieved = value * _TO_TFLOPS[key]
-        else:
-            # FLOPs = 2·b·m·n·k: one multiply-add (2 FLOPs) per output element per k (cuBLAS convention)
-            achieved = 2.0 * b * m * n * k / (value * _TO_SECONDS[key]) * 1e-12
+        # FLOPs = 2·b·m·n·k: one multiply-add (2 FLOPs) per output element per k (cuBLAS convention)
+        achieved = (value * _TO_TFLOPS[key] if key in _TO_TFLOPS
+                    else 2.0 * b * m * n * k / (value * _TO_SECONDS[key]) * 1e-12)
         eff = achieved / peaks[dtype]
     if not MIN_EFFICIENCY <= eff <= MAX_EFFICIENCY:
         hint = " (a percentage? name the column efficiency_pct)" if key == "efficiency" and 1 < eff <= 100 else ""
