@@ -158,6 +158,8 @@ gantt_section(scenario_text, spans, max(step * 1e3, 1e-6), shown_ranks, tl.get("
 st.subheader("Per rank")
 view = ranks.copy()
 view["bubble [%]"] = 100 * view.pop("bubble_fraction")
+if "critical" in view:  # the rank the Estimate page's breakdown describes
+    view["critical"] = view["critical"].map({True: "yes", False: ""})
 for col in ["compute_s", "exposed_comm_s", "hidden_comm_s"] + exposed_cols:
     if col in view:
         view[col.replace("exposed:", "exposed ").removesuffix("_s") + " [ms]"] = 1e3 * view.pop(col)
