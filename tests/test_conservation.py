@@ -80,3 +80,24 @@ def test_mla_flops_conserved_over_tp(tp):
     mk = lambda t: make("deepseek-v2-lite", system={"num_gpus": 8}, strategy={"tp": t, "global_batch_size": 8 // t * 2,
                                                                              "seq_len": 4096, "ep": 1, "etp": 1})
     assert replica_flops(mk(tp)) == pytest.approx(replica_flops(mk(1)) * 1.0, rel=0.002)
+
+
+def test_cp_ring_runs_one_kernel_per_step_and_conserves_the_causal_flops():
+    """TE AttnFuncWithCPAndKVP2P: a causal L×L kernel, then cp−1 non-causal L×L/2 kernels (L = s/cp),
+    whose FLOPs add up to 1/cp of the causal work of the whole sequence."""
+    from simengine.config import load_scenario
+    from simengine.workload.builder import build_workload
+    from simengine.workload.ops import Attention
+
+    from scenarios import scenario_dict
+
+    s, cp = 32768, 8
+    sc = load_scenario(scenario_dict("llama3-8b", "h100-sxm5-80gb", system={"num_gpus": 8},
+                                     strategy={"tp": 1, "cp": cp, "cp_comm_type": "p2p", "seq_len": s,
+                                               "global_batch_size": 1}))
+    att = [op for op in build_workload(sc).blocks["attn"].fwd if isinstance(op, Attention)]
+    assert len(att) == cp
+    assert (att[0].s_q, att[0].s_kv, att[0].causal) == (s // cp, s // cp, True)
+    assert all((a.s_q, a.s_kv, a.causal) == (s // cp, s // (2 * cp), False) for a in att[1:])
+    whole = Attention("x", 1, att[0].heads, att[0].kv_heads, s // cp, s, att[0].d_qk, att[0].d_v, True, "fwd")
+    assert sum(a.flops for a in att) == pytest.approx(whole.flops, rel=1e-12)

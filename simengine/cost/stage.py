@@ -69,16 +69,16 @@ class _Priced:
     mlp: BlockActivations | None
     moe: BlockActivations | None
     head: BlockActivations
-    core: Attention                # the attention core op of a full-attention layer
-    core_w: Attention | None       # ... of a sliding-window layer (None = no windowed layers)
+    core: tuple[Attention, ...]    # the attention core kernels of a full-attention layer (CP ring: one per step)
+    core_w: tuple[Attention, ...]  # ... of a sliding-window layer (empty = no windowed layers)
 
 
 def _priced(sc: Scenario, wl: Workload) -> _Priced:
     st, m, d = sc.strategy, sc.model, wl.dims
     cm = ComputeModel(sc.system, st.dtype)
     comm = CommModel(sc)
-    core = next(op for op in wl.blocks["attn"].fwd if isinstance(op, Attention))
-    core_w = next((op for op in wl.blocks["attn_window"].fwd if isinstance(op, Attention)), None) if "attn_window" in wl.blocks else None
+    core = tuple(op for op in wl.blocks["attn"].fwd if isinstance(op, Attention))
+    core_w = tuple(op for op in wl.blocks["attn_window"].fwd if isinstance(op, Attention)) if "attn_window" in wl.blocks else ()
     return _Priced(sc, cm, comm, d, _block_costs(wl, cm, comm, st.tp_comm_overlap), attention_activations(d, m),
                    mlp_activations(d, d.ffn) if "mlp" in wl.blocks else None,
                    moe_activations(d, m) if "moe" in wl.blocks else None,
@@ -165,8 +165,8 @@ def _recompute_cost(p: _Priced, cw: ChunkWork, n_rc: int) -> PhaseCost:
             if n:
                 rc.add(p.costs[key][0], n * share)
     elif p.sc.strategy.recompute == "selective":
-        for op, n in ((p.core, n_layers - cw.window_layers), (p.core_w, cw.window_layers)):
-            if n and op is not None:
+        for ops, n in ((p.core, n_layers - cw.window_layers), (p.core_w, cw.window_layers)):
+            for op in ops if n else ():
                 rc.compute_s += p.cm.attention(op) * n
                 rc.flops += op.flops * n
     return rc

@@ -11,6 +11,8 @@ gate/up are one GEMM or several.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from ..config.framework import FRAMEWORKS, Pass, Stack
 from ..config.model import ModelSpec
 from .dims import Dims
@@ -38,6 +40,34 @@ def _residual(ph: Phases, name: str, d: Dims) -> None:
     ph.fwd.append(Memory("bda:" + name, 3 * x + mask))
     if d.dropout:
         ph.bwd.append(Memory("bda-bwd:" + name, 2 * x + mask))
+
+
+def _ring_steps(ph: Phases, d: Dims, heads: int, kv: int, impl: AttentionImpl, kernel: str, window: int,
+                kv_bytes: float, fwd: Attention, bwd: Attention) -> None:
+    """CP ring attention as TransformerEngine runs it (``AttnFuncWithCPAndKVP2P.forward``): with
+    the load-balanced split (rank i holds sequence chunks i and 2cp−1−i, L = s/cp tokens), step 0
+    is causal attention of the local queries over the local keys (L × L), and each of the cp−1
+    later steps is a non-causal kernel over half of that block (L × L/2: all local queries against
+    the first remote chunk, or the second local chunk against both) — the same FLOPs as 1/cp of
+    the causal work, but in kernels of L, not s, tokens (what an efficiency table is looked up at).
+    Each step's K,V (and in backward dK,dV) transfer overlaps the kernel of the step before."""
+    cp, L = d.cp, d.s // d.cp
+    if window:  # a sliding window skips ring steps outside its band: keep one kernel over the band
+        ph.fwd.append(fwd)
+        ph.fwd.append(Collective("cp-ring:kv", "p2p", kv_bytes * (cp - 1), "cp", cp, overlap_with="attn"))
+        ph.bwd.append(bwd)
+        ph.bwd.append(Collective("cp-ring:dkv", "p2p", 2 * kv_bytes * (cp - 1), "cp", cp, overlap_with="attn-bwd"))
+        return
+    steps: tuple[tuple[Literal["fwd", "bwd"], list, float, str], ...] = (
+        ("fwd", ph.fwd, kv_bytes, "kv"), ("bwd", ph.bwd, 2 * kv_bytes, "dkv"))
+    for phase, lst, comm_bytes, name in steps:
+        tag = "attn" if phase == "fwd" else "attn-bwd"
+        lst.append(Attention(tag, d.b, heads, kv, L, L, d.d_qk, d.d_v, True, phase, impl, kernel=kernel))
+        for j in range(1, cp):
+            prev = tag if j == 1 else f"{tag}:ring{j - 1}"
+            lst.append(Collective(f"cp-ring:{name}{j}", "p2p", comm_bytes, "cp", cp, overlap_with=prev))
+            lst.append(Attention(f"{tag}:ring{j}", d.b, heads, kv, L, L // 2, d.d_qk, d.d_v, False, phase, impl,
+                                 kernel=kernel))
 
 
 def _core_attention(ph: Phases, d: Dims, model: ModelSpec, cp_comm: str) -> None:
@@ -89,10 +119,7 @@ def _core_attention(ph: Phases, d: Dims, model: ModelSpec, cp_comm: str) -> None
             # outputs are merged with their log-sum-exp (a read+write of o per step)
             ph.fwd.append(Memory("cp-ring-merge", (cp - 1) * 2 * o_bytes))
             ph.bwd.append(Memory("cp-ring-merge-bwd", (cp - 1) * 2 * o_bytes))
-            ph.fwd.append(fwd)
-            ph.fwd.append(Collective("cp-ring:kv", "p2p", kv_bytes * (cp - 1), "cp", cp, overlap_with="attn"))
-            ph.bwd.append(bwd)
-            ph.bwd.append(Collective("cp-ring:dkv", "p2p", 2 * kv_bytes * (cp - 1), "cp", cp, overlap_with="attn-bwd"))
+            _ring_steps(ph, d, heads, kv, impl, k, w, kv_bytes, fwd, bwd)
     else:
         ph.fwd.append(fwd)
         ph.bwd.append(bwd)
