@@ -261,9 +261,15 @@ def _fitting_recompute(space: SearchSpace, gpus: int, layout: dict[str, Any], mb
             keep.append((("selective", None), known[("selective", None)]))
         else:
             reject("invalid" if err else "oom", err or _oom(o, stage), 1, ("selective", None))
-    fulls = [rc for rc in rcs if rc[0] == "full"]
+    keep += _least_full([rc for rc in rcs if rc[0] == "full"], check, reject, known)
+    return keep
+
+
+def _least_full(fulls, check, reject, known) -> list:
+    """Bisect the full-recompute options (memory falls along the list) for the fewest recomputed
+    layers that fit; the ones with more only add time (dominated), those with fewer do not fit."""
     lo, hi, last_bad = 0, len(fulls), None
-    while lo < hi:  # first index whose memory fits (memory falls along the list)
+    while lo < hi:  # first index whose memory fits
         mid = (lo + hi) // 2
         o, stage, err = check(fulls[mid])
         if err:
@@ -273,6 +279,7 @@ def _fitting_recompute(space: SearchSpace, gpus: int, layout: dict[str, Any], mb
             hi = mid
         else:
             lo, last_bad = mid + 1, (o, stage, fulls[mid])
+    keep = []
     if lo < len(fulls):
         keep.append((fulls[lo], known[fulls[lo]]))
         reject("dominated", f"full recompute of fewer layers ({_rc_label(fulls[lo])}) fits; more recompute only adds time",

@@ -127,6 +127,25 @@ read_simumax_op_table = read_b200_op_efficiency  # the format's name; the old on
 _BOOL = {"true": True, "false": False, "1": True, "0": False}
 
 
+def _grouped_row(cells, get, line: int, issues: Issues, dtype: str, eff: float) -> GroupedGemmRow | None:
+    dims = _all_parsed([pos_int(get(cells, c), line, c, issues) for c in ("k_ng", "k_M", "k_N", "k_K")])
+    if dims is None:
+        return None
+    ng, gm, gn, gk = dims
+    return GroupedGemmRow(ng, gm, gn, gk, stage=get(cells, "k_stage") or "fwd", dtype=dtype, efficiency=eff)
+
+
+def _attention_row(cells, get, line: int, issues: Issues, op: str, eff: float) -> AttentionRow | None:
+    cols = ("k_batch", "k_seq_len", "k_head_num", "k_kv_head_num", "k_qk_head_dim", "k_v_head_dim")
+    shape = _all_parsed([pos_int(get(cells, c), line, c, issues) for c in cols])
+    if shape is None:
+        return None
+    contiguous = _BOOL.get(get(cells, "k_qkv_contiguous").lower(), True)
+    batch, seq_len, heads, kv_heads, qk_dim, v_dim = shape
+    phase: Literal["fwd", "bwd"] = "fwd" if op == "sdp_fwd" else "bwd"
+    return AttentionRow(phase, batch, seq_len, heads, kv_heads, qk_dim, v_dim, qkv_contiguous=contiguous, efficiency=eff)
+
+
 def read_simumax_rows(header: list[str], rows, *, peaks: dict[str, float], wgrad_out_dtype: str | None = "fp32") -> B200Tables:
     idx: dict[str, int] = {}
     for i, h in enumerate(header):
@@ -174,20 +193,13 @@ def read_simumax_rows(header: list[str], rows, *, peaks: dict[str, float], wgrad
             if key is not None:
                 mm.setdefault(key, []).append((get(cells, "k_out_dtype") or "", _eff(eff * scale, line, issues)))
         elif op in ("group_matmul", "fp8_group_matmul"):
-            dims = _all_parsed([pos_int(get(cells, c), line, c, issues) for c in ("k_ng", "k_M", "k_N", "k_K")])
-            if dims is not None:
-                ng, gm, gn, gk = dims
-                grouped.append(GroupedGemmRow(ng, gm, gn, gk, stage=get(cells, "k_stage") or "fwd", dtype=dtype,
-                                              efficiency=eff * scale))
+            row = _grouped_row(cells, get, line, issues, dtype, eff * scale)
+            if row is not None:
+                grouped.append(row)
         elif op in ("sdp_fwd", "sdp_bwd"):
-            cols = ("k_batch", "k_seq_len", "k_head_num", "k_kv_head_num", "k_qk_head_dim", "k_v_head_dim")
-            shape = _all_parsed([pos_int(get(cells, c), line, c, issues) for c in cols])
-            contiguous = _BOOL.get(get(cells, "k_qkv_contiguous").lower(), True)
-            if shape is not None:
-                batch, seq_len, heads, kv_heads, qk_dim, v_dim = shape
-                phase: Literal["fwd", "bwd"] = "fwd" if op == "sdp_fwd" else "bwd"
-                attention.append(AttentionRow(phase, batch, seq_len, heads, kv_heads, qk_dim, v_dim,
-                                              qkv_contiguous=contiguous, efficiency=eff * scale))
+            att = _attention_row(cells, get, line, issues, op, eff * scale)
+            if att is not None:
+                attention.append(att)
         else:
             issues.add(line, "op", f"unknown op {op[:30]!r}")
     issues.raise_if_any()
