@@ -7,11 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from test_studio_browser import shot
 
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[2]
-SHOTS = Path(__file__).resolve().parents[1] / ".artifacts" / "screenshots"  # git-ignored
 NCCL = ROOT / "tests" / "data" / "calibration" / "nccl_logs"
 
 
@@ -39,14 +39,6 @@ def upload(page, label: str, files) -> None:
     page.wait_for_timeout(500)
 
 
-def shot(page, name: str) -> None:
-    h = page.evaluate("() => Math.max(...[...document.querySelectorAll('[data-testid=stMain] *')].slice(0, 5000)"
-                      ".map(e => e.getBoundingClientRect().bottom))")
-    page.set_viewport_size({"width": 1600, "height": min(int(h) + 40, 6000)})
-    page.wait_for_timeout(700)
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / f"{name}.png"))
-    page.set_viewport_size({"width": 1600, "height": 1000})
 
 
 def test_calibrate_save_pick_estimate(systems_dir, fresh_server, page, tmp_path):

@@ -9,16 +9,15 @@ st.navigation mode (tests/test_app_validation.py)."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
+from test_studio_browser import shot
 
 from simengine import api
 from ui.config_io import validate_scenario
 from ui.share import decode_token
 from ui.validation_frames import run_key
 
-SHOTS = Path(__file__).resolve().parents[1] / ".artifacts" / "screenshots"  # git-ignored
 FIRST_RUN_MS = 300_000  # the first visit on a server validates every source (tens of seconds on a busy machine)
 
 pytestmark = pytest.mark.browser
@@ -33,15 +32,6 @@ def settle(page, ready: str, timeout_ms: int = 30_000) -> None:
     page.wait_for_timeout(400)
 
 
-def shot(page, name: str) -> None:
-    """Full-content screenshot: Streamlit scrolls inside its main block, so grow the viewport."""
-    h = page.evaluate("() => Math.max(...[...document.querySelectorAll('[data-testid=stMain] *')].slice(0, 5000)"
-                      ".map(e => e.getBoundingClientRect().bottom))")
-    page.set_viewport_size({"width": 1600, "height": min(int(h) + 40, 6000)})
-    page.wait_for_timeout(700)
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / f"{name}.png"))
-    page.set_viewport_size({"width": 1600, "height": 1000})
 
 
 def no_exceptions(page) -> None:
