@@ -7,7 +7,7 @@ start from the ``StagePlan`` list it returns, so they price exactly the same wor
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..config.scenario import Scenario
 from ..workload.builder import ChunkWork, Workload, build_workload
@@ -183,6 +183,17 @@ def _plan_chunk(p: _Priced, cw: ChunkWork) -> ChunkPlan:
     return ChunkPlan(cw, fwd, bwd, wgt, rc, held, extra)
 
 
+def _plan_chunk_once(p: _Priced, cw: ChunkWork, priced: dict[tuple, ChunkPlan]) -> ChunkPlan:
+    """``_plan_chunk`` of a chunk whose cost depends only on what it holds (the kind of each
+    layer, the ends, MTP and windowed layers), reused across ranks; the plan keeps its own work."""
+    key = (tuple(p.sc.model.is_moe_layer(i) for i in cw.layers), cw.first, cw.last, cw.mtp, cw.mtp_moe, cw.window_layers)
+    hit = priced.get(key)
+    if hit is None:
+        hit = priced[key] = _plan_chunk(p, cw)
+        return hit
+    return replace(hit, work=cw)
+
+
 def build_plan(sc: Scenario) -> Plan:
     st = sc.strategy
     wl = build_workload(sc)
@@ -197,8 +208,9 @@ def build_plan(sc: Scenario) -> Plan:
 
     stages = []
     memo: dict[tuple, tuple[StageParams, StaticMemory, DPWork]] = {}
+    priced: dict[tuple, ChunkPlan] = {}  # middle stages hold the same kind of chunk: price it once
     for rank_chunks in wl.ranks:
-        chunks = [_plan_chunk(p, cw) for cw in rank_chunks]
+        chunks = [_plan_chunk_once(p, cw, priced) for cw in rank_chunks]
         # ranks that hold the same blocks have the same model states and DP work (middle stages)
         sig = tuple((len(c.layers), c.dense_layers, c.moe_layers, c.first, c.last) for c in rank_chunks)
         states = memo.get(sig)
