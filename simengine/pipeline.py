@@ -57,16 +57,21 @@ def pipeline_input(sc: Scenario, plan: Plan, *, with_dp: bool = True) -> Pipelin
     host = step_overhead_s(sc)
     stages = []
     made: dict[tuple, ChunkCost] = {}  # middle stages price the same chunks: build each once
+    same: dict[tuple, StageCost] = {}  # identical ranks share one StageCost (sim/values.py reuses its values)
     for st in plan.stages:
         chunks = tuple(_chunk(c, k, made) for c in st.chunks)
         static = st.static.weights + st.static.grads + st.static.optimizer + st.static.buffers
-        stages.append(StageCost(
-            chunks=chunks, p2p_s=st.p2p_s, static_bytes=static,
-            dp_grad_buckets_s=st.dp.grad_buckets_s if with_dp else (),
-            dp_param_buckets_s=st.dp.param_buckets_s if with_dp else (),
-            # the optimizer task also carries the per-step host work (data loader, logging)
-            optimizer_s=(st.dp.optimizer_s if with_dp else 0.0) + host,
-        ))
+        key = (tuple(map(id, chunks)), st.p2p_s, static, id(st.dp))
+        stage = same.get(key)
+        if stage is None:
+            stage = same[key] = StageCost(
+                chunks=chunks, p2p_s=st.p2p_s, static_bytes=static,
+                dp_grad_buckets_s=st.dp.grad_buckets_s if with_dp else (),
+                dp_param_buckets_s=st.dp.param_buckets_s if with_dp else (),
+                # the optimizer task also carries the per-step host work (data loader, logging)
+                optimizer_s=(st.dp.optimizer_s if with_dp else 0.0) + host,
+            )
+        stages.append(stage)
     return PipelineInput(
         stages=tuple(stages), num_microbatches=sc.num_microbatches, schedule=s.schedule, vpp=s.vpp,
         overlap_grad_reduce=s.overlap_grad_reduce, overlap_param_gather=s.overlap_param_gather,

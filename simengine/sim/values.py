@@ -68,8 +68,14 @@ def _rank_values(inp: PipelineInput, comp: Compiled, r: int, app, ext, memo: dic
 
 def build_values(inp: PipelineInput, comp: Compiled) -> list[float]:
     vals = [0.0]
-    app, ext = vals.append, vals.extend
     memo: dict[int, tuple] = {}
-    for r in range(len(inp.stages)):
-        _rank_values(inp, comp, r, app, ext, memo)
+    ranks: dict[tuple, list[float]] = {}  # a rank's values depend on its StageCost and its pieces only
+    g = comp.graph
+    for r, st in enumerate(inp.stages):
+        key = (id(st), tuple(g.grad_piece_of[r]), tuple(g.param_piece_of[r]))
+        block = ranks.get(key)
+        if block is None:
+            block = ranks[key] = []
+            _rank_values(inp, comp, r, block.append, block.extend, memo)
+        vals.extend(block)
     return vals
