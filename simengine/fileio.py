@@ -12,7 +12,7 @@ from typing import IO
 import contextlib
 
 
-def write_atomic(path: str | os.PathLike, write: Callable[[IO[str]], None]) -> None:
+def write_atomic(path: str | os.PathLike, write: Callable[[IO[str]], object]) -> None:
     """Call ``write(fh)`` on a temporary text file next to ``path``, then replace ``path`` with it.
     Any exception (from ``write`` or the file system) removes the temporary file and propagates."""
     target = Path(path)

@@ -10,9 +10,6 @@ The folder of saved systems is chosen here, in the CLI layer: ``--systems-dir`` 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import tempfile
 from pathlib import Path
 
 from ..errors import ConfigError
@@ -104,15 +101,9 @@ def summary_lines(summary) -> list[str]:
 
 def _write_json(path: Path, data: object) -> None:
     """Atomic write (temp file in the same folder + os.replace)."""
+    from .store import write_json
+
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(data, fh, indent=1)
-            Path(tmp).replace(path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_json(path, data)
     except OSError as exc:
         raise ConfigError([("--out", f"cannot write {str(path)[:200]}: {exc.strerror or exc}")]) from None

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from pydantic import ValidationError
 
 from ..config.system import SystemSpec
 from ..errors import ConfigError, from_pydantic
+from ..fileio import write_atomic
 from .provenance import Provenance
 
 FORMAT = "simengine-user-system/1"
@@ -55,22 +55,19 @@ def save_system(folder: str | os.PathLike, name: str, system: SystemSpec,
         raise from_pydantic(exc, "system") from None
     doc = {"format": FORMAT, "name": name, "system": system.model_dump(mode="json"),
            "provenance": [p.model_dump(mode="json") for p in prov]}
-    data = json.dumps(doc, indent=1).encode("utf-8")
+    data = json.dumps(doc, indent=1)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            Path(tmp).replace(path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_atomic(path, lambda fh: fh.write(data))
     except OSError as exc:
         raise ConfigError([("name", f"cannot save {name!r}: {exc.strerror or exc}")]) from None
     return path
+
+
+def write_json(path: Path, data: object) -> None:
+    """``data`` as indented JSON at ``path``, atomically (simengine/fileio.py)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, lambda fh: json.dump(data, fh, indent=1))
 
 
 def load_document(folder: str | os.PathLike, name: str) -> dict:

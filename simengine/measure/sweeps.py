@@ -13,11 +13,11 @@ Writes are atomic (temp file + ``os.replace``).
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from ..fileio import write_atomic as _write_atomic
 from ..calibration.formats.attention_csv import attention_flops
 from .backends import median_s
 from .shapes import AttentionShape, GemmShape, GroupedShape
@@ -93,14 +93,8 @@ def run_sweep(backend, kind: str, shapes: Iterable, *, warmup: int = 3, repeats:
 
 
 def write_atomic(path: str | os.PathLike, lines: list[str]) -> Path:
+    """Write ``lines`` to ``path`` atomically (simengine/fileio.py)."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write("\n".join(lines) + "\n")
-        Path(tmp).replace(p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    _write_atomic(p, lambda fh: fh.write("\n".join(lines) + "\n"))
     return p
