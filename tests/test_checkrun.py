@@ -39,9 +39,59 @@ def _megatron_log(times_ms, alloc_mb=None):
 
 def test_real_megatron_excerpt_parses():
     log = parse_training_log(MEGATRON)
-    assert log.framework == "megatron" and [i.step for i in log.iterations] == [43, 44, 45]
-    assert [i.time_s for i in log.iterations] == pytest.approx([5.4449, 5.5338, 5.7186])
-    assert [i.tflops_per_gpu for i in log.iterations] == pytest.approx([239.8, 236.0, 228.4])
+    assert log.framework == "megatron" and [i.step for i in log.iterations] == [2, 3, 4, 43, 44, 45]
+    assert [i.time_s for i in log.iterations] == pytest.approx([5.6301, 5.4106, 5.3641, 5.4449, 5.5338, 5.7186])
+    assert [i.tflops_per_gpu for i in log.iterations] == pytest.approx([231.9, 241.4, 243.5, 239.8, 236.0, 228.4])
+    # the thread's memory report (Rank 1, after 1 iteration), MiB → GiB
+    assert log.max_allocated_gib == pytest.approx(54250.98583984375 / 1024) and log.max_reserved_gib == pytest.approx(61480 / 1024)
+    assert log.stated == {"world_size": 16, "data_parallel_size": 4, "context_parallel_size": 1,
+                          "tensor_model_parallel_size": 4, "pipeline_model_parallel_size": 1}
+
+
+MIXTRAL = ["--log", str(MEGATRON), "--model", "mixtral-8x7b", "--system", "h100-sxm5-80gb", "--strategy",
+           "mixtral-8x7b-ep8", "--set", "system.num_gpus=16", "--set", "strategy.pp=1", "--set",
+           "strategy.global_batch_size=128", "--set", "strategy.sequence_parallel=true", "--set", "strategy.ep=4"]
+
+
+def _line(out: str, head: str) -> str:
+    return next(x for x in out.splitlines() if x.startswith(head))
+
+
+def test_cli_check_run_on_megatron_log_prints_measured_predicted_residual_and_memory(capsys):
+    code = main(["check-run", *MIXTRAL, "--set", "strategy.tp=4"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    # default warm-up skips iteration 2; median of 5410.6, 5364.1, 5444.9, 5533.8, 5718.6 ms
+    step = _line(out.out, "step time").split()
+    assert step[2:4] == ["measured", "5444.9"] and step[5] == "predicted"
+    predicted = float(step[6])
+    assert _line(out.out, "residual").split()[1] == f"{5444.9 - predicted:+.1f}"
+    for part in ("forward_compute", "backward_compute", "tp_comm", "ep_comm", "dp_comm", "optimizer"):
+        assert any(x.split()[:1] == [part] for x in out.out.splitlines()), part
+    assert _line(out.out, "memory alloc").split()[3] == f"{54250.98583984375 / 1024:.2f}"
+    assert _line(out.out, "memory reserved").split()[3] == f"{61480 / 1024:.2f}"
+    assert "mismatch" not in out.out  # the scenario has the layout the log states
+
+
+def test_cli_check_run_says_where_the_scenario_is_not_the_logged_run(capsys):
+    code = main(["check-run", *MIXTRAL, "--set", "strategy.tp=2"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "the log states tensor_model_parallel_size = 4, the scenario has 2" in out
+    assert "the log states data_parallel_size = 4, the scenario has 8" in out
+
+
+def test_stated_setup_reads_layout_line_versions_and_argument_dump():
+    from simengine.checkrun.stated import parse_stated
+
+    new = ("using world size: 64, data-parallel size: 8, context-parallel size: 2, hierarchical context-parallel "
+           "sizes: None, tensor-model-parallel size: 2, pipeline-model-parallel size: 2")
+    args = ["  seq_length ...................................... 8192",
+            "  expert_model_parallel_size ...................... 8", "  recompute_granularity ........... None"]
+    got = parse_stated([new, *args])
+    assert got == {"world_size": 64, "data_parallel_size": 8, "context_parallel_size": 2,
+                   "tensor_model_parallel_size": 2, "pipeline_model_parallel_size": 2, "seq_length": 8192,
+                   "expert_model_parallel_size": 8}
 
 
 def test_real_torchtitan_excerpt_parses_and_converts_tps():
@@ -115,8 +165,10 @@ def test_cli_check_run_on_real_log(capsys):
     assert "compute_efficiency_scale" in out.out and "held-out" in out.out
 
 
-def test_cli_check_run_refit_needs_iterations(capsys):
-    code = main(["check-run", "--log", str(MEGATRON), "--model", "small", "--system", "small", "--strategy", "small",
+def test_cli_check_run_refit_needs_iterations(tmp_path, capsys):
+    log = tmp_path / "three.log"
+    log.write_text(_megatron_log([900, 500, 510]))
+    code = main(["check-run", "--log", str(log), "--model", "small", "--system", "small", "--strategy", "small",
                  "--refit", "--warmup", "0"])
     err = capsys.readouterr().err
     assert code == 2 and "at least 4" in err

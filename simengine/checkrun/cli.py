@@ -121,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError([("arguments", f"check-run needs {', '.join(missing)} (or --runs FILE)")])
     from ..cli import build_config
     from .compare import compare, digest, measure, refit_compute_scale
+    from .stated import disagreements
 
     log, path = _read_log(args.log, "--log")
     cfg = build_config(args)
@@ -128,6 +129,10 @@ def run(args: argparse.Namespace) -> int:
     c = compare(cfg, m)
     print(f"log             {path.name}: {log.framework}, {len(log.iterations)} iterations, "
           f"{m.iterations_skipped} skipped as warm-up, {len(m.iterations_used)} used (spread {m.spread:.1%})")
+    if log.stated:
+        print("log states      " + ", ".join(f"{k} {v}" for k, v in log.stated.items()))
+    for d in disagreements(log.stated, cfg):
+        print(f"mismatch        {d}: the comparison is not of the logged run")
     print(f"step time       measured {m.step_time_s * 1e3:10.1f} ms   predicted {c.predicted_step_s * 1e3:10.1f} ms   "
           f"error {c.rel_error:+.1%}")
     if m.allocated_gib is not None:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from ..calibration.source import read_text
 from ..errors import ConfigError
+from .stated import parse_stated
 
 FIELD = "log"
 MAX_LINES = 2_000_000
@@ -56,6 +57,7 @@ class RunLog:
     max_allocated_gib: float | None = None   # Megatron report_memory, max over ranks
     max_reserved_gib: float | None = None
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    stated: dict[str, int] = field(default_factory=dict)  # setup the log prints (stated.py), Megatron only
 
 
 def _f(raw: str | None) -> float | None:
@@ -97,7 +99,8 @@ def parse_training_log(source, *, field_name: str = FIELD) -> RunLog:
                                         "elapsed time per iteration (ms): X' or torchtitan 'step: N loss: ... tps: X')")])
     if len(mega) >= len(titan):
         its = tuple(sorted(mega.values(), key=lambda i: i.step))
-        return RunLog("megatron", its, max(alloc) if alloc else None, max(reserved) if reserved else None, tuple(warnings))
+        return RunLog("megatron", its, max(alloc) if alloc else None, max(reserved) if reserved else None, tuple(warnings),
+                      parse_stated(lines))
     its = tuple(sorted(titan.values(), key=lambda i: i.step))
     peak = max((i.memory_gib for i in its if i.memory_gib is not None), default=None)
     return RunLog("torchtitan", its, None, peak, tuple(warnings))
