@@ -102,12 +102,19 @@ def _core_attention(ph: Phases, d: Dims, model: ModelSpec, cp_comm: str) -> None
             # passes per tensor each way
             ph.fwd.append(Memory("cp-a2a-reorder", 4 * (qkv_bytes + o_bytes)))
             ph.bwd.append(Memory("cp-a2a-reorder-bwd", 4 * (qkv_bytes + o_bytes)))
-            ph.fwd.append(Collective("cp-a2a:qkv", "all_to_all", qkv_bytes, "cp", cp))
+            # one torch.distributed.all_to_all_single per tensor (the same function's loop over
+            # a2a_inputs; AttnFuncWithCPAndQKVOA2A passes [q, k, v] before and [dq, dk, dv] after
+            # attention), so each pays its own launch and latency
+            q_bytes, k_bytes = d.tokens * d.heads * d.d_qk * BF16, d.tokens * d.kv_heads * d.d_qk * BF16
+            v_bytes = d.tokens * d.kv_heads * d.d_v * BF16
+            for x, size in (("q", q_bytes), ("k", k_bytes), ("v", v_bytes)):
+                ph.fwd.append(Collective(f"cp-a2a:{x}", "all_to_all", size, "cp", cp))
             ph.fwd.append(fwd)
             ph.fwd.append(Collective("cp-a2a:o", "all_to_all", o_bytes, "cp", cp))
             ph.bwd.append(Collective("cp-a2a:do", "all_to_all", o_bytes, "cp", cp))
             ph.bwd.append(bwd)
-            ph.bwd.append(Collective("cp-a2a:dqkv", "all_to_all", qkv_bytes, "cp", cp))
+            for x, size in (("dq", q_bytes), ("dk", k_bytes), ("dv", v_bytes)):
+                ph.bwd.append(Collective(f"cp-a2a:{x}", "all_to_all", size, "cp", cp))
         elif cp_comm == "allgather":
             ph.fwd.append(Collective("cp-ag:kv", "all_gather", kv_bytes * cp, "cp", cp))
             ph.fwd.append(fwd)
