@@ -101,3 +101,24 @@ def test_cp_ring_runs_one_kernel_per_step_and_conserves_the_causal_flops():
     assert all((a.s_q, a.s_kv, a.causal) == (s // cp, s // (2 * cp), False) for a in att[1:])
     whole = Attention("x", 1, att[0].heads, att[0].kv_heads, s // cp, s, att[0].d_qk, att[0].d_v, True, "fwd")
     assert sum(a.flops for a in att) == pytest.approx(whole.flops, rel=1e-12)
+
+
+def test_cp_a2a_sends_q_k_v_and_their_grads_one_all_to_all_each():
+    """TE flash_attn_a2a_communicate: one all_to_all_single per tensor, so q, k, v (fwd) and dq, dk,
+    dv (bwd) are separate collectives whose sizes are each tensor's and add up to the qkv buffer."""
+    from simengine.config import load_scenario
+    from simengine.workload.builder import build_workload
+    from simengine.workload.ops import Collective
+
+    from scenarios import scenario_dict
+
+    s, cp = 32768, 4
+    sc = load_scenario(scenario_dict("llama3-8b", "h100-sxm5-80gb", system={"num_gpus": 8},
+                                     strategy={"tp": 2, "cp": cp, "cp_comm_type": "a2a", "seq_len": s,
+                                               "global_batch_size": 1, "sequence_parallel": True}))
+    blk = build_workload(sc).blocks["attn"]
+    tokens, heads, kv, d = s // cp, 32 // 2, 8 // 2, 128  # per rank: s/cp tokens, heads/tp
+    want = {"q": tokens * heads * d * 2, "k": tokens * kv * d * 2, "v": tokens * kv * d * 2}
+    for ops, prefix, extra in ((blk.fwd, "", "o"), (blk.bwd, "d", "do")):
+        a2a = {op.name.split(":")[1]: op.bytes for op in ops if isinstance(op, Collective) and op.name.startswith("cp-a2a")}
+        assert a2a == {**{prefix + k: v for k, v in want.items()}, extra: tokens * heads * d * 2}
