@@ -45,8 +45,17 @@ def op_rows(data: Path) -> list[dict[str, str]]:
     return [r for r in csv.DictReader(io.StringIO((data / "b200_op_efficiency.csv").read_text())) if r["table"] == "op_shape"]
 
 
+def _span_ms(phase: str, seq: int, heads: str, dims: str, eff: float) -> float:
+    """One timed call of the pair (SimuMax test_fa_efficiency.py: FLOPs 2·base fwd, 5·base bwd with
+    base = b·s²·max(h, h_kv)·(d_qk + d_v); 5 warm-up + 20 traced calls, a sync after each)."""
+    h = max(int(x) for x in heads.split("/"))
+    base = seq ** 2 * h * sum(int(x) for x in dims.split("/"))
+    return (2 if phase == "fwd" else 5) * base / (eff * PEAK) * 1e3
+
+
 def attention_pairs(rows) -> None:
-    print("| phase | heads/kv | d_qk/d_v | eff s=32768 | eff s=131072 | ratio |\n|---|---|---|---|---|---|")
+    print("| phase | heads/kv | d_qk/d_v | eff s=32768 | eff s=131072 | ratio | ms per call s=32768 / 131072 |\n"
+          "|---|---|---|---|---|---|---|")
     by: dict[tuple, dict[int, float]] = {}
     for r in rows:
         if r["op"] in ("sdp_fwd", "sdp_bwd"):
@@ -54,7 +63,8 @@ def attention_pairs(rows) -> None:
             by.setdefault(key, {})[int(r["k_seq_len"])] = float(r["efficiency"])
     for (phase, heads, dims), v in sorted(by.items()):
         if 32768 in v and 131072 in v:
-            print(f"| {phase} | {heads} | {dims} | {v[32768]:.3f} | {v[131072]:.3f} | {v[131072] / v[32768]:.3f} |")
+            spans = " / ".join(f"{_span_ms(phase, s, heads, dims, v[s]):.1f}" for s in (32768, 131072))
+            print(f"| {phase} | {heads} | {dims} | {v[32768]:.3f} | {v[131072]:.3f} | {v[131072] / v[32768]:.3f} | {spans} |")
 
 
 def gemm_envelope(rows) -> None:
