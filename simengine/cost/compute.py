@@ -14,6 +14,12 @@ seconds; a short isolated benchmark does not reach it. The measured B200 table s
 flash-attention forward kernels timed at s = 131072 (20 spans of ~30 ms) reach 0.83–0.85 of their
 efficiency at s = 32768 (~1.6 ms spans, a ~40 ms burst; SimuMax test_fa_efficiency.py), although causal
 flash attention does not get less efficient with length (Dao 2023, FlashAttention-2, Fig. 5–6).
+The backward pairs (0.87–1.01, benchmarks/b200_transfer.py) are no second estimate of it: at
+s = 32768 their calls already last 5–75 ms and the ratio rises with that length (0.865 at 5 ms, 0.948
+at 11 ms, 1.01 at 75 ms), as a throttle reached within the shorter run would make it, while the
+forward ratio stays at 0.84 from 1.6 ms to 24 ms calls. So the pairs do not separate a clock from a
+length effect, and one ratio for both phases is an assumption; a per-phase ratio read off the pairs
+would make the B200 CP rows faster still (they are under-predicted already).
 Attention and grouped-GEMM efficiencies — per shape or the scalars taken from the same isolated
 measurements — are multiplied by the ratio. Dense GEMM efficiencies are used as measured: they
 transfer to the B200 dense runs without a derate (the table's long GEMMs, ≥ 4 ms per call, show the
