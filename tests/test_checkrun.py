@@ -91,7 +91,23 @@ def test_stated_setup_reads_layout_line_versions_and_argument_dump():
     got = parse_stated([new, *args])
     assert got == {"world_size": 64, "data_parallel_size": 8, "context_parallel_size": 2,
                    "tensor_model_parallel_size": 2, "pipeline_model_parallel_size": 2, "seq_length": 8192,
-                   "expert_model_parallel_size": 8}
+                   "expert_model_parallel_size": 8, "recompute_granularity": "None"}
+
+
+def test_stated_switches_are_compared_as_megatron_prints_them():
+    from simengine.checkrun.stated import disagreements, parse_stated
+
+    cfg = _cfg()  # tp2, sequence parallel, ZeRO-1, no recompute, dense
+    args = ["  sequence_parallel ............................... True",
+            "  use_distributed_optimizer ....................... False",
+            "  recompute_granularity ........................... full", "  recompute_num_layers ...... 0",
+            "  moe_router_topk ................................. 2", "  num_experts ............ None",
+            "  cp_comm_type .................................... ['a2a']"]
+    assert disagreements(parse_stated(args), cfg) == [
+        "the log states use_distributed_optimizer = False, the scenario has True"]
+    full = parse_stated(["  recompute_granularity ........................... full", "  num_experts ...... 8"])
+    assert disagreements(full, cfg) == ["the log states recompute_granularity = full, the scenario has None",
+                                        "the log states num_experts = 8, the scenario has None"]
 
 
 def test_real_torchtitan_excerpt_parses_and_converts_tps():

@@ -57,7 +57,7 @@ class RunLog:
     max_allocated_gib: float | None = None   # Megatron report_memory, max over ranks
     max_reserved_gib: float | None = None
     warnings: tuple[str, ...] = field(default_factory=tuple)
-    stated: dict[str, int] = field(default_factory=dict)  # setup the log prints (stated.py), Megatron only
+    stated: dict[str, int | str] = field(default_factory=dict)  # setup the log prints (stated.py), Megatron only
 
 
 def _f(raw: str | None) -> float | None:

@@ -22,37 +22,60 @@ _LAYOUT_KEY = {"world": "world_size", "data-parallel": "data_parallel_size",
                "context-parallel": "context_parallel_size", "tensor-model-parallel": "tensor_model_parallel_size",
                "pipeline-model-parallel": "pipeline_model_parallel_size"}
 _ARG_LINE = re.compile(r"^\s*([a-z][a-z0-9_]*) \.{3,}\s*(\S+)\s*$")
-# argument name → how to read it off the scenario (config dict); the ones check-run compares
+# the arguments check-run compares: integers, and the few switches the scenario has a field for
 ARGS = ("world_size", "data_parallel_size", "tensor_model_parallel_size", "pipeline_model_parallel_size",
         "context_parallel_size", "expert_model_parallel_size", "seq_length", "micro_batch_size",
-        "global_batch_size", "num_layers", "hidden_size")
+        "global_batch_size", "num_layers", "hidden_size", "num_experts", "moe_router_topk")
+SWITCHES = ("sequence_parallel", "use_distributed_optimizer", "recompute_granularity", "cp_comm_type")
 
 
-def parse_stated(lines) -> dict[str, int]:
-    """Integer settings the log states (layout line and argument dump); later lines win."""
-    out: dict[str, int] = {}
+def parse_stated(lines) -> dict[str, int | str]:
+    """Settings the log states (layout line and argument dump); later lines win."""
+    out: dict[str, int | str] = {}
+    recomputed_layers = None
     for line in lines:
         if _LAYOUT_LINE.search(line):
             for name, value in _LAYOUT_FIELD.findall(line):
                 out[_LAYOUT_KEY[name]] = int(value)
-        elif (m := _ARG_LINE.match(line)) and m.group(1) in ARGS and m.group(2).isdigit():
-            out[m.group(1)] = int(m.group(2))
+        elif m := _ARG_LINE.match(line):
+            name, value = m.group(1), m.group(2)
+            if name in ARGS and value.isdigit():
+                out[name] = int(value)
+            elif name in SWITCHES:
+                out[name] = value.strip("[]'\"")  # cp_comm_type prints as a list: ['a2a']
+            elif name == "recompute_num_layers":
+                recomputed_layers = value
+    if out.get("recompute_granularity") == "full" and recomputed_layers == "0":
+        out["recompute_granularity"] = "None"  # full recompute of 0 layers per stage recomputes nothing
     return out
 
 
-def scenario_values(cfg: dict) -> dict[str, int]:
-    """The same settings as the scenario has them (dp derived as in Megatron: world / (tp·pp·cp))."""
+def scenario_values(cfg: dict) -> dict[str, int | str]:
+    """The same settings as the scenario has them, written as Megatron prints them (dp derived as in
+    Megatron: world / (tp·pp·cp); ``recompute='none'`` is ``recompute_granularity None``; the
+    distributed optimizer is ZeRO stage ≥ 1)."""
     st, sy, mo = cfg.get("strategy", {}), cfg.get("system", {}), cfg.get("model", {})
     n, tp, pp, cp = (int(v or 1) for v in (sy.get("num_gpus"), st.get("tp"), st.get("pp"), st.get("cp")))
-    return {"world_size": n, "data_parallel_size": int(st.get("dp") or n // max(tp * pp * cp, 1)),
-            "tensor_model_parallel_size": tp, "pipeline_model_parallel_size": pp, "context_parallel_size": cp,
-            "expert_model_parallel_size": int(st.get("ep") or 1), "seq_length": int(st.get("seq_len") or 0),
-            "micro_batch_size": int(st.get("micro_batch_size") or 0),
-            "global_batch_size": int(st.get("global_batch_size") or 0),
-            "num_layers": int(mo.get("num_layers") or 0), "hidden_size": int(mo.get("hidden_size") or 0)}
+    recompute = str(st.get("recompute") or "none")
+    out: dict[str, int | str] = {
+        "world_size": n, "data_parallel_size": int(st.get("dp") or n // max(tp * pp * cp, 1)),
+        "tensor_model_parallel_size": tp, "pipeline_model_parallel_size": pp, "context_parallel_size": cp,
+        "expert_model_parallel_size": int(st.get("ep") or 1), "seq_length": int(st.get("seq_len") or 0),
+        "micro_batch_size": int(st.get("micro_batch_size") or 0),
+        "global_batch_size": int(st.get("global_batch_size") or 0),
+        "num_layers": int(mo.get("num_layers") or 0), "hidden_size": int(mo.get("hidden_size") or 0),
+        "num_experts": int(mo.get("num_experts") or 0) or "None",
+        "sequence_parallel": str(bool(st.get("sequence_parallel"))),
+        "use_distributed_optimizer": str(int(st.get("zero_stage") or 0) >= 1),
+        "recompute_granularity": "None" if recompute == "none" else recompute}
+    if mo.get("num_experts"):  # Megatron prints moe_router_topk (default 2) for dense models too
+        out["moe_router_topk"] = int(mo.get("top_k") or 0)
+    if cp > 1:  # Megatron prints cp_comm_type whatever cp is; it only matters with cp > 1
+        out["cp_comm_type"] = str(st.get("cp_comm_type") or "p2p")
+    return out
 
 
-def disagreements(stated: dict[str, int], cfg: dict) -> list[str]:
+def disagreements(stated: dict[str, int | str], cfg: dict) -> list[str]:
     """One line per setting the log states and the scenario sets differently."""
     have = scenario_values(cfg)
     return [f"the log states {k} = {v}, the scenario has {have[k]}" for k, v in stated.items()
