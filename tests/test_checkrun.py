@@ -108,6 +108,9 @@ def test_stated_switches_are_compared_as_megatron_prints_them():
     full = parse_stated(["  recompute_granularity ........................... full", "  num_experts ...... 8"])
     assert disagreements(full, cfg) == ["the log states recompute_granularity = full, the scenario has None",
                                         "the log states num_experts = 8, the scenario has None"]
+    one = _cfg()
+    one["strategy"]["tp"], one["strategy"]["sequence_parallel"] = 1, True  # Megatron turns SP off at tp 1
+    assert disagreements(parse_stated(["  sequence_parallel ..... False"]), one) == []
 
 
 def test_real_torchtitan_excerpt_parses_and_converts_tps():

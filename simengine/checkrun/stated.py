@@ -51,27 +51,26 @@ def parse_stated(lines) -> dict[str, int | str]:
 
 
 def scenario_values(cfg: dict) -> dict[str, int | str]:
-    """The same settings as the scenario has them, written as Megatron prints them (dp derived as in
-    Megatron: world / (tp·pp·cp); ``recompute='none'`` is ``recompute_granularity None``; the
-    distributed optimizer is ZeRO stage ≥ 1)."""
-    st, sy, mo = cfg.get("strategy", {}), cfg.get("system", {}), cfg.get("model", {})
-    n, tp, pp, cp = (int(v or 1) for v in (sy.get("num_gpus"), st.get("tp"), st.get("pp"), st.get("cp")))
-    recompute = str(st.get("recompute") or "none")
+    """The same settings as the scenario has them (validated, defaults filled), written as Megatron
+    prints them: dp = world / (tp·pp·cp) (``Scenario.dp``); sequence parallelism is off at tp 1
+    (Megatron ``validate_args`` turns it off); ``recompute='none'`` is ``recompute_granularity None``;
+    the distributed optimizer is ZeRO stage ≥ 1."""
+    from ..api import scenario_from
+
+    sc = scenario_from(cfg)
+    st, mo = sc.strategy, sc.model
     out: dict[str, int | str] = {
-        "world_size": n, "data_parallel_size": int(st.get("dp") or n // max(tp * pp * cp, 1)),
-        "tensor_model_parallel_size": tp, "pipeline_model_parallel_size": pp, "context_parallel_size": cp,
-        "expert_model_parallel_size": int(st.get("ep") or 1), "seq_length": int(st.get("seq_len") or 0),
-        "micro_batch_size": int(st.get("micro_batch_size") or 0),
-        "global_batch_size": int(st.get("global_batch_size") or 0),
-        "num_layers": int(mo.get("num_layers") or 0), "hidden_size": int(mo.get("hidden_size") or 0),
-        "num_experts": int(mo.get("num_experts") or 0) or "None",
-        "sequence_parallel": str(bool(st.get("sequence_parallel"))),
-        "use_distributed_optimizer": str(int(st.get("zero_stage") or 0) >= 1),
-        "recompute_granularity": "None" if recompute == "none" else recompute}
-    if mo.get("num_experts"):  # Megatron prints moe_router_topk (default 2) for dense models too
-        out["moe_router_topk"] = int(mo.get("top_k") or 0)
-    if cp > 1:  # Megatron prints cp_comm_type whatever cp is; it only matters with cp > 1
-        out["cp_comm_type"] = str(st.get("cp_comm_type") or "p2p")
+        "world_size": sc.system.num_gpus, "data_parallel_size": sc.dp, "tensor_model_parallel_size": st.tp,
+        "pipeline_model_parallel_size": st.pp, "context_parallel_size": st.cp, "expert_model_parallel_size": st.ep,
+        "seq_length": st.seq_len, "micro_batch_size": st.micro_batch_size, "global_batch_size": st.global_batch_size,
+        "num_layers": mo.num_layers, "hidden_size": mo.hidden_size, "num_experts": mo.num_experts or "None",
+        "sequence_parallel": str(bool(st.sequence_parallel) and st.tp > 1),
+        "use_distributed_optimizer": str(st.zero_stage >= 1),
+        "recompute_granularity": "None" if st.recompute == "none" else st.recompute}
+    if mo.num_experts:  # Megatron prints moe_router_topk (default 2) for dense models too
+        out["moe_router_topk"] = mo.top_k
+    if st.cp > 1:  # Megatron prints cp_comm_type whatever cp is; it only matters with cp > 1
+        out["cp_comm_type"] = st.cp_comm_type
     return out
 
 
