@@ -3,6 +3,7 @@ with the prediction, and the compute-scale refit with its hold-out check."""
 
 from __future__ import annotations
 
+import argparse
 import copy
 from pathlib import Path
 
@@ -50,7 +51,8 @@ def test_real_megatron_excerpt_parses():
 
 MIXTRAL = ["--log", str(MEGATRON), "--model", "mixtral-8x7b", "--system", "h100-sxm5-80gb", "--strategy",
            "mixtral-8x7b-ep8", "--set", "system.num_gpus=16", "--set", "strategy.pp=1", "--set",
-           "strategy.global_batch_size=128", "--set", "strategy.sequence_parallel=true", "--set", "strategy.ep=4"]
+           "strategy.global_batch_size=128", "--set", "strategy.sequence_parallel=true", "--set", "strategy.ep=4",
+           "--set", "strategy.seq_len=2048"]  # implied by the logged TFLOP/s, not stated (SOURCES.md)
 
 
 def _line(out: str, head: str) -> str:
@@ -70,7 +72,62 @@ def test_cli_check_run_on_megatron_log_prints_measured_predicted_residual_and_me
         assert any(x.split()[:1] == [part] for x in out.out.splitlines()), part
     assert _line(out.out, "memory alloc").split()[3] == f"{54250.98583984375 / 1024:.2f}"
     assert _line(out.out, "memory reserved").split()[3] == f"{61480 / 1024:.2f}"
-    assert "mismatch" not in out.out  # the scenario has the layout the log states
+    assert "mismatch" not in out.out  # the scenario has the layout the log states, and its FLOPs
+
+
+def test_cli_check_run_says_when_the_logged_flops_are_not_the_scenarios(capsys):
+    # the preset's seq_len 4096 doubles Megatron's FLOPs count: the logged TFLOP/s say 2048
+    assert main(["check-run", *MIXTRAL, "--set", "strategy.tp=4", "--set", "strategy.seq_len=4096"]) == 0
+    lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("mismatch")]
+    assert len(lines) == 1 and "imply seq_len 2048 at global batch 128" in lines[0]
+    assert "the scenario has seq_len 4096, global batch 128" in lines[0]
+
+
+def _mixtral_scenario(**strategy):
+    from simengine.api import scenario_from
+    from simengine.cli import build_config
+
+    sets = ["system.num_gpus=16", "strategy.pp=1", "strategy.global_batch_size=128", "strategy.ep=4", "strategy.tp=4",
+            "strategy.sequence_parallel=true",
+            *(f"strategy.{k}={v}" for k, v in strategy.items())]
+    ns = argparse.Namespace(model="mixtral-8x7b", system="h100-sxm5-80gb", strategy="mixtral-8x7b-ep8", set=sets,
+                            systems_dir=None)
+    return scenario_from(build_config(ns))
+
+
+def test_megatron_flops_formula_against_hand_computed_mixtral():
+    from simengine.checkrun.flops import check, formula_for, megatron_flops
+
+    sc = _mixtral_scenario(seq_len=2048)
+    # megatron/training/training.py num_floating_point_operations (2bfe9bea, 2024-04) written as Megatron
+    # does: 12·B·s·L·h²·[(1 + g/n + s/h)·(d·n/h) + (f/h)·topk·3/2 + V/(2·L·h)], Mixtral 8x7B: h 4096,
+    # L 32, n 32, g 8, d 128, f 14336, top-2, V 32000 padded to a multiple of 128·tp = 512 → 32256
+    b, s, L, h = 128, 2048, 32, 4096
+    hand = 12 * b * s * L * h * h * ((1 + 8 / 32 + s / h) * (128 * 32 / h) + 14336 / h * 2 * 1.5 + 32256 / (2 * L * h))
+    assert megatron_flops(sc, "2024") == pytest.approx(hand, rel=1e-12)
+    assert hand / (5.4449 * 1e12 * 16) == pytest.approx(239.8, rel=2e-3)  # the log's iteration 43
+    # from 8873b55d (2025-03) the core-attention term is halved for the causal mask; nothing else differs here
+    assert megatron_flops(sc, "2024") - megatron_flops(sc, "2025") == pytest.approx(6 * b * s * s * L * 128 * 32)
+    assert formula_for("2024-04-06") == "2024" and formula_for("2025-03-06") == "2025" and formula_for(None) == "2025"
+    c = check(_mixtral_scenario(seq_len=4096), 239.8, 5.4449, "2024-04-06")
+    assert c is not None and c.ratio == pytest.approx(499.1 / 239.8, rel=1e-3)
+    assert c.implied_seq_len == pytest.approx(2048, rel=2e-3) and c.implied_global_batch == pytest.approx(128 * 239.8 / 499.1, rel=1e-3)
+
+
+def test_megatron_flops_counts_dense_and_shared_expert_layers_today():
+    from simengine.checkrun.flops import check, megatron_flops
+
+    cfg = _cfg()
+    cfg["model"].update(num_experts=8, top_k=2, moe_ffn_hidden_size=512, num_shared_experts=1, first_k_dense_layers=1)
+    from simengine.api import scenario_from
+
+    sc = scenario_from(cfg)
+    m, st = sc.model, sc.strategy
+    dense = megatron_flops(scenario_from(_cfg()), "2025")
+    # training.py transformer_flops: each MoE layer swaps f·3 for (f_e·topk + f_shared)·3, ×6·B·s·h
+    per_layer = 6 * st.global_batch_size * st.seq_len * m.hidden_size * 3 * ((512 * 2 + 512) - m.ffn_hidden_size)
+    assert megatron_flops(sc, "2025") - dense == pytest.approx(per_layer * (m.num_layers - 1))
+    assert check(sc, 100.0, 1.0, "2024-05-01") is None  # the 2024 formula did not count these
 
 
 def test_cli_check_run_says_where_the_scenario_is_not_the_logged_run(capsys):

@@ -2,7 +2,8 @@
 same scenario — measured vs predicted step time and memory, the residual by component, and an
 optional refit of the compute-efficiency scale with a held-out check (:mod:`.compare`), or of
 compute / scale-up / scale-out factors over several runs with leave-one-out (:mod:`.refit`); logs
-are read by :mod:`.logs`, the commands are :mod:`.cli`.
+are read by :mod:`.logs`; the FLOPs a Megatron log states (TFLOP/s × time) are held against the
+scenario's by :mod:`.flops`; the commands are :mod:`.cli`.
 
 Sits above the API (it calls ``simengine.api.estimate``), so nothing below imports it. Names are
 imported on first use (PEP 562) so that registering the CLI command loads nothing.

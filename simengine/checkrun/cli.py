@@ -120,7 +120,10 @@ def run(args: argparse.Namespace) -> int:
     if missing:
         raise ConfigError([("arguments", f"check-run needs {', '.join(missing)} (or --runs FILE)")])
     from ..cli import build_config
+    from ..api import scenario_from
     from .compare import compare, digest, measure, refit_compute_scale
+    from .flops import logged_check
+    from .flops import mismatch as flops_mismatch
     from .stated import disagreements
 
     log, path = _read_log(args.log, "--log")
@@ -133,6 +136,10 @@ def run(args: argparse.Namespace) -> int:
         print("log states      " + ", ".join(f"{k} {v}" for k, v in log.stated.items()))
     for d in disagreements(log.stated, cfg):
         print(f"mismatch        {d}: the comparison is not of the logged run")
+    sc = scenario_from(cfg)
+    fc = logged_check(log, m.iterations_used, sc)
+    if fc is not None and (why := flops_mismatch(fc, sc)):
+        print(f"mismatch        {why}")
     print(f"step time       measured {m.step_time_s * 1e3:10.1f} ms   predicted {c.predicted_step_s * 1e3:10.1f} ms   "
           f"error {c.rel_error:+.1%}")
     if m.allocated_gib is not None:

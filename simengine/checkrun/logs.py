@@ -33,6 +33,7 @@ MAX_LINES = 2_000_000
 
 _NUM = r"([0-9][0-9,]*\.?[0-9]*(?:[eE][+-]?\d+)?)"
 _MEGATRON_ITER = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|.*?elapsed time per iteration \(ms\):\s*" + _NUM)
+_MEGATRON_DATE = re.compile(r"^\s*\[(\d{4}-\d{2}-\d{2})[ T]\d")  # training_log: [%Y-%m-%d %H:%M:%S]
 _MEGATRON_TFLOPS = re.compile(r"throughput per GPU \(TFLOP/s/GPU\):\s*" + _NUM)
 _MEGATRON_MEM = re.compile(r"\[Rank\s+(\d+)\]\s+\(after\s+(\d+)\s+iterations\)\s+memory \(MB\)\s*\|\s*allocated:\s*"
                            + _NUM + r"\s*\|\s*max allocated:\s*" + _NUM
@@ -58,6 +59,7 @@ class RunLog:
     max_reserved_gib: float | None = None
     warnings: tuple[str, ...] = field(default_factory=tuple)
     stated: dict[str, int | str] = field(default_factory=dict)  # setup the log prints (stated.py), Megatron only
+    date: str | None = None              # YYYY-MM-DD of the first dated Megatron iteration line
 
 
 def _f(raw: str | None) -> float | None:
@@ -77,9 +79,12 @@ def parse_training_log(source, *, field_name: str = FIELD) -> RunLog:
     titan: dict[int, Iteration] = {}
     alloc: list[float] = []
     reserved: list[float] = []
+    date = None
     for line in lines:
         if m := _MEGATRON_ITER.search(line):
             step = int(m.group(1))
+            if date is None and (d := _MEGATRON_DATE.search(line)):
+                date = d.group(1)
             t = _MEGATRON_TFLOPS.search(line)
             mega.setdefault(step, Iteration(step, time_s=_f(m.group(3)) / 1e3,  # type: ignore[operator]
                                             tflops_per_gpu=_f(t.group(1)) if t else None))
@@ -100,7 +105,7 @@ def parse_training_log(source, *, field_name: str = FIELD) -> RunLog:
     if len(mega) >= len(titan):
         its = tuple(sorted(mega.values(), key=lambda i: i.step))
         return RunLog("megatron", its, max(alloc) if alloc else None, max(reserved) if reserved else None, tuple(warnings),
-                      parse_stated(lines))
+                      parse_stated(lines), date)
     its = tuple(sorted(titan.values(), key=lambda i: i.step))
     peak = max((i.memory_gib for i in its if i.memory_gib is not None), default=None)
     return RunLog("torchtitan", its, None, peak, tuple(warnings))
