@@ -198,3 +198,25 @@ def test_dropping_without_padding_caps_the_hot_rank_at_capacity():
     assert op_drop.imbalance == 1.25 and op_mild.imbalance == 1.1 and op_free.imbalance == 3.0
     assert d_drop.tokens_per_expert < d_free.tokens_per_expert
     assert abs(d_mild.tokens_per_expert - d_free.tokens_per_expert * 1.1 / 3.0) <= 1  # ceil rounding
+
+
+@pytest.mark.parametrize("etp", [2, 4])
+def test_expert_tp_gather_is_the_rows_the_local_experts_process(etp):
+    """Megatron-Core MoEAlltoAllTokenDispatcher.dispatch_postprocess all-gathers the a2a output over the
+    expert-TP group (``gather_from_sequence_parallel_region(global_input_tokens, group=tp_group)``) and
+    combine_preprocess reduce-scatters the expert output back: the full buffer is etp × the rows this rank
+    received, i.e. the rows its local experts then process (T·k·etp balanced), h wide in bf16 — not etp × that."""
+    from simengine.workload.dims import dims_of
+
+    sc = load_scenario(scenario_dict(
+        model={"name": "moe", "hidden_size": 1024, "num_layers": 2, "num_attention_heads": 8, "ffn_hidden_size": 2048,
+               "vocab_size": 32000, "num_experts": 8, "top_k": 2, "moe_ffn_hidden_size": 1024},
+        system={"num_gpus": 16}, strategy={"tp": 4, "sequence_parallel": True, "ep": 4, "etp": etp, "seq_len": 2048,
+                                            "global_batch_size": 64, "moe_load_imbalance": 1.0}))
+    d = dims_of(sc)
+    rows = d.moe_tokens * 2 * etp  # T·k received on average, gathered over etp
+    assert d.tokens_per_expert * d.experts_local == rows
+    moe = build_workload(sc).blocks["moe"]
+    etp_ops = [op for phase in (moe.fwd, moe.bwd, moe.wgt) for op in phase if getattr(op, "group", "") == "etp"]
+    assert sorted(op.kind for op in etp_ops) == ["all_gather", "all_gather", "reduce_scatter", "reduce_scatter"]
+    assert all(op.bytes == rows * 1024 * 2 and op.size == etp for op in etp_ops)

@@ -258,7 +258,12 @@ def moe_block(d: Dims, model: ModelSpec, dispatcher: str) -> Phases:
         else:
             ep_alltoall(ph, d, model, dispatcher, d.moe_dispatch_dtype, d.moe_imbalance)
     if d.etp > 1:
-        gathered = routed * h * BF16 * d.etp
+        # Expert TP (Megatron-Core MoEAlltoAllTokenDispatcher.dispatch_postprocess /
+        # combine_preprocess): the rows received from the EP all-to-all are all-gathered over the
+        # expert-TP group (gather_from_sequence_parallel_region, group=tp_group) and the expert
+        # output reduce-scattered back. The full buffer is etp × the rows received, i.e. ``routed``,
+        # the rows the local experts process (tokens_per_expert already counts the etp gather).
+        gathered = routed * h * BF16
         ph.fwd.append(Collective("etp-ag", "all_gather", gathered, "etp", d.etp))
         ph.fwd.append(Collective("etp-rs", "reduce_scatter", gathered, "etp", d.etp))
         ph.bwd.append(Collective("etp-ag-bwd", "all_gather", gathered, "etp", d.etp))
