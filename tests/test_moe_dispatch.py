@@ -205,7 +205,8 @@ def test_expert_tp_gather_is_the_rows_the_local_experts_process(etp):
     """Megatron-Core MoEAlltoAllTokenDispatcher.dispatch_postprocess all-gathers the a2a output over the
     expert-TP group (``gather_from_sequence_parallel_region(global_input_tokens, group=tp_group)``) and
     combine_preprocess reduce-scatters the expert output back: the full buffer is etp × the rows this rank
-    received, i.e. the rows its local experts then process (T·k·etp balanced), h wide in bf16 — not etp × that."""
+    received, i.e. the rows its local experts then process (T·k·etp balanced), h wide in bf16 — not etp × that;
+    dispatch_postprocess gathers global_probs the same way."""
     from simengine.workload.dims import dims_of
 
     sc = load_scenario(scenario_dict(
@@ -218,5 +219,9 @@ def test_expert_tp_gather_is_the_rows_the_local_experts_process(etp):
     assert d.tokens_per_expert * d.experts_local == rows
     moe = build_workload(sc).blocks["moe"]
     etp_ops = [op for phase in (moe.fwd, moe.bwd, moe.wgt) for op in phase if getattr(op, "group", "") == "etp"]
-    assert sorted(op.kind for op in etp_ops) == ["all_gather", "all_gather", "reduce_scatter", "reduce_scatter"]
-    assert all(op.bytes == rows * 1024 * 2 and op.size == etp for op in etp_ops)
+    tokens = [op for op in etp_ops if "probs" not in op.name]
+    assert sorted(op.kind for op in tokens) == ["all_gather", "all_gather", "reduce_scatter", "reduce_scatter"]
+    assert all(op.bytes == rows * 1024 * 2 and op.size == etp for op in tokens)
+    # the routing probabilities are gathered beside the tokens (fp32 per row), their gradient scattered back
+    probs = sorted((op.kind, op.bytes) for op in etp_ops if "probs" in op.name)
+    assert probs == [("all_gather", rows * 4), ("reduce_scatter", rows * 4)]

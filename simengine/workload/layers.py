@@ -268,6 +268,11 @@ def moe_block(d: Dims, model: ModelSpec, dispatcher: str) -> Phases:
         ph.fwd.append(Collective("etp-rs", "reduce_scatter", gathered, "etp", d.etp))
         ph.bwd.append(Collective("etp-ag-bwd", "all_gather", gathered, "etp", d.etp))
         ph.bwd.append(Collective("etp-rs-bwd", "reduce_scatter", gathered, "etp", d.etp))
+        if dispatcher == "alltoall":
+            # dispatch_postprocess gathers the a2a'd routing probabilities over etp as well (fp32 per
+            # row, like the probs all-to-all in dispatch.py); their gradient is reduce-scattered back.
+            ph.fwd.append(Collective("etp-ag:probs", "all_gather", routed * 4, "etp", d.etp))
+            ph.bwd.append(Collective("etp-rs:dprobs", "reduce_scatter", routed * 4, "etp", d.etp))
     g, mt, f = d.experts_local, d.tokens_per_expert, d.moe_ffn
     if g and mt:
         fc1_out = (2 if d.gated else 1) * f
