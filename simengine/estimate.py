@@ -67,10 +67,11 @@ def memory_by_stage(sc: Scenario, plan: Plan) -> list[StageMemory]:
     exact = None
     if any(len(stg.chunks) > 1 for stg in plan.stages):
         exact = order_memory_peaks(s.schedule, s.pp, m_mb, s.vpp,
-                                   [[(c.activation_bytes, c.peak_extra_bytes) for c in stg.chunks] for stg in plan.stages])
+                                   [[(c.activation_bytes, c.peak_extra_bytes) for c in stg.chunks] for stg in plan.stages],
+                                   s.overlap_moe_expert_parallel_comm)
     mems = []
     for stg in plan.stages:
-        inflight = max_inflight(s.schedule, stg.rank, s.pp, m_mb, s.vpp)
+        inflight = max_inflight(s.schedule, stg.rank, s.pp, m_mb, s.vpp, s.overlap_moe_expert_parallel_comm)
         mems.append(_stage_memory(sc, stg, inflight, exact[stg.rank] if exact else None)[0])
     return mems
 

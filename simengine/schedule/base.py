@@ -13,7 +13,9 @@ through its module-level ``SCHEDULE``) provides:
   ``(field, message)`` pairs, each term named (``Scenario`` shows them next to the field).
   ``microbatches`` / ``layers`` are None where the caller does not know them (a strategy on its
   own; an explicit per-stage layer layout);
-* ``check(p, m, vpp)`` — raises ValueError naming the violated rule (the simulator's guard).
+* ``check(p, m, vpp)`` — raises ValueError naming the violated rule (the simulator's guard);
+* ``pairs(p, m, vpp)`` (optional) — per rank, the positions of the F actions that run as one
+  overlapped F&B pair with the B right after them (DualPipe's ``_forward_backward_chunk``).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ class Schedule:
     splits_weight_grad: bool  # emits W actions
     requirements: Callable[[int, int | None, int, int | None], Issues]  # (pp, m, vpp, layers) -> issues
     menu_order: int = 100  # position in the studio's schedule switcher and the JSON schema enum
+    pairs: Callable[[int, int, int], list[frozenset[int]]] | None = None  # F&B pairs (F positions)
 
 
 def check_basic(name: str, p: int, m: int, vpp: int) -> None:

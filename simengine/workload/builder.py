@@ -49,7 +49,7 @@ def build_workload(sc: Scenario) -> Workload:
     if m.num_layers - m.num_moe_layers > 0:
         blocks["mlp"] = dense_mlp_block(d)
     if m.is_moe:
-        blocks["moe"] = moe_block(d, m, st.moe_dispatcher)
+        blocks["moe"] = moe_block(d, m, st.moe_dispatcher, st.moe_shared_expert_overlap)
     if m.mtp_layers:
         blocks["mtp"] = mtp_projection(d)
     if m.full_attention_interval:  # mixed pattern (GPT-OSS): windowed layers get their own block
