@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .config.scenario import Scenario
 from .cost.stage import Plan, StagePlan, build_plan
-from .pipeline import max_inflight, order_memory_peaks, pipeline_input
+from .pipeline import max_inflight, order_memory_peaks, pipeline_input, sim_microbatches
 from .report import Report, StageMemory
 from .sim import pipeline_metrics
 from .uncertainty import bands
@@ -63,7 +63,7 @@ def memory_by_stage(sc: Scenario, plan: Plan) -> list[StageMemory]:
     """Peak memory of every pipeline stage: a closed form over the schedule's order, no timing
     (memory on a rank depends only on its own order). Cheap: the search's pre-filter uses it."""
     s = sc.strategy
-    m_mb = sc.num_microbatches
+    m_mb = sim_microbatches(sc)
     exact = None
     if any(len(stg.chunks) > 1 for stg in plan.stages):
         exact = order_memory_peaks(s.schedule, s.pp, m_mb, s.vpp,

@@ -46,6 +46,12 @@ def _chunk(c, k: float, made: dict[tuple, ChunkCost]) -> ChunkCost:
     return ch
 
 
+def sim_microbatches(sc: Scenario) -> int:
+    """Micro-batch ids the engine runs through every stage: one per chain (DualPipe's directions
+    each take half of the step's micro-batches, ``Schedule.chains``)."""
+    return sc.num_microbatches // get_schedule(sc.strategy.schedule).chains
+
+
 def pipeline_input(sc: Scenario, plan: Plan, *, with_dp: bool = True) -> PipelineInput:
     s = sc.strategy
     size = s.pp * len(plan.stages[0].chunks) * sc.num_microbatches
@@ -74,7 +80,7 @@ def pipeline_input(sc: Scenario, plan: Plan, *, with_dp: bool = True) -> Pipelin
             )
         stages.append(stage)
     return PipelineInput(
-        stages=tuple(stages), num_microbatches=sc.num_microbatches, schedule=s.schedule, vpp=s.vpp,
+        stages=tuple(stages), num_microbatches=sim_microbatches(sc), schedule=s.schedule, vpp=s.vpp,
         overlap_grad_reduce=s.overlap_grad_reduce, overlap_param_gather=s.overlap_param_gather,
         overlap_slowdown=s.overlap_slowdown, p2p_blocking=not s.overlap_p2p_comm,
         fb_overlap=s.overlap_moe_expert_parallel_comm,

@@ -108,7 +108,7 @@ def _megatron_first_last(s: StrategySpec, num_layers: int, counts: list[int]) ->
     Megatron arguments reproduce ``counts``, else ''."""
     sched = get_schedule(s.schedule)
     nch = sched.chunks_per_rank(s.vpp)
-    per_rank = [sum(counts[sched.stage_of(r, c, s.pp, s.vpp)] for c in range(nch)) for r in range(s.pp)]
+    per_rank = [sum(counts[sched.stage_of(r, c, s.pp, s.vpp) % len(counts)] for c in range(nch)) for r in range(s.pp)]
     trial = s.model_copy(update={"decoder_first_pipeline_num_layers": per_rank[0],
                                  "decoder_last_pipeline_num_layers": per_rank[-1]})
     got, issues = strategy_stage_counts(trial, num_layers)
@@ -157,7 +157,7 @@ def _pipeline_checks(model: ModelSpec, s: StrategySpec, m: int | None) -> list[t
     if s.recompute_num_layers is not None and not layout_issues:
         sched = get_schedule(s.schedule)
         nch = sched.chunks_per_rank(s.vpp)
-        most = max(sum(counts[sched.stage_of(r, c, s.pp, s.vpp)] for c in range(nch)) for r in range(s.pp))
+        most = max(sum(counts[sched.stage_of(r, c, s.pp, s.vpp) % len(counts)] for c in range(nch)) for r in range(s.pp))
         if s.recompute_num_layers > most:
             issues.append(("strategy.recompute_num_layers", f"recompute_num_layers={s.recompute_num_layers} exceeds the "
                                                             f"most layers on one pipeline rank = {most}"))

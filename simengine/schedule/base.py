@@ -14,6 +14,8 @@ through its module-level ``SCHEDULE``) provides:
   ``microbatches`` / ``layers`` are None where the caller does not know them (a strategy on its
   own; an explicit per-stage layer layout);
 * ``check(p, m, vpp)`` — raises ValueError naming the violated rule (the simulator's guard);
+* ``chains`` — independent pipelines the stages form (1; DualPipe's two directions: 2, stage
+  s holds the layers of stage s mod (stages/chains), and ``m`` counts micro-batches per chain);
 * ``pairs(p, m, vpp)`` (optional) — per rank, the positions of the F actions that run as one
   overlapped F&B pair with the B right after them (DualPipe's ``_forward_backward_chunk``).
 """
@@ -40,6 +42,9 @@ class Schedule:
     requirements: Callable[[int, int | None, int, int | None], Issues]  # (pp, m, vpp, layers) -> issues
     menu_order: int = 100  # position in the studio's schedule switcher and the JSON schema enum
     pairs: Callable[[int, int, int], list[frozenset[int]]] | None = None  # F&B pairs (F positions)
+    # independent pipelines: the stages split into ``chains`` equal chains, each with its own first
+    # stage and loss, each micro-batch id one micro-batch per chain (DualPipe's two directions)
+    chains: int = 1
 
 
 def check_basic(name: str, p: int, m: int, vpp: int) -> None:

@@ -34,9 +34,11 @@ def rank_order(rank: int, p: int, m: int) -> list[Action]:
     return rank_pairs(rank, p, m)[0]
 
 
-def rank_pairs(rank: int, p: int, m: int) -> tuple[list[Action], frozenset[int]]:
+def rank_pairs(rank: int, p: int, m: int, chunk_of: tuple[int, int] = (0, 1)) -> tuple[list[Action], frozenset[int]]:
     """The rank's order and the positions of the F of each overlapped F&B pair
-    (``DualPipeV._forward_backward_chunk``)."""
+    (``DualPipeV._forward_backward_chunk``). ``DualPipe.step`` runs the same eight steps with
+    ``half_rank``, ``num_half_ranks`` and ``half_num_chunks`` for rank, p and m, its phase 0/1
+    being the local chunk ``chunk_of[phase]`` (schedule/dualpipe.py)."""
     order: list[Action] = []
     pairs: set[int] = set()
     nf = [0, 0]
@@ -44,13 +46,13 @@ def rank_pairs(rank: int, p: int, m: int) -> tuple[list[Action], frozenset[int]]
     pending_w: list[tuple[int, int]] = []
 
     def f(c: int) -> None:
-        order.append(Action("F", nf[c], c))
+        order.append(Action("F", nf[c], chunk_of[c]))
         nf[c] += 1
 
     def b(c: int, zb: bool = False) -> None:
-        order.append(Action("B", nb[c], c))
+        order.append(Action("B", nb[c], chunk_of[c]))
         if zb:
-            pending_w.append((nb[c], c))
+            pending_w.append((nb[c], chunk_of[c]))
         nb[c] += 1
 
     def fb(c0: int, c1: int) -> None:  # _forward_backward_chunk(c0, c1): one overlapped pair
@@ -72,7 +74,8 @@ def rank_pairs(rank: int, p: int, m: int) -> tuple[list[Action], frozenset[int]]
         w()
         f(1)
     for i in range(m - 2 * p + rank + 1):  # step 4 (main): nF0B1F1B0, two F&B pairs
-        if i == 0 and rank == p - 1:  # "We don't overlap these two chunks to further reduce bubble size."
+        if i == 0 and rank == p - 1:  # the turn (DualPipe: the middle ranks): "We don't overlap these two
+            # chunks to further reduce bubble size."
             f(0)
             b(1)
         else:

@@ -3,7 +3,8 @@
 Rules (each task starts when its stream is free and its dependencies are done):
 
 * F of stage s needs the activation of stage s-1 (same micro-batch); B of stage s needs the
-  gradient of stage s+1, or on the last stage its own F (the loss); W needs its B.
+  gradient of stage s+1, or on the last stage its own F (the loss); W needs its B. With
+  ``Schedule.chains`` > 1 (DualPipe's two directions) every chain has its own first and last stage.
 * A hop to another rank is a p2p send task: with ``p2p_blocking`` (Megatron's default
   ``p2p_communication`` with blocking ``send_forward``/``send_backward``) it sits on the
   sender's compute stream right after the producer, otherwise on the sender's pp stream
@@ -49,7 +50,7 @@ class TaskGraph:
 
     __slots__ = ("rows", "stream", "kind", "mb", "chunk", "aux", "val", "d1", "d2", "streams", "p",
                  "m", "nch", "stage_of", "grad_piece_of", "param_piece_of", "rank_base",
-                 "chunk_base", "n_vals", "sig", "pair_base", "pairs")
+                 "chunk_base", "n_vals", "sig", "pair_base", "pairs", "chain_len")
     stream: list[int]
     kind: list[int]
     mb: list[int]
@@ -70,6 +71,7 @@ class TaskGraph:
     sig: tuple
     pair_base: list[dict]  # per rank: pair type (F chunk, B chunk, B leaves a W) → value block
     pairs: list[frozenset[int]]  # per rank: positions of the F of each overlapped F&B pair
+    chain_len: int  # stages per independent pipeline (Schedule.chains)
 
     def __init__(self, p: int):
         self.rows: list[tuple[int, ...]] = []  # (stream, kind, mb, chunk, aux, val, d1, d2)
@@ -198,11 +200,19 @@ class _Rank:
                 # the next bucket is gathered while this piece computes
                 g.param_piece_of[self.r][j] = (c, len(grp), grp[i + 1] if i + 1 < len(grp) else -1)
 
+    def _first(self, s: int) -> bool:
+        """Stage s opens its chain (no activation to receive, no gradient to send back)."""
+        return s % self.g.chain_len == 0
+
+    def _last(self, s: int) -> bool:
+        """Stage s ends its chain: it holds the loss."""
+        return s % self.g.chain_len == self.g.chain_len - 1
+
     def _b_input(self, mb: int, c: int) -> tuple[list[int], int]:
         """What B(mb, c) waits for: the next stage's gradient, or on the last stage its own F."""
         g, L = self.g, self.links
         s = g.stage_of[self.r][c]
-        if s == len(self.stage_rank) - 1:
+        if self._last(s):
             return L.f_out, s * g.m + mb
         return L.deliver_b, (s + 1) * g.m + mb
 
@@ -239,18 +249,18 @@ class _Rank:
                 last = g.add(self.C, K_F, mb, c, 0, fval)
         else:
             entry = last = g.add(self.C, K_F, mb, c, 0, fval, -1, self.prev_comm)
-        if s > 0:
+        if not self._first(s):
             L.need.append((entry, L.deliver_f, idx - g.m))
         last, comm_last = self._comm(mb, c, cval, fk, gate, last)
         L.f_out[idx] = last
         if paired:  # the F's output is sent after the pair's B (_forward_backward_chunk)
             self.pair += ((mb, c, s, idx, comm_last),)
-        elif s < len(self.stage_rank) - 1:
+        elif not self._last(s):
             L.deliver_f[idx] = self._send(mb, c, 0, last, comm_last) if self.stage_rank[s + 1] != self.r else last
 
     def _send_pair_forward(self, last: int) -> None:
         mb, c, s, idx, comm_last = self.pair[3]
-        if s < len(self.stage_rank) - 1:
+        if not self._last(s):
             L = self.links
             L.deliver_f[idx] = self._send(mb, c, 0, last, comm_last) if self.stage_rank[s + 1] != self.r else last
 
@@ -297,7 +307,7 @@ class _Rank:
                 self.prev_comm = f_comm
             self._send_pair_forward(last)
             self.pair = ()
-        if s > 0:
+        if not self._first(s):
             L.deliver_b[idx] = self._send(mb, c, 1, last, comm_last) if self.stage_rank[s - 1] != self.r else last
 
     def weight(self, pos: int, mb: int, c: int) -> None:
@@ -390,6 +400,7 @@ def build_graph(key: tuple, orders: Sequence[Sequence[Action]] | None = None) ->
 
     g = TaskGraph(p)
     g.p, g.m, g.nch, g.stage_of, g.sig = p, m, nch, stage_of, sig
+    g.chain_len = p * nch // sched.chains
     ptypes = []
     g.pairs = []
     for r in range(p):
