@@ -45,7 +45,7 @@ class StrategySpec(BaseModel):
     schedule: ScheduleName = Field("1f1b", description="Pipeline schedule.")
     decoder_first_pipeline_num_layers: int | None = Field(None, ge=1, le=1024, description="Transformer layers on the first pipeline stage (Megatron-LM --decoder-first-pipeline-num-layers); the middle stages split the rest evenly. None = even split.")
     decoder_last_pipeline_num_layers: int | None = Field(None, ge=1, le=1024, description="Transformer layers on the last pipeline stage (Megatron-LM --decoder-last-pipeline-num-layers). None = even split.")
-    pipeline_layers: list[Annotated[int, Field(ge=0, le=1024)]] | None = Field(None, max_length=4096, description="Explicit transformer layers per virtual pipeline stage, in data-flow stage order (pp·vpp entries, entry v·pp + rank is rank's chunk v; 2·pp for dualpipev's V), like Megatron-Core's pipeline_model_parallel_layout. None = even split.")
+    pipeline_layers: list[Annotated[int, Field(ge=0, le=1024)]] | None = Field(None, max_length=4096, description="Explicit transformer layers per virtual pipeline stage, in data-flow stage order (pp·vpp entries, entry v·pp + rank is rank's chunk v; 2·pp for dualpipev's V; pp for dualpipe, whose two directions hold the same split), like Megatron-Core's pipeline_model_parallel_layout. None = even split.")
     overlap_grad_reduce: bool = Field(False, description="Overlap the DP gradient reduce-scatter / all-reduce with backward (bucketed).")
     overlap_param_gather: bool = Field(False, description="Overlap the parameter all-gather (ZeRO-1/3) with forward.")
     tp_comm_overlap: bool = Field(False, description="Overlap TP collectives with GEMMs (TransformerEngine userbuffers).")
