@@ -171,8 +171,22 @@ def test_dualpipev_pairs_hide_the_a2a(p):
     assert 0 < bubble <= (p - 1) * (FB + B - 3 * W) + 1e-9
 
 
-def test_estimate_equals_timeline_with_pairs():
+@pytest.mark.parametrize("flag", ["moe_shared_expert_overlap", "overlap_moe_expert_parallel_comm"])
+def test_estimate_equals_timeline_with_overlap(flag):
     from simengine.timeline import simulate_scenario
     model, system, strategy = CASES[1]
-    sc = _sc(model, system, strategy, overlap_moe_expert_parallel_comm=True)
-    assert simulate_scenario(sc).step_time_s == pytest.approx(estimate(sc).step_time_s, rel=1e-9)
+    sc = _sc(model, system, strategy, **{flag: True})
+    tl = simulate_scenario(sc)
+    assert tl.step_time_s == pytest.approx(estimate(sc).step_time_s, rel=1e-9)
+    assert any(sp.kind == "ep_comm" and sp.stream == "comm" for sp in tl.spans)  # hidden on the comm stream
+
+
+def test_flags_off_build_no_pairs_and_no_hidden_a2a():
+    from simengine.sim.compiled import compiled_for
+    model, system, strategy = CASES[1]
+    sc = _sc(model, system, strategy)
+    comp = compiled_for(pipeline_input(sc, build_plan(sc)))
+    assert all(not prs for prs in comp.graph.pairs) and all(not pb for pb in comp.graph.pair_base)
+    for _, _, chunks in comp.graph.sig:
+        for fk, bk, _ in chunks:
+            assert ("ep_comm", True) not in fk + bk
