@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .config.scenario import Scenario
 from .cost.stage import Plan, StagePlan, build_plan
-from .pipeline import max_inflight, order_memory_peaks, pipeline_input
+from .pipeline import max_inflight, order_memory_peaks, pipeline_input, sim_microbatches
 from .report import Report, StageMemory
 from .sim import pipeline_metrics
 from .uncertainty import bands
@@ -63,14 +63,15 @@ def memory_by_stage(sc: Scenario, plan: Plan) -> list[StageMemory]:
     """Peak memory of every pipeline stage: a closed form over the schedule's order, no timing
     (memory on a rank depends only on its own order). Cheap: the search's pre-filter uses it."""
     s = sc.strategy
-    m_mb = sc.num_microbatches
+    m_mb = sim_microbatches(sc)
     exact = None
     if any(len(stg.chunks) > 1 for stg in plan.stages):
         exact = order_memory_peaks(s.schedule, s.pp, m_mb, s.vpp,
-                                   [[(c.activation_bytes, c.peak_extra_bytes) for c in stg.chunks] for stg in plan.stages])
+                                   [[(c.activation_bytes, c.peak_extra_bytes) for c in stg.chunks] for stg in plan.stages],
+                                   s.overlap_moe_expert_parallel_comm)
     mems = []
     for stg in plan.stages:
-        inflight = max_inflight(s.schedule, stg.rank, s.pp, m_mb, s.vpp)
+        inflight = max_inflight(s.schedule, stg.rank, s.pp, m_mb, s.vpp, s.overlap_moe_expert_parallel_comm)
         mems.append(_stage_memory(sc, stg, inflight, exact[stg.rank] if exact else None)[0])
     return mems
 

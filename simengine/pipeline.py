@@ -12,7 +12,8 @@ from .cost.phase import PhaseCost
 from .cost.scale import scenario_straggler_factor, step_overhead_s
 from .cost.stage import Plan
 from .errors import ConfigError
-from .schedule import get_schedule
+from .schedule import count_max_inflight, get_schedule
+from .schedule._combined import fb_orders
 from .sim import ChunkCost, CommTask, PipelineInput, StageCost
 
 
@@ -45,6 +46,12 @@ def _chunk(c, k: float, made: dict[tuple, ChunkCost]) -> ChunkCost:
     return ch
 
 
+def sim_microbatches(sc: Scenario) -> int:
+    """Micro-batch ids the engine runs through every stage: one per chain (DualPipe's directions
+    each take half of the step's micro-batches, ``Schedule.chains``)."""
+    return sc.num_microbatches // get_schedule(sc.strategy.schedule).chains
+
+
 def pipeline_input(sc: Scenario, plan: Plan, *, with_dp: bool = True) -> PipelineInput:
     s = sc.strategy
     size = s.pp * len(plan.stages[0].chunks) * sc.num_microbatches
@@ -73,23 +80,28 @@ def pipeline_input(sc: Scenario, plan: Plan, *, with_dp: bool = True) -> Pipelin
             )
         stages.append(stage)
     return PipelineInput(
-        stages=tuple(stages), num_microbatches=sc.num_microbatches, schedule=s.schedule, vpp=s.vpp,
+        stages=tuple(stages), num_microbatches=sim_microbatches(sc), schedule=s.schedule, vpp=s.vpp,
         overlap_grad_reduce=s.overlap_grad_reduce, overlap_param_gather=s.overlap_param_gather,
         overlap_slowdown=s.overlap_slowdown, p2p_blocking=not s.overlap_p2p_comm,
+        fb_overlap=s.overlap_moe_expert_parallel_comm,
     )
 
 
-def max_inflight(schedule: str, rank: int, pp: int, m: int, vpp: int) -> int:
+def max_inflight(schedule: str, rank: int, pp: int, m: int, vpp: int, combined: bool = False) -> int:
+    """Micro-batch-chunks held at the peak; ``combined`` = Megatron-Core's combined 1F1B, whose one
+    extra warm-up forward holds one more (read off its order, schedule/_combined.py)."""
+    if combined:
+        return count_max_inflight(fb_orders(get_schedule(schedule), pp, m, vpp, True)[0][rank])
     return get_schedule(schedule).max_inflight(rank, pp, m, vpp)
 
 
 @lru_cache(maxsize=64)
-def _peak_states(schedule: str, pp: int, m: int, vpp: int) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+def _peak_states(schedule: str, pp: int, m: int, vpp: int, combined: bool = False) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
     """Per rank, the distinct candidate peak states of its order: micro-batches held per local
     chunk (rows of an int matrix) and the chunk running, at every F/B. A micro-batch-chunk is held
     from its F until its W (or B when there is no W) — the rule of sim/spans.py."""
     out = []
-    for order in get_schedule(schedule).orders(pp, m, vpp):
+    for order in fb_orders(get_schedule(schedule), pp, m, vpp, combined)[0]:
         n_chunks = 1 + max(a.chunk for a in order)
         has_w = {(a.mb, a.chunk) for a in order if a.kind == "W"}
         held = [0] * n_chunks
@@ -108,7 +120,7 @@ def _peak_states(schedule: str, pp: int, m: int, vpp: int) -> tuple[tuple[np.nda
 
 
 def order_memory_peaks(schedule: str, pp: int, m: int, vpp: int,
-                       chunks: list[list[tuple[float, float]]]) -> list[tuple[float, float, int]]:
+                       chunks: list[list[tuple[float, float]]], combined: bool = False) -> list[tuple[float, float, int]]:
     """Exact activation peak per rank from the schedule's order, for ranks whose chunks differ
     (interleaved, DualPipeV): memory on a rank depends only on its own order, not on timing.
 
@@ -116,7 +128,7 @@ def order_memory_peaks(schedule: str, pp: int, m: int, vpp: int,
     applies while its F or B runs. Returns (held bytes, extra bytes, held count) at each peak.
     """
     out = []
-    for spec, (counts, running) in zip(chunks, _peak_states(schedule, pp, m, vpp), strict=True):
+    for spec, (counts, running) in zip(chunks, _peak_states(schedule, pp, m, vpp, combined), strict=True):
         act = np.array([a for a, _ in spec])
         ext = np.array([e for _, e in spec])
         held = counts @ act

@@ -49,6 +49,9 @@ def strategy_stage_counts(st, num_layers: int) -> tuple[list[int], Issues]:
     """``stage_counts`` of a StrategySpec: its schedule's stage mapping and its split fields."""
     sched = get_schedule(st.schedule)
     nch = sched.chunks_per_rank(st.vpp)
+    if sched.chains > 1:  # DualPipe: the chains hold the same layers; split them over one chain's stages
+        return stage_counts(num_layers, st.pp, nch // sched.chains, lambda r, c: r,
+                            st.decoder_first_pipeline_num_layers, st.decoder_last_pipeline_num_layers, st.pipeline_layers)
     return stage_counts(num_layers, st.pp, nch, lambda r, c: sched.stage_of(r, c, st.pp, st.vpp),
                         st.decoder_first_pipeline_num_layers, st.decoder_last_pipeline_num_layers,
                         st.pipeline_layers)

@@ -108,7 +108,7 @@ def _megatron_first_last(s: StrategySpec, num_layers: int, counts: list[int]) ->
     Megatron arguments reproduce ``counts``, else ''."""
     sched = get_schedule(s.schedule)
     nch = sched.chunks_per_rank(s.vpp)
-    per_rank = [sum(counts[sched.stage_of(r, c, s.pp, s.vpp)] for c in range(nch)) for r in range(s.pp)]
+    per_rank = [sum(counts[sched.stage_of(r, c, s.pp, s.vpp) % len(counts)] for c in range(nch)) for r in range(s.pp)]
     trial = s.model_copy(update={"decoder_first_pipeline_num_layers": per_rank[0],
                                  "decoder_last_pipeline_num_layers": per_rank[-1]})
     got, issues = strategy_stage_counts(trial, num_layers)
@@ -157,7 +157,7 @@ def _pipeline_checks(model: ModelSpec, s: StrategySpec, m: int | None) -> list[t
     if s.recompute_num_layers is not None and not layout_issues:
         sched = get_schedule(s.schedule)
         nch = sched.chunks_per_rank(s.vpp)
-        most = max(sum(counts[sched.stage_of(r, c, s.pp, s.vpp)] for c in range(nch)) for r in range(s.pp))
+        most = max(sum(counts[sched.stage_of(r, c, s.pp, s.vpp) % len(counts)] for c in range(nch)) for r in range(s.pp))
         if s.recompute_num_layers > most:
             issues.append(("strategy.recompute_num_layers", f"recompute_num_layers={s.recompute_num_layers} exceeds the "
                                                             f"most layers on one pipeline rank = {most}"))
@@ -183,6 +183,33 @@ def _moe_checks(model: ModelSpec, s: StrategySpec, dp: int) -> list[tuple[str, s
             add(("strategy.ep", f"ep={s.ep} needs an MoE model (num_experts > 0)"))
         if s.etp not in (None, 1):
             add(("strategy.etp", f"etp={s.etp} needs an MoE model (num_experts > 0)"))
+    return issues + _a2a_overlap_checks(model, s)
+
+
+def _a2a_overlap_checks(model: ModelSpec, s: StrategySpec) -> list[tuple[str, str]]:
+    """Megatron-Core TransformerConfig.__post_init__ rules for the two all-to-all overlaps."""
+    issues: list[tuple[str, str]] = []
+    add = issues.append
+    a2a = s.moe_dispatcher in ("alltoall", "deepep")
+    if s.moe_shared_expert_overlap:
+        if not model.shared_ffn:
+            add(("strategy.moe_shared_expert_overlap", "moe_shared_expert_overlap needs shared experts (num_shared_experts > 0)"))
+        if s.ep <= 1 or not a2a:
+            add(("strategy.moe_shared_expert_overlap", "moe_shared_expert_overlap needs ep > 1 and moe_dispatcher "
+                 f"alltoall or deepep (\"only works with alltoall or flex token dispatcher\"); ep={s.ep}, {s.moe_dispatcher}"))
+    if s.overlap_moe_expert_parallel_comm:
+        f = "strategy.overlap_moe_expert_parallel_comm"
+        if s.ep <= 1 or not a2a:
+            add((f, f"overlap_moe_expert_parallel_comm needs ep > 1 and moe_dispatcher alltoall or deepep; ep={s.ep}, {s.moe_dispatcher}"))
+        if not (s.schedule == "interleaved" or (s.pp == 1 and s.schedule == "1f1b")):
+            add((f, "overlap_moe_expert_parallel_comm runs the combined 1F1B: pp=1 with schedule='1f1b', or "
+                 f"schedule='interleaved' (\"virtual_pipeline_model_parallel_size must be specified\"); pp={s.pp}, {s.schedule}"))
+        if s.recompute == "full":
+            add((f, "overlap_moe_expert_parallel_comm needs recompute != 'full' (\"disable full recomputation\")"))
+        if s.moe_shared_expert_overlap:
+            add((f, "overlap_moe_expert_parallel_comm excludes moe_shared_expert_overlap (Megatron-Core: disable it)"))
+        if model.mtp_layers > 1:
+            add((f, f"overlap_moe_expert_parallel_comm supports at most one MTP layer (mtp_layers={model.mtp_layers})"))
     return issues
 
 

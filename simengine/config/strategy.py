@@ -45,7 +45,7 @@ class StrategySpec(BaseModel):
     schedule: ScheduleName = Field("1f1b", description="Pipeline schedule.")
     decoder_first_pipeline_num_layers: int | None = Field(None, ge=1, le=1024, description="Transformer layers on the first pipeline stage (Megatron-LM --decoder-first-pipeline-num-layers); the middle stages split the rest evenly. None = even split.")
     decoder_last_pipeline_num_layers: int | None = Field(None, ge=1, le=1024, description="Transformer layers on the last pipeline stage (Megatron-LM --decoder-last-pipeline-num-layers). None = even split.")
-    pipeline_layers: list[Annotated[int, Field(ge=0, le=1024)]] | None = Field(None, max_length=4096, description="Explicit transformer layers per virtual pipeline stage, in data-flow stage order (pp·vpp entries, entry v·pp + rank is rank's chunk v; 2·pp for dualpipev's V), like Megatron-Core's pipeline_model_parallel_layout. None = even split.")
+    pipeline_layers: list[Annotated[int, Field(ge=0, le=1024)]] | None = Field(None, max_length=4096, description="Explicit transformer layers per virtual pipeline stage, in data-flow stage order (pp·vpp entries, entry v·pp + rank is rank's chunk v; 2·pp for dualpipev's V; pp for dualpipe, whose two directions hold the same split), like Megatron-Core's pipeline_model_parallel_layout. None = even split.")
     overlap_grad_reduce: bool = Field(False, description="Overlap the DP gradient reduce-scatter / all-reduce with backward (bucketed).")
     overlap_param_gather: bool = Field(False, description="Overlap the parameter all-gather (ZeRO-1/3) with forward.")
     tp_comm_overlap: bool = Field(False, description="Overlap TP collectives with GEMMs (TransformerEngine userbuffers).")
@@ -53,6 +53,17 @@ class StrategySpec(BaseModel):
     overlap_slowdown: float = Field(1.05, ge=1.0, le=3.0, description="Compute slowdown while communication overlaps it (SM and HBM contention).")
     moe_dispatcher: Literal["alltoall", "allgather", "deepep"] = Field("alltoall", description="MoE token dispatcher: Megatron alltoall (one copy per routed expert), allgather, or deepep (Megatron flex + DeepEP: one copy per destination node over the scale-out network, then fanned out over NVLink).")
     moe_dispatch_dtype: Literal["bf16", "fp8"] = Field("bf16", description="Precision of the forward token dispatch (DeepEP FP8 dispatch / Megatron moe_dispatch_fwd_dtype=mxfp8: 1 B per element plus a scale per 32); combine and backward stay bf16.")
+    moe_shared_expert_overlap: bool = Field(False, description=(
+        "Megatron-Core --moe-shared-expert-overlap: the shared expert runs on its own stream beside the token "
+        "all-to-all (fc1 beside the dispatch, fc2 beside the combine, and their backward beside the reverse "
+        "all-to-alls; transformer/moe/token_dispatcher.py, shared_experts.py). Needs shared experts, ep > 1 and "
+        "the alltoall or deepep (flex) dispatcher."))
+    overlap_moe_expert_parallel_comm: bool = Field(False, description=(
+        "Megatron-Core --overlap-moe-expert-parallel-comm (the 1F1B A2A overlap): in the steady state the forward "
+        "of one micro-batch and the backward of another run as one overlapped pair, each one's dispatch/combine "
+        "hidden behind the other's compute (pipeline_parallel/combined_1f1b.py). Needs ep > 1, the alltoall or "
+        "deepep (flex) dispatcher, no full recompute, pp = 1 with schedule 1f1b or schedule interleaved, and "
+        "excludes moe_shared_expert_overlap."))
     moe_load_imbalance: float = Field(1.0, ge=1.0, le=64.0, description="Tokens on the hottest expert rank / mean; the step follows the slowest rank.")
     cp_comm_type: Literal["a2a", "p2p", "allgather"] = Field("p2p", description="Context-parallel attention: Ulysses all-to-all, ring p2p, or KV all-gather.")
     attention_impl: Literal["flash", "unfused"] = Field("flash", description="Flash attention (no s² activations) or unfused softmax attention (stores the s² scores, Korthikanti et al. 2022).")

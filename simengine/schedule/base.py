@@ -13,7 +13,11 @@ through its module-level ``SCHEDULE``) provides:
   ``(field, message)`` pairs, each term named (``Scenario`` shows them next to the field).
   ``microbatches`` / ``layers`` are None where the caller does not know them (a strategy on its
   own; an explicit per-stage layer layout);
-* ``check(p, m, vpp)`` — raises ValueError naming the violated rule (the simulator's guard).
+* ``check(p, m, vpp)`` — raises ValueError naming the violated rule (the simulator's guard);
+* ``chains`` — independent pipelines the stages form (1; DualPipe's two directions: 2, stage
+  s holds the layers of stage s mod (stages/chains), and ``m`` counts micro-batches per chain);
+* ``pairs(p, m, vpp)`` (optional) — per rank, the positions of the F actions that run as one
+  overlapped F&B pair with the B right after them (DualPipe's ``_forward_backward_chunk``).
 """
 
 from __future__ import annotations
@@ -37,6 +41,10 @@ class Schedule:
     splits_weight_grad: bool  # emits W actions
     requirements: Callable[[int, int | None, int, int | None], Issues]  # (pp, m, vpp, layers) -> issues
     menu_order: int = 100  # position in the studio's schedule switcher and the JSON schema enum
+    pairs: Callable[[int, int, int], list[frozenset[int]]] | None = None  # F&B pairs (F positions)
+    # independent pipelines: the stages split into ``chains`` equal chains, each with its own first
+    # stage and loss, each micro-batch id one micro-batch per chain (DualPipe's two directions)
+    chains: int = 1
 
 
 def check_basic(name: str, p: int, m: int, vpp: int) -> None:

@@ -6,11 +6,12 @@ Each of p ranks holds two chunks of a 2p-stage pipeline in a V: chunk 0 on rank 
 chunk 1 is stage 2p-1-r, so the turn (stage p-1 → p) is local on rank p-1 and the loss is on
 rank 0. The eight phases of ``step`` are reproduced verbatim (micro-batch ids are per-chunk
 counters, W pops a FIFO like ``WeightGradStore``). A backward run with ``enable_zb`` becomes B
-now and W later; one without becomes B immediately followed by its W (same work, same order).
+now and W later; one without is one full backward B (no W action).
 
-Approximation: DualPipeV overlaps the F of one chunk with the B of the other
-(``_forward_backward_chunk``) so that one pair's communication hides under the other's compute;
-here each pair is modelled as the F then the B, sequentially on the compute stream.
+F&B overlap: every ``_forward_backward_chunk(phase0, phase1)`` of steps 4 and 5 (the F of one
+chunk, then the full B of the other) is an overlapped pair: ``rank_pairs`` names the position of
+its F, and the simulator runs the pair as one unit (both inputs received first, both outputs sent
+after, each one's expert all-to-all beside the other's compute; ``simengine/sim/graph.py``).
 """
 
 from __future__ import annotations
@@ -30,22 +31,34 @@ def check(p: int, m: int, vpp: int) -> None:
 
 
 def rank_order(rank: int, p: int, m: int) -> list[Action]:
+    return rank_pairs(rank, p, m)[0]
+
+
+def rank_pairs(rank: int, p: int, m: int, chunk_of: tuple[int, int] = (0, 1)) -> tuple[list[Action], frozenset[int]]:
+    """The rank's order and the positions of the F of each overlapped F&B pair
+    (``DualPipeV._forward_backward_chunk``). ``DualPipe.step`` runs the same eight steps with
+    ``half_rank``, ``num_half_ranks`` and ``half_num_chunks`` for rank, p and m, its phase 0/1
+    being the local chunk ``chunk_of[phase]`` (schedule/dualpipe.py)."""
     order: list[Action] = []
+    pairs: set[int] = set()
     nf = [0, 0]
     nb = [0, 0]
     pending_w: list[tuple[int, int]] = []
 
     def f(c: int) -> None:
-        order.append(Action("F", nf[c], c))
+        order.append(Action("F", nf[c], chunk_of[c]))
         nf[c] += 1
 
     def b(c: int, zb: bool = False) -> None:
-        order.append(Action("B", nb[c], c))
+        order.append(Action("B", nb[c], chunk_of[c]))
         if zb:
-            pending_w.append((nb[c], c))
-        else:
-            order.append(Action("W", nb[c], c))
+            pending_w.append((nb[c], chunk_of[c]))
         nb[c] += 1
+
+    def fb(c0: int, c1: int) -> None:  # _forward_backward_chunk(c0, c1): one overlapped pair
+        pairs.add(len(order))
+        f(c0)
+        b(c1)
 
     def w() -> None:
         mb, c = pending_w.pop(0)
@@ -60,15 +73,17 @@ def rank_order(rank: int, p: int, m: int) -> list[Action]:
         b(1, zb=True)
         w()
         f(1)
-    for _ in range(m - 2 * p + rank + 1):  # step 4 (main): nF0B1F1B0, F&B pairs run F then B
-        f(0)
-        b(1)
-        f(1)
-        b(0)
+    for i in range(m - 2 * p + rank + 1):  # step 4 (main): nF0B1F1B0, two F&B pairs
+        if i == 0 and rank == p - 1:  # the turn (DualPipe: the middle ranks): "We don't overlap these two
+            # chunks to further reduce bubble size."
+            f(0)
+            b(1)
+        else:
+            fb(0, 1)
+        fb(1, 0)
     for _ in range(p - rank - 1):  # step 5: nB1F1B0
         b(1)
-        f(1)
-        b(0)
+        fb(1, 0)
     step_6 = rank + 1  # step 6: nB1B0, second half with zero bubble
     zb = False
     for i in range(step_6):
@@ -83,12 +98,17 @@ def rank_order(rank: int, p: int, m: int) -> list[Action]:
         b(0, zb=True)
     while pending_w:  # step 8: nW
         w()
-    return order
+    return order, frozenset(pairs)
 
 
 def orders(p: int, m: int, vpp: int = 2) -> list[list[Action]]:
     check(p, m, vpp)
     return [rank_order(r, p, m) for r in range(p)]
+
+
+def pairs(p: int, m: int, vpp: int = 2) -> list[frozenset[int]]:
+    check(p, m, vpp)
+    return [rank_pairs(r, p, m)[1] for r in range(p)]
 
 
 def max_inflight(rank: int, p: int, m: int, vpp: int = 2) -> int:
@@ -120,4 +140,4 @@ def requirements(pp: int, microbatches: int | None, vpp: int, layers: int | None
 
 
 SCHEDULE = Schedule(NAME, orders, max_inflight, chunks_per_rank, stage_of, check, True,
-                    requirements=requirements, menu_order=60)
+                    requirements=requirements, menu_order=60, pairs=pairs)

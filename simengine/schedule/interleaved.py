@@ -27,8 +27,8 @@ def check(p: int, m: int, vpp: int) -> None:
         raise ValueError(f"{NAME}: num_microbatches m={m} must be a multiple of pp={p}")
 
 
-def _warmup(rank: int, p: int, m: int, vpp: int) -> int:
-    return min((p - rank - 1) * 2 + (vpp - 1) * p, m * vpp)
+def _warmup(rank: int, p: int, m: int, vpp: int, extra: int = 0) -> int:
+    return min((p - rank - 1) * 2 + (vpp - 1) * p + extra, m * vpp)
 
 
 def _chunk(k: int, p: int, vpp: int, forward: bool) -> int:
@@ -40,9 +40,11 @@ def _mb(k: int, p: int, vpp: int) -> int:
     return (k // (p * vpp)) * p + k % p
 
 
-def rank_order(rank: int, p: int, m: int, vpp: int) -> list[Action]:
+def rank_order(rank: int, p: int, m: int, vpp: int, extra_warmup: int = 0) -> list[Action]:
+    """``extra_warmup`` forwards more before the steady state (``get_pp_rank_microbatches`` with
+    ``overlap_moe_expert_parallel_comm``: one, so each steady F and B are independent)."""
     total = m * vpp
-    warmup = _warmup(rank, p, m, vpp)
+    warmup = _warmup(rank, p, m, vpp, extra_warmup)
 
     def fwd(k: int) -> Action:
         return Action("F", _mb(k, p, vpp), _chunk(k, p, vpp, True))

@@ -27,6 +27,7 @@ from ..config.scenario import Scenario, make_scenario
 from ..config.strategy import StrategySpec
 from ..config.system import SystemSpec
 from ..errors import ConfigError, from_pydantic
+from ..pipeline import sim_microbatches
 from .space import SearchSpace, flag_options, group_size, recompute_options, zero_stages
 from .types import Candidate, GroupScreen, Rejection
 
@@ -85,7 +86,7 @@ def memory_and_bound(sc: Scenario) -> tuple[float, int, tuple[float, float]]:
     mems = memory_by_stage(sc, plan)
     worst = max(mems, key=lambda x: x.reserved_gib)
     on, off = _bounds(plan)
-    k = sc.num_microbatches * sc.strategy.straggler_factor
+    k = sim_microbatches(sc) * sc.strategy.straggler_factor  # ids through every chunk (DualPipe: m/2)
     return worst.reserved_gib + gpu.non_torch_gib - gpu.memory_gib, worst.stage, (on * k, off * k)
 
 
@@ -236,7 +237,7 @@ def _fitting_recompute(space: SearchSpace, gpus: int, layout: dict[str, Any], mb
             out.memory_checked += 1
             plan, mems = priced(sc)
             on, off = _bounds(plan)
-            k = sc.num_microbatches * sc.strategy.straggler_factor
+            k = sim_microbatches(sc) * sc.strategy.straggler_factor
             hit = plans[rc] = (plan, mems, (on * k, off * k))
         o, stage = memory_at_zero(sc, hit[0], hit[1])
         if o <= 0:

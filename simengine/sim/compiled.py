@@ -44,7 +44,8 @@ def structure_key(inp: PipelineInput) -> tuple:
         for st in inp.stages
     )
     return (inp.schedule, len(inp.stages), inp.num_microbatches, inp.vpp,
-            bool(inp.overlap_grad_reduce), bool(inp.overlap_param_gather), bool(inp.p2p_blocking), sig)
+            bool(inp.overlap_grad_reduce), bool(inp.overlap_param_gather), bool(inp.p2p_blocking),
+            bool(inp.fb_overlap), sig)
 
 
 def topo_order(g: TaskGraph) -> list[int]:

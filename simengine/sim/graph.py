@@ -3,7 +3,8 @@
 Rules (each task starts when its stream is free and its dependencies are done):
 
 * F of stage s needs the activation of stage s-1 (same micro-batch); B of stage s needs the
-  gradient of stage s+1, or on the last stage its own F (the loss); W needs its B.
+  gradient of stage s+1, or on the last stage its own F (the loss); W needs its B. With
+  ``Schedule.chains`` > 1 (DualPipe's two directions) every chain has its own first and last stage.
 * A hop to another rank is a p2p send task: with ``p2p_blocking`` (Megatron's default
   ``p2p_communication`` with blocking ``send_forward``/``send_backward``) it sits on the
   sender's compute stream right after the producer, otherwise on the sender's pp stream
@@ -20,6 +21,14 @@ Rules (each task starts when its stream is free and its dependencies are done):
   bucket. With ``overlap_param_gather`` the param all-gathers open the step and the first F of
   each chunk is split into one piece per bucket, piece j waiting for bucket j; otherwise they
   run after the optimizer (Megatron distributed optimizer gathers updated params at step end).
+* An overlapped F&B pair (the schedule's ``pairs``: DualPipe ``_forward_backward_chunk``; or
+  Megatron-Core's combined 1F1B, ``schedule/_combined.py``) runs as one unit: it starts when both
+  the F's activation and the B's gradient have arrived (``_recv_forward`` + ``_recv_backward``,
+  then ``_commit_and_wait_comm``), runs F then B on the compute stream, and sends both outputs
+  after the B (``_send_forward``, ``_send_backward``). Each member's expert all-to-all
+  (``layout.PAIRED_KIND``) is hidden on the comm stream from the pair's start, beside the other
+  member's compute (its own value slots, ``layout.pair_kinds``; how much hides and the contention
+  it costs: ``overlap.paired``); the B does not wait for the F's hidden all-to-all.
 """
 
 from __future__ import annotations
@@ -28,10 +37,11 @@ from collections import Counter
 from typing import Any, Sequence
 
 from ..schedule import Action, get_schedule
+from ..schedule._combined import fb_orders
 from .layout import (
     CHUNK_FIXED, K_B, K_DPG, K_DPP, K_EXP, K_F, K_GATE, K_HID, K_OPT, K_P2P, K_R, K_W, NSTREAM,
-    S_COMM, S_COMPUTE, S_DP, S_PP, V_BF, V_BI, V_BUCKETS, V_F, V_OPT, V_P2P, V_R, V_W,
-    grad_piece_slot, layout, param_piece_slot,
+    PAIR_FIXED, S_COMM, S_COMPUTE, S_DP, S_PP, V_BF, V_BI, V_BUCKETS, V_F, V_OPT, V_P2P, V_R, V_W,
+    grad_piece_slot, layout, pair_kinds, param_piece_slot,
 )
 
 
@@ -40,7 +50,7 @@ class TaskGraph:
 
     __slots__ = ("rows", "stream", "kind", "mb", "chunk", "aux", "val", "d1", "d2", "streams", "p",
                  "m", "nch", "stage_of", "grad_piece_of", "param_piece_of", "rank_base",
-                 "chunk_base", "n_vals", "sig")
+                 "chunk_base", "n_vals", "sig", "pair_base", "pairs", "chain_len")
     stream: list[int]
     kind: list[int]
     mb: list[int]
@@ -59,6 +69,9 @@ class TaskGraph:
     chunk_base: list[list[int]]
     n_vals: int
     sig: tuple
+    pair_base: list[dict]  # per rank: pair type (F chunk, B chunk, B leaves a W) → value block
+    pairs: list[frozenset[int]]  # per rank: positions of the F of each overlapped F&B pair
+    chain_len: int  # stages per independent pipeline (Schedule.chains)
 
     def __init__(self, p: int):
         self.rows: list[tuple[int, ...]] = []  # (stream, kind, mb, chunk, aux, val, d1, d2)
@@ -126,6 +139,8 @@ class _Rank:
 
     def __init__(self, g: TaskGraph, links: _Links, r: int, order, stage_rank: list[int], blocking: bool,
                  ogr: bool, opg: bool):
+        self.pairs = g.pairs[r]
+        self.pair: tuple = ()  # the open pair: (value block, gate, comm before it, F's send)
         self.g, self.links, self.r, self.order = g, links, r, order
         self.stage_rank, self.blocking = stage_rank, blocking
         self.ng, self.npb, self.csig = g.sig[r]
@@ -185,11 +200,42 @@ class _Rank:
                 # the next bucket is gathered while this piece computes
                 g.param_piece_of[self.r][j] = (c, len(grp), grp[i + 1] if i + 1 < len(grp) else -1)
 
+    def _first(self, s: int) -> bool:
+        """Stage s opens its chain (no activation to receive, no gradient to send back)."""
+        return s % self.g.chain_len == 0
+
+    def _last(self, s: int) -> bool:
+        """Stage s ends its chain: it holds the loss."""
+        return s % self.g.chain_len == self.g.chain_len - 1
+
+    def _b_input(self, mb: int, c: int) -> tuple[list[int], int]:
+        """What B(mb, c) waits for: the next stage's gradient, or on the last stage its own F."""
+        g, L = self.g, self.links
+        s = g.stage_of[self.r][c]
+        if self._last(s):
+            return L.f_out, s * g.m + mb
+        return L.deliver_b, (s + 1) * g.m + mb
+
+    def _open_pair(self, pos: int, mb: int, c: int) -> tuple[int, int, tuple]:
+        """Start of an F&B pair: a gate waiting for the B's gradient too. Returns the F's value
+        slot, the F's first comm slot and the F's kinds in the pair."""
+        g = self.g
+        nxt = self.order[pos + 1]
+        base = g.pair_base[self.r][(c, nxt[2], (nxt[1], nxt[2]) in self.wset)]
+        gate = g.add(self.C, K_GATE, mb, c, 2, 0, -1, self.prev_comm)
+        self.links.need.append((gate, *self._b_input(nxt[1], nxt[2])))
+        self.pair = (base, gate, self.prev_comm)
+        return base, base + PAIR_FIXED, pair_kinds(self.csig[c][0])
+
     def forward(self, pos: int, mb: int, c: int) -> None:
         g, L = self.g, self.links
         s = g.stage_of[self.r][c]
         cb = g.chunk_base[self.r][c]
         fk, _, _ = self.csig[c]
+        fval, cval = cb + V_F, cb + CHUNK_FIXED
+        paired = pos in self.pairs
+        if paired:
+            fval, cval, fk = self._open_pair(pos, mb, c)
         idx = s * g.m + mb
         pieces = self.pgroups.get(c) if pos == self.first_f[c] else None
         gate = -1
@@ -200,14 +246,22 @@ class _Rank:
                     last = g.add(self.C, K_F, mb, c, j, param_piece_slot(self.rb, self.ng, self.npb, bj),
                                  self.param_task[bj])
             else:
-                last = g.add(self.C, K_F, mb, c, 0, cb + V_F)
+                last = g.add(self.C, K_F, mb, c, 0, fval)
         else:
-            entry = last = g.add(self.C, K_F, mb, c, 0, cb + V_F, -1, self.prev_comm)
-        if s > 0:
+            entry = last = g.add(self.C, K_F, mb, c, 0, fval, -1, self.prev_comm)
+        if not self._first(s):
             L.need.append((entry, L.deliver_f, idx - g.m))
-        last, comm_last = self._comm(mb, c, cb + CHUNK_FIXED, fk, gate, last)
+        last, comm_last = self._comm(mb, c, cval, fk, gate, last)
         L.f_out[idx] = last
-        if s < len(self.stage_rank) - 1:
+        if paired:  # the F's output is sent after the pair's B (_forward_backward_chunk)
+            self.pair += ((mb, c, s, idx, comm_last),)
+        elif not self._last(s):
+            L.deliver_f[idx] = self._send(mb, c, 0, last, comm_last) if self.stage_rank[s + 1] != self.r else last
+
+    def _send_pair_forward(self, last: int) -> None:
+        mb, c, s, idx, comm_last = self.pair[3]
+        if not self._last(s):
+            L = self.links
             L.deliver_f[idx] = self._send(mb, c, 0, last, comm_last) if self.stage_rank[s + 1] != self.r else last
 
     def backward(self, pos: int, mb: int, c: int) -> None:
@@ -217,11 +271,21 @@ class _Rank:
         fk, bk, has_r = self.csig[c]
         idx = s * g.m + mb
         hw = (mb, c) in self.wset
+        bval, cval = cb + (V_BI if hw else V_BF), cb + CHUNK_FIXED + 2 * len(fk)
+        paired = (pos - 1) in self.pairs
+        f_comm = self.prev_comm
+        pair_gate = -1
+        if paired:  # the B does not wait for the F's hidden all-to-all; its own hides from the pair's start
+            base, pair_gate, self.prev_comm = self.pair[:3]
+            bk = pair_kinds(bk)
+            bval, cval = base + 1, base + PAIR_FIXED + 2 * len(self.csig[self.order[pos - 1][2]][0])
         pieces = self.ggroups.get(c) if (not hw and pos == self.last_g[c]) else None
         entry = gate = -1
         if has_r:
             entry = g.add(self.C, K_R, mb, c, 0, cb + V_R, -1, self.prev_comm)
-        if _any_beside(bk):
+        if paired:
+            gate = pair_gate
+        elif _any_beside(bk):
             gate = g.add(self.C, K_GATE, mb, c, 1, 0, -1, self.prev_comm if entry < 0 else -1)
             if entry < 0:
                 entry = gate
@@ -232,14 +296,18 @@ class _Rank:
                 if entry < 0:
                     entry = last
         else:
-            last = g.add(self.C, K_B, mb, c, 0, cb + (V_BI if hw else V_BF), -1, wait)
+            last = g.add(self.C, K_B, mb, c, 0, bval, -1, wait)
             if entry < 0:
                 entry = last
-        last_stage = s == len(self.stage_rank) - 1
-        L.need.append((entry, L.f_out if last_stage else L.deliver_b, idx if last_stage else idx + g.m))
+        L.need.append((entry, *self._b_input(mb, c)))
         L.b_out[idx] = last
-        last, comm_last = self._comm(mb, c, cb + CHUNK_FIXED + 2 * len(fk), bk, gate, last)
-        if s > 0:
+        last, comm_last = self._comm(mb, c, cval, bk, gate, last)
+        if paired:
+            if comm_last < 0:
+                self.prev_comm = f_comm
+            self._send_pair_forward(last)
+            self.pair = ()
+        if not self._first(s):
             L.deliver_b[idx] = self._send(mb, c, 1, last, comm_last) if self.stage_rank[s - 1] != self.r else last
 
     def weight(self, pos: int, mb: int, c: int) -> None:
@@ -276,6 +344,31 @@ def _any_beside(kinds) -> bool:
 _ACTIONS = {"F": _Rank.forward, "B": _Rank.backward, "W": _Rank.weight}
 
 
+def _pair_types(order, pairs: frozenset[int]) -> tuple[frozenset[int], tuple]:
+    """The pairs a rank runs and their distinct types (F chunk, B chunk, the B leaves a W), in
+    order of first appearance. A pair needs an F right before a B of another micro-batch-chunk;
+    the first F and the last backward of each chunk stay alone (they carry the DP bucket pieces)."""
+    wset = {(a[1], a[2]) for a in order if a[0] == "W"}
+    first_f: dict[int, int] = {}
+    last_g: dict[int, int] = {}
+    for pos, (kind, mb, c) in enumerate(order):
+        if kind == "F":
+            first_f.setdefault(c, pos)
+        elif kind == "W" or (mb, c) not in wset:
+            last_g[c] = pos
+    kept: set[int] = set()
+    types: dict[tuple[int, int, bool], None] = {}
+    for pos in sorted(pairs):
+        f, b = order[pos], order[pos + 1] if pos + 1 < len(order) else None
+        if f[0] != "F" or b is None or b[0] != "B" or (f[1], f[2]) == (b[1], b[2]):
+            raise ValueError(f"F&B pair at position {pos} is not an F followed by the B of another micro-batch")
+        if pos == first_f[f[2]] or pos + 1 == last_g[b[2]]:
+            continue
+        kept.add(pos)
+        types.setdefault((f[2], b[2], (b[1], b[2]) in wset), None)
+    return frozenset(kept), tuple(types)
+
+
 def _stages(sched, name: str, p: int, vpp: int, nch: int) -> tuple[list[list[int]], list[int]]:
     nstage = p * nch
     stage_of = [[sched.stage_of(r, c, p, vpp) for c in range(nch)] for r in range(p)]
@@ -290,22 +383,31 @@ def _stages(sched, name: str, p: int, vpp: int, nch: int) -> tuple[list[list[int
 
 def build_graph(key: tuple, orders: Sequence[Sequence[Action]] | None = None) -> TaskGraph:
     """``key = (schedule, p, m, vpp, overlap_grad_reduce, overlap_param_gather, p2p_blocking,
-    sig)`` with ``sig`` as in ``layout.layout``."""
-    name, p, m, vpp, ogr, opg, blocking, sig = key
+    fb_overlap, sig)`` with ``sig`` as in ``layout.layout``; ``fb_overlap`` = Megatron-Core's
+    combined 1F1B (``schedule/_combined.py``). Explicit ``orders`` run without F&B pairs."""
+    name, p, m, vpp, ogr, opg, blocking, fb, sig = key
     sched = get_schedule(name)
     sched.check(p, m, vpp)
     nch = sched.chunks_per_rank(vpp)
     for r, s in enumerate(sig):
         if len(s[2]) != nch:
             raise ValueError(f"stages[{r}] has {len(s[2])} chunks; schedule '{name}' with vpp={vpp} needs {nch}")
+    pairs = None
     if orders is None:
-        orders = sched.orders(p, m, vpp)
+        orders, pairs = fb_orders(sched, p, m, vpp, fb)
     validate_orders(orders, p, m, nch)
     stage_of, stage_rank = _stages(sched, name, p, vpp, nch)
 
     g = TaskGraph(p)
     g.p, g.m, g.nch, g.stage_of, g.sig = p, m, nch, stage_of, sig
-    g.rank_base, g.chunk_base, g.n_vals = layout(sig)
+    g.chain_len = p * nch // sched.chains
+    ptypes = []
+    g.pairs = []
+    for r in range(p):
+        kept, types = _pair_types(orders[r], pairs[r] if pairs else frozenset())
+        g.pairs.append(kept)
+        ptypes.append(types)
+    g.rank_base, g.chunk_base, g.n_vals, g.pair_base = layout(sig, ptypes)
     g.grad_piece_of = [[None] * s[0] for s in sig]
     g.param_piece_of = [[None] * s[1] for s in sig]
     links = _Links(p * nch, m)

@@ -100,6 +100,9 @@ class PipelineInput:
     overlap_param_gather: bool = False
     overlap_slowdown: float = 1.0  # >= 1; compute slowdown while comm runs beside it (overlap.py)
     p2p_blocking: bool = True  # Megatron default: blocking send/recv on the compute stream
+    # Megatron-Core combined 1F1B (--overlap-moe-expert-parallel-comm): steady-state F and B of
+    # two micro-batches run as overlapped pairs (schedule/_combined.py; 1f1b with pp=1, interleaved)
+    fb_overlap: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "stages", tuple(self.stages))

@@ -8,7 +8,9 @@ Value table (durations in seconds, see ``values.py``): index 0 is 0.0; then per 
 ``[p2p, optimizer, grad buckets…, param buckets…, grad pieces…, param pieces…]`` (a piece is the
 part of a chunk's final backward / first forward that produces / waits for one DP bucket),
 followed per chunk by ``[F, R, B-full, B-input, W]`` and, per collective kind of the forward then
-of the backward, ``[hidden, exposed]``.
+of the backward, ``[hidden, exposed]``; then per kind of overlapped F&B pair on the rank
+(``pair_types``: forward chunk, backward chunk, whether the B leaves a W) ``[F, B]`` and the
+``[hidden, exposed]`` of the pair's forward kinds, then of its backward kinds (``pair_kinds``).
 """
 
 from __future__ import annotations
@@ -33,16 +35,27 @@ CHUNK_FIXED = 5
 V_P2P, V_OPT, V_BUCKETS = 0, 1, 2
 
 
-def layout(sig) -> tuple[list[int], list[list[int]], int]:
-    """Offsets of every rank block and chunk block for a stage signature.
+PAIR_FIXED = 2
+PAIRED_KIND = "ep_comm"  # what an F&B pair hides behind its partner: the expert dispatch/combine
+
+
+def pair_kinds(kinds: tuple) -> tuple:
+    """A pair member's kinds: its expert all-to-all always runs beside the partner's compute."""
+    return tuple((k, beside or k == PAIRED_KIND) for k, beside in kinds)
+
+
+def layout(sig, ptypes=None) -> tuple[list[int], list[list[int]], int, list[dict]]:
+    """Offsets of every rank block, chunk block and pair block for a stage signature.
 
     ``sig[r] = (n_grad_buckets, n_param_buckets, ((fwd_kinds, bwd_kinds, has_recompute), …))``
-    with ``fwd_kinds``/``bwd_kinds`` the chunk's ((collective kind, has a compute window), …).
+    with ``fwd_kinds``/``bwd_kinds`` the chunk's ((collective kind, has a compute window), …);
+    ``ptypes[r]`` the rank's pair types ``(forward chunk, backward chunk, B leaves a W)``.
     """
     rank_base: list[int] = []
     chunk_base: list[list[int]] = []
+    pair_base: list[dict] = []
     n = 1
-    for ng, npb, chunks in sig:
+    for r, (ng, npb, chunks) in enumerate(sig):
         rank_base.append(n)
         n += V_BUCKETS + 2 * (ng + npb)
         bases = []
@@ -50,7 +63,12 @@ def layout(sig) -> tuple[list[int], list[list[int]], int]:
             bases.append(n)
             n += CHUNK_FIXED + 2 * (len(fk) + len(bk))
         chunk_base.append(bases)
-    return rank_base, chunk_base, n
+        pb = {}
+        for cf, cb, hw in (ptypes[r] if ptypes else ()):
+            pb[(cf, cb, hw)] = n
+            n += PAIR_FIXED + 2 * (len(chunks[cf][0]) + len(chunks[cb][1]))
+        pair_base.append(pb)
+    return rank_base, chunk_base, n, pair_base
 
 
 def grad_piece_slot(rank_base: int, ng: int, npb: int, j: int) -> int:

@@ -24,7 +24,7 @@ import numpy as np
 
 from .compiled import Compiled
 from .layout import (
-    CATEGORY, CHUNK_FIXED, K_EXP, K_GATE, K_HID, NSTREAM, S_COMM, S_COMPUTE, S_DP, S_PP,
+    CATEGORY, CHUNK_FIXED, PAIR_FIXED, K_EXP, K_GATE, K_HID, NSTREAM, S_COMM, S_COMPUTE, S_DP, S_PP,
 )
 
 COMPUTE_CATS = ("forward_compute", "backward_compute", "recompute", "optimizer")
@@ -95,6 +95,11 @@ def _slot_names(comp: Compiled) -> dict[int, str]:
         for c, (fk, bk, _) in enumerate(chunks):
             v = g.chunk_base[r][c] + CHUNK_FIXED
             for k, _ in fk + bk:
+                out[v] = out[v + 1] = k
+                v += 2
+        for (cf, cb, _), v in g.pair_base[r].items():
+            v += PAIR_FIXED
+            for k, _ in chunks[cf][0] + chunks[cb][1]:
                 out[v] = out[v + 1] = k
                 v += 2
     return out

@@ -76,6 +76,39 @@ def piece_durations(infos, buckets: tuple[float, ...], base_of, slowdown: float)
     return out
 
 
+def paired(tasks: tuple[CommTask, ...], partner_s: float, slowdown: float, kind: str
+           ) -> tuple[list[float], list[float], float, float]:
+    """A member of an overlapped F&B pair: its collectives of ``kind`` (the expert all-to-all)
+    run beside the partner's ``partner_s`` of compute instead of their own window — all of them
+    as one collective of their total length, since the fine-grained schedule interleaves the two
+    micro-batches layer by layer (Megatron-Core ``TransformerLayerSchedulePlan.run``; DualPipe
+    ``overlapped_forward_backward``), a2a of one beside attention/MLP of the other. Approximation:
+    per layer each all-to-all only has one sub-block of the partner to hide behind; here the
+    partner's whole compute is the window (an upper bound on what hides). The rest resolve as
+    alone. Returns hidden and exposed seconds per kind (``kinds`` order), the contention on the
+    member's own compute, and the contention on the partner's compute (same rule as ``resolve``)."""
+    names = kinds(tasks)
+    idx = {k: i for i, (k, _) in enumerate(names)}
+    hid = [0.0] * len(names)
+    exp = [0.0] * len(names)
+    own = total = 0.0
+    for t in tasks:
+        if t.kind == kind:
+            total += t.seconds * t.count
+            continue
+        h, e, x = resolve(t, slowdown)
+        i = idx[t.kind]
+        hid[i] += h
+        exp[i] += e
+        own += x
+    partner = 0.0
+    if total > 0.0:
+        h, e, partner = resolve(CommTask(kind, total, partner_s, 1.0), slowdown)
+        hid[idx[kind]] += h
+        exp[idx[kind]] += e
+    return hid, exp, own, partner
+
+
 def phase_seconds(compute_s: float, tasks: tuple[CommTask, ...], slowdown: float) -> float:
     """A phase run alone (nothing else in flight): its compute with contention plus the
     exposed communication — the per-layer times papers report."""

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from .compiled import Compiled
 from .inputs import PipelineInput
-from .layout import K_W
-from .overlap import by_kind, piece_durations
+from .layout import K_W, PAIRED_KIND
+from .overlap import by_kind, paired, piece_durations
 
 
 def _chunk_extras(st, slow: float, memo: dict[int, tuple]) -> list[tuple]:
@@ -64,6 +64,22 @@ def _rank_values(inp: PipelineInput, comp: Compiled, r: int, app, ext, memo: dic
         for h, e in zip(bh, be):
             app(h)
             app(e)
+    for cf, cb, hw in g.pair_base[r]:
+        _pair_values(chunks[cf], chunks[cb], hw, slow, app)
+
+
+def _pair_values(chf, chb, hw: bool, slow: float, app) -> None:
+    """One F&B pair type: F and B compute, each with its own contention and the contention of the
+    partner's all-to-all beside it, then the F's and the B's (hidden, exposed) per kind."""
+    f_s = chf.forward_s
+    b_s = chb.backward_input_s + (0.0 if hw else chb.backward_weight_s)
+    fh, fe, fx, f_on_b = paired(chf.forward_comm, b_s, slow, PAIRED_KIND)
+    bh, be, bx, b_on_f = paired(chb.backward_comm, f_s, slow, PAIRED_KIND)
+    app(f_s + fx + b_on_f)
+    app(b_s + bx + f_on_b)
+    for h, e in zip(fh + bh, fe + be):
+        app(h)
+        app(e)
 
 
 def build_values(inp: PipelineInput, comp: Compiled) -> list[float]:
@@ -72,7 +88,7 @@ def build_values(inp: PipelineInput, comp: Compiled) -> list[float]:
     ranks: dict[tuple, list[float]] = {}  # a rank's values depend on its StageCost and its pieces only
     g = comp.graph
     for r, st in enumerate(inp.stages):
-        key = (id(st), tuple(g.grad_piece_of[r]), tuple(g.param_piece_of[r]))
+        key = (id(st), tuple(g.grad_piece_of[r]), tuple(g.param_piece_of[r]), tuple(g.pair_base[r]))
         block = ranks.get(key)
         if block is None:
             block = ranks[key] = []

@@ -49,7 +49,7 @@ def build_workload(sc: Scenario) -> Workload:
     if m.num_layers - m.num_moe_layers > 0:
         blocks["mlp"] = dense_mlp_block(d)
     if m.is_moe:
-        blocks["moe"] = moe_block(d, m, st.moe_dispatcher)
+        blocks["moe"] = moe_block(d, m, st.moe_dispatcher, st.moe_shared_expert_overlap)
     if m.mtp_layers:
         blocks["mtp"] = mtp_projection(d)
     if m.full_attention_interval:  # mixed pattern (GPT-OSS): windowed layers get their own block
@@ -69,17 +69,19 @@ def place_layers(sc: Scenario) -> tuple[tuple[ChunkWork, ...], ...]:
     nch = sched.chunks_per_rank(st.vpp)
     counts, _ = strategy_stage_counts(st, m.num_layers)  # the Scenario has rejected bad splits
     chunks = layer_ranges(counts)
-    last = st.pp * nch - 1
+    per_chain = st.pp * nch // sched.chains  # DualPipe: stage s holds the layers of stage s mod p
+    last = per_chain - 1
     ranks = []
     for r in range(st.pp):
         mine = []
-        for c in (sched.stage_of(r, k, st.pp, st.vpp) for k in range(nch)):
+        for g in (sched.stage_of(r, k, st.pp, st.vpp) for k in range(nch)):
+            c = g % per_chain
             layers = tuple(chunks[c])
             n_moe = sum(1 for i in layers if m.is_moe_layer(i))
             is_last = c == last
             mtp = m.mtp_layers if is_last else 0
             win = windowed_layers(m, layers) if m.full_attention_interval else 0
-            mine.append(ChunkWork(c, r, layers, len(layers) - n_moe, n_moe, c == 0, is_last, mtp,
+            mine.append(ChunkWork(g, r, layers, len(layers) - n_moe, n_moe, c == 0, is_last, mtp,
                                   m.is_moe_layer(m.num_layers - 1), win))
         ranks.append(tuple(mine))
     return tuple(ranks)

@@ -11,6 +11,7 @@ gate/up are one GEMM or several.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Literal
 
 from ..config.framework import FRAMEWORKS, Pass, Stack
@@ -220,7 +221,7 @@ def _mlp_body(ph: Phases, d: Dims, name: str, f: int) -> None:
     row_linear(ph, "fc2:" + name, S, f, h, tp, sp)
 
 
-def moe_block(d: Dims, model: ModelSpec, dispatcher: str) -> Phases:
+def moe_block(d: Dims, model: ModelSpec, dispatcher: str, shared_overlap: bool = False) -> Phases:
     """MoE MLP (Megatron-Core ``MoELayer``): router GEMM, permute, token dispatch over EP, grouped
     expert GEMMs, combine, unpermute; shared experts run as a dense MLP beside the routed ones.
 
@@ -287,5 +288,24 @@ def moe_block(d: Dims, model: ModelSpec, dispatcher: str) -> Phases:
     ph.bwd.append(Memory("unpermute-bwd", 2 * permute, kernels=2))
     if d.shared_ffn:
         _mlp_body(ph, d, "shared", d.shared_ffn)
+        if shared_overlap and d.ep > 1:
+            _shared_beside_a2a(ph)
     _residual(ph, "moe", d)
     return ph
+
+
+# --moe-shared-expert-overlap (Megatron-Core MoEAlltoAllTokenDispatcher.token_dispatch /
+# token_combine with SharedExpertMLP on its own stream): "tokens A2A -> shared experts fc1 ->
+# probs A2A" forward, fc2 (linear_fc2_forward) beside the combine; in backward the autograd
+# stream waits (_BackwardStreamWait) put fc1's / fc2's input gradient beside the reverse
+# all-to-alls. The probs all-to-all stays alone (fc1 is launched before it).
+_SHARED_PARTNER = {"ep-a2a:dispatch": "fwd:fc1:shared", "ep-a2a:combine": "fwd:fc2:shared",
+                   "ep-a2a:dcombine": "dgrad:fc2:shared", "ep-a2a:ddispatch": "dgrad:fc1:shared"}
+
+
+def _shared_beside_a2a(ph: Phases) -> None:
+    for ops in (ph.fwd, ph.bwd):
+        for i, op in enumerate(ops):
+            partner = _SHARED_PARTNER.get(getattr(op, "name", ""))
+            if partner and isinstance(op, Collective):
+                ops[i] = replace(op, overlap_with=partner)
