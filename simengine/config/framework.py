@@ -44,7 +44,7 @@ from typing import Literal
 
 FrameworkName = Literal["megatron-te", "torch-native", "torch-compile", "deepspeed"]
 AttentionKernel = Literal["cudnn", "flash3", "flash2", "sdpa"]
-FsdpPattern = Literal["megatron-fsdp", "fsdp2", "zero3"]
+FsdpPattern = Literal["megatron-fsdp", "fsdp2", "zero3", "zero3-2021"]
 
 
 @dataclass(frozen=True, slots=True)
