@@ -85,3 +85,15 @@ def test_zero3_2021_never_beats_zero1_when_comm_cannot_hide(gpus):
     t1 = api.estimate(cfg_of("gpt-18.4b", gpus, **{**common, "zero_stage": 1})).step_time_s
     t3 = api.estimate(cfg_of("gpt-18.4b", gpus, **common)).step_time_s
     assert t3 >= t1
+
+
+def test_reduce_scatters_run_alone_because_the_next_fetch_synchronises_the_device():
+    sc = load_scenario(cfg_of(gpus=512))
+    comm = CommModel(sc)
+    layers = 4
+    _, bwd, _ = _phases(sc, layers)
+    rs = layers * sum(comm.time("reduce_scatter", deepspeed_v03.GRAD_BYTES * n, "dps")
+                      + (t - 1) * comm.time("reduce_scatter", deepspeed_v03.GRAD_BYTES * sc.model.hidden_size, "dps")
+                      for n, t in deepspeed_v03.gemm_submodules(sc))
+    host = 2 * deepspeed_v03.host_s(sc, 12 * layers, 512)  # the gathers' and the reduce-scatters' copies
+    assert _alone(bwd) >= rs + host

@@ -17,7 +17,9 @@ Mechanisms, each read off that code (microsoft/DeepSpeed @v0.3.15):
 3. **Blocking fetch.** ``_allgather_param`` calls ``torch.cuda.synchronize()`` before every
    gather and ``fetch_sub_module`` ("This call is blocking") ends in ``_synchronize_communication``
    (``comm_stream.synchronize(); torch.cuda.synchronize()``): the GPU queue is drained at every
-   submodule, so the host time of (2) runs alone — it is never hidden behind queued kernels.
+   submodule, so the host time of (2) runs alone — it is never hidden behind queued kernels — and
+   a gradient reduce-scatter launched on the reduction stream (``reduce_ipg_grads``) has to finish
+   before the next submodule's backward is launched: it runs alone too.
 4. **Prefetch one submodule ahead, gated by the live-parameter budget.**
    ``prefetch_next_sub_modules`` gathers the next ``prefetch_bucket_size`` elements while the
    current submodule computes, but only ``if not self.in_flight_handles and
@@ -82,8 +84,8 @@ def add_layer_comm(sc: Scenario, comm: CommModel, layers: int, fwd: PhaseCost, b
     total = sum(n for n, _ in subs)
     small = float(sc.model.hidden_size)
     calls = sum(t for _, t in subs)
-    # prefetch and overlap_comm off (the strategy's overlap flags): every collective runs alone
-    prefetch, overlap_rs = sc.strategy.overlap_param_gather, sc.strategy.overlap_grad_reduce
+    # prefetch off (overlap_param_gather): every gather runs alone
+    prefetch = sc.strategy.overlap_param_gather
 
     def gathers(pc: PhaseCost, order: tuple[tuple[float, int], ...]) -> None:
         for i, (n, tensors) in enumerate(order):
@@ -97,9 +99,9 @@ def add_layer_comm(sc: Scenario, comm: CommModel, layers: int, fwd: PhaseCost, b
         gathers(rc, subs)
     back = subs[::-1]
     gathers(bwd, back)
-    # reduce-scatter of submodule i's gradients beside the next submodule's backward
-    for i, (n, tensors) in enumerate(back):
-        nxt = back[(i + 1) % len(back)][0]
-        window = bwd.compute_s / layers * nxt / total if overlap_rs else 0.0
-        bwd.add_comm("dp_comm", _call_s(comm, "reduce_scatter", n, tensors, small, grad_b), window, 1.0, layers)
+    # the reduce-scatters run on the reduction stream (``reduce_ipg_grads``), but the next
+    # submodule's fetch synchronises the whole device before its backward is launched
+    # (mechanism 3): a reduce-scatter never runs beside the next submodule's compute
+    for n, tensors in back:
+        bwd.add_comm("dp_comm", _call_s(comm, "reduce_scatter", n, tensors, small, grad_b), times=layers)
     bwd.add_comm("dp_comm", host_s(sc, calls, ranks), times=layers)
