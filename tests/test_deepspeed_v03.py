@@ -35,16 +35,16 @@ def test_cross_domain_ring_pays_network_latency_only_between_domains():
 def test_gpt3_layer_has_twelve_tensors_each_its_own_call():
     sc = load_scenario(cfg_of())
     subs = deepspeed_v03.gemm_submodules(sc)
-    assert sum(t for _, t in subs) == 12  # 4 weights + 4 biases + 2 LayerNorms × (scale, shift)
+    assert sum(1 + len(o) for _, o in subs) == 12  # 4 weights + 4 biases + 2 LayerNorms × (scale, shift)
     h = 12288
-    assert [n for n, _ in subs] == [3 * h * h, h * h, 4 * h * h, 4 * h * h]
+    assert [w for w, _ in subs] == [3 * h * h, h * h, 4 * h * h, 4 * h * h]
     llama = load_scenario(cfg_of("llama3-8b"))
-    assert sum(t for _, t in deepspeed_v03.gemm_submodules(llama)) == 6  # no biases, RMSNorm scale only
+    assert sum(1 + len(o) for _, o in deepspeed_v03.gemm_submodules(llama)) == 6  # no biases, RMSNorm scale only
 
 
-def _phases(sc, layers=4, max_live=deepspeed_v03.MAX_LIVE_PARAMETERS):
+def _phases(sc, layers=4, **kw):
     fwd, bwd, rc = PhaseCost(compute_s=1.0), PhaseCost(compute_s=2.0), PhaseCost(compute_s=1.0)
-    deepspeed_v03.add_layer_comm(sc, CommModel(sc), layers, fwd, bwd, rc, max_live)
+    deepspeed_v03.add_layer_comm(sc, CommModel(sc), layers, fwd, bwd, rc, **kw)
     return fwd, bwd, rc
 
 
@@ -52,15 +52,41 @@ def _alone(pc):
     return sum(s * n for (_, s, w, _), n in pc.comm.items() if w == 0.0)
 
 
-def test_host_copy_per_rank_grows_with_the_group_and_runs_alone():
+def _total(pc):
+    return sum(s * n for (_, s, _, _), n in pc.comm.items())
+
+
+def test_host_work_per_rank_grows_with_the_group_and_runs_alone():
     small, big = load_scenario(cfg_of(gpus=128)), load_scenario(cfg_of(gpus=512))
     assert deepspeed_v03.host_s(big, 10, 512) == pytest.approx(4 * deepspeed_v03.host_s(small, 10, 128))
+    assert deepspeed_v03.host_s(big, 10, 512, "reduce_scatter") > deepspeed_v03.host_s(big, 10, 512)
     f_small, _, _ = _phases(small)
     f_big, _, _ = _phases(big)
-    # the alone part of the forward holds the host copies: 12 calls × ranks × launch overhead per layer
-    host_big = deepspeed_v03.host_s(big, 12 * 4, 512)
+    # the forward gathers the four weights (biases and norms persist): their host work runs alone
+    host_big = deepspeed_v03.host_s(big, 4 * 4, 512)
     assert _alone(f_big) >= host_big
-    assert _alone(f_big) - _alone(f_small) >= host_big - deepspeed_v03.host_s(small, 12 * 4, 128)
+    assert _alone(f_big) - _alone(f_small) >= host_big - deepspeed_v03.host_s(small, 4 * 4, 128)
+
+
+def test_small_tensors_persist_and_are_not_gathered_per_pass():
+    sc = load_scenario(cfg_of(gpus=512))
+    default, _, _ = _phases(sc)
+    every, _, _ = _phases(sc, persist=0.0)
+    assert _total(every) > _total(default)
+    assert _alone(every) - _alone(default) == pytest.approx(deepspeed_v03.host_s(sc, 8 * 4, 512))
+
+
+def test_weights_used_again_soon_after_the_recompute_are_kept_for_the_backward():
+    sc = load_scenario(cfg_of(gpus=512))
+    _, kept, _ = _phases(sc)
+    _, regathered, _ = _phases(sc, reuse=0.0)
+    assert _total(regathered) > _total(kept)
+    # 175B: h→4h and 4h→h (4h² each, under 1e9) stay; without a recompute nothing is kept
+    fwd, bwd, rc = PhaseCost(compute_s=1.0), PhaseCost(compute_s=2.0), PhaseCost()
+    deepspeed_v03.add_layer_comm(sc, CommModel(sc), 4, fwd, bwd, rc)
+    fwd2, bwd2, rc2 = PhaseCost(compute_s=1.0), PhaseCost(compute_s=2.0), PhaseCost()
+    deepspeed_v03.add_layer_comm(sc, CommModel(sc), 4, fwd2, bwd2, rc2, reuse=0.0)
+    assert _total(bwd) == pytest.approx(_total(bwd2))
 
 
 def test_a_submodule_over_the_live_parameter_limit_blocks_the_next_prefetch():
@@ -73,7 +99,7 @@ def test_a_submodule_over_the_live_parameter_limit_blocks_the_next_prefetch():
     assert _alone(_phases(sc175)[0]) == pytest.approx(_alone(_phases(sc175, max_live=float("inf"))[0]))
 
 
-def test_per_tensor_calls_and_host_copies_cost_more_than_todays_deepspeed():
+def test_per_tensor_calls_and_host_work_cost_more_than_todays_deepspeed():
     new = api.estimate(cfg_of(gpus=512)).breakdown_s["dp_comm"]
     today = api.estimate(cfg_of(gpus=512, fsdp_pattern="zero3")).breakdown_s["dp_comm"]
     assert new > today
@@ -93,7 +119,6 @@ def test_reduce_scatters_run_alone_because_the_next_fetch_synchronises_the_devic
     layers = 4
     _, bwd, _ = _phases(sc, layers)
     rs = layers * sum(comm.time("reduce_scatter", deepspeed_v03.GRAD_BYTES * n, "dps")
-                      + (t - 1) * comm.time("reduce_scatter", deepspeed_v03.GRAD_BYTES * sc.model.hidden_size, "dps")
-                      for n, t in deepspeed_v03.gemm_submodules(sc))
-    host = 2 * deepspeed_v03.host_s(sc, 12 * layers, 512)  # the gathers' and the reduce-scatters' copies
+                      for w, o in deepspeed_v03.gemm_submodules(sc) for n in (w, *o))
+    host = deepspeed_v03.host_s(sc, 12 * layers, 512, "reduce_scatter")
     assert _alone(bwd) >= rs + host

@@ -266,11 +266,11 @@ def _deepspeed_v03(sc: Scenario, comm: CommModel, cw: ChunkWork, params: StagePa
     if params.ends <= 0:
         return
     ranks = sc.dp_shard * sc.strategy.cp
-    host = deepspeed_v03.host_s(sc, 1, ranks)
-    ag = comm.time("all_gather", 2.0 * params.ends, "dps") + host
+    ag = comm.time("all_gather", 2.0 * params.ends, "dps") + deepspeed_v03.host_s(sc, 1, ranks)
     fwd.add_comm("dp_comm", ag)
     bwd.add_comm("dp_comm", ag)
-    bwd.add_comm("dp_comm", comm.time("reduce_scatter", deepspeed_v03.GRAD_BYTES * params.ends, "dps") + host)
+    rs = comm.time("reduce_scatter", deepspeed_v03.GRAD_BYTES * params.ends, "dps") + deepspeed_v03.host_s(sc, 1, ranks, "reduce_scatter")
+    bwd.add_comm("dp_comm", rs)
 
 
 def _unit_gathers(pc: PhaseCost, per_unit_s: float, units: int, window_s: float, overlap: bool) -> None:
