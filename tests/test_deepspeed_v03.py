@@ -122,3 +122,11 @@ def test_reduce_scatters_run_alone_because_the_next_fetch_synchronises_the_devic
                       for w, o in deepspeed_v03.gemm_submodules(sc) for n in (w, *o))
     host = deepspeed_v03.host_s(sc, 12 * layers, 512, "reduce_scatter")
     assert _alone(bwd) >= rs + host
+
+
+def test_moe_models_fall_back_to_deepspeed_submodule_units():
+    from simengine.cost.dp import DEEPSPEED_SUBMODULES_PER_LAYER, zero_units
+
+    sc = load_scenario(cfg_of("mixtral-8x7b", gpus=64, system="h100-sxm5-80gb", ep=8))
+    assert zero_units(sc, 4, 1e9)[0] == 4 * DEEPSPEED_SUBMODULES_PER_LAYER
+    assert api.estimate(sc.to_json_dict()).step_time_s > 0
