@@ -35,6 +35,10 @@ intermediates = 4 B), read + write, counted from the op sequence of each impleme
   ``dense_h_to_4h``), ``flash_attn`` v2 when flash attention is on, DeepSpeed ``FusedAdam``
   (``deepspeed/ops/adam/fused_adam.py``, multi-tensor-apply), no TP comm overlap (DeepSpeed's TP
   is Megatron-style synchronous all-reduce), ZeRO-3 as its FSDP pattern.
+
+``FsdpPattern`` ``zero3-2021`` is DeepSpeed's ZeRO-3 as v0.3 (2021, on PyTorch 1.8) ran it —
+per-tensor list collectives, blocking fetch, the live-parameter / persistence / reuse defaults
+(cost/deepspeed_v03.py); the published mapping selects it for Narayanan et al. 2021 Table 2.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ from typing import Literal
 
 FrameworkName = Literal["megatron-te", "torch-native", "torch-compile", "deepspeed"]
 AttentionKernel = Literal["cudnn", "flash3", "flash2", "sdpa"]
-FsdpPattern = Literal["megatron-fsdp", "fsdp2", "zero3"]
+FsdpPattern = Literal["megatron-fsdp", "fsdp2", "zero3", "zero3-2021"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -79,7 +79,7 @@ class StrategySpec(BaseModel):
         "Attention kernel family: cudnn (TE fused attention), flash3, flash2, sdpa (PyTorch SDPA = flash-attention-2 "
         "kernels); None = the framework's own."))
     fsdp_pattern: FsdpPattern | None = Field(None, description=(
-        "How ZeRO-3 is implemented: megatron-fsdp, fsdp2 (PyTorch fully_shard), zero3 (DeepSpeed); None = the framework's own."))
+        "How ZeRO-3 is implemented: megatron-fsdp, fsdp2 (PyTorch fully_shard), zero3 (DeepSpeed), zero3-2021 (DeepSpeed v0.3 on PyTorch 1.8: per-tensor list collectives, blocking fetch — cost/deepspeed_v03.py); None = the framework's own."))
     step_overhead_ms: float = Field(0.0, ge=0.0, le=1e6, description=(
         "Per-step host work outside the model: data-loader next(), loss/grad-norm logging syncs, LR scheduler, ms. "
         "Default 0: no measurement here supports another (a prefetched loader hands over a ready batch); set it from "

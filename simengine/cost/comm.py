@@ -73,6 +73,9 @@ def group_placements(sc: Scenario) -> dict[str, GroupPlacement]:
     }
 
 
+_RING_KINDS = ("all_reduce", "all_gather", "reduce_scatter")
+
+
 class CommModel:
     """Prices collectives for one scenario; measured fits (``Efficiency.collective_table``, from
     nccl-tests via calibration) replace the tier's efficiency and fixed latency per kind."""
@@ -140,6 +143,15 @@ class CommModel:
                 up_bw = self.tiers[(kind, "scale_up")].bandwidth_Bps
                 bw = min(up_bw, p.in_domain * bw)
             # steps and wire bytes of the kind's default algorithm (simengine/collectives.py)
-            t = tier.overhead_s + alpha_steps(kind, n) * tier.latency_s + wire_factor(kind, n) * size_bytes / bw
+            steps = alpha_steps(kind, n)
+            lat = steps * tier.latency_s
+            if cross and kind in _RING_KINDS:
+                # a ring over several domains crosses the network only between domains: NCCL's
+                # latency model (src/graph/tuning.cc ncclTopoTuneModel, Ring) charges
+                # nInterSteps = nNodes−1 (2(nNodes−1) for all-reduce) steps at the network latency
+                # and the other nsteps − nInterSteps at the intra-node (NVLink) latency
+                inter = min(steps, (2.0 if kind == "all_reduce" else 1.0) * (n / p.in_domain - 1.0))
+                lat = inter * tier.latency_s + (steps - inter) * self.tiers[(kind, "scale_up")].latency_s
+            t = tier.overhead_s + lat + wire_factor(kind, n) * size_bytes / bw
         self._cache[key] = t
         return t

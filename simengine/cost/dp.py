@@ -70,7 +70,7 @@ def zero_units(sc: Scenario, layers: int, n_params: float) -> tuple[int, int]:
     TransformerBlock) and Megatron-FSDP gather and reduce one flat buffer per layer; DeepSpeed
     gathers per submodule and reduces per bucket."""
     layers = max(layers, 1)
-    if sc.strategy.fsdp_pattern_name == "zero3":
+    if sc.strategy.fsdp_pattern_name in ("zero3", "zero3-2021"):  # zero3-2021 here only for MoE (cost/deepspeed_v03.py)
         return layers * DEEPSPEED_SUBMODULES_PER_LAYER, max(1, math.ceil(n_params / DEEPSPEED_REDUCE_BUCKET))
     return layers, layers
 

@@ -17,6 +17,7 @@ from .activations import (BlockActivations, attention_activations, head_activati
                           moe_activations)
 from .comm import CommModel
 from .compute import ComputeModel
+from . import deepspeed_v03
 from .dp import DPWork, dp_work, microbatch_dp, zero_units
 from .phase import PhaseCost, price_ops
 from .static_memory import StageParams, StaticMemory, stage_params, static_memory
@@ -238,6 +239,9 @@ def _zero_per_microbatch(sc: Scenario, comm: CommModel, cw: ChunkWork, fwd: Phas
     hides (sim/overlap.py, with its contention)."""
     st = sc.strategy
     params = stage_params(sc, (cw,))
+    if st.zero_stage >= 3 and st.fsdp_pattern_name == "zero3-2021" and not sc.model.is_moe:
+        _deepspeed_v03(sc, comm, cw, params, fwd, bwd, rc)
+        return
     units, rs_units = zero_units(sc, len(cw.layers) + cw.mtp, params.dense + params.expert)
     ag_u, rs_u = microbatch_dp(sc, comm, params, units, rs_units)
     _unit_gathers(fwd, ag_u, units, fwd.compute_s / units, st.overlap_param_gather)
@@ -252,6 +256,21 @@ def _zero_per_microbatch(sc: Scenario, comm: CommModel, cw: ChunkWork, fwd: Phas
         return
     _unit_gathers(bwd, ag_u, units, bwd.compute_s / units, opg)
     _unit_gathers(bwd, rs_u, rs_units, bwd.compute_s / rs_units, ogr)
+
+
+def _deepspeed_v03(sc: Scenario, comm: CommModel, cw: ChunkWork, params: StageParams, fwd: PhaseCost, bwd: PhaseCost, rc: PhaseCost) -> None:
+    """DeepSpeed v0.3 ZeRO-3 (cost/deepspeed_v03.py): the layers per submodule and tensor; the
+    embedding / LM-head weights of the chunk one gather per pass and one reduce-scatter, alone
+    (the first and last modules: nothing computes before them in their pass)."""
+    deepspeed_v03.add_layer_comm(sc, comm, len(cw.layers) + cw.mtp, fwd, bwd, rc)
+    if params.ends <= 0:
+        return
+    ranks = sc.dp_shard * sc.strategy.cp
+    ag = comm.time("all_gather", 2.0 * params.ends, "dps") + deepspeed_v03.host_s(sc, 1, ranks)
+    fwd.add_comm("dp_comm", ag)
+    bwd.add_comm("dp_comm", ag)
+    rs = comm.time("reduce_scatter", deepspeed_v03.GRAD_BYTES * params.ends, "dps") + deepspeed_v03.host_s(sc, 1, ranks, "reduce_scatter")
+    bwd.add_comm("dp_comm", rs)
 
 
 def _unit_gathers(pc: PhaseCost, per_unit_s: float, units: int, window_s: float, overlap: bool) -> None:

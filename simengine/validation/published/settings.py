@@ -73,6 +73,9 @@ def _narayanan21(d: Draft) -> None:
                    overlap_grad_reduce=ddp in ("torch", "deepspeed"), overlap_param_gather=ddp == "deepspeed")
     if ddp == "deepspeed":
         a.append("DeepSpeed ZeRO-3 overlap_comm (stage-3 default) and parameter prefetch = overlapped")
+        # the paper (SC21, April 2021) ran the ZeRO-3 of its time: DeepSpeed v0.3 (cost/deepspeed_v03.py)
+        d.strat["fsdp_pattern"] = "zero3-2021"
+        a.append("ZeRO-3 as DeepSpeed v0.3 (2021) ran it: per-tensor collectives, blocking fetch, 1e9 live-parameter prefetch limit")
     d.gpt_flop_basis()
 
 
