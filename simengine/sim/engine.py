@@ -35,31 +35,32 @@ def _times(A: list[int], B: list[int], D) -> tuple[list[float], list[float]]:
 
 def _run(inp: PipelineInput, orders):
     comp = compiled_for(inp, orders)
-    D = comp.getter(build_values(inp, comp))
+    vals = build_values(inp, comp)
+    D = comp.getter(vals)
     end = [0.0]
     ea = end.append
     for a, b, d in zip(comp.A, comp.B, D):
         x = end[a]
         y = end[b]
         ea((x if x >= y else y) + d)
-    return comp, D, end
+    return comp, vals, end
 
 
 def simulate(inp: PipelineInput, orders: Sequence[Sequence[Action]] | None = None) -> Timeline:
     """Simulate one training step. ``orders`` replaces the schedule's per-rank orders (tests,
     hand-made schedules); an order that cannot finish raises DeadlockError."""
     comp = compiled_for(inp, orders)
-    D = comp.getter(build_values(inp, comp))
-    start, end = _times(comp.A, comp.B, D)  # the same end times as _run, starts kept exact
-    met = step_metrics(comp, end, D)
+    vals = build_values(inp, comp)
+    start, end = _times(comp.A, comp.B, comp.getter(vals))  # the same end times as _run, starts kept exact
+    met = step_metrics(comp, end, vals)
     with paused_gc():
         return build_timeline(inp, comp, start, end, met)
 
 
 def pipeline_metrics(inp: PipelineInput, orders: Sequence[Sequence[Action]] | None = None) -> StepMetrics:
     """``simulate(inp).metrics`` without building spans or memory curves."""
-    comp, D, end = _run(inp, orders)
-    return step_metrics(comp, end, D)
+    comp, vals, end = _run(inp, orders)
+    return step_metrics(comp, end, vals)
 
 
 def pipeline_step_time(inp: PipelineInput, orders: Sequence[Sequence[Action]] | None = None) -> float:

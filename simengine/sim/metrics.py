@@ -18,6 +18,7 @@ So on every rank compute + exposed communication + bubble = step time.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -74,17 +75,32 @@ class StepMetrics:
 
 
 class _Cats:
-    """Per structure: each program position's rank and category, and position lists per stream."""
+    """Per structure: each program position's rank and category, and the positions the interval
+    arithmetic needs (compute stream, its kernels, the other streams), with their value slots.
 
-    __slots__ = ("names", "rank", "rc", "valid", "kernels", "compute_stream", "cs_comm", "off")
+    Category totals need no times: a task's duration is its value slot's, so a (rank, category)
+    total is Σ multiplicity × value over the distinct (rank·category, slot) pairs (``sums``);
+    so is the exposed time of communication on the compute stream (counted in full)."""
+
+    __slots__ = ("names", "ncat", "totals", "cs_exposed", "cs", "cs_slot", "cs_rank", "kernels",
+                 "off", "off_rc")
     names: tuple[str, ...]
-    rank: np.ndarray
-    rc: np.ndarray
-    valid: np.ndarray
-    kernels: np.ndarray
-    compute_stream: np.ndarray
-    cs_comm: np.ndarray
-    off: tuple[np.ndarray, ...]
+    ncat: int
+    totals: tuple[np.ndarray, np.ndarray, np.ndarray]      # (rank·category, slot, multiplicity)
+    cs_exposed: tuple[np.ndarray, np.ndarray, np.ndarray]  # the same for compute-stream communication
+    cs: np.ndarray        # compute-stream positions, per rank in stream order
+    cs_slot: np.ndarray
+    cs_rank: np.ndarray
+    kernels: np.ndarray   # indices into ``cs`` of the compute kernels
+    off: tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...]  # per other stream: (positions, slots, ranks)
+    off_rc: np.ndarray    # rank·category of the concatenated ``off`` positions
+
+
+def _sums(pairs: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    cnt = Counter(pairs)
+    keys = sorted(cnt)
+    return (np.array([k[0] for k in keys], dtype=np.int64), np.array([k[1] for k in keys], dtype=np.int64),
+            np.array([cnt[k] for k in keys], dtype=float))
 
 
 def _slot_names(comp: Compiled) -> dict[int, str]:
@@ -105,36 +121,39 @@ def build_cats(comp: Compiled) -> _Cats:
     slots = _slot_names(comp)
     names = list(COMPUTE_CATS)
     index = {k: i for i, k in enumerate(names)}
-    n = len(comp.A) + 1
-    rank = np.zeros(n, dtype=np.int64)
-    cat = np.full(n, -1, dtype=np.int64)
-    per_stream: list[list[list[int]]] = [[[] for _ in range(NSTREAM)] for _ in range(g.p)]
+    slot_of = [0, *comp.V]  # value slot of every program position (0 = the sentinel, 0.0)
+    per_stream: list[list[list[tuple[int, int]]]] = [[[] for _ in range(NSTREAM)] for _ in range(g.p)]
     for t, k in enumerate(g.kind):
         if k == K_GATE:
             continue
-        p = pos[t]
-        s = g.stream[t]
-        r, local = divmod(s, NSTREAM)
+        r, local = divmod(g.stream[t], NSTREAM)
         name = slots[g.val[t]] if k in (K_HID, K_EXP) else CATEGORY[k]
         i = index.get(name)
         if i is None:
             i = index[name] = len(names)
             names.append(name)
-        rank[p], cat[p] = r, i
-        per_stream[r][local].append(p)
+        per_stream[r][local].append((pos[t], i))
+    nc, nk = len(names), len(COMPUTE_CATS)
     cats = _Cats()
-    cats.names = tuple(names)
-    cats.rank = rank
-    cats.valid = np.flatnonzero(cat >= 0)
-    cats.rc = rank * len(names) + cat
-    cs = [p for r in range(g.p) for p in per_stream[r][S_COMPUTE]]
-    cats.compute_stream = np.array(cs, dtype=np.int64)
-    is_kernel = np.zeros(n, dtype=bool)
-    is_kernel[cats.valid] = cat[cats.valid] < len(COMPUTE_CATS)
-    cats.kernels = cats.compute_stream[is_kernel[cats.compute_stream]]
-    cats.cs_comm = cats.compute_stream[~is_kernel[cats.compute_stream]]
-    cats.off = tuple(np.array([p for r in range(g.p) for p in per_stream[r][s]], dtype=np.int64)
-                     for s in _OFF_STREAMS)
+    cats.names, cats.ncat = tuple(names), nc
+    every = [(r * nc + i, slot_of[p]) for r in range(g.p) for lst in per_stream[r] for p, i in lst]
+    cats.totals = _sums(every)
+    cs = [(r, p, i) for r in range(g.p) for p, i in per_stream[r][S_COMPUTE]]
+    cats.cs_exposed = _sums([(r * nc + i, slot_of[p]) for r, p, i in cs if i >= nk])
+    cats.cs = np.array([p for _, p, _ in cs], dtype=np.int64)
+    cats.cs_slot = np.array([slot_of[p] for _, p, _ in cs], dtype=np.int64)
+    cats.cs_rank = np.array([r for r, _, _ in cs], dtype=float)
+    cats.kernels = np.array([j for j, (_, _, i) in enumerate(cs) if i < nk], dtype=np.int64)
+    off, off_rc = [], []
+    for s in _OFF_STREAMS:
+        lst = [(r, p, i) for r in range(g.p) for p, i in per_stream[r][s]]
+        if lst:
+            off.append((np.array([p for _, p, _ in lst], dtype=np.int64),
+                        np.array([slot_of[p] for _, p, _ in lst], dtype=np.int64),
+                        np.array([r for r, _, _ in lst], dtype=float)))
+            off_rc += [r * nc + i for r, _, i in lst]
+    cats.off = tuple(off)
+    cats.off_rc = np.array(off_rc, dtype=np.int64)
     return cats
 
 
@@ -174,36 +193,46 @@ def _union(us: np.ndarray, ue: np.ndarray, xs: np.ndarray, xe: np.ndarray) -> tu
     return s[idx], ce[last]
 
 
-def step_metrics(comp: Compiled, end, dur) -> StepMetrics:
-    """Metrics of one simulated step from the program's end times and durations."""
+def _bins(index: np.ndarray, weights: np.ndarray, n: int) -> np.ndarray:
+    return np.bincount(index, weights=weights, minlength=n).astype(float, copy=False)  # (empty → int zeros)
+
+
+def step_metrics(comp: Compiled, end, vals) -> StepMetrics:
+    """Metrics of one simulated step from the program's end times and its value table (the
+    duration of every value slot, ``values.py``)."""
     cats = comp.cats
     if cats is None:
         cats = comp.cats = build_cats(comp)
     E = np.asarray(end, dtype=float)
-    D = np.empty(E.size)
-    D[0] = 0.0
-    D[1:] = dur
+    V = np.asarray(vals, dtype=float)
     step = float(E.max())
-    # ranks laid end to end on one time axis, so one sort/interp serves every rank
-    shift = cats.rank * (2.0 * step + 1.0)
-    S2, E2 = E - D + shift, E + shift
-    exposed = np.zeros(E.size)
-    hidden = np.zeros(E.size)
-    exposed[cats.cs_comm] = D[cats.cs_comm]
-    kernels = _curve(S2[cats.kernels], E2[cats.kernels])
-    us, ue = S2[cats.compute_stream], E2[cats.compute_stream]
-    todo = [p for p in cats.off if p.size]
-    for i, p in enumerate(todo):
-        xs, xe = S2[p], E2[p]
-        exposed[p] = np.maximum(D[p] - _cover(_curve(us, ue), xs, xe), 0.0)
-        hidden[p] = _cover(kernels, xs, xe)
-        if i + 1 < len(todo):
-            us, ue = _union(us, ue, xs, xe)
-    nr, nc = comp.graph.p, len(cats.names)
-    v, rc = cats.valid, cats.rc[cats.valid]
-    total = np.bincount(rc, weights=D[v], minlength=nr * nc).reshape(nr, nc)
-    exp = np.bincount(rc, weights=exposed[v], minlength=nr * nc).reshape(nr, nc)
-    hid = np.bincount(rc, weights=hidden[v], minlength=nr * nc).reshape(nr, nc)
+    nr, nc = comp.graph.p, cats.ncat
+    rc, slot, mult = cats.totals
+    total = _bins(rc, V[slot] * mult, nr * nc)
+    rc, slot, mult = cats.cs_exposed
+    exp = _bins(rc, V[slot] * mult, nr * nc)
+    hid = np.zeros(nr * nc)
+    if cats.off:
+        # ranks laid end to end on one time axis, so one sort/interp serves every rank
+        gap = 2.0 * step + 1.0
+        shift = cats.cs_rank * gap
+        ue = E[cats.cs]
+        us = ue - V[cats.cs_slot] + shift
+        ue = ue + shift
+        kernels = _curve(us[cats.kernels], ue[cats.kernels])
+        exposed, hidden = [], []
+        for i, (p, ps, pr) in enumerate(cats.off):
+            xe = E[p]
+            d = V[ps]
+            sh = pr * gap
+            xs, xe = xe - d + sh, xe + sh
+            exposed.append(np.maximum(d - _cover(_curve(us, ue), xs, xe), 0.0))
+            hidden.append(_cover(kernels, xs, xe))
+            if i + 1 < len(cats.off):
+                us, ue = _union(us, ue, xs, xe)
+        exp += _bins(cats.off_rc, np.concatenate(exposed), nr * nc)
+        hid += _bins(cats.off_rc, np.concatenate(hidden), nr * nc)
+    total, exp, hid = total.reshape(nr, nc), exp.reshape(nr, nc), hid.reshape(nr, nc)
     nk = len(COMPUTE_CATS)
     bubble = np.maximum(step - total[:, :nk].sum(axis=1) - exp[:, nk:].sum(axis=1), 0.0)
     return StepMetrics(step, cats.names, total, exp, hid, bubble, int(np.argmin(bubble)))
