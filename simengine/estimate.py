@@ -6,10 +6,9 @@ simulator uses (its fast path), so the two agree by construction.
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 from .config.model import ModelSpec
 from .config.scenario import Scenario
+from .memo import config_cache
 from .cost.stage import Plan, StagePlan, build_plan
 from .pipeline import max_inflight, order_memory_peaks, pipeline_input
 from .report import Report, StageMemory
@@ -31,7 +30,7 @@ def model_flops_per_step(sc: Scenario, causal: bool = False) -> float:
     return float(sc.tokens_per_step) * _model_flops_per_token(sc.model, sc.vocab_padded, sc.strategy.seq_len, causal)
 
 
-@lru_cache(maxsize=256)
+@config_cache
 def _model_flops_per_token(m: ModelSpec, vocab_padded: int, seq_len: int, causal: bool) -> float:
     """``model_flops_per_step`` / tokens: a pure function of the model and the sequence length
     (memoised: the attention-window ratio walks every layer)."""
@@ -46,7 +45,7 @@ def _model_flops_per_token(m: ModelSpec, vocab_padded: int, seq_len: int, causal
     return 6.0 * n + attn
 
 
-_count_parameters = lru_cache(maxsize=256)(count_parameters)  # a pure function of the (frozen) model
+_count_parameters = config_cache(count_parameters)  # a pure function of the (frozen) model
 
 
 def _stage_memory(sc: Scenario, st: StagePlan, inflight: int, exact: tuple[float, float, int] | None) -> tuple[StageMemory, float]:

@@ -31,6 +31,12 @@ def _tasks(pc: PhaseCost) -> tuple[CommTask, ...]:
 
 
 def _chunk(c, k: float, made: dict[tuple, ChunkCost]) -> ChunkCost:
+    # ranks holding the same kind of chunk share its priced phases (cost/stage.py
+    # _plan_chunk_once): look those up by identity first, by content on a miss
+    ident = (id(c.fwd), id(c.bwd), id(c.wgt), id(c.recompute), c.activation_bytes, c.peak_extra_bytes)
+    ch = made.get(ident)
+    if ch is not None:
+        return ch
     bwd = _backward(c)
     key = (c.fwd.compute_s, c.bwd.compute_s, c.wgt.compute_s, c.recompute.compute_s, c.activation_bytes,
            c.peak_extra_bytes, c.fwd.tasks(), bwd.tasks(), c.recompute.tasks())
@@ -42,6 +48,7 @@ def _chunk(c, k: float, made: dict[tuple, ChunkCost]) -> ChunkCost:
             forward_comm=_tasks(c.fwd), backward_comm=_tasks(bwd), recompute_comm=_tasks(c.recompute),
             activation_bytes=c.activation_bytes, peak_extra_bytes=c.peak_extra_bytes,
         )
+    made[ident] = ch
     return ch
 
 
@@ -57,6 +64,7 @@ def pipeline_input(sc: Scenario, plan: Plan, *, with_dp: bool = True) -> Pipelin
     host = step_overhead_s(sc)
     stages = []
     made: dict[tuple, ChunkCost] = {}  # middle stages price the same chunks: build each once
+    # (identity keys are safe: ``plan`` keeps every phase alive for the whole call)
     same: dict[tuple, StageCost] = {}  # identical ranks share one StageCost (sim/values.py reuses its values)
     for st in plan.stages:
         chunks = tuple(_chunk(c, k, made) for c in st.chunks)

@@ -8,12 +8,12 @@ plain dicts (JSON, presets, share links) into a validated Scenario or raises Con
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from ..errors import ConfigError, from_pydantic
+from ..memo import config_cache
 from ..schedule import get_schedule
 from .layout import strategy_stage_counts
 from .model import ModelSpec
@@ -104,7 +104,7 @@ def scenario_notes(model: ModelSpec, strategy: StrategySpec) -> list[tuple[str, 
                              f"divisible by vpp={nch}); {placed}; {fix}")]
 
 
-@lru_cache(maxsize=256)
+@config_cache
 def _cached_notes(model: ModelSpec, strategy: StrategySpec) -> tuple[tuple[str, str], ...]:
     """``scenario_notes`` memoised on the frozen (model, strategy) pair it depends on (every
     estimate reads them; a search re-reads them for every layout of one model)."""
