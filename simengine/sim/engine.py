@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..schedule import Action
+from .chains import folded_for
 from .compiled import compiled_for
 from .inputs import PipelineInput
 from .metrics import StepMetrics, step_metrics
@@ -34,35 +35,36 @@ def _times(A: list[int], B: list[int], D) -> tuple[list[float], list[float]]:
 
 
 def _run(inp: PipelineInput, orders):
+    """The folded program (chains.py) over this input: its entry durations and end times."""
     comp = compiled_for(inp, orders)
     vals = build_values(inp, comp)
-    D = comp.getter(vals)
+    prog = folded_for(comp)
+    dur = prog.durations(vals)
     end = [0.0]
     ea = end.append
-    for a, b, d in zip(comp.A, comp.B, D):
+    for a, b, d in zip(prog.A, prog.B, dur.tolist()):
         x = end[a]
         y = end[b]
         ea((x if x >= y else y) + d)
-    return comp, vals, end
+    return comp, prog, vals, dur, end
 
 
 def simulate(inp: PipelineInput, orders: Sequence[Sequence[Action]] | None = None) -> Timeline:
     """Simulate one training step. ``orders`` replaces the schedule's per-rank orders (tests,
     hand-made schedules); an order that cannot finish raises DeadlockError."""
-    comp = compiled_for(inp, orders)
-    vals = build_values(inp, comp)
-    start, end = _times(comp.A, comp.B, comp.getter(vals))  # the same end times as _run, starts kept exact
-    met = step_metrics(comp, end, vals)
+    comp, prog, vals, dur, fend = _run(inp, orders)
+    met = step_metrics(comp, prog, fend, vals, dur)
+    start, end = _times(comp.A, comp.B, comp.getter(vals))  # every task's own span, starts kept exact
     with paused_gc():
         return build_timeline(inp, comp, start, end, met)
 
 
 def pipeline_metrics(inp: PipelineInput, orders: Sequence[Sequence[Action]] | None = None) -> StepMetrics:
     """``simulate(inp).metrics`` without building spans or memory curves."""
-    comp, vals, end = _run(inp, orders)
-    return step_metrics(comp, end, vals)
+    comp, prog, vals, dur, end = _run(inp, orders)
+    return step_metrics(comp, prog, end, vals, dur)
 
 
 def pipeline_step_time(inp: PipelineInput, orders: Sequence[Sequence[Action]] | None = None) -> float:
     """Step time of ``simulate(inp).step_time_s``, without building the timeline."""
-    return max(_run(inp, orders)[2])
+    return max(_run(inp, orders)[4])

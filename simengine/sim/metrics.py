@@ -11,7 +11,9 @@ Definitions (per rank; the Estimate page, the Timeline page, the CLI and the sea
   exposed part of an in-layer collective) is exposed in full;
 * a collective's *hidden* time: the part under a compute kernel of the same rank;
 * bubble = step time − compute − exposed communication (the rank waits on nothing it runs);
-* the critical rank: the one with the least bubble (the most work), ties to the lowest rank.
+* the critical rank: the one with the least bubble (the most work), ties to the lowest rank; bubbles
+  within ``TIE_REL`` × step time of the least are ties (identical middle stages differ only by the
+  rounding of their times, which must not pick the rank).
 
 So on every rank compute + exposed communication + bubble = step time.
 """
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .chains import Folded
 from .compiled import Compiled
 from .layout import (
     CATEGORY, CHUNK_FIXED, K_EXP, K_GATE, K_HID, NSTREAM, S_COMM, S_COMPUTE, S_DP, S_PP,
@@ -30,6 +33,7 @@ from .layout import (
 
 COMPUTE_CATS = ("forward_compute", "backward_compute", "recompute", "optimizer")
 _OFF_STREAMS = (S_PP, S_COMM, S_DP)
+TIE_REL = 1e-9  # the tolerance the tests hold equal numbers to (tests/test_one_owner.py)
 _COMM_ORDER = {k: i for i, k in enumerate(("tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm"))}
 
 
@@ -82,16 +86,17 @@ class _Cats:
     total is Σ multiplicity × value over the distinct (rank·category, slot) pairs (``sums``);
     so is the exposed time of communication on the compute stream (counted in full)."""
 
-    __slots__ = ("names", "ncat", "totals", "cs_exposed", "cs", "cs_slot", "cs_rank", "kernels",
-                 "off", "off_rc")
+    __slots__ = ("names", "ncat", "totals", "cs_exposed", "cs", "cs_rank", "kernels", "kernel_slot",
+                 "kernel_chained", "off", "off_rc")
     names: tuple[str, ...]
     ncat: int
     totals: tuple[np.ndarray, np.ndarray, np.ndarray]      # (rank·category, slot, multiplicity)
     cs_exposed: tuple[np.ndarray, np.ndarray, np.ndarray]  # the same for compute-stream communication
-    cs: np.ndarray        # compute-stream positions, per rank in stream order
-    cs_slot: np.ndarray
+    cs: np.ndarray        # compute-stream entries (folded program), per rank in stream order
     cs_rank: np.ndarray
-    kernels: np.ndarray   # indices into ``cs`` of the compute kernels
+    kernels: np.ndarray   # indices into ``cs`` of the entries a compute kernel heads
+    kernel_slot: np.ndarray  # ... and that kernel's value slot
+    kernel_chained: np.ndarray  # indices into ``kernels`` of entries with folded tasks after the kernel
     off: tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...]  # per other stream: (positions, slots, ranks)
     off_rc: np.ndarray    # rank·category of the concatenated ``off`` positions
 
@@ -116,13 +121,14 @@ def _slot_names(comp: Compiled) -> dict[int, str]:
     return out
 
 
-def build_cats(comp: Compiled) -> _Cats:
-    g, pos = comp.graph, comp.pos
+def build_cats(comp: Compiled, prog: Folded) -> _Cats:
+    """Categories of ``comp``'s tasks, positions in the folded program ``prog`` (chains.py)."""
+    g, pos = comp.graph, prog.pos
     slots = _slot_names(comp)
     names = list(COMPUTE_CATS)
     index = {k: i for i, k in enumerate(names)}
-    slot_of = [0, *comp.V]  # value slot of every program position (0 = the sentinel, 0.0)
-    per_stream: list[list[list[tuple[int, int]]]] = [[[] for _ in range(NSTREAM)] for _ in range(g.p)]
+    per_stream: list[list[list[tuple[int, int, int]]]] = [[[] for _ in range(NSTREAM)] for _ in range(g.p)]
+    every = []
     for t, k in enumerate(g.kind):
         if k == K_GATE:
             continue
@@ -132,26 +138,30 @@ def build_cats(comp: Compiled) -> _Cats:
         if i is None:
             i = index[name] = len(names)
             names.append(name)
-        per_stream[r][local].append((pos[t], i))
+        every.append((r, i, g.val[t], local))
+        if not prog.folded[t]:  # a folded task's time is its chain entry's
+            per_stream[r][local].append((pos[t], i, g.val[t]))
     nc, nk = len(names), len(COMPUTE_CATS)
     cats = _Cats()
     cats.names, cats.ncat = tuple(names), nc
-    every = [(r * nc + i, slot_of[p]) for r in range(g.p) for lst in per_stream[r] for p, i in lst]
-    cats.totals = _sums(every)
-    cs = [(r, p, i) for r in range(g.p) for p, i in per_stream[r][S_COMPUTE]]
-    cats.cs_exposed = _sums([(r * nc + i, slot_of[p]) for r, p, i in cs if i >= nk])
-    cats.cs = np.array([p for _, p, _ in cs], dtype=np.int64)
-    cats.cs_slot = np.array([slot_of[p] for _, p, _ in cs], dtype=np.int64)
-    cats.cs_rank = np.array([r for r, _, _ in cs], dtype=float)
-    cats.kernels = np.array([j for j, (_, _, i) in enumerate(cs) if i < nk], dtype=np.int64)
+    cats.totals = _sums([(r * nc + i, v) for r, i, v, _ in every])
+    cats.cs_exposed = _sums([(r * nc + i, v) for r, i, v, local in every if i >= nk and local == S_COMPUTE])
+    cs = [(r, p, i, v) for r in range(g.p) for p, i, v in per_stream[r][S_COMPUTE]]
+    cats.cs = np.array([p for _, p, _, _ in cs], dtype=np.int64)
+    cats.cs_rank = np.array([r for r, _, _, _ in cs], dtype=float)
+    kern = [j for j, (_, _, i, _) in enumerate(cs) if i < nk]
+    cats.kernels = np.array(kern, dtype=np.int64)
+    cats.kernel_slot = np.array([cs[j][3] for j in kern], dtype=np.int64)
+    alone = np.diff(np.append(prog.starts, prog.slots.size)) == 1  # entries of one task
+    cats.kernel_chained = np.flatnonzero(~alone[cats.cs[cats.kernels] - 1])
     off, off_rc = [], []
     for s in _OFF_STREAMS:
-        lst = [(r, p, i) for r in range(g.p) for p, i in per_stream[r][s]]
+        lst = [(r, p, i, v) for r in range(g.p) for p, i, v in per_stream[r][s]]
         if lst:
-            off.append((np.array([p for _, p, _ in lst], dtype=np.int64),
-                        np.array([slot_of[p] for _, p, _ in lst], dtype=np.int64),
-                        np.array([r for r, _, _ in lst], dtype=float)))
-            off_rc += [r * nc + i for r, _, i in lst]
+            off.append((np.array([p for _, p, _, _ in lst], dtype=np.int64),
+                        np.array([v for _, _, _, v in lst], dtype=np.int64),
+                        np.array([r for r, _, _, _ in lst], dtype=float)))
+            off_rc += [r * nc + i for r, _, i, _ in lst]
     cats.off = tuple(off)
     cats.off_rc = np.array(off_rc, dtype=np.int64)
     return cats
@@ -197,12 +207,12 @@ def _bins(index: np.ndarray, weights: np.ndarray, n: int) -> np.ndarray:
     return np.bincount(index, weights=weights, minlength=n).astype(float, copy=False)  # (empty → int zeros)
 
 
-def step_metrics(comp: Compiled, end, vals) -> StepMetrics:
-    """Metrics of one simulated step from the program's end times and its value table (the
-    duration of every value slot, ``values.py``)."""
-    cats = comp.cats
+def step_metrics(comp: Compiled, prog: Folded, end, vals, dur: np.ndarray) -> StepMetrics:
+    """Metrics of one simulated step from the folded program's end times and entry durations and
+    the value table (the duration of every value slot, ``values.py``)."""
+    cats = prog.cats
     if cats is None:
-        cats = comp.cats = build_cats(comp)
+        cats = prog.cats = build_cats(comp, prog)
     E = np.asarray(end, dtype=float)
     V = np.asarray(vals, dtype=float)
     step = float(E.max())
@@ -217,9 +227,15 @@ def step_metrics(comp: Compiled, end, vals) -> StepMetrics:
         gap = 2.0 * step + 1.0
         shift = cats.cs_rank * gap
         ue = E[cats.cs]
-        us = ue - V[cats.cs_slot] + shift
+        us = ue - dur[cats.cs - 1]
+        k = cats.kernels
+        ke = ue[k]  # a kernel heads its entry (chains.py): it ends d_kernel after the entry starts
+        ch = cats.kernel_chained
+        ke[ch] = us[k[ch]] + V[cats.kernel_slot[ch]]
+        ks = us[k] + shift[k]
+        kernels = _curve(ks, ke + shift[k])
+        us = us + shift
         ue = ue + shift
-        kernels = _curve(us[cats.kernels], ue[cats.kernels])
         exposed, hidden = [], []
         for i, (p, ps, pr) in enumerate(cats.off):
             xe = E[p]
@@ -235,4 +251,9 @@ def step_metrics(comp: Compiled, end, vals) -> StepMetrics:
     total, exp, hid = total.reshape(nr, nc), exp.reshape(nr, nc), hid.reshape(nr, nc)
     nk = len(COMPUTE_CATS)
     bubble = np.maximum(step - total[:, :nk].sum(axis=1) - exp[:, nk:].sum(axis=1), 0.0)
-    return StepMetrics(step, cats.names, total, exp, hid, bubble, int(np.argmin(bubble)))
+    return StepMetrics(step, cats.names, total, exp, hid, bubble, critical_rank(bubble, step))
+
+
+def critical_rank(bubble: np.ndarray, step: float) -> int:
+    """The lowest rank whose bubble is the least, up to ``TIE_REL`` × the step time."""
+    return int(np.flatnonzero(bubble <= bubble.min() + TIE_REL * step)[0])
