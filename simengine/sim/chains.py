@@ -38,9 +38,9 @@ class Folded:
         self.starts = np.array(starts, dtype=np.int64)
         self.cats: Any = None  # metric categories (metrics.py), built on first use
 
-    def durations(self, vals) -> np.ndarray:
+    def durations(self, vals: np.ndarray) -> np.ndarray:
         """Each entry's duration: the sum of its value slots (in chain order)."""
-        return np.add.reduceat(np.asarray(vals, dtype=float)[self.slots], self.starts)
+        return np.add.reduceat(vals[self.slots], self.starts)
 
 
 def _foldable(comp: Compiled) -> list[bool]:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import numpy as np
+
 from ..schedule import Action
 from .chains import folded_for
 from .compiled import compiled_for
@@ -37,7 +39,7 @@ def _times(A: list[int], B: list[int], D) -> tuple[list[float], list[float]]:
 def _run(inp: PipelineInput, orders):
     """The folded program (chains.py) over this input: its entry durations and end times."""
     comp = compiled_for(inp, orders)
-    vals = build_values(inp, comp)
+    vals = np.array(build_values(inp, comp))
     prog = folded_for(comp)
     dur = prog.durations(vals)
     end = [0.0]
@@ -54,7 +56,7 @@ def simulate(inp: PipelineInput, orders: Sequence[Sequence[Action]] | None = Non
     hand-made schedules); an order that cannot finish raises DeadlockError."""
     comp, prog, vals, dur, fend = _run(inp, orders)
     met = step_metrics(comp, prog, fend, vals, dur)
-    start, end = _times(comp.A, comp.B, comp.getter(vals))  # every task's own span, starts kept exact
+    start, end = _times(comp.A, comp.B, comp.getter(vals.tolist()))  # every task's own span, starts kept exact
     with paused_gc():
         return build_timeline(inp, comp, start, end, met)
 

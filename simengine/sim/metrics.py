@@ -207,14 +207,14 @@ def _bins(index: np.ndarray, weights: np.ndarray, n: int) -> np.ndarray:
     return np.bincount(index, weights=weights, minlength=n).astype(float, copy=False)  # (empty → int zeros)
 
 
-def step_metrics(comp: Compiled, prog: Folded, end, vals, dur: np.ndarray) -> StepMetrics:
+def step_metrics(comp: Compiled, prog: Folded, end, vals: np.ndarray, dur: np.ndarray) -> StepMetrics:
     """Metrics of one simulated step from the folded program's end times and entry durations and
     the value table (the duration of every value slot, ``values.py``)."""
     cats = prog.cats
     if cats is None:
         cats = prog.cats = build_cats(comp, prog)
     E = np.asarray(end, dtype=float)
-    V = np.asarray(vals, dtype=float)
+    V = vals
     step = float(E.max())
     nr, nc = comp.graph.p, cats.ncat
     rc, slot, mult = cats.totals
