@@ -31,11 +31,9 @@ class Folded:
 
     __slots__ = ("A", "B", "slots", "starts", "pos", "folded", "cats")
 
-    def __init__(self, A: list[int], B: list[int], slots: list[int], starts: list[int], pos: list[int],
-                 folded: list[bool]):
-        self.A, self.B, self.pos, self.folded = A, B, pos, folded
-        self.slots = np.array(slots, dtype=np.int64)
-        self.starts = np.array(starts, dtype=np.int64)
+    def __init__(self, A: list[int], B: list[int], slots: np.ndarray, starts: np.ndarray, pos: np.ndarray,
+                 folded: np.ndarray):
+        self.A, self.B, self.slots, self.starts, self.pos, self.folded = A, B, slots, starts, pos, folded
         self.cats: Any = None  # metric categories (metrics.py), built on first use
 
     def durations(self, vals: np.ndarray) -> np.ndarray:
@@ -43,56 +41,51 @@ class Folded:
         return np.add.reduceat(vals[self.slots], self.starts)
 
 
-def _foldable(comp: Compiled) -> list[bool]:
-    """Per end index: a task folded into the entry before it."""
-    g, A, B = comp.graph, comp.A, comp.B
-    n = len(A) + 1
-    task = [-1] * n
-    for t, p in enumerate(comp.pos):
-        task[p] = t
-    readers = [0] * n
-    for a, b in zip(A, B):
-        readers[a] += 1
-        if b != a:
-            readers[b] += 1
-    fold = [False] * n
-    for q in range(1, n):
-        t = task[q]
-        if t < 0 or g.kind[t] not in (K_EXP, K_P2P) or g.stream[t] % NSTREAM != S_COMPUTE:
-            continue
-        a, b = A[q - 1], B[q - 1]
-        x = a if b == 0 else (b if a == 0 else -1)
-        if x <= 0 or readers[x] != 1:
-            continue
-        u = task[x]
-        if u >= 0 and g.stream[u] == g.stream[t] and g.kind[u] != K_GATE:
-            fold[q] = True
+def _foldable(comp: Compiled, A: np.ndarray, B: np.ndarray, task: np.ndarray) -> np.ndarray:
+    """Per end index: a task folded into the entry before it (numpy: structures reach 10⁶ entries)."""
+    g = comp.graph
+    n = A.size + 1
+    kind = np.asarray(g.kind, dtype=np.int64)
+    stream = np.asarray(g.stream, dtype=np.int64)
+    readers = np.bincount(A, minlength=n) + np.bincount(B[B != A], minlength=n)
+    x = np.where(B == 0, A, np.where(A == 0, B, -1))  # the only input of each entry, if one
+    t = task[1:]
+    u = task[np.maximum(x, 0)]
+    ok = (t >= 0) & (x > 0) & (u >= 0)
+    tt, uu = t[ok], u[ok]
+    fold = np.zeros(n, dtype=bool)
+    fold[1:][ok] = (((kind[tt] == K_EXP) | (kind[tt] == K_P2P)) & (stream[tt] % NSTREAM == S_COMPUTE)
+                    & (readers[x[ok]] == 1) & (stream[uu] == stream[tt]) & (kind[uu] != K_GATE))
     return fold
 
 
 def fold_chains(comp: Compiled) -> Folded:
-    fold = _foldable(comp)
-    n = len(comp.A) + 1
-    new = [0] * n  # end index → end index in the folded program (a folded task: its chain's entry)
-    A: list[int] = []
-    B: list[int] = []
-    parts: list[list[int]] = [[]]  # per entry (1-based), the value slots it sums, in chain order
-    for q in range(1, n):
-        a, b, v = comp.A[q - 1], comp.B[q - 1], comp.V[q - 1]
-        if fold[q]:
-            new[q] = new[a if b == 0 else b]
-            parts[new[q]].append(v)
-            continue
-        A.append(new[a])
-        B.append(new[b])
-        parts.append([v])
-        new[q] = len(A)
-    slots: list[int] = []
-    starts: list[int] = []
-    for lst in parts[1:]:
-        starts.append(len(slots))
-        slots += lst
-    return Folded(A, B, slots, starts, [new[p] for p in comp.pos], [fold[p] for p in comp.pos])
+    A = np.asarray(comp.A, dtype=np.int64)
+    B = np.asarray(comp.B, dtype=np.int64)
+    V = np.asarray(comp.V, dtype=np.int64)
+    n = A.size + 1
+    pos = np.asarray(comp.pos, dtype=np.int64)
+    task = np.full(n, -1, dtype=np.int64)
+    task[pos] = np.arange(pos.size)
+    fold = _foldable(comp, A, B, task)
+    # each end index → the first entry of its chain (a folded task's only input precedes it)
+    root = np.arange(n)
+    root[1:][fold[1:]] = np.where(B == 0, A, B)[fold[1:]]
+    while True:
+        nxt = root[root]
+        if np.array_equal(nxt, root):
+            break
+        root = nxt
+    kept = ~fold
+    kept[0] = False
+    index = np.zeros(n, dtype=np.int64)
+    index[kept] = np.arange(1, int(kept.sum()) + 1)
+    new = index[root]  # end index → end index in the folded program
+    keep = kept[1:]
+    order = np.argsort(new[1:], kind="stable")  # each entry's slots, its chain in program order
+    grouped = new[1:][order]
+    starts = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]])
+    return Folded(new[A[keep]].tolist(), new[B[keep]].tolist(), V[order], starts, new[pos], fold[pos])
 
 
 def folded_for(comp: Compiled) -> Folded:

@@ -20,7 +20,6 @@ So on every rank compute + exposed communication + bubble = step time.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,7 +27,7 @@ import numpy as np
 from .chains import Folded
 from .compiled import Compiled
 from .layout import (
-    CATEGORY, CHUNK_FIXED, K_EXP, K_GATE, K_HID, NSTREAM, S_COMM, S_COMPUTE, S_DP, S_PP,
+    CATEGORY, CHUNK_FIXED, K_EXP, K_HID, KIND_NAMES, NSTREAM, S_COMM, S_COMPUTE, S_DP, S_PP,
 )
 
 COMPUTE_CATS = ("forward_compute", "backward_compute", "recompute", "optimizer")
@@ -101,11 +100,10 @@ class _Cats:
     off_rc: np.ndarray    # rank·category of the concatenated ``off`` positions
 
 
-def _sums(pairs: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    cnt = Counter(pairs)
-    keys = sorted(cnt)
-    return (np.array([k[0] for k in keys], dtype=np.int64), np.array([k[1] for k in keys], dtype=np.int64),
-            np.array([cnt[k] for k in keys], dtype=float))
+def _sums(key: np.ndarray, slot: np.ndarray, n_slots: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Distinct (key, slot) pairs, sorted, with how often each occurs."""
+    u, cnt = np.unique(key * n_slots + slot, return_counts=True)
+    return u // n_slots, u % n_slots, cnt.astype(float)
 
 
 def _slot_names(comp: Compiled) -> dict[int, str]:
@@ -121,49 +119,65 @@ def _slot_names(comp: Compiled) -> dict[int, str]:
     return out
 
 
-def build_cats(comp: Compiled, prog: Folded) -> _Cats:
-    """Categories of ``comp``'s tasks, positions in the folded program ``prog`` (chains.py)."""
-    g, pos = comp.graph, prog.pos
+def _categories(comp: Compiled) -> tuple[list[str], np.ndarray]:
+    """Category names (COMPUTE_CATS, then communication kinds in order of first appearance) and
+    each task's category index (-1: a gate)."""
+    g = comp.graph
     slots = _slot_names(comp)
+    kind = np.asarray(g.kind, dtype=np.int64)
+    comm = (kind == K_HID) | (kind == K_EXP)
+    labels = sorted(set(CATEGORY.values()) | set(slots.values()))
+    code = {name: i for i, name in enumerate(labels)}
+    of_kind = np.full(len(KIND_NAMES), -1, dtype=np.int64)
+    for k, c in CATEGORY.items():
+        of_kind[k] = code[c]
+    of_slot = np.full(g.n_vals, -1, dtype=np.int64)
+    for v, c in slots.items():
+        of_slot[v] = code[c]
+    lab = np.where(comm, of_slot[np.asarray(g.val, dtype=np.int64)], of_kind[kind])
     names = list(COMPUTE_CATS)
-    index = {k: i for i, k in enumerate(names)}
-    per_stream: list[list[list[tuple[int, int, int]]]] = [[[] for _ in range(NSTREAM)] for _ in range(g.p)]
-    every = []
-    for t, k in enumerate(g.kind):
-        if k == K_GATE:
-            continue
-        r, local = divmod(g.stream[t], NSTREAM)
-        name = slots[g.val[t]] if k in (K_HID, K_EXP) else CATEGORY[k]
-        i = index.get(name)
-        if i is None:
-            i = index[name] = len(names)
-            names.append(name)
-        every.append((r, i, g.val[t], local))
-        if not prog.folded[t]:  # a folded task's time is its chain entry's
-            per_stream[r][local].append((pos[t], i, g.val[t]))
+    present, first = np.unique(lab[lab >= 0], return_index=True)
+    for c in present[np.argsort(first, kind="stable")]:
+        if labels[c] not in names:
+            names.append(labels[c])
+    remap = np.full(len(labels) + 1, -1, dtype=np.int64)
+    for i, name in enumerate(names):
+        remap[code[name]] = i
+    return names, remap[lab]  # lab = -1 (gate) → remap[-1] = -1
+
+
+def build_cats(comp: Compiled, prog: Folded) -> _Cats:
+    """Categories of ``comp``'s tasks, positions in the folded program ``prog`` (chains.py).
+    Tasks are numbered rank by rank in creation order, which is each stream's order."""
+    g = comp.graph
+    names, cat = _categories(comp)
+    stream = np.asarray(g.stream, dtype=np.int64)
+    val = np.asarray(g.val, dtype=np.int64)
+    rank, local = stream // NSTREAM, stream % NSTREAM
     nc, nk = len(names), len(COMPUTE_CATS)
+    task = cat >= 0
+    rc = rank * nc + cat
     cats = _Cats()
     cats.names, cats.ncat = tuple(names), nc
-    cats.totals = _sums([(r * nc + i, v) for r, i, v, _ in every])
-    cats.cs_exposed = _sums([(r * nc + i, v) for r, i, v, local in every if i >= nk and local == S_COMPUTE])
-    cs = [(r, p, i, v) for r in range(g.p) for p, i, v in per_stream[r][S_COMPUTE]]
-    cats.cs = np.array([p for _, p, _, _ in cs], dtype=np.int64)
-    cats.cs_rank = np.array([r for r, _, _, _ in cs], dtype=float)
-    kern = [j for j, (_, _, i, _) in enumerate(cs) if i < nk]
-    cats.kernels = np.array(kern, dtype=np.int64)
-    cats.kernel_slot = np.array([cs[j][3] for j in kern], dtype=np.int64)
+    cats.totals = _sums(rc[task], val[task], g.n_vals)
+    cs_comm = task & (local == S_COMPUTE) & (cat >= nk)
+    cats.cs_exposed = _sums(rc[cs_comm], val[cs_comm], g.n_vals)
+    own = task & ~prog.folded  # a folded task's time is its chain entry's
+    cs = np.flatnonzero(own & (local == S_COMPUTE))
+    cats.cs = prog.pos[cs]
+    cats.cs_rank = rank[cs].astype(float)
+    kern = np.flatnonzero(cat[cs] < nk)
+    cats.kernels = kern
+    cats.kernel_slot = val[cs[kern]]
     alone = np.diff(np.append(prog.starts, prog.slots.size)) == 1  # entries of one task
-    cats.kernel_chained = np.flatnonzero(~alone[cats.cs[cats.kernels] - 1])
-    off, off_rc = [], []
+    cats.kernel_chained = np.flatnonzero(~alone[cats.cs[kern] - 1])
+    off = []
     for s in _OFF_STREAMS:
-        lst = [(r, p, i, v) for r in range(g.p) for p, i, v in per_stream[r][s]]
-        if lst:
-            off.append((np.array([p for _, p, _, _ in lst], dtype=np.int64),
-                        np.array([v for _, _, _, v in lst], dtype=np.int64),
-                        np.array([r for r, _, _, _ in lst], dtype=float)))
-            off_rc += [r * nc + i for r, _, i, _ in lst]
-    cats.off = tuple(off)
-    cats.off_rc = np.array(off_rc, dtype=np.int64)
+        t = np.flatnonzero(own & (local == s))
+        if t.size:
+            off.append((t, (prog.pos[t], val[t], rank[t].astype(float))))
+    cats.off = tuple(x for _, x in off)
+    cats.off_rc = np.concatenate([rc[t] for t, _ in off]) if off else np.zeros(0, dtype=np.int64)
     return cats
 
 
