@@ -6,7 +6,9 @@ simulator uses (its fast path), so the two agree by construction.
 
 from __future__ import annotations
 
+from .config.model import ModelSpec
 from .config.scenario import Scenario
+from .memo import config_cache
 from .cost.stage import Plan, StagePlan, build_plan
 from .pipeline import max_inflight, order_memory_peaks, pipeline_input, sim_microbatches
 from .report import Report, StageMemory
@@ -25,16 +27,25 @@ def model_flops_per_step(sc: Scenario, causal: bool = False) -> float:
     halves it as current Megatron-LM's ``num_floating_point_operations`` does. N = GEMM parameters
     active per token, the LM head included and the embedding lookup excluded; multi-token-prediction
     modules add one block, their 2h×h projection and another LM-head pass each (Megatron counts them)."""
-    m, st = sc.model, sc.strategy
-    n = gemm_parameters_active(m, sc.vocab_padded)
-    per_layer_attn = 3 * 2 * st.seq_len * m.num_attention_heads * (m.qk_head_dim + m.v_dim) * (0.5 if causal else 1.0)
+    return float(sc.tokens_per_step) * _model_flops_per_token(sc.model, sc.vocab_padded, sc.strategy.seq_len, causal)
+
+
+@config_cache
+def _model_flops_per_token(m: ModelSpec, vocab_padded: int, seq_len: int, causal: bool) -> float:
+    """``model_flops_per_step`` / tokens: a pure function of the model and the sequence length
+    (memoised: the attention-window ratio walks every layer)."""
+    n = gemm_parameters_active(m, vocab_padded)
+    per_layer_attn = 3 * 2 * seq_len * m.num_attention_heads * (m.qk_head_dim + m.v_dim) * (0.5 if causal else 1.0)
     # sliding-window layers attend over their band only (workload/window.py: causal pairs)
-    attn = per_layer_attn * (m.num_layers + m.mtp_layers) * attention_flops_ratio(m, st.seq_len)
+    attn = per_layer_attn * (m.num_layers + m.mtp_layers) * attention_flops_ratio(m, seq_len)
     if m.mtp_layers:
         last = layer_params(m, m.num_layers - 1)
         norms = 2 * m.hidden_size * (2 if m.norm == "layernorm" else 1)
         n += m.mtp_layers * (last.active - norms + 2 * m.hidden_size**2 + m.vocab_size * m.hidden_size)
-    return float(sc.tokens_per_step) * (6.0 * n + attn)
+    return 6.0 * n + attn
+
+
+_count_parameters = config_cache(count_parameters)  # a pure function of the (frozen) model
 
 
 def _stage_memory(sc: Scenario, st: StagePlan, inflight: int, exact: tuple[float, float, int] | None) -> tuple[StageMemory, float]:
@@ -97,7 +108,7 @@ def estimate_plan(sc: Scenario, plan: Plan) -> Report:
     mems = memory_by_stage(sc, plan)
     peak_gib = max(x.peak_gib for x in mems)
     reserved_gib = max(x.reserved_gib for x in mems)
-    total, active = count_parameters(sc.model)
+    total, active = _count_parameters(sc.model)
     hours = step / 3600.0
     cost = hours * gpus * sysm.gpu.price_per_hour
     warnings = [msg for _, msg in sc.notes]  # layouts Megatron itself would refuse (config/scenario.py)

@@ -32,6 +32,12 @@ def _tasks(pc: PhaseCost) -> tuple[CommTask, ...]:
 
 
 def _chunk(c, k: float, made: dict[tuple, ChunkCost]) -> ChunkCost:
+    # ranks holding the same kind of chunk share its priced phases (cost/stage.py
+    # _plan_chunk_once): look those up by identity first, by content on a miss
+    ident = (id(c.fwd), id(c.bwd), id(c.wgt), id(c.recompute), c.activation_bytes, c.peak_extra_bytes)
+    ch = made.get(ident)
+    if ch is not None:
+        return ch
     bwd = _backward(c)
     key = (c.fwd.compute_s, c.bwd.compute_s, c.wgt.compute_s, c.recompute.compute_s, c.activation_bytes,
            c.peak_extra_bytes, c.fwd.tasks(), bwd.tasks(), c.recompute.tasks())
@@ -43,6 +49,7 @@ def _chunk(c, k: float, made: dict[tuple, ChunkCost]) -> ChunkCost:
             forward_comm=_tasks(c.fwd), backward_comm=_tasks(bwd), recompute_comm=_tasks(c.recompute),
             activation_bytes=c.activation_bytes, peak_extra_bytes=c.peak_extra_bytes,
         )
+    made[ident] = ch
     return ch
 
 
@@ -64,6 +71,7 @@ def pipeline_input(sc: Scenario, plan: Plan, *, with_dp: bool = True) -> Pipelin
     host = step_overhead_s(sc)
     stages = []
     made: dict[tuple, ChunkCost] = {}  # middle stages price the same chunks: build each once
+    # (identity keys are safe: ``plan`` keeps every phase alive for the whole call)
     same: dict[tuple, StageCost] = {}  # identical ranks share one StageCost (sim/values.py reuses its values)
     for st in plan.stages:
         chunks = tuple(_chunk(c, k, made) for c in st.chunks)
@@ -119,14 +127,48 @@ def _peak_states(schedule: str, pp: int, m: int, vpp: int, combined: bool = Fals
     return tuple(out)
 
 
+@lru_cache(maxsize=64)
+def _stacked_states(schedule: str, pp: int, m: int, vpp: int, combined: bool = False):
+    """``_peak_states`` of every rank stacked: (counts, running, rank of each row, first row of
+    each rank, micro-batches held per row), or None when the ranks hold different chunk counts."""
+    states = _peak_states(schedule, pp, m, vpp, combined)
+    if len({c.shape[1] for c, _ in states}) != 1:
+        return None
+    counts = np.concatenate([c for c, _ in states])
+    running = np.concatenate([r for _, r in states])
+    rank = np.repeat(np.arange(len(states)), [len(r) for _, r in states])
+    first = np.cumsum([0] + [len(r) for _, r in states[:-1]])
+    return counts, running, rank, first, counts.sum(axis=1)
+
+
 def order_memory_peaks(schedule: str, pp: int, m: int, vpp: int,
                        chunks: list[list[tuple[float, float]]], combined: bool = False) -> list[tuple[float, float, int]]:
     """Exact activation peak per rank from the schedule's order, for ranks whose chunks differ
     (interleaved, DualPipeV): memory on a rank depends only on its own order, not on timing.
 
     ``chunks[r]`` = [(activation_bytes, peak_extra_bytes)] per local chunk; the chunk's transient
-    applies while its F or B runs. Returns (held bytes, extra bytes, held count) at each peak.
+    applies while its F or B runs. Returns (held bytes, extra bytes, held count) at each peak
+    (the first candidate state of the largest total, per rank).
     """
+    stacked = _stacked_states(schedule, pp, m, vpp, combined)
+    if stacked is None or len(chunks) != pp or len({len(c) for c in chunks}) != 1:
+        return _peaks_per_rank(schedule, pp, m, vpp, chunks, combined)
+    counts, running, rank, first, held_count = stacked
+    spec = np.array(chunks, dtype=float)  # [rank, chunk, (activation, transient)]
+    if spec.shape[1] != counts.shape[1]:
+        return _peaks_per_rank(schedule, pp, m, vpp, chunks, combined)
+    act, ext = spec[:, :, 0], spec[:, :, 1]
+    held = np.einsum("ij,ij->i", counts, act[rank])
+    extra = ext[rank, running]
+    total = held + extra
+    best = np.maximum.reduceat(total, first)
+    hits = np.flatnonzero(total == best[rank])
+    i = hits[np.searchsorted(hits, first)]
+    return list(zip(held[i].tolist(), extra[i].tolist(), held_count[i].tolist()))
+
+
+def _peaks_per_rank(schedule: str, pp: int, m: int, vpp: int,
+                    chunks: list[list[tuple[float, float]]], combined: bool = False) -> list[tuple[float, float, int]]:
     out = []
     for spec, (counts, running) in zip(chunks, _peak_states(schedule, pp, m, vpp, combined), strict=True):
         act = np.array([a for a, _ in spec])

@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from ..errors import ConfigError, from_pydantic
+from ..memo import config_cache
 from ..schedule import get_schedule
 from .layout import strategy_stage_counts
 from .model import ModelSpec
@@ -101,6 +102,13 @@ def scenario_notes(model: ModelSpec, strategy: StrategySpec) -> list[tuple[str, 
     return [("strategy.vpp", f"num_layers={n} is not divisible by pp*vpp = {pp}*{nch} = {pp * nch}: Megatron-LM "
                              f"refuses it (get_num_layers_to_build asserts num_layers/pp = {n}/{pp} = {n // pp} "
                              f"divisible by vpp={nch}); {placed}; {fix}")]
+
+
+@config_cache
+def _cached_notes(model: ModelSpec, strategy: StrategySpec) -> tuple[tuple[str, str], ...]:
+    """``scenario_notes`` memoised on the frozen (model, strategy) pair it depends on (every
+    estimate reads them; a search re-reads them for every layout of one model)."""
+    return tuple(scenario_notes(model, strategy))
 
 
 def _megatron_first_last(s: StrategySpec, num_layers: int, counts: list[int]) -> str:
@@ -261,7 +269,7 @@ class Scenario(BaseModel):
     @property
     def notes(self) -> list[tuple[str, str]]:
         """Non-fatal (field, message) notes: layouts Megatron-LM would refuse (``scenario_notes``)."""
-        return scenario_notes(self.model, self.strategy)
+        return list(_cached_notes(self.model, self.strategy))
 
     @property
     def vocab_padded(self) -> int:

@@ -7,7 +7,7 @@ start from the ``StagePlan`` list it returns, so they price exactly the same wor
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from ..config.scenario import Scenario
 from ..workload.builder import ChunkWork, Workload, build_workload
@@ -187,12 +187,14 @@ def _plan_chunk(p: _Priced, cw: ChunkWork) -> ChunkPlan:
 def _plan_chunk_once(p: _Priced, cw: ChunkWork, priced: dict[tuple, ChunkPlan]) -> ChunkPlan:
     """``_plan_chunk`` of a chunk whose cost depends only on what it holds (the kind of each
     layer, the ends, MTP and windowed layers), reused across ranks; the plan keeps its own work."""
-    key = (tuple(p.sc.model.is_moe_layer(i) for i in cw.layers), cw.first, cw.last, cw.mtp, cw.mtp_moe, cw.window_layers)
+    # the kind of each layer; a chunk without MoE layers is all dense, so its length says it all
+    kinds = tuple(p.sc.model.is_moe_layer(i) for i in cw.layers) if cw.moe_layers else len(cw.layers)
+    key = (kinds, cw.first, cw.last, cw.mtp, cw.mtp_moe, cw.window_layers)
     hit = priced.get(key)
     if hit is None:
         hit = priced[key] = _plan_chunk(p, cw)
         return hit
-    return replace(hit, work=cw)
+    return ChunkPlan(cw, hit.fwd, hit.bwd, hit.wgt, hit.recompute, hit.activation_bytes, hit.peak_extra_bytes)
 
 
 def build_plan(sc: Scenario) -> Plan:

@@ -28,24 +28,33 @@ from .overlap import kinds
 
 
 class Compiled:
-    __slots__ = ("graph", "A", "B", "V", "pos", "getter", "key", "plan", "cats")
+    __slots__ = ("graph", "A", "B", "V", "pos", "getter", "key", "plan", "folded", "piece_class")
 
     def __init__(self, graph: TaskGraph, A: list[int], B: list[int], V: list[int], pos: list[int], key):
         self.graph, self.A, self.B, self.V, self.pos, self.key = graph, A, B, V, pos, key
         self.plan: Any = None  # timeline plan (plan.py), built on the first full simulation
-        self.cats: Any = None  # metric categories per program position (metrics.py), built on first use
+        self.folded: Any = None  # the program with compute-stream chains folded (chains.py), built on first use
+        self.piece_class: Any = None  # per rank, an id of its DP piece layout (values.py), built on first use
         self.getter = itemgetter(*V) if len(V) > 1 else (lambda vals, _i=V[0]: (vals[_i],))
 
 
+def _stage_sig(st) -> tuple:
+    return (len(st.dp_grad_buckets_s), len(st.dp_param_buckets_s),
+            tuple((kinds(ch.forward_comm), kinds(ch.backward_comm), ch.recompute_s > 0 or bool(ch.recompute_comm))
+                  for ch in st.chunks))
+
+
 def structure_key(inp: PipelineInput) -> tuple:
-    sig = tuple(
-        (len(st.dp_grad_buckets_s), len(st.dp_param_buckets_s),
-         tuple((kinds(ch.forward_comm), kinds(ch.backward_comm), ch.recompute_s > 0 or bool(ch.recompute_comm)) for ch in st.chunks))
-        for st in inp.stages
-    )
+    seen: dict[int, tuple] = {}  # ranks sharing one StageCost (pipeline.py) share its signature
+    sig = []
+    for st in inp.stages:
+        s = seen.get(id(st))
+        if s is None:
+            s = seen[id(st)] = _stage_sig(st)
+        sig.append(s)
     return (inp.schedule, len(inp.stages), inp.num_microbatches, inp.vpp,
             bool(inp.overlap_grad_reduce), bool(inp.overlap_param_gather), bool(inp.p2p_blocking),
-            bool(inp.fb_overlap), sig)
+            bool(inp.fb_overlap), tuple(sig))
 
 
 def topo_order(g: TaskGraph) -> list[int]:

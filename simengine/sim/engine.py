@@ -1,15 +1,20 @@
 """The list scheduler: start = max(stream free, dependencies done), end = start + duration.
 
-``simulate`` returns the full Timeline; ``pipeline_metrics`` is the estimate path (the same
-program, the same durations, the same metrics — only the spans and memory curves are skipped);
-``pipeline_step_time`` only the step time.
+Every path runs the folded program (``chains.py``: compute-stream communication folded into the
+task before it, the same times up to the rounding of a sum) and takes its numbers from
+``metrics.py``: ``pipeline_metrics`` is the estimate path, ``pipeline_step_time`` only the step
+time, and ``simulate`` also times every task on its own for the Timeline's spans and memory
+curves (tests/test_fast_path.py: the folded metrics equal a per-task reference to 1e-9).
 """
 
 from __future__ import annotations
 
 from typing import Sequence
 
+import numpy as np
+
 from ..schedule import Action
+from .chains import folded_for
 from .compiled import compiled_for
 from .inputs import PipelineInput
 from .metrics import StepMetrics, step_metrics
@@ -34,34 +39,36 @@ def _times(A: list[int], B: list[int], D) -> tuple[list[float], list[float]]:
 
 
 def _run(inp: PipelineInput, orders):
+    """The folded program (chains.py) over this input: its entry durations and end times."""
     comp = compiled_for(inp, orders)
-    D = comp.getter(build_values(inp, comp))
+    vals = np.array(build_values(inp, comp))
+    prog = folded_for(comp)
+    dur = prog.durations(vals)
     end = [0.0]
     ea = end.append
-    for a, b, d in zip(comp.A, comp.B, D):
+    for a, b, d in zip(prog.A, prog.B, dur.tolist()):
         x = end[a]
         y = end[b]
         ea((x if x >= y else y) + d)
-    return comp, D, end
+    return comp, prog, vals, dur, end
 
 
 def simulate(inp: PipelineInput, orders: Sequence[Sequence[Action]] | None = None) -> Timeline:
     """Simulate one training step. ``orders`` replaces the schedule's per-rank orders (tests,
     hand-made schedules); an order that cannot finish raises DeadlockError."""
-    comp = compiled_for(inp, orders)
-    D = comp.getter(build_values(inp, comp))
-    start, end = _times(comp.A, comp.B, D)  # the same end times as _run, starts kept exact
-    met = step_metrics(comp, end, D)
+    comp, prog, vals, dur, fend = _run(inp, orders)
+    met = step_metrics(comp, prog, fend, vals, dur)
+    start, end = _times(comp.A, comp.B, comp.getter(vals.tolist()))  # every task's own span, starts kept exact
     with paused_gc():
         return build_timeline(inp, comp, start, end, met)
 
 
 def pipeline_metrics(inp: PipelineInput, orders: Sequence[Sequence[Action]] | None = None) -> StepMetrics:
     """``simulate(inp).metrics`` without building spans or memory curves."""
-    comp, D, end = _run(inp, orders)
-    return step_metrics(comp, end, D)
+    comp, prog, vals, dur, end = _run(inp, orders)
+    return step_metrics(comp, prog, end, vals, dur)
 
 
 def pipeline_step_time(inp: PipelineInput, orders: Sequence[Sequence[Action]] | None = None) -> float:
     """Step time of ``simulate(inp).step_time_s``, without building the timeline."""
-    return max(_run(inp, orders)[2])
+    return max(_run(inp, orders)[4])

@@ -11,7 +11,9 @@ Definitions (per rank; the Estimate page, the Timeline page, the CLI and the sea
   exposed part of an in-layer collective) is exposed in full;
 * a collective's *hidden* time: the part under a compute kernel of the same rank;
 * bubble = step time − compute − exposed communication (the rank waits on nothing it runs);
-* the critical rank: the one with the least bubble (the most work), ties to the lowest rank.
+* the critical rank: the one with the least bubble (the most work), ties to the lowest rank; bubbles
+  within ``TIE_REL`` × step time of the least are ties (identical middle stages differ only by the
+  rounding of their times, which must not pick the rank).
 
 So on every rank compute + exposed communication + bubble = step time.
 """
@@ -22,13 +24,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .chains import Folded
 from .compiled import Compiled
 from .layout import (
-    CATEGORY, CHUNK_FIXED, PAIR_FIXED, K_EXP, K_GATE, K_HID, NSTREAM, S_COMM, S_COMPUTE, S_DP, S_PP,
+    CATEGORY, CHUNK_FIXED, K_EXP, K_HID, KIND_NAMES, NSTREAM, PAIR_FIXED, S_COMM, S_COMPUTE, S_DP, S_PP,
 )
 
 COMPUTE_CATS = ("forward_compute", "backward_compute", "recompute", "optimizer")
 _OFF_STREAMS = (S_PP, S_COMM, S_DP)
+TIE_REL = 1e-9  # the tolerance the tests hold equal numbers to (tests/test_one_owner.py)
 _COMM_ORDER = {k: i for i, k in enumerate(("tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm"))}
 
 
@@ -74,17 +78,32 @@ class StepMetrics:
 
 
 class _Cats:
-    """Per structure: each program position's rank and category, and position lists per stream."""
+    """Per structure: each program position's rank and category, and the positions the interval
+    arithmetic needs (compute stream, its kernels, the other streams), with their value slots.
 
-    __slots__ = ("names", "rank", "rc", "valid", "kernels", "compute_stream", "cs_comm", "off")
+    Category totals need no times: a task's duration is its value slot's, so a (rank, category)
+    total is Σ multiplicity × value over the distinct (rank·category, slot) pairs (``sums``);
+    so is the exposed time of communication on the compute stream (counted in full)."""
+
+    __slots__ = ("names", "ncat", "totals", "cs_exposed", "cs", "cs_rank", "kernels", "kernel_slot",
+                 "kernel_chained", "off", "off_rc")
     names: tuple[str, ...]
-    rank: np.ndarray
-    rc: np.ndarray
-    valid: np.ndarray
-    kernels: np.ndarray
-    compute_stream: np.ndarray
-    cs_comm: np.ndarray
-    off: tuple[np.ndarray, ...]
+    ncat: int
+    totals: tuple[np.ndarray, np.ndarray, np.ndarray]      # (rank·category, slot, multiplicity)
+    cs_exposed: tuple[np.ndarray, np.ndarray, np.ndarray]  # the same for compute-stream communication
+    cs: np.ndarray        # compute-stream entries (folded program), per rank in stream order
+    cs_rank: np.ndarray
+    kernels: np.ndarray   # indices into ``cs`` of the entries a compute kernel heads
+    kernel_slot: np.ndarray  # ... and that kernel's value slot
+    kernel_chained: np.ndarray  # indices into ``kernels`` of entries with folded tasks after the kernel
+    off: tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...]  # per other stream: (positions, slots, ranks)
+    off_rc: np.ndarray    # rank·category of the concatenated ``off`` positions
+
+
+def _sums(key: np.ndarray, slot: np.ndarray, n_slots: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Distinct (key, slot) pairs, sorted, with how often each occurs."""
+    u, cnt = np.unique(key * n_slots + slot, return_counts=True)
+    return u // n_slots, u % n_slots, cnt.astype(float)
 
 
 def _slot_names(comp: Compiled) -> dict[int, str]:
@@ -105,41 +124,65 @@ def _slot_names(comp: Compiled) -> dict[int, str]:
     return out
 
 
-def build_cats(comp: Compiled) -> _Cats:
-    g, pos = comp.graph, comp.pos
+def _categories(comp: Compiled) -> tuple[list[str], np.ndarray]:
+    """Category names (COMPUTE_CATS, then communication kinds in order of first appearance) and
+    each task's category index (-1: a gate)."""
+    g = comp.graph
     slots = _slot_names(comp)
+    kind = np.asarray(g.kind, dtype=np.int64)
+    comm = (kind == K_HID) | (kind == K_EXP)
+    labels = sorted(set(CATEGORY.values()) | set(slots.values()))
+    code = {name: i for i, name in enumerate(labels)}
+    of_kind = np.full(len(KIND_NAMES), -1, dtype=np.int64)
+    for k, c in CATEGORY.items():
+        of_kind[k] = code[c]
+    of_slot = np.full(g.n_vals, -1, dtype=np.int64)
+    for v, c in slots.items():
+        of_slot[v] = code[c]
+    lab = np.where(comm, of_slot[np.asarray(g.val, dtype=np.int64)], of_kind[kind])
     names = list(COMPUTE_CATS)
-    index = {k: i for i, k in enumerate(names)}
-    n = len(comp.A) + 1
-    rank = np.zeros(n, dtype=np.int64)
-    cat = np.full(n, -1, dtype=np.int64)
-    per_stream: list[list[list[int]]] = [[[] for _ in range(NSTREAM)] for _ in range(g.p)]
-    for t, k in enumerate(g.kind):
-        if k == K_GATE:
-            continue
-        p = pos[t]
-        s = g.stream[t]
-        r, local = divmod(s, NSTREAM)
-        name = slots[g.val[t]] if k in (K_HID, K_EXP) else CATEGORY[k]
-        i = index.get(name)
-        if i is None:
-            i = index[name] = len(names)
-            names.append(name)
-        rank[p], cat[p] = r, i
-        per_stream[r][local].append(p)
+    present, first = np.unique(lab[lab >= 0], return_index=True)
+    for c in present[np.argsort(first, kind="stable")]:
+        if labels[c] not in names:
+            names.append(labels[c])
+    remap = np.full(len(labels) + 1, -1, dtype=np.int64)
+    for i, name in enumerate(names):
+        remap[code[name]] = i
+    return names, remap[lab]  # lab = -1 (gate) → remap[-1] = -1
+
+
+def build_cats(comp: Compiled, prog: Folded) -> _Cats:
+    """Categories of ``comp``'s tasks, positions in the folded program ``prog`` (chains.py).
+    Tasks are numbered rank by rank in creation order, which is each stream's order."""
+    g = comp.graph
+    names, cat = _categories(comp)
+    stream = np.asarray(g.stream, dtype=np.int64)
+    val = np.asarray(g.val, dtype=np.int64)
+    rank, local = stream // NSTREAM, stream % NSTREAM
+    nc, nk = len(names), len(COMPUTE_CATS)
+    task = cat >= 0
+    rc = rank * nc + cat
     cats = _Cats()
-    cats.names = tuple(names)
-    cats.rank = rank
-    cats.valid = np.flatnonzero(cat >= 0)
-    cats.rc = rank * len(names) + cat
-    cs = [p for r in range(g.p) for p in per_stream[r][S_COMPUTE]]
-    cats.compute_stream = np.array(cs, dtype=np.int64)
-    is_kernel = np.zeros(n, dtype=bool)
-    is_kernel[cats.valid] = cat[cats.valid] < len(COMPUTE_CATS)
-    cats.kernels = cats.compute_stream[is_kernel[cats.compute_stream]]
-    cats.cs_comm = cats.compute_stream[~is_kernel[cats.compute_stream]]
-    cats.off = tuple(np.array([p for r in range(g.p) for p in per_stream[r][s]], dtype=np.int64)
-                     for s in _OFF_STREAMS)
+    cats.names, cats.ncat = tuple(names), nc
+    cats.totals = _sums(rc[task], val[task], g.n_vals)
+    cs_comm = task & (local == S_COMPUTE) & (cat >= nk)
+    cats.cs_exposed = _sums(rc[cs_comm], val[cs_comm], g.n_vals)
+    own = task & ~prog.folded  # a folded task's time is its chain entry's
+    cs = np.flatnonzero(own & (local == S_COMPUTE))
+    cats.cs = prog.pos[cs]
+    cats.cs_rank = rank[cs].astype(float)
+    kern = np.flatnonzero(cat[cs] < nk)
+    cats.kernels = kern
+    cats.kernel_slot = val[cs[kern]]
+    alone = np.diff(np.append(prog.starts, prog.slots.size)) == 1  # entries of one task
+    cats.kernel_chained = np.flatnonzero(~alone[cats.cs[kern] - 1])
+    off = []
+    for s in _OFF_STREAMS:
+        t = np.flatnonzero(own & (local == s))
+        if t.size:
+            off.append((t, (prog.pos[t], val[t], rank[t].astype(float))))
+    cats.off = tuple(x for _, x in off)
+    cats.off_rc = np.concatenate([rc[t] for t, _ in off]) if off else np.zeros(0, dtype=np.int64)
     return cats
 
 
@@ -179,36 +222,57 @@ def _union(us: np.ndarray, ue: np.ndarray, xs: np.ndarray, xe: np.ndarray) -> tu
     return s[idx], ce[last]
 
 
-def step_metrics(comp: Compiled, end, dur) -> StepMetrics:
-    """Metrics of one simulated step from the program's end times and durations."""
-    cats = comp.cats
+def _bins(index: np.ndarray, weights: np.ndarray, n: int) -> np.ndarray:
+    return np.bincount(index, weights=weights, minlength=n).astype(float, copy=False)  # (empty → int zeros)
+
+
+def step_metrics(comp: Compiled, prog: Folded, end, vals: np.ndarray, dur: np.ndarray) -> StepMetrics:
+    """Metrics of one simulated step from the folded program's end times and entry durations and
+    the value table (the duration of every value slot, ``values.py``)."""
+    cats = prog.cats
     if cats is None:
-        cats = comp.cats = build_cats(comp)
+        cats = prog.cats = build_cats(comp, prog)
     E = np.asarray(end, dtype=float)
-    D = np.empty(E.size)
-    D[0] = 0.0
-    D[1:] = dur
+    V = vals
     step = float(E.max())
-    # ranks laid end to end on one time axis, so one sort/interp serves every rank
-    shift = cats.rank * (2.0 * step + 1.0)
-    S2, E2 = E - D + shift, E + shift
-    exposed = np.zeros(E.size)
-    hidden = np.zeros(E.size)
-    exposed[cats.cs_comm] = D[cats.cs_comm]
-    kernels = _curve(S2[cats.kernels], E2[cats.kernels])
-    us, ue = S2[cats.compute_stream], E2[cats.compute_stream]
-    todo = [p for p in cats.off if p.size]
-    for i, p in enumerate(todo):
-        xs, xe = S2[p], E2[p]
-        exposed[p] = np.maximum(D[p] - _cover(_curve(us, ue), xs, xe), 0.0)
-        hidden[p] = _cover(kernels, xs, xe)
-        if i + 1 < len(todo):
-            us, ue = _union(us, ue, xs, xe)
-    nr, nc = comp.graph.p, len(cats.names)
-    v, rc = cats.valid, cats.rc[cats.valid]
-    total = np.bincount(rc, weights=D[v], minlength=nr * nc).reshape(nr, nc)
-    exp = np.bincount(rc, weights=exposed[v], minlength=nr * nc).reshape(nr, nc)
-    hid = np.bincount(rc, weights=hidden[v], minlength=nr * nc).reshape(nr, nc)
+    nr, nc = comp.graph.p, cats.ncat
+    rc, slot, mult = cats.totals
+    total = _bins(rc, V[slot] * mult, nr * nc)
+    rc, slot, mult = cats.cs_exposed
+    exp = _bins(rc, V[slot] * mult, nr * nc)
+    hid = np.zeros(nr * nc)
+    if cats.off:
+        # ranks laid end to end on one time axis, so one sort/interp serves every rank
+        gap = 2.0 * step + 1.0
+        shift = cats.cs_rank * gap
+        ue = E[cats.cs]
+        us = ue - dur[cats.cs - 1]
+        k = cats.kernels
+        ke = ue[k]  # a kernel heads its entry (chains.py): it ends d_kernel after the entry starts
+        ch = cats.kernel_chained
+        ke[ch] = us[k[ch]] + V[cats.kernel_slot[ch]]
+        ks = us[k] + shift[k]
+        kernels = _curve(ks, ke + shift[k])
+        us = us + shift
+        ue = ue + shift
+        exposed, hidden = [], []
+        for i, (p, ps, pr) in enumerate(cats.off):
+            xe = E[p]
+            d = V[ps]
+            sh = pr * gap
+            xs, xe = xe - d + sh, xe + sh
+            exposed.append(np.maximum(d - _cover(_curve(us, ue), xs, xe), 0.0))
+            hidden.append(_cover(kernels, xs, xe))
+            if i + 1 < len(cats.off):
+                us, ue = _union(us, ue, xs, xe)
+        exp += _bins(cats.off_rc, np.concatenate(exposed), nr * nc)
+        hid += _bins(cats.off_rc, np.concatenate(hidden), nr * nc)
+    total, exp, hid = total.reshape(nr, nc), exp.reshape(nr, nc), hid.reshape(nr, nc)
     nk = len(COMPUTE_CATS)
     bubble = np.maximum(step - total[:, :nk].sum(axis=1) - exp[:, nk:].sum(axis=1), 0.0)
-    return StepMetrics(step, cats.names, total, exp, hid, bubble, int(np.argmin(bubble)))
+    return StepMetrics(step, cats.names, total, exp, hid, bubble, critical_rank(bubble, step))
+
+
+def critical_rank(bubble: np.ndarray, step: float) -> int:
+    """The lowest rank whose bubble is the least, up to ``TIE_REL`` × the step time."""
+    return int(np.flatnonzero(bubble <= bubble.min() + TIE_REL * step)[0])

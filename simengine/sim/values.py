@@ -82,13 +82,24 @@ def _pair_values(chf, chb, hw: bool, slow: float, app) -> None:
         app(e)
 
 
+def _piece_classes(comp: Compiled) -> list[int]:
+    """Per rank, an id shared by the ranks whose DP pieces are laid out alike (once per structure)."""
+    if comp.piece_class is None:
+        g = comp.graph
+        ids: dict[tuple, int] = {}
+        comp.piece_class = [ids.setdefault((tuple(a), tuple(b)), len(ids))
+                            for a, b in zip(g.grad_piece_of, g.param_piece_of)]
+    return comp.piece_class
+
+
 def build_values(inp: PipelineInput, comp: Compiled) -> list[float]:
     vals = [0.0]
     memo: dict[int, tuple] = {}
     ranks: dict[tuple, list[float]] = {}  # a rank's values depend on its StageCost and its pieces only
+    pieces = _piece_classes(comp)
     g = comp.graph
     for r, st in enumerate(inp.stages):
-        key = (id(st), tuple(g.grad_piece_of[r]), tuple(g.param_piece_of[r]), tuple(g.pair_base[r]))
+        key = (id(st), pieces[r], tuple(g.pair_base[r]))
         block = ranks.get(key)
         if block is None:
             block = ranks[key] = []

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..config.model import ModelSpec
 from ..config.scenario import Scenario
+from ..config.strategy import StrategySpec
+from ..memo import config_cache
 from ..schedule import get_schedule
 from .dims import Dims, dims_of
 from .ends import embedding, head, mtp_projection
@@ -64,7 +67,12 @@ def place_layers(sc: Scenario) -> tuple[tuple[ChunkWork, ...], ...]:
     """Per pp rank, its chunks in local order with the layers each holds. The schedule says which
     virtual stage (rank, chunk) is (``stage_of``: interleaved c·p + r, DualPipeV's V r / 2p−1−r);
     ``partition`` says how many layers each stage holds."""
-    m, st = sc.model, sc.strategy
+    return _place_layers(sc.model, sc.strategy)
+
+
+@config_cache
+def _place_layers(m: ModelSpec, st: StrategySpec) -> tuple[tuple[ChunkWork, ...], ...]:
+    """``place_layers``, memoised on the frozen (model, strategy) it depends on (immutable result)."""
     sched = get_schedule(st.schedule)
     nch = sched.chunks_per_rank(st.vpp)
     counts, _ = strategy_stage_counts(st, m.num_layers)  # the Scenario has rejected bad splits

@@ -1,0 +1,31 @@
+"""Memoisation of pure functions of the frozen configuration objects (``config/``).
+
+A search or a page rerun estimates many scenarios that share a model and a strategy; what
+depends on those alone (the layer placement, the model-FLOPs count, the scenario notes) is
+computed once. Frozen pydantic models hash by value; one holding a list (e.g.
+``StrategySpec.pipeline_layers``) cannot be hashed, and then the function simply runs.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache, wraps
+from typing import Callable, TypeVar
+
+T = TypeVar("T")
+
+
+def config_cache(fn: Callable[..., T], maxsize: int = 256) -> Callable[..., T]:
+    """``lru_cache(fn)`` for positional, hashable arguments; unhashable ones bypass the cache.
+    The result is shared between callers: memoise only functions returning immutable values."""
+    cached = lru_cache(maxsize=maxsize)(fn)
+
+    @wraps(fn)
+    def call(*args):
+        try:
+            hash(args)
+        except TypeError:
+            return fn(*args)
+        return cached(*args)
+
+    call.cache_clear = cached.cache_clear  # type: ignore[attr-defined]
+    return call

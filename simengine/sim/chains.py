@@ -1,0 +1,96 @@
+"""The program with chains of compute-stream communication folded into the task before them.
+
+An exposed collective part (``K_EXP``) or a blocking p2p send (``K_P2P``) on the compute stream
+whose only input is the compute task right before it, when nothing else reads that task's end,
+starts exactly when that task ends: ``end = max(end[prev], 0) + d = end[prev] + d``. Such a chain
+``t, c1, c2, …`` is one program entry of duration ``d_t + d_c1 + …`` (the same times up to the
+rounding of the sum), so the loop and the metrics run over fewer entries (a 1F1B or interleaved
+step sends after every F and B: ~40 % of the entries).
+
+The metrics need nothing a fold hides: the folded tasks are communication on the compute stream,
+exposed in full (their totals come from the value table), the compute stream is busy over the
+entry's whole extent, and a kernel heads its entry (``[start, start + d_head]``). Only the last
+task of a chain is read by later entries, and they read the folded entry instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .compiled import Compiled
+from .layout import K_EXP, K_GATE, K_P2P, NSTREAM, S_COMPUTE
+
+
+class Folded:
+    """``A``, ``B``: the inputs of each entry (end indices, 0 = the sentinel); ``slots``: the value
+    slots each entry sums, flattened, entry ``i`` starting at ``starts[i]``; ``pos``: each task's
+    end index in this program (a folded task: its chain's); ``folded``: per task, folded into the
+    entry of the task before it."""
+
+    __slots__ = ("A", "B", "slots", "starts", "pos", "folded", "cats")
+
+    def __init__(self, A: list[int], B: list[int], slots: np.ndarray, starts: np.ndarray, pos: np.ndarray,
+                 folded: np.ndarray):
+        self.A, self.B, self.slots, self.starts, self.pos, self.folded = A, B, slots, starts, pos, folded
+        self.cats: Any = None  # metric categories (metrics.py), built on first use
+
+    def durations(self, vals: np.ndarray) -> np.ndarray:
+        """Each entry's duration: the sum of its value slots (in chain order)."""
+        return np.add.reduceat(vals[self.slots], self.starts)
+
+
+def _foldable(comp: Compiled, A: np.ndarray, B: np.ndarray, task: np.ndarray) -> np.ndarray:
+    """Per end index: a task folded into the entry before it (numpy: structures reach 10⁶ entries)."""
+    g = comp.graph
+    n = A.size + 1
+    kind = np.asarray(g.kind, dtype=np.int64)
+    stream = np.asarray(g.stream, dtype=np.int64)
+    readers = np.bincount(A, minlength=n) + np.bincount(B[B != A], minlength=n)
+    x = np.where(B == 0, A, np.where(A == 0, B, -1))  # the only input of each entry, if one
+    t = task[1:]
+    u = task[np.maximum(x, 0)]
+    ok = (t >= 0) & (x > 0) & (u >= 0)
+    tt, uu = t[ok], u[ok]
+    fold = np.zeros(n, dtype=bool)
+    fold[1:][ok] = (((kind[tt] == K_EXP) | (kind[tt] == K_P2P)) & (stream[tt] % NSTREAM == S_COMPUTE)
+                    & (readers[x[ok]] == 1) & (stream[uu] == stream[tt]) & (kind[uu] != K_GATE))
+    return fold
+
+
+def fold_chains(comp: Compiled) -> Folded:
+    A = np.asarray(comp.A, dtype=np.int64)
+    B = np.asarray(comp.B, dtype=np.int64)
+    V = np.asarray(comp.V, dtype=np.int64)
+    n = A.size + 1
+    pos = np.asarray(comp.pos, dtype=np.int64)
+    task = np.full(n, -1, dtype=np.int64)
+    task[pos] = np.arange(pos.size)
+    fold = _foldable(comp, A, B, task)
+    # each end index → the first entry of its chain (a folded task's only input precedes it)
+    root = np.arange(n)
+    root[1:][fold[1:]] = np.where(B == 0, A, B)[fold[1:]]
+    while True:
+        nxt = root[root]
+        if np.array_equal(nxt, root):
+            break
+        root = nxt
+    kept = ~fold
+    kept[0] = False
+    index = np.zeros(n, dtype=np.int64)
+    index[kept] = np.arange(1, int(kept.sum()) + 1)
+    new = index[root]  # end index → end index in the folded program
+    keep = kept[1:]
+    order = np.argsort(new[1:], kind="stable")  # each entry's slots, its chain in program order
+    grouped = new[1:][order]
+    starts = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]])
+    return Folded(new[A[keep]].tolist(), new[B[keep]].tolist(), V[order], starts, new[pos], fold[pos])
+
+
+def folded_for(comp: Compiled) -> Folded:
+    """The folded program of a compiled structure, built once and kept with it."""
+    f = comp.folded
+    if f is None:
+        f = comp.folded = fold_chains(comp)
+    return f

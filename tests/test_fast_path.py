@@ -1,0 +1,162 @@
+"""The estimate's fast path (sim/chains.py: chains of compute-stream communication folded into one
+program entry; sim/metrics.py: totals from the value table) gives the metrics of the unfolded
+program, measured here by a plain reference: every task's own interval from the full list
+scheduler, and interval unions per rank as sim/metrics.py defines exposed and hidden time —
+on every named preset × schedule, the B200 validation rows and random inputs."""
+
+from __future__ import annotations
+
+import bisect
+import random
+
+import numpy as np
+import pytest
+
+from simengine import presets
+from simengine.config import load_scenario
+from simengine.cost.stage import build_plan
+from simengine.errors import ConfigError
+from simengine.pipeline import pipeline_input
+from simengine.schedule import SCHEDULES
+from simengine.sim import pipeline_metrics
+from simengine.sim.chains import folded_for
+from simengine.sim.compiled import compiled_for
+from simengine.sim.layout import CATEGORY, K_EXP, K_GATE, K_HID, NSTREAM, S_COMM, S_COMPUTE, S_DP, S_PP
+from simengine.sim.metrics import COMPUTE_CATS, _slot_names
+from simengine.sim.values import build_values
+from simengine.validation import b200_runs
+
+from test_one_owner import _scenarios, _with_schedule
+from test_sim import CASES, random_input
+
+REL = 1e-9
+
+
+def _union(iv: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[list[float]] = []
+    for s, e in sorted(iv):
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return [(s, e) for s, e in out]
+
+
+def _covered(union: list[tuple[float, float]], s: float, e: float) -> float:
+    i = max(bisect.bisect_right(union, (s, float("inf"))) - 1, 0)
+    got = 0.0
+    while i < len(union) and union[i][0] < e:
+        got += max(0.0, min(e, union[i][1]) - max(s, union[i][0]))
+        i += 1
+    return got
+
+
+def reference(inp):
+    """(step, {(rank, category): [total, exposed, hidden]}, bubble per rank) of the unfolded
+    program: every task timed on its own, the definitions of sim/metrics.py applied per rank."""
+    comp = compiled_for(inp)
+    g = comp.graph
+    D = comp.getter(build_values(inp, comp))
+    end = [0.0]
+    for a, b, d in zip(comp.A, comp.B, D):
+        end.append(max(end[a], end[b]) + d)
+    step = max(end)
+    names = _slot_names(comp)
+    per: dict = {}
+    streams = [[[] for _ in range(NSTREAM)] for _ in range(g.p)]
+    for t, k in enumerate(g.kind):
+        if k == K_GATE:
+            continue
+        r, local = divmod(g.stream[t], NSTREAM)
+        cat = names[g.val[t]] if k in (K_HID, K_EXP) else CATEGORY[k]
+        e = end[comp.pos[t]]
+        d = D[comp.pos[t] - 1]
+        streams[r][local].append((e - d, e, cat))
+        per.setdefault((r, cat), [0.0, 0.0, 0.0])[0] += d
+    bubble = []
+    for r in range(g.p):
+        cs = streams[r][S_COMPUTE]
+        kernels = _union([(s, e) for s, e, c in cs if c in COMPUTE_CATS])
+        busy = [(s, e) for s, e, _ in cs]
+        for s, e, c in cs:
+            if c not in COMPUTE_CATS:
+                per[(r, c)][1] += e - s  # communication on the compute stream: exposed in full
+        for local in (S_PP, S_COMM, S_DP):
+            union = _union(busy)
+            for s, e, c in streams[r][local]:
+                per[(r, c)][1] += max(e - s - _covered(union, s, e), 0.0)
+                per[(r, c)][2] += _covered(kernels, s, e)
+            busy += [(s, e) for s, e, _ in streams[r][local]]
+        work = sum(v[0] for (rr, c), v in per.items() if rr == r and c in COMPUTE_CATS)
+        exposed = sum(v[1] for (rr, c), v in per.items() if rr == r and c not in COMPUTE_CATS)
+        bubble.append(max(step - work - exposed, 0.0))
+    return step, per, bubble
+
+
+def assert_fast_equals_reference(inp) -> None:
+    met = pipeline_metrics(inp)
+    step, per, bubble = reference(inp)
+    tol = REL * step
+    assert met.step_time_s == pytest.approx(step, rel=REL)
+    for (r, c), (total, exposed, hidden) in per.items():
+        i = met.names.index(c)
+        assert met.time_s[r, i] == pytest.approx(total, rel=REL, abs=tol), (r, c)
+        assert met.exposed_s[r, i] == pytest.approx(exposed, rel=REL, abs=tol), (r, c)
+        assert met.hidden_s[r, i] == pytest.approx(hidden, rel=REL, abs=tol), (r, c)
+    assert np.allclose(met.bubble_s, bubble, rtol=REL, atol=tol)
+    low = min(bubble)
+    assert met.critical_rank == next(r for r, b in enumerate(bubble) if b <= low + tol)
+
+
+def _inputs(cfg: dict):
+    sc = load_scenario(cfg)
+    return pipeline_input(sc, build_plan(sc))
+
+
+@pytest.mark.parametrize("name", list(presets.named_scenarios()))
+@pytest.mark.parametrize("schedule", sorted(SCHEDULES))
+def test_fast_path_equals_reference_on_every_preset_and_schedule(name, schedule):
+    cfg = _with_schedule(_scenarios()[name], schedule)
+    try:
+        inp = _inputs(cfg)
+    except ConfigError as e:
+        pytest.skip(f"{name} with {schedule}: {e}")
+    assert_fast_equals_reference(inp)
+
+
+def test_fast_path_equals_reference_on_validation_rows(validation_dir):
+    runs = b200_runs((validation_dir / "b200_megatron_runs.csv").read_text(),
+                     presets.load_preset("systems", "b200-sxm-180gb"))
+    assert len(runs) == 20
+    for run in runs:
+        assert_fast_equals_reference(_inputs(run.config))
+
+
+@pytest.mark.parametrize("name,p,m,v", CASES)
+def test_fast_path_equals_reference_on_random_inputs(name, p, m, v):
+    rng = random.Random(31 * p + m + 7 * v)
+    for _ in range(4):
+        assert_fast_equals_reference(random_input(rng, name, p, m, v))
+
+
+def test_folding_removes_chained_sends_and_keeps_every_task():
+    cfg = presets.size_scenario("large")  # interleaved, blocking p2p: a send after every F and B
+    comp = compiled_for(_inputs(cfg))
+    prog = folded_for(comp)
+    assert len(prog.A) < 0.6 * len(comp.A)
+    assert len(prog.slots) == len(comp.A)  # every entry's value slot is summed exactly once
+    assert sorted(prog.slots.tolist()) == sorted(comp.V)
+
+
+def test_hidden_time_counts_only_the_kernel_of_a_folded_chain():
+    """A collective hidden beside F that outlasts F runs on into the exposed part and the send
+    folded after F: that stretch is covered by the compute stream but not by a kernel."""
+    from simengine.sim import ChunkCost, CommTask, PipelineInput, StageCost
+
+    ch = ChunkCost(0.5, 1.0, forward_comm=(CommTask("tp_comm", 0.8, window_s=2.0), CommTask("cp_comm", 0.3)))
+    inp = PipelineInput(tuple(StageCost(chunks=(ch,), p2p_s=0.1) for _ in range(3)), 4, "1f1b")
+    assert len(folded_for(compiled_for(inp)).A) < len(compiled_for(inp).A)
+    met = pipeline_metrics(inp)
+    tp = met.names.index("tp_comm")
+    assert met.hidden_s[0, tp] == pytest.approx(4 * 0.5)  # the F kernels only, not the 0.3 s after them
+    assert_fast_equals_reference(inp)
