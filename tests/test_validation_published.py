@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from simengine.validation.data import read_text
-from simengine.validation.published import (evaluate, flops_eq3, flops_eq7, flops_megatron, predict_metrics, published_runs,
-                                            summarize, torchtitan_flops_per_token)
+from simengine.validation.published import (evaluate, flops_eq3, flops_eq7, flops_megatron, flops_megatron_bridge, predict_metrics,
+                                            published_runs, summarize, torchtitan_flops_per_token)
 
 
 @pytest.fixture(scope="module")
@@ -148,6 +148,26 @@ def test_bridge_moe_cross_node_tokens(mapped, evaluated):
     rows = [c for c in comps if c.source == "megatron-bridge" and c.metric == "tokens_per_sec_per_gpu" and cross(c.run_id)]
     assert len(rows) == 12
     assert abs(statistics.median(c.error_pct for c in rows)) <= 15.0
+
+
+def test_megatron_bridge_flop_count_reproduces_the_table(mapped):
+    """Megatron-Bridge's own FLOP count (flop_utils.num_floating_point_operations) gives the table's
+    model TFLOP/s per token/s for every row — dense, MoE, MLA, and DeepSeek-V3 only with its MTP block."""
+    runs, _ = mapped
+    ratios = []
+    for r in runs.values():
+        if r.source != "megatron-bridge" or "model_tflops_per_gpu" not in r.measured:
+            continue
+        st = r.config["strategy"]
+        table = r.measured["model_tflops_per_gpu"] * 1e12 / r.measured["tokens_per_sec_per_gpu"]
+        ratios.append(flops_megatron_bridge(r.config["model"], st["seq_len"], st["tp"]) / st["seq_len"] / table)
+    assert len(ratios) == 55
+    assert max(abs(x - 1) for x in ratios) <= 0.025  # two rows' printed figures round to 2 %
+    assert sorted(ratios)[len(ratios) // 2] == pytest.approx(1.0, abs=0.002)
+    ds = runs["mbridge_26.04_Pre-Training_DeepSeekV3_DGX-B200_MXFP8_256gpu_v0"]
+    no_mtp = dict(ds.config["model"], mtp_layers=0)
+    table = ds.measured["model_tflops_per_gpu"] * 1e12 / ds.measured["tokens_per_sec_per_gpu"]
+    assert flops_megatron_bridge(no_mtp, 4096, 1) / 4096 / table < 0.985  # the table counted the MTP block
 
 
 # ---- (b) every mapped run estimates ---------------------------------------------------------------
