@@ -28,6 +28,9 @@ Mechanisms the recipes set that every release shares:
   (DeepSeekModelProvider default), ``CommOverlapConfig(tp_comm_overlap=False)`` (deepseek_v3.py), the
   pipeline layout of set_deepseek_v3_pipeline_model_parallel_layout's (pp, vp) map or the H100
   ``pp_layout="Et|(tt|)*30mL"``; H100 ``overlap_grad_reduce = False``, B200 True (deepseek_llm_pretrain.py).
+- Qwen3-235B: ``account_for_embedding_in_pipeline_split`` and ``..._loss_...`` (recipes/qwen/qwen3_moe.py
+  qwen3_235b_a22b_pretrain_config; r0.1.0 qwen3_235b_a22b.py): (94 + 2) / (pp·vp) per virtual stage, the
+  ends one decoder layer short — for these layouts exactly config/layout.py's even_split, so no override.
 Not modelled (noted per row): selective ``recompute_modules`` (mla_up_proj, mlp, moe_act), CUDA graphs,
 ``moe_router_fusion`` / ``moe_permute_fusion``, HybridEP's SM budget (moe_hybridep_num_sms = 32).
 """
@@ -154,6 +157,8 @@ def apply_recipe(d: "Draft") -> None:
         "tp_comm_overlap": r.tp_comm_overlap and d.tp > 1,
         "overlap_grad_reduce": r.overlap_grad_reduce,
     }
+    if r.a2a_overlap and not upd["overlap_moe_expert_parallel_comm"]:
+        a.append("recipe's moe_a2a_overlap needs pp = 1 or vp > 1; the row's pp/vp leave it off")
     if r.layout is not None and len(r.layout) == d.pp * d.vpp:
         upd["pipeline_layers"] = list(r.layout)
     s.update(upd)
