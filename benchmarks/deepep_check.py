@@ -8,6 +8,14 @@ the sender's own node included) by the kernel time. simengine prices the same di
 (cost/moe_comm.py) at the nominal bandwidths with efficiency 1, so the ratio measured / predicted
 is the efficiency the kernel reaches on its bottleneck tier — nothing here is fitted.
 
+HybridEP (the backend Megatron-Bridge's H100/B200 MoE recipes use; deepseek-ai/DeepEP branch hybrid-ep
+@94a9f8f docs/README_Hybrid-EP.md, "H100 Platform"): H100, 4096 tokens, hidden 7168, top-8, uniform
+random router, 8 local experts per rank, BF16 dispatch, "IB bandwidth" = algorithm bandwidth with the
+sender's own node counted (tests/utils.py count_rdma_send_from_routing_map: "to align with DeepEP, we do
+not set the local node map to zeros") — the same logical figure. Its 16-rank case is Qwen3-30B-A3B's
+routing at ep 16 (128 experts, top-8). Priced on the DGX H100 preset (450 GB/s NVLink, 50 GB/s NIC) at
+efficiency 1.
+
 Run: python benchmarks/deepep_check.py
 """
 
@@ -40,6 +48,35 @@ def scenario(ep: int):
     return load_scenario({"model": presets.load_preset("models", "deepseek-v3"), "system": system, "strategy": strategy})
 
 
+# README_Hybrid-EP.md H100 table, BF16 dispatch, 16 SMs: (Torch API, kernel only) GB/s
+HYBRIDEP_H100_BF16 = {16: (54.47, 71.71), 32: (47.36, 57.69), 64: (41.24, 49.97)}
+
+
+def hybridep_scenario(ep: int):
+    system = presets.load_preset("systems", "h100-sxm5-80gb")
+    system.update(num_gpus=ep)
+    system["efficiency"] = {"collective_scale_up": 1.0, "collective_scale_out": 1.0, "collective_overhead_us": 0.0}
+    model = presets.load_preset("models", "deepseek-v3")
+    model.update(num_experts=8 * ep, n_group=None, topk_group=None, num_shared_experts=0, mtp_layers=0)
+    strategy = {"tp": 1, "pp": 1, "ep": ep, "etp": 1, "micro_batch_size": 1, "global_batch_size": ep, "seq_len": 4096,
+                "moe_dispatcher": "deepep"}
+    return load_scenario({"model": model, "system": system, "strategy": strategy})
+
+
+def hybridep_table() -> None:
+    print()
+    print("| ranks | nodes | dest. nodes/token | predicted logical GB/s | HybridEP Torch API | kernel only | API / predicted |")
+    print("|---|---|---|---|---|---|---|")
+    for ep, (api, kernel) in HYBRIDEP_H100_BF16.items():
+        sc = hybridep_scenario(ep)
+        comm = CommModel(sc)
+        op = next(o for o in build_workload(sc).blocks["moe"].fwd if isinstance(o, ExpertAllToAll) and o.name.endswith(":dispatch"))
+        nodes = ep // comm.places["ep"].in_domain
+        h_node = expected_units_hit(op.experts, op.top_k, nodes, op.n_group, op.topk_group)
+        logical = op.tokens * h_node * op.row_bytes / a2a_time(comm, op) / 1e9
+        print(f"| {ep} | {nodes} | {h_node:.2f} | {logical:.1f} | {api:.1f} | {kernel:.1f} | {api / logical:.2f} |")
+
+
 def main() -> None:
     print("| EP | nodes | dest. nodes/token | bound | predicted logical RDMA GB/s | DeepEP README GB/s | measured / predicted |")
     print("|---|---|---|---|---|---|---|")
@@ -53,6 +90,7 @@ def main() -> None:
         bound = "RDMA" if out / 50e9 >= up / 160e9 else "NVLink"
         logical = op.tokens * h_node * op.row_bytes / a2a_time(comm, op) / 1e9
         print(f"| {ep} | {nodes} | {h_node:.2f} | {bound} | {logical:.1f} | {measured:.0f} | {measured / logical:.2f} |")
+    hybridep_table()
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 from ...errors import ConfigError
 from .types import PublishedRun, SkippedRun
-from .flops import flops_eq3, flops_eq7, flops_eq8, flops_megatron, torchtitan_flops_per_token
+from .flops import flops_eq3, flops_eq7, flops_eq8, flops_megatron, flops_megatron_bridge, torchtitan_flops_per_token
 
 
 LayerTimes = Callable[[dict[str, Any]], tuple[float, float]]  # config → (forward, backward) seconds of one layer
@@ -33,8 +33,9 @@ def predict_metrics(run: PublishedRun, report: Any, layer_times: LayerTimes | No
     - torchtitan ``tokens_per_sec_per_gpu`` = report.tokens_per_s_per_gpu; ``peak_memory`` = predicted
       *reserved* memory (torchtitan logs max_reserved); ``mfu`` = torchtitan's 6N + 12·L·H·Q·T per token
       against the bf16 peak, the FP8 peak for Float8 rows (what the table's own numbers imply).
-    - NeMo / Megatron-Bridge ``tokens_per_sec_per_gpu`` as above; ``model_tflops_per_gpu`` =
-      report.model_flops_per_step / step / GPUs (model FLOPs, recompute excluded).
+    - NeMo / Megatron-Bridge ``tokens_per_sec_per_gpu`` as above; NeMo ``model_tflops_per_gpu`` =
+      report.model_flops_per_step / step / GPUs (model FLOPs, recompute excluded); Megatron-Bridge's in its
+      own FLOP count (flops_megatron_bridge) / step / GPUs.
     """
     metric_of = _METRIC_OF.get(run.source)
     out: dict[str, float] = {}
@@ -105,10 +106,20 @@ def _nemo(run: PublishedRun, report: Any, metric: str, layer_times: LayerTimes |
     return None
 
 
+def _megatron_bridge(run: PublishedRun, report: Any, metric: str, layer_times: LayerTimes | None) -> float | None:
+    """As NeMo, but ``model_tflops_per_gpu`` in Megatron-Bridge's own FLOP count (flops_megatron_bridge:
+    flop_utils.num_floating_point_operations, causal attention halved, MTP and padded vocab counted)."""
+    if metric == "model_tflops_per_gpu":
+        st = run.config["strategy"]
+        F = flops_megatron_bridge(run.config["model"], st["seq_len"], st["tp"]) * st["global_batch_size"]
+        return F / report.step_time_s / run.flop_basis["gpus"] / 1e12
+    return _nemo(run, report, metric, layer_times)
+
+
 # source (types.SOURCES) → its metric conversion
 _METRIC_OF: dict[str, Callable[[PublishedRun, Any, str, LayerTimes | None], float | None]] = {
     "narayanan21": _narayanan21, "korthikanti22": _korthikanti22, "megatron-readme": _megatron_readme,
-    "torchtitan": _torchtitan, "nemo": _nemo, "megatron-bridge": _nemo,
+    "torchtitan": _torchtitan, "nemo": _nemo, "megatron-bridge": _megatron_bridge,
 }
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .cells import NARAYANAN_T1, _GPU_PEAK_BF16, _recompute, _s, _zero
+from .mbridge_recipes import apply_recipe
 from .types import _Skip
 
 
@@ -163,7 +164,15 @@ def _nemo(d: Draft) -> None:
         a.append(f"notes say GA={ga.group(1)} but gbs/(mb*dp) = {gbs // (mb * d.dp)}")
 
 
+def _megatron_bridge(d: Draft) -> None:
+    """Megatron-Bridge performance summary: the NeMo recipe defaults, then the MoE mechanisms of the
+    release's performance recipe (mbridge_recipes.py: dispatcher, all-to-all overlaps, TP overlap,
+    MTP, pipeline layout — NVIDIA-NeMo/Megatron-Bridge scripts/performance, cited per recipe)."""
+    _nemo(d)
+    apply_recipe(d)
+
+
 SOURCE_SETTINGS: dict[str, Callable[[Draft], None]] = {
     "narayanan21": _narayanan21, "korthikanti22": _korthikanti22, "megatron-readme": _megatron_readme,
-    "torchtitan": _torchtitan, "nemo": _nemo, "megatron-bridge": _nemo,
+    "torchtitan": _torchtitan, "nemo": _nemo, "megatron-bridge": _megatron_bridge,
 }

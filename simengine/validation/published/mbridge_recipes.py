@@ -1,0 +1,169 @@
+"""What the Megatron-Bridge performance recipes ran for the published MoE rows (DeepSeek-V3, Qwen3).
+
+The performance-summary tables print the parallel layout only; the MoE mechanisms (token dispatcher,
+all-to-all overlaps, TP overlap, MTP, pipeline layout) live in the recipe scripts of the release the
+table belongs to (NVIDIA-NeMo/Megatron-Bridge, read at the commits below). One :class:`Recipe` per
+(model, GPU, release); :func:`apply_recipe` sets those fields on a :class:`settings.Draft`, and only
+when the row's tp/pp/ep are the recipe's own (otherwise the row ran something else: noted, not set).
+
+Release → source (NVIDIA-NeMo/Megatron-Bridge):
+  25.09 r0.1.0 scripts/performance/run_script.py main() + configs/*/…_llm_pretrain.yaml
+  25.11 r0.2.0 scripts/performance/configs/{deepseek,qwen3}/workload_base_configs.py, utils/helpers.py
+  26.02 c0b9a0003 ("26.02 perf summary") configs/{deepseek,qwen}/*_workload_base_configs.py
+  26.02.01 r0.3.0, 26.04 / 26.04.01 r0.4.0, 26.06 63b08b397 ("26.06 perf summary"): the same files,
+  utils/overrides.py set_workload_base_configs.
+Mechanisms the recipes set that every release shares:
+- ``moe_flex_dispatcher_backend`` deepep or hybridep → ``moe_token_dispatcher_type = "flex"`` and
+  ``moe_shared_expert_overlap = False`` (src/megatron/bridge/training/flex_dispatcher_backend.py
+  apply_flex_dispatcher_backend). HybridEP is DeepEP's NVIDIA hierarchical kernel (DeepEP hybrid-ep
+  docs/README_Hybrid-EP.md: RDMA between nodes, TMA over NVLink inside one, a token sent once per
+  destination node / rank) — the same per-tier bytes as DeepEP's normal kernels, so both map to
+  simengine's ``deepep`` dispatcher. Otherwise the provider's ``alltoall`` (models/deepseek/
+  deepseek_provider.py, models/qwen/qwen_provider.py: moe_token_dispatcher_type = "alltoall").
+- ``moe_a2a_overlap`` → ``overlap_moe_expert_parallel_comm = True``, ``delay_wgrad_compute = True``,
+  ``moe_shared_expert_overlap = False`` (utils/overrides.py _set_moe_a2a_overlap_overrides; r0.2.0
+  utils/helpers.py set_moe_a2a_overlap_overrides; r0.1.0 run_script.py ``A2A_1F1B`` for DeepSeek H100).
+- DeepSeek-V3: ``mtp_num_layers = 1`` (recipes/deepseek/deepseek_v3.py, every release; no perf script
+  turns it off), ``moe_shared_expert_overlap = True`` unless flex or the a2a overlap turned it off
+  (DeepSeekModelProvider default), ``CommOverlapConfig(tp_comm_overlap=False)`` (deepseek_v3.py), the
+  pipeline layout of set_deepseek_v3_pipeline_model_parallel_layout's (pp, vp) map or the H100
+  ``pp_layout="Et|(tt|)*30mL"``; H100 ``overlap_grad_reduce = False``, B200 True (deepseek_llm_pretrain.py).
+- Qwen3-235B: ``account_for_embedding_in_pipeline_split`` and ``..._loss_...`` (recipes/qwen/qwen3_moe.py
+  qwen3_235b_a22b_pretrain_config; r0.1.0 qwen3_235b_a22b.py): (94 + 2) / (pp·vp) per virtual stage, the
+  ends one decoder layer short — for these layouts exactly config/layout.py's even_split, so no override.
+Not modelled (noted per row): selective ``recompute_modules`` (mla_up_proj, mlp, moe_act), CUDA graphs,
+``moe_router_fusion`` / ``moe_permute_fusion``, HybridEP's SM budget (moe_hybridep_num_sms = 32).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .settings import Draft
+
+
+# set_deepseek_v3_pipeline_model_parallel_layout's map (recipes/deepseek/deepseek_v3.py; r0.1.0
+# ``map_pp_vp_to_layout``), (pp, vp) = (16, 1) or (8, 2): embedding + 4 decoder layers, fourteen
+# stages of 4, then 1 + mtp + loss (61 layers)
+_DSV3_16 = (4,) * 15 + (1,)
+# "Et|(tt|)*30mL" (DEEPSEEK_V3_*_H100 pp_layout; r0.1.0 run_script.py): embedding + 1 layer, thirty
+# stages of 2, then mtp + loss alone (pp 8 × vp 4 = 32 virtual stages)
+_DSV3_H100 = (1,) + (2,) * 30 + (0,)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    cite: str
+    tp: int
+    pp: int
+    ep: int
+    vp: int = 1
+    mb: int = 1
+    flex: bool = False          # deepep or hybridep backend (→ simengine "deepep")
+    a2a_overlap: bool = False   # moe_a2a_overlap (→ overlap_moe_expert_parallel_comm)
+    tp_comm_overlap: bool = True
+    overlap_grad_reduce: bool = True
+    dsv3: bool = False          # DeepSeek-V3 recipe: MTP 1, shared-expert overlap unless flex/a2a
+    layout: tuple[int, ...] | None = None  # decoder layers per virtual stage (pipeline_model_parallel_layout)
+
+
+_R1 = "r0.1.0 scripts/performance/run_script.py main() + configs/{}/{}_llm_pretrain.yaml perf_matrix.{}"
+_R2 = "r0.2.0 scripts/performance/configs/{}/workload_base_configs.py {}"
+_WB = "{} scripts/performance/configs/{}_workload_base_configs.py {}"
+
+RECIPES: dict[tuple[str, str, str], Recipe] = {
+    # ---- DeepSeek-V3 ----
+    ("deepseek-v3", "b200", "25.09"): Recipe(_R1.format("deepseek", "deepseek_v3", "b200") + " (tokendrop: no DeepEP, no A2A_1F1B)",
+                                             1, 16, 8, layout=_DSV3_16, dsv3=True, tp_comm_overlap=False),
+    ("deepseek-v3", "h100", "25.09"): Recipe(_R1.format("deepseek", "deepseek_v3", "h100") + " (enable_deepep, A2A_1F1B)",
+                                             2, 8, 64, vp=4, flex=True, a2a_overlap=True, tp_comm_overlap=False,
+                                             overlap_grad_reduce=False, dsv3=True, layout=_DSV3_H100),
+    ("deepseek-v3", "b200", "25.11"): Recipe(_R2.format("deepseek", "DEEPSEEK_V3_B200_BASE_CONFIG (no flex backend)"),
+                                             1, 16, 8, layout=_DSV3_16, dsv3=True, tp_comm_overlap=False),
+    ("deepseek-v3", "b200", "26.02"): Recipe(_WB.format("c0b9a0003", "deepseek/deepseek", "DEEPSEEK_V3_PRETRAIN_CONFIG_B200_V2 (hybridep)"),
+                                             1, 16, 8, layout=_DSV3_16, flex=True, dsv3=True, tp_comm_overlap=False),
+    ("deepseek-v3", "b200", "26.02.01"): Recipe(_WB.format("r0.3.0", "deepseek/deepseek", "DEEPSEEK_V3_PRETRAIN_CONFIG_B200_V2 (hybridep)"),
+                                                1, 16, 8, layout=_DSV3_16, flex=True, dsv3=True, tp_comm_overlap=False),
+    ("deepseek-v3", "b200", "26.04"): Recipe(_WB.format("r0.4.0", "deepseek/deepseek", "DEEPSEEK_V3_PRETRAIN_CONFIG_B200_V2 (hybridep)"),
+                                             1, 16, 8, layout=_DSV3_16, flex=True, dsv3=True, tp_comm_overlap=False),
+    ("deepseek-v3", "b200", "26.04.01"): Recipe(_WB.format("r0.4.0", "deepseek/deepseek", "DEEPSEEK_V3_PRETRAIN_CONFIG_B200_FP8_MX_V2 (deepep, moe_a2a_overlap)"),
+                                                1, 8, 32, vp=2, flex=True, a2a_overlap=True, dsv3=True, layout=_DSV3_16, tp_comm_overlap=False),
+    # ---- Qwen3-235B-A22B (no shared experts) ----
+    ("qwen3-235b-a22b", "h100", "25.09"): Recipe(_R1.format("qwen3", "qwen3_235b_a22b", "h100") + " (CommOverlapConfig(tp_comm_overlap=True))",
+                                                 2, 8, 32, vp=4),
+    ("qwen3-235b-a22b", "b200", "25.09"): Recipe(_R1.format("qwen3", "qwen3_235b_a22b", "b200"), 1, 8, 8, vp=2),
+    ("qwen3-235b-a22b", "h100", "25.11"): Recipe(_R2.format("qwen3", "QWEN3_235B_A22B_H100_FP8_CS_BASE_CONFIG; qwen3_llm_pretrain.py "
+                                                            "qwen3_235b_a22b_h100_config tp_comm_overlap=False"),
+                                                 2, 8, 32, vp=4, a2a_overlap=True, tp_comm_overlap=False),
+    ("qwen3-235b-a22b", "b200", "25.11"): Recipe(_R2.format("qwen3", "QWEN3_235B_A22B_B200_FP8_CS_BASE_CONFIG"), 1, 8, 8, vp=4, a2a_overlap=True),
+    **{("qwen3-235b-a22b", "h100", rel): Recipe(_WB.format(tag, "qwen/qwen3", "QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_FP8_CS_V2; qwen3_llm_pretrain.py "
+                                                           "qwen3_235b_a22b_pretrain_config_h100 tp_comm_overlap=False, alltoall"),
+                                                2, 8, 32, vp=4, a2a_overlap=True, tp_comm_overlap=False)
+       for rel, tag in (("26.02", "c0b9a0003"), ("26.02.01", "r0.3.0"), ("26.04", "r0.4.0"), ("26.04.01", "r0.4.0"))},
+    **{("qwen3-235b-a22b", "b200", rel): Recipe(_WB.format(tag, "qwen/qwen3", "QWEN3_235B_A22B_PRETRAIN_CONFIG_B200_FP8_CS_V2; "
+                                                           "qwen3_235b_a22b_pretrain_config_b200 alltoall"), 1, 8, 8)
+       for rel, tag in (("26.02", "c0b9a0003"), ("26.02.01", "r0.3.0"), ("26.04", "r0.4.0"), ("26.04.01", "r0.4.0"))},
+    # ---- Qwen3-30B-A3B ----
+    ("qwen3-30b-a3b", "b200", "25.09"): Recipe(_R1.format("qwen3", "qwen3_30b_a3b", "b200"), 1, 1, 8),
+    ("qwen3-30b-a3b", "h100", "25.09"): Recipe(_R1.format("qwen3", "qwen3_30b_a3b", "h100"), 1, 2, 8, vp=12, mb=2),
+    ("qwen3-30b-a3b", "b200", "25.11"): Recipe(_R2.format("qwen3", "QWEN3_30B_A3B_B200_FP8_CS_BASE_CONFIG (no flex backend)"), 1, 1, 8),
+    ("qwen3-30b-a3b", "h100", "25.11"): Recipe(_R2.format("qwen3", "QWEN3_30B_A3B_H100_FP8_CS_BASE_CONFIG (moe_a2a_overlap)"),
+                                               1, 2, 8, vp=12, a2a_overlap=True),
+    ("qwen3-30b-a3b", "b200", "26.02"): Recipe(_WB.format("c0b9a0003", "qwen/qwen3", "QWEN3_30B_A3B_PRETRAIN_CONFIG_B200_FP8_CS_V1 (no flex backend)"), 1, 1, 8),
+    **{("qwen3-30b-a3b", "b200", rel): Recipe(_WB.format(tag, "qwen/qwen3", "QWEN3_30B_A3B_PRETRAIN_CONFIG_B200_BF16_V1 (hybridep)"), 1, 1, 8, mb=4, flex=True)
+       for rel, tag in (("26.02.01", "r0.3.0"), ("26.04", "r0.4.0"), ("26.04.01", "r0.4.0"))},
+    **{("qwen3-30b-a3b", "h100", rel): Recipe(_WB.format(tag, "qwen/qwen3", "QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1 (hybridep)"), 1, 1, 16, flex=True)
+       for rel, tag in (("26.02", "c0b9a0003"), ("26.02.01", "r0.3.0"), ("26.04", "r0.4.0"), ("26.04.01", "r0.4.0"), ("26.06", "63b08b397"))},
+}
+
+_MODEL_KEYS = (("deepseek", "deepseek-v3"), ("qwen3_235b", "qwen3-235b-a22b"), ("qwen3_30b", "qwen3-30b-a3b"))
+
+
+def recipe_key(run_id: str, model: str, gpu_type: str) -> tuple[str, str, str] | None:
+    """(model, gpu, release) of a Megatron-Bridge row: release from the run id (mbridge_<release>_…)."""
+    m = re.match(r"mbridge_(\d\d\.\d\d(?:\.\d\d)?)_", run_id)
+    name = model.lower().replace(" ", "_")
+    mk = next((key for frag, key in _MODEL_KEYS if frag in name), None)
+    g = gpu_type.lower()
+    gpu = "h100" if "h100" in g else "b200" if "b200" in g and "gb200" not in g else None
+    if not (m and mk and gpu):
+        return None
+    return mk, gpu, m.group(1)
+
+
+def apply_recipe(d: "Draft") -> None:
+    """Set the MoE mechanisms of the row's recipe on the draft (strategy and MTP)."""
+    key = recipe_key(d.rid, d.row.get("model") or "", d.row.get("gpu_type") or "")
+    if key is None or not d.model.get("num_experts"):
+        return
+    r = RECIPES.get(key)
+    s, a = d.strat, d.a
+    if r is None:
+        a.append(f"no Megatron-Bridge recipe read for {key}: MoE mechanisms left at defaults")
+        return
+    if (d.tp, d.pp, s["ep"]) != (r.tp, r.pp, r.ep):
+        a.append(f"row layout tp{d.tp} pp{d.pp} ep{s['ep']} differs from the release recipe's tp{r.tp} pp{r.pp} ep{r.ep} "
+                 f"({r.cite}): MoE mechanisms left at defaults")
+        return
+    if (d.vpp, d.mb) != (r.vp, r.mb):
+        a.append(f"row vp{d.vpp} mb{d.mb} vs recipe vp{r.vp} mb{r.mb}: the row's kept")
+    upd: dict[str, Any] = {
+        "moe_dispatcher": "deepep" if r.flex else "alltoall",
+        "overlap_moe_expert_parallel_comm": r.a2a_overlap and (d.pp == 1 or d.vpp > 1),
+        "moe_shared_expert_overlap": bool(r.dsv3 and not r.flex and not r.a2a_overlap),
+        "tp_comm_overlap": r.tp_comm_overlap and d.tp > 1,
+        "overlap_grad_reduce": r.overlap_grad_reduce,
+    }
+    if r.a2a_overlap and not upd["overlap_moe_expert_parallel_comm"]:
+        a.append("recipe's moe_a2a_overlap needs pp = 1 or vp > 1; the row's pp/vp leave it off")
+    if r.layout is not None and len(r.layout) == d.pp * d.vpp:
+        upd["pipeline_layers"] = list(r.layout)
+    s.update(upd)
+    if r.dsv3:
+        d.model["mtp_layers"] = 0 if "w/o mtp" in (d.row.get("model") or "").lower() else 1
+    a.append(f"MoE mechanisms from the recipe: {r.cite}")
+    if r.dsv3:
+        a.append("selective recompute_modules (mla_up_proj / mlp) of the recipe not modelled")
