@@ -96,7 +96,18 @@ def _korthikanti22(d: Draft) -> None:
 
 
 def _megatron_readme(d: Draft) -> None:
-    """Megatron-Core r0.8 README table: overlaps stated; dtype/recompute/micro-batch not stated."""
+    """Megatron-Core r0.8 README table: overlaps stated; dtype/recompute/micro-batch not stated.
+
+    Checked against the source (NVIDIA/Megatron-LM images/model_table.png, README at f2e5db402c):
+    the CSV's heads/hidden/layers/TP/PP/DP/GPUs/batch match the table. What the r0.8 code fixes:
+    gradients are reduced in fp32 under --bf16 (megatron/training/arguments.py forces
+    accumulate_allreduce_grads_in_fp32; StrategySpec.fp32_main_grads defaults to it); the DP
+    reduce-scatter overlaps only the last micro-batch's backward (pipeline_parallel/schedules.py
+    runs the others under no_sync); "PP overlap (default)" is overlap_p2p_comm, which arguments.py
+    turns off without an interleaved schedule, so it implies no virtual stages. The micro-batch is
+    the guess that matters: at 1 (4 micro-batches per DP rank) the 32B row (TP 8, one DP rank per
+    node) cannot reach its measured step even at the NIC's line rate — its fp32 reduce-scatter and
+    bf16 all-gather outlast the one backward and one forward they may hide under."""
     tp, a, model = d.tp, d.a, d.model
     if d.mb is None:
         d.mb = 1
