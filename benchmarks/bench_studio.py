@@ -9,12 +9,15 @@ moment the server finished the script run (its ``script_finished`` message on th
 ``bench_studio_server.RunWatcher``) and the page has no running script, no stale element and
 every chart drawn (``wait_idle``); the checks poll every few ms and animation frame, so figures
 carry ~±20 ms. Next to it: the CPU time of the script runs the interaction made on the server
-(``timed_streamlit.py``), a steadier figure on a loaded machine.
+(``timed_streamlit.py``: the script thread), of the whole server process (script, websocket
+and serialisation threads) and of the Chromium processes (``/proc``, Linux): CPU figures stay
+steady on a loaded machine, where wall time does not.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -58,11 +61,73 @@ def _cpu_since(server: StudioServer, k: int) -> float:
     return sum(r["cpu_ms"] for r in server.runs()[k:]) / 1e3
 
 
-def run(repeats: int, profile_dir: Path | None = None) -> dict[str, tuple[float, float]]:
-    """{interaction: (median input-to-idle s, median server script CPU s)}."""
+def _descendants(pid: int) -> list[int]:
+    kids: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        kids.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = [], [pid]
+    while todo:
+        for k in kids.get(todo.pop(), []):
+            out.append(k)
+            todo.append(k)
+    return out
+
+
+def _process_cpu_s(pid: int) -> float:
+    """CPU time of a process including its ended threads (``/proc/PID/stat`` utime + stime, in
+    clock ticks: 10 ms steps). The server starts a thread per script run, so it needs this."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _threads_cpu_s(pid: int) -> float:
+    """CPU time of a process's live threads (``/proc/PID/task/*/schedstat``: ns on a CPU): exact
+    for Chromium, whose threads outlive an interaction."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").glob("*/schedstat"):
+        try:
+            total += int(task.read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue  # a thread that just ended
+    return total / 1e9
+
+
+class BrowserCPU:
+    """CPU seconds used by this process's Chromium processes (browser, renderers, GPU/compositor;
+    Linux ``/proc``): the browser's share of an interaction, which on a loaded machine is far
+    steadier than wall time (NaN where ``/proc`` is missing)."""
+
+    def __init__(self, server_pid: int) -> None:
+        self.server_pid = server_pid
+
+    def now(self) -> float:
+        if not Path("/proc/self/schedstat").exists():
+            return float("nan")
+        server = {self.server_pid, *_descendants(self.server_pid)}
+        return sum(_threads_cpu_s(p) for p in _descendants(os.getpid()) if p not in server and _is_chromium(p))
+
+
+def _is_chromium(pid: int) -> bool:
+    try:
+        exe = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+    except OSError:
+        return False
+    return b"chrom" in exe or b"headless_shell" in exe
+
+
+def run(repeats: int, profile_dir: Path | None = None) -> dict[str, tuple[float, ...]]:
+    """{interaction: (median input-to-idle s, median server script CPU s, median server process CPU s,
+    median browser CPU s)}."""
     from playwright.sync_api import sync_playwright
 
-    out: dict[str, list[tuple[float, float]]] = {}
+    out: dict[str, list[tuple[float, ...]]] = {}
     exe = chromium_path()
     with tempfile.TemporaryDirectory() as tmp, StudioServer(run_log=Path(tmp) / "runs.jsonl",
                                                              profile_dir=profile_dir) as server, \
@@ -70,19 +135,27 @@ def run(repeats: int, profile_dir: Path | None = None) -> dict[str, tuple[float,
         browser = pw.chromium.launch(executable_path=exe, args=CHROME_ARGS, headless=True)
         page = browser.new_page(viewport={"width": 1600, "height": 1000})
         runs = RunWatcher(page)
+        browser_cpu = BrowserCPU(server.proc.pid)
+
+        def cpu() -> tuple[float, float]:
+            return _process_cpu_s(server.proc.pid), browser_cpu.now()
+
         page.goto(f"{server.url}/strategy?preset=medium")
         page.get_by_role("spinbutton", name="global_batch_size [sequences]").wait_for(timeout=60_000)
         wait_idle(page)
         for i in range(repeats):  # warm-up pass included in neither figure
             for label in ("Model", "Estimate", "Timeline", "Strategy"):
-                k = len(server.runs())
+                k, c0 = len(server.runs()), cpu()
                 t = _nav(page, runs, label)
-                (out.setdefault(f"open {label}", []) if i else []).append((t, _cpu_since(server, k)))
-            k = len(server.runs())
+                c1 = cpu()
+                (out.setdefault(f"open {label}", []) if i else []).append(
+                    (t, _cpu_since(server, k), c1[0] - c0[0], c1[1] - c0[1]))
+            k, c0 = len(server.runs()), cpu()
             t = _edit(page, runs, 64 + 8 * i)
-            out.setdefault("Strategy edit", []).append((t, _cpu_since(server, k)))
+            c1 = cpu()
+            out.setdefault("Strategy edit", []).append((t, _cpu_since(server, k), c1[0] - c0[0], c1[1] - c0[1]))
         browser.close()
-    return {k: (statistics.median(x for x, _ in v), statistics.median(c for _, c in v)) for k, v in out.items() if v}
+    return {k: tuple(statistics.median(x[j] for x in v) for j in range(4)) for k, v in out.items() if v}
 
 
 def main() -> int:
@@ -90,8 +163,9 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=4)
     ap.add_argument("--profile", type=Path, help="write each script run's cProfile stats into this folder")
     args = ap.parse_args()
-    for label, (s, cpu) in run(max(2, min(args.repeats, 20)), args.profile).items():
-        print(f"{label:>16}: {s * 1e3:7.0f} ms input-to-idle, {cpu * 1e3:5.0f} ms script CPU (medians)")
+    print(f"{'':>16}  input-to-idle  script CPU  server CPU  browser CPU   (medians, ms)")
+    for label, (s, script, server, browser) in run(max(2, min(args.repeats, 20)), args.profile).items():
+        print(f"{label:>16}: {s * 1e3:13.0f}  {script * 1e3:10.0f}  {server * 1e3:10.0f}  {browser * 1e3:11.0f}")
     return 0
 
 

@@ -2,8 +2,8 @@
 
 Run: python benchmarks/timed_streamlit.py LOG.jsonl [--profile DIR] run app.py [streamlit options]
 Each script run (``ScriptRunner._run_script``: the page script and the reruns it asks for) appends
-one JSON line to LOG: ``cpu_ms`` (the script thread's CPU time, ``time.thread_time``), ``wall_ms``
-and ``end`` (epoch seconds). With ``--profile DIR`` each run's cProfile stats go to
+one JSON line to LOG: ``cpu_ms`` (the script thread's CPU time, ``time.thread_time``), ``wall_ms``,
+``end`` (epoch seconds), ``session`` and the first characters of the ``query`` string. With ``--profile DIR`` each run's cProfile stats go to
 ``DIR/runNNN.prof`` (``python -m pstats``). A benchmark aid only: the studio never imports it.
 """
 
@@ -35,7 +35,8 @@ def _install(log: Path, profile_dir: Path | None) -> None:
             if prof:
                 prof.disable()
             rec = {"cpu_ms": (time.thread_time() - cpu0) * 1e3, "wall_ms": (time.perf_counter() - wall0) * 1e3,
-                   "fragment": bool(rerun_data.fragment_id_queue), "end": time.time()}
+                   "fragment": bool(rerun_data.fragment_id_queue), "end": time.time(),
+                   "session": getattr(self, "_session_id", ""), "query": rerun_data.query_string[:80]}
             with lock:
                 count[0] += 1
                 if prof and profile_dir:
