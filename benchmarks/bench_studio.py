@@ -27,7 +27,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_studio_server import CHROME_ARGS, RunWatcher, StudioServer, chromium_path, wait_idle  # noqa: E402
+from bench_studio_server import (CHROME_ARGS, RunWatcher, StudioServer, chromium_path, descendants,  # noqa: E402
+                                 is_chromium, wait_idle)
 
 
 def _nav(page, runs: RunWatcher, label: str) -> float:
@@ -59,22 +60,6 @@ def _cpu_since(server: StudioServer, k: int) -> float:
     while len(server.runs()) <= k and time.monotonic() < deadline:
         time.sleep(0.01)
     return sum(r["cpu_ms"] for r in server.runs()[k:]) / 1e3
-
-
-def _descendants(pid: int) -> list[int]:
-    kids: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        kids.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    out, todo = [], [pid]
-    while todo:
-        for k in kids.get(todo.pop(), []):
-            out.append(k)
-            todo.append(k)
-    return out
 
 
 def _process_cpu_s(pid: int) -> float:
@@ -110,16 +95,8 @@ class BrowserCPU:
     def now(self) -> float:
         if not Path("/proc/self/schedstat").exists():
             return float("nan")
-        server = {self.server_pid, *_descendants(self.server_pid)}
-        return sum(_threads_cpu_s(p) for p in _descendants(os.getpid()) if p not in server and _is_chromium(p))
-
-
-def _is_chromium(pid: int) -> bool:
-    try:
-        exe = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
-    except OSError:
-        return False
-    return b"chrom" in exe or b"headless_shell" in exe
+        server = {self.server_pid, *descendants(self.server_pid)}
+        return sum(_threads_cpu_s(p) for p in descendants(os.getpid()) if p not in server and is_chromium(p))
 
 
 def run(repeats: int, profile_dir: Path | None = None) -> dict[str, tuple[float, ...]]:

@@ -6,6 +6,7 @@ load). Each server is its own process group, stopped on exit.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -137,6 +138,38 @@ class RunWatcher:
                 raise TimeoutError("no script run finished")
             page.wait_for_timeout(5)  # lets Playwright dispatch the websocket events
         wait_idle(page, timeout_ms)
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (Linux ``/proc``; [] elsewhere)."""
+    kids: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        kids.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = [], [pid]
+    while todo:
+        for k in kids.get(todo.pop(), []):
+            out.append(k)
+            todo.append(k)
+    return out
+
+
+def is_chromium(pid: int) -> bool:
+    try:
+        exe = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+    except OSError:
+        return False
+    return b"chrom" in exe or b"headless_shell" in exe
+
+
+def lower_priority_of(pids, nice: int = 19) -> None:
+    """Renice processes (best effort); the children they start later inherit it."""
+    for pid in pids:
+        with contextlib.suppress(OSError, AttributeError):
+            os.setpriority(os.PRIO_PROCESS, pid, nice)
 
 
 def wait_idle(page, timeout_ms: int = 60_000) -> None:
