@@ -110,3 +110,24 @@ def test_heavy_timeline_first_view_is_computed_by_the_worker(monkeypatch):
     assert not at.exception, [e.value for e in at.exception]
     assert "more than 5,000" in texts(at.caption) and "Does not fit" in texts(at.error)
     assert len(at.get("vega_lite_chart")) >= 2
+
+
+def _probe_priority(q) -> None:
+    import os
+
+    from ui.worker_tasks import lower_priority
+
+    lower_priority()
+    q.put(os.getpriority(os.PRIO_PROCESS, 0))
+
+
+def test_a_worker_runs_at_the_lowest_priority():
+    from ui.worker_tasks import WORKER_NICE
+
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    p = ctx.Process(target=_probe_priority, args=(q,))
+    p.start()
+    nice = q.get(timeout=30)
+    p.join(10)
+    assert nice == WORKER_NICE == 19

@@ -18,6 +18,11 @@ from .charts import gantt_chart, memory_stage_chart, memory_time_chart, mfu_wate
 from .timeline_data import gantt_frame, memory_frame
 
 ENTRIES = 24
+# The memory chart is ~1,300 px wide: 400 steps per rank (≥ 3 px each; each bin keeps its
+# maximum, so every peak is drawn) and 4,000 points in all are what it can show. More points cost
+# the browser without a visible difference (a deep pipeline's 8 ranks · 1,500 points were 600 kB
+# of inlined JSON).
+VIEW_MEMORY_POINTS, VIEW_MEMORY_TOTAL = 400, 4_000
 # Inlined data is bounded by ui.timeline_data (MAX_EXACT_SPANS, memory_frame's cap), not by
 # Altair's 5,000-row guard (which st.altair_chart does not apply either). Set once, process-wide.
 alt.data_transformers.disable_max_rows()
@@ -59,5 +64,5 @@ def memory_view(scenario_json: str, ranks: tuple[int, ...] | None, capacity_gib:
     memory = _memory
     if ranks is not None and len(memory):
         memory = memory[memory["rank"].isin(list(ranks))]
-    mem = memory_frame(memory)
+    mem = memory_frame(memory, max_points=VIEW_MEMORY_POINTS, max_total=VIEW_MEMORY_TOTAL)
     return spec(memory_time_chart(mem, capacity_gib)) if len(mem) else None

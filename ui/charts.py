@@ -10,6 +10,11 @@ import pandas as pd
 from .theme import MEMORY_COLORS, TIME_COLORS, TIME_LABELS, scale
 
 _FONT = {"labelFontSize": 11, "titleFontSize": 11}
+# Charts of thousands of marks are drawn on a canvas: Vega's SVG renderer builds one DOM node per
+# mark (a Timeline Gantt of ~1,300 bins and its ~5,000-point memory curves cost the browser
+# ~2× the CPU in SVG). Streamlit passes ``usermeta.embedOptions`` to vega-embed.
+CANVAS = {"embedOptions": {"renderer": "canvas"}}
+GANTT_DECIMALS = 4  # ms: 0.1 µs, finer than the 3 decimals the tooltips show
 
 
 def _cfg(chart: alt.TopLevelMixin) -> alt.TopLevelMixin:
@@ -144,7 +149,8 @@ def gantt_chart(df: pd.DataFrame, rows: list[str], aggregated: bool, x_domain: t
     """
     cats = list(df["category"].unique()) if len(df) else []
     domain, rng = scale(cats)
-    df = df.assign(phase=df["category"].map(lambda c: TIME_LABELS.get(c, c)))
+    df = _gantt_columns(df.assign(phase=df["category"].map(lambda c: TIME_LABELS.get(c, c))), aggregated,
+                        show_labels)
     domain = [TIME_LABELS.get(c, c) for c in domain]
     x_scale = alt.Scale(domain=list(x_domain)) if x_domain else alt.Undefined
     enc: dict[str, Any] = {
@@ -168,11 +174,25 @@ def gantt_chart(df: pd.DataFrame, rows: list[str], aggregated: bool, x_domain: t
         text = base.transform_filter("datum.label != ''").mark_text(fontSize=9, color="#111", align="center").encode(
             y=alt.Y("row:N", sort=rows), x=alt.X("mid_ms:Q", scale=x_scale), text="label:N")
         chart = chart + text
-    return _cfg(chart.properties(height=alt.Step(22)).interactive(bind_y=False))
+    return _cfg(chart.properties(height=alt.Step(22), usermeta=CANVAS).interactive(bind_y=False))
+
+
+def _gantt_columns(df: pd.DataFrame, aggregated: bool, labels: bool) -> pd.DataFrame:
+    """Only the columns the Gantt encodes, times rounded: the chart's data is inlined in the page
+    (JSON), so every column and digit is parsed by the browser once per bar."""
+    cols = ["row", "phase", "start_ms", "end_ms"] + (["occupancy", "spans"] if aggregated else ["kind", "mb", "chunk", "dur_ms"])
+    if labels and not aggregated:
+        cols += ["mid_ms", "label"]
+    out = df[[c for c in cols if c in df.columns]]
+    times = [c for c in ("start_ms", "end_ms", "dur_ms", "mid_ms") if c in out.columns]
+    out = out.assign(**{c: out[c].astype(float).round(GANTT_DECIMALS) for c in times})
+    return out.assign(occupancy=out["occupancy"].astype(float).round(3)) if "occupancy" in out.columns else out
 
 
 def memory_time_chart(df: pd.DataFrame, capacity_gib: float | None) -> alt.Chart:
     """Allocated memory over the step per rank (step-after lines) and the GPU capacity."""
+    df = df[["rank", "t_ms", "GiB"]].assign(t_ms=df["t_ms"].astype(float).round(GANTT_DECIMALS),
+                                            GiB=df["GiB"].astype(float).round(4))  # 0.1 MiB; tooltips show 0.01 GiB
     line = alt.Chart(df).mark_line(interpolate="step-after", strokeWidth=1.6).encode(
         x=alt.X("t_ms:Q", title="time [ms]"),
         y=alt.Y("GiB:Q", title="allocated [GiB]"),
@@ -182,4 +202,5 @@ def memory_time_chart(df: pd.DataFrame, capacity_gib: float | None) -> alt.Chart
     layers = [line]
     if capacity_gib:
         layers.append(alt.Chart(pd.DataFrame({"cap": [capacity_gib]})).mark_rule(color="#c0392b", strokeDash=[5, 3]).encode(y="cap:Q"))
-    return _cfg(alt.layer(*layers).properties(height=260, title="Memory over the step (red = capacity)").interactive(bind_y=False))
+    return _cfg(alt.layer(*layers).properties(height=260, title="Memory over the step (red = capacity)",
+                                              usermeta=CANVAS).interactive(bind_y=False))

@@ -70,6 +70,9 @@ def boot(title: str) -> None:
     for section in ("model", "system", "strategy"):
         if title.lower() != section:  # the editor itself says it next to the form
             stale_warning(section)
+    from .heap import freeze_startup_heap
+
+    freeze_startup_heap()  # once per server: the first page's imports stay out of later gc passes
 
 
 def scenario_download(key: str, label: str = "Download the scenario JSON") -> None:

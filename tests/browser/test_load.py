@@ -1,6 +1,11 @@
-"""Bounded version of benchmarks/load_studio.py: while sessions open heavy links, other users'
-light page keeps rendering. Asserts a ratio with generous slack (never an absolute time): on a
-loaded 2-core machine the median light render with heavy sessions stays within 3× of idle."""
+"""Bounded version of benchmarks/load_studio.py: while sessions keep computing heavy links, other
+users' light page keeps rendering. Asserts a ratio with generous slack (never an absolute time):
+on a loaded 2-core machine the median light render with heavy sessions stays within 3× of idle.
+
+Not the p95 ≤ 2× the benchmark reports: with 4 loads a phase the p95 is the slowest load, and on
+a shared 2-core runner one stall from another tenant (a light load takes ~3 s of browser CPU)
+decides it; measured here with the same code, the 8-load p95 ratio ran 1.5–2.1× and the
+median ratio 1.6–2.5×."""
 
 from __future__ import annotations
 

@@ -1,0 +1,40 @@
+"""What the Timeline charts send to the browser stays small: the Gantt and the memory curves
+are drawn on a canvas, the memory view is binned to what the chart can show (every rank's peak
+kept), and only the Gantt's encoded columns are inlined."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ui import chart_cache, charts
+
+
+def _values(spec: dict) -> list[dict]:
+    return [row for rows in spec.get("datasets", {}).values() for row in rows]
+
+
+def test_memory_view_is_binned_for_the_chart_and_keeps_each_peak():
+    rng = np.random.default_rng(5)
+    ranks, points = 8, 3000
+    mem = pd.DataFrame({"rank": np.repeat(np.arange(ranks), points), "t_s": np.tile(np.linspace(0, 1.0, points), ranks),
+                        "bytes": rng.uniform(1e9, 6e10, ranks * points)})
+    spec = chart_cache.memory_view.__wrapped__("payload-test", None, 80.0, mem)
+    rows = [r for r in _values(spec) if "GiB" in r]
+    assert len(rows) <= chart_cache.VIEW_MEMORY_TOTAL and len(rows) > ranks * 100
+    shown = pd.DataFrame(rows).groupby("rank")["GiB"].max().to_numpy()
+    assert np.allclose(shown, (mem.groupby("rank")["bytes"].max() / 2**30).to_numpy(), atol=1e-4)
+    assert spec["usermeta"]["embedOptions"]["renderer"] == "canvas"
+
+
+def test_gantt_inlines_only_what_it_draws():
+    df = pd.DataFrame({"row": ["rank 0 · compute"] * 2, "category": ["forward_compute", "backward_compute"],
+                       "kind": ["F", "B"], "mb": [0, 0], "chunk": [0, 0], "start_ms": [0.0, 1.123456789],
+                       "end_ms": [1.123456789, 3.0], "dur_ms": [1.123456789, 1.876543211], "mid_ms": [0.56, 2.06],
+                       "label": ["0", "0"]})
+    spec = charts.gantt_chart(df, ["rank 0 · compute"], False).to_dict(validate=False)
+    rows = _values(spec)
+    assert set(rows[0]) == {"row", "phase", "start_ms", "end_ms", "kind", "mb", "chunk", "dur_ms"}
+    assert rows[1]["start_ms"] == 1.1235 and spec["usermeta"]["embedOptions"]["renderer"] == "canvas"
+    labelled = _values(charts.gantt_chart(df, ["rank 0 · compute"], False, show_labels=True).to_dict(validate=False))
+    assert {"mid_ms", "label"} <= set(labelled[0])
