@@ -230,3 +230,83 @@ def test_cli_json_contract(capsys, tmp_path):
                  "--seq-len", "4096", "--space", "strategy.bogus=1,2"])
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("error: --space") and len(err.strip().splitlines()) == 1
+
+
+TINY_MOE = {**TINY, "name": "tiny-moe", "num_experts": 8, "top_k": 2, "moe_ffn_hidden_size": 1024, "num_layers": 5,
+            "first_k_dense_layers": 1}
+MOE_CHOICES = {"tp": (1, 2), "pp": (1, 2, 4), "cp": (1, 2), "cp_comm_type": ("p2p", "a2a"), "etp": (1, None)}
+
+
+def _groups(space):
+    from simengine.search.run import plan_groups
+
+    return plan_groups(space)[0]
+
+
+@pytest.mark.parametrize("model,choices", [(TINY, {"tp": (1, 2), "pp": (1, 2, 4), "cp": (1, 2)}), (None, MOE_CHOICES)])
+def test_quick_validity_agrees_with_the_scenario_checks(model, choices):
+    """The group validity check that skips pydantic gives the Scenario's verdict and message on
+    every group of a brute-force space (and on every recompute / ZeRO variant of its layouts)."""
+    from simengine.search.prune import _strategy, quick_error
+
+    model = model or TINY_MOE
+    space = make_space(model, SMALL_GPU, global_batch=16, seq_len=4096, gpus=[8, 16], choices=choices)
+    seen = {True: 0, False: 0}
+    for g, lay, mbs, _ in _groups(space):
+        for z, rc in itertools.product(zero_stages(space), recompute_options(space, lay)[:3]):
+            strat = _strategy(space, lay, mbs, z, rc, {})
+            try:
+                scenario(space, g, strat)
+                want = ""
+            except ConfigError as e:
+                want = str(e)
+            assert quick_error(space, g, strat) == want
+            seen[not want] += 1
+    assert seen[True] and seen[False]
+
+
+@pytest.mark.parametrize("model,choices", [(TINY, {"tp": (1, 2), "pp": (1, 2, 4), "cp": (1, 2), "zero_stage": (0, 3)}),
+                                           (TINY_MOE, MOE_CHOICES)])
+def test_shared_group_bound_equals_the_bound_of_the_groups_own_plan(model, choices):
+    """bound_group prices blocks once per (tp, cp, ep, etp, mbs) and places layers once per
+    pipeline layout; the result must be the bound read off each group's own plan."""
+    from simengine.search.prune import _bounds, _strategy, bound_group
+    from simengine.cost.stage import build_plan
+
+    space = make_space(model, SMALL_GPU, global_batch=16, seq_len=4096, gpus=[8], choices=choices)
+    checked = 0
+    for g, lay, mbs, order in _groups(space):
+        lb, rej = bound_group(space, g, lay, mbs, order)
+        if rej is not None:
+            continue
+        sc = scenario(space, g, _strategy(space, lay, mbs, zero_stages(space)[0], ("none", None), {}))
+        on, off = _bounds(build_plan(sc), sc.num_microbatches)
+        tco = any(f["tp_comm_overlap"] for f in flag_options(space, lay, sc.dp))
+        assert lb == pytest.approx(on if tco else off, rel=1e-9)
+        checked += 1
+    assert checked > 20
+
+
+def test_the_pre_filter_and_the_estimate_agree_on_memory(monkeypatch):
+    """Every candidate the memory pre-filter passes fits in the estimate too (the pre-filter once
+    assumed ZeRO-3 needs no more than ZeRO-2; its gather buffers can make it need more)."""
+    from simengine.search import prune
+
+    late = []
+    orig = prune.time_candidate
+
+    def spy(space, gpus, strat, order, out):
+        n = len(out.rejections)
+        c = orig(space, gpus, strat, order, out)
+        late.extend(r for r in out.rejections[n:] if r.kind == "oom")
+        return c
+
+    monkeypatch.setattr(prune, "time_candidate", spy)
+    space = tiny_space()
+    res = search(space)
+    assert res.evaluated > 100 and late == []
+    # the case behind it: ZeRO-3 over capacity where ZeRO-2 fits (same layout)
+    strat = {**space.base, "tp": 1, "pp": 2, "schedule": "zb-h2", "cp": 2, "micro_batch_size": 1, "recompute": "full",
+             "recompute_num_layers": 1}
+    over = {z: memory_and_bound(scenario(space, 8, dict(strat, zero_stage=z)))[0] for z in (2, 3)}
+    assert over[2] <= 0 < over[3]

@@ -1,0 +1,134 @@
+"""The step-time lower bound of a group, priced once per block kind and shared across layouts.
+
+The bound (``pipeline_bound``) needs, per chunk, its forward / backward-input / backward-weight /
+recompute phases each run alone at no contention (``sim/overlap.py: phase_seconds`` with slowdown
+1). Those are linear in the blocks a chunk holds: a chunk's phase is its blocks' phases added
+``n`` times (``cost/stage.py: _chunk_phases`` → ``PhaseCost.add``), and ``phase_seconds`` is a sum
+over collectives of terms linear in their repeat count (``sim/overlap.py: resolve``). A block's
+seconds depend only on what prices it — tp, cp, cp_comm_type, ep, etp, the micro-batch size and
+the fixed settings (dtype, kernels, …) — and the chunk's block counts only on the pipeline layout
+(pp, vpp, schedule, split). So the blocks are priced once per (tp, cp, cp_comm_type, ep, etp,
+mbs), the layout placed once per (pp, vpp, schedule, split), and a group's bound is a few
+additions instead of a plan; ``tests/test_search.py`` checks it equals ``prune._bounds`` of the
+group's own plan on every group of small dense and MoE spaces.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from ..config.scenario import Scenario
+
+BLOCK_KEY = ("tp", "cp", "cp_comm_type", "ep", "etp", "micro_batch_size")
+PLACE_KEY = ("pp", "vpp", "schedule", "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers")
+
+
+Phases = tuple[float, float, float, float]     # forward, backward-input, backward-weight, recompute seconds
+Stage = tuple[int, int, Phases]                 # (pp rank, data-flow stage, its phases for one micro-batch)
+
+
+def pipeline_bound(stages: list[Stage], m: int) -> float:
+    """A lower bound on the step of any schedule, from data flow alone (each phase at no
+    contention, p2p, DP and optimizer work left out). With F_s, B_s the forward and
+    backward-input of stage s (data-flow order) and rank r's lowest stage lo(r):
+
+    * rank r's compute stream does nothing before micro-batch 1's forward reached stage lo(r):
+      it starts at ≥ Σ_{s<lo} F_s and then runs m·(its F + B + W + R), serially;
+    * for each stage s of rank r, the last backward-input on s ends ≥ that start + m·(F_s + B_s
+      + R_s) (every forward, recompute and backward of s precedes it on r's one stream), and
+      that micro-batch's gradient then runs back through B_{s−1}, …, B_0, one after another.
+
+    The step ends after both (GPipe/1F1B-style bubble: Narayanan et al. 2021 §2.2.1, (p−1)
+    stage times on top of m)."""
+    by_stage = sorted(stages, key=lambda x: x[1])
+    pre_f, pre_b = [0.0], [0.0]
+    for _, _, (f, b, _, _) in by_stage:
+        pre_f.append(pre_f[-1] + f)
+        pre_b.append(pre_b[-1] + b)
+    ranks: dict[int, list[tuple[int, Phases]]] = {}
+    for r, s, ph in by_stage:
+        ranks.setdefault(r, []).append((s, ph))
+    best = 0.0
+    for mine in ranks.values():
+        start = pre_f[min(s for s, _ in mine)]
+        best = max(best, start + m * sum(sum(ph) for _, ph in mine))
+        for s, (f, b, _, rc) in mine:
+            best = max(best, start + m * (f + b + rc) + pre_b[s])
+    return best
+
+
+def block_seconds(sc: Scenario) -> dict[str, tuple[tuple[float, ...], tuple[float, ...]]]:
+    """Per block kind: (without TP collectives, with them) seconds of one micro-batch's forward,
+    backward-input and backward-weight, each run alone, priced as ``build_plan`` prices it with the
+    overlap flags off (cost/stage.py: _block_costs); ZeRO-2/3 collectives are not in the blocks."""
+    from ..cost.comm import CommModel
+    from ..cost.compute import ComputeModel
+    from ..cost.phase import price_ops
+    from ..workload.builder import build_workload
+
+    wl = build_workload(sc)
+    cm, comm = ComputeModel(sc.system, sc.strategy.dtype), CommModel(sc)
+    out = {}
+    for key, ph in wl.blocks.items():
+        pcs = [price_ops(ops, cm, comm, False) for ops in (ph.fwd, ph.bwd, ph.wgt)]
+        out[key] = (tuple(phase_alone(pc, False) for pc in pcs), tuple(phase_alone(pc, True) for pc in pcs))
+    return out
+
+
+def phase_alone(pc, with_tp: bool) -> float:
+    """One priced phase run alone at no contention (sim/overlap.py: phase_seconds, slowdown 1 —
+    the least any overlap leaves); the ZeRO-2/3 collectives the DP flags may hide are left out,
+    and without ``with_tp`` the TP collectives too (userbuffers overlap may hide them all)."""
+    from ..sim.inputs import CommTask
+    from ..sim.overlap import phase_seconds
+
+    tasks = tuple(CommTask(*t) for t in pc.tasks() if t[0] != "dp_comm" and (with_tp or t[0] != "tp_comm"))
+    return phase_seconds(pc.compute_s, tasks, 1.0)
+
+
+def stage_blocks(model, strategy) -> list[tuple[int, int, dict[str, int]]]:
+    """Per chunk (pp rank, data-flow stage, how many times each block kind runs per micro-batch):
+    the parts ``cost/stage.py: _chunk_phases`` adds up over the chunks of ``place_layers``."""
+    from ..workload.builder import place_layers
+
+    out = []
+    for chunks in place_layers(SimpleNamespace(model=model, strategy=strategy)):  # type: ignore[arg-type]  # reads .model/.strategy only
+        for cw in chunks:
+            parts = [("attn", len(cw.layers) - cw.window_layers), ("attn_window", cw.window_layers),
+                     ("mlp", cw.dense_layers), ("moe", cw.moe_layers), ("embed", int(cw.first)), ("head", int(cw.last))]
+            if cw.mtp:
+                parts += [(k, cw.mtp) for k in ("mtp", "attn", "moe" if cw.mtp_moe else "mlp", "head")]
+            n: dict[str, int] = {}
+            for k, c in parts:
+                if c:
+                    n[k] = n.get(k, 0) + c
+            out.append((cw.rank, cw.index, n))
+    return out
+
+
+class SharedBounds:
+    """Memo of block seconds and chunk blocks for one search space in one process."""
+
+    def __init__(self) -> None:
+        self.blocks: dict[tuple, dict[str, tuple[tuple[float, ...], tuple[float, ...]]]] = {}
+        self.places: dict[tuple, list[tuple[int, int, dict[str, int]]]] = {}
+
+    def bound(self, strat: dict[str, Any], model, strategy, m: int, scenario_of) -> tuple[float, float]:
+        """(without TP collectives, with them): ``pipeline_bound`` of the no-recompute plan of
+        ``strat`` with m micro-batches. ``scenario_of()`` builds the validated scenario when the
+        block kind is new."""
+        bk = tuple(strat[k] for k in BLOCK_KEY)
+        secs = self.blocks.get(bk)
+        if secs is None:
+            secs = self.blocks[bk] = block_seconds(scenario_of())
+        pk = tuple(strat.get(k) for k in PLACE_KEY)
+        chunks = self.places.get(pk)
+        if chunks is None:
+            chunks = self.places[pk] = stage_blocks(model, strategy)
+        out = []
+        for side in (0, 1):
+            stages = [(r, s, (*(sum(c * secs[k][side][i] for k, c in n.items()) for i in range(3)), 0.0))
+                      for r, s, n in chunks]
+            out.append(pipeline_bound(stages, m))  # type: ignore[arg-type]
+        return out[0], out[1]
