@@ -310,3 +310,51 @@ def test_the_pre_filter_and_the_estimate_agree_on_memory(monkeypatch):
              "recompute_num_layers": 1}
     over = {z: memory_and_bound(scenario(space, 8, dict(strat, zero_stage=z)))[0] for z in (2, 3)}
     assert over[2] <= 0 < over[3]
+
+
+def test_uneven_splits_place_non_divisible_layer_counts():
+    from simengine.search.space import uneven_splits
+
+    assert uneven_splits(126, 16, 1) == [(6, 8), (7, 7), (8, 6)]   # Llama 3 405B, Dubey et al. 2024 §3.3.2: (7, 7)
+    assert uneven_splits(61, 16, 1) == [(1, 4), (2, 3), (3, 2), (4, 1)]
+    assert uneven_splits(126, 16, 2) == [(6, 8), (8, 6)]             # interleaved: every rank divides by vpp
+    assert uneven_splits(128, 16, 1) == [] and uneven_splits(61, 1, 1) == []
+    for name, layers, pp in (("llama3-405b", 126, 16), ("deepseek-v3", 61, 16), ("deepseek-v3", 61, 8)):
+        model = presets.load_preset("models", name)
+        assert model["num_layers"] == layers
+        for f, last in uneven_splits(layers, pp, 1):
+            strat = {"tp": 1, "pp": pp, "cp": 1, "micro_batch_size": 1, "global_batch_size": 64, "seq_len": 4096,
+                     "sequence_parallel": True, "decoder_first_pipeline_num_layers": f, "decoder_last_pipeline_num_layers": last}
+            sc = load_scenario({"model": model, "system": dict(SYSTEM, num_gpus=pp), "strategy": strat})
+            assert not sc.notes  # a split Megatron accepts: no "Megatron refuses it" note
+
+
+def test_search_with_uneven_splits_equals_brute_force():
+    five = {**TINY, "num_layers": 5}
+    choices = {"tp": (1,), "cp": (1,), "pp": (1, 2), "zero_stage": (1,), "overlap_param_gather": (True,),
+               "overlap_grad_reduce": (True,), "tp_comm_overlap": (False,)}
+    space = make_space(five, SMALL_GPU, global_batch=16, seq_len=8192, gpus=[8], choices=choices)
+    splits = {(lay.get("decoder_first_pipeline_num_layers"), lay.get("decoder_last_pipeline_num_layers"))
+              for lay in layouts(space, 8) if lay["pp"] == 2 and lay["schedule"] == "1f1b"}
+    assert splits == {(None, None), (2, 3), (3, 2)}
+    brute = brute_force(space)
+    res = search(space)
+    assert res.candidates[0].tokens_per_s == pytest.approx(max(b[0] for b in brute), rel=1e-12)
+    assert len(res.candidates) <= len(brute)
+    assert any(c.strategy.get("decoder_first_pipeline_num_layers") for c in res.candidates)
+    assert search(space, top=1).candidates[0].tokens_per_s == pytest.approx(max(b[0] for b in brute), rel=1e-12)
+
+
+def test_every_screened_candidates_bound_is_below_its_estimate():
+    """The bound each screened candidate is queued with (compute + fill/drain + its DP tail for
+    its overlap flags and ZeRO stage) never exceeds the estimate's step time: the pruning is safe."""
+    from simengine.search.prune import screen_group
+
+    space = tiny_space(system=SYSTEM, choices={"tp": (1, 2), "pp": (1, 2), "cp": (1,), "recompute": ("none", "full")})
+    checked = 0
+    for g, lay, mbs, order in _groups(space)[::3]:
+        for _, strat, lb, _ in screen_group(space, g, lay, mbs, order).entries[::2]:
+            rep = api.estimate(scenario(space, g, strat))
+            assert lb <= rep.step_time_s * (1 + 1e-12)
+            checked += 1
+    assert checked > 50

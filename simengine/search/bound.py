@@ -28,7 +28,7 @@ Phases = tuple[float, float, float, float]     # forward, backward-input, backwa
 Stage = tuple[int, int, Phases]                 # (pp rank, data-flow stage, its phases for one micro-batch)
 
 
-def pipeline_bound(stages: list[Stage], m: int) -> float:
+def pipeline_bound(stages: list[Stage], m: int, tails: dict[int, float] | None = None) -> float:
     """A lower bound on the step of any schedule, from data flow alone (each phase at no
     contention, p2p, DP and optimizer work left out). With F_s, B_s the forward and
     backward-input of stage s (data-flow order) and rank r's lowest stage lo(r):
@@ -40,7 +40,8 @@ def pipeline_bound(stages: list[Stage], m: int) -> float:
       that micro-batch's gradient then runs back through B_{s−1}, …, B_0, one after another.
 
     The step ends after both (GPipe/1F1B-style bubble: Narayanan et al. 2021 §2.2.1, (p−1)
-    stage times on top of m)."""
+    stage times on top of m). ``tails[r]``: work rank r must still run after all its compute
+    (``dp_tail``), added to the first term."""
     by_stage = sorted(stages, key=lambda x: x[1])
     pre_f, pre_b = [0.0], [0.0]
     for _, _, (f, b, _, _) in by_stage:
@@ -50,12 +51,26 @@ def pipeline_bound(stages: list[Stage], m: int) -> float:
     for r, s, ph in by_stage:
         ranks.setdefault(r, []).append((s, ph))
     best = 0.0
-    for mine in ranks.values():
+    for r, mine in ranks.items():
         start = pre_f[min(s for s, _ in mine)]
-        best = max(best, start + m * sum(sum(ph) for _, ph in mine))
+        best = max(best, start + m * sum(sum(ph) for _, ph in mine) + (tails or {}).get(r, 0.0))
         for s, (f, b, _, rc) in mine:
             best = max(best, start + m * (f + b + rc) + pre_b[s])
     return best
+
+
+def dp_tail(dp, overlap_grad_reduce: bool, overlap_param_gather: bool) -> float:
+    """Seconds a rank's DP work (``cost/dp.py: DPWork``) adds after its last compute, for sure:
+    the optimizer follows the last gradient bucket, which follows the backward that produces it;
+    without ``overlap_grad_reduce`` every bucket runs after the rank's last backward
+    (``finalize_model_grads``), without ``overlap_param_gather`` the parameter all-gathers run
+    after the optimizer (sim/graph.py, the DP rules). Buckets run alone here: no contention."""
+    tail = dp.optimizer_s
+    if not overlap_grad_reduce:
+        tail += sum(dp.grad_buckets_s)
+    if not overlap_param_gather:
+        tail += sum(dp.param_buckets_s)
+    return tail
 
 
 def block_seconds(sc: Scenario) -> dict[str, tuple[tuple[float, ...], tuple[float, ...]]]:

@@ -27,6 +27,7 @@ from ..config.scenario import Scenario, make_scenario
 from ..config.strategy import StrategySpec
 from ..config.system import SystemSpec
 from ..errors import ConfigError, from_pydantic
+from .bound import pipeline_bound
 from .space import SearchSpace, flag_options, group_size, recompute_options, zero_stages
 from .types import Candidate, GroupScreen, Rejection
 
@@ -123,15 +124,34 @@ def _bounds(plan, m: int) -> tuple[float, float]:
     ``off`` keeps them with the windows they have without userbuffers; the ZeRO-2/3 collectives
     the DP overlap flags may hide are left out of both. The straggler and jitter factors (≥ 1,
     on compute only: pipeline.py) are left out too, which keeps it a lower bound."""
-    from .bound import pipeline_bound
+    on, off = stage_phases(plan)
+    return pipeline_bound(on, m), pipeline_bound(off, m)  # type: ignore[arg-type]
 
+
+def stage_phases(plan) -> tuple[list, list]:
+    """Per chunk (rank, stage, phases run alone) without and with the TP collectives."""
     out = []
     for with_tp in (False, True):
         seen: dict[int, float] = {}  # chunks of the same kind share their PhaseCost objects (build_plan)
-        stages = [(st.rank, c.work.index, tuple(_alone(pc, with_tp, seen) for pc in (c.fwd, c.bwd, c.wgt, c.recompute)))
-                  for st in plan.stages for c in st.chunks]
-        out.append(pipeline_bound(stages, m))  # type: ignore[arg-type]
+        out.append([(st.rank, c.work.index, tuple(_alone(pc, with_tp, seen) for pc in (c.fwd, c.bwd, c.wgt, c.recompute)))
+                    for st in plan.stages for c in st.chunks])
     return out[0], out[1]
+
+
+def dp_tails(sc: Scenario, plan, flags: dict[str, bool]) -> dict[int, float]:
+    """Per rank, ``bound.dp_tail`` of its DP work at ``sc``'s ZeRO stage (the model states, hence
+    the buckets, follow the stage: cost/dp.py ``dp_work``; the plan's params and comm model do not)."""
+    from ..cost.dp import dp_work
+    from .bound import dp_tail
+
+    memo: dict[int, float] = {}
+    out = {}
+    for st in plan.stages:
+        if id(st.params) not in memo:
+            memo[id(st.params)] = dp_tail(dp_work(sc, plan.comm, st.params), bool(flags.get("overlap_grad_reduce")),
+                                          bool(flags.get("overlap_param_gather")))
+        out[st.rank] = memo[id(st.params)]
+    return out
 
 
 def _alone(pc, with_tp: bool, seen: dict[int, float]) -> float:
@@ -241,9 +261,15 @@ def screen_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int
                                             len(rcs) * len(flags), _ex(gpus, probe)))
             continue
         seen_zero = True
-        for rc, (lb_on, lb_off) in _fitting_recompute(space, gpus, layout, mbs, z, rcs, len(flags), out, known, plans):
+        tails: dict[tuple[bool, bool], dict[int, float]] = {}
+        for rc, _ in _fitting_recompute(space, gpus, layout, mbs, z, rcs, len(flags), out, known, plans):
+            plan, _, on, off, m, _ = plans[rc]
             for fl in flags:
-                lb = lb_on if fl.get("tp_comm_overlap") else lb_off
+                dpf = (fl["overlap_grad_reduce"], fl["overlap_param_gather"])
+                if dpf not in tails:  # the DP work depends on the ZeRO stage only, not on recompute
+                    sc_z = scenario(space, gpus, _strategy(space, layout, mbs, z, rc, {}))
+                    tails[dpf] = dp_tails(sc_z, plan, fl)
+                lb = pipeline_bound(on if fl.get("tp_comm_overlap") else off, m, tails[dpf])
                 out.entries.append((gpus, _strategy(space, layout, mbs, z, rc, fl), lb, order * 1000 + len(out.entries)))
     return out
 
@@ -272,10 +298,12 @@ def _fitting_recompute(space: SearchSpace, gpus: int, layout: dict[str, Any], mb
         if hit is None:  # price once per recompute option; other ZeRO stages swap the model states
             out.memory_checked += 1
             plan, mems = priced(sc)
-            hit = plans[rc] = (plan, mems, _bounds(plan, sc.num_microbatches))
+            on, off = stage_phases(plan)
+            m = sc.num_microbatches
+            hit = plans[rc] = (plan, mems, on, off, m, (pipeline_bound(on, m), pipeline_bound(off, m)))
         o, stage = memory_at_zero(sc, hit[0], hit[1])
         if o <= 0:
-            known[rc] = hit[2]
+            known[rc] = hit[5]
         return o, stage, ""
 
     def reject(kind, reason, n, rc):
