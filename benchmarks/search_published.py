@@ -106,7 +106,8 @@ def rank_one(run, top: int, full_up_to: int = 64) -> dict:
         rank = "nothing fits"
     else:
         faster = sum(1 for c in res.candidates if c.tokens_per_s > tps * (1 + 1e-9))
-        rank = (str(faster + 1) if faster < len(res.candidates) or len(res.candidates) < top else f">{top}") + note
+        rank = (str(faster + 1) if faster < len(res.candidates) or len(res.candidates) < top else f">{top}") if fits else "-"
+        rank += note
     return {"run": run.run_id, "gpus": g, "published": layout(s, g), "pub_tps": tps, "rank": rank,
             "best": layout(best.strategy, g) if best else "-", "best_tps": best.tokens_per_s if best else 0.0,
             "tie": bool(best and fits and tps >= best.band["tokens_per_s"][0]), "seconds": dt, "timed": res.evaluated}
