@@ -43,6 +43,8 @@ def layout(s: dict, gpus: int) -> str:
     parts += [f"vpp{s['vpp']}"] if s.get("vpp", 1) > 1 else []
     parts += [f"cp{s['cp']}"] if s.get("cp", 1) > 1 else []
     parts += [f"ep{s['ep']}"] if s.get("ep", 1) > 1 else []
+    ends = (s.get("decoder_first_pipeline_num_layers"), s.get("decoder_last_pipeline_num_layers"))
+    parts += [f"split{ends[0] or '-'}/{ends[1] or '-'}"] if any(ends) else []
     rc = s.get("recompute", "none")
     rc = f"full{s['recompute_num_layers']}" if rc == "full" and s.get("recompute_num_layers") else rc
     return " ".join(parts + [f"mbs{s['micro_batch_size']}", f"z{s.get('zero_stage', 1)}", f"rc-{rc}"])
