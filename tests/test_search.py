@@ -263,6 +263,12 @@ def test_quick_validity_agrees_with_the_scenario_checks(model, choices):
             assert quick_error(space, g, strat) == want
             seen[not want] += 1
     assert seen[True] and seen[False]
+    # a field bound of StrategySpec itself (cp <= 1024), not a cross-field rule
+    lay = dict(_groups(space)[0][1], cp=2048)
+    strat = _strategy(space, lay, 1, 1, ("none", None), {})
+    with pytest.raises(ConfigError) as e:
+        scenario(space, 4096, strat)
+    assert quick_error(space, 4096, strat) == str(e.value)
 
 
 @pytest.mark.parametrize("model,choices", [(TINY, {"tp": (1, 2), "pp": (1, 2, 4), "cp": (1, 2), "zero_stage": (0, 3)}),

@@ -215,6 +215,22 @@ def bound_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int,
     return (on if tco else off), None
 
 
+def _in_field_ranges(strategy: dict[str, Any]) -> bool:
+    """The searched integers inside StrategySpec's own field bounds (its ``Field(ge=…, le=…)``
+    metadata, read off the model: e.g. cp ≤ 1024 while a space may propose larger divisors)."""
+    from .types import SEARCHED
+
+    for k in SEARCHED:
+        v = strategy.get(k)
+        if not isinstance(v, int) or isinstance(v, bool):
+            continue
+        for c in StrategySpec.model_fields[k].metadata:
+            ge, le = getattr(c, "ge", None), getattr(c, "le", None)
+            if (ge is not None and v < ge) or (le is not None and v > le):
+                return False
+    return True
+
+
 def quick_error(space: SearchSpace, gpus: int, strategy: dict[str, Any]) -> str:
     """What ``scenario()`` would reject ``strategy`` for ('' when valid), without pydantic
     validation when the strategy's own rules pass: the values come from a validated base and
@@ -226,7 +242,8 @@ def quick_error(space: SearchSpace, gpus: int, strategy: dict[str, Any]) -> str:
 
     model, system = specs(space, gpus)
     st = StrategySpec.model_construct(**strategy)
-    own = get_schedule(st.schedule).requirements(st.pp, None, st.vpp, None) or st.global_batch_size % st.micro_batch_size \
+    own = not _in_field_ranges(strategy) or get_schedule(st.schedule).requirements(st.pp, None, st.vpp, None) \
+        or st.global_batch_size % st.micro_batch_size \
         or (st.recompute_num_layers is not None and st.recompute != "full") or (st.tp_comm_overlap and st.tp > 1)
     if own:
         try:
