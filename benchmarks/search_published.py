@@ -4,8 +4,10 @@ Run: python benchmarks/search_published.py [--sources narayanan21,nemo,megatron-
 For each mapped run (simengine.validation.published: Narayanan et al. 2021 weak scaling, NeMo 24.07 and
 Megatron-Bridge performance pages) the search keeps the run's fixed settings (dtype, attention,
 overlap flags, cp_comm_type, fused cross-entropy, …) and the schedules Megatron offers (1f1b,
-interleaved), and searches tp, pp, vpp, cp, ep, micro-batch size, ZeRO stage and recompute. The
-published layout's own estimate is ranked against our top K. Prints a markdown table.
+interleaved), and searches tp, pp, vpp, cp, ep, micro-batch size, ZeRO stage, recompute and the
+uneven first/last splits. Above ``--full-up-to`` GPUs (64) the space is the published layout's
+neighbourhood (``neighbourhood``). The published layout's own estimate is ranked against our top
+K. Prints a markdown table.
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ SCHEDULES = ("1f1b", "interleaved")
 # runs, Narayanan et al. 2021 §5.9 compares ZeRO-3 as a separate system); NeMo 24.07's
 # Megatron-Core had the distributed optimizer (ZeRO-1) only; Megatron-Bridge adds Megatron-FSDP.
 FRAMEWORK_ZERO = {"narayanan21": (0,), "nemo": (0, 1)}
+# what else the framework of the time lacked: Megatron-LM of 2021 had neither context parallelism
+# (Megatron-Core, 2023) nor selective recompute (Korthikanti et al. 2022, §5)
+FRAMEWORK_PINS = {"narayanan21": {"cp": (1,), "recompute": ("none", "full")}}
 
 
 def layout(s: dict, gpus: int) -> str:
@@ -38,6 +43,8 @@ def layout(s: dict, gpus: int) -> str:
     parts += [f"vpp{s['vpp']}"] if s.get("vpp", 1) > 1 else []
     parts += [f"cp{s['cp']}"] if s.get("cp", 1) > 1 else []
     parts += [f"ep{s['ep']}"] if s.get("ep", 1) > 1 else []
+    ends = (s.get("decoder_first_pipeline_num_layers"), s.get("decoder_last_pipeline_num_layers"))
+    parts += [f"split{ends[0] or '-'}/{ends[1] or '-'}"] if any(ends) else []
     rc = s.get("recompute", "none")
     rc = f"full{s['recompute_num_layers']}" if rc == "full" and s.get("recompute_num_layers") else rc
     return " ".join(parts + [f"mbs{s['micro_batch_size']}", f"z{s.get('zero_stage', 1)}", f"rc-{rc}"])
@@ -55,15 +62,33 @@ def unique(runs):
     return out
 
 
-def rank_one(run, top: int) -> dict:
+def neighbourhood(s: dict, model: dict) -> dict:
+    """The restricted space of a large run: tp within one 8-GPU node, pp and cp at half, the same
+    and twice the published value, ep at half to twice, micro-batch at half to twice; vpp, ZeRO
+    stage, recompute (every level and layer count) and the uneven first/last splits stay free."""
+    def around(v: int, lo: int = 1) -> tuple:
+        return tuple(sorted({x for x in (v // 2, v, 2 * v) if x >= lo}))
+
+    out = {"tp": (1, 2, 4, 8), "pp": around(int(s.get("pp", 1))), "cp": around(int(s.get("cp", 1))),
+           "micro_batch_size": around(int(s.get("micro_batch_size", 1)))}
+    if int(model.get("num_experts") or 0):
+        out["ep"] = tuple(e for e in around(int(s.get("ep", 1))) if int(model["num_experts"]) % e == 0)
+    return out
+
+
+def rank_one(run, top: int, full_up_to: int = 64) -> dict:
     cfg = run.config
     s = cfg["strategy"]
     pins = {k: (s.get(k),) for k in DIMS if k not in SEARCHED and k != "schedule" and k in s}
     pins["schedule"] = SCHEDULES
     if run.source in FRAMEWORK_ZERO and not run.run_id.startswith("narayanan21_t2_ZeRO"):
         pins["zero_stage"] = FRAMEWORK_ZERO[run.source]
+    pins.update(FRAMEWORK_PINS.get(run.source, {}))
     base = {k: v for k, v in s.items() if k not in DIMS and k not in ("global_batch_size", "seq_len", "dp", "name")}
     g = int(cfg["system"]["num_gpus"])
+    if g > full_up_to:
+        near = neighbourhood(s, cfg["model"])
+        pins.update({k: v for k, v in near.items() if k not in pins})
     space = make_space(cfg["model"], cfg["system"], global_batch=s["global_batch_size"], seq_len=s["seq_len"], gpus=[g],
                        choices=pins, base=base)
     t0 = time.perf_counter()
@@ -83,7 +108,8 @@ def rank_one(run, top: int) -> dict:
         rank = "nothing fits"
     else:
         faster = sum(1 for c in res.candidates if c.tokens_per_s > tps * (1 + 1e-9))
-        rank = (str(faster + 1) if faster < len(res.candidates) or len(res.candidates) < top else f">{top}") + note
+        rank = (str(faster + 1) if faster < len(res.candidates) or len(res.candidates) < top else f">{top}") if fits else "-"
+        rank += note
     return {"run": run.run_id, "gpus": g, "published": layout(s, g), "pub_tps": tps, "rank": rank,
             "best": layout(best.strategy, g) if best else "-", "best_tps": best.tokens_per_s if best else 0.0,
             "tie": bool(best and fits and tps >= best.band["tokens_per_s"][0]), "seconds": dt, "timed": res.evaluated}
@@ -95,6 +121,8 @@ def main() -> None:
     ap.add_argument("--top", type=int, default=10)
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--max-gpus", type=int, default=0, help="skip runs on more GPUs (search time grows with the space)")
+    ap.add_argument("--full-up-to", type=int, default=64, help="search the full space up to this many GPUs, the "
+                                                                  "published layout's neighbourhood above (neighbourhood())")
     a = ap.parse_args()
     runs, _ = published_runs(DATA.read_text())
     runs = unique([r for r in runs if r.source in a.sources.split(",")])
@@ -105,7 +133,7 @@ def main() -> None:
     print("| run | GPUs | published layout | our tokens/s for it | its rank | our best layout | best tokens/s | best / published | within band | search s |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in runs:
-        d = rank_one(r, a.top)
+        d = rank_one(r, a.top, a.full_up_to)
         ratio = d["best_tps"] / d["pub_tps"] if d["pub_tps"] else float("nan")
         print(f"| {d['run']} | {d['gpus']} | {d['published']} | {d['pub_tps']:,.0f} | {d['rank']} | {d['best']} | "
               f"{d['best_tps']:,.0f} | {ratio:.3f} | {'yes' if d['tie'] else 'no'} | {d['seconds']:.1f} |", flush=True)

@@ -230,3 +230,157 @@ def test_cli_json_contract(capsys, tmp_path):
                  "--seq-len", "4096", "--space", "strategy.bogus=1,2"])
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("error: --space") and len(err.strip().splitlines()) == 1
+
+
+TINY_MOE = {**TINY, "name": "tiny-moe", "num_experts": 8, "top_k": 2, "moe_ffn_hidden_size": 1024, "num_layers": 5,
+            "first_k_dense_layers": 1}
+MOE_CHOICES = {"tp": (1, 2), "pp": (1, 2, 4), "cp": (1, 2), "cp_comm_type": ("p2p", "a2a"), "etp": (1, None)}
+
+
+def _groups(space):
+    from simengine.search.run import plan_groups
+
+    return plan_groups(space)[0]
+
+
+@pytest.mark.parametrize("model,choices", [(TINY, {"tp": (1, 2), "pp": (1, 2, 4), "cp": (1, 2)}), (None, MOE_CHOICES)])
+def test_quick_validity_agrees_with_the_scenario_checks(model, choices):
+    """The group validity check that skips pydantic gives the Scenario's verdict and message on
+    every group of a brute-force space (and on every recompute / ZeRO variant of its layouts)."""
+    from simengine.search.prune import _strategy, quick_error
+
+    model = model or TINY_MOE
+    space = make_space(model, SMALL_GPU, global_batch=16, seq_len=4096, gpus=[8, 16], choices=choices)
+    seen = {True: 0, False: 0}
+    for g, lay, mbs, _ in _groups(space):
+        for z, rc in itertools.product(zero_stages(space), recompute_options(space, lay)[:3]):
+            strat = _strategy(space, lay, mbs, z, rc, {})
+            try:
+                scenario(space, g, strat)
+                want = ""
+            except ConfigError as e:
+                want = str(e)
+            assert quick_error(space, g, strat) == want
+            seen[not want] += 1
+    assert seen[True] and seen[False]
+    # a field bound of StrategySpec itself (cp <= 1024), not a cross-field rule
+    lay = dict(_groups(space)[0][1], cp=2048)
+    strat = _strategy(space, lay, 1, 1, ("none", None), {})
+    with pytest.raises(ConfigError) as e:
+        scenario(space, 4096, strat)
+    assert quick_error(space, 4096, strat) == str(e.value)
+
+
+@pytest.mark.parametrize("model,choices", [(TINY, {"tp": (1, 2), "pp": (1, 2, 4), "cp": (1, 2), "zero_stage": (0, 3)}),
+                                           (TINY_MOE, MOE_CHOICES)])
+def test_shared_group_bound_equals_the_bound_of_the_groups_own_plan(model, choices):
+    """bound_group prices blocks once per (tp, cp, ep, etp, mbs) and places layers once per
+    pipeline layout; the result must be the bound read off each group's own plan."""
+    from simengine.cost.stage import build_plan
+    from simengine.pipeline import sim_microbatches
+    from simengine.search.bound import schedule_chains
+    from simengine.search.prune import _bounds, _strategy, bound_group
+
+    space = make_space(model, SMALL_GPU, global_batch=16, seq_len=4096, gpus=[8], choices=choices)
+    checked = 0
+    for g, lay, mbs, order in _groups(space):
+        lb, rej = bound_group(space, g, lay, mbs, order)
+        if rej is not None:
+            continue
+        sc = scenario(space, g, _strategy(space, lay, mbs, zero_stages(space)[0], ("none", None), {}))
+        on, off = _bounds(build_plan(sc), sim_microbatches(sc), schedule_chains(sc.strategy.schedule))
+        tco = any(f["tp_comm_overlap"] for f in flag_options(space, lay, sc.dp))
+        assert lb == pytest.approx(on if tco else off, rel=1e-9)
+        checked += 1
+    assert checked > 20
+
+
+def test_the_pre_filter_and_the_estimate_agree_on_memory(monkeypatch):
+    """Every candidate the memory pre-filter passes fits in the estimate too (the pre-filter once
+    assumed ZeRO-3 needs no more than ZeRO-2; its gather buffers can make it need more)."""
+    from simengine.search import prune
+
+    late = []
+    orig = prune.time_candidate
+
+    def spy(space, gpus, strat, order, out):
+        n = len(out.rejections)
+        c = orig(space, gpus, strat, order, out)
+        late.extend(r for r in out.rejections[n:] if r.kind == "oom")
+        return c
+
+    monkeypatch.setattr(prune, "time_candidate", spy)
+    space = tiny_space()
+    res = search(space)
+    assert res.evaluated > 100 and late == []
+    # the case behind it: ZeRO-3 over capacity where ZeRO-2 fits (same layout)
+    strat = {**space.base, "tp": 1, "pp": 2, "schedule": "zb-h2", "cp": 2, "micro_batch_size": 1, "recompute": "full",
+             "recompute_num_layers": 1}
+    over = {z: memory_and_bound(scenario(space, 8, dict(strat, zero_stage=z)))[0] for z in (2, 3)}
+    assert over[2] <= 0 < over[3]
+
+
+def test_uneven_splits_place_non_divisible_layer_counts():
+    from simengine.search.space import uneven_splits
+
+    assert uneven_splits(126, 16, 1) == [(6, 8), (7, 7), (8, 6)]   # Llama 3 405B, Dubey et al. 2024 §3.3.2: (7, 7)
+    assert uneven_splits(61, 16, 1) == [(1, 4), (2, 3), (3, 2), (4, 1)]
+    assert uneven_splits(126, 16, 2) == [(6, 8), (8, 6)]             # interleaved: every rank divides by vpp
+    assert uneven_splits(128, 16, 1) == [] and uneven_splits(61, 1, 1) == []
+    for name, layers, pp in (("llama3-405b", 126, 16), ("deepseek-v3", 61, 16), ("deepseek-v3", 61, 8)):
+        model = presets.load_preset("models", name)
+        assert model["num_layers"] == layers
+        for f, last in uneven_splits(layers, pp, 1):
+            strat = {"tp": 1, "pp": pp, "cp": 1, "micro_batch_size": 1, "global_batch_size": 64, "seq_len": 4096,
+                     "sequence_parallel": True, "decoder_first_pipeline_num_layers": f, "decoder_last_pipeline_num_layers": last}
+            sc = load_scenario({"model": model, "system": dict(SYSTEM, num_gpus=pp), "strategy": strat})
+            assert not sc.notes  # a split Megatron accepts: no "Megatron refuses it" note
+
+
+def test_search_with_uneven_splits_equals_brute_force():
+    five = {**TINY, "num_layers": 5}
+    choices = {"tp": (1,), "cp": (1,), "pp": (1, 2), "zero_stage": (1,), "overlap_param_gather": (True,),
+               "overlap_grad_reduce": (True,), "tp_comm_overlap": (False,)}
+    space = make_space(five, SMALL_GPU, global_batch=16, seq_len=8192, gpus=[8], choices=choices)
+    splits = {(lay.get("decoder_first_pipeline_num_layers"), lay.get("decoder_last_pipeline_num_layers"))
+              for lay in layouts(space, 8) if lay["pp"] == 2 and lay["schedule"] == "1f1b"}
+    assert splits == {(None, None), (2, 3), (3, 2)}
+    brute = brute_force(space)
+    res = search(space)
+    assert res.candidates[0].tokens_per_s == pytest.approx(max(b[0] for b in brute), rel=1e-12)
+    assert len(res.candidates) <= len(brute)
+    assert any(c.strategy.get("decoder_first_pipeline_num_layers") for c in res.candidates)
+    assert search(space, top=1).candidates[0].tokens_per_s == pytest.approx(max(b[0] for b in brute), rel=1e-12)
+
+
+def test_every_screened_candidates_bound_is_below_its_estimate():
+    """The bound each screened candidate is queued with (compute + fill/drain + its DP tail for
+    its overlap flags and ZeRO stage) never exceeds the estimate's step time: the pruning is safe."""
+    from simengine.search.prune import screen_group
+
+    space = tiny_space(system=SYSTEM, choices={"tp": (1, 2), "pp": (1, 2), "cp": (1,), "recompute": ("none", "full")})
+    checked = 0
+    for g, lay, mbs, order in _groups(space)[::3]:
+        for _, strat, lb, _ in screen_group(space, g, lay, mbs, order).entries[::2]:
+            rep = api.estimate(scenario(space, g, strat))
+            assert lb <= rep.step_time_s * (1 + 1e-12)
+            checked += 1
+    assert checked > 50
+
+
+@pytest.mark.parametrize("schedule", ["dualpipe", "dualpipev", "1f1b"])
+def test_moe_bound_is_safe_where_f_and_b_pairs_hide_the_all_to_all(schedule):
+    """DualPipe's two directions are two pipelines (a rank starts its second direction at once),
+    and F&B pairs hide the expert all-to-all behind the partner's compute: the bound leaves the
+    all-to-all out and fills each chain on its own, so it stays below every estimate."""
+    from simengine.search.prune import screen_group
+
+    choices = {"tp": (1,), "pp": (2,), "cp": (1,), "ep": (2, 4), "schedule": (schedule,), "recompute": ("none",)}
+    space = make_space({**TINY_MOE, "num_layers": 8}, SYSTEM, global_batch=16, seq_len=4096, gpus=[8], choices=choices)
+    checked = 0
+    for g, lay, mbs, order in _groups(space):
+        for _, strat, lb, _ in screen_group(space, g, lay, mbs, order).entries[::2]:
+            rep = api.estimate(scenario(space, g, strat))
+            assert lb <= rep.step_time_s * (1 + 1e-12)
+            checked += 1
+    assert checked > 3

@@ -28,6 +28,7 @@ from ..config.strategy import StrategySpec
 from ..config.system import SystemSpec
 from ..errors import ConfigError, from_pydantic
 from ..pipeline import sim_microbatches
+from .bound import pipeline_bound, schedule_chains
 from .space import SearchSpace, flag_options, group_size, recompute_options, zero_stages
 from .types import Candidate, GroupScreen, Rejection
 
@@ -85,9 +86,8 @@ def memory_and_bound(sc: Scenario) -> tuple[float, int, tuple[float, float]]:
     plan = build_plan(sc)
     mems = memory_by_stage(sc, plan)
     worst = max(mems, key=lambda x: x.reserved_gib)
-    on, off = _bounds(plan)
-    k = sim_microbatches(sc) * sc.strategy.straggler_factor  # ids through every chunk (DualPipe: m/2)
-    return worst.reserved_gib + gpu.non_torch_gib - gpu.memory_gib, worst.stage, (on * k, off * k)
+    return (worst.reserved_gib + gpu.non_torch_gib - gpu.memory_gib, worst.stage,
+            _bounds(plan, sim_microbatches(sc), schedule_chains(sc.strategy.schedule)))
 
 
 def priced(sc: Scenario):
@@ -118,27 +118,51 @@ def memory_at_zero(sc: Scenario, plan, mems) -> tuple[float, int]:
     return worst, stage
 
 
-def _bounds(plan) -> tuple[float, float]:
-    """Per micro-batch: the largest per-rank time its compute stream must spend, each phase run
-    alone at no contention (sim/overlap.py: compute + exposed communication — the least any
+def _bounds(plan, m: int, chains: int = 1) -> tuple[float, float]:
+    """(on, off): ``bound.pipeline_bound`` of the plan with m micro-batches, each phase run alone
+    at no contention (``bound.phase_alone``: compute + exposed communication — the least any
     overlap leaves, and monotone in the slowdown, so slowdown 1 bounds every strategy). The plan
     is priced with the flags off; ``on`` drops the TP collectives (userbuffers may hide them all),
     ``off`` keeps them with the windows they have without userbuffers; the ZeRO-2/3 collectives
-    the DP overlap flags may hide are left out of both."""
-    from ..sim.inputs import CommTask
-    from ..sim.overlap import phase_seconds
+    the DP overlap flags may hide are left out of both. The straggler and jitter factors (≥ 1,
+    on compute only: pipeline.py) are left out too, which keeps it a lower bound."""
+    on, off = stage_phases(plan)
+    return pipeline_bound(on, m, chains=chains), pipeline_bound(off, m, chains=chains)  # type: ignore[arg-type]
 
-    on = off = 0.0
+
+def stage_phases(plan) -> tuple[list, list]:
+    """Per chunk (rank, stage, phases run alone) without and with the TP collectives."""
+    out = []
+    for with_tp in (False, True):
+        seen: dict[int, float] = {}  # chunks of the same kind share their PhaseCost objects (build_plan)
+        out.append([(st.rank, c.work.index, tuple(_alone(pc, with_tp, seen) for pc in (c.fwd, c.bwd, c.wgt, c.recompute)))
+                    for st in plan.stages for c in st.chunks])
+    return out[0], out[1]
+
+
+def dp_tails(sc: Scenario, plan, flags: dict[str, bool]) -> dict[int, float]:
+    """Per rank, ``bound.dp_tail`` of its DP work at ``sc``'s ZeRO stage (the model states, hence
+    the buckets, follow the stage: cost/dp.py ``dp_work``; the plan's params and comm model do not)."""
+    from ..cost.dp import dp_work
+    from .bound import dp_tail
+
+    memo: dict[int, float] = {}
+    out = {}
     for st in plan.stages:
-        with_tp = without_tp = 0.0
-        for c in st.chunks:
-            for pc in (c.fwd, c.bwd, c.wgt, c.recompute):
-                # ZeRO-2/3 gathers live in the phases too and the DP flags may hide them: left out
-                tasks = tuple(CommTask(*t) for t in pc.tasks() if t[0] != "dp_comm")
-                with_tp += phase_seconds(pc.compute_s, tasks, 1.0)
-                without_tp += phase_seconds(pc.compute_s, tuple(t for t in tasks if t.kind != "tp_comm"), 1.0)
-        on, off = max(on, without_tp), max(off, with_tp)
-    return on, off
+        if id(st.params) not in memo:
+            memo[id(st.params)] = dp_tail(dp_work(sc, plan.comm, st.params), bool(flags.get("overlap_grad_reduce")),
+                                          bool(flags.get("overlap_param_gather")))
+        out[st.rank] = memo[id(st.params)]
+    return out
+
+
+def _alone(pc, with_tp: bool, seen: dict[int, float]) -> float:
+    from .bound import phase_alone
+
+    hit = seen.get(id(pc))
+    if hit is None:
+        hit = seen[id(pc)] = phase_alone(pc, with_tp)
+    return hit
 
 
 def _rc_label(rc: tuple[str, int | None]) -> str:
@@ -152,35 +176,85 @@ def _strategy(space: SearchSpace, layout: dict[str, Any], mbs: int, z: int, rc: 
             "recompute_num_layers": rc[1], "dp": None, **flags}
 
 
-_LB_MEMO: dict[tuple, tuple[float, float]] = {}
-_LB_SPACE: list = [None]
+_SHARED: dict[str, Any] = {}
+_SHARED_OF: list = [None, ""]
+
+
+def _shared(space: SearchSpace):
+    """The space's SharedBounds in this process (a worker gets a fresh copy of the space with
+    every batch, so the memo is keyed by the space's text, not its identity)."""
+    from .bound import SharedBounds
+
+    if _SHARED_OF[0] is not space:
+        _SHARED_OF[:] = [space, space.key()]
+    sb = _SHARED.get(_SHARED_OF[1])
+    if sb is None:
+        _SHARED.clear()
+        sb = _SHARED[_SHARED_OF[1]] = SharedBounds()
+    return sb
 
 
 def bound_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, order: int) -> tuple[float, Rejection | None]:
     """Lower bound on the step time of every candidate of a group, before any memory check:
     the bound of its no-recompute candidate (recompute only adds compute, the ZeRO stage does
     not change the bounded terms), with TP overlap when any flag combination allows it.
-    (inf, rejection) when the group is invalid. The bound is shared by the schedules that put
-    one chunk on each rank (same partition, same per-rank work: gpipe, 1f1b, zb-h1)."""
+    (inf, rejection) when the group is invalid. Validity is the Scenario's own check run on an
+    unvalidated strategy (``quick_error``); the bound is priced once per block kind and layout
+    and shared (``bound.SharedBounds``), equal to ``_bounds`` of the group's plan."""
     zs = zero_stages(space)
     rcs = recompute_options(space, layout)
     probe = _strategy(space, layout, mbs, zs[0] if zs else 1, rcs[0] if rcs else ("none", None), {})
-    try:
-        sc = scenario(space, gpus, probe)
-    except ConfigError as e:
-        return math.inf, Rejection("invalid", str(e), group_size(space, gpus, layout), _ex(gpus, probe))
-    if _LB_SPACE[0] is not space:
-        _LB_MEMO.clear()
-        _LB_SPACE[0] = space
-    one_chunk = layout["vpp"] == 1 and layout["schedule"] != "dualpipev"
-    key = (gpus, mbs, *(layout[k] for k in ("tp", "pp", "vpp", "cp", "cp_comm_type", "ep", "etp")),
-           "one-chunk" if one_chunk else layout["schedule"])
-    lbs = _LB_MEMO.get(key)
-    if lbs is None:
-        base = dict(probe, recompute="none", recompute_num_layers=None)
-        lbs = _LB_MEMO[key] = memory_and_bound(scenario(space, gpus, base))[2]
-    tco = any(f["tp_comm_overlap"] for f in flag_options(space, layout, sc.dp))
-    return (lbs[0] if tco else lbs[1]), None
+    err = quick_error(space, gpus, probe)
+    if err:
+        return math.inf, Rejection("invalid", err, group_size(space, gpus, layout), _ex(gpus, probe))
+    model, system = specs(space, gpus)
+    base = dict(probe, recompute="none", recompute_num_layers=None)
+    st = StrategySpec.model_construct(**base)
+    dp = system.num_gpus // (st.tp * st.pp * st.cp)
+    m = st.global_batch_size // (st.micro_batch_size * dp) // schedule_chains(st.schedule)  # pipeline.sim_microbatches
+    on, off = _shared(space).bound(base, model, st, m, lambda: scenario(space, gpus, base))
+    tco = any(f["tp_comm_overlap"] for f in flag_options(space, layout, dp))
+    return (on if tco else off), None
+
+
+def _in_field_ranges(strategy: dict[str, Any]) -> bool:
+    """The searched integers inside StrategySpec's own field bounds (its ``Field(ge=…, le=…)``
+    metadata, read off the model: e.g. cp ≤ 1024 while a space may propose larger divisors)."""
+    from .types import SEARCHED
+
+    for k in SEARCHED:
+        v = strategy.get(k)
+        if not isinstance(v, int) or isinstance(v, bool):
+            continue
+        for c in StrategySpec.model_fields[k].metadata:
+            ge, le = getattr(c, "ge", None), getattr(c, "le", None)
+            if (ge is not None and v < ge) or (le is not None and v > le):
+                return False
+    return True
+
+
+def quick_error(space: SearchSpace, gpus: int, strategy: dict[str, Any]) -> str:
+    """What ``scenario()`` would reject ``strategy`` for ('' when valid), without pydantic
+    validation when the strategy's own rules pass: the values come from a validated base and
+    ``check_choices``-checked integers, so only the cross-field rules can fail and those are
+    ``check_scenario`` itself. When a strategy-level rule fails (a schedule's requirement, a
+    micro-batch that does not divide the batch), the full validation gives the exact message."""
+    from ..config.scenario import check_scenario
+    from ..schedule import get_schedule
+
+    model, system = specs(space, gpus)
+    st = StrategySpec.model_construct(**strategy)
+    own = not _in_field_ranges(strategy) or get_schedule(st.schedule).requirements(st.pp, None, st.vpp, None) \
+        or st.global_batch_size % st.micro_batch_size \
+        or (st.recompute_num_layers is not None and st.recompute != "full") or (st.tp_comm_overlap and st.tp > 1)
+    if own:
+        try:
+            scenario(space, gpus, strategy)
+        except ConfigError as e:
+            return str(e)
+        return ""
+    issues = check_scenario(model, system, st)
+    return str(ConfigError(issues)) if issues else ""
 
 
 def screen_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, order: int) -> GroupScreen:
@@ -206,9 +280,16 @@ def screen_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int
                                             len(rcs) * len(flags), _ex(gpus, probe)))
             continue
         seen_zero = True
-        for rc, (lb_on, lb_off) in _fitting_recompute(space, gpus, layout, mbs, z, rcs, len(flags), out, known, plans):
+        tails: dict[tuple[bool, bool], dict[int, float]] = {}
+        for rc, _ in _fitting_recompute(space, gpus, layout, mbs, z, rcs, len(flags), out, known, plans):
+            plan, _, on, off, m, _ = plans[rc]
+            chains = schedule_chains(layout["schedule"])
             for fl in flags:
-                lb = lb_on if fl.get("tp_comm_overlap") else lb_off
+                dpf = (fl["overlap_grad_reduce"], fl["overlap_param_gather"])
+                if dpf not in tails:  # the DP work depends on the ZeRO stage only, not on recompute
+                    sc_z = scenario(space, gpus, _strategy(space, layout, mbs, z, rc, {}))
+                    tails[dpf] = dp_tails(sc_z, plan, fl)
+                lb = pipeline_bound(on if fl.get("tp_comm_overlap") else off, m, tails[dpf], chains)
                 out.entries.append((gpus, _strategy(space, layout, mbs, z, rc, fl), lb, order * 1000 + len(out.entries)))
     return out
 
@@ -219,15 +300,16 @@ def _fitting_recompute(space: SearchSpace, gpus: int, layout: dict[str, Any], mb
                        plans: dict[tuple[str, int | None], tuple]) -> list[tuple[tuple[str, int | None], tuple[float, float]]]:
     """The recompute options worth timing at ZeRO stage ``z``, each with a lower bound on its
     step time; the others become rejections (each standing for its ``nflags`` flag combinations).
-    ``known`` maps the options that fitted at a lower ZeRO stage to their bound: a higher stage
-    shards more model state (Rajbhandari et al. 2020, Fig. 1), so they fit here too, and the
-    compute the bound counts does not depend on the ZeRO stage. ``plans`` keeps each option's
-    priced plan, so another ZeRO stage only recomputes the model states (``memory_at_zero``)."""
+    ``known`` maps the options that fitted to their bound. Every ZeRO stage is checked: a higher
+    stage shards more model state (Rajbhandari et al. 2020, Fig. 1) but ZeRO-3 adds its gather
+    buffers (cost/static_memory.py), so on a small model ZeRO-3 can need more than ZeRO-2 — the
+    pre-filter once assumed "fits at a lower stage ⇒ fits higher" and let two candidates of the
+    small test space through that the estimate then found OOM. ``plans`` keeps each option's
+    priced plan, so another ZeRO stage only recomputes the model states (``memory_at_zero``),
+    with the estimate's own ``memory_by_stage`` as the one owner of the peak."""
     base = _strategy(space, layout, mbs, z, ("none", None), {})
 
     def check(rc):  # (GiB over capacity, stage, error)
-        if rc in known:
-            return -1.0, 0, ""
         try:
             sc = scenario(space, gpus, dict(base, recompute=rc[0], recompute_num_layers=rc[1]))
         except ConfigError as e:
@@ -236,12 +318,13 @@ def _fitting_recompute(space: SearchSpace, gpus: int, layout: dict[str, Any], mb
         if hit is None:  # price once per recompute option; other ZeRO stages swap the model states
             out.memory_checked += 1
             plan, mems = priced(sc)
-            on, off = _bounds(plan)
-            k = sim_microbatches(sc) * sc.strategy.straggler_factor
-            hit = plans[rc] = (plan, mems, (on * k, off * k))
+            on, off = stage_phases(plan)
+            m = sim_microbatches(sc)  # ids through every chunk (DualPipe: m/2 per direction)
+            ch = schedule_chains(sc.strategy.schedule)
+            hit = plans[rc] = (plan, mems, on, off, m, (pipeline_bound(on, m, chains=ch), pipeline_bound(off, m, chains=ch)))
         o, stage = memory_at_zero(sc, hit[0], hit[1])
         if o <= 0:
-            known[rc] = hit[2]
+            known[rc] = hit[5]
         return o, stage, ""
 
     def reject(kind, reason, n, rc):

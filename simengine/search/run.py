@@ -160,7 +160,11 @@ def search(space: SearchSpace, objective: str = "tokens_per_s", top: int | None 
     groups, size = plan_groups(space)
     n1 = len(groups)
     try:
-        bounds = [b for part in ex.map(bound_batch, space, _batches(groups), _scaled(progress, 0, n1, 2 * n1)) for b in part]
+        # phase 0 is a few additions per group once the blocks are priced: larger batches, so a
+        # pool or cluster spends its time pricing, not shipping the space (results do not depend on it)
+        size0 = max(BATCH_GROUPS, len(groups) // 64)
+        bounds = [b for part in ex.map(bound_batch, space, _batches(groups, size0), _scaled(progress, 0, n1, 2 * n1))
+                  for b in part]
         screens, timed, left_groups, left_cands = _best_first(ex, space, groups, bounds, objective, top,
                                                               _scaled(progress, n1, n1, 2 * n1))
     finally:
@@ -182,8 +186,8 @@ def search(space: SearchSpace, objective: str = "tokens_per_s", top: int | None 
     return res
 
 
-def _batches(items: list) -> list[Batch]:
-    return [items[i:i + BATCH_GROUPS] for i in range(0, len(items), BATCH_GROUPS)]
+def _batches(items: list, size: int = BATCH_GROUPS) -> list[Batch]:
+    return [items[i:i + size] for i in range(0, len(items), size)]
 
 
 def _bound_rejections(space: SearchSpace, groups: list, cands: list, top: int | None) -> list[Rejection]:

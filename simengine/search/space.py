@@ -38,12 +38,28 @@ def schedule_names() -> tuple[str, ...]:
     return tuple(SCHEDULES)
 
 
-def uneven_splits(model: dict[str, Any], pp: int) -> list[dict[str, int]]:
-    """Uneven first/last stage splits worth trying. The strategy at this branch point has no
-    ``decoder_first/last_pipeline_num_layers`` fields (the partition already gives the end
-    chunks fewer layers when the layers do not divide, Dubey et al. 2024 §3.3.2), so the only
-    split is the default one; the lead repoints this when the fields exist."""
-    return [{}]
+SPLIT_FIELDS = ("decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers")
+SPLIT_SPREAD = 3   # the first/last rank may hold up to this many layers fewer than a middle rank
+
+
+def uneven_splits(layers: int, pp: int, nch: int) -> list[tuple[int, int]]:
+    """(first, last) pipeline-rank layer counts that place a layer count the even split cannot
+    (``layers`` not divisible by pp·nch) the way Megatron-LM allows: the middle ranks hold
+    M = ceil(layers / pp) each, the first and last ranks the rest, each between M − SPLIT_SPREAD
+    and M, every rank's count divisible by its nch chunks (Megatron-Core
+    ``TransformerConfig.__post_init__`` / ``transformer_block.get_num_layers_to_build`` with
+    --decoder-first/last-pipeline-num-layers; the rule is ``config.layout._by_rank``). E.g.
+    Llama-3-405B (126 layers) at pp 16: (6, 8), (7, 7), (8, 6) — Dubey et al. 2024 §3.3.2 run the
+    (7, 7) one; DeepSeek-V3 (61) at pp 16: (1..4, 5 − first). Empty when the even split works."""
+    if pp < 2 or layers % (pp * nch) == 0:
+        return []
+    mid = -(-layers // pp)
+    rest = layers - mid * (pp - 2)
+    if mid % nch:
+        return []
+    lo = max(1, mid - SPLIT_SPREAD)
+    return [(f, rest - f) for f in range(lo, mid + 1)
+            if lo <= rest - f <= mid and f % nch == 0 and (rest - f) % nch == 0]
 
 
 @dataclass(frozen=True)
@@ -92,29 +108,42 @@ def layouts(space: SearchSpace, gpus: int) -> list[dict[str, Any]]:
     for tp in _allowed(space, "tp", divisors(gpus)):
         rest_tp = gpus // tp if gpus % tp == 0 else 0
         for pp in _allowed(space, "pp", [d for d in divisors(max(rest_tp, 1)) if d <= layers] if rest_tp else [1]):
-            for sched, vpp in _schedules(space, pp, layers):
+            for sched, vpp, split in _schedules(space, pp, layers):
                 rest = gpus // (tp * pp) if gpus % (tp * pp) == 0 else 0
                 cps = [d for d in divisors(max(rest, 1)) if space.base["seq_len"] % (2 * d) == 0 or d == 1] if rest else [1]
                 for cp in _allowed(space, "cp", cps):
                     types = _allowed(space, "cp_comm_type", CP_TYPES) if cp > 1 else [space.base.get("cp_comm_type", "p2p")]
                     for cpt, (ep, etp) in itertools.product(types, _experts(space, moe, gpus, tp, pp, cp)):
                         out.append({"tp": tp, "pp": pp, "vpp": vpp, "schedule": sched, "cp": cp,
-                                    "cp_comm_type": cpt, "ep": ep, "etp": etp})
+                                    "cp_comm_type": cpt, "ep": ep, "etp": etp, **split})
     return out
 
 
-def _schedules(space: SearchSpace, pp: int, layers: int) -> list[tuple[str, int]]:
+def _schedules(space: SearchSpace, pp: int, layers: int) -> list[tuple[str, int, dict[str, int]]]:
+    """(schedule, vpp, split fields) triples. A non-divisible layer count keeps the even split
+    (simengine places it, with a note that Megatron refuses it) and adds the Megatron-legal
+    uneven first/last splits (``uneven_splits``), also for vpp values they make possible; a
+    split fixed in the base is left alone."""
+    pinned = any(space.base.get(f) is not None for f in SPLIT_FIELDS) or space.base.get("pipeline_layers") is not None
     if pp == 1:
         names = _allowed(space, "schedule", ["1f1b"])
-        return [(s, v) for s in names for v in _allowed(space, "vpp", [1])]
-    out = []
+        return [(s, v, {}) for s in names for v in _allowed(space, "vpp", [1])]
+    out: list[tuple[str, int, dict[str, int]]] = []
     for s in _allowed(space, "schedule", schedule_names()):
         if s == "interleaved":
-            # even chunks (Megatron needs num_layers divisible by pp·vpp without uneven-split args)
-            vp = [v for v in range(2, layers // pp + 1) if layers % (pp * v) == 0]
-            out += [(s, v) for v in _allowed(space, "vpp", vp)]
+            # even chunks (Megatron needs num_layers divisible by pp·vpp), or an uneven split
+            # whose every rank divides by vpp
+            vp = [v for v in range(2, layers // pp + 1)
+                  if layers % (pp * v) == 0 or (not pinned and uneven_splits(layers, pp, v))]
+            vals = _allowed(space, "vpp", vp)
         else:
-            out += [(s, v) for v in _allowed(space, "vpp", [1])]
+            vals = _allowed(space, "vpp", [1])
+        for v in vals:
+            nch = 2 if s == "dualpipev" else v
+            if layers % (pp * nch) == 0 or s != "interleaved":
+                out.append((s, v, {}))
+            if not pinned and s != "dualpipev":  # the V puts both ends on rank 0: its own rule
+                out += [(s, v, dict(zip(SPLIT_FIELDS, fl))) for fl in uneven_splits(layers, pp, nch)]
     return out
 
 

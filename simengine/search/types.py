@@ -7,7 +7,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 SEARCHED = ("tp", "pp", "vpp", "schedule", "cp", "cp_comm_type", "ep", "etp", "micro_batch_size", "zero_stage",
-            "recompute", "recompute_num_layers", "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap")
+            "recompute", "recompute_num_layers", "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap",
+            "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers")
 
 
 @dataclass(slots=True)
@@ -36,6 +37,8 @@ class Candidate:
         parts = [f"{self.gpus} GPUs", f"tp{s['tp']}", f"pp{s['pp']}"]
         if s["vpp"] > 1:
             parts.append(f"vpp{s['vpp']}")
+        if s.get("decoder_first_pipeline_num_layers") or s.get("decoder_last_pipeline_num_layers"):
+            parts.append(f"split{s.get('decoder_first_pipeline_num_layers') or '-'}/{s.get('decoder_last_pipeline_num_layers') or '-'}")
         if s["cp"] > 1:
             parts.append(f"cp{s['cp']}({s['cp_comm_type']})")
         if s.get("ep", 1) > 1:
