@@ -28,6 +28,7 @@ from ..config.strategy import StrategySpec
 from ..config.system import SystemSpec
 from ..errors import ConfigError, from_pydantic
 from ..pipeline import sim_microbatches
+from ..schedule import get_schedule
 from .space import SearchSpace, flag_options, group_size, recompute_options, zero_stages
 from .types import Candidate, GroupScreen, Rejection
 
@@ -85,7 +86,7 @@ def memory_and_bound(sc: Scenario) -> tuple[float, int, tuple[float, float]]:
     plan = build_plan(sc)
     mems = memory_by_stage(sc, plan)
     worst = max(mems, key=lambda x: x.reserved_gib)
-    on, off = _bounds(plan)
+    on, off = _bounds(plan, has_fb_pairs(sc))
     k = sim_microbatches(sc) * sc.strategy.straggler_factor  # ids through every chunk (DualPipe: m/2)
     return worst.reserved_gib + gpu.non_torch_gib - gpu.memory_gib, worst.stage, (on * k, off * k)
 
@@ -118,26 +119,45 @@ def memory_at_zero(sc: Scenario, plan, mems) -> tuple[float, int]:
     return worst, stage
 
 
-def _bounds(plan) -> tuple[float, float]:
+def has_fb_pairs(sc: Scenario) -> bool:
+    """Whether some forward and backward run as an overlapped F&B pair: the schedule's own
+    (DualPipe/DualPipeV ``_forward_backward_chunk``, ``Schedule.pairs``) or Megatron-Core's combined
+    1F1B (``overlap_moe_expert_parallel_comm``; schedule/_combined.py)."""
+    return sc.strategy.overlap_moe_expert_parallel_comm or get_schedule(sc.strategy.schedule).pairs is not None
+
+
+def _bounds(plan, paired: bool = False) -> tuple[float, float]:
     """Per micro-batch: the largest per-rank time its compute stream must spend, each phase run
     alone at no contention (sim/overlap.py: compute + exposed communication — the least any
     overlap leaves, and monotone in the slowdown, so slowdown 1 bounds every strategy). The plan
     is priced with the flags off; ``on`` drops the TP collectives (userbuffers may hide them all),
     ``off`` keeps them with the windows they have without userbuffers; the ZeRO-2/3 collectives
-    the DP overlap flags may hide are left out of both."""
+    the DP overlap flags may hide are left out of both.
+
+    With F&B pairs (``paired``) a member's expert all-to-all runs beside its partner's compute
+    (sim/overlap.py ``paired``, ``layout.PAIRED_KIND``), and what it hides net of contention is at
+    most that compute (``resolve``: hidden − extra ≤ window). Each phase is the partner of at most
+    one other, so over a rank the all-to-all E leaves at least E − C exposed, C = the rank's compute:
+    the bound is the rest of the phases plus max(0, E − C)."""
     from ..sim.inputs import CommTask
+    from ..sim.layout import PAIRED_KIND
     from ..sim.overlap import phase_seconds
 
+    hideable = {"dp_comm", PAIRED_KIND} if paired else {"dp_comm"}
     on = off = 0.0
     for st in plan.stages:
-        with_tp = without_tp = 0.0
+        with_tp = without_tp = compute = a2a = 0.0
         for c in st.chunks:
             for pc in (c.fwd, c.bwd, c.wgt, c.recompute):
+                raw = tuple(CommTask(*t) for t in pc.tasks())
                 # ZeRO-2/3 gathers live in the phases too and the DP flags may hide them: left out
-                tasks = tuple(CommTask(*t) for t in pc.tasks() if t[0] != "dp_comm")
+                tasks = tuple(t for t in raw if t.kind not in hideable)
                 with_tp += phase_seconds(pc.compute_s, tasks, 1.0)
                 without_tp += phase_seconds(pc.compute_s, tuple(t for t in tasks if t.kind != "tp_comm"), 1.0)
-        on, off = max(on, without_tp), max(off, with_tp)
+                compute += pc.compute_s
+                a2a += sum(t.seconds * t.count for t in raw if t.kind == PAIRED_KIND)
+        left = max(0.0, a2a - compute) if paired else 0.0
+        on, off = max(on, without_tp + left), max(off, with_tp + left)
     return on, off
 
 
@@ -172,9 +192,12 @@ def bound_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int,
     if _LB_SPACE[0] is not space:
         _LB_MEMO.clear()
         _LB_SPACE[0] = space
-    one_chunk = layout["vpp"] == 1 and layout["schedule"] != "dualpipev"
+    # one chunk per rank, one chain, no F&B pairs: the same per-rank work (DualPipe holds two
+    # chunks per rank and runs half the micro-batches through each; pairs hide the all-to-all)
+    sched = get_schedule(layout["schedule"])
+    one_chunk = sched.chunks_per_rank(layout["vpp"]) == 1 and sched.chains == 1 and not has_fb_pairs(sc)
     key = (gpus, mbs, *(layout[k] for k in ("tp", "pp", "vpp", "cp", "cp_comm_type", "ep", "etp")),
-           "one-chunk" if one_chunk else layout["schedule"])
+           "one-chunk" if one_chunk else (layout["schedule"], has_fb_pairs(sc)))
     lbs = _LB_MEMO.get(key)
     if lbs is None:
         base = dict(probe, recompute="none", recompute_num_layers=None)
@@ -236,7 +259,7 @@ def _fitting_recompute(space: SearchSpace, gpus: int, layout: dict[str, Any], mb
         if hit is None:  # price once per recompute option; other ZeRO stages swap the model states
             out.memory_checked += 1
             plan, mems = priced(sc)
-            on, off = _bounds(plan)
+            on, off = _bounds(plan, has_fb_pairs(sc))
             k = sim_microbatches(sc) * sc.strategy.straggler_factor
             hit = plans[rc] = (plan, mems, (on * k, off * k))
         o, stage = memory_at_zero(sc, hit[0], hit[1])
