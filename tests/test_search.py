@@ -265,3 +265,15 @@ def test_cli_json_contract(capsys, tmp_path):
                  "--seq-len", "4096", "--space", "strategy.bogus=1,2"])
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("error: --space") and len(err.strip().splitlines()) == 1
+
+
+def test_rejection_reasons_generalise_numbers_not_names():
+    from simengine.search.types import Rejection
+
+    def key(reason):
+        return Rejection("invalid", reason, 1, {}).key()
+
+    assert key("combined 1F1B: pp=1 with schedule='1f1b'; pp=4, zb-h1 (cp_comm_type='a2a')") == \
+        "invalid: combined 1F1B: pp=N with schedule='1f1b'; pp=N, zb-h1 (cp_comm_type='a2a')"
+    assert key("OOM by 3.25 GiB on stage 12") == key("OOM by 1 GiB on stage 0") == "invalid: OOM by N GiB on stage N"
+    assert key("m=4 >= 2*pp = 8, 1024GiB") == "invalid: m=N >= N*pp = N, 1024GiB"
