@@ -75,3 +75,37 @@ def test_trace_into_a_missing_folder_is_one_line(tmp_path):
     p = subprocess.run([sys.executable, "-m", "simengine", "simulate", *SMALL, "--trace", str(tmp_path / "no" / "t.json")],
                        cwd=REPO, capture_output=True, text=True)
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "--trace" in p.stderr, p.stderr
+
+
+def test_trace_into_a_pipe_writes_through_and_keeps_the_pipe(tmp_path):
+    """``--trace /dev/stdout`` (or any device or FIFO) is written in place: renaming a temporary file
+    onto it replaced the node itself (the trace once turned /dev/full into a plain file)."""
+    import os
+    import stat
+    import threading
+
+    fifo = tmp_path / "trace.fifo"
+    os.mkfifo(fifo)
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()), daemon=True)
+    reader.start()
+    p = subprocess.run([sys.executable, "-m", "simengine", "simulate", *SMALL, "--trace", str(fifo)], cwd=REPO,
+                       capture_output=True, text=True, timeout=300)
+    reader.join(60)
+    assert p.returncode == 0, p.stderr
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert "traceEvents" in json.loads(got[0])
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["trace.fifo"]  # no temporary file beside it
+
+
+def test_trace_through_a_symlink_replaces_the_file_not_the_link(tmp_path):
+    real = tmp_path / "real" / "trace.json"
+    real.parent.mkdir()
+    real.write_text("old")
+    link = tmp_path / "trace.json"
+    link.symlink_to(real)
+    p = subprocess.run([sys.executable, "-m", "simengine", "simulate", *SMALL, "--trace", str(link)], cwd=REPO,
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert link.is_symlink() and "traceEvents" in json.loads(real.read_text())
+    assert sorted(x.name for x in real.parent.iterdir()) == ["trace.json"]

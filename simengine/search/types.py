@@ -75,8 +75,9 @@ class Rejection:
     example: dict[str, Any]
 
     def key(self) -> str:
-        """The reason with its numbers generalised, so like reasons count together."""
-        return f"{self.kind}: " + re.sub(r"\d+(\.\d+)?", "N", self.reason)
+        """The reason with its numbers generalised, so like reasons count together; digits inside a
+        name stay (``1F1B``, ``a2a``, ``zb-h1``, ``dualpipev``)."""
+        return f"{self.kind}: " + re.sub(r"(?<![A-Za-z_\d])\d+(\.\d+)?(?![A-Za-z_\d])", "N", self.reason)
 
 
 @dataclass(slots=True)
