@@ -66,3 +66,17 @@ def test_flash_attention_has_no_quadratic_term():
         d = dims_of(sc)
         return attention_activations(d, sc.model).saved + mlp_activations(d, d.ffn).saved
     assert flash(8192) == pytest.approx(2 * flash(4096), rel=1e-12)
+
+
+@pytest.mark.parametrize("t", [2, 4, 8])
+def test_fp8_sequence_parallel_saves_the_shard(t):
+    """FP8 with TP+SP: TE's LayerNormLinear saves the quantized local shard ``ln_out`` and frees the
+    all-gathered ``ln_out_total`` after the forward GEMM, re-gathering in backward
+    (TransformerEngine transformer_engine/pytorch/module/layernorm_linear.py _LayerNormLinear.forward
+    / backward, ``ln_out_needs_gather``), so every saved tensor of the layer divides by t."""
+    def fp8_layer(tp):
+        sc = make("llama3-8b", system={"num_gpus": tp}, strategy={"tp": tp, "sequence_parallel": tp > 1, "dtype": "fp8",
+                                                                  "seq_len": 4096, "global_batch_size": 1})
+        d = dims_of(sc)
+        return attention_activations(d, sc.model).saved + mlp_activations(d, d.ffn).saved
+    assert fp8_layer(t) * t == pytest.approx(fp8_layer(1), rel=1e-12)

@@ -133,6 +133,21 @@ def test_bridge_moe_mechanisms_from_release_recipes(mapped):
     assert any("differs from the release recipe" in x for x in odd.assumptions)
 
 
+def test_bridge_gradients_reduced_in_bf16(mapped):
+    """Every Megatron-Bridge performance recipe sets ``ddp.grad_reduce_in_fp32 = False`` (r0.1.0
+    configs/*_llm_pretrain.yaml mixed_precision; r0.2.0-r0.4.0 and 26.06 *_llm_pretrain.py
+    set_*_common_configs), so Megatron-Core's grad buffer holds bf16 (param_and_grad_buffer.py
+    group_params_for_buffers): 2 B/param of gradients, not the fp32 4 B of the framework default."""
+    runs, _ = mapped
+    bridge = [r for r in runs.values() if r.source == "megatron-bridge"]
+    assert bridge and all(r.config["strategy"]["fp32_main_grads"] is False for r in bridge)
+    assert "fp32_main_grads" not in runs["nemo2407_Pretraining_GPT3-175B_pretrain_128gpu"].config["strategy"]
+    from simengine.api import estimate
+    l70 = runs["mbridge_25.11_Pre-Training_LLAMA3_70B_DGX-H100_FP8-CS_64gpu_v0"].config
+    mem = estimate(l70).memory_by_stage[0]
+    assert mem.grads_gib == pytest.approx(mem.weights_gib, rel=1e-6)  # bf16 grads = bf16 weights, per stage
+
+
 def test_bridge_moe_cross_node_tokens(mapped, evaluated):
     """Cross-node MoE rows (ep·etp beyond one 8-GPU NVLink domain): median tokens/s error within 15 %
     (it was −27.5 % with the engine-default dispatcher and no all-to-all overlap)."""

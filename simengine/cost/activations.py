@@ -8,9 +8,13 @@ input. Flash attention (Dao et al. 2022) keeps q, k, v, the output and the fp32 
 instead of the s² scores. TransformerEngine's LayerNormLinear keeps both the norm input and its
 output (the QKV / FC1 input), as in Korthikanti's accounting.
 
-FP8 (TransformerEngine): a Linear saves its input already cast to fp8 (1 B) — with SP the
-all-gathered full input rather than the bf16 shard — and core attention then keeps its bf16
-output separately because the out-projection saved only the fp8 copy (peer_model_notes.md §6).
+FP8 (TransformerEngine): a Linear saves its input already cast to fp8 (1 B) — with SP the local
+shard, not the all-gathered input: _LayerNormLinear.forward quantizes ``ln_out`` before the
+all-gather, frees ``ln_out_total`` after the GEMM and saves ``ln_out``; backward re-gathers it for
+the wgrad GEMM (transformer_engine/pytorch/module/layernorm_linear.py, ``ln_out_needs_gather``) —
+and core attention then keeps its bf16 output separately because the out-projection saved only
+the fp8 copy (peer_model_notes.md §6). Other stacks (torchao float8 under DTensor SP) keep the
+earlier accounting: the all-gathered fp8 input (peer_model_notes.md §6, not re-checked here).
 """
 
 from __future__ import annotations
@@ -30,10 +34,16 @@ class BlockActivations:
     bwd_transient: float  # extra bytes live at the block's backward peak (gradients of its widest tensor)
 
 
+def fp8_gemm_input(d: Dims) -> float:
+    """Bytes a column-parallel fp8 GEMM saves of its input: TransformerEngine the 1-B local (SP)
+    shard (module docstring: layernorm_linear.py ``ln_out_needs_gather``), others the gathered input."""
+    return float(d.sp_tokens * d.h if d.stack.name == "megatron-te" else d.tokens * d.h)
+
+
 def attention_activations(d: Dims, m: ModelSpec) -> BlockActivations:
     S, Ssp, h = d.tokens, d.sp_tokens, d.h
     ln_in = BF16 * Ssp * h
-    qkv_in = S * h if d.fp8 else BF16 * Ssp * h
+    qkv_in = fp8_gemm_input(d) if d.fp8 else BF16 * Ssp * h
     mask = Ssp * h if d.dropout else 0  # 1-byte dropout mask after the out-projection
     s_kv = d.s
     if m.attention == "mla":
@@ -69,8 +79,8 @@ def attention_activations(d: Dims, m: ModelSpec) -> BlockActivations:
 def mlp_activations(d: Dims, width: int) -> BlockActivations:
     S, Ssp, h = d.tokens, d.sp_tokens, d.h
     f_in = (2 if d.gated else 1) * width
-    if d.fp8:  # fc1 input gathered in fp8, fc2 input in fp8; the activation input stays bf16
-        saved = BF16 * Ssp * h + S * h + BF16 * S * f_in + S * width + (Ssp * h if d.dropout else 0)
+    if d.fp8:  # fc1 input: the fp8 local shard (module docstring), fc2 input in fp8; the activation input stays bf16
+        saved = BF16 * Ssp * h + fp8_gemm_input(d) + BF16 * S * f_in + S * width + (Ssp * h if d.dropout else 0)
     else:
         saved = BF16 * (Ssp * h + Ssp * h + S * f_in + S * width) + (Ssp * h if d.dropout else 0)
     gathered = BF16 * S * h if d.sp else 0  # all-gathered input re-made for the wgrad GEMM

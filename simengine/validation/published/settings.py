@@ -178,8 +178,16 @@ def _nemo(d: Draft) -> None:
 def _megatron_bridge(d: Draft) -> None:
     """Megatron-Bridge performance summary: the NeMo recipe defaults, then the MoE mechanisms of the
     release's performance recipe (mbridge_recipes.py: dispatcher, all-to-all overlaps, TP overlap,
-    MTP, pipeline layout — NVIDIA-NeMo/Megatron-Bridge scripts/performance, cited per recipe)."""
+    MTP, pipeline layout — NVIDIA-NeMo/Megatron-Bridge scripts/performance, cited per recipe).
+
+    Gradients in bf16: every performance recipe sets ``grad_reduce_in_fp32 = False`` (r0.1.0
+    scripts/performance/configs/*/*_llm_pretrain.yaml ``mixed_precision``; r0.2.0, r0.3.0, r0.4.0,
+    c0b9a0003, 63b08b397 configs/*/*_llm_pretrain.py set_*_common_configs: ``cfg.ddp`` and
+    ``cfg.mixed_precision``), so Megatron-Core's grad buffer and its reduce-scatter are in the param
+    dtype (megatron/core/distributed/param_and_grad_buffer.py group_params_for_buffers: grad_dtype =
+    float if grad_reduce_in_fp32 else param.dtype)."""
     _nemo(d)
+    d.strat["fp32_main_grads"] = False
     apply_recipe(d)
 
 
