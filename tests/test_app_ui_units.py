@@ -17,7 +17,7 @@ from ui import charts
 from ui.config_io import validate_section
 from ui.derived import model_figures, scenario_figures, system_figures
 from ui.report_io import budget, compare_rows, report_csv
-from ui.schema import fields_of, grouped_fields, table_fields, text_fields
+from ui.schema import OTHER_OK, fields_of, grouped_fields, table_fields, text_fields
 from ui.share import size_canonical
 from ui.theme import TIME_COLORS, span_category
 from ui.timeline_data import gantt_frame, memory_frame, timeline_tables
@@ -34,6 +34,21 @@ def test_every_field_gets_exactly_one_widget(section):
     shown += [m.dotted for m in text_fields(cls)] + [m.dotted for m in table_fields(cls)]
     assert sorted(shown) == sorted(leaves)
     assert len(shown) == len(set(shown))
+
+
+@pytest.mark.parametrize("section", SPECS)
+def test_no_field_falls_into_other(section):
+    """Every spec field sits in a named group (a new flag such as moe_shared_expert_overlap must be
+    placed, not left in "Other"), unless ui/schema.OTHER_OK lists it on purpose."""
+    groups = dict(grouped_fields(section, SPECS[section]))
+    stray = sorted(m.dotted for m in groups.get("Other", []) if m.dotted not in OTHER_OK)
+    assert stray == []
+
+
+def test_moe_and_overlap_flags_in_their_groups():
+    groups = {t: {m.dotted for m in ms} for t, ms in grouped_fields("strategy", StrategySpec)}
+    assert {"moe_shared_expert_overlap", "overlap_moe_expert_parallel_comm", "moe_dispatch_dtype"} <= groups["MoE"]
+    assert "overlap_p2p_comm" in groups["Schedule and overlap"]
 
 
 @pytest.mark.parametrize("section", SPECS)
