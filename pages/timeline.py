@@ -3,6 +3,7 @@ communication per rank, memory over time, schedule switcher and Chrome-trace dow
 
 import typing
 
+import pandas as pd
 import streamlit as st
 
 from simengine.config import StrategySpec
@@ -164,8 +165,11 @@ for col in ["compute_s", "exposed_comm_s", "hidden_comm_s"] + exposed_cols:
     if col in view:
         view[col.replace("exposed:", "exposed ").removesuffix("_s") + " [ms]"] = 1e3 * view.pop(col)
 view = view.rename(columns={"peak_gib": "peak [GiB]"})
+number_cols = [k for k in view.columns if k != "rank" and pd.api.types.is_numeric_dtype(view[k])]
 st.dataframe(view, hide_index=True, width="stretch", height=min(400, 38 + 35 * len(view)), column_config={
-    k: st.column_config.NumberColumn(format="%.2f") for k in view.columns if k != "rank"})
+    **{k: st.column_config.NumberColumn(format="%.2f") for k in number_cols},
+    # a text column: as a number column its blank cells read "None"
+    "critical": st.column_config.TextColumn(help="yes = the critical rank (the Estimate page's breakdown)")})
 mem_spec = memory_view(scenario_text, tuple(shown_ranks) if shown_ranks is not None else None,
                        float(system["gpu"]["memory_gib"]), tl["memory"])
 if mem_spec is not None:

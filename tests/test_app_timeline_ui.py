@@ -46,3 +46,14 @@ def test_gpipe_peak_over_capacity_is_an_alert():
 def test_fitting_timeline_has_no_alert():
     at = open_app("pages/timeline.py", preset="medium")
     assert "Does not fit" not in texts(at.error)
+
+
+def test_critical_column_is_text_not_none():
+    """The per-rank table's critical column is a text column (yes / blank); formatted as a number
+    its blank cells showed "None" for every non-critical rank."""
+    import json
+    at = open_app("pages/timeline.py", preset="medium")
+    table = at.dataframe[0]
+    assert set(table.value["critical"]) == {"yes", ""}
+    config = json.loads(table.proto.columns)
+    assert config.get("critical", {}).get("type_config", {}).get("type") != "number"
