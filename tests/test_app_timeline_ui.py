@@ -57,3 +57,18 @@ def test_critical_column_is_text_not_none():
     assert set(table.value["critical"]) == {"yes", ""}
     config = json.loads(table.proto.columns)
     assert config.get("critical", {}).get("type_config", {}).get("type") != "number"
+
+
+def test_dualpipe_switch_error_names_the_field():
+    """pp=1 cannot run dualpipe: the switcher's error names strategy.pp (the model validator's
+    message carries pp=1; the field list maps it), not just the section."""
+    cfg = size_canonical("medium")
+    cfg["strategy"].update(schedule="1f1b", pp=1, vpp=1, decoder_first_pipeline_num_layers=None,
+                           decoder_last_pipeline_num_layers=None, pipeline_layers=None)
+    at = open_app("pages/timeline.py", s=encode_token(cfg))
+    assert not at.exception, [e.value for e in at.exception]
+    at.button_group[0].set_value("dualpipe").run()
+    err = texts(at.error)
+    assert "dualpipe needs an even pp" in err
+    assert "strategy.pp" in err
+    assert scenario(at)["strategy"]["schedule"] == "1f1b"
