@@ -6,6 +6,7 @@ import typing
 import pandas as pd
 import streamlit as st
 
+from simengine.api import chunks_per_rank
 from simengine.config import StrategySpec
 from ui import state
 from ui.chart_cache import draw, gantt_view, memory_view
@@ -48,8 +49,9 @@ def _switch_schedule() -> None:
     st.session_state[VPP_KEY] = {"gen": state.generation("strategy"), "vpp": memory}
     if canon["vpp"] != old_vpp:
         kept = f" {md(old)}'s vpp {old_vpp} is kept: switching back restores it." if old_vpp > 1 else ""
+        n = chunks_per_rank(new, canon["vpp"])  # the schedule registry's count (dualpipe/dualpipev: 2)
         state.notify("info", f"Schedule {md(old)} → {md(new)}: vpp {old_vpp} → {canon['vpp']} "
-                             f"({'interleaved runs vpp chunks per rank' if new == 'interleaved' else md(new) + ' runs one chunk per rank'}).{kept}")
+                             f"({md(new)} runs {n} chunk{'' if n == 1 else 's'} per rank).{kept}")
 
 
 def vpp_memory() -> dict[str, int]:

@@ -72,3 +72,16 @@ def test_dualpipe_switch_error_names_the_field():
     assert "dualpipe needs an even pp" in err
     assert "strategy.pp" in err
     assert scenario(at)["strategy"]["schedule"] == "1f1b"
+
+
+def test_vpp_notice_counts_dualpipe_chunks_from_the_schedule():
+    """dualpipe and dualpipev hold two chunks per rank (Schedule.chunks_per_rank); the notice
+    after switching from interleaved says so instead of "one chunk per rank"."""
+    for name in ("dualpipev", "dualpipe"):
+        at = open_app("pages/timeline.py", preset="medium")
+        at.button_group[0].set_value(name).run()
+        assert not at.exception, [e.value for e in at.exception]
+        assert scenario(at)["strategy"]["schedule"] == name, texts(at.error)
+        info = texts(at.info)
+        assert "vpp 5 → 1" in info and f"{name} runs 2 chunks per rank" in info, info
+        assert "one chunk" not in info
