@@ -112,7 +112,9 @@ def gantt_frame(spans: pd.DataFrame, t0_s: float | None = None, t1_s: float | No
     start = sel["start_s"].clip(lower=t0).to_numpy()
     end = sel["end_s"].clip(upper=t1).to_numpy()
     row = ("rank " + sel["rank"].astype(str) + " · " + sel["stream"].astype(str)).to_numpy()
-    cat = np.asarray(sel["kind"].map(span_category).to_numpy(), dtype=object)
+    # category per (kind, stream) pair, vectorised: a comm span off the compute stream is its own entry
+    pair = sel["kind"].astype(str) + "\x00" + sel["stream"].astype(str)
+    cat = np.asarray(pair.map(lambda p: span_category(*p.split("\x00", 1))).to_numpy(), dtype=object)
     if len(sel) <= max_spans:
         mb = sel["mb"].to_numpy()
         chunk = sel["chunk"].to_numpy()
