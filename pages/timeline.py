@@ -175,7 +175,7 @@ st.dataframe(view, hide_index=True, width="stretch", height=min(400, 38 + 35 * l
     # a text column: as a number column its blank cells read "None"
     "critical": st.column_config.TextColumn(help="yes = the critical rank (the Estimate page's breakdown)")})
 mem_spec = memory_view(scenario_text, tuple(shown_ranks) if shown_ranks is not None else None,
-                       float(system["gpu"]["memory_gib"]), tl["memory"])
+                       float(system["gpu"]["memory_gib"]), tl["memory"], float(step))
 if mem_spec is not None:
     st.caption("Allocated bytes per rank over the step; the red dashed line is the GPU's capacity.")
     draw(mem_spec)

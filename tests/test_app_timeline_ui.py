@@ -3,6 +3,7 @@ peak over the GPU's memory is an alert, with the memory figure's kind named."""
 
 from __future__ import annotations
 
+import numpy as np
 from app_walk import open_app, scenario, texts
 from ui.share import encode_token, size_canonical
 
@@ -85,3 +86,25 @@ def test_vpp_notice_counts_dualpipe_chunks_from_the_schedule():
         info = texts(at.info)
         assert "vpp 5 → 1" in info and f"{name} runs 2 chunks per rank" in info, info
         assert "one chunk" not in info
+
+
+def test_memory_curve_reaches_the_step_end_and_keeps_each_peak():
+    """The memory-over-the-step chart draws each rank up to the step's end (the binned series
+    stopped at its last bin's first time, ~0.2 % short here) and still shows every rank's peak."""
+    import json
+
+    from ui.engine import timeline
+
+    at = open_app("pages/timeline.py", preset="medium")
+    assert not at.exception
+    import pyarrow as pa
+
+    frames = [pa.ipc.open_stream(d.data.data).read_all().to_pandas()
+              for c in at.get("vega_lite_chart") for d in c.proto.datasets]
+    shown = next(f for f in frames if {"rank", "t_ms", "GiB"} <= set(f.columns))
+    tl = timeline(json.dumps(scenario(at)))
+    step_ms = 1e3 * tl["step_time_s"]
+    ends = shown.groupby("rank")["t_ms"].max()
+    assert (ends >= step_ms - 1e-3).all(), (ends.to_dict(), step_ms)
+    peaks = tl["memory"].groupby("rank")["bytes"].max() / 2**30
+    assert np.allclose(shown.groupby("rank")["GiB"].max().to_numpy(), peaks.to_numpy(), atol=1e-3)
