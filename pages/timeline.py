@@ -3,8 +3,10 @@ communication per rank, memory over time, schedule switcher and Chrome-trace dow
 
 import typing
 
+import pandas as pd
 import streamlit as st
 
+from simengine.api import chunks_per_rank
 from simengine.config import StrategySpec
 from ui import state
 from ui.chart_cache import draw, gantt_view, memory_view
@@ -47,8 +49,9 @@ def _switch_schedule() -> None:
     st.session_state[VPP_KEY] = {"gen": state.generation("strategy"), "vpp": memory}
     if canon["vpp"] != old_vpp:
         kept = f" {md(old)}'s vpp {old_vpp} is kept: switching back restores it." if old_vpp > 1 else ""
+        n = chunks_per_rank(new, canon["vpp"])  # the schedule registry's count (dualpipe/dualpipev: 2)
         state.notify("info", f"Schedule {md(old)} → {md(new)}: vpp {old_vpp} → {canon['vpp']} "
-                             f"({'interleaved runs vpp chunks per rank' if new == 'interleaved' else md(new) + ' runs one chunk per rank'}).{kept}")
+                             f"({md(new)} runs {n} chunk{'' if n == 1 else 's'} per rank).{kept}")
 
 
 def vpp_memory() -> dict[str, int]:
@@ -127,7 +130,9 @@ def gantt_section(scenario_text: str, spans, total_ms: float, shown_ranks, pre=N
         st.caption(f"{len(spans):,} spans in the step; more than {MAX_EXACT_SPANS:,} in this window, so each row shows "
                    "the dominant phase per time bin (opacity = busy share). Narrow the window for individual spans.")
     else:
-        st.caption(f"{gantt['shown']:,} spans shown. Colour = phase; hover for micro-batch, chunk and times.")
+        st.caption(f"{gantt['shown']:,} spans shown. Colour = phase; hover for micro-batch, chunk and times. "
+                   "Communication on the compute stream is exposed; on a side stream (comm, pp, dp) it is hidden "
+                   "while compute runs beside it (the exposed/hidden figures above).")
     draw(gantt["spec"])
 
 
@@ -164,10 +169,13 @@ for col in ["compute_s", "exposed_comm_s", "hidden_comm_s"] + exposed_cols:
     if col in view:
         view[col.replace("exposed:", "exposed ").removesuffix("_s") + " [ms]"] = 1e3 * view.pop(col)
 view = view.rename(columns={"peak_gib": "peak [GiB]"})
+number_cols = [k for k in view.columns if k != "rank" and pd.api.types.is_numeric_dtype(view[k])]
 st.dataframe(view, hide_index=True, width="stretch", height=min(400, 38 + 35 * len(view)), column_config={
-    k: st.column_config.NumberColumn(format="%.2f") for k in view.columns if k != "rank"})
+    **{k: st.column_config.NumberColumn(format="%.2f") for k in number_cols},
+    # a text column: as a number column its blank cells read "None"
+    "critical": st.column_config.TextColumn(help="yes = the critical rank (the Estimate page's breakdown)")})
 mem_spec = memory_view(scenario_text, tuple(shown_ranks) if shown_ranks is not None else None,
-                       float(system["gpu"]["memory_gib"]), tl["memory"])
+                       float(system["gpu"]["memory_gib"]), tl["memory"], float(step))
 if mem_spec is not None:
     st.caption("Allocated bytes per rank over the step; the red dashed line is the GPU's capacity.")
     draw(mem_spec)

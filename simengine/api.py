@@ -135,6 +135,14 @@ def write_chrome_trace(timeline, path, name: str = "simengine") -> None:
     write_atomic(path, lambda fh: _json.dump(trace, fh))
 
 
+def chunks_per_rank(schedule: str, vpp: int = 1) -> int:
+    """Model chunks each pipeline rank holds under ``schedule`` (the schedule registry's
+    ``Schedule.chunks_per_rank``: vpp for interleaved, 2 for dualpipe/dualpipev, else 1)."""
+    from .schedule import get_schedule
+
+    return int(get_schedule(schedule).chunks_per_rank(vpp))
+
+
 def validation_sources() -> tuple[str, ...]:
     """The names ``validate(source=...)`` accepts: "b200" and the published sources."""
     from .validation import SOURCES
@@ -148,7 +156,7 @@ def validation_sources() -> tuple[str, ...]:
 
 
 __all__ = ["ConfigError", "HFImport", "HFImportError", "Report", "calibrate", "calibrate_with_summary", "chrome_trace",
-           "count_parameters", "estimate", "estimate_json", "hf_to_model", "import_hf_config", "layer_seconds",
+           "chunks_per_rank", "count_parameters", "estimate", "estimate_json", "hf_to_model", "import_hf_config", "layer_seconds",
            "model_flops_per_step", "parse_config_text", "scenario_from", "simulate", "validate", "validation_sources",
            "write_chrome_trace"]
 

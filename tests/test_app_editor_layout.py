@@ -61,3 +61,20 @@ def test_with_deltas_relative_and_points():
 
     back = pd.read_csv(io.StringIO(rows_csv(out)))
     assert list(back["scenario"]) == ["a", "b"] and "Δ MFU [%]" in back.columns
+
+
+def test_sidebar_problem_count_does_not_send_the_strategy_page_to_itself():
+    """A flag the model cannot use (moe_shared_expert_overlap on a dense model) is a problem between
+    sections; the sidebar points to the Strategy page from elsewhere, but on that page it says
+    the problems are listed there."""
+    from app_walk import texts
+    from ui.share import encode_token, size_canonical
+
+    cfg = size_canonical("medium")
+    cfg["strategy"]["moe_shared_expert_overlap"] = True
+    token = encode_token(cfg)
+    on_strategy = texts(open_app("pages/strategy.py", s=token).sidebar.warning)
+    assert "between sections" in on_strategy and "Strategy page" not in on_strategy
+    assert "listed on this page" in on_strategy and "problem(s)" not in on_strategy
+    elsewhere = texts(open_app("pages/estimate.py", s=token).sidebar.warning)
+    assert "between sections" in elsewhere and "see the Strategy page" in elsewhere

@@ -3,6 +3,7 @@ peak over the GPU's memory is an alert, with the memory figure's kind named."""
 
 from __future__ import annotations
 
+import numpy as np
 from app_walk import open_app, scenario, texts
 from ui.share import encode_token, size_canonical
 
@@ -46,3 +47,64 @@ def test_gpipe_peak_over_capacity_is_an_alert():
 def test_fitting_timeline_has_no_alert():
     at = open_app("pages/timeline.py", preset="medium")
     assert "Does not fit" not in texts(at.error)
+
+
+def test_critical_column_is_text_not_none():
+    """The per-rank table's critical column is a text column (yes / blank); formatted as a number
+    its blank cells showed "None" for every non-critical rank."""
+    import json
+    at = open_app("pages/timeline.py", preset="medium")
+    table = at.dataframe[0]
+    assert set(table.value["critical"]) == {"yes", ""}
+    config = json.loads(table.proto.columns)
+    assert config.get("critical", {}).get("type_config", {}).get("type") != "number"
+
+
+def test_dualpipe_switch_error_names_the_field():
+    """pp=1 cannot run dualpipe: the switcher's error names strategy.pp (the model validator's
+    message carries pp=1; the field list maps it), not just the section."""
+    cfg = size_canonical("medium")
+    cfg["strategy"].update(schedule="1f1b", pp=1, vpp=1, decoder_first_pipeline_num_layers=None,
+                           decoder_last_pipeline_num_layers=None, pipeline_layers=None)
+    at = open_app("pages/timeline.py", s=encode_token(cfg))
+    assert not at.exception, [e.value for e in at.exception]
+    at.button_group[0].set_value("dualpipe").run()
+    err = texts(at.error)
+    assert "dualpipe needs an even pp" in err
+    assert "strategy.pp" in err
+    assert scenario(at)["strategy"]["schedule"] == "1f1b"
+
+
+def test_vpp_notice_counts_dualpipe_chunks_from_the_schedule():
+    """dualpipe and dualpipev hold two chunks per rank (Schedule.chunks_per_rank); the notice
+    after switching from interleaved says so instead of "one chunk per rank"."""
+    for name in ("dualpipev", "dualpipe"):
+        at = open_app("pages/timeline.py", preset="medium")
+        at.button_group[0].set_value(name).run()
+        assert not at.exception, [e.value for e in at.exception]
+        assert scenario(at)["strategy"]["schedule"] == name, texts(at.error)
+        info = texts(at.info)
+        assert "vpp 5 → 1" in info and f"{name} runs 2 chunks per rank" in info, info
+        assert "one chunk" not in info
+
+
+def test_memory_curve_reaches_the_step_end_and_keeps_each_peak():
+    """The memory-over-the-step chart draws each rank up to the step's end (the binned series
+    stopped at its last bin's first time, ~0.2 % short here) and still shows every rank's peak."""
+    import json
+
+    from ui.engine import timeline
+
+    at = open_app("pages/timeline.py", preset="medium")
+    assert not at.exception
+    import pyarrow as pa
+
+    frames = [pa.ipc.open_stream(d.data.data).read_all().to_pandas()
+              for c in at.get("vega_lite_chart") for d in c.proto.datasets]
+    shown = next(f for f in frames if {"rank", "t_ms", "GiB"} <= set(f.columns))
+    tl = timeline(json.dumps(scenario(at)))
+    step_ms = 1e3 * tl["step_time_s"]
+    ends = shown.groupby("rank")["t_ms"].max()
+    assert (ends >= step_ms - 1e-3).all(), (ends.to_dict(), step_ms)
+    peaks = tl["memory"].groupby("rank")["bytes"].max() / 2**30
+    assert np.allclose(shown.groupby("rank")["GiB"].max().to_numpy(), peaks.to_numpy(), atol=1e-3)

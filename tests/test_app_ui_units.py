@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 
 import altair as alt
 import pandas as pd
@@ -17,9 +18,9 @@ from ui import charts
 from ui.config_io import validate_section
 from ui.derived import model_figures, scenario_figures, system_figures
 from ui.report_io import budget, compare_rows, report_csv
-from ui.schema import fields_of, grouped_fields, table_fields, text_fields
+from ui.schema import OTHER_OK, fields_of, grouped_fields, table_fields, text_fields
 from ui.share import size_canonical
-from ui.theme import TIME_COLORS, span_category
+from ui.theme import TIME_COLORS, color_of, span_category, span_label
 from ui.timeline_data import gantt_frame, memory_frame, timeline_tables
 from ui.units import fmt_count, fmt_time, unit_for
 
@@ -34,6 +35,21 @@ def test_every_field_gets_exactly_one_widget(section):
     shown += [m.dotted for m in text_fields(cls)] + [m.dotted for m in table_fields(cls)]
     assert sorted(shown) == sorted(leaves)
     assert len(shown) == len(set(shown))
+
+
+@pytest.mark.parametrize("section", SPECS)
+def test_no_field_falls_into_other(section):
+    """Every spec field sits in a named group (a new flag such as moe_shared_expert_overlap must be
+    placed, not left in "Other"), unless ui/schema.OTHER_OK lists it on purpose."""
+    groups = dict(grouped_fields(section, SPECS[section]))
+    stray = sorted(m.dotted for m in groups.get("Other", []) if m.dotted not in OTHER_OK)
+    assert stray == []
+
+
+def test_moe_and_overlap_flags_in_their_groups():
+    groups = {t: {m.dotted for m in ms} for t, ms in grouped_fields("strategy", StrategySpec)}
+    assert {"moe_shared_expert_overlap", "overlap_moe_expert_parallel_comm", "moe_dispatch_dtype"} <= groups["MoE"]
+    assert "overlap_p2p_comm" in groups["Schedule and overlap"]
 
 
 @pytest.mark.parametrize("section", SPECS)
@@ -107,6 +123,26 @@ def test_colours_are_consistent_per_category():
     assert span_category("F") == "forward_compute" and span_category("tp_comm") == "tp_comm"
     assert span_category("dp_grad") == "dp_comm" and span_category("p2p") == "pp_comm"
     assert span_category("mystery") == "other" and "other" in TIME_COLORS
+
+
+def test_gantt_legend_says_where_comm_runs():
+    """A comm span on its own stream (comm, pp, dp) runs beside compute: its legend entry does not
+    call it exposed (sim/metrics.py counts the part under compute as hidden); on the compute
+    stream it is exposed in full and says so. Same colour either way."""
+    tl = timeline_tables(simulate(size_canonical("medium")))
+    for exact in (10**9, 0):  # individual spans, then time bins
+        df, _, _ = gantt_frame(tl["spans"], max_spans=exact)
+        off = df[~df["row"].str.endswith("· compute") & df["category"].str.contains("_comm")]
+        on = df[df["row"].str.endswith("· compute") & df["category"].str.contains("_comm")]
+        assert len(off) and len(on)
+        off_labels = {span_label(c) for c in off["category"]}
+        assert not any("exposed" in lab for lab in off_labels), off_labels
+        assert all("exposed" in span_label(c) for c in on["category"])
+        if exact == 0:  # the legend the page draws (binned: the exact frame is over Altair's row cap)
+            spec = json.dumps(charts.gantt_chart(df, sorted(df["row"].unique()), True).to_dict())
+            assert all(lab in spec for lab in off_labels) and "DP comm (exposed)" not in spec
+    assert color_of(span_category("dp_grad", "dp")) == color_of("dp_comm")
+    assert span_category("F", "comm") == "forward_compute"
 
 
 def test_timeline_tables_and_aggregation():

@@ -60,9 +60,11 @@ def gantt_view(scenario_json: str, window_ms: tuple[float, float], ranks: tuple[
 
 
 @st.cache_data(max_entries=ENTRIES, show_spinner=False)
-def memory_view(scenario_json: str, ranks: tuple[int, ...] | None, capacity_gib: float, _memory: Any) -> dict[str, Any] | None:
+def memory_view(scenario_json: str, ranks: tuple[int, ...] | None, capacity_gib: float, _memory: Any,
+                step_s: float | None = None) -> dict[str, Any] | None:
+    """The memory-over-the-step chart; ``step_s`` extends each curve to the step's end."""
     memory = _memory
     if ranks is not None and len(memory):
         memory = memory[memory["rank"].isin(list(ranks))]
-    mem = memory_frame(memory, max_points=VIEW_MEMORY_POINTS, max_total=VIEW_MEMORY_TOTAL)
+    mem = memory_frame(memory, max_points=VIEW_MEMORY_POINTS, max_total=VIEW_MEMORY_TOTAL, end_s=step_s)
     return spec(memory_time_chart(mem, capacity_gib)) if len(mem) else None

@@ -7,7 +7,7 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
-from .theme import MEMORY_COLORS, TIME_COLORS, TIME_LABELS, scale
+from .theme import MEMORY_COLORS, TIME_COLORS, TIME_LABELS, scale, span_label
 
 _FONT = {"labelFontSize": 11, "titleFontSize": 11}
 # Charts of thousands of marks are drawn on a canvas: Vega's SVG renderer builds one DOM node per
@@ -149,9 +149,8 @@ def gantt_chart(df: pd.DataFrame, rows: list[str], aggregated: bool, x_domain: t
     """
     cats = list(df["category"].unique()) if len(df) else []
     domain, rng = scale(cats)
-    df = _gantt_columns(df.assign(phase=df["category"].map(lambda c: TIME_LABELS.get(c, c))), aggregated,
-                        show_labels)
-    domain = [TIME_LABELS.get(c, c) for c in domain]
+    df = _gantt_columns(df.assign(phase=df["category"].map(span_label)), aggregated, show_labels)
+    domain = [span_label(c) for c in domain]
     x_scale = alt.Scale(domain=list(x_domain)) if x_domain else alt.Undefined
     enc: dict[str, Any] = {
         "y": alt.Y("row:N", sort=rows, title=None, axis=alt.Axis(labelLimit=160)),

@@ -76,7 +76,8 @@ def validate_section(section: str, data: Any) -> tuple[dict[str, Any] | None, Is
     try:
         spec = SPEC_CLASS[section].model_validate(data)
     except ValidationError as e:
-        return None, from_pydantic(e, section).issues
+        # fields: a model-level validator's message names its field as ``pp=1`` → ``strategy.pp``
+        return None, from_pydantic(e, section, tuple(SPEC_CLASS[section].model_fields)).issues
     except (ValueError, TypeError, RecursionError) as e:  # defensive: odd payloads
         return None, [(section, f"invalid {section}: {str(e)[:200]}")]
     return spec.model_dump(mode="json"), []

@@ -153,7 +153,10 @@ def glance(compact: bool = False) -> None:
             st.markdown(line)
     issues = state.scenario_issues()
     if issues:
-        st.warning(f"{len(issues)} problem(s) between sections; see the Strategy page.", icon="⚠️")
+        n = f"{len(issues)} problem{'' if len(issues) == 1 else 's'} between sections"
+        # the Strategy editor lists them below its form: do not send its user to the page they are on
+        where = "listed on this page" if st.session_state.get("ui.page") == "strategy" else "see the Strategy page"
+        st.warning(f"{n}; {where}.", icon="⚠️")
 
 
 def issue_lines(issues, limit: int | None = None) -> str:

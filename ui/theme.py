@@ -40,7 +40,28 @@ SPAN_CATEGORY: dict[str, str] = {
 }
 
 
-def span_category(kind: str) -> str:
+# A communication span off the compute stream (comm, pp, dp streams) runs beside compute: the part
+# a compute kernel covers is hidden, the rest exposed (sim/metrics.py); on the compute stream it
+# is exposed in full, as TIME_LABELS says. Such spans get this suffix and their own legend entry.
+OFF_STREAM = ".overlapped"
+
+
+def span_category(kind: str, stream: str = "compute") -> str:
+    cat = _kind_category(kind)
+    if stream != "compute" and cat.endswith("_comm"):
+        return cat + OFF_STREAM
+    return cat
+
+
+def span_label(category: str) -> str:
+    """Legend text of a Gantt category: TIME_LABELS, or the off-compute-stream wording."""
+    base = category.removesuffix(OFF_STREAM)
+    if base != category:
+        return TIME_LABELS.get(base, base).replace(" (exposed)", "") + " (side stream: hidden while compute runs)"
+    return TIME_LABELS.get(category, category)
+
+
+def _kind_category(kind: str) -> str:
     if kind in SPAN_CATEGORY:
         return SPAN_CATEGORY[kind]
     if kind in TIME_COLORS:
@@ -52,11 +73,15 @@ def span_category(kind: str) -> str:
 
 
 def color_of(category: str) -> str:
-    return TIME_COLORS.get(category, TIME_COLORS["other"])
+    return TIME_COLORS.get(category.removesuffix(OFF_STREAM), TIME_COLORS["other"])
 
 
 def scale(categories: list[str], colors: dict[str, str] | None = None) -> tuple[list[str], list[str]]:
-    """(domain, range) for an Altair colour scale over ``categories`` in a stable order."""
+    """(domain, range) for an Altair colour scale over ``categories`` in a stable order (an
+    off-compute-stream category follows its base, in the base's colour)."""
     colors = colors or TIME_COLORS
-    order = [c for c in colors if c in categories] + sorted(c for c in set(categories) if c not in colors)
-    return order, [colors.get(c, TIME_COLORS["other"]) for c in order]
+    order = []
+    for c in colors:
+        order += [x for x in (c, c + OFF_STREAM) if x in categories]
+    order += sorted(c for c in set(categories) if c not in order)
+    return order, [colors.get(c.removesuffix(OFF_STREAM), TIME_COLORS["other"]) for c in order]

@@ -112,7 +112,9 @@ def gantt_frame(spans: pd.DataFrame, t0_s: float | None = None, t1_s: float | No
     start = sel["start_s"].clip(lower=t0).to_numpy()
     end = sel["end_s"].clip(upper=t1).to_numpy()
     row = ("rank " + sel["rank"].astype(str) + " · " + sel["stream"].astype(str)).to_numpy()
-    cat = np.asarray(sel["kind"].map(span_category).to_numpy(), dtype=object)
+    # category per (kind, stream) pair, vectorised: a comm span off the compute stream is its own entry
+    pair = sel["kind"].astype(str) + "\x00" + sel["stream"].astype(str)
+    cat = np.asarray(pair.map(lambda p: span_category(*p.split("\x00", 1))).to_numpy(), dtype=object)
     if len(sel) <= max_spans:
         mb = sel["mb"].to_numpy()
         chunk = sel["chunk"].to_numpy()
@@ -149,12 +151,16 @@ def gantt_frame(spans: pd.DataFrame, t0_s: float | None = None, t1_s: float | No
     return out.drop(columns=["bin", "busy"]), True, rows
 
 
-def memory_frame(mem: pd.DataFrame, max_points: int = MEMORY_POINTS, max_total: int = MEMORY_TOTAL_POINTS) -> pd.DataFrame:
+def memory_frame(mem: pd.DataFrame, max_points: int = MEMORY_POINTS, max_total: int = MEMORY_TOTAL_POINTS,
+                 end_s: float | None = None) -> pd.DataFrame:
     """(rank, t_ms, GiB) with at most ~``max_points`` points per rank and ~``max_total`` in all.
 
     A rank's step series longer than its share (``min(max_points, max_total // ranks)``, at least
-    2) is cut into that many equal time bins, each drawn at its first time with its *maximum*
-    (the peaks survive). Vectorised: a million points take well under a second."""
+    2) is cut into equal time bins, each drawn at its first time with its *maximum* (the peaks
+    survive), and its last sample is kept as a point of its own: a bin's first time is before the
+    series ends, so without it the curve stopped short. ``end_s`` (the step time) adds a point
+    holding each rank's last value there, so the step-after curve reaches the step's end.
+    Vectorised: a million points take well under a second."""
     if not len(mem):
         return pd.DataFrame(columns=["rank", "t_ms", "GiB"])
     m = mem[["rank", "t_s", "bytes"]].sort_values(["rank", "t_s"], kind="stable")
@@ -162,6 +168,7 @@ def memory_frame(mem: pd.DataFrame, max_points: int = MEMORY_POINTS, max_total: 
     t = m["t_s"].to_numpy(dtype=float)
     n_ranks = int(pd.unique(ranks).size)
     per_rank = max(2, min(max_points, max_total // max(n_ranks, 1)))
+    nbins = max(1, per_rank - 1 - (end_s is not None))  # room for the last sample and the end point
     g = m.groupby("rank", sort=False)["t_s"]
     count = g.transform("size").to_numpy()
     t0 = g.transform("min").to_numpy(dtype=float)
@@ -169,12 +176,18 @@ def memory_frame(mem: pd.DataFrame, max_points: int = MEMORY_POINTS, max_total: 
     pos = m.groupby("rank", sort=False).cumcount().to_numpy()
     with np.errstate(divide="ignore", invalid="ignore"):
         frac = np.where(span > 0, (t - t0) / span, 0.0)
-    binned = np.minimum((frac * per_rank).astype(np.int64), per_rank - 1)
+    binned = np.minimum((frac * nbins).astype(np.int64), nbins - 1)
     key = np.where(count > per_rank, binned, pos)
     out = (pd.DataFrame({"rank": ranks, "bin": key, "t_s": t, "bytes": m["bytes"].to_numpy(dtype=float)})
            .groupby(["rank", "bin"], sort=True).agg(t_s=("t_s", "min"), bytes=("bytes", "max")).reset_index())
-    return pd.DataFrame({"rank": out["rank"].to_numpy(), "t_ms": out["t_s"].to_numpy() * 1e3,
-                         "GiB": out["bytes"].to_numpy() / 2**30})
+    last = m.groupby("rank", sort=True).tail(1)
+    tails = [last]
+    if end_s is not None:
+        tails.append(last[last["t_s"] < end_s].assign(t_s=float(end_s)))
+    out = (pd.concat([out[["rank", "t_s", "bytes"]], *tails], ignore_index=True)
+           .drop_duplicates(["rank", "t_s"], keep="first").sort_values(["rank", "t_s"], kind="stable"))
+    return pd.DataFrame({"rank": out["rank"].to_numpy(), "t_ms": out["t_s"].to_numpy(dtype=float) * 1e3,
+                         "GiB": out["bytes"].to_numpy(dtype=float) / 2**30})
 
 
 def representative_ranks(ranks: pd.DataFrame, n_ranks: int, limit: int = GANTT_SUBSET) -> list[int]:
