@@ -114,6 +114,8 @@ def test_combined_pair_hides_a2a_within_the_partner(slow):
 
 
 def _busy(order, pairs, F, B, Bi, W, FB):
+    """A rank's busy time over its order: F, W, a full B (Bi where its W runs apart) and one FB per
+    F&B pair (``pairs`` holds the index of each pair's first action). Shared with the DualPipe tests."""
     wset = {(a.mb, a.chunk) for a in order if a.kind == "W"}
     t, skip = 0.0, False
     for i, a in enumerate(order):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from scenarios import make
+from test_a2a_overlap import _busy
 
 from simengine.cost.stage import build_plan
 from simengine.estimate import estimate
@@ -19,20 +20,6 @@ S = get_schedule("dualpipe")
 
 def _inp(p, m, ch, slow=1.0):
     return PipelineInput(tuple(StageCost(chunks=(ch, ch)) for _ in range(p)), m, "dualpipe", 1, overlap_slowdown=slow)
-
-
-def _busy(order, pairs, F, B, Bi, W, FB):
-    wset = {(a.mb, a.chunk) for a in order if a.kind == "W"}
-    t, skip = 0.0, False
-    for i, a in enumerate(order):
-        if skip:
-            skip = False
-            continue
-        if i in pairs:
-            t, skip = t + FB, True
-        else:
-            t += F if a.kind == "F" else W if a.kind == "W" else (Bi if (a.mb, a.chunk) in wset else B)
-    return t
 
 
 @pytest.mark.parametrize("p", [2, 4, 6, 8])
