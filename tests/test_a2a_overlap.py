@@ -69,6 +69,9 @@ def test_combined_1f1b_holds_one_more_microbatch():
 
 @pytest.mark.parametrize("strategy,field", [
     ({"ep": 8, "pp": 2, "schedule": "1f1b", "overlap_moe_expert_parallel_comm": True}, "strategy.overlap_moe_expert_parallel_comm"),
+    # Megatron sets a vpp of 1 to None: interleaved at vpp 1 is no virtual pipeline
+    ({"ep": 8, "pp": 2, "schedule": "interleaved", "vpp": 1, "overlap_moe_expert_parallel_comm": True},
+     "strategy.overlap_moe_expert_parallel_comm"),
     ({"ep": 1, "pp": 1, "overlap_moe_expert_parallel_comm": True}, "strategy.overlap_moe_expert_parallel_comm"),
     ({"ep": 8, "recompute": "full", "overlap_moe_expert_parallel_comm": True}, "strategy.overlap_moe_expert_parallel_comm"),
     ({"ep": 8, "moe_dispatcher": "allgather", "moe_shared_expert_overlap": True}, "strategy.moe_shared_expert_overlap"),

@@ -27,8 +27,8 @@ def evaluated(mapped):
 def test_counts(mapped):
     runs, skipped = mapped
     assert len(runs) + len(skipped) == 186
-    assert len(runs) == 138
-    assert len(skipped) == 48
+    assert len(runs) == 148
+    assert len(skipped) == 38
 
 
 def test_narayanan_1_7b(mapped):
@@ -101,6 +101,11 @@ def test_torchtitan_and_bridge_mapping(mapped):
     assert "LoRA" in skipped["mbridge_26.06_LoRA_LLAMA3_70B_DGX-H100_FP8_8gpu_v0"].reason
     assert "tp/pp not stated" in skipped["mcore080_h100_strong_177B_96"].reason
     assert "microbatch-level" in skipped["korthikanti22_175B_sp_selective_microbatch_recompute"].reason
+    # GPT-OSS from its preset; HybridEP at ep 8 from r0.4.0, the row's ep 8 against r0.2.0's ep 64 left at defaults
+    oss = runs["mbridge_26.04_Pre-Training_GPT_OSS_120B_DGX-B200_BF16_64gpu_v0"].config
+    assert oss["model"]["attention_sinks"] and oss["model"]["attention_window"] == 128 and oss["strategy"]["moe_dispatcher"] == "deepep"
+    old = runs["mbridge_25.11_Pre-Training_GPT_OSS_120B_DGX-B200_BF16_64gpu_v0"]
+    assert "moe_dispatcher" not in old.config["strategy"] and any("differs from the release recipe" in x for x in old.assumptions)
 
 
 def test_bridge_moe_mechanisms_from_release_recipes(mapped):
@@ -161,7 +166,7 @@ def test_bridge_moe_cross_node_tokens(mapped, evaluated):
         return s["ep"] * s.get("etp", 1) > runs[rid].config["system"]["scale_up"]["domain_size"]
 
     rows = [c for c in comps if c.source == "megatron-bridge" and c.metric == "tokens_per_sec_per_gpu" and cross(c.run_id)]
-    assert len(rows) == 12
+    assert len(rows) == 13
     assert abs(statistics.median(c.error_pct for c in rows)) <= 15.0
 
 
@@ -175,14 +180,21 @@ def test_megatron_bridge_flop_count_reproduces_the_table(mapped):
             continue
         st = r.config["strategy"]
         table = r.measured["model_tflops_per_gpu"] * 1e12 / r.measured["tokens_per_sec_per_gpu"]
-        ratios.append(flops_megatron_bridge(r.config["model"], st["seq_len"], st["tp"]) / st["seq_len"] / table)
-    assert len(ratios) == 55
+        ratios.append(flops_megatron_bridge(r.config["model"], st["seq_len"], st["tp"], r.flop_basis.get("glu_silu", True))
+                      / st["seq_len"] / table)
+    assert len(ratios) == 65
     assert max(abs(x - 1) for x in ratios) <= 0.025  # two rows' printed figures round to 2 %
     assert sorted(ratios)[len(ratios) // 2] == pytest.approx(1.0, abs=0.002)
     ds = runs["mbridge_26.04_Pre-Training_DeepSeekV3_DGX-B200_MXFP8_256gpu_v0"]
     no_mtp = dict(ds.config["model"], mtp_layers=0)
     table = ds.measured["model_tflops_per_gpu"] * 1e12 / ds.measured["tokens_per_sec_per_gpu"]
     assert flops_megatron_bridge(no_mtp, 4096, 1) / 4096 / table < 0.985  # the table counted the MTP block
+    # GPT-OSS: Bridge counts its quick_gelu GLU as two GEMMs (gated multiplier 3/2 only for silu)
+    oss = runs["mbridge_26.04.01_Pre-Training_GPT_OSS_120B_DGX-B200_BF16_64gpu_v0"]
+    assert oss.flop_basis["glu_silu"] is False
+    table = oss.measured["model_tflops_per_gpu"] * 1e12 / oss.measured["tokens_per_sec_per_gpu"]
+    assert flops_megatron_bridge(oss.config["model"], 4096, 1, False) / 4096 / table == pytest.approx(1.0, abs=0.01)
+    assert flops_megatron_bridge(oss.config["model"], 4096, 1) / 4096 / table > 1.2
 
 
 # ---- (b) every mapped run estimates ---------------------------------------------------------------

@@ -6,7 +6,8 @@ Run: python tools/readme_tables.py            # print the tables (markdown)
 
 Markers: ``<!-- BEGIN validation:NAME -->`` … ``<!-- END validation:NAME -->`` with NAME ``b200``
 (the 20 Megatron-LM B200 runs, datasheet and calibrated, vs the peer SimuMax) and ``published``
-(per published source). The numbers come only from the CLI's JSON: nothing is computed twice.
+(per published source) and ``moe_tiers`` (the Megatron-Bridge MoE rows by dispatch tier and dispatcher).
+The numbers come only from the CLI's JSON: nothing is computed twice.
 """
 
 from __future__ import annotations
@@ -91,10 +92,41 @@ def published_table(res: dict) -> str:
     return "\n".join(lines)
 
 
+def _tier(r: dict) -> str:
+    """Whether a row's expert all-to-all crosses the scale-out network: Megatron's expert rank order
+    puts the etp·ep ranks of one EP group next to each other (parallel_state.py RankGenerator
+    "tp-ep-dp-pp" for experts), so the group spans nodes when etp·ep exceeds the node."""
+    st, sy = r["scenario"]["strategy"], r["scenario"]["system"]
+    span = st["ep"] * (st["etp"] if st.get("etp") is not None else st["tp"])
+    return "across nodes" if span > sy.get("gpus_per_node", 8) else "one NVLink domain"
+
+
+def moe_tier_table(res: dict) -> str:
+    rows = [r for r in res["rows"] if r["source"] == "megatron-bridge" and r["metric"] == "tokens_per_sec_per_gpu"
+            and r["scenario"]["model"].get("num_experts")]
+    lines = ["| rows | dispatcher | runs | median signed % | median abs % | MAPE % |", "|---|---|---|---|---|---|"]
+
+    def line(name, disp, sel):
+        errs = [r["error_pct"] for r in sel]
+        if errs:
+            lines.append(f"| {name} | {disp} | {len(errs)} | {_median(errs):+.1f} | {_median([abs(e) for e in errs]):.1f} | {_mape(errs):.1f} |")
+
+    for tier in ("one NVLink domain", "across nodes"):
+        sel = [r for r in rows if _tier(r) == tier]
+        line(tier, "all", sel)
+        for disp in ("alltoall", "deepep", "allgather"):
+            line("", disp, [r for r in sel if r["scenario"]["strategy"].get("moe_dispatcher", "alltoall") == disp])
+    gpt_oss = [r for r in rows if "gpt-oss" in r["scenario"]["model"].get("source", "").lower()]
+    line("DeepSeek-V3 and Qwen3", "all", [r for r in rows if r not in gpt_oss])
+    line("GPT-OSS-120B", "all", gpt_oss)
+    line("**all MoE**", "", rows)
+    return "\n".join(lines)
+
+
 def tables() -> dict[str, str]:
     everything = validate_json()
     return {"b200": b200_tables(everything, validate_json("--source", "b200", "--calibrated")),
-            "published": published_table(everything)}
+            "published": published_table(everything), "moe_tiers": moe_tier_table(everything)}
 
 
 def replace(text: str, name: str, body: str) -> str:

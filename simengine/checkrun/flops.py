@@ -125,6 +125,12 @@ def logged_check(log: RunLog, used: tuple[int, ...], sc: Scenario) -> FlopsCheck
     return check(sc, per_s, 1.0, log.date)
 
 
+def _count(x: float) -> str:
+    """A batch size as a count: whole when it is one to the printed precision, else one decimal
+    (a non-whole implied batch says the seq_len, not the batch, is what differs)."""
+    return f"{round(x)}" if abs(x - round(x)) < 0.05 else f"{x:.1f}"
+
+
 def mismatch(c: FlopsCheck, sc: Scenario) -> str | None:
     """One sentence when the scenario's FLOPs are not the logged run's, naming the setting that would be."""
     if abs(c.ratio - 1) <= TOLERANCE:
@@ -132,5 +138,5 @@ def mismatch(c: FlopsCheck, sc: Scenario) -> str | None:
     st = sc.strategy
     return (f"the logged TFLOP/s imply {c.logged / 1e15:.2f} PFLOP per iteration (Megatron's {c.version} count), "
             f"the scenario has {c.scenario / 1e15:.2f} ({c.ratio - 1:+.0%}): they imply seq_len {c.implied_seq_len:.0f} "
-            f"at global batch {st.global_batch_size}, or global batch {c.implied_global_batch:.1f} at seq_len "
+            f"at global batch {st.global_batch_size}, or global batch {_count(c.implied_global_batch)} at seq_len "
             f"{st.seq_len}; the scenario has seq_len {st.seq_len}, global batch {st.global_batch_size}")

@@ -209,9 +209,12 @@ def _a2a_overlap_checks(model: ModelSpec, s: StrategySpec) -> list[tuple[str, st
         f = "strategy.overlap_moe_expert_parallel_comm"
         if s.ep <= 1 or not a2a:
             add((f, f"overlap_moe_expert_parallel_comm needs ep > 1 and moe_dispatcher alltoall or deepep; ep={s.ep}, {s.moe_dispatcher}"))
-        if not (s.schedule == "interleaved" or (s.pp == 1 and s.schedule == "1f1b")):
+        # Megatron-LM arguments.py validate_args: pp > 1 needs a virtual pipeline, and a vpp of 1 is
+        # set to None there ("virtual_pipeline_model_parallel_size == 1 → None"), so it is no VPP
+        if not ((s.schedule == "interleaved" and s.vpp > 1) or (s.pp == 1 and s.schedule == "1f1b")):
             add((f, "overlap_moe_expert_parallel_comm runs the combined 1F1B: pp=1 with schedule='1f1b', or "
-                 f"schedule='interleaved' (\"virtual_pipeline_model_parallel_size must be specified\"); pp={s.pp}, {s.schedule}"))
+                 "schedule='interleaved' with vpp > 1 (\"virtual_pipeline_model_parallel_size must be specified\"; "
+                 f"Megatron sets a vpp of 1 to None); pp={s.pp}, vpp={s.vpp}, {s.schedule}"))
         if s.recompute == "full":
             add((f, "overlap_moe_expert_parallel_comm needs recompute != 'full' (\"disable full recomputation\")"))
         if s.moe_shared_expert_overlap:

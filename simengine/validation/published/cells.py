@@ -25,7 +25,7 @@ _MODEL_PRESETS: dict[str, str] = {
     "llama2-7b": "llama2-7b", "llama2-13b": "llama2-13b", "llama2-70b": "llama2-70b",
     "llama3-8b": "llama3-8b", "llama3-70b": "llama3-70b", "llama3.1-405b": "llama3-405b",
     "deepseekv3": "deepseek-v3", "qwen3-30b-a3b": "qwen3-30b-a3b", "qwen3-235b-a22b": "qwen3-235b-a22b",
-    "gpt3-175b": "gpt3-175b", "gpt-3175b": "gpt3-175b",
+    "gpt3-175b": "gpt3-175b", "gpt-3175b": "gpt3-175b", "gpt-oss-120b": "gpt-oss-120b",
 }
 
 _GPU_PEAK_BF16 = {"a100": 312.0, "h100": 989.0}  # dense bf16 TFLOP/s, as torchtitan counts MFU
@@ -187,9 +187,7 @@ def _model(row: dict[str, str], a: list[str]) -> dict[str, Any]:
     name = _s(row, "model").lower()
     if "nemotron" in name:
         raise _Skip("Nemotron architecture not given in the row and no preset (Nemotron-4 dense / Nemotron-3 hybrid Mamba-MoE)")
-    if "gpt oss" in name or "gpt-oss" in name:
-        raise _Skip("GPT-OSS architecture not given in the row and no preset (attention sinks, sliding window)")
-    if "deepseek" in name or "qwen3" in name:
+    if "deepseek" in name or "qwen3" in name or "gpt oss" in name or "gpt-oss" in name:
         return _moe_model(row, a)
     if "llama" in name:
         return _llama_model(row, a)

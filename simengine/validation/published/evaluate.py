@@ -111,7 +111,8 @@ def _megatron_bridge(run: PublishedRun, report: Any, metric: str, layer_times: L
     flop_utils.num_floating_point_operations, causal attention halved, MTP and padded vocab counted)."""
     if metric == "model_tflops_per_gpu":
         st = run.config["strategy"]
-        F = flops_megatron_bridge(run.config["model"], st["seq_len"], st["tp"]) * st["global_batch_size"]
+        F = flops_megatron_bridge(run.config["model"], st["seq_len"], st["tp"],
+                                  run.flop_basis.get("glu_silu", True)) * st["global_batch_size"]
         return F / report.step_time_s / run.flop_basis["gpus"] / 1e12
     return _nemo(run, report, metric, layer_times)
 

@@ -38,14 +38,15 @@ def torchtitan_flops_per_token(model: dict[str, Any], seq_len: int) -> float:
     return 6.0 * n + 12.0 * L * heads * hd * seq_len
 
 
-def flops_megatron_bridge(model: dict[str, Any], seq: int, tp: int) -> float:
+def flops_megatron_bridge(model: dict[str, Any], seq: int, tp: int, glu_silu: bool = True) -> float:
     """Megatron-Bridge ``num_floating_point_operations`` (src/megatron/bridge/training/utils/flop_utils.py
     transformer_flops, r0.4.0) per sequence: 12·s·L'·h·(dense ffn·g·L_dense/L' + routed k·ffn_moe·g·L_moe/L'
     + shared ffn·g·L_moe/L') + self-attention (GQA: 12·L'·h²·(1 + groups/heads + s/(2h))·q/h; MLA: its
     3·2·L'·(q, kv low-rank, rope, o projections + s·heads·(d_qk + d_v)/2) term) + MTP norms/projection
     6·mtp·(3h + 2h²) + logits 6·h·V_pad·(mtp + 1); g = 3/2 for SwiGLU, L' = L + mtp (the MTP block counted
     as one more MoE/dense layer like the last), V_pad = vocab padded to 128·tp (calculate_padded_vocab_size).
-    Causal attention counts half the s² work."""
+    Causal attention counts half the s² work. ``glu_silu=False``: the GLU's activation is not
+    F.silu (GPT-OSS's quick_gelu), and Bridge then counts g = 1."""
     from ...config.model import ModelSpec
 
     m = ModelSpec(**{k: v for k, v in model.items() if k in ModelSpec.model_fields})
@@ -55,7 +56,7 @@ def flops_megatron_bridge(model: dict[str, Any], seq: int, tp: int) -> float:
     n_moe += mtp if last_moe else 0
     n_layers = L + mtp
     n_dense = n_layers - n_moe
-    g = 1.5 if m.activation == "swiglu" else 1.0
+    g = 1.5 if m.activation == "swiglu" and glu_silu else 1.0
     ffn_moe = m.moe_ffn_hidden_size or m.ffn_hidden_size
     # dense layers' ffn, routed experts' k·ffn_moe and the shared experts' ffn, each times its layer count
     mlp = 12.0 * h * g * (m.ffn_hidden_size * n_dense + (ffn_moe * m.top_k + m.shared_ffn) * n_moe)

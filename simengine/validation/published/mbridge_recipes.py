@@ -68,6 +68,10 @@ class Recipe:
     overlap_grad_reduce: bool = True
     dsv3: bool = False          # DeepSeek-V3 recipe: MTP 1, shared-expert overlap unless flex/a2a
     layout: tuple[int, ...] | None = None  # decoder layers per virtual stage (pipeline_model_parallel_layout)
+    # the GLU's activation is quick_gelu, not silu (models/gpt_oss/gpt_oss_bridge.py provider_bridge:
+    # activation_func = quick_gelu), so Bridge's FLOP count (training/utils/flop_utils.py transformer_flops
+    # gated_linear_multiplier = 3/2 only for gated_linear_unit with F.silu) counts the MLP as two GEMMs
+    quick_gelu_glu: bool = False
 
 
 _R1 = "r0.1.0 scripts/performance/run_script.py main() + configs/{}/{}_llm_pretrain.yaml perf_matrix.{}"
@@ -117,9 +121,25 @@ RECIPES: dict[tuple[str, str, str], Recipe] = {
        for rel, tag in (("26.02.01", "r0.3.0"), ("26.04", "r0.4.0"), ("26.04.01", "r0.4.0"))},
     **{("qwen3-30b-a3b", "h100", rel): Recipe(_WB.format(tag, "qwen/qwen3", "QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1 (hybridep)"), 1, 1, 16, flex=True)
        for rel, tag in (("26.02", "c0b9a0003"), ("26.02.01", "r0.3.0"), ("26.04", "r0.4.0"), ("26.04.01", "r0.4.0"), ("26.06", "63b08b397"))},
+    # ---- GPT-OSS 120B (recipes/gpt_oss/gpt_oss.py gpt_oss_120b_pretrain_config: alltoall dispatcher, no TP
+    # comm overlap, overlap_grad_reduce; configs/gpt_oss/*workload_base_configs.py: ep, mb, flex backend) ----
+    ("gpt-oss-120b", "b200", "25.11"): Recipe(_R2.format("gpt_oss", "GPT_OSS_120B_B200_BF16_BASE_CONFIG"), 1, 1, 64, mb=4,
+                                              tp_comm_overlap=False, quick_gelu_glu=True),
+    ("gpt-oss-120b", "b200", "26.02"): Recipe(_WB.format("c0b9a0003", "gpt_oss/gpt_oss", "GPT_OSS_120B_PRETRAIN_CONFIG_B200_BF16_V2"),
+                                              1, 1, 64, mb=4, tp_comm_overlap=False, quick_gelu_glu=True),
+    ("gpt-oss-120b", "b200", "26.02.01"): Recipe(_WB.format("r0.3.0", "gpt_oss/gpt_oss", "GPT_OSS_120B_PRETRAIN_CONFIG_B200_BF16_V2"),
+                                                 1, 1, 64, mb=4, tp_comm_overlap=False, quick_gelu_glu=True),
+    **{("gpt-oss-120b", "b200", rel): Recipe(_WB.format("r0.4.0", "gpt_oss/gpt_oss", "GPT_OSS_120B_PRETRAIN_CONFIG_B200_BF16_V2 (hybridep)"),
+                                             1, 1, 8, mb=4, flex=True, tp_comm_overlap=False, quick_gelu_glu=True) for rel in ("26.04", "26.04.01")},
+    ("gpt-oss-120b", "h100", "25.11"): Recipe(_R2.format("gpt_oss", "GPT_OSS_120B_H100_BF16_BASE_CONFIG"), 1, 4, 8,
+                                              tp_comm_overlap=False, quick_gelu_glu=True),
+    **{("gpt-oss-120b", "h100", rel): Recipe(_WB.format(tag, "gpt_oss/gpt_oss", "GPT_OSS_120B_PRETRAIN_CONFIG_H100_BF16_V2"),
+                                             1, 4, 8, tp_comm_overlap=False, quick_gelu_glu=True)
+       for rel, tag in (("26.02", "c0b9a0003"), ("26.02.01", "r0.3.0"), ("26.04", "r0.4.0"), ("26.04.01", "r0.4.0"))},
 }
 
-_MODEL_KEYS = (("deepseek", "deepseek-v3"), ("qwen3_235b", "qwen3-235b-a22b"), ("qwen3_30b", "qwen3-30b-a3b"))
+_MODEL_KEYS = (("deepseek", "deepseek-v3"), ("qwen3_235b", "qwen3-235b-a22b"), ("qwen3_30b", "qwen3-30b-a3b"),
+               ("gpt_oss_120b", "gpt-oss-120b"))
 
 
 def recipe_key(run_id: str, model: str, gpu_type: str) -> tuple[str, str, str] | None:
@@ -144,6 +164,8 @@ def apply_recipe(d: "Draft") -> None:
     if r is None:
         a.append(f"no Megatron-Bridge recipe read for {key}: MoE mechanisms left at defaults")
         return
+    if r.quick_gelu_glu:
+        d.flop_basis["glu_silu"] = False
     if (d.tp, d.pp, s["ep"]) != (r.tp, r.pp, r.ep):
         a.append(f"row layout tp{d.tp} pp{d.pp} ep{s['ep']} differs from the release recipe's tp{r.tp} pp{r.pp} ep{r.ep} "
                  f"({r.cite}): MoE mechanisms left at defaults")
@@ -167,3 +189,5 @@ def apply_recipe(d: "Draft") -> None:
     a.append(f"MoE mechanisms from the recipe: {r.cite}")
     if r.dsv3:
         a.append("selective recompute_modules (mla_up_proj / mlp) of the recipe not modelled")
+    elif key[0] == "gpt-oss-120b":
+        a.append("selective recompute_modules (layernorm / moe_act) of the recipe not modelled")
