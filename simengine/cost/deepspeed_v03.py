@@ -22,7 +22,8 @@ Mechanisms, each read off that code (microsoft/DeepSpeed @v0.3.15):
    the gradient before its ring (the ``pre`` hook). ``fetch_sub_module`` formats
    ``param.norm()`` into a ``print_rank_0`` message for every parameter it fetches — the f-string
    is built although the message is not printed — so every fetch reads each parameter once more
-   and waits for the norm (``Tensor.__format__`` of a 0-dim tensor is ``item()``).
+   and waits for the norm (``Tensor.__format__`` of a 0-dim tensor is ``item()``). That line is in
+   v0.3.15 to v0.4.1, not in v0.3.13/14; without it the Table 2 rows move by −1.5..+1.5 points.
 3. **Blocking fetch.** ``_allgather_param`` calls ``torch.cuda.synchronize()`` before every
    gather and ``fetch_sub_module`` ("This call is blocking") ends in ``_synchronize_communication``
    (``comm_stream.synchronize(); torch.cuda.synchronize()``): the GPU queue is drained at every
