@@ -56,16 +56,58 @@ def _total(pc):
     return sum(s * n for (_, s, _, _), n in pc.comm.items())
 
 
+def _hbm_Bps(sc):
+    return sc.system.gpu.hbm_bandwidth_gbs * 1e9 * sc.system.efficiency.hbm
+
+
+def _launch(sc):
+    return sc.system.efficiency.kernel_overhead_us * 1e-6
+
+
 def test_host_work_per_rank_grows_with_the_group_and_runs_alone():
     small, big = load_scenario(cfg_of(gpus=128)), load_scenario(cfg_of(gpus=512))
     assert deepspeed_v03.host_s(big, 10, 512) == pytest.approx(4 * deepspeed_v03.host_s(small, 10, 128))
     assert deepspeed_v03.host_s(big, 10, 512, "reduce_scatter") > deepspeed_v03.host_s(big, 10, 512)
     f_small, _, _ = _phases(small)
     f_big, _, _ = _phases(big)
-    # the forward gathers the four weights (biases and norms persist): their host work runs alone
-    host_big = deepspeed_v03.host_s(big, 4 * 4, 512)
-    assert _alone(f_big) >= host_big
-    assert _alone(f_big) - _alone(f_small) >= host_big - deepspeed_v03.host_s(small, 4 * 4, 128)
+    # the forward gathers the four weights of 4 layers (biases and norms persist); the Python loop of
+    # one narrow view per rank before each ring runs alone (175B: every gather itself is prefetched)
+    assert _alone(f_big) - _alone(f_small) == pytest.approx(4 * 4 * (512 - 128) * _launch(big))
+
+
+def test_c10d_copies_are_issued_while_the_ring_runs_and_the_buffer_is_zero_filled_first():
+    sc = load_scenario(cfg_of(gpus=512))
+    comm, launch, hbm = CommModel(sc), _launch(sc), _hbm_Bps(sc)
+    _, tiny = deepspeed_v03.gather_s(sc, comm, 1e3, 512)
+    assert comm.time("all_gather", 2e3, "dps") < 512 * launch
+    assert tiny == pytest.approx(512 * launch)  # the ring ends before the host has issued 512 copies
+    n = 4 * 12288 ** 2
+    before, big = deepspeed_v03.gather_s(sc, comm, n, 512)
+    assert big == pytest.approx(comm.time("all_gather", 2 * n, "dps") + 4 * n / hbm + launch)  # read + write after the ring
+    assert before == pytest.approx(2 * n / hbm + launch + 512 * launch)  # torch.zeros, then the narrow loop
+
+
+def test_every_fetch_reads_each_parameter_again_for_its_debug_norm():
+    """With every tensor persistent nothing is gathered, but each submodule's fetch still computes
+    the norm of each of its parameters (fetch_sub_module's print_rank_0 f-string)."""
+    sc = load_scenario(cfg_of(gpus=512))
+    layers = 4
+    fwd, bwd, rc = _phases(sc, layers, persist=float("inf"))
+    norms = sum(2.0 * n / _hbm_Bps(sc) + _launch(sc) for w, o in deepspeed_v03.gemm_submodules(sc) for n in (w, *o))
+    assert _total(fwd) == pytest.approx(layers * norms)
+    assert _total(rc) == pytest.approx(layers * norms)
+
+
+def test_the_ipg_copy_applies_to_gradients_that_fit_the_bucket():
+    sc = load_scenario(cfg_of(gpus=512))
+    comm, n = CommModel(sc), 1e8
+    fits = deepspeed_v03.reduce_scatter_s(sc, comm, n, 512, bucket=n)
+    too_big = deepspeed_v03.reduce_scatter_s(sc, comm, n, 512, bucket=n - 1)
+    assert fits - too_big == pytest.approx(4 * n / _hbm_Bps(sc) + _launch(sc))
+    # the rest: divide in place, view + narrow per rank, c10d's flatten, the ring
+    flatten = max(512 * _launch(sc), 4 * n / _hbm_Bps(sc) + _launch(sc))
+    ring = comm.time("reduce_scatter", 2 * n, "dps")
+    assert too_big == pytest.approx(4 * n / _hbm_Bps(sc) + _launch(sc) + 2 * 512 * _launch(sc) + flatten + ring)
 
 
 def test_small_tensors_persist_and_are_not_gathered_per_pass():
@@ -73,7 +115,11 @@ def test_small_tensors_persist_and_are_not_gathered_per_pass():
     default, _, _ = _phases(sc)
     every, _, _ = _phases(sc, persist=0.0)
     assert _total(every) > _total(default)
-    assert _alone(every) - _alone(default) == pytest.approx(deepspeed_v03.host_s(sc, 8 * 4, 512))
+    comm = CommModel(sc)
+    small = [n for _, o in deepspeed_v03.gemm_submodules(sc) for n in o]
+    assert len(small) == 8 and max(small) < deepspeed_v03.PERSISTENCE_THRESHOLD
+    # 4 layers: each of the 8 small tensors' zero-fill and narrow loop, alone, before its ring
+    assert _alone(every) - _alone(default) == pytest.approx(4 * sum(deepspeed_v03.gather_s(sc, comm, n, 512)[0] for n in small))
 
 
 def test_weights_used_again_soon_after_the_recompute_are_kept_for_the_backward():
@@ -81,7 +127,12 @@ def test_weights_used_again_soon_after_the_recompute_are_kept_for_the_backward()
     _, kept, _ = _phases(sc)
     _, regathered, _ = _phases(sc, reuse=0.0)
     assert _total(regathered) > _total(kept)
-    # 175B: h→4h and 4h→h (4h² each, under 1e9) stay; without a recompute nothing is kept
+    # 175B: only 4h→h stays — h→4h's reuse distance counts 4h→h's recompute and its backward,
+    # 2·(4h² + h) > 1e9 (get_reuse_distance_in_numel over the trace); without a recompute nothing is kept
+    subs, h = deepspeed_v03.gemm_submodules(sc), 12288
+    assert deepspeed_v03.reuse_distance(subs, 3) == 0.0
+    assert deepspeed_v03.reuse_distance(subs, 2) == pytest.approx(2 * (4 * h * h + h))
+    assert deepspeed_v03.reuse_distance(subs, 2) > deepspeed_v03.MAX_REUSE_DISTANCE > 4 * h * h
     fwd, bwd, rc = PhaseCost(compute_s=1.0), PhaseCost(compute_s=2.0), PhaseCost()
     deepspeed_v03.add_layer_comm(sc, CommModel(sc), 4, fwd, bwd, rc)
     fwd2, bwd2, rc2 = PhaseCost(compute_s=1.0), PhaseCost(compute_s=2.0), PhaseCost()

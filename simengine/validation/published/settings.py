@@ -107,7 +107,10 @@ def _megatron_readme(d: Draft) -> None:
     turns off without an interleaved schedule, so it implies no virtual stages. The micro-batch is
     the guess that matters: at 1 (4 micro-batches per DP rank) the 32B row (TP 8, one DP rank per
     node) cannot reach its measured step even at the NIC's line rate — its fp32 reduce-scatter and
-    bf16 all-gather outlast the one backward and one forward they may hide under."""
+    bf16 all-gather outlast the one backward and one forward they may hide under. Megatron has no
+    default micro-batch (arguments.py: ``assert args.micro_batch_size is not None``), so the run
+    set one the table does not print; the 32B row is −29 / −15 / +13 % at 1 / 2 / 4 (+13 % is
+    where the 1.7B and 7.1B rows, whose DP traffic always hides, sit). One guess serves every row."""
     tp, a, model = d.tp, d.a, d.model
     if d.mb is None:
         d.mb = 1
