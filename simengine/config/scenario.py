@@ -69,6 +69,7 @@ def check_scenario(model: ModelSpec, system: SystemSpec, strategy: StrategySpec)
         m = s.global_batch_size // (s.micro_batch_size * dp)
     issues += _pipeline_checks(model, s, m)
     issues += _moe_checks(model, s, dp)
+    issues += _recompute_module_checks(model, s)
     if s.dtype == "fp8" and system.gpu.peak_tflops.fp8 is None:
         add(("strategy.dtype", f"dtype='fp8' but system.gpu.peak_tflops.fp8 is not set ({system.gpu.name} has no FP8 peak)"))
     return issues
@@ -170,6 +171,25 @@ def _pipeline_checks(model: ModelSpec, s: StrategySpec, m: int | None) -> list[t
             issues.append(("strategy.recompute_num_layers", f"recompute_num_layers={s.recompute_num_layers} exceeds the "
                                                             f"most layers on one pipeline rank = {most}"))
     return issues
+
+
+def _recompute_module_checks(model: ModelSpec, s: StrategySpec) -> list[tuple[str, str]]:
+    """Megatron-Core's rules for ``recompute_modules`` (transformer_config.py __post_init__: mla_up_proj
+    needs multi_latent_attention, moe_act needs the grouped-GEMM experts), plus what makes a module
+    meaningless here: it recomputes nothing (no MoE, no shared experts, no dense layer) or is not
+    selective recompute, or the stack is not Megatron-Core's (its module names)."""
+    f, mods = "strategy.recompute_modules", set(s.recompute_modules)
+    if mods == {"core_attn"}:
+        return []
+    if s.recompute != "selective":
+        return [(f, f"recompute_modules={list(s.recompute_modules)} needs recompute='selective' (recompute={s.recompute!r})")]
+    if s.framework != "megatron-te":
+        return [(f, f"recompute_modules other than core_attn are Megatron-Core's submodules; framework={s.framework!r}")]
+    need = {"mla_up_proj": (model.attention == "mla", "multi-latent attention (attention='mla')"),
+            "moe_act": (model.is_moe, "an MoE model"), "moe": (model.is_moe, "an MoE model"),
+            "shared_experts": (bool(model.shared_ffn), "shared experts (num_shared_experts > 0)"),
+            "mlp": (model.num_layers > model.num_moe_layers, "dense MLP layers")}
+    return [(f, f"recompute_modules '{name}' needs {what}") for name, (ok, what) in need.items() if name in mods and not ok]
 
 
 def _moe_checks(model: ModelSpec, s: StrategySpec, dp: int) -> list[tuple[str, str]]:

@@ -17,6 +17,8 @@ from .framework import FRAMEWORKS, AttentionKernel, FrameworkName, FsdpPattern, 
 # The names come from the schedule registry (one module per schedule), so the JSON schema's enum
 # and the studio's schedule switcher list exactly the schedules the engine has.
 ScheduleName = Literal[SCHEDULE_NAMES]  # type: ignore[valid-type]
+# Megatron-Core TransformerConfig.recompute_modules choices of a decoder layer (transformer_config.py)
+RecomputeModule = Literal["core_attn", "layernorm", "moe_act", "mla_up_proj", "mlp", "moe", "shared_experts"]
 
 
 class StrategySpec(BaseModel):
@@ -40,8 +42,14 @@ class StrategySpec(BaseModel):
         "optimizer, num_distributed_optimizer_instances = dp/dp_shard). Weights/grads/optimizer states shard over "
         "dp_shard·cp; the dp/dp_shard replicas all-reduce the sharded gradients once per step. None = all of DP."))
     zero_stage: int = Field(1, ge=0, le=3, description="0 = DDP; 1 = optimizer states sharded (Megatron distributed optimizer); 2 = + gradients; 3 = + weights (FSDP).")
-    recompute: Literal["none", "selective", "full"] = Field("none", description="Activation recomputation: selective = attention core only (Korthikanti et al. 2022); full = whole block.")
+    recompute: Literal["none", "selective", "full"] = Field("none", description="Activation recomputation: selective = the recompute_modules (default the attention core, Korthikanti et al. 2022); full = whole block.")
     recompute_num_layers: int | None = Field(None, ge=0, le=1024, description="With full recompute: layers per stage that are recomputed (None = all).")
+    recompute_modules: tuple[RecomputeModule, ...] = Field(("core_attn",), description=(
+        "With selective recompute: the Megatron-Core submodules re-run in backward (--recompute-modules; "
+        "transformer_config.py recompute_modules, default ['core_attn']): core_attn (attention core), layernorm "
+        "(the norms that are separate modules: MoE pre-MLP and MLA input norms), moe_act (expert activation), "
+        "mla_up_proj (MLA up-projections and RoPE), mlp (dense MLP), moe (the whole MoE layer, all-to-all included), "
+        "shared_experts."))
     schedule: ScheduleName = Field("1f1b", description="Pipeline schedule.")
     decoder_first_pipeline_num_layers: int | None = Field(None, ge=1, le=1024, description="Transformer layers on the first pipeline stage (Megatron-LM --decoder-first-pipeline-num-layers); the middle stages split the rest evenly. None = even split.")
     decoder_last_pipeline_num_layers: int | None = Field(None, ge=1, le=1024, description="Transformer layers on the last pipeline stage (Megatron-LM --decoder-last-pipeline-num-layers). None = even split.")
@@ -133,6 +141,20 @@ class StrategySpec(BaseModel):
             return [int(p) for p in parts]
         return v
 
+    @field_validator("recompute_modules", mode="before")
+    @classmethod
+    def _modules_from_text(cls, v):
+        """The studio edits it as text: accept "core_attn, moe_act" or "['core_attn', 'moe_act']" (names only)."""
+        if isinstance(v, str):
+            if len(v) > 400:
+                raise ValueError("recompute_modules must be a short list of module names such as core_attn, moe_act")
+            text = v.strip().removeprefix("[").removesuffix("]").removeprefix("(").removesuffix(")")
+            parts = [p.strip("'\" ") for p in re.split(r"[,\s]+", text) if p.strip("'\" ")]
+            if len(parts) > 8 or not all(re.fullmatch(r"[a-z_]{1,20}", p) for p in parts):
+                raise ValueError("recompute_modules must be a list of module names such as core_attn, moe_act")
+            return tuple(parts)
+        return v
+
     @model_validator(mode="after")
     def _check(self) -> "StrategySpec":
         # the schedule's own rules (simengine/schedule/<name>.py ``requirements``), those a strategy
@@ -149,6 +171,8 @@ class StrategySpec(BaseModel):
             raise ValueError(f"micro_batch_size={self.micro_batch_size} does not divide global_batch_size={self.global_batch_size}")
         if self.recompute_num_layers is not None and self.recompute != "full":
             raise ValueError("recompute_num_layers needs recompute='full'")
+        if len(set(self.recompute_modules)) != len(self.recompute_modules):
+            raise ValueError(f"recompute_modules lists a module twice: {list(self.recompute_modules)}")
         return self
 
     @property

@@ -15,6 +15,15 @@ the wgrad GEMM (transformer_engine/pytorch/module/layernorm_linear.py, ``ln_out_
 and core attention then keeps its bf16 output separately because the out-projection saved only
 the fp8 copy (peer_model_notes.md §6). Other stacks (torchao float8 under DTensor SP) keep the
 earlier accounting: the all-gathered fp8 input (peer_model_notes.md §6, not re-checked here).
+
+Selective recompute of Megatron-Core submodules (transformer_config.py ``recompute_modules``):
+``moe_act``, ``layernorm`` and ``mla_up_proj`` use output-discarding checkpoints
+(tensor_parallel.CheckpointWithoutOutput: the module's output is freed once its consumer has run
+and re-made in backward), so they drop that output — the expert activation output (the FC2
+input), the separate norms' output (MoE pre-MLP norm; MLA's input norm — a GQA layer's input norm
+is fused into TE's LayerNormLinear and is an IdentityOp, transformer_layer.py
+``recompute_input_layernorm``), MLA's q, k, v. ``mlp``, ``moe`` and ``shared_experts`` are normal
+checkpoints: the module keeps its input and drops everything inside it.
 """
 
 from __future__ import annotations
@@ -30,8 +39,21 @@ BF16 = 2
 @dataclass(frozen=True, slots=True)
 class BlockActivations:
     saved: float        # bytes kept from forward to backward
-    selective: float    # part of ``saved`` that selective recompute drops
+    selective: float    # part of ``saved`` that recomputing the attention core drops (``core_attn``)
     bwd_transient: float  # extra bytes live at the block's backward peak (gradients of its widest tensor)
+    # (recompute module, bytes of ``saved`` it drops) for the other Megatron-Core recompute_modules;
+    # a whole-module checkpoint ("mlp", "moe") keeps its input and drops the rest (module docstring)
+    modules: tuple[tuple[str, float], ...] = ()
+
+    def dropped(self, modules: tuple[str, ...]) -> float:
+        """Bytes of ``saved`` the selective ``modules`` drop. "moe" checkpoints the whole MoE layer,
+        so its parts (moe_act, shared_experts) drop nothing more."""
+        parts = dict(self.modules)
+        mods = set(modules)
+        if "moe" in mods:
+            mods -= {"moe_act", "shared_experts"}
+        out = sum(b for m, b in parts.items() if m in mods)
+        return out + (self.selective if "core_attn" in mods else 0.0)
 
 
 def fp8_gemm_input(d: Dims) -> float:
@@ -73,7 +95,11 @@ def attention_activations(d: Dims, m: ModelSpec) -> BlockActivations:
     saved = ln_in + qkv_in + extra + core + softmax + out_in + mask
     # backward peak: grads of q, k, v live together with the saved tensors
     bwd = core
-    return BlockActivations(saved, selective, bwd)
+    mla = m.attention == "mla"
+    # MLA's input norm is its own module (gpt_layer_specs.py: input_layernorm=backend.layer_norm for
+    # MLASelfAttention); its output is the down-projections' input
+    parts = (("layernorm", qkv_in if mla else 0.0), ("mla_up_proj", core if mla else 0.0))
+    return BlockActivations(saved, selective, bwd, parts)
 
 
 def mlp_activations(d: Dims, width: int) -> BlockActivations:
@@ -84,7 +110,8 @@ def mlp_activations(d: Dims, width: int) -> BlockActivations:
     else:
         saved = BF16 * (Ssp * h + Ssp * h + S * f_in + S * width) + (Ssp * h if d.dropout else 0)
     gathered = BF16 * S * h if d.sp else 0  # all-gathered input re-made for the wgrad GEMM
-    return BlockActivations(saved, 0.0, BF16 * S * f_in + gathered)
+    # "mlp": a checkpoint of the whole MLP (its pre-MLP norm is fused into TE's fc1) keeps its input
+    return BlockActivations(saved, 0.0, BF16 * S * f_in + gathered, (("mlp", saved - BF16 * Ssp * h),))
 
 
 def moe_activations(d: Dims, m: ModelSpec) -> BlockActivations:
@@ -95,13 +122,18 @@ def moe_activations(d: Dims, m: ModelSpec) -> BlockActivations:
     T, Ssp, h = d.moe_tokens, d.sp_tokens, d.h
     R = d.tokens_per_expert * d.experts_local
     f_in = (2 if d.gated else 1) * d.moe_ffn
-    saved = BF16 * (Ssp * h + T * h) + 8.0 * T * m.num_experts
+    kept = BF16 * (Ssp * h + T * h)  # the pre-MLP norm's input and output (the MoE layer's input)
+    saved = kept + 8.0 * T * m.num_experts
     saved += BF16 * R * (h + f_in + d.moe_ffn)
+    shared = 0.0
     if d.shared_ffn:
         fs = (2 if d.gated else 1) * d.shared_ffn
-        saved += BF16 * d.tokens * (fs + d.shared_ffn)
+        shared = BF16 * d.tokens * (fs + d.shared_ffn)
+        saved += shared
     saved += Ssp * h if d.dropout else 0
-    return BlockActivations(saved, 0.0, BF16 * R * f_in)
+    parts = (("layernorm", BF16 * T * h), ("moe_act", BF16 * R * d.moe_ffn), ("shared_experts", shared),
+             ("moe", saved - kept))
+    return BlockActivations(saved, 0.0, BF16 * R * f_in, parts)
 
 
 def layer_input(d: Dims) -> float:

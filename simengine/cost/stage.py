@@ -13,6 +13,7 @@ from ..config.scenario import Scenario
 from ..workload.builder import ChunkWork, Workload, build_workload
 from ..workload.dims import Dims
 from ..workload.ops import BF16, Attention
+from ..workload.recompute import recomputed_ops
 from .activations import (BlockActivations, attention_activations, head_activations, layer_input, mlp_activations,
                           moe_activations)
 from .comm import CommModel
@@ -72,6 +73,7 @@ class _Priced:
     head: BlockActivations
     core: tuple[Attention, ...]    # the attention core kernels of a full-attention layer (CP ring: one per step)
     core_w: tuple[Attention, ...]  # ... of a sliding-window layer (empty = no windowed layers)
+    rc_blocks: dict[str, PhaseCost]  # per block, the forward it re-runs under selective recompute_modules
 
 
 def _priced(sc: Scenario, wl: Workload) -> _Priced:
@@ -80,10 +82,16 @@ def _priced(sc: Scenario, wl: Workload) -> _Priced:
     comm = CommModel(sc)
     core = tuple(op for op in wl.blocks["attn"].fwd if isinstance(op, Attention))
     core_w = tuple(op for op in wl.blocks["attn_window"].fwd if isinstance(op, Attention)) if "attn_window" in wl.blocks else ()
+    rc_blocks: dict[str, PhaseCost] = {}
+    if st.recompute == "selective":
+        for key in ("attn", "attn_window", "mlp", "moe"):
+            ops = recomputed_ops(key, wl.blocks[key].fwd, st.recompute_modules, m.attention == "mla") if key in wl.blocks else []
+            if ops:
+                rc_blocks[key] = price_ops(ops, cm, comm, st.tp_comm_overlap)
     return _Priced(sc, cm, comm, d, _block_costs(wl, cm, comm, st.tp_comm_overlap), attention_activations(d, m),
                    mlp_activations(d, d.ffn) if "mlp" in wl.blocks else None,
                    moe_activations(d, m) if "moe" in wl.blocks else None,
-                   head_activations(d, st.fused_cross_entropy), core, core_w)
+                   head_activations(d, st.fused_cross_entropy), core, core_w, rc_blocks)
 
 
 def _layer_blocks(cw: ChunkWork) -> tuple[tuple[str, int], ...]:
@@ -127,9 +135,10 @@ def _chunk_memory(p: _Priced, cw: ChunkWork, n_rc: int) -> tuple[float, float]:
     n_layers = len(cw.layers)
     per_dense = p.att.saved + (p.mlp.saved if p.mlp else 0.0)
     per_moe = p.att.saved + (p.moe.saved if p.moe else 0.0)
-    if st.recompute == "selective":
-        per_dense -= p.att.selective
-        per_moe -= p.att.selective
+    if st.recompute == "selective":  # the recompute_modules' saved tensors (activations.py)
+        mods = st.recompute_modules
+        per_dense -= p.att.dropped(mods) + (p.mlp.dropped(mods) if p.mlp else 0.0)
+        per_moe -= p.att.dropped(mods) + (p.moe.dropped(mods) if p.moe else 0.0)
     if cw.moe_layers:
         kinds = [m.is_moe_layer(layer) for layer in cw.layers]
         held = n_rc * layer_input(d) + sum(per_moe if k else per_dense for k in kinds[n_rc:])
@@ -157,7 +166,8 @@ def _chunk_memory(p: _Priced, cw: ChunkWork, n_rc: int) -> tuple[float, float]:
 
 def _recompute_cost(p: _Priced, cw: ChunkWork, n_rc: int) -> PhaseCost:
     """Full recompute: the forward of the recomputed layers, comm included; selective: the
-    attention cores again (Korthikanti et al. 2022 §5)."""
+    attention cores again (Korthikanti et al. 2022 §5) when ``core_attn`` is a recompute module, and
+    the forward ops of the other modules (workload/recompute.py)."""
     rc = PhaseCost()
     n_layers = len(cw.layers)
     if n_rc:
@@ -166,10 +176,14 @@ def _recompute_cost(p: _Priced, cw: ChunkWork, n_rc: int) -> PhaseCost:
             if n:
                 rc.add(p.costs[key][0], n * share)
     elif p.sc.strategy.recompute == "selective":
-        for ops, n in ((p.core, n_layers - cw.window_layers), (p.core_w, cw.window_layers)):
-            for op in ops if n else ():
-                rc.compute_s += p.cm.attention(op) * n
-                rc.flops += op.flops * n
+        if "core_attn" in p.sc.strategy.recompute_modules:
+            for ops, n in ((p.core, n_layers - cw.window_layers), (p.core_w, cw.window_layers)):
+                for op in ops if n else ():
+                    rc.compute_s += p.cm.attention(op) * n
+                    rc.flops += op.flops * n
+        for key, n in _layer_blocks(cw):
+            if n and key in p.rc_blocks:
+                rc.add(p.rc_blocks[key], n)
     return rc
 
 

@@ -31,7 +31,9 @@ Mechanisms the recipes set that every release shares:
 - Qwen3-235B: ``account_for_embedding_in_pipeline_split`` and ``..._loss_...`` (recipes/qwen/qwen3_moe.py
   qwen3_235b_a22b_pretrain_config; r0.1.0 qwen3_235b_a22b.py): (94 + 2) / (pp·vp) per virtual stage, the
   ends one decoder layer short — for these layouts exactly config/layout.py's even_split, so no override.
-Not modelled (noted per row): selective ``recompute_modules`` (mla_up_proj, mlp, moe_act), CUDA graphs,
+- ``recompute_modules`` → ``recompute = "selective"`` with those modules (DeepSeek-V3 mla_up_proj [+ mlp on
+  H100], GPT-OSS layernorm + moe_act; Qwen3 none).
+Not modelled (noted per row): CUDA graphs,
 ``moe_router_fusion`` / ``moe_permute_fusion``, HybridEP's SM budget (moe_hybridep_num_sms = 32).
 """
 
@@ -72,11 +74,22 @@ class Recipe:
     # activation_func = quick_gelu), so Bridge's FLOP count (training/utils/flop_utils.py transformer_flops
     # gated_linear_multiplier = 3/2 only for gated_linear_unit with F.silu) counts the MLP as two GEMMs
     quick_gelu_glu: bool = False
+    # selective recompute of these Megatron-Core submodules (the workload config's recompute_modules;
+    # utils/overrides.py _set_recompute_overrides also sets recompute_granularity = "selective")
+    recompute_modules: tuple[str, ...] = ()
 
 
 _R1 = "r0.1.0 scripts/performance/run_script.py main() + configs/{}/{}_llm_pretrain.yaml perf_matrix.{}"
 _R2 = "r0.2.0 scripts/performance/configs/{}/workload_base_configs.py {}"
 _WB = "{} scripts/performance/configs/{}_workload_base_configs.py {}"
+
+# every GPT-OSS 120B B200 / H100 workload config: recompute_modules=["layernorm", "moe_act"]
+# (r0.2.0 configs/gpt_oss/workload_base_configs.py; c0b9a0003, r0.3.0, r0.4.0 gpt_oss_workload_base_configs.py)
+_OSS_RECOMPUTE = ("layernorm", "moe_act")
+# DeepSeek-V3: recompute_granularity "selective" (deepseek_llm_pretrain.py) with recompute_modules
+# ["mla_up_proj", "mlp"] on H100 and ["mla_up_proj"] on B200 (r0.1.0 run_script.py main(); r0.2.0
+# DEEPSEEK_V3_{H100,B200}_BASE_CONFIG; c0b9a0003 / r0.3.0 / r0.4.0 DEEPSEEK_V3_PRETRAIN_CONFIG_{H100,B200}_V1/V2)
+_DSV3_RECOMPUTE = {"h100": ("mla_up_proj", "mlp"), "b200": ("mla_up_proj",)}
 
 RECIPES: dict[tuple[str, str, str], Recipe] = {
     # ---- DeepSeek-V3 ----
@@ -124,17 +137,17 @@ RECIPES: dict[tuple[str, str, str], Recipe] = {
     # ---- GPT-OSS 120B (recipes/gpt_oss/gpt_oss.py gpt_oss_120b_pretrain_config: alltoall dispatcher, no TP
     # comm overlap, overlap_grad_reduce; configs/gpt_oss/*workload_base_configs.py: ep, mb, flex backend) ----
     ("gpt-oss-120b", "b200", "25.11"): Recipe(_R2.format("gpt_oss", "GPT_OSS_120B_B200_BF16_BASE_CONFIG"), 1, 1, 64, mb=4,
-                                              tp_comm_overlap=False, quick_gelu_glu=True),
+                                              tp_comm_overlap=False, quick_gelu_glu=True, recompute_modules=_OSS_RECOMPUTE),
     ("gpt-oss-120b", "b200", "26.02"): Recipe(_WB.format("c0b9a0003", "gpt_oss/gpt_oss", "GPT_OSS_120B_PRETRAIN_CONFIG_B200_BF16_V2"),
-                                              1, 1, 64, mb=4, tp_comm_overlap=False, quick_gelu_glu=True),
+                                              1, 1, 64, mb=4, tp_comm_overlap=False, quick_gelu_glu=True, recompute_modules=_OSS_RECOMPUTE),
     ("gpt-oss-120b", "b200", "26.02.01"): Recipe(_WB.format("r0.3.0", "gpt_oss/gpt_oss", "GPT_OSS_120B_PRETRAIN_CONFIG_B200_BF16_V2"),
-                                                 1, 1, 64, mb=4, tp_comm_overlap=False, quick_gelu_glu=True),
+                                                 1, 1, 64, mb=4, tp_comm_overlap=False, quick_gelu_glu=True, recompute_modules=_OSS_RECOMPUTE),
     **{("gpt-oss-120b", "b200", rel): Recipe(_WB.format("r0.4.0", "gpt_oss/gpt_oss", "GPT_OSS_120B_PRETRAIN_CONFIG_B200_BF16_V2 (hybridep)"),
-                                             1, 1, 8, mb=4, flex=True, tp_comm_overlap=False, quick_gelu_glu=True) for rel in ("26.04", "26.04.01")},
+                                             1, 1, 8, mb=4, flex=True, tp_comm_overlap=False, quick_gelu_glu=True, recompute_modules=_OSS_RECOMPUTE) for rel in ("26.04", "26.04.01")},
     ("gpt-oss-120b", "h100", "25.11"): Recipe(_R2.format("gpt_oss", "GPT_OSS_120B_H100_BF16_BASE_CONFIG"), 1, 4, 8,
-                                              tp_comm_overlap=False, quick_gelu_glu=True),
+                                              tp_comm_overlap=False, quick_gelu_glu=True, recompute_modules=_OSS_RECOMPUTE),
     **{("gpt-oss-120b", "h100", rel): Recipe(_WB.format(tag, "gpt_oss/gpt_oss", "GPT_OSS_120B_PRETRAIN_CONFIG_H100_BF16_V2"),
-                                             1, 4, 8, tp_comm_overlap=False, quick_gelu_glu=True)
+                                             1, 4, 8, tp_comm_overlap=False, quick_gelu_glu=True, recompute_modules=_OSS_RECOMPUTE)
        for rel, tag in (("26.02", "c0b9a0003"), ("26.02.01", "r0.3.0"), ("26.04", "r0.4.0"), ("26.04.01", "r0.4.0"))},
 }
 
@@ -183,11 +196,12 @@ def apply_recipe(d: "Draft") -> None:
         a.append("recipe's moe_a2a_overlap needs pp = 1 or vp > 1; the row's pp/vp leave it off")
     if r.layout is not None and len(r.layout) == d.pp * d.vpp:
         upd["pipeline_layers"] = list(r.layout)
+    modules = _DSV3_RECOMPUTE[key[1]] if r.dsv3 else r.recompute_modules
+    if modules:
+        upd.update(recompute="selective", recompute_modules=list(modules))
     s.update(upd)
     if r.dsv3:
         d.model["mtp_layers"] = 0 if "w/o mtp" in (d.row.get("model") or "").lower() else 1
     a.append(f"MoE mechanisms from the recipe: {r.cite}")
-    if r.dsv3:
-        a.append("selective recompute_modules (mla_up_proj / mlp) of the recipe not modelled")
-    elif key[0] == "gpt-oss-120b":
-        a.append("selective recompute_modules (layernorm / moe_act) of the recipe not modelled")
+    if modules:
+        a.append(f"selective recompute of {', '.join(modules)} (the recipe's recompute_modules)")

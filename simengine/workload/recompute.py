@@ -1,0 +1,52 @@
+"""Which forward ops of a block a Megatron-Core selective ``recompute_modules`` entry re-runs in
+backward (megatron/core/transformer/transformer_config.py ``recompute_modules``; the attention core,
+``core_attn``, is priced from the block's attention kernels by the caller).
+
+- ``layernorm`` — the norms that are separate modules (transformer_layer.py: ``recompute_input_layernorm``
+  / ``recompute_pre_mlp_layernorm`` only when the norm is not an IdentityOp): the MoE layer's pre-MLP
+  norm and MLA's input norm (gpt_layer_specs.py); a GQA layer's input norm and a dense MLP's norm
+  are fused into TransformerEngine's LayerNormLinear and are not recomputed.
+- ``moe_act`` — the expert activation (experts.py TEGroupedMLP ``activation_checkpoint``).
+- ``mla_up_proj`` — MLA's up-projections (with the fused q/kv norms of TE's LayerNormLinear when
+  ``qk_layernorm``) and RoPE (multi_latent_attention.py ``qkv_up_proj_and_rope_apply``).
+- ``mlp`` — the whole dense MLP (transformer_layer.py ``recompute_mlp``: not for MoE layers).
+- ``moe`` — the whole MoE layer after its norm, router and token all-to-alls included
+  (moe_layer.py ``tensor_parallel.checkpoint`` of the MoE forward).
+- ``shared_experts`` — the shared expert MLP (shared_experts.py ``recompute``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .ops import Op
+
+_MLA_UP = ("norm:q_norm", "ag:q_up", "fwd:q_up", "norm:kv_norm", "ag:kv_up", "fwd:kv_up", "rope")
+
+
+def _is(name: str, *prefixes: str) -> bool:
+    return name.startswith(prefixes)
+
+
+def recomputed_ops(block: str, fwd: Sequence[Op], modules: Sequence[str], mla: bool) -> list[Op]:
+    """The forward ops of ``block`` ("attn", "attn_window", "mlp", "moe") that ``modules`` re-run."""
+    mods = set(modules)
+    if block in ("attn", "attn_window"):
+        keep = (("norm:ln1",) if mla and "layernorm" in mods else ()) + (_MLA_UP if mla and "mla_up_proj" in mods else ())
+        return [op for op in fwd if op.name in keep]
+    if block == "mlp":
+        return [op for op in fwd if not _is(op.name, "bda:")] if "mlp" in mods else []
+    if block != "moe":
+        return []
+    out = []
+    for op in fwd:
+        n = op.name
+        if _is(n, "bda:"):
+            continue
+        if n == "norm:ln2":
+            if "layernorm" in mods:
+                out.append(op)
+        elif "moe" in mods or ("moe_act" in mods and _is(n, "swiglu:experts", "gelu:experts")) \
+                or ("shared_experts" in mods and n.endswith(":shared")):
+            out.append(op)
+    return out
