@@ -56,7 +56,7 @@ def reference(inp):
     program: every task timed on its own, the definitions of sim/metrics.py applied per rank."""
     comp = compiled_for(inp)
     g = comp.graph
-    D = comp.getter(build_values(inp, comp))
+    D = comp.getter(build_values(inp, comp).tolist())
     end = [0.0]
     for a, b, d in zip(comp.A, comp.B, D):
         end.append(max(end[a], end[b]) + d)
@@ -160,3 +160,43 @@ def test_hidden_time_counts_only_the_kernel_of_a_folded_chain():
     tp = met.names.index("tp_comm")
     assert met.hidden_s[0, tp] == pytest.approx(4 * 0.5)  # the F kernels only, not the 0.3 s after them
     assert_fast_equals_reference(inp)
+
+
+@pytest.mark.parametrize("schedule,vpp", [("1f1b", 1), ("interleaved", 2), ("interleaved", 4)])
+@pytest.mark.parametrize("gather_s", [0.01, 0.3])  # gathers hidden behind the pieces, or the pieces waiting on them
+def test_dp_piece_runs_in_closed_form_equal_the_list_scheduler(schedule, vpp, gather_s):
+    """sim/closed.py replaces each run of DP bucket pieces by a few entries; the ends it writes
+    back give the same metrics as the per-task reference, whichever side of each max binds."""
+    from simengine.sim import ChunkCost, PipelineInput, StageCost
+    from simengine.sim.closed import reduced_for
+
+    rng = random.Random(int(gather_s * 100) + vpp)
+    stages = tuple(StageCost(
+        chunks=tuple(ChunkCost(rng.uniform(0.5, 1.0), rng.uniform(0.8, 1.6), rng.uniform(0.0, 0.5),
+                               recompute_s=rng.uniform(0.0, 0.3)) for _ in range(vpp)),
+        p2p_s=0.05, dp_grad_buckets_s=tuple(rng.uniform(0.5, 1.5) * gather_s for _ in range(16)),
+        dp_param_buckets_s=tuple(rng.uniform(0.5, 1.5) * gather_s for _ in range(16)), optimizer_s=0.2)
+        for _ in range(4))
+    inp = PipelineInput(stages, 8, schedule, vpp, overlap_grad_reduce=True, overlap_param_gather=True,
+                        overlap_slowdown=1.1)
+    comp = compiled_for(inp)
+    prog = folded_for(comp)
+    red = reduced_for(comp, prog)
+    assert red is not None and red.n < 0.8 * len(prog.A)
+    assert_fast_equals_reference(inp)
+
+
+def test_benchmark_layouts_reduce_their_dp_pieces():
+    """The README's 405B benchmark layouts (25 + 25 DP buckets per rank) lose most of the
+    loop to the closed forms."""
+    from simengine.sim.closed import reduced_for
+
+    for schedule, vpp in (("1f1b", 1), ("interleaved", 4)):
+        cfg = presets.size_scenario("large")
+        cfg["strategy"].update(schedule=schedule, vpp=vpp)
+        inp = _inputs(cfg)
+        comp = compiled_for(inp)
+        prog = folded_for(comp)
+        red = reduced_for(comp, prog)
+        assert red is not None and len(prog.A) - red.n >= 16 * 70  # ~75 entries fewer per rank
+        assert_fast_equals_reference(inp)

@@ -29,12 +29,13 @@ class Folded:
     end index in this program (a folded task: its chain's); ``folded``: per task, folded into the
     entry of the task before it."""
 
-    __slots__ = ("A", "B", "slots", "starts", "pos", "folded", "cats")
+    __slots__ = ("A", "B", "slots", "starts", "pos", "folded", "cats", "reduced")
 
     def __init__(self, A: list[int], B: list[int], slots: np.ndarray, starts: np.ndarray, pos: np.ndarray,
                  folded: np.ndarray):
         self.A, self.B, self.slots, self.starts, self.pos, self.folded = A, B, slots, starts, pos, folded
         self.cats: Any = None  # metric categories (metrics.py), built on first use
+        self.reduced: Any = None  # the program with DP piece runs in closed form (closed.py), built on first use
 
     def durations(self, vals: np.ndarray) -> np.ndarray:
         """Each entry's duration: the sum of its value slots (in chain order)."""
