@@ -200,3 +200,21 @@ def test_benchmark_layouts_reduce_their_dp_pieces():
         red = reduced_for(comp, prog)
         assert red is not None and len(prog.A) - red.n >= 16 * 70  # ~75 entries fewer per rank
         assert_fast_equals_reference(inp)
+
+
+def test_backward_folds_into_its_recompute_and_keeps_the_kernel_time():
+    """B's only input is its recompute R (the gradient wait sits on R), so the two kernels run
+    back to back as one entry; a DP bucket beside them is hidden by both (sim/metrics.py reads
+    the entry's leading kernels, ``Folded.kernel_run``)."""
+    from simengine.sim import ChunkCost, PipelineInput, StageCost
+
+    ch = ChunkCost(0.5, 1.0, recompute_s=0.25)
+    st = StageCost(chunks=(ch,), p2p_s=0.1, dp_grad_buckets_s=(3.0,))
+    inp = PipelineInput((st, st, st), 4, "1f1b")  # non-overlapped buckets after the last backward
+    plain = PipelineInput((StageCost(chunks=(ChunkCost(0.5, 1.0),), p2p_s=0.1, dp_grad_buckets_s=(3.0,)),) * 3, 4, "1f1b")
+    prog, prog_plain = folded_for(compiled_for(inp)), folded_for(compiled_for(plain))
+    assert len(prog.A) == len(prog_plain.A)  # every R+B pair is one entry
+    assert int((prog.kernel_run >= 2).sum()) == 12  # each R heads its B: 3 ranks x 4 micro-batches
+    assert_fast_equals_reference(inp)
+    ogr = PipelineInput((st, st, st), 4, "1f1b", overlap_grad_reduce=True, overlap_slowdown=1.2)
+    assert_fast_equals_reference(ogr)

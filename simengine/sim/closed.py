@@ -21,6 +21,9 @@ Every end the loop skips is then written by the same formulas from the loop's en
 metrics read the folded program's full end table (equal up to the rounding of the sums:
 tests/test_fast_path.py holds them to 1e-9 of the step against a per-task list scheduler).
 
+Rows are padded at their ends (index 0); every formula is a prefix sum or a prefix max along
+the row, so a padded slot never reaches a real one and is never read back.
+
 A run is reduced only when the program has exactly that shape (inputs checked entry by entry,
 no other reader of a skipped end); anything else stays in the loop as it is.
 """
@@ -31,9 +34,8 @@ import numpy as np
 
 from .chains import Folded
 from .compiled import Compiled
-from .layout import K_B, K_DPG, K_DPP, K_F, K_W
+from .layout import K_B, K_DPG, K_DPP, K_F, K_R, K_W
 
-_NEG = -np.inf
 _EMPTY = np.zeros((0, 0))
 
 
@@ -46,8 +48,8 @@ class Reduced:
     skipped one, written by the closed forms); ``static``: the gather chains [chain, j] (end
     indices, ``mask``), ``virt``: (chain, j) of the gathers read as constants, at ``virt_dst``."""
 
-    __slots__ = ("A", "B", "n", "kept_src", "kept_dst", "inv", "static", "static_flat", "virt", "virt_dst",
-                 "params", "grads")
+    __slots__ = ("A", "B", "n", "kept_src", "kept_dst", "inv", "static", "static_flat", "static_src", "virt",
+                 "virt_dst", "params", "grads")
     A: list[int]
     B: list[int]
     n: int
@@ -56,6 +58,7 @@ class Reduced:
     inv: np.ndarray
     static: tuple[np.ndarray, np.ndarray] | None
     static_flat: np.ndarray | None
+    static_src: np.ndarray | None
     virt: tuple[np.ndarray, ...]
     virt_dst: np.ndarray
     params: "_Params | None"
@@ -68,8 +71,7 @@ class Reduced:
         out[self.kept_dst] = dur[self.kept_src]
         ends = _EMPTY  # the static gathers' ends, [chain, j] (param groups wait on them)
         if self.static is not None:
-            idx, mask = self.static
-            ends = np.cumsum(np.where(mask, dur[idx - 1], 0.0), axis=1)
+            ends = np.cumsum(dur[self.static_src], axis=1)
             if self.virt_dst.size:
                 out[self.virt_dst] = ends[self.virt]
         ps = self.params.durations(dur, ends, out) if self.params is not None else None
@@ -98,12 +100,13 @@ class _Params:
         self.pieces, self.gathers, self.mask, self.x, self.last = pieces, gathers, mask, x, last
         self.m_dst, self.e_dst = m_dst, e_dst
         self.flat = pieces[mask]
+        self.src = pieces - 1
         self.rows = np.arange(len(last))
 
     def durations(self, dur: np.ndarray, ends: np.ndarray, out: np.ndarray) -> tuple:
-        d = np.where(self.mask, dur[self.pieces - 1], 0.0)
+        d = dur[self.src]
         s = np.cumsum(d, axis=1)
-        run = np.maximum.accumulate(np.where(self.mask, ends[self.gathers] - (s - d), _NEG), axis=1)
+        run = np.maximum.accumulate(ends[self.gathers] - (s - d), axis=1)
         out[self.m_dst] = run[self.rows, self.last]
         out[self.e_dst] = s[self.rows, self.last]
         return run, s
@@ -126,13 +129,16 @@ class _Grads:
         self.later[:, 0] = False
         self.pieces_flat, self.reduces_flat = pieces[self.later], reduces[mask]
         self.first = pieces[:, 0]
+        self.src, self.reduces_src = pieces - 1, reduces - 1
         self.rows = np.arange(len(last))
 
     def durations(self, dur: np.ndarray, out: np.ndarray) -> tuple:
-        s = np.cumsum(np.where(self.later, dur[self.pieces - 1], 0.0), axis=1)  # S_j: the pieces after the first
-        b = np.where(self.mask, dur[self.reduces - 1], 0.0)
+        d = dur[self.src]
+        d[:, 0] = 0.0
+        s = np.cumsum(d, axis=1)  # S_j: the pieces after the first
+        b = dur[self.reduces_src]
         bs = np.cumsum(b, axis=1)
-        run = np.maximum.accumulate(np.where(self.mask, s - (bs - b), _NEG), axis=1)
+        run = np.maximum.accumulate(s - (bs - b), axis=1)
         rows, last = self.rows, self.last
         out[self.y_dst] = run[rows, last]
         out[self.e_dst] = s[rows, last]
@@ -210,7 +216,7 @@ def _grad_groups(A, B, readers, heads: np.ndarray, entries: np.ndarray) -> list[
     open_: dict[int, int] = {}  # last reduce → group
     for i in entries.tolist():
         e = B[i - 1]
-        if e == 0 or heads[e] not in (K_B, K_W):
+        if e == 0 or heads[e] not in (K_R, K_B, K_W):  # the first piece may follow its recompute in one entry
             continue
         k = open_.pop(A[i - 1], None)
         if k is not None:
@@ -323,11 +329,12 @@ def _build(A, B, n, chains, static, pgroups, ggroups) -> Reduced:
     inv[arr(kept_old + rep_old)] = arr(kept_new + rep_new)
     red.inv = inv
     coord = {i: (c, j) for c, chain in enumerate(chains) for j, i in enumerate(chain)}
-    red.static = red.static_flat = None
+    red.static = red.static_flat = red.static_src = None
     red.virt, red.virt_dst = (arr([]), arr([])), arr([])
     if chains:
         red.static = _pad(chains)
         red.static_flat = red.static[0][red.static[1]]
+        red.static_src = red.static[0] - 1
         red.virt = tuple(arr(x) for x in zip(*(coord[i] for i in em.virt))) if em.virt else red.virt
         red.virt_dst = arr(list(em.virt.values())) - 1
     red.params = red.grads = None
