@@ -218,3 +218,18 @@ def test_backward_folds_into_its_recompute_and_keeps_the_kernel_time():
     assert_fast_equals_reference(inp)
     ogr = PipelineInput((st, st, st), 4, "1f1b", overlap_grad_reduce=True, overlap_slowdown=1.2)
     assert_fast_equals_reference(ogr)
+
+
+def test_gate_after_a_recompute_folds_and_the_hidden_collective_starts_at_its_end():
+    """R, then the gate opening B's hidden collective, then B (graph.py backward): the gate
+    joins R's entry, and the collective beside B still starts when R ends."""
+    from simengine.sim import ChunkCost, CommTask, PipelineInput, StageCost
+    from simengine.sim.layout import K_GATE
+
+    ch = ChunkCost(0.5, 1.0, recompute_s=0.25, backward_comm=(CommTask("tp_comm", 0.6, window_s=1.0),))
+    inp = PipelineInput(tuple(StageCost(chunks=(ch,), p2p_s=0.1) for _ in range(3)), 4, "1f1b", overlap_slowdown=1.1)
+    comp = compiled_for(inp)
+    prog = folded_for(comp)
+    gates = [t for t, k in enumerate(comp.graph.kind) if k == K_GATE]
+    assert gates and all(prog.folded[t] for t in gates)
+    assert_fast_equals_reference(inp)

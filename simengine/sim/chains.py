@@ -8,7 +8,9 @@ rounding of the sum), so the loop and the metrics run over fewer entries (a 1F1B
 step sends after every F and B: ~40 % of the entries).
 
 A kernel whose only input is the kernel right before it (B after its recompute R: the gradient
-wait sits on R, graph.py ``backward``) folds the same way: it starts when that kernel ends.
+wait sits on R, graph.py ``backward``) folds the same way: it starts when that kernel ends; so
+does a zero-length gate right after a kernel (it marks where the next kernel's hidden
+collectives start; later readers read the entry, which ends where the gate does).
 
 The metrics need nothing a fold hides: the folded tasks after the leading kernels are
 communication on the compute stream, exposed in full (their totals come from the value table),
@@ -61,7 +63,9 @@ def _foldable(comp: Compiled, A: np.ndarray, B: np.ndarray, task: np.ndarray) ->
     tt, uu = t[ok], u[ok]
     kt, ku = kind[tt], kind[uu]
     comm = ((kt == K_EXP) | (kt == K_P2P)) & (ku != K_GATE)
-    kern = _KERNEL[kt] & _KERNEL[ku]  # a kernel right after a kernel (e.g. B after its recompute)
+    # a kernel right after a kernel (B after its recompute), or the zero-length gate a kernel opens
+    # for the hidden part of the next kernel's collectives (graph.py _comm): both start at its end
+    kern = (_KERNEL[kt] | (kt == K_GATE)) & _KERNEL[ku]
     fold = np.zeros(n, dtype=bool)
     fold[1:][ok] = ((comm | kern) & (stream[tt] % NSTREAM == S_COMPUTE) & (readers[x[ok]] == 1)
                     & (stream[uu] == stream[tt]))
