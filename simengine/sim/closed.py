@@ -263,12 +263,15 @@ def reduce_program(comp: Compiled, prog: Folded) -> Reduced | None:
     A, B = prog.A, prog.B
     n = len(A)
     heads = _heads(comp, prog)
-    readers = np.bincount(np.asarray(A, dtype=np.int64), minlength=n + 1)
-    readers += np.bincount(np.asarray([b for a, b in zip(A, B) if b != a], dtype=np.int64), minlength=n + 1)
-    chains = _static_chains(A, B, np.flatnonzero(heads == K_DPP))
+    gathers, reduces = np.flatnonzero(heads == K_DPP), np.flatnonzero(heads == K_DPG)
+    if gathers.size == 0 and reduces.size < 2:
+        return None
+    a, b = np.asarray(A, dtype=np.int64), np.asarray(B, dtype=np.int64)
+    readers = np.bincount(a, minlength=n + 1) + np.bincount(b[b != a], minlength=n + 1)
+    chains = _static_chains(A, B, gathers)
     static = {i for c in chains for i in c}
-    pgroups = _param_groups(A, B, readers, np.flatnonzero(heads == K_F), static)
-    ggroups = _grad_groups(A, B, readers, heads, np.flatnonzero(heads == K_DPG))
+    pgroups = _param_groups(A, B, readers, np.flatnonzero(heads == K_F), static) if static else []
+    ggroups = _grad_groups(A, B, readers, heads, reduces)
     if not pgroups and not ggroups:
         return None
     try:
