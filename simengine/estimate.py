@@ -82,8 +82,11 @@ def memory_by_stage(sc: Scenario, plan: Plan) -> list[StageMemory]:
                                    s.overlap_moe_expert_parallel_comm)
     mems = []
     for stg in plan.stages:
+        if exact:  # the held count comes with the exact peak
+            mems.append(_stage_memory(sc, stg, 0, exact[stg.rank])[0])
+            continue
         inflight = max_inflight(s.schedule, stg.rank, s.pp, m_mb, s.vpp, s.overlap_moe_expert_parallel_comm)
-        mems.append(_stage_memory(sc, stg, inflight, exact[stg.rank] if exact else None)[0])
+        mems.append(_stage_memory(sc, stg, inflight, None)[0])
     return mems
 
 

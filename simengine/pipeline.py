@@ -74,11 +74,21 @@ def pipeline_input(sc: Scenario, plan: Plan, *, with_dp: bool = True) -> Pipelin
     # (identity keys are safe: ``plan`` keeps every phase alive for the whole call)
     same: dict[tuple, StageCost] = {}  # identical ranks share one StageCost (sim/values.py reuses its values)
     for st in plan.stages:
+        # ranks holding the same priced chunks and model states (build_plan shares them) map to
+        # one StageCost without pricing anything again: look those up by identity first
+        ident = (tuple((id(c.fwd), id(c.bwd), id(c.wgt), id(c.recompute), c.activation_bytes, c.peak_extra_bytes)
+                       for c in st.chunks), id(st.static), id(st.dp), st.p2p_s)
+        stage = same.get(ident)
+        if stage is not None:
+            stages.append(stage)
+            continue
         chunks = tuple(_chunk(c, k, made) for c in st.chunks)
         static = st.static.weights + st.static.grads + st.static.optimizer + st.static.buffers
         key = (tuple(map(id, chunks)), st.p2p_s, static, id(st.dp))
         stage = same.get(key)
-        if stage is None:
+        if stage is not None:
+            same[ident] = stage
+        else:
             stage = same[key] = StageCost(
                 chunks=chunks, p2p_s=st.p2p_s, static_bytes=static,
                 dp_grad_buckets_s=st.dp.grad_buckets_s if with_dp else (),
@@ -86,6 +96,7 @@ def pipeline_input(sc: Scenario, plan: Plan, *, with_dp: bool = True) -> Pipelin
                 # the optimizer task also carries the per-step host work (data loader, logging)
                 optimizer_s=(st.dp.optimizer_s if with_dp else 0.0) + host,
             )
+            same[ident] = stage
         stages.append(stage)
     return PipelineInput(
         stages=tuple(stages), num_microbatches=sim_microbatches(sc), schedule=s.schedule, vpp=s.vpp,

@@ -56,7 +56,7 @@ def reference(inp):
     program: every task timed on its own, the definitions of sim/metrics.py applied per rank."""
     comp = compiled_for(inp)
     g = comp.graph
-    D = comp.getter(build_values(inp, comp))
+    D = comp.getter(build_values(inp, comp).tolist())
     end = [0.0]
     for a, b, d in zip(comp.A, comp.B, D):
         end.append(max(end[a], end[b]) + d)
@@ -159,4 +159,77 @@ def test_hidden_time_counts_only_the_kernel_of_a_folded_chain():
     met = pipeline_metrics(inp)
     tp = met.names.index("tp_comm")
     assert met.hidden_s[0, tp] == pytest.approx(4 * 0.5)  # the F kernels only, not the 0.3 s after them
+    assert_fast_equals_reference(inp)
+
+
+@pytest.mark.parametrize("schedule,vpp", [("1f1b", 1), ("interleaved", 2), ("interleaved", 4)])
+@pytest.mark.parametrize("gather_s", [0.01, 0.3])  # gathers hidden behind the pieces, or the pieces waiting on them
+def test_dp_piece_runs_in_closed_form_equal_the_list_scheduler(schedule, vpp, gather_s):
+    """sim/closed.py replaces each run of DP bucket pieces by a few entries; the ends it writes
+    back give the same metrics as the per-task reference, whichever side of each max binds."""
+    from simengine.sim import ChunkCost, PipelineInput, StageCost
+    from simengine.sim.closed import reduced_for
+
+    rng = random.Random(int(gather_s * 100) + vpp)
+    stages = tuple(StageCost(
+        chunks=tuple(ChunkCost(rng.uniform(0.5, 1.0), rng.uniform(0.8, 1.6), rng.uniform(0.0, 0.5),
+                               recompute_s=rng.uniform(0.0, 0.3)) for _ in range(vpp)),
+        p2p_s=0.05, dp_grad_buckets_s=tuple(rng.uniform(0.5, 1.5) * gather_s for _ in range(16)),
+        dp_param_buckets_s=tuple(rng.uniform(0.5, 1.5) * gather_s for _ in range(16)), optimizer_s=0.2)
+        for _ in range(4))
+    inp = PipelineInput(stages, 8, schedule, vpp, overlap_grad_reduce=True, overlap_param_gather=True,
+                        overlap_slowdown=1.1)
+    comp = compiled_for(inp)
+    prog = folded_for(comp)
+    red = reduced_for(comp, prog)
+    assert red is not None and red.n < 0.8 * len(prog.A)
+    assert_fast_equals_reference(inp)
+
+
+def test_benchmark_layouts_reduce_their_dp_pieces():
+    """The README's 405B benchmark layouts (25 + 25 DP buckets per rank) lose most of the
+    loop to the closed forms."""
+    from simengine.sim.closed import reduced_for
+
+    for schedule, vpp in (("1f1b", 1), ("interleaved", 4)):
+        cfg = presets.size_scenario("large")
+        cfg["strategy"].update(schedule=schedule, vpp=vpp)
+        inp = _inputs(cfg)
+        comp = compiled_for(inp)
+        prog = folded_for(comp)
+        red = reduced_for(comp, prog)
+        assert red is not None and len(prog.A) - red.n >= 16 * 70  # ~75 entries fewer per rank
+        assert_fast_equals_reference(inp)
+
+
+def test_backward_folds_into_its_recompute_and_keeps_the_kernel_time():
+    """B's only input is its recompute R (the gradient wait sits on R), so the two kernels run
+    back to back as one entry; a DP bucket beside them is hidden by both (sim/metrics.py reads
+    the entry's leading kernels, ``Folded.kernel_run``)."""
+    from simengine.sim import ChunkCost, PipelineInput, StageCost
+
+    ch = ChunkCost(0.5, 1.0, recompute_s=0.25)
+    st = StageCost(chunks=(ch,), p2p_s=0.1, dp_grad_buckets_s=(3.0,))
+    inp = PipelineInput((st, st, st), 4, "1f1b")  # non-overlapped buckets after the last backward
+    plain = PipelineInput((StageCost(chunks=(ChunkCost(0.5, 1.0),), p2p_s=0.1, dp_grad_buckets_s=(3.0,)),) * 3, 4, "1f1b")
+    prog, prog_plain = folded_for(compiled_for(inp)), folded_for(compiled_for(plain))
+    assert len(prog.A) == len(prog_plain.A)  # every R+B pair is one entry
+    assert int((prog.kernel_run >= 2).sum()) == 12  # each R heads its B: 3 ranks x 4 micro-batches
+    assert_fast_equals_reference(inp)
+    ogr = PipelineInput((st, st, st), 4, "1f1b", overlap_grad_reduce=True, overlap_slowdown=1.2)
+    assert_fast_equals_reference(ogr)
+
+
+def test_gate_after_a_recompute_folds_and_the_hidden_collective_starts_at_its_end():
+    """R, then the gate opening B's hidden collective, then B (graph.py backward): the gate
+    joins R's entry, and the collective beside B still starts when R ends."""
+    from simengine.sim import ChunkCost, CommTask, PipelineInput, StageCost
+    from simengine.sim.layout import K_GATE
+
+    ch = ChunkCost(0.5, 1.0, recompute_s=0.25, backward_comm=(CommTask("tp_comm", 0.6, window_s=1.0),))
+    inp = PipelineInput(tuple(StageCost(chunks=(ch,), p2p_s=0.1) for _ in range(3)), 4, "1f1b", overlap_slowdown=1.1)
+    comp = compiled_for(inp)
+    prog = folded_for(comp)
+    gates = [t for t, k in enumerate(comp.graph.kind) if k == K_GATE]
+    assert gates and all(prog.folded[t] for t in gates)
     assert_fast_equals_reference(inp)

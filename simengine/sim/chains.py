@@ -7,10 +7,16 @@ starts exactly when that task ends: ``end = max(end[prev], 0) + d = end[prev] + 
 rounding of the sum), so the loop and the metrics run over fewer entries (a 1F1B or interleaved
 step sends after every F and B: ~40 % of the entries).
 
-The metrics need nothing a fold hides: the folded tasks are communication on the compute stream,
-exposed in full (their totals come from the value table), the compute stream is busy over the
-entry's whole extent, and a kernel heads its entry (``[start, start + d_head]``). Only the last
-task of a chain is read by later entries, and they read the folded entry instead.
+A kernel whose only input is the kernel right before it (B after its recompute R: the gradient
+wait sits on R, graph.py ``backward``) folds the same way: it starts when that kernel ends; so
+does a zero-length gate right after a kernel (it marks where the next kernel's hidden
+collectives start; later readers read the entry, which ends where the gate does).
+
+The metrics need nothing a fold hides: the folded tasks after the leading kernels are
+communication on the compute stream, exposed in full (their totals come from the value table),
+the compute stream is busy over the entry's whole extent, and the kernels head their entry back
+to back (``[start, start + Σ d_kernel]``, ``kernel_run``). Only the last task of a chain is read
+by later entries, and they read the folded entry instead.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from .compiled import Compiled
-from .layout import K_EXP, K_GATE, K_P2P, NSTREAM, S_COMPUTE
+from .layout import K_B, K_EXP, K_F, K_GATE, K_OPT, K_P2P, K_R, K_W, NSTREAM, S_COMPUTE
 
 
 class Folded:
@@ -29,12 +35,14 @@ class Folded:
     end index in this program (a folded task: its chain's); ``folded``: per task, folded into the
     entry of the task before it."""
 
-    __slots__ = ("A", "B", "slots", "starts", "pos", "folded", "cats")
+    __slots__ = ("A", "B", "slots", "starts", "pos", "folded", "kernel_run", "cats", "reduced")
 
     def __init__(self, A: list[int], B: list[int], slots: np.ndarray, starts: np.ndarray, pos: np.ndarray,
-                 folded: np.ndarray):
+                 folded: np.ndarray, kernel_run: np.ndarray):
         self.A, self.B, self.slots, self.starts, self.pos, self.folded = A, B, slots, starts, pos, folded
+        self.kernel_run = kernel_run  # per entry: how many of its first slots are kernels (back to back)
         self.cats: Any = None  # metric categories (metrics.py), built on first use
+        self.reduced: Any = None  # the program with DP piece runs in closed form (closed.py), built on first use
 
     def durations(self, vals: np.ndarray) -> np.ndarray:
         """Each entry's duration: the sum of its value slots (in chain order)."""
@@ -53,10 +61,31 @@ def _foldable(comp: Compiled, A: np.ndarray, B: np.ndarray, task: np.ndarray) ->
     u = task[np.maximum(x, 0)]
     ok = (t >= 0) & (x > 0) & (u >= 0)
     tt, uu = t[ok], u[ok]
+    kt, ku = kind[tt], kind[uu]
+    comm = ((kt == K_EXP) | (kt == K_P2P)) & (ku != K_GATE)
+    # a kernel right after a kernel (B after its recompute), or the zero-length gate a kernel opens
+    # for the hidden part of the next kernel's collectives (graph.py _comm): both start at its end
+    kern = (_KERNEL[kt] | (kt == K_GATE)) & _KERNEL[ku]
     fold = np.zeros(n, dtype=bool)
-    fold[1:][ok] = (((kind[tt] == K_EXP) | (kind[tt] == K_P2P)) & (stream[tt] % NSTREAM == S_COMPUTE)
-                    & (readers[x[ok]] == 1) & (stream[uu] == stream[tt]) & (kind[uu] != K_GATE))
+    fold[1:][ok] = ((comm | kern) & (stream[tt] % NSTREAM == S_COMPUTE) & (readers[x[ok]] == 1)
+                    & (stream[uu] == stream[tt]))
     return fold
+
+
+_KERNEL = np.zeros(16, dtype=bool)
+_KERNEL[[K_F, K_R, K_B, K_W]] = True
+_TIMED_KERNEL = _KERNEL.copy()  # what the metrics count as a kernel (the optimizer heads its own entry)
+_TIMED_KERNEL[K_OPT] = True
+
+
+def _kernel_runs(kind: np.ndarray, task: np.ndarray, order: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Per folded entry, the number of leading slots (chain order) that are kernels."""
+    t = task[order + 1]
+    is_k = (t >= 0) & _TIMED_KERNEL[kind[np.maximum(t, 0)]]
+    seg = np.repeat(np.arange(starts.size), np.diff(np.append(starts, order.size)))
+    breaks = np.cumsum(~is_k)
+    before = np.concatenate(([0], breaks))[starts][seg]  # breaks before the entry's first slot
+    return np.bincount(seg, weights=(breaks - before == 0) & is_k, minlength=starts.size).astype(np.int64)
 
 
 def fold_chains(comp: Compiled) -> Folded:
@@ -85,7 +114,9 @@ def fold_chains(comp: Compiled) -> Folded:
     order = np.argsort(new[1:], kind="stable")  # each entry's slots, its chain in program order
     grouped = new[1:][order]
     starts = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]])
-    return Folded(new[A[keep]].tolist(), new[B[keep]].tolist(), V[order], starts, new[pos], fold[pos])
+    kind = np.asarray(comp.graph.kind, dtype=np.int64)
+    return Folded(new[A[keep]].tolist(), new[B[keep]].tolist(), V[order], starts, new[pos], fold[pos],
+                  _kernel_runs(kind, task, order, starts))
 
 
 def folded_for(comp: Compiled) -> Folded:

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..schedule import Action
 from .chains import folded_for
+from .closed import reduced_for
 from .compiled import compiled_for
 from .inputs import PipelineInput
 from .metrics import StepMetrics, step_metrics
@@ -41,16 +42,25 @@ def _times(A: list[int], B: list[int], D) -> tuple[list[float], list[float]]:
 def _run(inp: PipelineInput, orders):
     """The folded program (chains.py) over this input: its entry durations and end times."""
     comp = compiled_for(inp, orders)
-    vals = np.array(build_values(inp, comp))
+    vals = build_values(inp, comp)
     prog = folded_for(comp)
     dur = prog.durations(vals)
+    red = reduced_for(comp, prog)
+    if red is None:
+        return comp, prog, vals, dur, _loop(prog.A, prog.B, dur.tolist())
+    d, state = red.durations(dur)
+    return comp, prog, vals, dur, red.expand(_loop(red.A, red.B, d.tolist()), state)
+
+
+def _loop(A: list[int], B: list[int], D: list[float]) -> list[float]:
+    """End times of a two-input program: ``end[i] = max(end[A[i]], end[B[i]]) + D[i]``."""
     end = [0.0]
     ea = end.append
-    for a, b, d in zip(prog.A, prog.B, dur.tolist()):
+    for a, b, d in zip(A, B, D):
         x = end[a]
         y = end[b]
         ea((x if x >= y else y) + d)
-    return comp, prog, vals, dur, end
+    return end
 
 
 def simulate(inp: PipelineInput, orders: Sequence[Sequence[Action]] | None = None) -> Timeline:
@@ -71,4 +81,4 @@ def pipeline_metrics(inp: PipelineInput, orders: Sequence[Sequence[Action]] | No
 
 def pipeline_step_time(inp: PipelineInput, orders: Sequence[Sequence[Action]] | None = None) -> float:
     """Step time of ``simulate(inp).step_time_s``, without building the timeline."""
-    return max(_run(inp, orders)[4])
+    return float(np.max(_run(inp, orders)[4]))

@@ -30,7 +30,23 @@ class CommTask:
     count: float = 1.0
 
 
+def _all_nonneg(vals) -> bool:
+    """Every value a plain finite number >= 0, in one pass (NaN fails ``min`` or makes the sum NaN,
+    inf makes it infinite); False sends the caller to the per-field checks that name the field."""
+    return (all(type(v) is float or type(v) is int for v in vals)
+            and min(vals, default=0.0) >= 0 and math.isfinite(sum(vals)))
+
+
+def _tasks_ok(entries) -> bool:
+    """``entries`` already CommTasks with valid fields (the cost model's output): no conversion."""
+    return (type(entries) is tuple and all(type(t) is CommTask and type(t.kind) is str and t.kind and 0.0 <= t.share <= 1.0
+                                           for t in entries)
+            and _all_nonneg([x for t in entries for x in (t.seconds, t.window_s, t.count)]))
+
+
 def _comm(owner: str, name: str, entries) -> tuple[CommTask, ...]:
+    if _tasks_ok(entries):
+        return entries
     out = []
     for i, e in enumerate(entries):
         t = e if isinstance(e, CommTask) else CommTask(*e)
@@ -58,9 +74,11 @@ class ChunkCost:
     peak_extra_bytes: float = 0.0  # transient while this chunk runs F, R or B
 
     def __post_init__(self):
-        for n in ("forward_s", "backward_input_s", "backward_weight_s", "recompute_s",
-                  "activation_bytes", "peak_extra_bytes"):
-            _nonneg("ChunkCost", n, getattr(self, n))
+        if not _all_nonneg((self.forward_s, self.backward_input_s, self.backward_weight_s, self.recompute_s,
+                            self.activation_bytes, self.peak_extra_bytes)):
+            for n in ("forward_s", "backward_input_s", "backward_weight_s", "recompute_s",
+                      "activation_bytes", "peak_extra_bytes"):
+                _nonneg("ChunkCost", n, getattr(self, n))
         object.__setattr__(self, "forward_comm", _comm("ChunkCost", "forward_comm", self.forward_comm))
         object.__setattr__(self, "backward_comm", _comm("ChunkCost", "backward_comm", self.backward_comm))
         object.__setattr__(self, "recompute_comm", _comm("ChunkCost", "recompute_comm", self.recompute_comm))
@@ -79,8 +97,9 @@ class StageCost:
         object.__setattr__(self, "chunks", tuple(self.chunks))
         if not self.chunks or not all(isinstance(c, ChunkCost) for c in self.chunks):
             raise ValueError("StageCost.chunks must be a non-empty tuple of ChunkCost")
-        for n in ("p2p_s", "static_bytes", "optimizer_s"):
-            _nonneg("StageCost", n, getattr(self, n))
+        if not _all_nonneg((self.p2p_s, self.static_bytes, self.optimizer_s)):
+            for n in ("p2p_s", "static_bytes", "optimizer_s"):
+                _nonneg("StageCost", n, getattr(self, n))
         for n in ("dp_grad_buckets_s", "dp_param_buckets_s"):
             vals = tuple(map(float, getattr(self, n)))
             # one pass over the buckets (searches build thousands of these): finite and >= 0

@@ -85,17 +85,20 @@ class _Cats:
     total is Σ multiplicity × value over the distinct (rank·category, slot) pairs (``sums``);
     so is the exposed time of communication on the compute stream (counted in full)."""
 
-    __slots__ = ("names", "ncat", "totals", "cs_exposed", "cs", "cs_rank", "kernels", "kernel_slot",
-                 "kernel_chained", "off", "off_rc")
+    __slots__ = ("names", "ncat", "sums", "cs", "cs_src", "cs_rank", "kernels", "kernel_chained",
+                 "kernel_slots", "kernel_rank", "off", "off_rc")
     names: tuple[str, ...]
     ncat: int
-    totals: tuple[np.ndarray, np.ndarray, np.ndarray]      # (rank·category, slot, multiplicity)
-    cs_exposed: tuple[np.ndarray, np.ndarray, np.ndarray]  # the same for compute-stream communication
+    # (rank·category, slot, multiplicity) of the totals, then (+ ranks·categories) of the exposed
+    # time of compute-stream communication: one bincount gives both
+    sums: tuple[np.ndarray, np.ndarray, np.ndarray]
     cs: np.ndarray        # compute-stream entries (folded program), per rank in stream order
+    cs_src: np.ndarray    # ... their index in the duration array (cs - 1)
     cs_rank: np.ndarray
-    kernels: np.ndarray   # indices into ``cs`` of the entries a compute kernel heads
-    kernel_slot: np.ndarray  # ... and that kernel's value slot
-    kernel_chained: np.ndarray  # indices into ``kernels`` of entries with folded tasks after the kernel
+    kernels: np.ndarray   # indices into ``cs`` of the entries compute kernels head
+    kernel_chained: np.ndarray  # indices into ``kernels`` of entries with communication folded after the kernels
+    kernel_slots: tuple[np.ndarray, np.ndarray]  # ... their kernels' value slots, flattened, and where each entry's start
+    kernel_rank: np.ndarray
     off: tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...]  # per other stream: (positions, slots, ranks)
     off_rc: np.ndarray    # rank·category of the concatenated ``off`` positions
 
@@ -164,18 +167,26 @@ def build_cats(comp: Compiled, prog: Folded) -> _Cats:
     rc = rank * nc + cat
     cats = _Cats()
     cats.names, cats.ncat = tuple(names), nc
-    cats.totals = _sums(rc[task], val[task], g.n_vals)
     cs_comm = task & (local == S_COMPUTE) & (cat >= nk)
-    cats.cs_exposed = _sums(rc[cs_comm], val[cs_comm], g.n_vals)
+    tot, exp = _sums(rc[task], val[task], g.n_vals), _sums(rc[cs_comm], val[cs_comm], g.n_vals)
+    cats.sums = (np.concatenate((tot[0], exp[0] + g.p * nc)), np.concatenate((tot[1], exp[1])),
+                 np.concatenate((tot[2], exp[2])))
     own = task & ~prog.folded  # a folded task's time is its chain entry's
     cs = np.flatnonzero(own & (local == S_COMPUTE))
     cats.cs = prog.pos[cs]
+    cats.cs_src = cats.cs - 1
     cats.cs_rank = rank[cs].astype(float)
     kern = np.flatnonzero(cat[cs] < nk)
     cats.kernels = kern
-    cats.kernel_slot = val[cs[kern]]
-    alone = np.diff(np.append(prog.starts, prog.slots.size)) == 1  # entries of one task
-    cats.kernel_chained = np.flatnonzero(~alone[cats.cs[kern] - 1])
+    cats.kernel_rank = cats.cs_rank[kern]
+    size = np.diff(np.append(prog.starts, prog.slots.size))
+    e = cats.cs[kern] - 1
+    ch = np.flatnonzero(prog.kernel_run[e] < size[e])  # entries with communication after their kernels
+    cats.kernel_chained = ch
+    run, first = prog.kernel_run[e[ch]], prog.starts[e[ch]]
+    koff = np.cumsum(np.append(0, run[:-1])).astype(np.int64)
+    flat = np.repeat(first - koff, run) + np.arange(int(run.sum()))
+    cats.kernel_slots = (prog.slots[flat], koff)
     off = []
     for s in _OFF_STREAMS:
         t = np.flatnonzero(own & (local == s))
@@ -232,29 +243,31 @@ def step_metrics(comp: Compiled, prog: Folded, end, vals: np.ndarray, dur: np.nd
     cats = prog.cats
     if cats is None:
         cats = prog.cats = build_cats(comp, prog)
-    E = np.asarray(end, dtype=float)
+    E = end if isinstance(end, np.ndarray) else np.fromiter(end, dtype=float, count=len(end))
     V = vals
     step = float(E.max())
     nr, nc = comp.graph.p, cats.ncat
-    rc, slot, mult = cats.totals
-    total = _bins(rc, V[slot] * mult, nr * nc)
-    rc, slot, mult = cats.cs_exposed
-    exp = _bins(rc, V[slot] * mult, nr * nc)
+    rc, slot, mult = cats.sums
+    both = _bins(rc, V[slot] * mult, 2 * nr * nc)
+    total, exp = both[:nr * nc], both[nr * nc:]
     hid = np.zeros(nr * nc)
     if cats.off:
         # ranks laid end to end on one time axis, so one sort/interp serves every rank
         gap = 2.0 * step + 1.0
-        shift = cats.cs_rank * gap
         ue = E[cats.cs]
-        us = ue - dur[cats.cs - 1]
+        us = ue - dur[cats.cs_src]
         k = cats.kernels
-        ke = ue[k]  # a kernel heads its entry (chains.py): it ends d_kernel after the entry starts
+        ke = ue[k]  # kernels head their entry back to back (chains.py): they end Σ d_kernel after its start
         ch = cats.kernel_chained
-        ke[ch] = us[k[ch]] + V[cats.kernel_slot[ch]]
-        ks = us[k] + shift[k]
-        kernels = _curve(ks, ke + shift[k])
-        us = us + shift
-        ue = ue + shift
+        ks = us[k]
+        if ch.size:
+            fs, off = cats.kernel_slots
+            ke[ch] = ks[ch] + np.add.reduceat(V[fs], off)
+        sk = cats.kernel_rank * gap
+        kernels = _curve(ks + sk, ke + sk)
+        shift = cats.cs_rank * gap
+        us += shift
+        ue += shift
         exposed, hidden = [], []
         for i, (p, ps, pr) in enumerate(cats.off):
             xe = E[p]

@@ -65,14 +65,21 @@ def piece_durations(infos, buckets: tuple[float, ...], base_of, slowdown: float)
     """Durations of the compute pieces a DP bucket runs beside (``info[-1]`` = that bucket, -1 =
     none): the same rule with the piece as the window, so only the overlapped stretch slows."""
     k = slowdown - 1.0
-    out = []
+    out: list[float] = []
+    add = out.append
+    last = None
+    base = 0.0
     for info in infos:
         if info is None:  # a bucket not tied to a piece (no overlap): slot unused
-            out.append(0.0)
+            add(0.0)
             continue
-        base = base_of(info)
-        b = buckets[info[-1]] if info[-1] >= 0 else 0.0
-        out.append(base + (k * min(base, b / slowdown) if b > 0.0 and base > 0.0 else 0.0))
+        key = info[:-1]
+        if key != last:  # the pieces of one chunk share their base
+            base = base_of(info)
+            last = key
+        j = info[-1]
+        b = buckets[j] if j >= 0 else 0.0
+        add(base + k * min(base, b / slowdown) if b > 0.0 and base > 0.0 else base)
     return out
 
 

@@ -9,10 +9,15 @@ stretch.
 
 from __future__ import annotations
 
+import numpy as np
+
 from .compiled import Compiled
 from .inputs import PipelineInput
 from .layout import K_W, PAIRED_KIND
 from .overlap import by_kind, paired, piece_durations
+
+
+_ZERO = np.zeros(1)
 
 
 def _chunk_extras(st, slow: float, memo: dict[int, tuple]) -> list[tuple]:
@@ -92,17 +97,19 @@ def _piece_classes(comp: Compiled) -> list[int]:
     return comp.piece_class
 
 
-def build_values(inp: PipelineInput, comp: Compiled) -> list[float]:
-    vals = [0.0]
+def build_values(inp: PipelineInput, comp: Compiled) -> np.ndarray:
+    """The value table: slot 0 = 0.0, then every rank's block (``layout.py``)."""
     memo: dict[int, tuple] = {}
-    ranks: dict[tuple, list[float]] = {}  # a rank's values depend on its StageCost and its pieces only
+    ranks: dict[tuple, np.ndarray] = {}  # a rank's values depend on its StageCost and its pieces only
     pieces = _piece_classes(comp)
     g = comp.graph
+    blocks = [_ZERO]
     for r, st in enumerate(inp.stages):
         key = (id(st), pieces[r], tuple(g.pair_base[r]))
         block = ranks.get(key)
         if block is None:
-            block = ranks[key] = []
-            _rank_values(inp, comp, r, block.append, block.extend, memo)
-        vals.extend(block)
-    return vals
+            vals: list[float] = []
+            _rank_values(inp, comp, r, vals.append, vals.extend, memo)
+            block = ranks[key] = np.array(vals, dtype=float)
+        blocks.append(block)
+    return np.concatenate(blocks)
