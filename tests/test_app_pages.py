@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app_walk import open_fold, open_groups
 from ui.share import decode_token, encode_token, size_canonical
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -88,7 +89,7 @@ def test_home_size_buttons_and_headline():
 
 # ---- share links ------------------------------------------------------------------------------
 def test_share_link_round_trip_through_a_fresh_session():
-    at = open_page("pages/strategy.py")
+    at = open_groups(open_page("pages/strategy.py"), "strategy")
     widget(at, "strategy.global_batch_size").set_value(128).run()
     widget(at, "strategy.recompute").set_value("selective").run()
     assert not at.exception
@@ -249,7 +250,7 @@ DEEPSEEK = {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_
 
 
 def test_hf_import_paste_and_upload():
-    at = open_page("pages/model.py")
+    at = open_fold(open_page("pages/model.py"), "hf.box")
     at.text_area(key="hf.paste").set_value(json.dumps(DEEPSEEK))
     at.button(key="hf.import").click().run()
     assert not at.exception
@@ -268,7 +269,7 @@ def test_hf_import_paste_and_upload():
                                            ('{"hidden_size": 4096}', "missing"),
                                            (json.dumps({**DEEPSEEK, "hidden_act": "tanh"}), "unsupported hidden_act")])
 def test_hf_import_hostile_paste(paste, needle):
-    at = open_page("pages/model.py")
+    at = open_fold(open_page("pages/model.py"), "hf.box")
     at.text_area(key="hf.paste").set_value(paste)
     at.button(key="hf.import").click().run()
     assert not at.exception
@@ -334,6 +335,8 @@ def test_timeline_refuses_an_inconsistent_schedule():
 # ---- system tables -------------------------------------------------------------------------
 def test_gemm_table_add_and_clear():
     at = open_page("pages/system.py")
+    assert "gemm.add" not in [b.key for b in at.button]  # an empty table's group is folded: no grid sent
+    open_fold(at, f"grp{at.session_state['cfg.gen.system']}.system.gemm_table")
     at.button(key="gemm.add").click().run()
     assert not at.exception
     assert len(scenario(at)["system"]["efficiency"]["gemm_table"]) == 1
