@@ -49,8 +49,23 @@ def test_no_field_falls_into_other(section):
 
 def test_moe_and_overlap_flags_in_their_groups():
     groups = {t: {m.dotted for m in ms} for t, ms in grouped_fields("strategy", StrategySpec)}
-    assert {"moe_shared_expert_overlap", "overlap_moe_expert_parallel_comm", "moe_dispatch_dtype"} <= groups["MoE"]
+    assert {"ep", "etp", "moe_shared_expert_overlap", "overlap_moe_expert_parallel_comm",
+            "moe_dispatch_dtype"} <= groups["MoE and expert parallelism"]
     assert "overlap_p2p_comm" in groups["Schedule and overlap"]
+
+
+def test_groups_of_defaults_fold_on_the_medium_preset():
+    """The groups a size preset leaves at their defaults fold (their widgets are then not sent):
+    the Model page shows the dimensions, not the Llama-style variants; the Strategy page the
+    layout, batch and schedule, not the tuning knobs."""
+    from ui.schema import get_in
+
+    cfg = size_canonical("medium")
+    for section, spec, core in (("model", ModelSpec, "Architecture"), ("strategy", StrategySpec, "Parallelism")):
+        open_titles = [t for t, ms in grouped_fields(section, spec)
+                       if t == core or not all(m.at_default(get_in(cfg[section], m.path)) for m in ms)]
+        shown = sum(len(ms) for t, ms in grouped_fields(section, spec) if t in open_titles)
+        assert shown <= {"model": 9, "strategy": 17}[section], (section, open_titles)
 
 
 @pytest.mark.parametrize("section", SPECS)
