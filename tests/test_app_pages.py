@@ -301,6 +301,17 @@ def test_estimate_does_not_fit_verdict():
     widget(at, "strategy.tp").set_value(1).run()
     at.switch_page("pages/estimate.py").run()
     assert "Does not fit" in texts(at.error)
+    memory = _expander(at, "Memory per pipeline stage")
+    assert memory.proto.expanded and len(at.get("vega_lite_chart")) == 3  # it shows which stage overflows
+
+
+def test_estimate_per_stage_memory_of_a_fitting_step_is_drawn_on_demand():
+    at = open_page("pages/estimate.py", preset="medium")
+    assert "Fits in memory" in texts(at.success)
+    assert not _expander(at, "Memory per pipeline stage").proto.expanded
+    assert len(at.get("vega_lite_chart")) == 2 and not at.dataframe  # breakdown and waterfall only
+    open_fold(at, "est.memory.fits")
+    assert len(at.get("vega_lite_chart")) == 3 and list(at.dataframe[0].value["stage"]) == [0, 1, 2, 3]
 
 
 # ---- timeline ------------------------------------------------------------------------------
