@@ -14,6 +14,7 @@ from streamlit.testing.v1 import AppTest
 
 from app_walk import open_fold, open_groups
 from ui.share import decode_token, encode_token, size_canonical
+from ui.timeline_data import MAX_EXACT_SPANS
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = ["pages/home.py", "pages/model.py", "pages/system.py", "pages/strategy.py", "pages/estimate.py", "pages/timeline.py",
@@ -327,7 +328,7 @@ def test_timeline_schedule_switcher_changes_the_scenario():
     assert scenario(at)["strategy"]["schedule"] == "interleaved" and scenario(at)["strategy"]["vpp"] == 5  # restored
 
 
-@pytest.mark.parametrize("gbs, needle", [(32, "spans shown"), (512, "more than 5,000")])
+@pytest.mark.parametrize("gbs, needle", [(32, "spans shown"), (512, f"more than {MAX_EXACT_SPANS:,}")])
 def test_timeline_draws_spans_or_aggregates(gbs, needle):
     cfg = size_canonical("medium")
     cfg["strategy"]["global_batch_size"] = gbs

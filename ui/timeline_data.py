@@ -15,7 +15,11 @@ from .theme import span_category
 
 SPAN_COLUMNS = ["rank", "stream", "kind", "mb", "chunk", "start_s", "end_s"]
 STREAM_ORDER = ["compute", "comm", "pp", "dp"]
-MAX_EXACT_SPANS = 5000
+# Individual spans up to this many in the window (medium: ~300 a row, ~4 px each on the ~1,300 px
+# chart); beyond it a span is a pixel or two wide, so time bins show the same picture with far
+# fewer marks (4,224 exact spans cost headless Chromium ~3x the CPU of their ~300 merged bins,
+# benchmarks/bench_studio.py). Narrowing the window brings the individual spans back.
+MAX_EXACT_SPANS = 2500
 GANTT_BINS = 320
 OCCUPANCY_STEP = 0.05    # busy shares this close draw the same (opacity 0.15–1): adjacent equal bins merge
 MEMORY_POINTS = 1500          # per rank, at most

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from ui.share import decode_token, encode_token, size_canonical
+from ui.timeline_data import MAX_EXACT_SPANS
 
 SHOTS = Path(__file__).resolve().parents[1] / ".artifacts" / "screenshots"  # git-ignored
 
@@ -164,7 +165,7 @@ def test_large_timeline_is_aggregated(server, page):
     page.goto(f"{server.url}/timeline?s={scenario_token(global_batch_size=512)}")
     settle(page, "[data-testid=stMetric]")
     charts_drawn(page, 1)
-    assert "more than 5,000" in page.locator("[data-testid=stMain]").inner_text()
+    assert f"more than {MAX_EXACT_SPANS:,}" in page.locator("[data-testid=stMain]").inner_text()
     no_exceptions(page)
     shot(page, "timeline-aggregated")
 
