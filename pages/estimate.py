@@ -4,8 +4,8 @@ token budget, pinned-scenario comparison, downloads. Numbers come from the engin
 import pandas as pd
 import streamlit as st
 
-from ui import state
-from ui.chart_cache import draw, estimate_specs
+from ui import fold, state
+from ui.chart_cache import draw, estimate_memory_spec, estimate_specs
 from ui.engine import estimate_report
 from ui.layout import boot, issues_box
 from ui.compare import compare_section
@@ -13,6 +13,25 @@ from ui.report_io import budget, report_csv, report_json
 from ui.labels import HFU_HELP, MFU_HELP, PEAK_LABEL, memory_help, mfu_causal_note
 from ui.text import md
 from ui.units import fmt_count, fmt_flops, fmt_gib, fmt_num, fmt_pct, fmt_time, fmt_usd
+
+
+def memory_by_stage(r: dict, chart: dict) -> None:
+    a, b = st.columns([1, 1], gap="large")
+    with a:
+        draw(chart)
+    with b:
+        mdf = pd.DataFrame(r["memory_by_stage"])
+        brief = mdf[["stage", "peak_gib", "reserved_gib", "activations_gib", "inflight_microbatches"]].rename(columns={
+            "peak_gib": "allocated [GiB]", "reserved_gib": "reserved [GiB]", "activations_gib": "activations [GiB]",
+            "inflight_microbatches": "in-flight mb"})
+        st.dataframe(brief, hide_index=True, width="stretch", height=min(420, 38 + 35 * len(brief)), column_config={
+            "stage": st.column_config.NumberColumn(width=50),
+            "allocated [GiB]": st.column_config.NumberColumn(format="%.2f", width=95, help="Live tensors at the peak."),
+            "reserved [GiB]": st.column_config.NumberColumn(format="%.2f", width=95,
+                                                            help="Allocated + the caching allocator's overhead."),
+            "activations [GiB]": st.column_config.NumberColumn(format="%.2f", width=95),
+            "in-flight mb": st.column_config.NumberColumn(width=80, help="Micro-batches whose activations are held at the peak.")})
+        st.caption("Every memory category per stage is in the CSV download.")
 
 
 def _keep_budget() -> None:
@@ -79,23 +98,14 @@ with b:
     draw(specs["waterfall"])
 
 # ---- memory --------------------------------------------------------------------------------
-st.subheader("Memory per pipeline stage")
-a, b = st.columns([1, 1], gap="large")
-with a:
-    draw(specs["memory"])
-with b:
-    mdf = pd.DataFrame(r["memory_by_stage"])
-    brief = mdf[["stage", "peak_gib", "reserved_gib", "activations_gib", "inflight_microbatches"]].rename(columns={
-        "peak_gib": "allocated [GiB]", "reserved_gib": "reserved [GiB]", "activations_gib": "activations [GiB]",
-        "inflight_microbatches": "in-flight mb"})
-    st.dataframe(brief, hide_index=True, width="stretch", height=min(420, 38 + 35 * len(brief)), column_config={
-        "stage": st.column_config.NumberColumn(width=50),
-        "allocated [GiB]": st.column_config.NumberColumn(format="%.2f", width=95, help="Live tensors at the peak."),
-        "reserved [GiB]": st.column_config.NumberColumn(format="%.2f", width=95,
-                                                        help="Allocated + the caching allocator's overhead."),
-        "activations [GiB]": st.column_config.NumberColumn(format="%.2f", width=95),
-        "in-flight mb": st.column_config.NumberColumn(width=80, help="Micro-batches whose activations are held at the peak.")})
-    st.caption("Every memory category per stage is in the CSV download.")
+# Per stage on demand unless the step does not fit (then it shows which stage overflows): a
+# folded box draws nothing (ui/fold.py); the headline and the fits line above sum it up.
+place = "fits" if r["fits"] else "oom"
+box, is_open = fold.group("Memory per pipeline stage", f"est.memory.{place}",
+                          st.session_state.setdefault(f"est.fold.{place}", {}), not r["fits"])
+if is_open:
+    with box:
+        memory_by_stage(r, estimate_memory_spec(state.scenario_json(), r))
 
 # ---- cost and budget -------------------------------------------------------------------------
 st.subheader("Cost and training budget")

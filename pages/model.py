@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from ui import state
+from ui import fold, state
 from ui.editor import editor_page
 from ui.engine import figures, layout_figures
 from ui.hf_import import HFImportError, hf_to_model
@@ -65,7 +65,15 @@ def _import_paste() -> None:
 
 
 def hf_box() -> None:
-    with st.expander("Import a Hugging Face config.json (Llama, Qwen, Mistral/Mixtral, DeepSeek)", expanded=False):
+    box, is_open = fold.group("Import a Hugging Face config.json (Llama, Qwen, Mistral/Mixtral, DeepSeek)", "hf.box",
+                              st.session_state.setdefault("hf.box.open", {}), False)
+    if is_open:
+        _hf_form(box)
+    show_notices(HF)  # the import's messages, right under the box (visible with the box folded)
+
+
+def _hf_form(box) -> None:
+    with box:
         a, b = st.columns(2)
         with a:
             st.file_uploader("Upload config.json", type=["json"], key="hf.upload", on_change=_import_upload)
@@ -78,7 +86,6 @@ def hf_box() -> None:
                    "the MoE fields (n_routed_experts / num_local_experts / num_experts, num_experts_per_tok, "
                    "moe_intermediate_size, n_shared_experts, first_k_dense_replace, scoring_func, "
                    "num_nextn_predict_layers).")
-    show_notices(HF)  # the import's messages, right under the box (visible with the box folded)
 
 
 editor_page("model", "Model", "Architecture of the decoder-only transformer.", show_figures, before_form=hf_box)

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from ui import state, tables
+from ui import fold, state, tables
 from ui.editor import editor_page
 from ui.engine import figures
 from ui.layout import boot, page_link
@@ -28,22 +28,34 @@ def show_figures() -> None:
 def efficiency_tables(slots: dict) -> dict[str, list]:
     """The measured tables as edited on the page (the editor stores them when the system stays valid)."""
     eff = dict(state.section_dict("system").get("efficiency", {}))
-    with st.expander("Measured GEMM efficiencies (gemm_table)", expanded=bool(eff.get("gemm_table"))):
-        st.caption("Achieved / peak per GEMM shape (m×n×k, batch b), interpolated in log-shape space. Edit cells "
-                   "in the grid; tick rows to remove them.")
-        eff["gemm_table"] = tables.gemm_grid("system", list(eff.get("gemm_table", [])))
-        a, b, _ = st.columns([1, 1, 4])
-        a.button("Add row", key="gemm.add", on_click=tables.add_gemm_row)
-        b.button("Clear table", key="gemm.clear", on_click=tables.clear_gemm, disabled=not eff["gemm_table"])
-        slots["efficiency.gemm_table"] = st.empty()
-    with st.expander("Measured collectives (collective_table)", expanded=bool(eff.get("collective_table"))):
-        st.caption("Fitted alpha-beta per collective kind and network tier (from nccl-tests); overrides the tier "
-                   "defaults. Add or delete rows at the bottom of the table.")
-        eff["collective_table"] = tables.collective_editor("system", list(eff.get("collective_table", [])))
-        slots["efficiency.collective_table"] = st.empty()
+    gen = state.generation("system")
+    saved = st.session_state.get("ui.open.system.tables") or {}
+    remember = dict(saved.get("groups", {})) if saved.get("gen") == gen else {}
+    # folded: the grid is not drawn and the table stays as it is (ui/fold.py)
+    box, is_open = fold.group("Measured GEMM efficiencies (gemm_table)", f"grp{gen}.system.gemm_table", remember,
+                              bool(eff.get("gemm_table")))
+    if is_open:
+        with box:
+            st.caption("Achieved / peak per GEMM shape (m×n×k, batch b), interpolated in log-shape space. Edit cells "
+                       "in the grid; tick rows to remove them.")
+            eff["gemm_table"] = tables.gemm_grid("system", list(eff.get("gemm_table", [])))
+            a, b, _ = st.columns([1, 1, 4])
+            a.button("Add row", key="gemm.add", on_click=tables.add_gemm_row)
+            b.button("Clear table", key="gemm.clear", on_click=tables.clear_gemm, disabled=not eff["gemm_table"])
+            slots["efficiency.gemm_table"] = st.empty()
+    box, is_open = fold.group("Measured collectives (collective_table)", f"grp{gen}.system.collective_table", remember,
+                              bool(eff.get("collective_table")))
+    if is_open:
+        with box:
+            st.caption("Fitted alpha-beta per collective kind and network tier (from nccl-tests); overrides the tier "
+                       "defaults. Add or delete rows at the bottom of the table.")
+            eff["collective_table"] = tables.collective_editor("system", list(eff.get("collective_table", [])))
+            slots["efficiency.collective_table"] = st.empty()
+    st.session_state["ui.open.system.tables"] = {"gen": gen, "groups": remember}
     page_link("pages/calibration.py", "Calibrate from measurements (GEMM / attention sweeps, nccl-tests logs) "
               "on the Calibration page", ":material/tune:")
-    return {"efficiency.gemm_table": eff["gemm_table"], "efficiency.collective_table": eff["collective_table"]}
+    return {"efficiency.gemm_table": list(eff.get("gemm_table", [])),
+            "efficiency.collective_table": list(eff.get("collective_table", []))}
 
 
 editor_page("system", "System", "GPUs, cluster size, network tiers and how close to peak each kind of work runs.",

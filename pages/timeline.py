@@ -8,7 +8,7 @@ import streamlit as st
 
 from simengine.api import chunks_per_rank
 from simengine.config import StrategySpec
-from ui import state
+from ui import fold, state
 from ui.chart_cache import draw, gantt_view, memory_view
 from ui.config_io import cross_issues, validate_section
 from ui.engine import MAX_TRACE_SPANS, chrome_trace, timeline
@@ -174,10 +174,18 @@ st.dataframe(view, hide_index=True, width="stretch", height=min(400, 38 + 35 * l
     **{k: st.column_config.NumberColumn(format="%.2f") for k in number_cols},
     # a text column: as a number column its blank cells read "None"
     "critical": st.column_config.TextColumn(help="yes = the critical rank (the Estimate page's breakdown)")})
-mem_spec = memory_view(scenario_text, tuple(shown_ranks) if shown_ranks is not None else None,
-                       float(system["gpu"]["memory_gib"]), tl["memory"], float(step))
-if mem_spec is not None:
-    st.caption("Allocated bytes per rank over the step; the red dashed line is the GPU's capacity.")
-    draw(mem_spec)
-else:
-    st.caption("No memory-over-time series in this timeline.")
+# The memory curves open by themselves when the step does not fit (they show where it peaks);
+# otherwise on demand: a folded box draws nothing (ui/fold.py), and the curves cost the browser
+# about as much as the Gantt. Open or folded is remembered separately for the two cases.
+oom = peak is not None and not fits(peak, strategy, system)
+box, is_open = fold.group("Memory over the step (allocated bytes per rank)", f"tl.memory.{'oom' if oom else 'fits'}",
+                          st.session_state.setdefault(f"tl.fold.{'oom' if oom else 'fits'}", {}), oom)
+if is_open:
+    with box:
+        mem_spec = memory_view(scenario_text, tuple(shown_ranks) if shown_ranks is not None else None,
+                               float(system["gpu"]["memory_gib"]), tl["memory"], float(step))
+        if mem_spec is not None:
+            st.caption("Allocated bytes per rank over the step; the red dashed line is the GPU's capacity.")
+            draw(mem_spec)
+        else:
+            st.caption("No memory-over-time series in this timeline.")

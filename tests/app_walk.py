@@ -37,6 +37,28 @@ def open_page(path: str, **query: str) -> AppTest:
     return at
 
 
+def open_groups(at: AppTest, section: str, titles: list[str] | None = None, value: bool = True) -> AppTest:
+    """Open (``value=False``: fold) editor groups of ``section`` (all, or those whose title starts
+    with one of ``titles``) as a user clicking their headers would, and rerun: a folded group
+    draws no field (ui/fold.py)."""
+    from ui.form import group_key, group_titles
+
+    gen = int(at.session_state[f"cfg.gen.{section}"]) if f"cfg.gen.{section}" in at.session_state else 0
+    for t in group_titles(section):
+        if titles is None or any(t.startswith(x) for x in titles):
+            at.session_state[group_key(section, gen, t)] = value
+    at.run()
+    return at
+
+
+def open_fold(at: AppTest, key: str) -> AppTest:
+    """Open the folded box ``key`` (``ui.fold.group``, e.g. the Model page's ``hf.box``) as a
+    user clicking its header would, and rerun: a folded box draws nothing inside it."""
+    at.session_state[key] = True
+    at.run()
+    return at
+
+
 def scenario(at: AppTest) -> dict:
     return {s: json.loads(at.session_state[f"cfg.{s}"]) for s in ("model", "system", "strategy")}
 

@@ -7,7 +7,7 @@ import io
 
 import pandas as pd
 
-from app_walk import open_app
+from app_walk import open_app, open_groups
 from ui.compare import SHOWN, compact_frame, with_deltas
 
 
@@ -19,9 +19,17 @@ def _number(at, dotted):
     return next(w for w in at.number_input if w.key and w.key.split(".", 1)[-1] == dotted)
 
 
+def _has_number(at, dotted):
+    return any(w.key and w.key.split(".", 1)[-1] == dotted for w in at.number_input)
+
+
 def test_group_stays_open_when_values_return_to_default():
     at = open_app("pages/model.py")
     assert not _expander(at, "Regularisation").proto.expanded
+    assert not _has_number(at, "model.hidden_dropout")  # a folded group sends no widget
+    assert _has_number(at, "model.num_layers")  # the first group is open
+    open_groups(at, "model", ["Regularisation"])  # the user opens it
+    assert _expander(at, "Regularisation").proto.expanded
     _number(at, "model.hidden_dropout").set_value(0.1).run()
     assert _expander(at, "Regularisation").proto.expanded
     _number(at, "model.hidden_dropout").set_value(0.0).run()
@@ -30,6 +38,26 @@ def test_group_stays_open_when_values_return_to_default():
     at.button(key="size.medium").click().run()  # a new model: groups start from its values again
     at.switch_page("pages/model.py").run()
     assert not _expander(at, "Regularisation").proto.expanded
+    assert not _has_number(at, "model.hidden_dropout")
+
+
+def test_groups_keep_their_state_across_pages_and_errors_open_them():
+    at = open_app("pages/strategy.py")
+    first = next(ex for ex in at.expander if ex.label.startswith("Parallelism"))
+    assert first.proto.expanded
+    folded = [ex.label for ex in at.expander if not ex.proto.expanded]
+    assert "Software stack and overheads" in folded and not _has_number(at, "strategy.step_overhead_ms")
+    open_groups(at, "strategy", ["Software stack"])
+    open_groups(at, "strategy", ["Parallelism"], value=False)  # the user folds the first group
+    assert not _has_number(at, "strategy.tp") and _has_number(at, "strategy.step_overhead_ms")
+    at.switch_page("pages/estimate.py").run()
+    at.switch_page("pages/strategy.py").run()  # back: as the user left them
+    assert not _expander(at, "Parallelism").proto.expanded and _expander(at, "Software stack").proto.expanded
+    _number(at, "strategy.step_overhead_ms").set_value(-5.0).run()  # invalid: stays pending with its error
+    at.switch_page("pages/estimate.py").run()
+    at.session_state["ui.open.strategy"] = {}  # even a forgotten state: the error's group opens
+    at.switch_page("pages/strategy.py").run()
+    assert _expander(at, "Software stack").proto.expanded and _expander(at, "Software stack").error
 
 
 def test_comparison_has_deltas_a_baseline_and_a_download():

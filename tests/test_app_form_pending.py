@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from app_walk import open_app, scenario, texts
+from app_walk import open_app, open_groups, scenario, texts
 from ui.share import size_canonical
 
 
@@ -22,7 +22,7 @@ def widget(at, dotted):
 ])
 def test_out_of_range_value_stays_with_its_error_and_results_say_stale(page, dotted, bad, needle):
     section = dotted.split(".")[0]
-    at = open_app(page, preset="medium")
+    at = open_groups(open_app(page, preset="medium"), section)
     w = widget(at, dotted)
     assert not w.proto.has_min and not w.proto.has_max  # the browser sends the value, it does not block it
     good = w.value

@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app_walk import open_fold
 from ui import share
 from ui.config_io import apply_diff, dumps, join_sections, parse_json_text
 from ui.share import ShareLinkError, decode_params, decode_token, encode_token, size_canonical
@@ -101,7 +102,7 @@ def test_hf_import_echoes_at_most_60_characters_of_a_value():
 
 
 def test_hf_upload_of_a_huge_integer_is_a_message_and_keeps_the_model():
-    at = page("pages/model.py", preset="medium")
+    at = open_fold(page("pages/model.py", preset="medium"), "hf.box")
     before = scenario(at)
     at.file_uploader(key="hf.upload").upload("config.json", ('{"hidden_size": ' + HUGE_INT + "}").encode(),
                                              "application/json").run()
@@ -466,6 +467,7 @@ def test_upload_messages_sit_under_their_upload():
     error = _position(at, lambda n: getattr(n, "type", "") == "error" and "Upload rejected" in str(getattr(n, "value", "")))
     hf_box = _position(at, lambda n: getattr(n, "type", "") == "expander" and "Hugging Face" in str(getattr(n, "label", "")))
     assert uploader < error < hf_box
+    open_fold(at, "hf.box")
     at.text_area(key="hf.paste").set_value('{"hidden_size": ' + HUGE_INT + "}")
     at.button(key="hf.import").click().run()
     hf_box = _position(at, lambda n: getattr(n, "type", "") == "expander" and "Hugging Face" in str(getattr(n, "label", "")))

@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app_walk import open_fold, open_groups
 from ui.share import decode_token, encode_token, size_canonical
+from ui.timeline_data import MAX_EXACT_SPANS
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = ["pages/home.py", "pages/model.py", "pages/system.py", "pages/strategy.py", "pages/estimate.py", "pages/timeline.py",
@@ -88,7 +90,7 @@ def test_home_size_buttons_and_headline():
 
 # ---- share links ------------------------------------------------------------------------------
 def test_share_link_round_trip_through_a_fresh_session():
-    at = open_page("pages/strategy.py")
+    at = open_groups(open_page("pages/strategy.py"), "strategy")
     widget(at, "strategy.global_batch_size").set_value(128).run()
     widget(at, "strategy.recompute").set_value("selective").run()
     assert not at.exception
@@ -249,7 +251,7 @@ DEEPSEEK = {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_
 
 
 def test_hf_import_paste_and_upload():
-    at = open_page("pages/model.py")
+    at = open_fold(open_page("pages/model.py"), "hf.box")
     at.text_area(key="hf.paste").set_value(json.dumps(DEEPSEEK))
     at.button(key="hf.import").click().run()
     assert not at.exception
@@ -268,7 +270,7 @@ def test_hf_import_paste_and_upload():
                                            ('{"hidden_size": 4096}', "missing"),
                                            (json.dumps({**DEEPSEEK, "hidden_act": "tanh"}), "unsupported hidden_act")])
 def test_hf_import_hostile_paste(paste, needle):
-    at = open_page("pages/model.py")
+    at = open_fold(open_page("pages/model.py"), "hf.box")
     at.text_area(key="hf.paste").set_value(paste)
     at.button(key="hf.import").click().run()
     assert not at.exception
@@ -300,6 +302,17 @@ def test_estimate_does_not_fit_verdict():
     widget(at, "strategy.tp").set_value(1).run()
     at.switch_page("pages/estimate.py").run()
     assert "Does not fit" in texts(at.error)
+    memory = _expander(at, "Memory per pipeline stage")
+    assert memory.proto.expanded and len(at.get("vega_lite_chart")) == 3  # it shows which stage overflows
+
+
+def test_estimate_per_stage_memory_of_a_fitting_step_is_drawn_on_demand():
+    at = open_page("pages/estimate.py", preset="medium")
+    assert "Fits in memory" in texts(at.success)
+    assert not _expander(at, "Memory per pipeline stage").proto.expanded
+    assert len(at.get("vega_lite_chart")) == 2 and not at.dataframe  # breakdown and waterfall only
+    open_fold(at, "est.memory.fits")
+    assert len(at.get("vega_lite_chart")) == 3 and list(at.dataframe[0].value["stage"]) == [0, 1, 2, 3]
 
 
 # ---- timeline ------------------------------------------------------------------------------
@@ -315,7 +328,7 @@ def test_timeline_schedule_switcher_changes_the_scenario():
     assert scenario(at)["strategy"]["schedule"] == "interleaved" and scenario(at)["strategy"]["vpp"] == 5  # restored
 
 
-@pytest.mark.parametrize("gbs, needle", [(32, "spans shown"), (512, "more than 5,000")])
+@pytest.mark.parametrize("gbs, needle", [(32, "spans shown"), (512, f"more than {MAX_EXACT_SPANS:,}")])
 def test_timeline_draws_spans_or_aggregates(gbs, needle):
     cfg = size_canonical("medium")
     cfg["strategy"]["global_batch_size"] = gbs
@@ -334,6 +347,8 @@ def test_timeline_refuses_an_inconsistent_schedule():
 # ---- system tables -------------------------------------------------------------------------
 def test_gemm_table_add_and_clear():
     at = open_page("pages/system.py")
+    assert "gemm.add" not in [b.key for b in at.button]  # an empty table's group is folded: no grid sent
+    open_fold(at, f"grp{at.session_state['cfg.gen.system']}.system.gemm_table")
     at.button(key="gemm.add").click().run()
     assert not at.exception
     assert len(scenario(at)["system"]["efficiency"]["gemm_table"]) == 1

@@ -4,7 +4,7 @@ peak over the GPU's memory is an alert, with the memory figure's kind named."""
 from __future__ import annotations
 
 import numpy as np
-from app_walk import open_app, scenario, texts
+from app_walk import open_app, open_fold, scenario, texts
 from ui.share import encode_token, size_canonical
 
 
@@ -42,6 +42,19 @@ def test_gpipe_peak_over_capacity_is_an_alert():
     assert "allocated" in peak.label
     err = texts(at.error)
     assert "Does not fit" in err and "allocated" in err and "reserved" in err
+    memory = next(ex for ex in at.expander if ex.label.startswith("Memory over the step"))
+    assert memory.proto.expanded and len(at.get("vega_lite_chart")) == 2  # it shows where the step peaks
+
+
+def test_memory_curves_of_a_fitting_step_are_drawn_on_demand():
+    at = open_app("pages/timeline.py", preset="medium")
+    memory = next(ex for ex in at.expander if ex.label.startswith("Memory over the step"))
+    assert not memory.proto.expanded and len(at.get("vega_lite_chart")) == 1  # the Gantt only: nothing sent
+    open_fold(at, "tl.memory.fits")
+    assert len(at.get("vega_lite_chart")) == 2
+    at.switch_page("pages/estimate.py").run()
+    at.switch_page("pages/timeline.py").run()
+    assert len(at.get("vega_lite_chart")) == 2  # it stays open as the user left it
 
 
 def test_fitting_timeline_has_no_alert():
@@ -95,7 +108,7 @@ def test_memory_curve_reaches_the_step_end_and_keeps_each_peak():
 
     from ui.engine import timeline
 
-    at = open_app("pages/timeline.py", preset="medium")
+    at = open_fold(open_app("pages/timeline.py", preset="medium"), "tl.memory.fits")
     assert not at.exception
     import pyarrow as pa
 

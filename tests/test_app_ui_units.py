@@ -8,6 +8,7 @@ import io
 import json
 
 import altair as alt
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -48,8 +49,23 @@ def test_no_field_falls_into_other(section):
 
 def test_moe_and_overlap_flags_in_their_groups():
     groups = {t: {m.dotted for m in ms} for t, ms in grouped_fields("strategy", StrategySpec)}
-    assert {"moe_shared_expert_overlap", "overlap_moe_expert_parallel_comm", "moe_dispatch_dtype"} <= groups["MoE"]
+    assert {"ep", "etp", "moe_shared_expert_overlap", "overlap_moe_expert_parallel_comm",
+            "moe_dispatch_dtype"} <= groups["MoE and expert parallelism"]
     assert "overlap_p2p_comm" in groups["Schedule and overlap"]
+
+
+def test_groups_of_defaults_fold_on_the_medium_preset():
+    """The groups a size preset leaves at their defaults fold (their widgets are then not sent):
+    the Model page shows the dimensions, not the Llama-style variants; the Strategy page the
+    layout, batch and schedule, not the tuning knobs."""
+    from ui.schema import get_in
+
+    cfg = size_canonical("medium")
+    for section, spec, core in (("model", ModelSpec, "Architecture"), ("strategy", StrategySpec, "Parallelism")):
+        open_titles = [t for t, ms in grouped_fields(section, spec)
+                       if t == core or not all(m.at_default(get_in(cfg[section], m.path)) for m in ms)]
+        shown = sum(len(ms) for t, ms in grouped_fields(section, spec) if t in open_titles)
+        assert shown <= {"model": 9, "strategy": 17}[section], (section, open_titles)
 
 
 @pytest.mark.parametrize("section", SPECS)
@@ -161,6 +177,32 @@ def test_timeline_tables_and_aggregation():
     assert chart.to_dict()
     mem = memory_frame(tl["memory"], max_points=100)
     assert mem.groupby("rank").size().max() <= 101
+
+
+def test_aggregated_gantt_merges_equal_neighbour_bins_and_keeps_the_busy_time():
+    """Adjacent bins of a row with the same dominant phase and busy share (to OCCUPANCY_STEP) are
+    one bar: far fewer marks, the same picture, the busy time conserved."""
+    from ui.timeline_data import GANTT_BINS, OCCUPANCY_STEP
+
+    tl = timeline_tables(simulate(size_canonical("medium")))
+    spans, step = tl["spans"], tl["step_time_s"]
+    df, aggregated, rows = gantt_frame(spans, 0.0, step, max_spans=0)
+    assert aggregated and len(df) < len(rows) * GANTT_BINS / 3  # medium: 223 bars for 1,311 bins
+    width_ms = step * 1e3 / GANTT_BINS
+    for _, g in df.sort_values("start_ms").groupby("row"):
+        starts, ends = g["start_ms"].to_numpy(), g["end_ms"].to_numpy()
+        assert (starts[1:] >= ends[:-1] - 1e-9).all()  # no overlap inside a row
+        n_bins = np.round((ends - starts) / width_ms)
+        assert np.allclose((ends - starts) / width_ms, n_bins) and (n_bins >= 1).all()  # whole bins
+        touching = np.isclose(starts[1:], ends[:-1])
+        same = (g["category"].to_numpy()[1:] == g["category"].to_numpy()[:-1]) & (
+            np.round(g["occupancy"].to_numpy()[1:] / OCCUPANCY_STEP) == np.round(g["occupancy"].to_numpy()[:-1] / OCCUPANCY_STEP))
+        assert not (touching & same).any()  # neighbours that look alike were merged
+    busy_ms = (df["occupancy"] * (df["end_ms"] - df["start_ms"])).groupby(df["row"]).sum()
+    exact = spans.assign(row="rank " + spans["rank"].astype(str) + " · " + spans["stream"].astype(str),
+                         ms=(spans["end_s"] - spans["start_s"]) * 1e3).groupby("row")["ms"].sum()
+    assert np.allclose(busy_ms.sort_index(), exact.reindex(busy_ms.index).sort_index(), rtol=0.02)
+    assert (df["spans"] >= 1).all() and df["spans"].max() <= len(spans)
 
 
 def test_timeline_tables_are_defensive():

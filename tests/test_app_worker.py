@@ -13,6 +13,7 @@ from app_walk import open_page, texts
 from ui import heavy, worker
 from ui.config_io import apply_diff, dumps
 from ui.share import encode_token, size_canonical
+from ui.timeline_data import MAX_EXACT_SPANS
 
 # 1,024 layers at pp 8 · vpp 128: 131,072 pipeline tasks (seconds of engine time, ~0.5 GB)
 HEAVY = apply_diff(size_canonical("medium"), {"model": {"num_layers": 1024}, "strategy": {"pp": 8, "vpp": 128}})
@@ -108,7 +109,7 @@ def test_heavy_timeline_first_view_is_computed_by_the_worker(monkeypatch):
     monkeypatch.setattr(cc, "gantt_frame", boom)
     at = open_page("pages/timeline.py", s=encode_token(HEAVY))
     assert not at.exception, [e.value for e in at.exception]
-    assert "more than 5,000" in texts(at.caption) and "Does not fit" in texts(at.error)
+    assert f"more than {MAX_EXACT_SPANS:,}" in texts(at.caption) and "Does not fit" in texts(at.error)
     assert len(at.get("vega_lite_chart")) >= 2
 
 

@@ -16,12 +16,13 @@ from typing import Any
 
 import streamlit as st
 
-from . import state
+from . import fold, state
 from .config_io import SPEC_CLASS, Issues
 from .text import md
 from .schema import FieldMeta, get_in, grouped_fields, set_in, text_fields
 
 COLUMNS = 3
+PROVENANCE = "Provenance (name of sources, citations)"
 
 
 def widget_key(section: str, dotted: str) -> str:
@@ -81,6 +82,22 @@ def field_specs(section: str) -> tuple[tuple[tuple[str, tuple[FieldMeta, ...]], 
     return tuple((t, tuple(ms)) for t, ms in grouped_fields(section, cls)), tuple(text_fields(cls))
 
 
+def group_key(section: str, gen: int, title: str) -> str:
+    """Session key of a group's open state (per generation: a replaced section starts afresh)."""
+    return f"grp{gen}.{section}.{title}"
+
+
+def group_titles(section: str) -> list[str]:
+    groups, texts = field_specs(section)
+    return [t for t, _ in groups] + ([PROVENANCE] if texts else [])
+
+
+def _open_groups(section: str) -> dict[str, bool]:
+    """{group title: open} as the user left the groups of ``section`` (this generation only)."""
+    saved = st.session_state.get(f"ui.open.{section}") or {}
+    return dict(saved.get("groups", {})) if saved.get("gen") == state.generation(section) else {}
+
+
 def _all_fields(section: str) -> list[FieldMeta]:
     groups, texts = field_specs(section)
     return [m for _, ms in groups for m in ms] + list(texts)
@@ -128,31 +145,37 @@ def render_fields(section: str, issues: Issues = (), *, expanded_groups: int = 9
         set_in(shown, tuple(dotted.split(".")), v)
     groups, texts = field_specs(section)
     by_field = locate(section, list(issues), [m.dotted for m in _all_fields(section)])
-    saved = st.session_state.get(f"ui.open.{section}") or {}
-    opened: set[str] = set(saved.get("groups", ())) if saved.get("gen") == state.generation(section) else set()
+    remember = _open_groups(section)
+    gen = state.generation(section)
     for gi, (title, metas) in enumerate(groups):
-        # the first group and any group with a non-default value open; all-default groups (MLA of
-        # a GQA model, MoE of a dense one) stay folded; once open, a group stays open for this
-        # section's generation (a value edited back to its default does not fold it away)
-        expanded = gi < expanded_groups and (gi == 0 or title in opened or any(m.dotted in by_field for m in metas)
-                                             or not all(m.at_default(get_in(current, m.path)) for m in metas))
-        if expanded:
-            opened.add(title)
-        with st.expander(title, expanded=expanded):
+        # a group starts open when it is the first one or holds a non-default value (MLA of a GQA
+        # model, MoE of a dense one start folded); from then on it stays as the user left it for
+        # this section's generation (a value edited back to its default does not fold it away);
+        # a group with an error opens. A folded group draws no field (ui/fold.py).
+        has_error = any(m.dotted in by_field for m in metas)
+        default_open = gi < expanded_groups and (gi == 0 or not all(m.at_default(get_in(current, m.path)) for m in metas))
+        box, is_open = fold.group(title, group_key(section, gen, title), remember, default_open, has_error)
+        if not is_open:
+            continue
+        with box:
             cols = st.columns(COLUMNS)
             for i, m in enumerate(metas):
                 with cols[i % COLUMNS]:
                     _widget(section, m, get_in(shown, m.path))
                     if m.dotted in by_field:
                         _error(by_field[m.dotted])
-    st.session_state[f"ui.open.{section}"] = {"gen": state.generation(section), "groups": sorted(opened)}
     if texts:
-        with st.expander("Provenance (name of sources, citations)", expanded=any(m.dotted in by_field for m in texts)):
-            for m in texts:
-                st.text_area(m.label, value=get_in(shown, m.path) or "", key=widget_key(section, m.dotted),
-                             help=m.help_text(), max_chars=m.max_length, height=90, on_change=apply_edit, args=(section,))
-                if m.dotted in by_field:
-                    _error(by_field[m.dotted])
+        box, is_open = fold.group(PROVENANCE, group_key(section, gen, PROVENANCE), remember, False,
+                                  any(m.dotted in by_field for m in texts))
+        if is_open:
+            with box:
+                for m in texts:
+                    st.text_area(m.label, value=get_in(shown, m.path) or "", key=widget_key(section, m.dotted),
+                                 help=m.help_text(), max_chars=m.max_length, height=90, on_change=apply_edit,
+                                 args=(section,))
+                    if m.dotted in by_field:
+                        _error(by_field[m.dotted])
+    st.session_state[f"ui.open.{section}"] = {"gen": gen, "groups": remember}
     return {k: v for k, v in by_field.items() if k not in {m.dotted for m in _all_fields(section)}}
 
 

@@ -177,9 +177,12 @@ def set_in(data: dict, path: tuple[str, ...], value: Any) -> None:
 GROUPS: dict[str, list[tuple[str, list[str]]]] = {
     "model": [
         ("Architecture", ["name", "hidden_size", "num_layers", "num_attention_heads", "num_kv_heads", "head_dim",
-                          "ffn_hidden_size", "vocab_size", "activation", "norm", "attention", "tie_embeddings",
-                          "linear_bias", "position_embedding", "max_position_embeddings", "attention_window",
-                          "full_attention_interval", "attention_sinks"]),
+                          "ffn_hidden_size", "vocab_size", "max_position_embeddings"]),
+        # the layer's variants: folded while they are the defaults (a Llama-style decoder), open for
+        # anything else (GPT-2's LayerNorm, GELU and learned positions; sliding windows)
+        ("Attention, activation, norm and embeddings", ["attention", "activation", "norm", "position_embedding",
+                                                        "tie_embeddings", "linear_bias", "attention_window",
+                                                        "full_attention_interval", "attention_sinks"]),
         ("Multi-head latent attention (MLA)", ["q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"]),
         ("Mixture of experts (MoE)", ["num_experts", "top_k", "moe_ffn_hidden_size", "num_shared_experts",
                                       "shared_expert_ffn_hidden_size", "first_k_dense_layers", "moe_layer_freq",
@@ -198,21 +201,20 @@ GROUPS: dict[str, list[tuple[str, list[str]]]] = {
             "kernel_overhead_us", "collective_scale_up", "collective_scale_out", "collective_overhead_us")]),
     ],
     "strategy": [
-        ("Parallelism", ["name", "tp", "pp", "dp", "cp", "ep", "etp", "vpp", "dp_shard", "sequence_parallel",
-                         "cp_comm_type"]),
+        ("Parallelism", ["name", "tp", "pp", "dp", "cp", "vpp", "sequence_parallel", "cp_comm_type"]),
         ("Batch", ["micro_batch_size", "global_batch_size", "seq_len"]),
         ("Schedule and overlap", ["schedule", "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap",
-                                  "overlap_p2p_comm", "p2p_scatter_gather", "overlap_slowdown", "straggler_factor"]),
+                                  "overlap_p2p_comm", "p2p_scatter_gather"]),
         ("Pipeline layout", ["decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
                              "pipeline_layers"]),
-        ("Precision and memory", ["dtype", "zero_stage", "recompute", "recompute_num_layers", "recompute_modules",
-                                  "attention_impl",
+        ("Precision and memory", ["dtype", "zero_stage", "dp_shard", "recompute", "recompute_num_layers",
+                                  "recompute_modules", "attention_impl",
                                   "fused_cross_entropy", "gradient_accumulation_fusion", "fp32_main_grads",
                                   "allocator_overhead"]),
-        ("MoE", ["moe_dispatcher", "moe_dispatch_dtype", "moe_shared_expert_overlap",
+        ("MoE and expert parallelism", ["ep", "etp", "moe_dispatcher", "moe_dispatch_dtype", "moe_shared_expert_overlap",
                  "overlap_moe_expert_parallel_comm", "moe_load_imbalance"]),
         ("Software stack and overheads", ["framework", "attention_kernel", "fsdp_pattern", "step_overhead_ms",
-                                          "jitter_cv"]),
+                                          "jitter_cv", "overlap_slowdown", "straggler_factor"]),
     ],
 }
 # Fields deliberately left to the "Other" group (none today).

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from ui.share import decode_token, encode_token, size_canonical
+from ui.timeline_data import MAX_EXACT_SPANS
 
 SHOTS = Path(__file__).resolve().parents[1] / ".artifacts" / "screenshots"  # git-ignored
 
@@ -100,6 +101,9 @@ def test_home_and_size_presets(server, page):
 def test_estimate_page(server, page):
     page.goto(f"{server.url}/estimate?preset=medium")
     settle(page, "[data-testid=stMetric]")
+    charts_drawn(page, 2)
+    page.get_by_text("Memory per pipeline stage").click()  # a fitting step's per-stage memory: on demand
+    settle(page, "[data-testid=stMetric]")
     charts_drawn(page, 3)
     main = page.locator("[data-testid=stMain]").inner_text()
     for text in ("Step time", "Throughput", "MFU", "HFU", "Peak memory", "Cost / 1M tokens", "Fits in memory",
@@ -132,8 +136,11 @@ def test_timeline_page(server, page):
     first = scenario_token(global_batch_size=16, schedule="1f1b", vpp=1)
     page.goto(f"{server.url}/timeline?s={first}")
     settle(page, "[data-testid=stMetric]")
-    charts_drawn(page, 2)
+    charts_drawn(page, 1)
     assert "spans shown" in page.locator("[data-testid=stMain]").inner_text()
+    page.get_by_text("Memory over the step").click()  # the memory curves of a fitting step: on demand
+    settle(page, "[data-testid=stMetric]")
+    charts_drawn(page, 2)
     page.get_by_text("Micro-batch labels").click()
     settle(page, "[data-testid=stMetric]")
     charts_drawn(page, 2)
@@ -157,8 +164,8 @@ def test_large_timeline_is_aggregated(server, page):
     # 512 sequences = 256 micro-batches through 4 stages × 5 chunks: tens of thousands of spans
     page.goto(f"{server.url}/timeline?s={scenario_token(global_batch_size=512)}")
     settle(page, "[data-testid=stMetric]")
-    charts_drawn(page, 2)
-    assert "more than 5,000" in page.locator("[data-testid=stMain]").inner_text()
+    charts_drawn(page, 1)
+    assert f"more than {MAX_EXACT_SPANS:,}" in page.locator("[data-testid=stMain]").inner_text()
     no_exceptions(page)
     shot(page, "timeline-aggregated")
 
@@ -327,6 +334,9 @@ def test_tables_fit_a_1440_window(server, browser):
                         {"label": "medium, gbs 256", "json": dumps({**cfg, "strategy": {**cfg["strategy"], "global_batch_size": 256}})}])
     page.goto(f"{server.url}/?page=estimate&preset=large&pins={pins}")
     settle(page, "[data-testid=stMetric]")
+    if page.locator("[data-testid=stDataFrame]").count() < 2:  # a fitting step: its per-stage memory on demand
+        page.get_by_text("Memory per pipeline stage").click()
+        settle(page, "[data-testid=stMetric]")
     page.locator("[data-testid=stDataFrame]").nth(1).wait_for()
     page.wait_for_timeout(800)
     cut = page.evaluate("""() => [...document.querySelectorAll('[data-testid=stMain] [data-testid=stDataFrame]')].map(d => {
