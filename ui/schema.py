@@ -68,7 +68,9 @@ class FieldMeta:
         return ", ".join(parts)
 
     def at_default(self, value: Any) -> bool:
-        return not self.required and value == self.default
+        # a tuple default arrives from the JSON-canonical section as a list
+        default = list(self.default) if isinstance(self.default, tuple) else self.default
+        return not self.required and (list(value) if isinstance(value, tuple) else value) == default
 
     def help_text(self) -> str:
         bits = [self.description or self.name]
