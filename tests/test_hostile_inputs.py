@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from app_walk import open_fold
 from streamlit.testing.v1 import AppTest
 
 from simengine import api, presets
@@ -96,7 +97,7 @@ def _cli_bounded(sets: list[str], seconds: float = 600.0, address_space: int = 2
 
 # ==== bugs (xfail, strict) ====================================================================
 def test_hf_paste_with_a_5000_digit_integer_is_a_message():
-    at = _page("pages/model.py")
+    at = open_fold(_page("pages/model.py"), "hf.box")  # the import box is folded until opened
     before = _scenario(at)["model"]
     at.text_area(key="hf.paste").set_value('{"hidden_size": ' + HUGE_INT + "}")
     at.button(key="hf.import").click().run()
