@@ -312,22 +312,23 @@ def test_shared_group_bound_equals_the_bound_of_the_groups_own_plan(model, choic
     """bound_group prices blocks once per (tp, cp, ep, etp, mbs) and places layers once per
     pipeline layout; the result must be the bound read off each group's own plan."""
     from simengine.cost.stage import build_plan
-    from simengine.pipeline import sim_microbatches
-    from simengine.search.bound import schedule_chains
     from simengine.search.prune import _bounds, _strategy, bound_group
 
     space = make_space(model, SMALL_GPU, global_batch=16, seq_len=4096, gpus=[8], choices=choices)
-    checked = 0
+    checked = checked_ub = 0
     for g, lay, mbs, order in _groups(space):
         lb, rej = bound_group(space, g, lay, mbs, order)
         if rej is not None:
             continue
         sc = scenario(space, g, _strategy(space, lay, mbs, zero_stages(space)[0], ("none", None), {}))
-        on, off = _bounds(build_plan(sc), sim_microbatches(sc), schedule_chains(sc.strategy.schedule))
-        tco = any(f["tp_comm_overlap"] for f in flag_options(space, lay, sc.dp))
-        assert lb == pytest.approx(on if tco else off, rel=1e-9)
+        want = _bounds(build_plan(sc), sc)[1]
+        if any(f["tp_comm_overlap"] for f in flag_options(space, lay, sc.dp)):  # the group holds userbuffers candidates
+            ub = scenario(space, g, _strategy(space, lay, mbs, zero_stages(space)[0], ("none", None), {"tp_comm_overlap": True}))
+            want = min(want, _bounds(build_plan(ub), ub)[1])
+            checked_ub += 1
+        assert lb == pytest.approx(want, rel=1e-9)
         checked += 1
-    assert checked > 20
+    assert checked > 20 and checked_ub > 5
 
 
 def test_the_pre_filter_and_the_estimate_agree_on_memory(monkeypatch):
@@ -431,3 +432,47 @@ def test_rejection_reasons_generalise_numbers_not_names():
         "invalid: combined 1F1B: pp=N with schedule='1f1b'; pp=N, zb-h1 (cp_comm_type='a2a')"
     assert key("OOM by 3.25 GiB on stage 12") == key("OOM by 1 GiB on stage 0") == "invalid: OOM by N GiB on stage N"
     assert key("m=4 >= 2*pp = 8, 1024GiB") == "invalid: m=N >= N*pp = N, 1024GiB"
+
+
+def _screened_ratios(space):
+    """(schedule, bound / estimate) of every screened candidate of a space."""
+    from simengine.search.prune import screen_group
+
+    out = []
+    for g, lay, mbs, order in _groups(space):
+        for _, strat, lb, _ in screen_group(space, g, lay, mbs, order).entries:
+            out.append((lay["schedule"], lb / api.estimate(scenario(space, g, strat)).step_time_s))
+    return out
+
+
+@pytest.mark.parametrize("p2p_overlap", [False, True])
+def test_bound_is_the_closed_form_for_b_full_schedules_without_dp(p2p_overlap):
+    """Without a data-parallel group nothing hides off the critical path: for GPipe and 1F1B the
+    bound (fill, m stage times and drain with B-full backwards, the p2p sends in line or on the pp
+    stream) is the engine's step time; for the others it stays below it."""
+    space = make_space({**TINY, "num_layers": 8}, SYSTEM, global_batch=32, seq_len=4096, gpus=[8],
+                       choices={"tp": (2,), "pp": (4,), "cp": (1,), "recompute": ("none",), "zero_stage": (0,),
+                                "micro_batch_size": (1, 4)},
+                       base={"overlap_p2p_comm": p2p_overlap})
+    ratios = _screened_ratios(space)
+    assert {s for s, _ in ratios} >= {"gpipe", "1f1b", "interleaved", "zb-h1"}
+    for sched, r in ratios:
+        assert r <= 1 + 1e-12
+        if sched in ("gpipe", "1f1b"):
+            assert r == pytest.approx(1.0, rel=1e-9)
+        if sched == "interleaved":  # the drain through the lower stages of each rank
+            assert r > 0.99
+
+
+@pytest.mark.parametrize("base", [{}, {"overlap_p2p_comm": True}])
+def test_search_with_userbuffers_and_p2p_modes_equals_brute_force(base):
+    """The bound prices tp_comm_overlap candidates with their userbuffer windows and the p2p sends
+    of their mode; the pruned search still finds the brute force's best."""
+    choices = {"tp": (2,), "pp": (2,), "cp": (1,), "zero_stage": (1,), "overlap_param_gather": (True,),
+               "recompute": ("none", "full"), "recompute_num_layers": (None,)}
+    space = make_space(TINY, SYSTEM, global_batch=16, seq_len=4096, gpus=[8], choices=choices, base=base)
+    brute = brute_force(space)
+    assert {b[2]["tp_comm_overlap"] for b in brute} == {False, True}
+    best = max(b[0] for b in brute)
+    for top in (1, 3):
+        assert search(space, top=top).candidates[0].tokens_per_s == pytest.approx(best, rel=1e-12)

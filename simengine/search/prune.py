@@ -28,7 +28,7 @@ from ..config.strategy import StrategySpec
 from ..config.system import SystemSpec
 from ..errors import ConfigError, from_pydantic
 from ..pipeline import sim_microbatches
-from .bound import pipeline_bound, schedule_chains
+from .bound import pipe_of, pipeline_bound, schedule_chains, speed_factors
 from .space import SearchSpace, flag_options, group_size, recompute_options, zero_stages
 from .types import Candidate, GroupScreen, Rejection
 
@@ -86,8 +86,10 @@ def memory_and_bound(sc: Scenario) -> tuple[float, int, tuple[float, float]]:
     plan = build_plan(sc)
     mems = memory_by_stage(sc, plan)
     worst = max(mems, key=lambda x: x.reserved_gib)
+    pipe, on, off, p2p = plan_phases(plan, sc)
+    m, inline = sim_microbatches(sc), not sc.strategy.overlap_p2p_comm
     return (worst.reserved_gib + gpu.non_torch_gib - gpu.memory_gib, worst.stage,
-            _bounds(plan, sim_microbatches(sc), schedule_chains(sc.strategy.schedule)))
+            (pipeline_bound(pipe, on, m, None, p2p, inline), pipeline_bound(pipe, off, m, None, p2p, inline)))
 
 
 def priced(sc: Scenario):
@@ -118,26 +120,32 @@ def memory_at_zero(sc: Scenario, plan, mems) -> tuple[float, int]:
     return worst, stage
 
 
-def _bounds(plan, m: int, chains: int = 1) -> tuple[float, float]:
-    """(on, off): ``bound.pipeline_bound`` of the plan with m micro-batches, each phase run alone
-    at no contention (``bound.phase_alone``: compute + exposed communication — the least any
-    overlap leaves, and monotone in the slowdown, so slowdown 1 bounds every strategy). The plan
-    is priced with the flags off; ``on`` drops the TP collectives (userbuffers may hide them all),
-    ``off`` keeps them with the windows they have without userbuffers; the ZeRO-2/3 collectives
-    the DP overlap flags may hide are left out of both. The straggler and jitter factors (≥ 1,
-    on compute only: pipeline.py) are left out too, which keeps it a lower bound."""
-    on, off = stage_phases(plan)
-    return pipeline_bound(on, m, chains=chains), pipeline_bound(off, m, chains=chains)  # type: ignore[arg-type]
+def _bounds(plan, sc: Scenario) -> tuple[float, float]:
+    """(on, off): ``bound.pipeline_bound`` of the plan, each phase run alone (``bound.phase_alone``:
+    compute + contention + exposed communication — what the engine's value slots hold when
+    nothing else is in flight), without p2p and DP tails (what ``bound_group`` prices from shared
+    blocks). The plan is priced with the flags off; ``on`` drops the TP collectives (userbuffers
+    may hide them all), ``off`` keeps them with the windows they have without userbuffers; the
+    ZeRO-2/3 collectives the DP overlap flags may hide are left out of both."""
+    pipe, on, off, _ = plan_phases(plan, sc)
+    m = sim_microbatches(sc)
+    return pipeline_bound(pipe, on, m), pipeline_bound(pipe, off, m)
 
 
-def stage_phases(plan) -> tuple[list, list]:
-    """Per chunk (rank, stage, phases run alone) without and with the TP collectives."""
+def plan_phases(plan, sc: Scenario) -> tuple[Any, list, list, float]:
+    """(``bound.Pipe`` of the plan, per data-flow stage its phases run alone without and with the
+    TP collectives, the p2p send seconds of a hand-off: ``StagePlan.p2p_s``, the same on every rank)."""
+    slow, k = speed_factors(sc)
+    pipe = pipe_of([(st.rank, c.work.index) for st in plan.stages for c in st.chunks], sc.strategy.schedule)
     out = []
     for with_tp in (False, True):
         seen: dict[int, float] = {}  # chunks of the same kind share their PhaseCost objects (build_plan)
-        out.append([(st.rank, c.work.index, tuple(_alone(pc, with_tp, seen) for pc in (c.fwd, c.bwd, c.wgt, c.recompute)))
-                    for st in plan.stages for c in st.chunks])
-    return out[0], out[1]
+        ph: list = [None] * len(pipe.stage_rank)
+        for st in plan.stages:
+            for c in st.chunks:
+                ph[c.work.index] = tuple(_alone(pc, with_tp, seen, slow, k) for pc in (c.fwd, c.bwd, c.wgt, c.recompute))
+        out.append(ph)
+    return pipe, out[0], out[1], (plan.stages[0].p2p_s if plan.stages else 0.0)
 
 
 def dp_tails(sc: Scenario, plan, flags: dict[str, bool]) -> dict[int, float]:
@@ -156,12 +164,12 @@ def dp_tails(sc: Scenario, plan, flags: dict[str, bool]) -> dict[int, float]:
     return out
 
 
-def _alone(pc, with_tp: bool, seen: dict[int, float]) -> float:
+def _alone(pc, with_tp: bool, seen: dict[int, float], slow: float, k: float) -> float:
     from .bound import phase_alone
 
     hit = seen.get(id(pc))
     if hit is None:
-        hit = seen[id(pc)] = phase_alone(pc, with_tp)
+        hit = seen[id(pc)] = phase_alone(pc, with_tp, slow, k)
     return hit
 
 
@@ -212,9 +220,8 @@ def bound_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int,
     st = StrategySpec.model_construct(**base)
     dp = system.num_gpus // (st.tp * st.pp * st.cp)
     m = st.global_batch_size // (st.micro_batch_size * dp) // schedule_chains(st.schedule)  # pipeline.sim_microbatches
-    on, off = _shared(space).bound(base, model, st, m, lambda: scenario(space, gpus, base))
     tco = any(f["tp_comm_overlap"] for f in flag_options(space, layout, dp))
-    return (on if tco else off), None
+    return _shared(space).bound(gpus, base, model, st, m, lambda: scenario(space, gpus, base), tco), None
 
 
 def _in_field_ranges(strategy: dict[str, Any]) -> bool:
@@ -282,16 +289,29 @@ def screen_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int
         seen_zero = True
         tails: dict[tuple[bool, bool], dict[int, float]] = {}
         for rc, _ in _fitting_recompute(space, gpus, layout, mbs, z, rcs, len(flags), out, known, plans):
-            plan, _, on, off, m, _ = plans[rc]
-            chains = schedule_chains(layout["schedule"])
+            plan, _, pipe, on, off, m, p2p, _ = plans[rc]
+            inline = not sc0.strategy.overlap_p2p_comm
+            ub = _userbuffer_phases(space, gpus, probe, sc0, on) if any(f["tp_comm_overlap"] for f in flags) else on
             for fl in flags:
                 dpf = (fl["overlap_grad_reduce"], fl["overlap_param_gather"])
                 if dpf not in tails:  # the DP work depends on the ZeRO stage only, not on recompute
                     sc_z = scenario(space, gpus, _strategy(space, layout, mbs, z, rc, {}))
                     tails[dpf] = dp_tails(sc_z, plan, fl)
-                lb = pipeline_bound(on if fl.get("tp_comm_overlap") else off, m, tails[dpf], chains)
+                lb = pipeline_bound(pipe, ub if fl.get("tp_comm_overlap") else off, m, tails[dpf], p2p, inline)
                 out.entries.append((gpus, _strategy(space, layout, mbs, z, rc, fl), lb, order * 1000 + len(out.entries)))
     return out
+
+
+def _userbuffer_phases(space: SearchSpace, gpus: int, probe: dict[str, Any], sc0: Scenario, on: list) -> list:
+    """Per data-flow stage, the phases of a ``tp_comm_overlap`` candidate: forward, backward-input
+    and backward-weight from the shared blocks priced with userbuffers windows (``bound.TP_UB``,
+    what ``build_plan`` prices for it; the ZeRO-2/3 collectives are left out of both), the
+    recompute without its TP collectives (``on``: userbuffers may hide them)."""
+    from .bound import TP_UB, stage_phases_of
+
+    sb = _shared(space)
+    ph = stage_phases_of(sb.placed(probe, sc0.model, sc0.strategy), sb.secs(gpus, probe, lambda: sc0), TP_UB)
+    return [(f, b, w, o[3]) for (f, b, w, _), o in zip(ph, on)]
 
 
 def _fitting_recompute(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, z: int,
@@ -318,13 +338,14 @@ def _fitting_recompute(space: SearchSpace, gpus: int, layout: dict[str, Any], mb
         if hit is None:  # price once per recompute option; other ZeRO stages swap the model states
             out.memory_checked += 1
             plan, mems = priced(sc)
-            on, off = stage_phases(plan)
+            pipe, on, off, p2p = plan_phases(plan, sc)
             m = sim_microbatches(sc)  # ids through every chunk (DualPipe: m/2 per direction)
-            ch = schedule_chains(sc.strategy.schedule)
-            hit = plans[rc] = (plan, mems, on, off, m, (pipeline_bound(on, m, chains=ch), pipeline_bound(off, m, chains=ch)))
+            inline = not sc.strategy.overlap_p2p_comm
+            hit = plans[rc] = (plan, mems, pipe, on, off, m, p2p,
+                               (pipeline_bound(pipe, on, m, None, p2p, inline), pipeline_bound(pipe, off, m, None, p2p, inline)))
         o, stage = memory_at_zero(sc, hit[0], hit[1])
         if o <= 0:
-            known[rc] = hit[5]
+            known[rc] = hit[7]
         return o, stage, ""
 
     def reject(kind, reason, n, rc):

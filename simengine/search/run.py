@@ -18,6 +18,7 @@ from .space import SearchSpace, check_choices, group_size, layouts, micro_batche
 from .types import GroupScreen, Rejection, SearchResult, Timed
 
 BATCH_GROUPS = 16   # groups (or candidates) per executor task: enough work to amortise the transfer
+BOUND_SLACK = 1e-9  # relative: see _kth
 ROUND = 64          # frontier nodes (groups to screen, candidates to time) per branch-and-bound round
 
 
@@ -103,7 +104,9 @@ def _kth(cands: list, objective: str, top: int | None) -> float:
     if top is None or top < 1 or objective == "memory_headroom" or len(cands) < top:
         return math.inf
     w = _bound_weight(objective)
-    return sorted(c.step_time_s * (c.gpus if w else 1) for c in cands)[top - 1]
+    # a bound can equal its own estimate (uniform stages, nothing to hide): the slack keeps float
+    # rounding of the two sums from pruning a candidate that ties the top-th best
+    return sorted(c.step_time_s * (c.gpus if w else 1) for c in cands)[top - 1] * (1.0 + BOUND_SLACK)
 
 
 def _best_first(ex, space: SearchSpace, groups: list, bounds: list, objective: str, top: int | None,
