@@ -289,6 +289,7 @@ class SharedBounds:
     def __init__(self) -> None:
         self.blocks: dict[tuple, dict[str, Sides]] = {}
         self.places: dict[tuple, Placed] = {}
+        self.priced: dict[tuple, Any] = {}
 
     def secs(self, gpus: int, strat: dict[str, Any], scenario_of) -> dict[str, Sides]:
         """Block seconds of ``strat``'s block kind on ``gpus`` GPUs (the straggler factor and the
@@ -298,6 +299,20 @@ class SharedBounds:
         if secs is None:
             secs = self.blocks[bk] = block_seconds(scenario_of())
         return secs
+
+    def priced_blocks(self, gpus: int, strat: dict[str, Any], scenario_of):
+        """``cost/stage.py: _priced`` of ``strat``'s block kind: its priced blocks and per-layer
+        activations (what every chunk's memory and recompute read; they depend on the block
+        kind alone — ``workload/dims.py``)."""
+        from ..cost.stage import _priced
+        from ..workload.builder import build_workload
+
+        bk = (gpus, *(strat[k] for k in BLOCK_KEY))
+        hit = self.priced.get(bk)
+        if hit is None:
+            sc = scenario_of()
+            hit = self.priced[bk] = _priced(sc, build_workload(sc))
+        return hit
 
     def placed(self, strat: dict[str, Any], model, strategy) -> Placed:
         pk = tuple(strat.get(k) for k in PLACE_KEY)

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from .space import SearchSpace
-from .types import GroupScreen, Timed
+from .types import GroupScreen, Refined, Timed
 
 Batch = list[tuple]                                      # screen: (gpus, layout, mbs, order); time: (gpus, strategy, order)
 Progress = Callable[[int, int], Any]                     # (items done, items total) → truthy = cancel
@@ -34,10 +34,16 @@ def bound_batch(space: SearchSpace, batch: Batch) -> list[tuple]:
 
 
 def work_batch(space: SearchSpace, batch: Batch) -> list:
-    """One branch-and-bound round: ("screen", group) items expand, ("time", candidate) items time."""
+    """One branch-and-bound round: ("refine", group) items get their memory-aware bound,
+    ("screen", group) items expand, ("time", candidate) items time."""
+    from .refine import refine_group
+
     out: list = []
     for kind, item in batch:
-        out.extend(screen_batch(space, [item]) if kind == "screen" else time_batch(space, [item]))
+        if kind == "refine":
+            out.append(Refined(item, *refine_group(space, *item)))
+        else:
+            out.extend(screen_batch(space, [item]) if kind == "screen" else time_batch(space, [item]))
     return out
 
 
