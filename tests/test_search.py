@@ -476,3 +476,48 @@ def test_search_with_userbuffers_and_p2p_modes_equals_brute_force(base):
     best = max(b[0] for b in brute)
     for top in (1, 3):
         assert search(space, top=top).candidates[0].tokens_per_s == pytest.approx(best, rel=1e-12)
+
+
+def _group_candidates(space, g, lay, mbs):
+    """(strategy, report or None when invalid) of every candidate of one group."""
+    dp = max(g // (lay["tp"] * lay["pp"] * lay["cp"]), 1)
+    out = []
+    for z, rc, fl in itertools.product(zero_stages(space), recompute_options(space, lay), flag_options(space, lay, dp)):
+        strat = {**space.base, **lay, "micro_batch_size": mbs, "zero_stage": z, "recompute": rc[0],
+                 "recompute_num_layers": rc[1], **fl}
+        try:
+            out.append((strat, api.estimate({"model": space.model, "system": dict(space.system, num_gpus=g), "strategy": strat})))
+        except ConfigError:
+            out.append((strat, None))
+    return out
+
+
+@pytest.mark.parametrize("model,choices", [(TINY, {"tp": (1, 2), "pp": (1, 2), "cp": (1, 2), "cp_comm_type": ("p2p",),
+                                                   "overlap_param_gather": (True,), "overlap_grad_reduce": (True,)}),
+                                           (TINY_MOE, {"tp": (1,), "pp": (1, 2), "cp": (1,), "etp": (1,),
+                                                       "overlap_param_gather": (True,), "overlap_grad_reduce": (True,)})])
+def test_memory_refined_group_bound_is_below_every_fitting_candidate(model, choices):
+    """refine_group raises a group's bound to the recompute its memory certainly needs: every
+    fitting candidate of the group is at least that slow, and a group it rejects as OOM holds no
+    fitting candidate (tight memory, so most groups need recompute and some cannot fit at all)."""
+    from simengine.search.prune import bound_group
+    from simengine.search.refine import refine_group
+
+    space = make_space(model, SMALL_GPU, global_batch=16, seq_len=8192, gpus=[8], choices=choices)
+    seen = {"raised": 0, "oom": 0, "checked": 0}
+    for g, lay, mbs, order in _groups(space):
+        lb0, rej0 = bound_group(space, g, lay, mbs, order)
+        if rej0 is not None:
+            continue
+        lb, rej = refine_group(space, g, lay, mbs, order)
+        fitting = [rep.step_time_s for _, rep in _group_candidates(space, g, lay, mbs) if rep is not None and rep.fits]
+        if rej is not None:
+            assert rej.kind in ("oom", "invalid") and not fitting
+            seen["oom"] += rej.kind == "oom"
+            continue
+        assert lb >= lb0 * (1 - 1e-12)
+        seen["raised"] += lb > lb0 * (1 + 1e-6)
+        for step in fitting:
+            assert lb <= step * (1 + 1e-12)
+            seen["checked"] += 1
+    assert seen["raised"] > 3 and seen["oom"] > 10 and seen["checked"] > 50, seen
