@@ -65,7 +65,7 @@ def pipe_of(rank_stage: list[tuple[int, int]], schedule: str) -> Pipe:
 
 
 def pipeline_bound(pipe: Pipe, phases: list[Phases], m: int, tails: dict[int, float] | None = None,
-                   p2p: float = 0.0, inline: bool = True) -> float:
+                   p2p: float = 0.0, inline: bool = True, ranks: tuple | None = None) -> float:
     """A lower bound on the step of the schedule, from data flow alone (``phases[s]``: stage s's
     phases each run alone, ``phase_alone``; DP buckets and the optimizer only in ``tails``).
     With F_s, B_s the forward and backward of stage s (B_s = backward-input + weight gradient when
@@ -90,7 +90,8 @@ def pipeline_bound(pipe: Pipe, phases: list[Phases], m: int, tails: dict[int, fl
     times on top of m; for uniform stages of a B-full schedule the second term is the 1F1B
     makespan (m + p − 1)(F + B)). ``chains``: stage s is stage s mod n of chain s div n, each chain
     with its own first stage (DualPipe's two directions), and a rank starts when the first of its
-    chains reaches it."""
+    chains reaches it. ``ranks``: the (rank, stages) to evaluate when the others are known not to
+    matter (``Placed.rep_ranks``); all of them by default."""
     n = pipe.chain_len
     full_b = pipe.full_b
     tails = tails or {}
@@ -106,7 +107,7 @@ def pipeline_bound(pipe: Pipe, phases: list[Phases], m: int, tails: dict[int, fl
         acc_b += b + (w if full_b else 0.0) + (p2p if sb[s] else 0.0)
     own = p2p if inline else 0.0
     best = 0.0
-    for r, mine in pipe.ranks:
+    for r, mine in (pipe.ranks if ranks is None else ranks):
         start = min(pre_f[s] for s in mine)
         serial = 0.0
         chain: dict[int, list[float]] = {}  # chain → [its stages' work before their last backward, lowest stage]
@@ -252,6 +253,22 @@ class Placed:
     kinds: list[dict[str, int]]
     of_stage: list[int]
     works: list                                 # ChunkWork per data-flow stage
+    rep_ranks: tuple | None = None              # the ranks whose terms can be the bound's, without tails
+
+
+def _rep_ranks(pipe: Pipe, of_stage: list[int]) -> tuple | None:
+    """In a one-chain pipeline where rank r holds stages r, r + p, r + 2p, … (1F1B, GPipe,
+    interleaved, zero-bubble), a rank holding the same chunks as a later rank, with the same
+    sends, has every term of ``pipeline_bound`` no larger than that rank's (its start and the
+    drains below its stages are sums over fewer stages), so without per-rank tails only the last
+    rank of each kind counts. None when the layout is not of that shape."""
+    p = len(pipe.ranks)
+    if pipe.chain_len != len(pipe.stage_rank) or any(r != s % p for s, r in enumerate(pipe.stage_rank)):
+        return None
+    last: dict[tuple, int] = {}
+    for i, (_, mine) in enumerate(pipe.ranks):
+        last[tuple((of_stage[s], pipe.send_f[s], pipe.send_b[s]) for s in mine)] = i
+    return tuple(pipe.ranks[i] for i in sorted(last.values()))
 
 
 def place(model, strategy) -> Placed:
@@ -264,7 +281,8 @@ def place(model, strategy) -> Placed:
         if n not in kinds:
             kinds.append(n)
         of_stage.append(kinds.index(n))
-    return Placed(pipe_of([(cw.rank, cw.index) for cw in works], strategy.schedule), kinds, of_stage, by_stage)
+    pipe = pipe_of([(cw.rank, cw.index) for cw in works], strategy.schedule)
+    return Placed(pipe, kinds, of_stage, by_stage, _rep_ranks(pipe, of_stage))
 
 
 def stage_phases_of(placed: Placed, secs: dict[str, Sides], side: int,
@@ -327,7 +345,8 @@ class SharedBounds:
         with them as priced with it when ``tco`` (the group holds both)."""
         secs = self.secs(gpus, strat, scenario_of)
         placed = self.placed(strat, model, strategy)
-        out = pipeline_bound(placed.pipe, stage_phases_of(placed, secs, TP_OFF), m)
+        reps = placed.rep_ranks
+        out = pipeline_bound(placed.pipe, stage_phases_of(placed, secs, TP_OFF), m, ranks=reps)
         if tco:
-            out = min(out, pipeline_bound(placed.pipe, stage_phases_of(placed, secs, TP_UB), m))
+            out = min(out, pipeline_bound(placed.pipe, stage_phases_of(placed, secs, TP_UB), m, ranks=reps))
         return out

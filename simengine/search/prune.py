@@ -193,13 +193,18 @@ def _shared(space: SearchSpace):
     every batch, so the memo is keyed by the space's text, not its identity)."""
     from .bound import SharedBounds
 
-    if _SHARED_OF[0] is not space:
-        _SHARED_OF[:] = [space, space.key()]
-    sb = _SHARED.get(_SHARED_OF[1])
+    sb = _SHARED.get(_shared_key(space))
     if sb is None:
         _SHARED.clear()
         sb = _SHARED[_SHARED_OF[1]] = SharedBounds()
     return sb
+
+
+def _shared_key(space: SearchSpace) -> str:
+    """The space's text, computed once per space object in this process."""
+    if _SHARED_OF[0] is not space:
+        _SHARED_OF[:] = [space, space.key()]
+    return _SHARED_OF[1]
 
 
 def bound_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, order: int) -> tuple[float, Rejection | None]:
@@ -217,27 +222,53 @@ def bound_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int,
         return math.inf, Rejection("invalid", err, group_size(space, gpus, layout), _ex(gpus, probe))
     model, system = specs(space, gpus)
     base = dict(probe, recompute="none", recompute_num_layers=None)
-    st = StrategySpec.model_construct(**base)
+    st = construct(space, base)
     dp = system.num_gpus // (st.tp * st.pp * st.cp)
     m = st.global_batch_size // (st.micro_batch_size * dp) // schedule_chains(st.schedule)  # pipeline.sim_microbatches
     tco = any(f["tp_comm_overlap"] for f in flag_options(space, layout, dp))
     return _shared(space).bound(gpus, base, model, st, m, lambda: scenario(space, gpus, base), tco), None
 
 
-def _in_field_ranges(strategy: dict[str, Any]) -> bool:
-    """The searched integers inside StrategySpec's own field bounds (its ``Field(ge=…, le=…)``
-    metadata, read off the model: e.g. cp ≤ 1024 while a space may propose larger divisors)."""
-    from .types import SEARCHED
+def _field_ranges() -> list[tuple[str, Any, Any]]:
+    """(field, ge, le) of every searched field with bounds in StrategySpec's own ``Field(ge=…,
+    le=…)`` metadata, read off the model once."""
+    if not _RANGES:
+        from .types import SEARCHED
 
-    for k in SEARCHED:
+        for k in SEARCHED:
+            for c in StrategySpec.model_fields[k].metadata:
+                ge, le = getattr(c, "ge", None), getattr(c, "le", None)
+                if ge is not None or le is not None:
+                    _RANGES.append((k, ge, le))
+    return _RANGES
+
+
+_RANGES: list[tuple[str, Any, Any]] = []
+
+
+def _in_field_ranges(strategy: dict[str, Any]) -> bool:
+    """The searched integers inside StrategySpec's own field bounds (e.g. cp ≤ 1024 while a space
+    may propose larger divisors)."""
+    for k, ge, le in _field_ranges():
         v = strategy.get(k)
         if not isinstance(v, int) or isinstance(v, bool):
             continue
-        for c in StrategySpec.model_fields[k].metadata:
-            ge, le = getattr(c, "ge", None), getattr(c, "le", None)
-            if (ge is not None and v < ge) or (le is not None and v > le):
-                return False
+        if (ge is not None and v < ge) or (le is not None and v > le):
+            return False
     return True
+
+
+_TEMPLATE: list = [None, None]   # (space key, StrategySpec built without validation from its base)
+
+
+def construct(space: SearchSpace, strategy: dict[str, Any]) -> StrategySpec:
+    """``StrategySpec.model_construct(**strategy)`` for a strategy of ``space`` (its base plus
+    searched fields), as a copy of one template per space: pydantic resolves every default in
+    ``model_construct`` (~70 µs), a copy with the fields updated takes a few."""
+    key = _shared_key(space)
+    if _TEMPLATE[0] != key:
+        _TEMPLATE[:] = [key, StrategySpec.model_construct(**space.base)]
+    return _TEMPLATE[1].model_copy(update=strategy)
 
 
 def quick_error(space: SearchSpace, gpus: int, strategy: dict[str, Any]) -> str:
@@ -250,7 +281,7 @@ def quick_error(space: SearchSpace, gpus: int, strategy: dict[str, Any]) -> str:
     from ..schedule import get_schedule
 
     model, system = specs(space, gpus)
-    st = StrategySpec.model_construct(**strategy)
+    st = construct(space, strategy)
     own = not _in_field_ranges(strategy) or get_schedule(st.schedule).requirements(st.pp, None, st.vpp, None) \
         or st.global_batch_size % st.micro_batch_size \
         or (st.recompute_num_layers is not None and st.recompute != "full") or (st.tp_comm_overlap and st.tp > 1)

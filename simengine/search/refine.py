@@ -85,9 +85,10 @@ def _bound(sc0: Scenario, placed, secs, memo: "_Memory", rc: tuple[str, int | No
     below what either candidate runs), no p2p, no DP tail."""
     m = sc0.num_microbatches // _chains(sc0)
     rec = memo.recompute(rc)
-    out = pipeline_bound(placed.pipe, stage_phases_of(placed, secs, TP_OFF, rec), m)
+    reps = placed.rep_ranks
+    out = pipeline_bound(placed.pipe, stage_phases_of(placed, secs, TP_OFF, rec), m, ranks=reps)
     if tco:
-        out = min(out, pipeline_bound(placed.pipe, stage_phases_of(placed, secs, TP_UB, rec), m))
+        out = min(out, pipeline_bound(placed.pipe, stage_phases_of(placed, secs, TP_UB, rec), m, ranks=reps))
     return out
 
 
