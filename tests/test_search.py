@@ -521,3 +521,32 @@ def test_memory_refined_group_bound_is_below_every_fitting_candidate(model, choi
             assert lb <= step * (1 + 1e-12)
             seen["checked"] += 1
     assert seen["raised"] > 3 and seen["oom"] > 10 and seen["checked"] > 50, seen
+
+
+@pytest.mark.parametrize("zero,ogr,opg", [(2, False, False), (2, True, True), (3, False, True), (3, True, False), (3, True, True)])
+def test_zero_collectives_added_back_equal_the_candidates_own_plan(zero, ogr, opg):
+    """The entry bound prices a ZeRO-2/3 candidate's per-micro-batch collectives for its own DP
+    flags (``zero_deltas``, from each chunk's compute): with them added back, every phase equals
+    the phase of the candidate's own plan run alone by the engine's rule (sim/overlap.py)."""
+    from simengine.cost.stage import build_plan
+    from simengine.search.prune import plan_phases, zero_deltas
+    from simengine.sim.inputs import CommTask
+    from simengine.sim.overlap import phase_seconds
+
+    space = tiny_space(system=SYSTEM)
+    strat = {**space.base, "tp": 2, "pp": 2, "cp": 1, "micro_batch_size": 1, "zero_stage": zero, "recompute": "full",
+             "overlap_grad_reduce": ogr, "overlap_param_gather": opg}
+    sc = scenario(space, 8, strat)
+    plan = build_plan(sc)
+    _, _, off, _ = plan_phases(plan, sc)
+    deltas = zero_deltas(sc, plan)
+    slow = sc.strategy.overlap_slowdown
+    checked = 0
+    for st in plan.stages:
+        for c in st.chunks:
+            s = c.work.index
+            for i, pc, delta in ((0, c.fwd, deltas[s][0]), (1, c.bwd, deltas[s][1]), (3, c.recompute, deltas[s][2])):
+                direct = phase_seconds(pc.compute_s, tuple(CommTask(*t) for t in pc.tasks() if t[0] != "ep_comm"), slow)
+                assert off[s][i] + delta == pytest.approx(direct, rel=1e-12)
+                checked += delta > 0
+    assert checked >= 2  # ZeRO-2: the backward reduce-scatters; ZeRO-3 adds the gathers

@@ -216,6 +216,20 @@ def phase_alone(pc, with_tp: bool, slowdown: float = 1.0, k: float = 1.0) -> flo
     return pc.compute_s * k + extra + sum(exposed)
 
 
+def zero_alone(pc, slowdown: float) -> float:
+    """What a phase's ZeRO-2/3 collectives (``dp_comm``) add when it runs alone: per collective its
+    contention on the compute and its exposed part (sim/overlap.py ``resolve``, the rule
+    ``phase_alone`` applies to the others)."""
+    from ..sim.inputs import CommTask
+    from ..sim.overlap import by_kind
+
+    tasks = tuple(CommTask(*t) for t in pc.tasks() if t[0] == "dp_comm")
+    if not tasks:
+        return 0.0
+    _, exposed, extra = by_kind(tasks, slowdown)
+    return extra + sum(exposed)
+
+
 def chunk_parts(cw) -> dict[str, int]:
     """How many times each block kind runs per micro-batch in one chunk: the parts
     ``cost/stage.py: _chunk_phases`` adds up."""

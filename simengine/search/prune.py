@@ -319,6 +319,7 @@ def screen_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int
             continue
         seen_zero = True
         tails: dict[tuple[bool, bool], dict[int, float]] = {}
+        zero: dict[tuple, list[tuple[float, float, float]]] = {}
         for rc, _ in _fitting_recompute(space, gpus, layout, mbs, z, rcs, len(flags), out, known, plans):
             plan, _, pipe, on, off, m, p2p, _ = plans[rc]
             inline = not sc0.strategy.overlap_p2p_comm
@@ -328,8 +329,40 @@ def screen_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int
                 if dpf not in tails:  # the DP work depends on the ZeRO stage only, not on recompute
                     sc_z = scenario(space, gpus, _strategy(space, layout, mbs, z, rc, {}))
                     tails[dpf] = dp_tails(sc_z, plan, fl)
-                lb = pipeline_bound(pipe, ub if fl.get("tp_comm_overlap") else off, m, tails[dpf], p2p, inline)
+                ph = ub if fl.get("tp_comm_overlap") else off
+                if z >= 2 and has_dp:  # the ZeRO-2/3 collectives of every micro-batch, as this candidate's flags price them
+                    if (rc, dpf) not in zero:
+                        zero[(rc, dpf)] = zero_deltas(Scenario.model_construct(
+                            model=sc0.model, system=sc0.system, strategy=construct(space, _strategy(space, layout, mbs, z, rc, fl))), plan)
+                    ph = [(f + a, b + c, w, r + d) for (f, b, w, r), (a, c, d) in zip(ph, zero[(rc, dpf)])]
+                lb = pipeline_bound(pipe, ph, m, tails[dpf], p2p, inline)
                 out.entries.append((gpus, _strategy(space, layout, mbs, z, rc, fl), lb, order * 1000 + len(out.entries)))
+    return out
+
+
+def zero_deltas(sc: Scenario, plan) -> list[tuple[float, float, float]]:
+    """Per data-flow stage, what the ZeRO-2/3 collectives of every micro-batch add to its forward,
+    backward and recompute phases run alone, priced for ``sc``'s ZeRO stage and DP overlap flags
+    as ``build_plan`` prices them (cost/stage.py: ``_zero_per_microbatch``, from each chunk's own
+    compute) and resolved by the engine's rule (``bound.phase_alone``: per collective, its
+    contention plus its exposed part). The bound leaves these collectives out of the plan's
+    phases (``_MAY_HIDE``: priced there with the flags off) and adds them back here."""
+    from ..cost.phase import PhaseCost
+    from ..cost.stage import _zero_per_microbatch
+    from .bound import zero_alone
+
+    slow, _ = speed_factors(sc)
+    out: list = [None] * sum(len(st.chunks) for st in plan.stages)
+    memo: dict[tuple, tuple[float, float, float]] = {}
+    for st in plan.stages:
+        for c in st.chunks:
+            key = (id(c.fwd), id(c.bwd), id(c.recompute), len(c.work.layers), c.work.mtp, c.work.first, c.work.last)
+            hit = memo.get(key)
+            if hit is None:
+                fwd, bwd, rc = (PhaseCost(compute_s=x.compute_s) for x in (c.fwd, c.bwd, c.recompute))
+                _zero_per_microbatch(sc, plan.comm, c.work, fwd, bwd, rc)
+                hit = memo[key] = (zero_alone(fwd, slow), zero_alone(bwd, slow), zero_alone(rc, slow))
+            out[c.work.index] = hit
     return out
 
 
