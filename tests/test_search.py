@@ -550,3 +550,20 @@ def test_zero_collectives_added_back_equal_the_candidates_own_plan(zero, ogr, op
                 assert off[s][i] + delta == pytest.approx(direct, rel=1e-12)
                 checked += delta > 0
     assert checked >= 2  # ZeRO-2: the backward reduce-scatters; ZeRO-3 adds the gathers
+
+
+@pytest.mark.parametrize("model,choices", [(TINY, {"tp": (1, 2), "pp": (1, 2, 4), "cp": (1, 2)}), (TINY_MOE, MOE_CHOICES)])
+def test_work_floor_is_below_the_group_bound(model, choices):
+    """The first, cheapest bound of a group (the average rank's share of the step's work) is
+    below the group's pipeline bound, so the frontier may look at groups in its order."""
+    from simengine.search.prune import bound_group, work_floor
+
+    space = make_space(model, SMALL_GPU, global_batch=16, seq_len=4096, gpus=[8], choices=choices)
+    checked = 0
+    for grp in _groups(space):
+        lb, rej = bound_group(space, *grp)
+        if rej is None:
+            floor, rej0 = work_floor(space, *grp)
+            assert rej0 is None and 0 < floor <= lb * (1 + 1e-12)
+            checked += 1
+    assert checked > 20

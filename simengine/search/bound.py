@@ -322,6 +322,8 @@ class SharedBounds:
         self.blocks: dict[tuple, dict[str, Sides]] = {}
         self.places: dict[tuple, Placed] = {}
         self.priced: dict[tuple, Any] = {}
+        self.work: dict[tuple, float] = {}
+        self.counts: dict[str, int] | None = None   # block kinds of the whole model (one stage)
 
     def secs(self, gpus: int, strat: dict[str, Any], scenario_of) -> dict[str, Sides]:
         """Block seconds of ``strat``'s block kind on ``gpus`` GPUs (the straggler factor and the
@@ -344,6 +346,24 @@ class SharedBounds:
         if hit is None:
             sc = scenario_of()
             hit = self.priced[bk] = _priced(sc, build_workload(sc))
+        return hit
+
+    def model_work(self, gpus: int, strat: dict[str, Any], model, whole_strategy, scenario_of, tco: bool) -> float:
+        """Forward + backward-input + backward-weight seconds of one micro-batch through the whole
+        model (every block kind times its count over the layers of a one-stage placement,
+        ``whole_strategy()``), each block at the least of its sides (with ``tco``: with or without
+        userbuffers), the TP collectives as priced without userbuffers otherwise."""
+        key = (gpus, tco, *(strat[k] for k in BLOCK_KEY))
+        hit = self.work.get(key)
+        if hit is None:
+            secs = self.secs(gpus, strat, scenario_of)
+            if self.counts is None:
+                self.counts = {}
+                for cw in chunk_works(model, whole_strategy()):
+                    for k, c in chunk_parts(cw).items():
+                        self.counts[k] = self.counts.get(k, 0) + c
+            sides = (TP_OFF, TP_UB) if tco else (TP_OFF,)
+            hit = self.work[key] = sum(c * min(sum(secs[k][sd]) for sd in sides) for k, c in self.counts.items())
         return hit
 
     def placed(self, strat: dict[str, Any], model, strategy) -> Placed:

@@ -27,21 +27,24 @@ def screen_batch(space: SearchSpace, batch: Batch) -> list[GroupScreen]:
 
 
 def bound_batch(space: SearchSpace, batch: Batch) -> list[tuple]:
-    """Phase 0 over groups: (lower bound, rejection or None) of each."""
-    from .prune import bound_group
+    """Phase 0 over groups: (lower bound, rejection or None) of each (``prune.work_floor``)."""
+    from .prune import work_floor
 
-    return [bound_group(space, g, lay, mbs, order) for g, lay, mbs, order in batch]
+    return [work_floor(space, g, lay, mbs, order) for g, lay, mbs, order in batch]
 
 
 def work_batch(space: SearchSpace, batch: Batch) -> list:
     """One branch-and-bound round: ("refine", group) items get their memory-aware bound,
     ("screen", group) items expand, ("time", candidate) items time."""
+    from .prune import bound_group
     from .refine import refine_group
 
     out: list = []
     for kind, item in batch:
         if kind == "refine":
-            out.append(Refined(item, *refine_group(space, *item)))
+            out.append(Refined(item, *refine_group(space, *item), "screen"))
+        elif kind == "bound":
+            out.append(Refined(item, *bound_group(space, *item), "refine"))
         else:
             out.extend(screen_batch(space, [item]) if kind == "screen" else time_batch(space, [item]))
     return out

@@ -207,6 +207,32 @@ def _shared_key(space: SearchSpace) -> str:
     return _SHARED_OF[1]
 
 
+def work_floor(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, order: int) -> tuple[float, Rejection | None]:
+    """The cheapest lower bound of a group, a few operations once its block kind is priced: some
+    rank runs at least the average share of the step's work, M micro-batches × one micro-batch's
+    forward + backward through the whole model / pp (``bound.SharedBounds.model_work``; with
+    DualPipe's two chains each rank holds both directions, M/2 micro-batches each). Below
+    ``bound_group`` (its first term, averaged over the ranks). Validity is checked later, when
+    the group is looked at (``bound_group``); (inf, rejection) only when its blocks cannot be
+    priced (an invalid group)."""
+    tp, pp, cp = layout["tp"], layout["pp"], layout["cp"]
+    if gpus % (tp * pp * cp):
+        return bound_group(space, gpus, layout, mbs, order)
+    zs = zero_stages(space)
+    base = _strategy(space, layout, mbs, zs[0] if zs else 1, ("none", None), {})
+    dp = gpus // (tp * pp * cp)
+    chains = schedule_chains(layout["schedule"])
+    micro = int(space.base["global_batch_size"]) // (mbs * dp) // chains * chains  # pipeline.sim_microbatches per chain
+    tco = any(f["tp_comm_overlap"] for f in flag_options(space, layout, dp))
+    try:
+        work = _shared(space).model_work(gpus, base, specs(space, gpus)[0], lambda: construct(space, dict(base, pp=1, vpp=1, schedule="1f1b",
+                                         decoder_first_pipeline_num_layers=None, decoder_last_pipeline_num_layers=None)),
+                                         lambda: scenario(space, gpus, base), tco)
+    except ConfigError:
+        return bound_group(space, gpus, layout, mbs, order)
+    return micro * work / pp, None
+
+
 def bound_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, order: int) -> tuple[float, Rejection | None]:
     """Lower bound on the step time of every candidate of a group, before any memory check:
     the bound of its no-recompute candidate (recompute only adds compute, the ZeRO stage does

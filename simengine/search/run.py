@@ -128,7 +128,7 @@ def _best_first(ex, space: SearchSpace, groups: list, bounds: list, objective: s
     heap: list = []
     # with a top to reach, a group first gets the bound its memory allows (refine.py: cheap, no
     # plan); without one every group is screened anyway
-    first = "refine" if top is not None and top >= 1 and objective != "memory_headroom" else "screen"
+    first = "bound" if top is not None and top >= 1 and objective != "memory_headroom" else "screen"
     for grp, (lb, rej) in zip(groups, bounds):
         if rej is None:
             heapq.heappush(heap, (lb * (grp[0] if w else 1), 0, grp[3], (first, grp)))
@@ -151,7 +151,7 @@ def _best_first(ex, space: SearchSpace, groups: list, bounds: list, objective: s
                         refused.append(o.rejection)
                     else:
                         grp = o.group
-                        heapq.heappush(heap, (o.bound * (grp[0] if w else 1), 0, grp[3], ("screen", grp)))
+                        heapq.heappush(heap, (o.bound * (grp[0] if w else 1), 0, grp[3], (o.then, grp)))
                         total += 1
                 elif isinstance(o, GroupScreen):
                     screens.append(o)

@@ -97,6 +97,7 @@ class Refined:
     group: tuple                      # (gpus, layout, mbs, order)
     bound: float
     rejection: Rejection | None
+    then: str = "screen"              # the group's next step on the frontier
 
 
 @dataclass(slots=True)
