@@ -494,12 +494,14 @@ def _group_candidates(space, g, lay, mbs):
 
 @pytest.mark.parametrize("model,choices", [(TINY, {"tp": (1, 2), "pp": (1, 2), "cp": (1, 2), "cp_comm_type": ("p2p",),
                                                    "overlap_param_gather": (True,), "overlap_grad_reduce": (True,)}),
+                                           (TINY, {"tp": (2,), "pp": (1, 2), "cp": (1,), "schedule": ("1f1b", "zb-h1")}),
                                            (TINY_MOE, {"tp": (1,), "pp": (1, 2), "cp": (1,), "etp": (1,),
                                                        "overlap_param_gather": (True,), "overlap_grad_reduce": (True,)})])
 def test_memory_refined_group_bound_is_below_every_fitting_candidate(model, choices):
-    """refine_group raises a group's bound to the recompute its memory certainly needs: every
-    fitting candidate of the group is at least that slow, and a group it rejects as OOM holds no
-    fitting candidate (tight memory, so most groups need recompute and some cannot fit at all)."""
+    """refine_group raises a group's bound to the recompute its memory certainly needs at each ZeRO
+    stage, with the ZeRO-2/3 collectives at the DP flags that cost the least: every fitting
+    candidate of the group is at least that slow, and a group it rejects as OOM holds no fitting
+    candidate (tight memory, so most groups need recompute and some cannot fit at all)."""
     from simengine.search.prune import bound_group
     from simengine.search.refine import refine_group
 
@@ -520,7 +522,7 @@ def test_memory_refined_group_bound_is_below_every_fitting_candidate(model, choi
         for step in fitting:
             assert lb <= step * (1 + 1e-12)
             seen["checked"] += 1
-    assert seen["raised"] > 3 and seen["oom"] > 10 and seen["checked"] > 50, seen
+    assert seen["raised"] + seen["oom"] > 5 and seen["checked"] > 50, seen
 
 
 @pytest.mark.parametrize("zero,ogr,opg", [(2, False, False), (2, True, True), (3, False, True), (3, True, False), (3, True, True)])

@@ -38,7 +38,10 @@ GIB = float(1 << 30)
 
 def refine_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, order: int) -> tuple[float, Rejection | None]:
     """(lower bound on the step time of every fitting candidate of the group, rejection when the
-    group is invalid or certainly OOM)."""
+    group is invalid or certainly OOM). Per ZeRO stage of the space: the recompute options that
+    may fit at that stage (its exact model states), each bounded with its recompute phase and, at
+    ZeRO-2/3, the per-micro-batch collectives at the DP flags that cost the least; the least of
+    those over the stages."""
     from .prune import _ex, _shared, _strategy, scenario
 
     zs = zero_stages(space)
@@ -51,44 +54,63 @@ def refine_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int
     sb = _shared(space)
     placed = sb.placed(probe, sc0.model, sc0.strategy)
     secs = sb.secs(gpus, probe, lambda: sc0)
-    p = sb.priced_blocks(gpus, probe, lambda: sc0)
-    memo = _Memory(sc0, placed, p, zs)
-    tco = any(f["tp_comm_overlap"] for f in flag_options(space, layout, sc0.dp))
-    none_ok = ("none", None) in rcs and memo.over(("none", None)) <= 0
-    if none_ok or not rcs:
-        return _bound(sc0, placed, secs, memo, ("none", None), tco), None
-    options: list[tuple[str, int | None]] = []
-    if ("selective", None) in rcs and memo.over(("selective", None)) <= 0:
-        options.append(("selective", None))
+    memo = _Memory(sc0, placed, sb.priced_blocks(gpus, probe, lambda: sc0), zs)
+    flags = flag_options(space, layout, sc0.dp)
+    tco = any(f["tp_comm_overlap"] for f in flags)
+    if not rcs or not zs:
+        return _bound(sc0, placed, secs, memo, ("none", None), tco, None), None
+    sharded = sc0.dp * sc0.strategy.cp * sc0.edp > 1   # cost/stage.py _plan_chunk: ZeRO-2/3 collectives per micro-batch
+    best, worst = math.inf, math.inf
+    for z in (zs if sharded else zs[:1]):  # without a DP group every ZeRO stage is the same
+        for rc in _may_fit(rcs, lambda rc, z=z: memo.over(rc, z)):
+            zero = memo.zero(rc, z, flags) if z >= 2 and sharded else None
+            best = min(best, _bound(sc0, placed, secs, memo, rc, tco, zero))
+        worst = min([worst] + [memo.over(rc, z) for rc in rcs[:1] + rcs[-1:]])
+    if best == math.inf:
+        return math.inf, Rejection(
+            "oom", f"OOM by at least {max(worst, 0.0):.2f} GiB at every ZeRO stage and recompute (memory lower bound)",
+            group_size(space, gpus, layout), _ex(gpus, probe))
+    return best, None
+
+
+def _may_fit(rcs: list[tuple[str, int | None]], over) -> list[tuple[str, int | None]]:
+    """The recompute options worth bounding: none when it fits (every other only adds time), else
+    selective if it fits and the least full recompute that fits (memory falls along the full
+    options: bisection; more recomputed layers only add time)."""
+    if ("none", None) in rcs and over(("none", None)) <= 0:
+        return [("none", None)]
+    out: list[tuple[str, int | None]] = []
+    if ("selective", None) in rcs and over(("selective", None)) <= 0:
+        out.append(("selective", None))
     fulls = [rc for rc in rcs if rc[0] == "full"]
     lo, hi = 0, len(fulls)
-    while lo < hi:  # the first full option whose memory lower bound fits
+    while lo < hi:
         mid = (lo + hi) // 2
-        if memo.over(fulls[mid]) <= 0:
+        if over(fulls[mid]) <= 0:
             hi = mid
         else:
             lo = mid + 1
     if lo < len(fulls):
-        options.append(fulls[lo])
-    if not options:
-        worst = min(memo.over(rc) for rc in rcs)
-        return math.inf, Rejection(
-            "oom", f"OOM by at least {worst:.2f} GiB at every ZeRO stage and recompute (memory lower bound)",
-            group_size(space, gpus, layout), _ex(gpus, probe))
-    return min(_bound(sc0, placed, secs, memo, rc, tco) for rc in options), None
+        out.append(fulls[lo])
+    return out
 
 
-def _bound(sc0: Scenario, placed, secs, memo: "_Memory", rc: tuple[str, int | None], tco: bool) -> float:
+def _bound(sc0: Scenario, placed, secs, memo: "_Memory", rc: tuple[str, int | None], tco: bool,
+           zero: list[tuple[float, float, float]] | None) -> float:
     """``pipeline_bound`` of the group's candidates with recompute ``rc``: forward/backward from
     the shared blocks (as priced without userbuffers, and with them when the group has
     ``tp_comm_overlap`` candidates), the recompute phase without its TP collectives (both ways
-    below what either candidate runs), no p2p, no DP tail."""
+    below what either candidate runs), ``zero`` (per stage: forward, backward, recompute) added,
+    no p2p, no DP tail."""
     m = sc0.num_microbatches // _chains(sc0)
     rec = memo.recompute(rc)
-    reps = placed.rep_ranks
-    out = pipeline_bound(placed.pipe, stage_phases_of(placed, secs, TP_OFF, rec), m, ranks=reps)
-    if tco:
-        out = min(out, pipeline_bound(placed.pipe, stage_phases_of(placed, secs, TP_UB, rec), m, ranks=reps))
+    reps = placed.rep_ranks if zero is None else None
+    out = math.inf
+    for side in ((TP_OFF, TP_UB) if tco else (TP_OFF,)):
+        ph = stage_phases_of(placed, secs, side, rec)
+        if zero is not None:
+            ph = [(f + a, b + c, w, r + d) for (f, b, w, r), (a, c, d) in zip(ph, zero)]
+        out = min(out, pipeline_bound(placed.pipe, ph, m, ranks=reps))
     return out
 
 
@@ -107,10 +129,11 @@ class _Memory:
         st = sc0.strategy
         self.ranks = sorted({cw.rank for cw in placed.works})
         self.by_rank = [tuple(cw for cw in sorted(placed.works, key=lambda c: (c.rank, c.index)) if cw.rank == r) for r in self.ranks]
-        self.static = self._static_floor(zs)
+        self.static = self._statics(zs)
         self.cap = sc0.system.gpu.memory_gib - sc0.system.gpu.non_torch_gib
         self.ov = st.allocator_overhead
-        self._over: dict[tuple, float] = {}
+        self._peaks: dict[tuple, list[tuple[float, float]]] = {}
+        self._comm: Any = None
 
     def _scenario(self, **update) -> Scenario:
         """The group's scenario with some strategy fields changed, not re-validated (the fields
@@ -118,30 +141,31 @@ class _Memory:
         sc0 = self.sc0
         return Scenario.model_construct(model=sc0.model, system=sc0.system, strategy=sc0.strategy.model_copy(update=update))
 
-    def _static_floor(self, zs: list[int]) -> list[float]:
-        """Per rank, the least model-state bytes over the space's ZeRO stages (cost/static_memory.py)."""
+    def _statics(self, zs: list[int]) -> dict[int, list[float]]:
+        """Per ZeRO stage of the space, per rank, its model-state bytes (cost/static_memory.py)."""
         from ..cost.static_memory import static_memory, stage_params
 
-        out = []
-        scs = [self._scenario(zero_stage=z) for z in (zs or [self.sc0.strategy.zero_stage])]
-        for chunks in self.by_rank:
-            params = stage_params(self.sc0, chunks)
-            least = math.inf
-            for sc in scs:
-                s = static_memory(sc, params)
-                least = min(least, s.weights + s.grads + s.optimizer + s.buffers)
-            out.append(least)
+        params = [stage_params(self.sc0, chunks) for chunks in self.by_rank]
+        out = {}
+        for z in zs or [self.sc0.strategy.zero_stage]:
+            sc = self._scenario(zero_stage=z)
+            out[z] = [sum((s.weights, s.grads, s.optimizer, s.buffers)) for s in (static_memory(sc, p) for p in params)]
         return out
 
     def _priced_for(self, rc: tuple[str, int | None]):
         return replace(self.p, sc=self._scenario(recompute=rc[0], recompute_num_layers=rc[1]))
 
-    def over(self, rc: tuple[str, int | None]) -> float:
-        """GiB over capacity on the tightest rank for recompute ``rc`` at the best ZeRO stage
-        (``estimate.memory_by_stage`` with the model states at their floor)."""
-        hit = self._over.get(rc)
-        if hit is not None:
-            return hit
+    def over(self, rc: tuple[str, int | None], z: int) -> float:
+        """GiB over capacity on the tightest rank for recompute ``rc`` at ZeRO stage ``z``
+        (``estimate.memory_by_stage``: model states + the held activations + the transient)."""
+        peaks = self._peaks.get(rc)
+        if peaks is None:
+            peaks = self._peaks[rc] = self._activation_peaks(rc)
+        return max((static + held + extra) * (1.0 + self.ov) / GIB
+                   for static, (held, extra) in zip(self.static[z], peaks)) - self.cap
+
+    def _activation_peaks(self, rc: tuple[str, int | None]) -> list[tuple[float, float]]:
+        """Per rank, (held activation bytes, transient bytes) at its peak for recompute ``rc``."""
         from ..cost.stage import _chunk_memory, _recomputed_layers
         from ..pipeline import max_inflight, order_memory_peaks
 
@@ -151,12 +175,38 @@ class _Memory:
         combined = st.overlap_moe_expert_parallel_comm
         mems = [[_chunk_memory(p, cw, _recomputed_layers(p, cw)) for cw in chunks] for chunks in self.by_rank]
         if any(len(c) > 1 for c in mems):
-            peaks = [(h, e) for h, e, _ in order_memory_peaks(st.schedule, st.pp, m, st.vpp, mems, combined)]
-        else:
-            peaks = [(max_inflight(st.schedule, r, st.pp, m, st.vpp, combined) * c[0][0], c[0][1]) for r, c in zip(self.ranks, mems)]
-        worst = max((static + held + extra) * (1.0 + self.ov) / GIB for static, (held, extra) in zip(self.static, peaks))
-        hit = self._over[rc] = worst - self.cap
-        return hit
+            return [(h, e) for h, e, _ in order_memory_peaks(st.schedule, st.pp, m, st.vpp, mems, combined)]
+        return [(max_inflight(st.schedule, r, st.pp, m, st.vpp, combined) * c[0][0], c[0][1]) for r, c in zip(self.ranks, mems)]
+
+    def zero(self, rc: tuple[str, int | None], z: int, flags: list[dict[str, bool]]) -> list[tuple[float, float, float]]:
+        """Per data-flow stage, the least over the group's DP flags of what the ZeRO-2/3
+        collectives add to its forward, backward and recompute (``prune.zero_deltas`` on the
+        chunks' own compute, the group's own network)."""
+        from types import SimpleNamespace
+
+        from ..cost.comm import CommModel
+        from ..cost.phase import PhaseCost
+        from ..cost.stage import _recompute_cost, _recomputed_layers
+        from .prune import zero_deltas
+
+        if self._comm is None:
+            self._comm = CommModel(self.sc0)
+        p = self._priced_for(rc)
+        chunks = []
+        for cw, i in zip(self.placed.works, self.placed.of_stage):
+            n = self.placed.kinds[i]
+            f = sum(c * p.costs[k][0].compute_s for k, c in n.items())
+            b = sum(c * p.costs[k][1].compute_s for k, c in n.items())
+            r = _recompute_cost(p, cw, _recomputed_layers(p, cw)).compute_s
+            chunks.append(SimpleNamespace(fwd=PhaseCost(compute_s=f), bwd=PhaseCost(compute_s=b), recompute=PhaseCost(compute_s=r), work=cw))
+        plan = SimpleNamespace(stages=[SimpleNamespace(chunks=chunks)], comm=self._comm)
+        best: list[tuple[float, float, float]] | None = None
+        for fl in {(f["overlap_grad_reduce"], f["overlap_param_gather"]) for f in flags}:
+            sc = self._scenario(zero_stage=z, recompute=rc[0], recompute_num_layers=rc[1],
+                                overlap_grad_reduce=fl[0], overlap_param_gather=fl[1])
+            d = zero_deltas(sc, plan)
+            best = d if best is None else [tuple(map(min, x, y)) for x, y in zip(best, d)]  # type: ignore[misc]
+        return best or []
 
     def recompute(self, rc: tuple[str, int | None]) -> list[float]:
         """The recompute phase of each distinct chunk of the layout (``Placed.kinds``), run alone
