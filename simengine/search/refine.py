@@ -63,8 +63,10 @@ def refine_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int
     best, worst = math.inf, math.inf
     for z in (zs if sharded else zs[:1]):  # without a DP group every ZeRO stage is the same
         for rc in _may_fit(rcs, lambda rc, z=z: memo.over(rc, z)):
-            zero = memo.zero(rc, z, flags) if z >= 2 and sharded else None
-            best = min(best, _bound(sc0, placed, secs, memo, rc, tco, zero))
+            lb = _bound(sc0, placed, secs, memo, rc, tco, None)
+            if z >= 2 and sharded and lb < best:  # the collectives only add to it
+                lb = _bound(sc0, placed, secs, memo, rc, tco, memo.zero(rc, z, flags))
+            best = min(best, lb)
         worst = min([worst] + [memo.over(rc, z) for rc in rcs[:1] + rcs[-1:]])
     if best == math.inf:
         return math.inf, Rejection(
@@ -134,6 +136,7 @@ class _Memory:
         self.ov = st.allocator_overhead
         self._peaks: dict[tuple, list[tuple[float, float]]] = {}
         self._comm: Any = None
+        self._pf: dict[tuple, Any] = {}
 
     def _scenario(self, **update) -> Scenario:
         """The group's scenario with some strategy fields changed, not re-validated (the fields
@@ -145,15 +148,22 @@ class _Memory:
         """Per ZeRO stage of the space, per rank, its model-state bytes (cost/static_memory.py)."""
         from ..cost.static_memory import static_memory, stage_params
 
-        params = [stage_params(self.sc0, chunks) for chunks in self.by_rank]
+        kinds: dict[tuple, int] = {}  # ranks holding the same kinds of chunk have the same model states
+        of_rank = [kinds.setdefault(tuple(self.placed.of_stage[cw.index] for cw in chunks), len(kinds)) for chunks in self.by_rank]
+        first = {i: chunks for chunks, i in zip(self.by_rank, of_rank)}
+        params = [stage_params(self.sc0, first[i]) for i in range(len(kinds))]
         out = {}
         for z in zs or [self.sc0.strategy.zero_stage]:
             sc = self._scenario(zero_stage=z)
-            out[z] = [sum((s.weights, s.grads, s.optimizer, s.buffers)) for s in (static_memory(sc, p) for p in params)]
+            per = [sum((s.weights, s.grads, s.optimizer, s.buffers)) for s in (static_memory(sc, p) for p in params)]
+            out[z] = [per[i] for i in of_rank]
         return out
 
     def _priced_for(self, rc: tuple[str, int | None]):
-        return replace(self.p, sc=self._scenario(recompute=rc[0], recompute_num_layers=rc[1]))
+        hit = self._pf.get(rc)
+        if hit is None:
+            hit = self._pf[rc] = replace(self.p, sc=self._scenario(recompute=rc[0], recompute_num_layers=rc[1]))
+        return hit
 
     def over(self, rc: tuple[str, int | None], z: int) -> float:
         """GiB over capacity on the tightest rank for recompute ``rc`` at ZeRO stage ``z``
@@ -173,7 +183,17 @@ class _Memory:
         st, sc0 = self.sc0.strategy, self.sc0
         m = sc0.num_microbatches // _chains(sc0)
         combined = st.overlap_moe_expert_parallel_comm
-        mems = [[_chunk_memory(p, cw, _recomputed_layers(p, cw)) for cw in chunks] for chunks in self.by_rank]
+        seen: dict[tuple, tuple[float, float]] = {}  # a chunk's memory depends on what it holds (cost/stage.py _plan_chunk_once)
+
+        def mem(cw) -> tuple[float, float]:
+            kinds = tuple(sc0.model.is_moe_layer(i) for i in cw.layers) if cw.moe_layers else len(cw.layers)
+            key = (kinds, cw.first, cw.last, cw.mtp, cw.mtp_moe, cw.window_layers)
+            hit = seen.get(key)
+            if hit is None:
+                hit = seen[key] = _chunk_memory(p, cw, _recomputed_layers(p, cw))
+            return hit
+
+        mems = [[mem(cw) for cw in chunks] for chunks in self.by_rank]
         if any(len(c) > 1 for c in mems):
             return [(h, e) for h, e, _ in order_memory_peaks(st.schedule, st.pp, m, st.vpp, mems, combined)]
         return [(max_inflight(st.schedule, r, st.pp, m, st.vpp, combined) * c[0][0], c[0][1]) for r, c in zip(self.ranks, mems)]
@@ -193,12 +213,16 @@ class _Memory:
             self._comm = CommModel(self.sc0)
         p = self._priced_for(rc)
         chunks = []
+        made: dict[int, tuple] = {}  # one set of phases per kind of chunk (zero_deltas prices each once)
         for cw, i in zip(self.placed.works, self.placed.of_stage):
-            n = self.placed.kinds[i]
-            f = sum(c * p.costs[k][0].compute_s for k, c in n.items())
-            b = sum(c * p.costs[k][1].compute_s for k, c in n.items())
-            r = _recompute_cost(p, cw, _recomputed_layers(p, cw)).compute_s
-            chunks.append(SimpleNamespace(fwd=PhaseCost(compute_s=f), bwd=PhaseCost(compute_s=b), recompute=PhaseCost(compute_s=r), work=cw))
+            if i not in made:
+                n = self.placed.kinds[i]
+                f = sum(c * p.costs[k][0].compute_s for k, c in n.items())
+                b = sum(c * p.costs[k][1].compute_s for k, c in n.items())
+                r = _recompute_cost(p, cw, _recomputed_layers(p, cw)).compute_s
+                made[i] = (PhaseCost(compute_s=f), PhaseCost(compute_s=b), PhaseCost(compute_s=r))
+            fwd, bwd, rec = made[i]
+            chunks.append(SimpleNamespace(fwd=fwd, bwd=bwd, recompute=rec, work=cw))
         plan = SimpleNamespace(stages=[SimpleNamespace(chunks=chunks)], comm=self._comm)
         best: list[tuple[float, float, float]] | None = None
         for fl in {(f["overlap_grad_reduce"], f["overlap_param_gather"]) for f in flags}:
