@@ -569,3 +569,13 @@ def test_work_floor_is_below_the_group_bound(model, choices):
             assert rej0 is None and 0 < floor <= lb * (1 + 1e-12)
             checked += 1
     assert checked > 20
+
+
+def test_accounting_with_a_top_covers_the_whole_space():
+    """With a top, groups are looked at in bound order and most are never screened: every
+    candidate is still timed or rejected with a reason (invalid, OOM, dominated, or its bound)."""
+    res = search(tiny_space(), top=3)
+    assert res.evaluated + sum(r.count for r in res.rejections) == res.space_size
+    kinds = {r.kind for r in res.rejections}
+    assert "bound" in kinds and all(r.reason and r.count > 0 for r in res.rejections)
+    assert res.evaluated < search(tiny_space()).evaluated

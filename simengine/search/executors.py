@@ -42,7 +42,9 @@ def work_batch(space: SearchSpace, batch: Batch) -> list:
     out: list = []
     for kind, item in batch:
         if kind == "refine":
-            out.append(Refined(item, *refine_group(space, *item), "screen"))
+            grp, limit = item
+            g, lay, mbs, order = grp
+            out.append(Refined(grp, *refine_group(space, g, lay, mbs, order, limit=limit), "screen"))
         elif kind == "bound":
             out.append(Refined(item, *bound_group(space, *item), "refine"))
         else:

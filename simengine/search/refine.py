@@ -36,12 +36,15 @@ from .types import Rejection
 GIB = float(1 << 30)
 
 
-def refine_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, order: int) -> tuple[float, Rejection | None]:
+def refine_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, order: int,
+                 limit: float = math.inf) -> tuple[float, Rejection | None]:
     """(lower bound on the step time of every fitting candidate of the group, rejection when the
     group is invalid or certainly OOM). Per ZeRO stage of the space: the recompute options that
     may fit at that stage (its exact model states), each bounded with its recompute phase and, at
     ZeRO-2/3, the per-micro-batch collectives at the DP flags that cost the least; the least of
-    those over the stages."""
+    those over the stages. ``limit`` (the frontier's top-th best so far): the collectives are only
+    priced where they may lift the bound above it — elsewhere the bound without them stands (a
+    lower bound too, and the group's fate is the same)."""
     from .prune import _ex, _shared, _strategy, scenario
 
     zs = zero_stages(space)
@@ -60,14 +63,22 @@ def refine_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int
     if not rcs or not zs:
         return _bound(sc0, placed, secs, memo, ("none", None), tco, None), None
     sharded = sc0.dp * sc0.strategy.cp * sc0.edp > 1   # cost/stage.py _plan_chunk: ZeRO-2/3 collectives per micro-batch
-    best, worst = math.inf, math.inf
+    worst = math.inf
+    options = []  # (bound without the ZeRO-2/3 collectives, whether they apply, z, recompute)
     for z in (zs if sharded else zs[:1]):  # without a DP group every ZeRO stage is the same
         for rc in _may_fit(rcs, lambda rc, z=z: memo.over(rc, z)):
-            lb = _bound(sc0, placed, secs, memo, rc, tco, None)
-            if z >= 2 and sharded and lb < best:  # the collectives only add to it
-                lb = _bound(sc0, placed, secs, memo, rc, tco, memo.zero(rc, z, flags))
-            best = min(best, lb)
+            options.append((_bound(sc0, placed, secs, memo, rc, tco, None), z >= 2 and sharded, z, rc))
         worst = min([worst] + [memo.over(rc, z) for rc in rcs[:1] + rcs[-1:]])
+    best = math.inf
+    for lb, zero, z, rc in sorted(options, key=lambda o: o[0]):
+        if lb >= best:
+            break
+        if not zero or best <= limit or lb > limit:  # every later option is at least lb
+            best = lb
+            if zero:
+                break
+            continue
+        best = min(best, _bound(sc0, placed, secs, memo, rc, tco, memo.zero(rc, z, flags)))
     if best == math.inf:
         return math.inf, Rejection(
             "oom", f"OOM by at least {max(worst, 0.0):.2f} GiB at every ZeRO stage and recompute (memory lower bound)",

@@ -143,7 +143,9 @@ def _best_first(ex, space: SearchSpace, groups: list, bounds: list, objective: s
             break
         batch: list = []
         while heap and len(batch) < ROUND and heap[0][0] <= bound:
-            batch.append(heapq.heappop(heap)[3])
+            kind, item = heapq.heappop(heap)[3]
+            # refine learns the round's threshold (deterministic: the same on every executor)
+            batch.append((kind, (item, bound / (item[0] if w else 1))) if kind == "refine" else (kind, item))
         for part in ex.map(work_batch, space, _batches(batch), None):
             for o in part:
                 if isinstance(o, Refined):
