@@ -42,9 +42,9 @@ def refine_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int
     group is invalid or certainly OOM). Per ZeRO stage of the space: the recompute options that
     may fit at that stage (its exact model states), each bounded with its recompute phase and, at
     ZeRO-2/3, the per-micro-batch collectives at the DP flags that cost the least; the least of
-    those over the stages. ``limit`` (the frontier's top-th best so far): the collectives are only
-    priced where they may lift the bound above it — elsewhere the bound without them stands (a
-    lower bound too, and the group's fate is the same)."""
+    those over the stages. ``limit`` (the frontier's top-th best so far, which only falls): once
+    the options left are all above it without their collectives, the group is out of the top for
+    good and their bound without them stands (a lower bound too)."""
     from .prune import _ex, _shared, _strategy, scenario
 
     zs = zero_stages(space)
@@ -73,7 +73,7 @@ def refine_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int
     for lb, zero, z, rc in sorted(options, key=lambda o: o[0]):
         if lb >= best:
             break
-        if not zero or best <= limit or lb > limit:  # every later option is at least lb
+        if not zero or lb > limit:  # every later option is at least lb (above the limit: pruned for good)
             best = lb
             if zero:
                 break
