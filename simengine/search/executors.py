@@ -127,6 +127,8 @@ class RayExecutor:
 
     def __init__(self, address: str | None = None, num_cpus: int | None = None):
         self.address, self.num_cpus = address, num_cpus
+        self._remote: dict[Callable, Any] = {}   # one remote function per batch function, registered once
+        self._space: tuple[Any, Any] = (None, None)   # (space, its object ref): put once per search
 
     def map(self, fn: Callable, space: SearchSpace, batches: Sequence[Batch], progress: Progress | None = None) -> list[list]:
         try:
@@ -136,8 +138,12 @@ class RayExecutor:
         if not ray.is_initialized():
             kw: dict[str, Any] = {"address": self.address} if self.address else {"num_cpus": self.num_cpus}
             ray.init(ignore_reinit_error=True, include_dashboard=False, log_to_driver=False, **kw)
-        remote = ray.remote(fn)
-        ref_space = ray.put(space)
+        remote = self._remote.get(fn)
+        if remote is None:  # a branch-and-bound search maps many rounds: export the function once
+            remote = self._remote[fn] = ray.remote(fn)
+        if self._space[0] is not space:
+            self._space = (space, ray.put(space))
+        ref_space = self._space[1]
         refs = [remote.remote(ref_space, b) for b in batches]
         out, done, total = [], 0, sum(len(b) for b in batches)
         try:
@@ -150,6 +156,10 @@ class RayExecutor:
                 ray.cancel(r)
             raise
         return out
+
+    def close(self) -> None:
+        """End of a search: drop the space's object ref (the remote functions stay registered)."""
+        self._space = (None, None)
 
 
 def make_executor(name: str | None = None, workers: int | None = None, address: str | None = None):
