@@ -462,6 +462,8 @@ def test_bound_is_the_closed_form_for_b_full_schedules_without_dp(p2p_overlap):
             assert r == pytest.approx(1.0, rel=1e-9)
         if sched == "interleaved":  # the drain through the lower stages of each rank
             assert r > 0.99
+        if sched in ("zb-h1", "zb-h2"):  # the W the order runs after the last B (bound.order_tails)
+            assert r > 0.97
 
 
 @pytest.mark.parametrize("base", [{}, {"overlap_p2p_comm": True}])

@@ -16,6 +16,7 @@ group's own plan on every group of small dense and MoE spaces.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from types import SimpleNamespace
 from typing import Any
 
@@ -65,7 +66,8 @@ def pipe_of(rank_stage: list[tuple[int, int]], schedule: str) -> Pipe:
 
 
 def pipeline_bound(pipe: Pipe, phases: list[Phases], m: int, tails: dict[int, float] | None = None,
-                   p2p: float = 0.0, inline: bool = True, ranks: tuple | None = None) -> float:
+                   p2p: float = 0.0, inline: bool = True, ranks: tuple | None = None,
+                   order: tuple[tuple[int, int], ...] | None = None) -> float:
     """A lower bound on the step of the schedule, from data flow alone (``phases[s]``: stage s's
     phases each run alone, ``phase_alone``; DP buckets and the optimizer only in ``tails``).
     With F_s, B_s the forward and backward of stage s (B_s = backward-input + weight gradient when
@@ -91,7 +93,13 @@ def pipeline_bound(pipe: Pipe, phases: list[Phases], m: int, tails: dict[int, fl
     makespan (m + p − 1)(F + B)). ``chains``: stage s is stage s mod n of chain s div n, each chain
     with its own first stage (DualPipe's two directions), and a rank starts when the first of its
     chains reaches it. ``ranks``: the (rank, stages) to evaluate when the others are known not to
-    matter (``Placed.rep_ranks``); all of them by default."""
+    matter (``Placed.rep_ranks``); all of them by default.
+
+    ``order`` (``order_tails``, one chunk per rank): per rank, the micro-batch of its last B and
+    how many W its order runs after it. Then the last B on rank r ends ≥ start + m·(F + B + R)
+    + (m − that many)·W (everything before it in its stream's FIFO order), its micro-batch drains
+    to the first stage, and when that is the first stage's last B too, the W after it follow —
+    the zero-bubble schedules' tail (Qi et al. 2024, ZB-H1/H2: W fills the bubble, never the drain)."""
     n = pipe.chain_len
     full_b = pipe.full_b
     tails = tails or {}
@@ -124,7 +132,33 @@ def pipeline_bound(pipe: Pipe, phases: list[Phases], m: int, tails: dict[int, fl
         for work, lo in chain.values():
             lo_i = int(lo)
             best = max(best, start + m * work + _drain(lo_i, pre_b, sb, inline, p2p) + tails.get(pipe.head_rank[lo_i], 0.0))
+        if order is not None and len(mine) == 1 and n == len(phases):
+            s = mine[0]
+            f, b, w, rc = phases[s]
+            head = pipe.head_rank[s]
+            mb, after = order[r]
+            end = start + m * (f + b + rc + own * (sf[s] + sb[s])) + (m - after) * w + _drain(s, pre_b, sb, inline, p2p)
+            if order[head][0] == mb:
+                end += order[head][1] * phases[0][2]
+            best = max(best, end + tails.get(head, 0.0))
     return best
+
+
+@lru_cache(maxsize=256)
+def order_tails(schedule: str, p: int, m: int, vpp: int) -> tuple[tuple[int, int], ...] | None:
+    """Per rank of a one-chunk-per-rank schedule without F&B pairs: (micro-batch of its last B,
+    W actions after it in its order), read off the schedule's own orders (``Schedule.orders``);
+    None for other schedules."""
+    from ..schedule import get_schedule
+
+    sched = get_schedule(schedule)
+    if sched.chunks_per_rank(vpp) != 1 or sched.pairs is not None or sched.chains != 1:
+        return None
+    out = []
+    for order in sched.orders(p, m, vpp):
+        last = max(i for i, a in enumerate(order) if a.kind == "B")
+        out.append((order[last].mb, sum(1 for a in order[last + 1:] if a.kind == "W")))
+    return tuple(out)
 
 
 def _drain(s: int, pre_b: list[float], sb: tuple[bool, ...], inline: bool, p2p: float) -> float:

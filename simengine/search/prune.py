@@ -28,7 +28,7 @@ from ..config.strategy import StrategySpec
 from ..config.system import SystemSpec
 from ..errors import ConfigError, from_pydantic
 from ..pipeline import sim_microbatches
-from .bound import pipe_of, pipeline_bound, schedule_chains, speed_factors
+from .bound import order_tails, pipe_of, pipeline_bound, schedule_chains, speed_factors
 from .space import SearchSpace, flag_options, group_size, recompute_options, zero_stages
 from .types import Candidate, GroupScreen, Rejection
 
@@ -349,6 +349,7 @@ def screen_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int
         for rc, _ in _fitting_recompute(space, gpus, layout, mbs, z, rcs, len(flags), out, known, plans):
             plan, _, pipe, on, off, m, p2p, _ = plans[rc]
             inline = not sc0.strategy.overlap_p2p_comm
+            tails_of = None if sc0.strategy.overlap_moe_expert_parallel_comm else order_tails(layout["schedule"], layout["pp"], m, layout["vpp"])
             ub = _userbuffer_phases(space, gpus, probe, sc0, on) if any(f["tp_comm_overlap"] for f in flags) else on
             for fl in flags:
                 dpf = (fl["overlap_grad_reduce"], fl["overlap_param_gather"])
@@ -361,7 +362,7 @@ def screen_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int
                         zero[(rc, dpf)] = zero_deltas(Scenario.model_construct(
                             model=sc0.model, system=sc0.system, strategy=construct(space, _strategy(space, layout, mbs, z, rc, fl))), plan)
                     ph = [(f + a, b + c, w, r + d) for (f, b, w, r), (a, c, d) in zip(ph, zero[(rc, dpf)])]
-                lb = pipeline_bound(pipe, ph, m, tails[dpf], p2p, inline)
+                lb = pipeline_bound(pipe, ph, m, tails[dpf], p2p, inline, order=tails_of)
                 out.entries.append((gpus, _strategy(space, layout, mbs, z, rc, fl), lb, order * 1000 + len(out.entries)))
     return out
 
