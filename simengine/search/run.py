@@ -1,5 +1,17 @@
 """``search(space, …)``: plan the groups, evaluate them on an executor, merge, rank.
 
+With a top to reach, a branch and bound over a frontier keyed by lower bounds that only rise as
+a node is looked at more closely — each is below every fitting candidate it stands for, so a
+node whose bound is above the top-th best timed step is out for good:
+
+1. ``prune.work_floor``: the average rank's share of the step's work (O(1) per group);
+2. ``prune.bound_group``: validity and the pipeline bound of the no-recompute plan (``bound.py``);
+3. ``refine.refine_group``: per ZeRO stage, the recompute its memory needs and the ZeRO-2/3
+   collectives (no plan), or an OOM rejection;
+4. ``prune.screen_group``: the memory pre-filter on the group's plans, each surviving candidate
+   with its own bound (p2p, DP tail, ZeRO collectives at its flags, zero-bubble tails);
+5. the estimate itself.
+
 Pure and deterministic: groups are listed in a fixed order, batched in that order, merged in
 that order, and ranked with the enumeration index as the final tie-break.
 """
