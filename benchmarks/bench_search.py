@@ -46,13 +46,19 @@ def space_of(case: str, choices: dict | None = None):
 
 
 def run(case: str, top: int, executor=None, label: str = "in-process") -> float:
+    """One search; prints its counts, wall time (perf_counter), this process's CPU time
+    (process_time: the driver only when an executor farms the work out) and the 1-minute load."""
+    import os
+
     sp = space_of(case)
-    t0 = time.perf_counter()
+    load = os.getloadavg()[0]
+    t0, c0 = time.perf_counter(), time.process_time()
     res = search(sp, top=top, executor=executor)
-    dt = time.perf_counter() - t0
+    dt, dc = time.perf_counter() - t0, time.process_time() - c0
     best = res.candidates[0].label() if res.candidates else "nothing fits"
+    tps = f" ({res.candidates[0].tokens_per_s:,.0f} tokens/s)" if res.candidates else ""
     print(f"{case:9s} {label:12s} space {res.space_size:>12,}  memory checks {res.memory_checked:>7,}  timed {res.evaluated:>7,}  "
-          f"{dt:8.2f} s  best: {best} ({res.candidates[0].tokens_per_s:,.0f} tokens/s)" if res.candidates else best)
+          f"{dt:8.2f} s wall  {dc:8.2f} s cpu  load {load:.1f}  best: {best}{tps}")
     return dt
 
 

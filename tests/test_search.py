@@ -312,22 +312,23 @@ def test_shared_group_bound_equals_the_bound_of_the_groups_own_plan(model, choic
     """bound_group prices blocks once per (tp, cp, ep, etp, mbs) and places layers once per
     pipeline layout; the result must be the bound read off each group's own plan."""
     from simengine.cost.stage import build_plan
-    from simengine.pipeline import sim_microbatches
-    from simengine.search.bound import schedule_chains
     from simengine.search.prune import _bounds, _strategy, bound_group
 
     space = make_space(model, SMALL_GPU, global_batch=16, seq_len=4096, gpus=[8], choices=choices)
-    checked = 0
+    checked = checked_ub = 0
     for g, lay, mbs, order in _groups(space):
         lb, rej = bound_group(space, g, lay, mbs, order)
         if rej is not None:
             continue
         sc = scenario(space, g, _strategy(space, lay, mbs, zero_stages(space)[0], ("none", None), {}))
-        on, off = _bounds(build_plan(sc), sim_microbatches(sc), schedule_chains(sc.strategy.schedule))
-        tco = any(f["tp_comm_overlap"] for f in flag_options(space, lay, sc.dp))
-        assert lb == pytest.approx(on if tco else off, rel=1e-9)
+        want = _bounds(build_plan(sc), sc)[1]
+        if any(f["tp_comm_overlap"] for f in flag_options(space, lay, sc.dp)):  # the group holds userbuffers candidates
+            ub = scenario(space, g, _strategy(space, lay, mbs, zero_stages(space)[0], ("none", None), {"tp_comm_overlap": True}))
+            want = min(want, _bounds(build_plan(ub), ub)[1])
+            checked_ub += 1
+        assert lb == pytest.approx(want, rel=1e-9)
         checked += 1
-    assert checked > 20
+    assert checked > 20 and checked_ub > 5
 
 
 def test_the_pre_filter_and_the_estimate_agree_on_memory(monkeypatch):
@@ -431,3 +432,152 @@ def test_rejection_reasons_generalise_numbers_not_names():
         "invalid: combined 1F1B: pp=N with schedule='1f1b'; pp=N, zb-h1 (cp_comm_type='a2a')"
     assert key("OOM by 3.25 GiB on stage 12") == key("OOM by 1 GiB on stage 0") == "invalid: OOM by N GiB on stage N"
     assert key("m=4 >= 2*pp = 8, 1024GiB") == "invalid: m=N >= N*pp = N, 1024GiB"
+
+
+def _screened_ratios(space):
+    """(schedule, bound / estimate) of every screened candidate of a space."""
+    from simengine.search.prune import screen_group
+
+    out = []
+    for g, lay, mbs, order in _groups(space):
+        for _, strat, lb, _ in screen_group(space, g, lay, mbs, order).entries:
+            out.append((lay["schedule"], lb / api.estimate(scenario(space, g, strat)).step_time_s))
+    return out
+
+
+@pytest.mark.parametrize("p2p_overlap", [False, True])
+def test_bound_is_the_closed_form_for_b_full_schedules_without_dp(p2p_overlap):
+    """Without a data-parallel group nothing hides off the critical path: for GPipe and 1F1B the
+    bound (fill, m stage times and drain with B-full backwards, the p2p sends in line or on the pp
+    stream) is the engine's step time; for the others it stays below it."""
+    space = make_space({**TINY, "num_layers": 8}, SYSTEM, global_batch=32, seq_len=4096, gpus=[8],
+                       choices={"tp": (2,), "pp": (4,), "cp": (1,), "recompute": ("none",), "zero_stage": (0,),
+                                "micro_batch_size": (1, 4)},
+                       base={"overlap_p2p_comm": p2p_overlap})
+    ratios = _screened_ratios(space)
+    assert {s for s, _ in ratios} >= {"gpipe", "1f1b", "interleaved", "zb-h1"}
+    for sched, r in ratios:
+        assert r <= 1 + 1e-12
+        if sched in ("gpipe", "1f1b"):
+            assert r == pytest.approx(1.0, rel=1e-9)
+        if sched == "interleaved":  # the drain through the lower stages of each rank
+            assert r > 0.99
+        if sched in ("zb-h1", "zb-h2"):  # the W the order runs after the last B (bound.order_tails)
+            assert r > 0.97
+
+
+@pytest.mark.parametrize("base", [{}, {"overlap_p2p_comm": True}])
+def test_search_with_userbuffers_and_p2p_modes_equals_brute_force(base):
+    """The bound prices tp_comm_overlap candidates with their userbuffer windows and the p2p sends
+    of their mode; the pruned search still finds the brute force's best."""
+    choices = {"tp": (2,), "pp": (2,), "cp": (1,), "zero_stage": (1,), "overlap_param_gather": (True,),
+               "recompute": ("none", "full"), "recompute_num_layers": (None,)}
+    space = make_space(TINY, SYSTEM, global_batch=16, seq_len=4096, gpus=[8], choices=choices, base=base)
+    brute = brute_force(space)
+    assert {b[2]["tp_comm_overlap"] for b in brute} == {False, True}
+    best = max(b[0] for b in brute)
+    for top in (1, 3):
+        assert search(space, top=top).candidates[0].tokens_per_s == pytest.approx(best, rel=1e-12)
+
+
+def _group_candidates(space, g, lay, mbs):
+    """(strategy, report or None when invalid) of every candidate of one group."""
+    dp = max(g // (lay["tp"] * lay["pp"] * lay["cp"]), 1)
+    out = []
+    for z, rc, fl in itertools.product(zero_stages(space), recompute_options(space, lay), flag_options(space, lay, dp)):
+        strat = {**space.base, **lay, "micro_batch_size": mbs, "zero_stage": z, "recompute": rc[0],
+                 "recompute_num_layers": rc[1], **fl}
+        try:
+            out.append((strat, api.estimate({"model": space.model, "system": dict(space.system, num_gpus=g), "strategy": strat})))
+        except ConfigError:
+            out.append((strat, None))
+    return out
+
+
+@pytest.mark.parametrize("model,choices", [(TINY, {"tp": (1, 2), "pp": (1, 2), "cp": (1, 2), "cp_comm_type": ("p2p",),
+                                                   "overlap_param_gather": (True,), "overlap_grad_reduce": (True,)}),
+                                           (TINY, {"tp": (2,), "pp": (1, 2), "cp": (1,), "schedule": ("1f1b", "zb-h1")}),
+                                           (TINY_MOE, {"tp": (1,), "pp": (1, 2), "cp": (1,), "etp": (1,),
+                                                       "overlap_param_gather": (True,), "overlap_grad_reduce": (True,)})])
+def test_memory_refined_group_bound_is_below_every_fitting_candidate(model, choices):
+    """refine_group raises a group's bound to the recompute its memory certainly needs at each ZeRO
+    stage, with the ZeRO-2/3 collectives at the DP flags that cost the least: every fitting
+    candidate of the group is at least that slow, and a group it rejects as OOM holds no fitting
+    candidate (tight memory, so most groups need recompute and some cannot fit at all)."""
+    from simengine.search.prune import bound_group
+    from simengine.search.refine import refine_group
+
+    space = make_space(model, SMALL_GPU, global_batch=16, seq_len=8192, gpus=[8], choices=choices)
+    seen = {"raised": 0, "oom": 0, "checked": 0}
+    for g, lay, mbs, order in _groups(space):
+        lb0, rej0 = bound_group(space, g, lay, mbs, order)
+        if rej0 is not None:
+            continue
+        lb, rej = refine_group(space, g, lay, mbs, order)
+        fitting = [rep.step_time_s for _, rep in _group_candidates(space, g, lay, mbs) if rep is not None and rep.fits]
+        if rej is not None:
+            assert rej.kind in ("oom", "invalid") and not fitting
+            seen["oom"] += rej.kind == "oom"
+            continue
+        assert lb >= lb0 * (1 - 1e-12)
+        seen["raised"] += lb > lb0 * (1 + 1e-6)
+        for step in fitting:
+            assert lb <= step * (1 + 1e-12)
+            seen["checked"] += 1
+    assert seen["raised"] + seen["oom"] > 5 and seen["checked"] > 50, seen
+
+
+@pytest.mark.parametrize("zero,ogr,opg", [(2, False, False), (2, True, True), (3, False, True), (3, True, False), (3, True, True)])
+def test_zero_collectives_added_back_equal_the_candidates_own_plan(zero, ogr, opg):
+    """The entry bound prices a ZeRO-2/3 candidate's per-micro-batch collectives for its own DP
+    flags (``zero_deltas``, from each chunk's compute): with them added back, every phase equals
+    the phase of the candidate's own plan run alone by the engine's rule (sim/overlap.py)."""
+    from simengine.cost.stage import build_plan
+    from simengine.search.prune import plan_phases, zero_deltas
+    from simengine.sim.inputs import CommTask
+    from simengine.sim.overlap import phase_seconds
+
+    space = tiny_space(system=SYSTEM)
+    strat = {**space.base, "tp": 2, "pp": 2, "cp": 1, "micro_batch_size": 1, "zero_stage": zero, "recompute": "full",
+             "overlap_grad_reduce": ogr, "overlap_param_gather": opg}
+    sc = scenario(space, 8, strat)
+    plan = build_plan(sc)
+    _, _, off, _ = plan_phases(plan, sc)
+    deltas = zero_deltas(sc, plan)
+    slow = sc.strategy.overlap_slowdown
+    checked = 0
+    for st in plan.stages:
+        for c in st.chunks:
+            s = c.work.index
+            for i, pc, delta in ((0, c.fwd, deltas[s][0]), (1, c.bwd, deltas[s][1]), (3, c.recompute, deltas[s][2])):
+                direct = phase_seconds(pc.compute_s, tuple(CommTask(*t) for t in pc.tasks() if t[0] != "ep_comm"), slow)
+                assert off[s][i] + delta == pytest.approx(direct, rel=1e-12)
+                checked += delta > 0
+    assert checked >= 2  # ZeRO-2: the backward reduce-scatters; ZeRO-3 adds the gathers
+
+
+@pytest.mark.parametrize("model,choices", [(TINY, {"tp": (1, 2), "pp": (1, 2, 4), "cp": (1, 2)}), (TINY_MOE, MOE_CHOICES)])
+def test_work_floor_is_below_the_group_bound(model, choices):
+    """The first, cheapest bound of a group (the average rank's share of the step's work) is
+    below the group's pipeline bound, so the frontier may look at groups in its order."""
+    from simengine.search.prune import bound_group, work_floor
+
+    space = make_space(model, SMALL_GPU, global_batch=16, seq_len=4096, gpus=[8], choices=choices)
+    checked = 0
+    for grp in _groups(space):
+        lb, rej = bound_group(space, *grp)
+        if rej is None:
+            floor, rej0 = work_floor(space, *grp)
+            assert rej0 is None and 0 < floor <= lb * (1 + 1e-12)
+            checked += 1
+    assert checked > 20
+
+
+def test_accounting_with_a_top_covers_the_whole_space():
+    """With a top, groups are looked at in bound order and most are never screened: every
+    candidate is still timed or rejected with a reason (invalid, OOM, dominated, or its bound)."""
+    res = search(tiny_space(), top=3)
+    assert res.evaluated + sum(r.count for r in res.rejections) == res.space_size
+    kinds = {r.kind for r in res.rejections}
+    assert "bound" in kinds and all(r.reason and r.count > 0 for r in res.rejections)
+    assert res.evaluated < search(tiny_space()).evaluated

@@ -15,6 +15,8 @@ group's own plan on every group of small dense and MoE spaces.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import lru_cache
 from types import SimpleNamespace
 from typing import Any
 
@@ -28,43 +30,141 @@ Phases = tuple[float, float, float, float]     # forward, backward-input, backwa
 Stage = tuple[int, int, Phases]                 # (pp rank, data-flow stage, its phases for one micro-batch)
 
 
-def pipeline_bound(stages: list[Stage], m: int, tails: dict[int, float] | None = None, chains: int = 1) -> float:
-    """A lower bound on the step of any schedule, from data flow alone (each phase at no
-    contention, p2p, DP and optimizer work left out). With F_s, B_s the forward and
-    backward-input of stage s (data-flow order) and rank r's lowest stage lo(r):
+@dataclass(frozen=True, slots=True)
+class Pipe:
+    """What the bound reads of a pipeline layout and its schedule (``sim/graph.py`` rules):
+    which rank runs each data-flow stage, the chains (``Schedule.chains``), whether every B
+    carries its weight gradient (``not Schedule.splits_weight_grad``: the B task is B-full,
+    ``layout.V_BF``), and which hand-offs cross ranks (a p2p send; a hop inside a rank is free)."""
+
+    stage_rank: tuple[int, ...]
+    chain_len: int
+    full_b: bool
+    send_f: tuple[bool, ...]                 # stage s sends its activation to another rank
+    send_b: tuple[bool, ...]                 # stage s sends its input gradient to another rank
+    ranks: tuple[tuple[int, tuple[int, ...]], ...]   # (rank, its stages), ranks in ascending order
+    head_rank: tuple[int, ...]               # per stage: the rank of its chain's first stage
+
+
+def pipe_of(rank_stage: list[tuple[int, int]], schedule: str) -> Pipe:
+    """The ``Pipe`` of chunks given as (pp rank, data-flow stage) and a schedule name."""
+    from ..schedule import get_schedule
+
+    sched = get_schedule(schedule)
+    n_st = len(rank_stage)
+    rank = [0] * n_st
+    for r, s in rank_stage:
+        rank[s] = r
+    n = max(1, n_st // max(1, sched.chains))
+    send_f = tuple(s % n != n - 1 and rank[s + 1] != rank[s] for s in range(n_st))
+    send_b = tuple(s % n != 0 and rank[s - 1] != rank[s] for s in range(n_st))
+    by_rank: dict[int, list[int]] = {}
+    for s in range(n_st):
+        by_rank.setdefault(rank[s], []).append(s)
+    return Pipe(tuple(rank), n, not sched.splits_weight_grad, send_f, send_b,
+                tuple((r, tuple(by_rank[r])) for r in sorted(by_rank)), tuple(rank[s - s % n] for s in range(n_st)))
+
+
+def pipeline_bound(pipe: Pipe, phases: list[Phases], m: int, tails: dict[int, float] | None = None,
+                   p2p: float = 0.0, inline: bool = True, ranks: tuple | None = None,
+                   order: tuple[tuple[int, int], ...] | None = None) -> float:
+    """A lower bound on the step of the schedule, from data flow alone (``phases[s]``: stage s's
+    phases each run alone, ``phase_alone``; DP buckets and the optimizer only in ``tails``).
+    With F_s, B_s the forward and backward of stage s (B_s = backward-input + weight gradient when
+    the schedule never splits W: its B task is B-full), P the p2p send of a hand-off that crosses
+    ranks (on the sender's compute stream with ``inline`` — Megatron's blocking
+    ``send_forward``/``send_backward`` —, else on its pp stream; the receiver waits for it either
+    way), and rank r's lowest stage lo(r):
 
     * rank r's compute stream does nothing before micro-batch 1's forward reached stage lo(r):
-      it starts at ≥ Σ_{s<lo} F_s and then runs m·(its F + B + W + R), serially;
-    * for each stage s of rank r, the last backward-input on s ends ≥ that start + m·(F_s + B_s
-      + R_s) (every forward, recompute and backward of s precedes it on r's one stream), and
-      that micro-batch's gradient then runs back through B_{s−1}, …, B_0, one after another.
+      it starts at ≥ Σ_{s<lo} (F_s + P) and then runs m·(its F + B + W + R, and its inline
+      sends), serially, then its ``tails[r]`` (``dp_tail``: the optimizer follows its last compute);
+    * for each stage s of rank r, the last backward on s ends ≥ that start + m·(F_s + B_s + R_s,
+      and s's inline sends): every forward, recompute and backward of s precedes it on r's one
+      stream; that micro-batch's gradient then runs back through B_{s−1}, …, B_0 (each after the
+      send that brings it), one after another, and the rank of B_0 still runs its tail after it;
+    * the same from the last backward on rank r's lowest stage lo of a chain, which follows every
+      forward, recompute and backward of all of r's stages in that chain (the backward of a
+      micro-batch on a higher stage of the chain precedes its backward on lo): ≥ start +
+      m·Σ_{s of r in the chain}(F_s + B_s + R_s) + B_{lo−1} + … + B_0 — the interleaved drain.
 
-    The step ends after both (GPipe/1F1B-style bubble: Narayanan et al. 2021 §2.2.1, (p−1)
-    stage times on top of m). ``tails[r]``: work rank r must still run after all its compute
-    (``dp_tail``), added to the first term. ``chains``: the schedule's independent pipelines
-    (schedule/base.py; DualPipe's two directions): stage s is stage s mod (stages/chains) of chain
-    s div (stages/chains), each chain with its own first stage, and a rank starts when the first
-    of its chains reaches it."""
-    by_stage = sorted(stages, key=lambda x: x[1])
-    n = max(1, len(by_stage) // max(1, chains))
-    pre_f: dict[int, float] = {}
-    pre_b: dict[int, float] = {}
-    acc_f: dict[int, float] = {}
-    acc_b: dict[int, float] = {}
-    for _, s, (f, b, _, _) in by_stage:
-        c = s // n
-        pre_f[s], pre_b[s] = acc_f.get(c, 0.0), acc_b.get(c, 0.0)
-        acc_f[c], acc_b[c] = pre_f[s] + f, pre_b[s] + b
-    ranks: dict[int, list[tuple[int, Phases]]] = {}
-    for r, s, ph in by_stage:
-        ranks.setdefault(r, []).append((s, ph))
+    The step ends after all of them (the 1F1B bubble, Narayanan et al. 2021 §2.2.1: (p−1) stage
+    times on top of m; for uniform stages of a B-full schedule the second term is the 1F1B
+    makespan (m + p − 1)(F + B)). ``chains``: stage s is stage s mod n of chain s div n, each chain
+    with its own first stage (DualPipe's two directions), and a rank starts when the first of its
+    chains reaches it. ``ranks``: the (rank, stages) to evaluate when the others are known not to
+    matter (``Placed.rep_ranks``); all of them by default.
+
+    ``order`` (``order_tails``, one chunk per rank): per rank, the micro-batch of its last B and
+    how many W its order runs after it. Then the last B on rank r ends ≥ start + m·(F + B + R)
+    + (m − that many)·W (everything before it in its stream's FIFO order), its micro-batch drains
+    to the first stage, and when that is the first stage's last B too, the W after it follow —
+    the zero-bubble schedules' tail (Qi et al. 2024, ZB-H1/H2: W fills the bubble, never the drain)."""
+    n = pipe.chain_len
+    full_b = pipe.full_b
+    tails = tails or {}
+    sf, sb = pipe.send_f, pipe.send_b
+    pre_f = [0.0] * len(phases)
+    pre_b = [0.0] * len(phases)
+    acc_f = acc_b = 0.0
+    for s, (f, b, w, _) in enumerate(phases):
+        if s % n == 0:
+            acc_f = acc_b = 0.0
+        pre_f[s], pre_b[s] = acc_f, acc_b
+        acc_f += f + (p2p if sf[s] else 0.0)
+        acc_b += b + (w if full_b else 0.0) + (p2p if sb[s] else 0.0)
+    own = p2p if inline else 0.0
     best = 0.0
-    for r, mine in ranks.items():
-        start = min(pre_f[s] for s, _ in mine)
-        best = max(best, start + m * sum(sum(ph) for _, ph in mine) + (tails or {}).get(r, 0.0))
-        for s, (f, b, _, rc) in mine:
-            best = max(best, start + m * (f + b + rc) + pre_b[s])
+    for r, mine in (pipe.ranks if ranks is None else ranks):
+        start = min(pre_f[s] for s in mine)
+        serial = 0.0
+        chain: dict[int, list[float]] = {}  # chain → [its stages' work before their last backward, lowest stage]
+        for s in mine:
+            f, b, w, rc = phases[s]
+            sends = own * (sf[s] + sb[s])
+            serial += f + b + w + rc + sends
+            last = f + b + rc + sends + (w if full_b else 0.0)
+            best = max(best, start + m * last + _drain(s, pre_b, sb, inline, p2p) + tails.get(pipe.head_rank[s], 0.0))
+            acc = chain.setdefault(s // n, [0.0, s])
+            acc[0] += last
+            acc[1] = min(acc[1], s)
+        best = max(best, start + m * serial + tails.get(r, 0.0))
+        for work, lo in chain.values():
+            lo_i = int(lo)
+            best = max(best, start + m * work + _drain(lo_i, pre_b, sb, inline, p2p) + tails.get(pipe.head_rank[lo_i], 0.0))
+        if order is not None and len(mine) == 1 and n == len(phases):
+            s = mine[0]
+            f, b, w, rc = phases[s]
+            head = pipe.head_rank[s]
+            mb, after = order[r]
+            end = start + m * (f + b + rc + own * (sf[s] + sb[s])) + (m - after) * w + _drain(s, pre_b, sb, inline, p2p)
+            if order[head][0] == mb:
+                end += order[head][1] * phases[0][2]
+            best = max(best, end + tails.get(head, 0.0))
     return best
+
+
+@lru_cache(maxsize=256)
+def order_tails(schedule: str, p: int, m: int, vpp: int) -> tuple[tuple[int, int], ...] | None:
+    """Per rank of a one-chunk-per-rank schedule without F&B pairs: (micro-batch of its last B,
+    W actions after it in its order), read off the schedule's own orders (``Schedule.orders``);
+    None for other schedules."""
+    from ..schedule import get_schedule
+
+    sched = get_schedule(schedule)
+    if sched.chunks_per_rank(vpp) != 1 or sched.pairs is not None or sched.chains != 1:
+        return None
+    out = []
+    for order in sched.orders(p, m, vpp):
+        last = max(i for i, a in enumerate(order) if a.kind == "B")
+        out.append((order[last].mb, sum(1 for a in order[last + 1:] if a.kind == "W")))
+    return tuple(out)
+
+
+def _drain(s: int, pre_b: list[float], sb: tuple[bool, ...], inline: bool, p2p: float) -> float:
+    """From the end of a backward on stage s to the end of that micro-batch's backward on its
+    chain's first stage: its send (when not already on the compute stream), then B_{s−1} … B_0."""
+    return pre_b[s] + (0.0 if inline or not sb[s] else p2p)
 
 
 def schedule_chains(name: str) -> int:
@@ -88,10 +188,17 @@ def dp_tail(dp, overlap_grad_reduce: bool, overlap_param_gather: bool) -> float:
     return tail
 
 
-def block_seconds(sc: Scenario) -> dict[str, tuple[tuple[float, ...], tuple[float, ...]]]:
-    """Per block kind: (without TP collectives, with them) seconds of one micro-batch's forward,
-    backward-input and backward-weight, each run alone, priced as ``build_plan`` prices it with the
-    overlap flags off (cost/stage.py: _block_costs); ZeRO-2/3 collectives are not in the blocks."""
+Sides = tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]]
+NO_TP, TP_OFF, TP_UB = 0, 1, 2   # the sides of a block's seconds
+
+
+def block_seconds(sc: Scenario) -> dict[str, Sides]:
+    """Per block kind, three sides of the seconds of one micro-batch's forward, backward-input
+    and backward-weight, each run alone (``phase_alone`` at ``sc``'s slowdown and straggler
+    factor), priced as ``build_plan`` prices them (cost/stage.py: _block_costs): ``NO_TP``
+    without the TP collectives, ``TP_OFF`` with them as priced without ``tp_comm_overlap``,
+    ``TP_UB`` with them as priced with it (userbuffers windows: what a ``tp_comm_overlap``
+    candidate's plan holds). ZeRO-2/3 collectives are not in the blocks."""
     from ..cost.comm import CommModel
     from ..cost.compute import ComputeModel
     from ..cost.phase import price_ops
@@ -99,11 +206,24 @@ def block_seconds(sc: Scenario) -> dict[str, tuple[tuple[float, ...], tuple[floa
 
     wl = build_workload(sc)
     cm, comm = ComputeModel(sc.system, sc.strategy.dtype), CommModel(sc)
+    slow, k = speed_factors(sc)
     out = {}
     for key, ph in wl.blocks.items():
         pcs = [price_ops(ops, cm, comm, False) for ops in (ph.fwd, ph.bwd, ph.wgt)]
-        out[key] = (tuple(phase_alone(pc, False) for pc in pcs), tuple(phase_alone(pc, True) for pc in pcs))
+        ubs = [price_ops(ops, cm, comm, True) for ops in (ph.fwd, ph.bwd, ph.wgt)]
+        out[key] = (tuple(phase_alone(pc, False, slow, k) for pc in pcs), tuple(phase_alone(pc, True, slow, k) for pc in pcs),
+                    tuple(phase_alone(pc, True, slow, k) for pc in ubs))
     return out
+
+
+def speed_factors(sc: Scenario) -> tuple[float, float]:
+    """(contention slowdown, compute multiplier) the engine applies to every phase: the strategy's
+    ``overlap_slowdown`` (sim/overlap.py) and the straggler factor on compute
+    (pipeline.py ``pipeline_input``: ``straggler_factor × scenario_straggler_factor``)."""
+    from ..cost.scale import scenario_straggler_factor
+
+    s = sc.strategy
+    return float(s.overlap_slowdown), s.straggler_factor * scenario_straggler_factor(sc)
 
 
 # Collectives some schedule or flag may hide entirely, so a bound leaves them out: the ZeRO-2/3
@@ -113,60 +233,188 @@ def block_seconds(sc: Scenario) -> dict[str, tuple[tuple[float, ...], tuple[floa
 _MAY_HIDE = ("dp_comm", "ep_comm")
 
 
-def phase_alone(pc, with_tp: bool) -> float:
-    """One priced phase run alone at no contention (sim/overlap.py: phase_seconds, slowdown 1 —
-    the least any overlap leaves); the collectives some overlap may hide entirely (``_MAY_HIDE``) are left out,
-    and without ``with_tp`` the TP collectives too (userbuffers overlap may hide them all)."""
+def phase_alone(pc, with_tp: bool, slowdown: float = 1.0, k: float = 1.0) -> float:
+    """One priced phase run alone: its compute × the straggler factor ``k`` plus, for each of
+    its collectives, the contention and the exposed part at ``slowdown`` (sim/overlap.py
+    ``resolve``, the one rule: what a value slot of the engine holds — ``values.py``: F = compute·k
+    + contention, then the exposed tasks on the compute stream). Nothing else in flight, so no
+    more contention than this. The collectives some overlap may hide entirely (``_MAY_HIDE``) are
+    left out, and without ``with_tp`` the TP collectives too (userbuffers overlap may hide them
+    all). Every collective is resolved on its own, so the result is linear in a phase's blocks."""
     from ..sim.inputs import CommTask
-    from ..sim.overlap import phase_seconds
+    from ..sim.overlap import by_kind
 
     tasks = tuple(CommTask(*t) for t in pc.tasks()
                   if t[0] not in _MAY_HIDE and (with_tp or t[0] != "tp_comm"))
-    return phase_seconds(pc.compute_s, tasks, 1.0)
+    _, exposed, extra = by_kind(tasks, slowdown)
+    return pc.compute_s * k + extra + sum(exposed)
+
+
+def zero_alone(pc, slowdown: float) -> float:
+    """What a phase's ZeRO-2/3 collectives (``dp_comm``) add when it runs alone: per collective its
+    contention on the compute and its exposed part (sim/overlap.py ``resolve``, the rule
+    ``phase_alone`` applies to the others)."""
+    from ..sim.inputs import CommTask
+    from ..sim.overlap import by_kind
+
+    tasks = tuple(CommTask(*t) for t in pc.tasks() if t[0] == "dp_comm")
+    if not tasks:
+        return 0.0
+    _, exposed, extra = by_kind(tasks, slowdown)
+    return extra + sum(exposed)
+
+
+def chunk_parts(cw) -> dict[str, int]:
+    """How many times each block kind runs per micro-batch in one chunk: the parts
+    ``cost/stage.py: _chunk_phases`` adds up."""
+    parts = [("attn", len(cw.layers) - cw.window_layers), ("attn_window", cw.window_layers),
+             ("mlp", cw.dense_layers), ("moe", cw.moe_layers), ("embed", int(cw.first)), ("head", int(cw.last))]
+    if cw.mtp:
+        parts += [(k, cw.mtp) for k in ("mtp", "attn", "moe" if cw.mtp_moe else "mlp", "head")]
+    n: dict[str, int] = {}
+    for k, c in parts:
+        if c:
+            n[k] = n.get(k, 0) + c
+    return n
 
 
 def stage_blocks(model, strategy) -> list[tuple[int, int, dict[str, int]]]:
-    """Per chunk (pp rank, data-flow stage, how many times each block kind runs per micro-batch):
-    the parts ``cost/stage.py: _chunk_phases`` adds up over the chunks of ``place_layers``."""
+    """Per chunk (pp rank, data-flow stage, how many times each block kind runs per micro-batch)
+    over the chunks of ``place_layers``."""
+    return [(cw.rank, cw.index, chunk_parts(cw)) for cw in chunk_works(model, strategy)]
+
+
+def chunk_works(model, strategy) -> list:
+    """Every chunk (``workload.builder.ChunkWork``) of ``place_layers``, rank by rank."""
     from ..workload.builder import place_layers
 
-    out = []
-    for chunks in place_layers(SimpleNamespace(model=model, strategy=strategy)):  # type: ignore[arg-type]  # reads .model/.strategy only
-        for cw in chunks:
-            parts = [("attn", len(cw.layers) - cw.window_layers), ("attn_window", cw.window_layers),
-                     ("mlp", cw.dense_layers), ("moe", cw.moe_layers), ("embed", int(cw.first)), ("head", int(cw.last))]
-            if cw.mtp:
-                parts += [(k, cw.mtp) for k in ("mtp", "attn", "moe" if cw.mtp_moe else "mlp", "head")]
-            n: dict[str, int] = {}
-            for k, c in parts:
-                if c:
-                    n[k] = n.get(k, 0) + c
-            out.append((cw.rank, cw.index, n))
-    return out
+    return [cw for chunks in place_layers(SimpleNamespace(model=model, strategy=strategy))  # type: ignore[arg-type]  # reads .model/.strategy only
+            for cw in chunks]
+
+
+@dataclass(slots=True)
+class Placed:
+    """A pipeline layout placed once: its ``Pipe``, its distinct chunk contents and, per
+    data-flow stage, which of them it holds; the chunks themselves (for memory and recompute)."""
+
+    pipe: Pipe
+    kinds: list[dict[str, int]]
+    of_stage: list[int]
+    works: list                                 # ChunkWork per data-flow stage
+    rep_ranks: tuple | None = None              # the ranks whose terms can be the bound's, without tails
+
+
+def _rep_ranks(pipe: Pipe, of_stage: list[int]) -> tuple | None:
+    """In a one-chain pipeline where rank r holds stages r, r + p, r + 2p, … (1F1B, GPipe,
+    interleaved, zero-bubble), a rank holding the same chunks as a later rank, with the same
+    sends, has every term of ``pipeline_bound`` no larger than that rank's (its start and the
+    drains below its stages are sums over fewer stages), so without per-rank tails only the last
+    rank of each kind counts. None when the layout is not of that shape."""
+    p = len(pipe.ranks)
+    if pipe.chain_len != len(pipe.stage_rank) or any(r != s % p for s, r in enumerate(pipe.stage_rank)):
+        return None
+    last: dict[tuple, int] = {}
+    for i, (_, mine) in enumerate(pipe.ranks):
+        last[tuple((of_stage[s], pipe.send_f[s], pipe.send_b[s]) for s in mine)] = i
+    return tuple(pipe.ranks[i] for i in sorted(last.values()))
+
+
+def place(model, strategy) -> Placed:
+    works = chunk_works(model, strategy)
+    by_stage = sorted(works, key=lambda cw: cw.index)
+    kinds: list[dict[str, int]] = []
+    of_stage = []
+    for cw in by_stage:
+        n = chunk_parts(cw)
+        if n not in kinds:
+            kinds.append(n)
+        of_stage.append(kinds.index(n))
+    pipe = pipe_of([(cw.rank, cw.index) for cw in works], strategy.schedule)
+    return Placed(pipe, kinds, of_stage, by_stage, _rep_ranks(pipe, of_stage))
+
+
+def stage_phases_of(placed: Placed, secs: dict[str, Sides], side: int,
+                    recompute: list[float] | None = None) -> list[Phases]:
+    """Per data-flow stage, its (F, B, W, R) from the block seconds of one side (0: without TP
+    collectives); ``recompute[i]``: the R of distinct chunk i (none: 0)."""
+    per = []
+    for i, n in enumerate(placed.kinds):
+        f = b = w = 0.0
+        for key, c in n.items():
+            x = secs[key][side]
+            f += c * x[0]
+            b += c * x[1]
+            w += c * x[2]
+        per.append((f, b, w, recompute[i] if recompute else 0.0))
+    return [per[i] for i in placed.of_stage]
 
 
 class SharedBounds:
-    """Memo of block seconds and chunk blocks for one search space in one process."""
+    """Memo of block seconds and placed layouts for one search space in one process."""
 
     def __init__(self) -> None:
-        self.blocks: dict[tuple, dict[str, tuple[tuple[float, ...], tuple[float, ...]]]] = {}
-        self.places: dict[tuple, list[tuple[int, int, dict[str, int]]]] = {}
+        self.blocks: dict[tuple, dict[str, Sides]] = {}
+        self.places: dict[tuple, Placed] = {}
+        self.priced: dict[tuple, Any] = {}
+        self.work: dict[tuple, float] = {}
+        self.counts: dict[str, int] | None = None   # block kinds of the whole model (one stage)
 
-    def bound(self, strat: dict[str, Any], model, strategy, m: int, scenario_of) -> tuple[float, float]:
-        """(without TP collectives, with them): ``pipeline_bound`` of the no-recompute plan of
-        ``strat`` with m micro-batches. ``scenario_of()`` builds the validated scenario when the
-        block kind is new."""
-        bk = tuple(strat[k] for k in BLOCK_KEY)
+    def secs(self, gpus: int, strat: dict[str, Any], scenario_of) -> dict[str, Sides]:
+        """Block seconds of ``strat``'s block kind on ``gpus`` GPUs (the straggler factor and the
+        network follow the GPU count); ``scenario_of()`` builds the validated scenario when new."""
+        bk = (gpus, *(strat[k] for k in BLOCK_KEY))
         secs = self.blocks.get(bk)
         if secs is None:
             secs = self.blocks[bk] = block_seconds(scenario_of())
+        return secs
+
+    def priced_blocks(self, gpus: int, strat: dict[str, Any], scenario_of):
+        """``cost/stage.py: _priced`` of ``strat``'s block kind: its priced blocks and per-layer
+        activations (what every chunk's memory and recompute read; they depend on the block
+        kind alone — ``workload/dims.py``)."""
+        from ..cost.stage import _priced
+        from ..workload.builder import build_workload
+
+        bk = (gpus, *(strat[k] for k in BLOCK_KEY))
+        hit = self.priced.get(bk)
+        if hit is None:
+            sc = scenario_of()
+            hit = self.priced[bk] = _priced(sc, build_workload(sc))
+        return hit
+
+    def model_work(self, gpus: int, strat: dict[str, Any], model, whole_strategy, scenario_of, tco: bool) -> float:
+        """Forward + backward-input + backward-weight seconds of one micro-batch through the whole
+        model (every block kind times its count over the layers of a one-stage placement,
+        ``whole_strategy()``), each block at the least of its sides (with ``tco``: with or without
+        userbuffers), the TP collectives as priced without userbuffers otherwise."""
+        key = (gpus, tco, *(strat[k] for k in BLOCK_KEY))
+        hit = self.work.get(key)
+        if hit is None:
+            secs = self.secs(gpus, strat, scenario_of)
+            if self.counts is None:
+                self.counts = {}
+                for cw in chunk_works(model, whole_strategy()):
+                    for k, c in chunk_parts(cw).items():
+                        self.counts[k] = self.counts.get(k, 0) + c
+            sides = (TP_OFF, TP_UB) if tco else (TP_OFF,)
+            hit = self.work[key] = sum(c * min(sum(secs[k][sd]) for sd in sides) for k, c in self.counts.items())
+        return hit
+
+    def placed(self, strat: dict[str, Any], model, strategy) -> Placed:
         pk = tuple(strat.get(k) for k in PLACE_KEY)
-        chunks = self.places.get(pk)
-        if chunks is None:
-            chunks = self.places[pk] = stage_blocks(model, strategy)
-        out = []
-        for side in (0, 1):
-            stages = [(r, s, (*(sum(c * secs[k][side][i] for k, c in n.items()) for i in range(3)), 0.0))
-                      for r, s, n in chunks]
-            out.append(pipeline_bound(stages, m, chains=schedule_chains(strat["schedule"])))  # type: ignore[arg-type]
-        return out[0], out[1]
+        hit = self.places.get(pk)
+        if hit is None:
+            hit = self.places[pk] = place(model, strategy)
+        return hit
+
+    def bound(self, gpus: int, strat: dict[str, Any], model, strategy, m: int, scenario_of, tco: bool) -> float:
+        """``pipeline_bound`` of the no-recompute plan of ``strat`` with m micro-batches and the
+        TP collectives as priced without ``tp_comm_overlap`` — the least of that and the bound
+        with them as priced with it when ``tco`` (the group holds both)."""
+        secs = self.secs(gpus, strat, scenario_of)
+        placed = self.placed(strat, model, strategy)
+        reps = placed.rep_ranks
+        out = pipeline_bound(placed.pipe, stage_phases_of(placed, secs, TP_OFF), m, ranks=reps)
+        if tco:
+            out = min(out, pipeline_bound(placed.pipe, stage_phases_of(placed, secs, TP_UB), m, ranks=reps))
+        return out

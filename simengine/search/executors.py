@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from .space import SearchSpace
-from .types import GroupScreen, Timed
+from .types import GroupScreen, Refined, Timed
 
 Batch = list[tuple]                                      # screen: (gpus, layout, mbs, order); time: (gpus, strategy, order)
 Progress = Callable[[int, int], Any]                     # (items done, items total) → truthy = cancel
@@ -27,17 +27,28 @@ def screen_batch(space: SearchSpace, batch: Batch) -> list[GroupScreen]:
 
 
 def bound_batch(space: SearchSpace, batch: Batch) -> list[tuple]:
-    """Phase 0 over groups: (lower bound, rejection or None) of each."""
-    from .prune import bound_group
+    """Phase 0 over groups: (lower bound, rejection or None) of each (``prune.work_floor``)."""
+    from .prune import work_floor
 
-    return [bound_group(space, g, lay, mbs, order) for g, lay, mbs, order in batch]
+    return [work_floor(space, g, lay, mbs, order) for g, lay, mbs, order in batch]
 
 
 def work_batch(space: SearchSpace, batch: Batch) -> list:
-    """One branch-and-bound round: ("screen", group) items expand, ("time", candidate) items time."""
+    """One branch-and-bound round: ("refine", group) items get their memory-aware bound,
+    ("screen", group) items expand, ("time", candidate) items time."""
+    from .prune import bound_group
+    from .refine import refine_group
+
     out: list = []
     for kind, item in batch:
-        out.extend(screen_batch(space, [item]) if kind == "screen" else time_batch(space, [item]))
+        if kind == "refine":
+            grp, limit = item
+            g, lay, mbs, order = grp
+            out.append(Refined(grp, *refine_group(space, g, lay, mbs, order, limit=limit), "screen"))
+        elif kind == "bound":
+            out.append(Refined(item, *bound_group(space, *item), "refine"))
+        else:
+            out.extend(screen_batch(space, [item]) if kind == "screen" else time_batch(space, [item]))
     return out
 
 
@@ -116,6 +127,8 @@ class RayExecutor:
 
     def __init__(self, address: str | None = None, num_cpus: int | None = None):
         self.address, self.num_cpus = address, num_cpus
+        self._remote: dict[Callable, Any] = {}   # one remote function per batch function, registered once
+        self._space: tuple[Any, Any] = (None, None)   # (space, its object ref): put once per search
 
     def map(self, fn: Callable, space: SearchSpace, batches: Sequence[Batch], progress: Progress | None = None) -> list[list]:
         try:
@@ -125,8 +138,12 @@ class RayExecutor:
         if not ray.is_initialized():
             kw: dict[str, Any] = {"address": self.address} if self.address else {"num_cpus": self.num_cpus}
             ray.init(ignore_reinit_error=True, include_dashboard=False, log_to_driver=False, **kw)
-        remote = ray.remote(fn)
-        ref_space = ray.put(space)
+        remote = self._remote.get(fn)
+        if remote is None:  # a branch-and-bound search maps many rounds: export the function once
+            remote = self._remote[fn] = ray.remote(fn)
+        if self._space[0] is not space:
+            self._space = (space, ray.put(space))
+        ref_space = self._space[1]
         refs = [remote.remote(ref_space, b) for b in batches]
         out, done, total = [], 0, sum(len(b) for b in batches)
         try:
@@ -139,6 +156,10 @@ class RayExecutor:
                 ray.cancel(r)
             raise
         return out
+
+    def close(self) -> None:
+        """End of a search: drop the space's object ref (the remote functions stay registered)."""
+        self._space = (None, None)
 
 
 def make_executor(name: str | None = None, workers: int | None = None, address: str | None = None):

@@ -28,7 +28,7 @@ from ..config.strategy import StrategySpec
 from ..config.system import SystemSpec
 from ..errors import ConfigError, from_pydantic
 from ..pipeline import sim_microbatches
-from .bound import pipeline_bound, schedule_chains
+from .bound import order_tails, pipe_of, pipeline_bound, schedule_chains, speed_factors
 from .space import SearchSpace, flag_options, group_size, recompute_options, zero_stages
 from .types import Candidate, GroupScreen, Rejection
 
@@ -86,8 +86,10 @@ def memory_and_bound(sc: Scenario) -> tuple[float, int, tuple[float, float]]:
     plan = build_plan(sc)
     mems = memory_by_stage(sc, plan)
     worst = max(mems, key=lambda x: x.reserved_gib)
+    pipe, on, off, p2p = plan_phases(plan, sc)
+    m, inline = sim_microbatches(sc), not sc.strategy.overlap_p2p_comm
     return (worst.reserved_gib + gpu.non_torch_gib - gpu.memory_gib, worst.stage,
-            _bounds(plan, sim_microbatches(sc), schedule_chains(sc.strategy.schedule)))
+            (pipeline_bound(pipe, on, m, None, p2p, inline), pipeline_bound(pipe, off, m, None, p2p, inline)))
 
 
 def priced(sc: Scenario):
@@ -118,26 +120,32 @@ def memory_at_zero(sc: Scenario, plan, mems) -> tuple[float, int]:
     return worst, stage
 
 
-def _bounds(plan, m: int, chains: int = 1) -> tuple[float, float]:
-    """(on, off): ``bound.pipeline_bound`` of the plan with m micro-batches, each phase run alone
-    at no contention (``bound.phase_alone``: compute + exposed communication — the least any
-    overlap leaves, and monotone in the slowdown, so slowdown 1 bounds every strategy). The plan
-    is priced with the flags off; ``on`` drops the TP collectives (userbuffers may hide them all),
-    ``off`` keeps them with the windows they have without userbuffers; the ZeRO-2/3 collectives
-    the DP overlap flags may hide are left out of both. The straggler and jitter factors (≥ 1,
-    on compute only: pipeline.py) are left out too, which keeps it a lower bound."""
-    on, off = stage_phases(plan)
-    return pipeline_bound(on, m, chains=chains), pipeline_bound(off, m, chains=chains)  # type: ignore[arg-type]
+def _bounds(plan, sc: Scenario) -> tuple[float, float]:
+    """(on, off): ``bound.pipeline_bound`` of the plan, each phase run alone (``bound.phase_alone``:
+    compute + contention + exposed communication — what the engine's value slots hold when
+    nothing else is in flight), without p2p and DP tails (what ``bound_group`` prices from shared
+    blocks). The plan is priced with the flags off; ``on`` drops the TP collectives (userbuffers
+    may hide them all), ``off`` keeps them with the windows they have without userbuffers; the
+    ZeRO-2/3 collectives the DP overlap flags may hide are left out of both."""
+    pipe, on, off, _ = plan_phases(plan, sc)
+    m = sim_microbatches(sc)
+    return pipeline_bound(pipe, on, m), pipeline_bound(pipe, off, m)
 
 
-def stage_phases(plan) -> tuple[list, list]:
-    """Per chunk (rank, stage, phases run alone) without and with the TP collectives."""
+def plan_phases(plan, sc: Scenario) -> tuple[Any, list, list, float]:
+    """(``bound.Pipe`` of the plan, per data-flow stage its phases run alone without and with the
+    TP collectives, the p2p send seconds of a hand-off: ``StagePlan.p2p_s``, the same on every rank)."""
+    slow, k = speed_factors(sc)
+    pipe = pipe_of([(st.rank, c.work.index) for st in plan.stages for c in st.chunks], sc.strategy.schedule)
     out = []
     for with_tp in (False, True):
         seen: dict[int, float] = {}  # chunks of the same kind share their PhaseCost objects (build_plan)
-        out.append([(st.rank, c.work.index, tuple(_alone(pc, with_tp, seen) for pc in (c.fwd, c.bwd, c.wgt, c.recompute)))
-                    for st in plan.stages for c in st.chunks])
-    return out[0], out[1]
+        ph: list = [None] * len(pipe.stage_rank)
+        for st in plan.stages:
+            for c in st.chunks:
+                ph[c.work.index] = tuple(_alone(pc, with_tp, seen, slow, k) for pc in (c.fwd, c.bwd, c.wgt, c.recompute))
+        out.append(ph)
+    return pipe, out[0], out[1], (plan.stages[0].p2p_s if plan.stages else 0.0)
 
 
 def dp_tails(sc: Scenario, plan, flags: dict[str, bool]) -> dict[int, float]:
@@ -156,12 +164,12 @@ def dp_tails(sc: Scenario, plan, flags: dict[str, bool]) -> dict[int, float]:
     return out
 
 
-def _alone(pc, with_tp: bool, seen: dict[int, float]) -> float:
+def _alone(pc, with_tp: bool, seen: dict[int, float], slow: float, k: float) -> float:
     from .bound import phase_alone
 
     hit = seen.get(id(pc))
     if hit is None:
-        hit = seen[id(pc)] = phase_alone(pc, with_tp)
+        hit = seen[id(pc)] = phase_alone(pc, with_tp, slow, k)
     return hit
 
 
@@ -185,13 +193,44 @@ def _shared(space: SearchSpace):
     every batch, so the memo is keyed by the space's text, not its identity)."""
     from .bound import SharedBounds
 
-    if _SHARED_OF[0] is not space:
-        _SHARED_OF[:] = [space, space.key()]
-    sb = _SHARED.get(_SHARED_OF[1])
+    sb = _SHARED.get(_shared_key(space))
     if sb is None:
         _SHARED.clear()
         sb = _SHARED[_SHARED_OF[1]] = SharedBounds()
     return sb
+
+
+def _shared_key(space: SearchSpace) -> str:
+    """The space's text, computed once per space object in this process."""
+    if _SHARED_OF[0] is not space:
+        _SHARED_OF[:] = [space, space.key()]
+    return _SHARED_OF[1]
+
+
+def work_floor(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, order: int) -> tuple[float, Rejection | None]:
+    """The cheapest lower bound of a group, a few operations once its block kind is priced: some
+    rank runs at least the average share of the step's work, M micro-batches × one micro-batch's
+    forward + backward through the whole model / pp (``bound.SharedBounds.model_work``; with
+    DualPipe's two chains each rank holds both directions, M/2 micro-batches each). Below
+    ``bound_group`` (its first term, averaged over the ranks). Validity is checked later, when
+    the group is looked at (``bound_group``); (inf, rejection) only when its blocks cannot be
+    priced (an invalid group)."""
+    tp, pp, cp = layout["tp"], layout["pp"], layout["cp"]
+    if gpus % (tp * pp * cp):
+        return bound_group(space, gpus, layout, mbs, order)
+    zs = zero_stages(space)
+    base = _strategy(space, layout, mbs, zs[0] if zs else 1, ("none", None), {})
+    dp = gpus // (tp * pp * cp)
+    chains = schedule_chains(layout["schedule"])
+    micro = int(space.base["global_batch_size"]) // (mbs * dp) // chains * chains  # pipeline.sim_microbatches per chain
+    tco = any(f["tp_comm_overlap"] for f in flag_options(space, layout, dp))
+    try:
+        work = _shared(space).model_work(gpus, base, specs(space, gpus)[0], lambda: construct(space, dict(base, pp=1, vpp=1, schedule="1f1b",
+                                         decoder_first_pipeline_num_layers=None, decoder_last_pipeline_num_layers=None)),
+                                         lambda: scenario(space, gpus, base), tco)
+    except ConfigError:
+        return bound_group(space, gpus, layout, mbs, order)
+    return micro * work / pp, None
 
 
 def bound_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, order: int) -> tuple[float, Rejection | None]:
@@ -209,28 +248,53 @@ def bound_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int,
         return math.inf, Rejection("invalid", err, group_size(space, gpus, layout), _ex(gpus, probe))
     model, system = specs(space, gpus)
     base = dict(probe, recompute="none", recompute_num_layers=None)
-    st = StrategySpec.model_construct(**base)
+    st = construct(space, base)
     dp = system.num_gpus // (st.tp * st.pp * st.cp)
     m = st.global_batch_size // (st.micro_batch_size * dp) // schedule_chains(st.schedule)  # pipeline.sim_microbatches
-    on, off = _shared(space).bound(base, model, st, m, lambda: scenario(space, gpus, base))
     tco = any(f["tp_comm_overlap"] for f in flag_options(space, layout, dp))
-    return (on if tco else off), None
+    return _shared(space).bound(gpus, base, model, st, m, lambda: scenario(space, gpus, base), tco), None
+
+
+def _field_ranges() -> list[tuple[str, Any, Any]]:
+    """(field, ge, le) of every searched field with bounds in StrategySpec's own ``Field(ge=…,
+    le=…)`` metadata, read off the model once."""
+    if not _RANGES:
+        from .types import SEARCHED
+
+        for k in SEARCHED:
+            for c in StrategySpec.model_fields[k].metadata:
+                ge, le = getattr(c, "ge", None), getattr(c, "le", None)
+                if ge is not None or le is not None:
+                    _RANGES.append((k, ge, le))
+    return _RANGES
+
+
+_RANGES: list[tuple[str, Any, Any]] = []
 
 
 def _in_field_ranges(strategy: dict[str, Any]) -> bool:
-    """The searched integers inside StrategySpec's own field bounds (its ``Field(ge=…, le=…)``
-    metadata, read off the model: e.g. cp ≤ 1024 while a space may propose larger divisors)."""
-    from .types import SEARCHED
-
-    for k in SEARCHED:
+    """The searched integers inside StrategySpec's own field bounds (e.g. cp ≤ 1024 while a space
+    may propose larger divisors)."""
+    for k, ge, le in _field_ranges():
         v = strategy.get(k)
         if not isinstance(v, int) or isinstance(v, bool):
             continue
-        for c in StrategySpec.model_fields[k].metadata:
-            ge, le = getattr(c, "ge", None), getattr(c, "le", None)
-            if (ge is not None and v < ge) or (le is not None and v > le):
-                return False
+        if (ge is not None and v < ge) or (le is not None and v > le):
+            return False
     return True
+
+
+_TEMPLATE: list = [None, None]   # (space key, StrategySpec built without validation from its base)
+
+
+def construct(space: SearchSpace, strategy: dict[str, Any]) -> StrategySpec:
+    """``StrategySpec.model_construct(**strategy)`` for a strategy of ``space`` (its base plus
+    searched fields), as a copy of one template per space: pydantic resolves every default in
+    ``model_construct`` (~70 µs), a copy with the fields updated takes a few."""
+    key = _shared_key(space)
+    if _TEMPLATE[0] != key:
+        _TEMPLATE[:] = [key, StrategySpec.model_construct(**space.base)]
+    return _TEMPLATE[1].model_copy(update=strategy)
 
 
 def quick_error(space: SearchSpace, gpus: int, strategy: dict[str, Any]) -> str:
@@ -243,7 +307,7 @@ def quick_error(space: SearchSpace, gpus: int, strategy: dict[str, Any]) -> str:
     from ..schedule import get_schedule
 
     model, system = specs(space, gpus)
-    st = StrategySpec.model_construct(**strategy)
+    st = construct(space, strategy)
     own = not _in_field_ranges(strategy) or get_schedule(st.schedule).requirements(st.pp, None, st.vpp, None) \
         or st.global_batch_size % st.micro_batch_size \
         or (st.recompute_num_layers is not None and st.recompute != "full") or (st.tp_comm_overlap and st.tp > 1)
@@ -281,17 +345,64 @@ def screen_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int
             continue
         seen_zero = True
         tails: dict[tuple[bool, bool], dict[int, float]] = {}
+        zero: dict[tuple, list[tuple[float, float, float]]] = {}
         for rc, _ in _fitting_recompute(space, gpus, layout, mbs, z, rcs, len(flags), out, known, plans):
-            plan, _, on, off, m, _ = plans[rc]
-            chains = schedule_chains(layout["schedule"])
+            plan, _, pipe, on, off, m, p2p, _ = plans[rc]
+            inline = not sc0.strategy.overlap_p2p_comm
+            tails_of = None if sc0.strategy.overlap_moe_expert_parallel_comm else order_tails(layout["schedule"], layout["pp"], m, layout["vpp"])
+            ub = _userbuffer_phases(space, gpus, probe, sc0, on) if any(f["tp_comm_overlap"] for f in flags) else on
             for fl in flags:
                 dpf = (fl["overlap_grad_reduce"], fl["overlap_param_gather"])
                 if dpf not in tails:  # the DP work depends on the ZeRO stage only, not on recompute
                     sc_z = scenario(space, gpus, _strategy(space, layout, mbs, z, rc, {}))
                     tails[dpf] = dp_tails(sc_z, plan, fl)
-                lb = pipeline_bound(on if fl.get("tp_comm_overlap") else off, m, tails[dpf], chains)
+                ph = ub if fl.get("tp_comm_overlap") else off
+                if z >= 2 and has_dp:  # the ZeRO-2/3 collectives of every micro-batch, as this candidate's flags price them
+                    if (rc, dpf) not in zero:
+                        zero[(rc, dpf)] = zero_deltas(Scenario.model_construct(
+                            model=sc0.model, system=sc0.system, strategy=construct(space, _strategy(space, layout, mbs, z, rc, fl))), plan)
+                    ph = [(f + a, b + c, w, r + d) for (f, b, w, r), (a, c, d) in zip(ph, zero[(rc, dpf)])]
+                lb = pipeline_bound(pipe, ph, m, tails[dpf], p2p, inline, order=tails_of)
                 out.entries.append((gpus, _strategy(space, layout, mbs, z, rc, fl), lb, order * 1000 + len(out.entries)))
     return out
+
+
+def zero_deltas(sc: Scenario, plan) -> list[tuple[float, float, float]]:
+    """Per data-flow stage, what the ZeRO-2/3 collectives of every micro-batch add to its forward,
+    backward and recompute phases run alone, priced for ``sc``'s ZeRO stage and DP overlap flags
+    as ``build_plan`` prices them (cost/stage.py: ``_zero_per_microbatch``, from each chunk's own
+    compute) and resolved by the engine's rule (``bound.phase_alone``: per collective, its
+    contention plus its exposed part). The bound leaves these collectives out of the plan's
+    phases (``_MAY_HIDE``: priced there with the flags off) and adds them back here."""
+    from ..cost.phase import PhaseCost
+    from ..cost.stage import _zero_per_microbatch
+    from .bound import zero_alone
+
+    slow, _ = speed_factors(sc)
+    out: list = [None] * sum(len(st.chunks) for st in plan.stages)
+    memo: dict[tuple, tuple[float, float, float]] = {}
+    for st in plan.stages:
+        for c in st.chunks:
+            key = (id(c.fwd), id(c.bwd), id(c.recompute), len(c.work.layers), c.work.mtp, c.work.first, c.work.last)
+            hit = memo.get(key)
+            if hit is None:
+                fwd, bwd, rc = (PhaseCost(compute_s=x.compute_s) for x in (c.fwd, c.bwd, c.recompute))
+                _zero_per_microbatch(sc, plan.comm, c.work, fwd, bwd, rc)
+                hit = memo[key] = (zero_alone(fwd, slow), zero_alone(bwd, slow), zero_alone(rc, slow))
+            out[c.work.index] = hit
+    return out
+
+
+def _userbuffer_phases(space: SearchSpace, gpus: int, probe: dict[str, Any], sc0: Scenario, on: list) -> list:
+    """Per data-flow stage, the phases of a ``tp_comm_overlap`` candidate: forward, backward-input
+    and backward-weight from the shared blocks priced with userbuffers windows (``bound.TP_UB``,
+    what ``build_plan`` prices for it; the ZeRO-2/3 collectives are left out of both), the
+    recompute without its TP collectives (``on``: userbuffers may hide them)."""
+    from .bound import TP_UB, stage_phases_of
+
+    sb = _shared(space)
+    ph = stage_phases_of(sb.placed(probe, sc0.model, sc0.strategy), sb.secs(gpus, probe, lambda: sc0), TP_UB)
+    return [(f, b, w, o[3]) for (f, b, w, _), o in zip(ph, on)]
 
 
 def _fitting_recompute(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, z: int,
@@ -318,13 +429,14 @@ def _fitting_recompute(space: SearchSpace, gpus: int, layout: dict[str, Any], mb
         if hit is None:  # price once per recompute option; other ZeRO stages swap the model states
             out.memory_checked += 1
             plan, mems = priced(sc)
-            on, off = stage_phases(plan)
+            pipe, on, off, p2p = plan_phases(plan, sc)
             m = sim_microbatches(sc)  # ids through every chunk (DualPipe: m/2 per direction)
-            ch = schedule_chains(sc.strategy.schedule)
-            hit = plans[rc] = (plan, mems, on, off, m, (pipeline_bound(on, m, chains=ch), pipeline_bound(off, m, chains=ch)))
+            inline = not sc.strategy.overlap_p2p_comm
+            hit = plans[rc] = (plan, mems, pipe, on, off, m, p2p,
+                               (pipeline_bound(pipe, on, m, None, p2p, inline), pipeline_bound(pipe, off, m, None, p2p, inline)))
         o, stage = memory_at_zero(sc, hit[0], hit[1])
         if o <= 0:
-            known[rc] = hit[5]
+            known[rc] = hit[7]
         return o, stage, ""
 
     def reject(kind, reason, n, rc):

@@ -1,5 +1,17 @@
 """``search(space, …)``: plan the groups, evaluate them on an executor, merge, rank.
 
+With a top to reach, a branch and bound over a frontier keyed by lower bounds that only rise as
+a node is looked at more closely — each is below every fitting candidate it stands for, so a
+node whose bound is above the top-th best timed step is out for good:
+
+1. ``prune.work_floor``: the average rank's share of the step's work (O(1) per group);
+2. ``prune.bound_group``: validity and the pipeline bound of the no-recompute plan (``bound.py``);
+3. ``refine.refine_group``: per ZeRO stage, the recompute its memory needs and the ZeRO-2/3
+   collectives (no plan), or an OOM rejection;
+4. ``prune.screen_group``: the memory pre-filter on the group's plans, each surviving candidate
+   with its own bound (p2p, DP tail, ZeRO collectives at its flags, zero-bubble tails);
+5. the estimate itself.
+
 Pure and deterministic: groups are listed in a fixed order, batched in that order, merged in
 that order, and ranked with the enumeration index as the final tie-break.
 """
@@ -15,9 +27,10 @@ from ..errors import ConfigError
 from .executors import Batch, InProcess, Progress, _tick, bound_batch, work_batch
 from .rank import check_objective, pareto, rank, ties
 from .space import SearchSpace, check_choices, group_size, layouts, micro_batches
-from .types import GroupScreen, Rejection, SearchResult, Timed
+from .types import GroupScreen, Refined, Rejection, SearchResult, Timed
 
 BATCH_GROUPS = 16   # groups (or candidates) per executor task: enough work to amortise the transfer
+BOUND_SLACK = 1e-9  # relative: see _kth
 ROUND = 64          # frontier nodes (groups to screen, candidates to time) per branch-and-bound round
 
 
@@ -88,7 +101,12 @@ def _scaled(progress: Progress | None, offset: int, width: int, total: int) -> P
     """Phase progress (done, n) mapped onto [offset, offset + width] of ``total``."""
     if progress is None:
         return None
-    return lambda done, n: progress(offset + (done * width) // max(n, 1), total)
+    last = [offset]
+
+    def tick(done: int, n: int):  # the frontier grows as groups expand: never report going back
+        last[0] = max(last[0], offset + (done * width) // max(n, 1))
+        return progress(last[0], total)
+    return tick
 
 
 def _bound_weight(objective: str) -> bool:
@@ -103,24 +121,32 @@ def _kth(cands: list, objective: str, top: int | None) -> float:
     if top is None or top < 1 or objective == "memory_headroom" or len(cands) < top:
         return math.inf
     w = _bound_weight(objective)
-    return sorted(c.step_time_s * (c.gpus if w else 1) for c in cands)[top - 1]
+    # a bound can equal its own estimate (uniform stages, nothing to hide): the slack keeps float
+    # rounding of the two sums from pruning a candidate that ties the top-th best
+    return sorted(c.step_time_s * (c.gpus if w else 1) for c in cands)[top - 1] * (1.0 + BOUND_SLACK)
 
 
 def _best_first(ex, space: SearchSpace, groups: list, bounds: list, objective: str, top: int | None,
-                progress: Progress | None) -> tuple[list[GroupScreen], list[Timed], list, list]:
+                progress: Progress | None) -> tuple[list[GroupScreen], list[Timed], list, list, list[Rejection]]:
     """Branch and bound over a frontier of groups (not yet screened) and candidates (screened,
     not yet timed), each keyed by a lower bound of its score. Each round takes the next ROUND
     nodes whose bound does not exceed the top-th best score timed so far: groups are screened
     (memory pre-filter, dominance) and their candidates join the frontier, candidates are timed.
     Rounds have a fixed size and order, so every executor does exactly the same work.
-    Returns (screens, timed, groups never screened, candidates never timed)."""
+    With a top, a group is first refined (``refine.py``: its bound with the recompute its memory
+    certainly needs, or its rejection) and re-queued at that bound.
+    Returns (screens, timed, groups never screened, candidates never timed, refinement rejections)."""
     w = _bound_weight(objective)
     heap: list = []
+    # with a top to reach, a group first gets the bound its memory allows (refine.py: cheap, no
+    # plan); without one every group is screened anyway
+    first = "bound" if top is not None and top >= 1 and objective != "memory_headroom" else "screen"
     for grp, (lb, rej) in zip(groups, bounds):
         if rej is None:
-            heapq.heappush(heap, (lb * (grp[0] if w else 1), 0, grp[3], ("screen", grp)))
+            heapq.heappush(heap, (lb * (grp[0] if w else 1), 0, grp[3], (first, grp)))
     screens: list[GroupScreen] = []
     timed: list[Timed] = []
+    refused: list[Rejection] = []
     cands: list = []
     total, done = len(heap), 0
     while heap:
@@ -129,10 +155,19 @@ def _best_first(ex, space: SearchSpace, groups: list, bounds: list, objective: s
             break
         batch: list = []
         while heap and len(batch) < ROUND and heap[0][0] <= bound:
-            batch.append(heapq.heappop(heap)[3])
+            kind, item = heapq.heappop(heap)[3]
+            # refine learns the round's threshold (deterministic: the same on every executor)
+            batch.append((kind, (item, bound / (item[0] if w else 1))) if kind == "refine" else (kind, item))
         for part in ex.map(work_batch, space, _batches(batch), None):
             for o in part:
-                if isinstance(o, GroupScreen):
+                if isinstance(o, Refined):
+                    if o.rejection is not None:
+                        refused.append(o.rejection)
+                    else:
+                        grp = o.group
+                        heapq.heappush(heap, (o.bound * (grp[0] if w else 1), 0, grp[3], (o.then, grp)))
+                        total += 1
+                elif isinstance(o, GroupScreen):
                     screens.append(o)
                     for g, strat, lb, order in o.entries:
                         heapq.heappush(heap, (lb * (g if w else 1), 1, order, ("time", (g, strat, order))))
@@ -143,9 +178,9 @@ def _best_first(ex, space: SearchSpace, groups: list, bounds: list, objective: s
         done += len(batch)
         _tick(progress, done, total)
     _tick(progress, total, total)
-    left_groups = [n[3][1] for n in heap if n[3][0] == "screen"]
+    left_groups = [n[3][1] for n in heap if n[3][0] != "time"]
     left_cands = [n[3][1] for n in heap if n[3][0] == "time"]
-    return screens, timed, sorted(left_groups, key=lambda g: g[3]), sorted(left_cands, key=lambda c: c[2])
+    return screens, timed, sorted(left_groups, key=lambda g: g[3]), sorted(left_cands, key=lambda c: c[2]), refused
 
 
 def search(space: SearchSpace, objective: str = "tokens_per_s", top: int | None = None,
@@ -165,7 +200,7 @@ def search(space: SearchSpace, objective: str = "tokens_per_s", top: int | None 
         size0 = max(BATCH_GROUPS, len(groups) // 64)
         bounds = [b for part in ex.map(bound_batch, space, _batches(groups, size0), _scaled(progress, 0, n1, 2 * n1))
                   for b in part]
-        screens, timed, left_groups, left_cands = _best_first(ex, space, groups, bounds, objective, top,
+        screens, timed, left_groups, left_cands, refused = _best_first(ex, space, groups, bounds, objective, top,
                                                               _scaled(progress, n1, n1, 2 * n1))
     finally:
         close = getattr(ex, "close", None)
@@ -173,7 +208,7 @@ def search(space: SearchSpace, objective: str = "tokens_per_s", top: int | None 
             close()
     cands = [c for t in timed for c in t.candidates]
     rejections = [r for _, r in bounds if r is not None] + [r for s in screens for r in s.rejections]
-    rejections += [r for t in timed for r in t.rejections] + _bound_rejections(space, left_groups, left_cands, top)
+    rejections += [r for t in timed for r in t.rejections] + refused + _bound_rejections(space, left_groups, left_cands, top)
     ranked = rank(cands, objective)
     ranked = ranked if top is None else ranked[:max(top, 0)]
     res = SearchResult(

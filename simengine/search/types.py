@@ -90,6 +90,17 @@ class GroupScreen:
 
 
 @dataclass(slots=True)
+class Refined:
+    """A group's bound raised by the recompute its memory certainly needs (``refine.py``), or
+    its rejection (invalid, or OOM at every ZeRO stage and recompute)."""
+
+    group: tuple                      # (gpus, layout, mbs, order)
+    bound: float
+    rejection: Rejection | None
+    then: str = "screen"              # the group's next step on the frontier
+
+
+@dataclass(slots=True)
 class Timed:
     """Phase 3 of a batch: the timed candidates."""
 

@@ -1,0 +1,262 @@
+"""A group's step-time bound raised by the recompute its memory certainly needs, without a plan.
+
+The first bound of a group (``prune.bound_group``) is its no-recompute candidate's: on a large
+model most layouts cannot hold every activation, and their fitting candidates recompute — up to
+a third more compute (Korthikanti et al. 2022 §5: full recompute re-runs the forward). Before a
+group is screened (a plan and a memory check per recompute option and ZeRO stage), this module
+finds the recompute options that cannot fit at *any* ZeRO stage of the space, from the same
+closed forms the estimate uses, priced once per block kind:
+
+* per chunk, the activations held per in-flight micro-batch and the transient on top
+  (``cost/stage.py: _chunk_memory``) and the recompute phase (``_recompute_cost``), for the
+  group's own chunks (``place_layers``) and the shared ``_Priced`` blocks of its block kind;
+* per rank, the in-flight count of its schedule (``pipeline.max_inflight``) or, with several
+  chunks, the peak read off its order (``pipeline.order_memory_peaks``) — ``estimate.memory_by_stage``;
+* the model states at the ZeRO stage of the space that needs the least of them on that rank
+  (``static_memory``): a lower bound on the memory of every candidate using that recompute.
+
+Memory only falls along none → full(1) → … → full(all) (``prune``), so the least full recompute
+that may fit is found by bisection; recompute only adds time. The group's bound becomes the
+least bound over the options that may fit (selective, the least full), each with its recompute
+phase; a group where none may fit is rejected as OOM with the smallest excess found.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any
+
+from ..config.scenario import Scenario
+from ..errors import ConfigError
+from .bound import TP_OFF, TP_UB, phase_alone, pipeline_bound, speed_factors, stage_phases_of
+from .space import SearchSpace, flag_options, group_size, recompute_options, zero_stages
+from .types import Rejection
+
+GIB = float(1 << 30)
+
+
+def refine_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, order: int,
+                 limit: float = math.inf) -> tuple[float, Rejection | None]:
+    """(lower bound on the step time of every fitting candidate of the group, rejection when the
+    group is invalid or certainly OOM). Per ZeRO stage of the space: the recompute options that
+    may fit at that stage (its exact model states), each bounded with its recompute phase and, at
+    ZeRO-2/3, the per-micro-batch collectives at the DP flags that cost the least; the least of
+    those over the stages. ``limit`` (the frontier's top-th best so far, which only falls): once
+    the options left are all above it without their collectives, the group is out of the top for
+    good and their bound without them stands (a lower bound too)."""
+    from .prune import _ex, _shared, _strategy, scenario
+
+    zs = zero_stages(space)
+    rcs = recompute_options(space, layout)
+    probe = _strategy(space, layout, mbs, zs[0] if zs else 1, rcs[0] if rcs else ("none", None), {})
+    try:
+        sc0 = scenario(space, gpus, probe)
+    except ConfigError as e:
+        return math.inf, Rejection("invalid", str(e), group_size(space, gpus, layout), _ex(gpus, probe))
+    sb = _shared(space)
+    placed = sb.placed(probe, sc0.model, sc0.strategy)
+    secs = sb.secs(gpus, probe, lambda: sc0)
+    memo = _Memory(sc0, placed, sb.priced_blocks(gpus, probe, lambda: sc0), zs)
+    flags = flag_options(space, layout, sc0.dp)
+    tco = any(f["tp_comm_overlap"] for f in flags)
+    if not rcs or not zs:
+        return _bound(sc0, placed, secs, memo, ("none", None), tco, None), None
+    sharded = sc0.dp * sc0.strategy.cp * sc0.edp > 1   # cost/stage.py _plan_chunk: ZeRO-2/3 collectives per micro-batch
+    worst = math.inf
+    options = []  # (bound without the ZeRO-2/3 collectives, whether they apply, z, recompute)
+    for z in (zs if sharded else zs[:1]):  # without a DP group every ZeRO stage is the same
+        for rc in _may_fit(rcs, lambda rc, z=z: memo.over(rc, z)):
+            options.append((_bound(sc0, placed, secs, memo, rc, tco, None), z >= 2 and sharded, z, rc))
+        worst = min([worst] + [memo.over(rc, z) for rc in rcs[:1] + rcs[-1:]])
+    best = math.inf
+    for lb, zero, z, rc in sorted(options, key=lambda o: o[0]):
+        if lb >= best:
+            break
+        if not zero or lb > limit:  # every later option is at least lb (above the limit: pruned for good)
+            best = lb
+            if zero:
+                break
+            continue
+        best = min(best, _bound(sc0, placed, secs, memo, rc, tco, memo.zero(rc, z, flags)))
+    if best == math.inf:
+        return math.inf, Rejection(
+            "oom", f"OOM by at least {max(worst, 0.0):.2f} GiB at every ZeRO stage and recompute (memory lower bound)",
+            group_size(space, gpus, layout), _ex(gpus, probe))
+    return best, None
+
+
+def _may_fit(rcs: list[tuple[str, int | None]], over) -> list[tuple[str, int | None]]:
+    """The recompute options worth bounding: none when it fits (every other only adds time), else
+    selective if it fits and the least full recompute that fits (memory falls along the full
+    options: bisection; more recomputed layers only add time)."""
+    if ("none", None) in rcs and over(("none", None)) <= 0:
+        return [("none", None)]
+    out: list[tuple[str, int | None]] = []
+    if ("selective", None) in rcs and over(("selective", None)) <= 0:
+        out.append(("selective", None))
+    fulls = [rc for rc in rcs if rc[0] == "full"]
+    lo, hi = 0, len(fulls)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if over(fulls[mid]) <= 0:
+            hi = mid
+        else:
+            lo = mid + 1
+    if lo < len(fulls):
+        out.append(fulls[lo])
+    return out
+
+
+def _bound(sc0: Scenario, placed, secs, memo: "_Memory", rc: tuple[str, int | None], tco: bool,
+           zero: list[tuple[float, float, float]] | None) -> float:
+    """``pipeline_bound`` of the group's candidates with recompute ``rc``: forward/backward from
+    the shared blocks (as priced without userbuffers, and with them when the group has
+    ``tp_comm_overlap`` candidates), the recompute phase without its TP collectives (both ways
+    below what either candidate runs), ``zero`` (per stage: forward, backward, recompute) added,
+    no p2p, no DP tail."""
+    m = sc0.num_microbatches // _chains(sc0)
+    rec = memo.recompute(rc)
+    reps = placed.rep_ranks if zero is None else None
+    out = math.inf
+    for side in ((TP_OFF, TP_UB) if tco else (TP_OFF,)):
+        ph = stage_phases_of(placed, secs, side, rec)
+        if zero is not None:
+            ph = [(f + a, b + c, w, r + d) for (f, b, w, r), (a, c, d) in zip(ph, zero)]
+        out = min(out, pipeline_bound(placed.pipe, ph, m, ranks=reps))
+    return out
+
+
+def _chains(sc: Scenario) -> int:
+    from ..schedule import get_schedule
+
+    return get_schedule(sc.strategy.schedule).chains
+
+
+class _Memory:
+    """Memory lower bound and recompute phase of one group, per recompute option."""
+
+    def __init__(self, sc0: Scenario, placed, p, zs: list[int]):
+        self.sc0, self.placed, self.p = sc0, placed, p
+        self.slow, self.k = speed_factors(sc0)
+        st = sc0.strategy
+        self.ranks = sorted({cw.rank for cw in placed.works})
+        self.by_rank = [tuple(cw for cw in sorted(placed.works, key=lambda c: (c.rank, c.index)) if cw.rank == r) for r in self.ranks]
+        self.static = self._statics(zs)
+        self.cap = sc0.system.gpu.memory_gib - sc0.system.gpu.non_torch_gib
+        self.ov = st.allocator_overhead
+        self._peaks: dict[tuple, list[tuple[float, float]]] = {}
+        self._comm: Any = None
+        self._pf: dict[tuple, Any] = {}
+
+    def _scenario(self, **update) -> Scenario:
+        """The group's scenario with some strategy fields changed, not re-validated (the fields
+        come from the space's own proposals; only the closed forms below read it)."""
+        sc0 = self.sc0
+        return Scenario.model_construct(model=sc0.model, system=sc0.system, strategy=sc0.strategy.model_copy(update=update))
+
+    def _statics(self, zs: list[int]) -> dict[int, list[float]]:
+        """Per ZeRO stage of the space, per rank, its model-state bytes (cost/static_memory.py)."""
+        from ..cost.static_memory import static_memory, stage_params
+
+        kinds: dict[tuple, int] = {}  # ranks holding the same kinds of chunk have the same model states
+        of_rank = [kinds.setdefault(tuple(self.placed.of_stage[cw.index] for cw in chunks), len(kinds)) for chunks in self.by_rank]
+        first = {i: chunks for chunks, i in zip(self.by_rank, of_rank)}
+        params = [stage_params(self.sc0, first[i]) for i in range(len(kinds))]
+        out = {}
+        for z in zs or [self.sc0.strategy.zero_stage]:
+            sc = self._scenario(zero_stage=z)
+            per = [sum((s.weights, s.grads, s.optimizer, s.buffers)) for s in (static_memory(sc, p) for p in params)]
+            out[z] = [per[i] for i in of_rank]
+        return out
+
+    def _priced_for(self, rc: tuple[str, int | None]):
+        hit = self._pf.get(rc)
+        if hit is None:
+            hit = self._pf[rc] = replace(self.p, sc=self._scenario(recompute=rc[0], recompute_num_layers=rc[1]))
+        return hit
+
+    def over(self, rc: tuple[str, int | None], z: int) -> float:
+        """GiB over capacity on the tightest rank for recompute ``rc`` at ZeRO stage ``z``
+        (``estimate.memory_by_stage``: model states + the held activations + the transient)."""
+        peaks = self._peaks.get(rc)
+        if peaks is None:
+            peaks = self._peaks[rc] = self._activation_peaks(rc)
+        return max((static + held + extra) * (1.0 + self.ov) / GIB
+                   for static, (held, extra) in zip(self.static[z], peaks)) - self.cap
+
+    def _activation_peaks(self, rc: tuple[str, int | None]) -> list[tuple[float, float]]:
+        """Per rank, (held activation bytes, transient bytes) at its peak for recompute ``rc``."""
+        from ..cost.stage import _chunk_memory, _recomputed_layers
+        from ..pipeline import max_inflight, order_memory_peaks
+
+        p = self._priced_for(rc)
+        st, sc0 = self.sc0.strategy, self.sc0
+        m = sc0.num_microbatches // _chains(sc0)
+        combined = st.overlap_moe_expert_parallel_comm
+        seen: dict[tuple, tuple[float, float]] = {}  # a chunk's memory depends on what it holds (cost/stage.py _plan_chunk_once)
+
+        def mem(cw) -> tuple[float, float]:
+            kinds = tuple(sc0.model.is_moe_layer(i) for i in cw.layers) if cw.moe_layers else len(cw.layers)
+            key = (kinds, cw.first, cw.last, cw.mtp, cw.mtp_moe, cw.window_layers)
+            hit = seen.get(key)
+            if hit is None:
+                hit = seen[key] = _chunk_memory(p, cw, _recomputed_layers(p, cw))
+            return hit
+
+        mems = [[mem(cw) for cw in chunks] for chunks in self.by_rank]
+        if any(len(c) > 1 for c in mems):
+            return [(h, e) for h, e, _ in order_memory_peaks(st.schedule, st.pp, m, st.vpp, mems, combined)]
+        return [(max_inflight(st.schedule, r, st.pp, m, st.vpp, combined) * c[0][0], c[0][1]) for r, c in zip(self.ranks, mems)]
+
+    def zero(self, rc: tuple[str, int | None], z: int, flags: list[dict[str, bool]]) -> list[tuple[float, float, float]]:
+        """Per data-flow stage, the least over the group's DP flags of what the ZeRO-2/3
+        collectives add to its forward, backward and recompute (``prune.zero_deltas`` on the
+        chunks' own compute, the group's own network)."""
+        from types import SimpleNamespace
+
+        from ..cost.comm import CommModel
+        from ..cost.phase import PhaseCost
+        from ..cost.stage import _recompute_cost, _recomputed_layers
+        from .prune import zero_deltas
+
+        if self._comm is None:
+            self._comm = CommModel(self.sc0)
+        p = self._priced_for(rc)
+        chunks = []
+        made: dict[int, tuple] = {}  # one set of phases per kind of chunk (zero_deltas prices each once)
+        for cw, i in zip(self.placed.works, self.placed.of_stage):
+            if i not in made:
+                n = self.placed.kinds[i]
+                f = sum(c * p.costs[k][0].compute_s for k, c in n.items())
+                b = sum(c * p.costs[k][1].compute_s for k, c in n.items())
+                r = _recompute_cost(p, cw, _recomputed_layers(p, cw)).compute_s
+                made[i] = (PhaseCost(compute_s=f), PhaseCost(compute_s=b), PhaseCost(compute_s=r))
+            fwd, bwd, rec = made[i]
+            chunks.append(SimpleNamespace(fwd=fwd, bwd=bwd, recompute=rec, work=cw))
+        plan = SimpleNamespace(stages=[SimpleNamespace(chunks=chunks)], comm=self._comm)
+        best: list[tuple[float, float, float]] | None = None
+        for fl in {(f["overlap_grad_reduce"], f["overlap_param_gather"]) for f in flags}:
+            sc = self._scenario(zero_stage=z, recompute=rc[0], recompute_num_layers=rc[1],
+                                overlap_grad_reduce=fl[0], overlap_param_gather=fl[1])
+            d = zero_deltas(sc, plan)
+            best = d if best is None else [tuple(map(min, x, y)) for x, y in zip(best, d)]  # type: ignore[misc]
+        return best or []
+
+    def recompute(self, rc: tuple[str, int | None]) -> list[float]:
+        """The recompute phase of each distinct chunk of the layout (``Placed.kinds``), run alone
+        without its TP collectives (cost/stage.py: _recompute_cost)."""
+        from ..cost.stage import _recompute_cost, _recomputed_layers
+
+        if rc[0] == "none":
+            return [0.0] * len(self.placed.kinds)
+        p = self._priced_for(rc)
+        out: list[float] = [0.0] * len(self.placed.kinds)
+        done = set()
+        for cw, i in zip(self.placed.works, self.placed.of_stage):
+            if i in done:
+                continue
+            done.add(i)
+            out[i] = phase_alone(_recompute_cost(p, cw, _recomputed_layers(p, cw)), False, self.slow, self.k)
+        return out
+
