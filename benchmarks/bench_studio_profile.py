@@ -25,7 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench_studio import _edit, _nav  # noqa: E402
-from bench_studio_server import CHROME_ARGS, RunWatcher, StudioServer, chromium_path, wait_idle  # noqa: E402
+from bench_studio_server import (CHROME_ARGS, RunWatcher, StudioServer, chromium_path, on_forward_msg,  # noqa: E402
+                                 wait_idle)
 
 METRICS = ("TaskDuration", "ScriptDuration", "RecalcStyleDuration", "LayoutDuration")
 # widgets: every element container holding an input the user can change
@@ -43,15 +44,9 @@ class Deltas:
 
     def __init__(self, page) -> None:
         self.count = 0
-        page.on("websocket", lambda ws: ws.on("framereceived", self._frame))
+        on_forward_msg(page, self._msg)
 
-    def _frame(self, payload) -> None:
-        from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
-
-        if isinstance(payload, str):
-            return
-        msg = ForwardMsg()
-        msg.ParseFromString(payload)
+    def _msg(self, msg) -> None:
         if msg.WhichOneof("type") == "delta":
             self.count += 1
 

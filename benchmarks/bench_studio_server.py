@@ -112,21 +112,29 @@ def chromium_path() -> str | None:
     raise RuntimeError("no Chromium: run `python -m playwright install chromium`")
 
 
+def on_forward_msg(page, handler) -> None:
+    """Call ``handler(msg)`` with every ``ForwardMsg`` the page's server sends on its websocket."""
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    def frame(payload) -> None:
+        if isinstance(payload, str):
+            return
+        msg = ForwardMsg()
+        msg.ParseFromString(payload)
+        handler(msg)
+
+    page.on("websocket", lambda ws: ws.on("framereceived", frame))
+
+
 class RunWatcher:
     """Counts the script runs a page's server finished, from the ForwardMsgs on its websocket
     (``script_finished``; a run stopped for a rerun does not count)."""
 
     def __init__(self, page) -> None:
         self.finished = 0
-        page.on("websocket", lambda ws: ws.on("framereceived", self._frame))
+        on_forward_msg(page, self._msg)
 
-    def _frame(self, payload) -> None:
-        from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
-
-        if isinstance(payload, str):
-            return
-        msg = ForwardMsg()
-        msg.ParseFromString(payload)
+    def _msg(self, msg) -> None:
         if msg.WhichOneof("type") == "script_finished" and msg.script_finished in FINISHED:
             self.finished += 1
 
