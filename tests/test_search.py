@@ -581,3 +581,33 @@ def test_accounting_with_a_top_covers_the_whole_space():
     kinds = {r.kind for r in res.rejections}
     assert "bound" in kinds and all(r.reason and r.count > 0 for r in res.rejections)
     assert res.evaluated < search(tiny_space()).evaluated
+
+
+def test_recompute_modules_in_the_base_ride_with_selective_only():
+    """A base with selective recompute_modules (e.g. ``--set strategy.recompute_modules=core_attn,mlp``)
+    searches every recompute level: the modules apply to the selective candidates, the none / full
+    ones take the default (Megatron-Core reads the modules under selective granularity only), and
+    the best equals brute force under that rule."""
+    choices = {"tp": (1,), "cp": (1,), "pp": (1, 2), "zero_stage": (1,), "overlap_param_gather": (True,),
+               "overlap_grad_reduce": (True,), "tp_comm_overlap": (False,)}
+    space = make_space(TINY, SMALL_GPU, global_batch=16, seq_len=8192, gpus=[8], choices=choices,
+                       base={"recompute_modules": ["core_attn", "mlp"]})
+    res = search(space)
+    assert not [r for r in res.rejections if "recompute_modules" in r.reason]
+    assert {c.strategy["recompute"] for c in res.candidates} >= {"none", "full"}
+    for c in res.candidates:
+        mods = list(c.strategy.get("recompute_modules") or ["core_attn"])
+        assert mods == (["core_attn", "mlp"] if c.strategy["recompute"] == "selective" else ["core_attn"])
+    best = 0.0
+    for lay in layouts(space, 8):
+        for mbs in micro_batches(space, 8, lay):
+            for rc, fl in itertools.product(recompute_options(space, lay), flag_options(space, lay, 8 // lay["pp"])):
+                mods = ["core_attn", "mlp"] if rc[0] == "selective" else ["core_attn"]
+                strat = {**space.base, **lay, "micro_batch_size": mbs, "zero_stage": 1, "recompute": rc[0],
+                         "recompute_num_layers": rc[1], "recompute_modules": mods, **fl}
+                try:
+                    rep = api.estimate({"model": TINY, "system": dict(SMALL_GPU, num_gpus=8), "strategy": strat})
+                except ConfigError:
+                    continue
+                best = max(best, rep.tokens_per_s if rep.fits else 0.0)
+    assert res.candidates[0].tokens_per_s == pytest.approx(best, rel=1e-12)

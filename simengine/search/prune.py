@@ -180,8 +180,20 @@ def _rc_label(rc: tuple[str, int | None]) -> str:
 
 def _strategy(space: SearchSpace, layout: dict[str, Any], mbs: int, z: int, rc: tuple[str, int | None],
               flags: dict[str, bool]) -> dict[str, Any]:
-    return {**space.base, **layout, "micro_batch_size": mbs, "zero_stage": z, "recompute": rc[0],
-            "recompute_num_layers": rc[1], "dp": None, **flags}
+    return {**space.base, **layout, "micro_batch_size": mbs, "zero_stage": z, **_recompute(space, *rc), "dp": None, **flags}
+
+
+def _recompute(space: SearchSpace, level: str, layers: int | None) -> dict[str, Any]:
+    """The recompute fields of a candidate. The base's ``recompute_modules`` ride with the
+    selective level only: Megatron-Core reads them under ``recompute_granularity == "selective"``
+    alone (attention.py ``Attention.__init__``: ``checkpoint_core_attention = recompute_granularity
+    == 'selective' and "core_attn" in recompute_modules``; multi_latent_attention.py likewise for
+    ``mla_up_proj``), so a none / full candidate takes the default and is not refused for modules
+    it would not use."""
+    out: dict[str, Any] = {"recompute": level, "recompute_num_layers": layers}
+    if level != "selective" and "recompute_modules" in space.base:
+        out["recompute_modules"] = StrategySpec.model_fields["recompute_modules"].default
+    return out
 
 
 _SHARED: dict[str, Any] = {}
@@ -247,7 +259,7 @@ def bound_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int,
     if err:
         return math.inf, Rejection("invalid", err, group_size(space, gpus, layout), _ex(gpus, probe))
     model, system = specs(space, gpus)
-    base = dict(probe, recompute="none", recompute_num_layers=None)
+    base = {**probe, **_recompute(space, "none", None)}
     st = construct(space, base)
     dp = system.num_gpus // (st.tp * st.pp * st.cp)
     m = st.global_batch_size // (st.micro_batch_size * dp) // schedule_chains(st.schedule)  # pipeline.sim_microbatches
