@@ -47,6 +47,8 @@ def layout(s: dict, gpus: int) -> str:
     parts += [f"split{ends[0] or '-'}/{ends[1] or '-'}"] if any(ends) else []
     rc = s.get("recompute", "none")
     rc = f"full{s['recompute_num_layers']}" if rc == "full" and s.get("recompute_num_layers") else rc
+    mods = list(s.get("recompute_modules") or ["core_attn"])
+    rc = f"{rc}({'+'.join(mods)})" if rc == "selective" and mods != ["core_attn"] else rc
     return " ".join(parts + [f"mbs{s['micro_batch_size']}", f"z{s.get('zero_stage', 1)}", f"rc-{rc}"])
 
 
@@ -76,6 +78,42 @@ def neighbourhood(s: dict, model: dict) -> dict:
     return out
 
 
+# Recipe settings tied to the published layout (simengine.validation.published: mbridge_recipes.apply_recipe,
+# settings.py): Megatron-Bridge / NeMo turn sequence parallelism on exactly when tp > 1, a
+# pipeline_model_parallel_layout has one entry per virtual stage of the published pp·vpp, and the
+# recipe's moe_a2a_overlap is applied only where Megatron allows it (pp 1 or vpp > 1). Fixed in the
+# base they would make every other layout invalid, so they are dropped (the search's uneven
+# first/last splits stand in for the layout) or searched both ways (``variants``).
+TIED_TO_LAYOUT = {"megatron-bridge": ("sequence_parallel", "pipeline_layers"), "nemo": ("sequence_parallel",)}
+
+
+def variants(base: dict, pins: dict) -> list[tuple[dict, dict]]:
+    """(base, pins) pairs covering a recipe's conditional settings both ways: the all-to-all overlap
+    on (only the layouts that allow it stay valid) and off; the recipe's selective recompute_modules
+    (recompute pinned to selective) and the search's own recompute levels without them."""
+    out = [(base, pins)]
+    if base.get("overlap_moe_expert_parallel_comm"):
+        out = [({**b, "overlap_moe_expert_parallel_comm": on}, p) for b, p in out for on in (True, False)]
+    mods = base.get("recompute_modules")
+    if mods and list(mods) != ["core_attn"]:
+        out = [v for b, p in out for v in (({**b, "recompute_modules": mods}, {**p, "recompute": ("selective",)}),
+                                           ({k: x for k, x in b.items() if k != "recompute_modules"}, p))]
+    return out
+
+
+def search_variants(cfg: dict, base: dict, pins: dict, g: int, top: int):
+    """The best ``top`` candidates over every variant's search, and the number timed."""
+    s = cfg["strategy"]
+    found, timed = [], 0
+    for b, p in variants(base, pins):
+        space = make_space(cfg["model"], cfg["system"], global_batch=s["global_batch_size"], seq_len=s["seq_len"],
+                           gpus=[g], choices=p, base=b)
+        res = search(space, top=top)
+        found += res.candidates
+        timed += res.evaluated
+    return sorted(found, key=lambda c: -c.tokens_per_s)[:top], timed
+
+
 def rank_one(run, top: int, full_up_to: int = 64) -> dict:
     cfg = run.config
     s = cfg["strategy"]
@@ -84,15 +122,14 @@ def rank_one(run, top: int, full_up_to: int = 64) -> dict:
     if run.source in FRAMEWORK_ZERO and not run.run_id.startswith("narayanan21_t2_ZeRO"):
         pins["zero_stage"] = FRAMEWORK_ZERO[run.source]
     pins.update(FRAMEWORK_PINS.get(run.source, {}))
-    base = {k: v for k, v in s.items() if k not in DIMS and k not in ("global_batch_size", "seq_len", "dp", "name")}
+    drop = ("global_batch_size", "seq_len", "dp", "name") + TIED_TO_LAYOUT.get(run.source, ())
+    base = {k: v for k, v in s.items() if k not in DIMS and k not in drop}
     g = int(cfg["system"]["num_gpus"])
     if g > full_up_to:
         near = neighbourhood(s, cfg["model"])
         pins.update({k: v for k, v in near.items() if k not in pins})
-    space = make_space(cfg["model"], cfg["system"], global_batch=s["global_batch_size"], seq_len=s["seq_len"], gpus=[g],
-                       choices=pins, base=base)
     t0 = time.perf_counter()
-    res = search(space, top=top)
+    cands, timed = search_variants(cfg, base, pins, g, top)
     dt = time.perf_counter() - t0
     note = ""
     try:
@@ -103,16 +140,16 @@ def rank_one(run, top: int, full_up_to: int = 64) -> dict:
             note = f" (OOM in our model: {gpu.reserved_gib:.1f} GiB reserved on stage {gpu.stage})"
     except ConfigError as e:
         tps, fits, note = 0.0, False, f" (not estimable: {e})"
-    best = res.candidates[0] if res.candidates else None
+    best = cands[0] if cands else None
     if best is None:
         rank = "nothing fits"
     else:
-        faster = sum(1 for c in res.candidates if c.tokens_per_s > tps * (1 + 1e-9))
-        rank = (str(faster + 1) if faster < len(res.candidates) or len(res.candidates) < top else f">{top}") if fits else "-"
+        faster = sum(1 for c in cands if c.tokens_per_s > tps * (1 + 1e-9))
+        rank = (str(faster + 1) if faster < len(cands) or len(cands) < top else f">{top}") if fits else "-"
         rank += note
     return {"run": run.run_id, "gpus": g, "published": layout(s, g), "pub_tps": tps, "rank": rank,
             "best": layout(best.strategy, g) if best else "-", "best_tps": best.tokens_per_s if best else 0.0,
-            "tie": bool(best and fits and tps >= best.band["tokens_per_s"][0]), "seconds": dt, "timed": res.evaluated}
+            "tie": bool(best and fits and tps >= best.band["tokens_per_s"][0]), "seconds": dt, "timed": timed}
 
 
 def main() -> None:
