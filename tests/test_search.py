@@ -611,3 +611,17 @@ def test_recompute_modules_in_the_base_ride_with_selective_only():
                     continue
                 best = max(best, rep.tokens_per_s if rep.fits else 0.0)
     assert res.candidates[0].tokens_per_s == pytest.approx(best, rel=1e-12)
+
+
+def test_smallest_change_to_fit_suggests_one_more_recompute_module():
+    """Recomputing the dense MLP (recompute_modules + mlp) frees almost what full recompute frees at
+    less recompute work, so it ranks above full; modules the model cannot use are not offered."""
+    gpu = {**SYSTEM["gpu"], "memory_gib": 5.8}   # full recompute fits, no recompute does not
+    cfg = {"model": TINY, "system": dict(SYSTEM, gpu=gpu, num_gpus=8),
+           "strategy": {"tp": 1, "pp": 1, "micro_batch_size": 2, "global_batch_size": 32, "seq_len": 8192, "zero_stage": 1}}
+    assert not api.estimate(cfg).fits
+    changes = {c["change"]: c for c in fit_changes(cfg, top=50)}
+    assert "recompute_modules + mlp" in changes and "recompute → full (all layers)" in changes
+    assert changes["recompute_modules + mlp"]["tokens_per_s"] > changes["recompute → full (all layers)"]["tokens_per_s"]
+    assert changes["recompute_modules + mlp"]["strategy"]["recompute_modules"] == ["core_attn", "mlp"]
+    assert not [c for c in changes if "moe" in c or "mla_up_proj" in c or "shared_experts" in c]

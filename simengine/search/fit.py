@@ -24,6 +24,7 @@ def _changes(cfg: dict[str, Any]) -> list[tuple[str, dict[str, Any], dict[str, A
     out: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
     if s.get("recompute", "none") == "none":
         out.append(("recompute none → selective", {"recompute": "selective", "recompute_num_layers": None}, {}))
+    out += _module_changes(s)
     if s.get("recompute", "none") != "full" or s.get("recompute_num_layers") is not None:
         out.append(("recompute → full (all layers)", {"recompute": "full", "recompute_num_layers": None}, {}))
     for z in range(int(s.get("zero_stage", 1)) + 1, 4):
@@ -36,6 +37,23 @@ def _changes(cfg: dict[str, Any]) -> list[tuple[str, dict[str, Any], dict[str, A
         out.append((f"micro_batch_size {mbs} → {mbs // 2}", {"micro_batch_size": mbs // 2}, {}))
     out.append((f"num_gpus {g} → {2 * g}", {"dp": None}, {"num_gpus": 2 * g}))
     return out
+
+
+def _module_changes(s: dict[str, Any]) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """Selective recompute of one more Megatron-Core submodule (transformer_config.py
+    ``recompute_modules``): each drops only that module's saved tensors (cost/activations.py), so
+    it often fits at less throughput than full recompute. A module the model or stack cannot use
+    is refused by the scenario checks and skipped."""
+    from typing import get_args
+
+    from ..config.strategy import RecomputeModule
+
+    if s.get("recompute", "none") == "full" or s.get("framework", "megatron-te") != "megatron-te":
+        return []
+    have = list(s.get("recompute_modules") or ["core_attn"]) if s.get("recompute") == "selective" else ["core_attn"]
+    return [(f"recompute_modules + {m}", {"recompute": "selective", "recompute_num_layers": None,
+                                          "recompute_modules": have + [m]}, {})
+            for m in get_args(RecomputeModule) if m not in have]
 
 
 def _apply(cfg: dict[str, Any], changes) -> dict[str, Any]:
@@ -77,8 +95,9 @@ def fit_changes(config: dict[str, Any], top: int = 10) -> list[dict[str, Any]]:
         return []
     singles = _changes(config)
     found = _try(config, [(c,) for c in singles], base.tokens_per_s)
-    if not found:
-        pairs = [p for p in itertools.combinations(singles, 2) if not _same_knob(*p)][:MAX_PAIRS]
+    if not found:  # pairs of the coarse knobs (one more recompute module is a single change only)
+        coarse = [c for c in singles if "recompute_modules" not in c[1]]
+        pairs = [p for p in itertools.combinations(coarse, 2) if not _same_knob(*p)][:MAX_PAIRS]
         found = _try(config, pairs, base.tokens_per_s)
     found.sort(key=lambda d: (-d["tokens_per_s"], d["change"]))
     return found[:top]
