@@ -149,8 +149,11 @@ def test_bridge_gradients_reduced_in_bf16(mapped):
     assert "fp32_main_grads" not in runs["nemo2407_Pretraining_GPT3-175B_pretrain_128gpu"].config["strategy"]
     from simengine.api import estimate
     l70 = runs["mbridge_25.11_Pre-Training_LLAMA3_70B_DGX-H100_FP8-CS_64gpu_v0"].config
-    mem = estimate(l70).memory_by_stage[0]
+    bf16_weights = {**l70, "strategy": {**l70["strategy"], "fp8_param_gather": False}}
+    mem = estimate(bf16_weights).memory_by_stage[0]
     assert mem.grads_gib == pytest.approx(mem.weights_gib, rel=1e-6)  # bf16 grads = bf16 weights, per stage
+    fp8 = estimate(l70).memory_by_stage[0]   # the recipe's FP8 primary weights: no bf16 block weights
+    assert fp8.grads_gib == pytest.approx(mem.grads_gib, rel=1e-12) and fp8.weights_gib < 0.2 * mem.weights_gib  # stage 0: the bf16 embedding alone
 
 
 def test_bridge_moe_cross_node_tokens(mapped, evaluated):
@@ -251,3 +254,15 @@ def test_narayanan_table2_zero3_rows_within_15_percent(evaluated):
     rows = [c for c in comps if c.run_id.startswith("narayanan21_t2_ZeRO-3_") and c.metric == "achieved_tflops_per_gpu"]
     assert len(rows) == 6
     assert max(abs(c.error_pct) for c in rows) <= 15.0, {c.run_id: round(c.error_pct, 1) for c in rows}
+
+
+def test_bridge_fp8_rows_keep_fp8_primary_weights_except_subchannel(mapped):
+    """Megatron-Bridge's mixed-precision recipes set fp8_param_gather for delayed, current and MX
+    scaling, not for subchannel scaling (the H100 "alternate quantization granularity" rows)."""
+    runs, _ = mapped
+    bridge = [r for r in runs.values() if r.source == "megatron-bridge"]
+    for r in bridge:
+        s, row = r.config["strategy"], r.run_id.lower()
+        sub = "alternate_quantization" in row and "h100" in row
+        assert s.get("fp8_param_gather", False) is (s["dtype"] == "fp8" and not sub), r.run_id
+    assert any("alternate_quantization" in r.run_id.lower() and "h100" in r.run_id.lower() for r in bridge)

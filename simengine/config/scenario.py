@@ -70,6 +70,7 @@ def check_scenario(model: ModelSpec, system: SystemSpec, strategy: StrategySpec)
     issues += _pipeline_checks(model, s, m)
     issues += _moe_checks(model, s, dp)
     issues += _recompute_module_checks(model, s)
+    issues += _fp8_param_checks(s)
     if s.dtype == "fp8" and system.gpu.peak_tflops.fp8 is None:
         add(("strategy.dtype", f"dtype='fp8' but system.gpu.peak_tflops.fp8 is not set ({system.gpu.name} has no FP8 peak)"))
     return issues
@@ -171,6 +172,23 @@ def _pipeline_checks(model: ModelSpec, s: StrategySpec, m: int | None) -> list[t
             issues.append(("strategy.recompute_num_layers", f"recompute_num_layers={s.recompute_num_layers} exceeds the "
                                                             f"most layers on one pipeline rank = {most}"))
     return issues
+
+
+def _fp8_param_checks(s: StrategySpec) -> list[tuple[str, str]]:
+    """Megatron-LM arguments.py validate_args: "--fp8-param-gather only supported with distributed
+    optimizer, torch fsdp2, megatron fsdp" (zero_stage >= 1 here); FP8 primary weights need an FP8
+    recipe (TE ``fp8_model_init``) and TransformerEngine's modules."""
+    f = "strategy.fp8_param_gather"
+    if not s.fp8_param_gather:
+        return []
+    out = []
+    if s.dtype != "fp8":
+        out.append((f, f"fp8_param_gather needs dtype='fp8' (dtype={s.dtype!r})"))
+    if s.zero_stage < 1:
+        out.append((f, "fp8_param_gather needs the distributed optimizer or FSDP (zero_stage >= 1; Megatron-LM refuses it otherwise)"))
+    if s.framework != "megatron-te":
+        out.append((f, f"fp8_param_gather is Megatron-Core + TransformerEngine's FP8 primary weights; framework={s.framework!r}"))
+    return out
 
 
 def _recompute_module_checks(model: ModelSpec, s: StrategySpec) -> list[tuple[str, str]]:

@@ -79,6 +79,10 @@ class StrategySpec(BaseModel):
     fused_cross_entropy: bool = Field(True, description="Fused vocab-parallel cross-entropy (no fp32 copy of the logits).")
     gradient_accumulation_fusion: bool = Field(True, description="wgrad GEMMs accumulate straight into fp32 main grads (Megatron).")
     fp32_main_grads: bool = Field(True, description="Gradients kept and reduced in fp32 (4 B/param); False = bf16.")
+    fp8_param_gather: bool = Field(False, description=(
+        "FP8 primary weights (Megatron --fp8-param-gather; every Megatron-Bridge FP8 recipe but subchannel): "
+        "transformer-block weights live only in TE's fp8 storage (no bf16 copy) and the distributed optimizer "
+        "all-gathers them in fp8 (1 B/param). Needs dtype='fp8' and zero_stage >= 1."))
     allocator_overhead: float = Field(0.05, ge=0.0, le=1.0, description="Reserved/allocated − 1 of PyTorch's caching allocator (fragmentation).")
     straggler_factor: float = Field(1.0, ge=1.0, le=3.0, description="Multiplier on the pipeline time for node-to-node variation.")
     # ---- software stack and overheads at scale (simengine/config/framework.py, cost/scale.py) ----

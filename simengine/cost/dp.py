@@ -75,6 +75,19 @@ def zero_units(sc: Scenario, layers: int, n_params: float) -> tuple[int, int]:
     return layers, layers
 
 
+def param_gather_bytes(sc: Scenario, p: StageParams, expert: bool) -> float:
+    """Bytes per parameter of the distributed optimizer's / FSDP's parameter all-gather: bf16 (2 B),
+    or with FP8 primary weights 1 B for the transformer-block weights (Megatron-Core
+    param_and_grad_buffer.py: the param buffer holds the fp8 data of TE's quantized params when
+    ``fp8_param_gather``; distributed_data_parallel_config.py "perform the param all-gather in fp8")
+    while the embedding and LM head stay bf16 — averaged over the group's parameters."""
+    if not sc.strategy.fp8_param_gather:
+        return 2.0
+    if expert:
+        return 1.0
+    return (2.0 * p.ends + 1.0 * max(p.dense - p.ends, 0.0)) / p.dense if p.dense > 0 else 2.0
+
+
 def microbatch_dp(sc: Scenario, comm: CommModel, p: StageParams, ag_calls: int = 0, rs_calls: int = 0) -> tuple[float, float]:
     """(parameter all-gather, gradient reduce-scatter) seconds of ONE call of each that ZeRO-2/3
     repeat ``ag_calls`` / ``rs_calls`` times for every micro-batch of one chunk with parameters ``p``
@@ -91,12 +104,13 @@ def microbatch_dp(sc: Scenario, comm: CommModel, p: StageParams, ag_calls: int =
     for n, group, size in ((p.dense, "dps", sc.dp_shard * st.cp), (p.expert, "edp", sc.edp)):
         if size <= 1 or n <= 0:
             continue
+        pb = param_gather_bytes(sc, p, group == "edp")
         if rs_calls:
             rs += comm.time("reduce_scatter", grad_b * n / rs_calls, group)
         else:
             rs += _bucketed(comm, "reduce_scatter", n, grad_b, group, size)
         if st.zero_stage >= 3:
-            ag += comm.time("all_gather", 2.0 * n / ag_calls, group) if ag_calls else _bucketed(comm, "all_gather", n, 2.0, group, size)
+            ag += comm.time("all_gather", pb * n / ag_calls, group) if ag_calls else _bucketed(comm, "all_gather", n, pb, group, size)
     return ag, rs
 
 
@@ -109,6 +123,7 @@ def dp_work(sc: Scenario, comm: CommModel, p: StageParams) -> DPWork:
     for n, group, size, replicas in ((p.dense, "dps", sc.dp_shard * st.cp, sc.dp_replicas), (p.expert, "edp", sc.edp, 1)):
         if size * replicas <= 1 or n <= 0:
             continue
+        pb = param_gather_bytes(sc, p, group == "edp")
         if st.overlap_grad_reduce or st.overlap_param_gather:
             full, rest = _buckets(n, size * replicas)
         else:
@@ -121,9 +136,9 @@ def dp_work(sc: Scenario, comm: CommModel, p: StageParams) -> DPWork:
                 grads.extend(_repeat(comm.time("all_reduce", b * grad_b, group), count))
             elif z == 1:
                 grads.extend(_repeat(comm.time("reduce_scatter", b * grad_b, group), count))
-                params.extend(_repeat(comm.time("all_gather", b * 2.0, group), count))
+                params.extend(_repeat(comm.time("all_gather", b * pb, group), count))
             elif z == 2:  # grads were reduce-scattered per micro-batch; refresh the bf16 weights
-                params.extend(_repeat(comm.time("all_gather", b * 2.0, group), count))
+                params.extend(_repeat(comm.time("all_gather", b * pb, group), count))
             # ZeRO-3: everything happens per micro-batch (microbatch_dp)
             if replicas > 1 and z >= 1:
                 # HSDP: the replicas all-reduce their gradient shard once per step (torchtitan HSDP,

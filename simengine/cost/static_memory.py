@@ -116,6 +116,13 @@ def static_memory(sc: Scenario, p: StageParams) -> StaticMemory:
     grad_b = 4.0 if st.fp32_main_grads else 2.0
     opt_b = 12.0  # fp32 master + Adam m + v
     w = 2.0 * (p.dense / (dpcp if z >= 3 else 1) + p.expert / (edp if z >= 3 else 1))
+    if st.fp8_param_gather:
+        # FP8 primary weights: the transformer-block GEMM weights exist only as TE fp8 tensors (the
+        # fp8 data and its transpose, counted in ``buffers`` below), with no bf16 copy — Megatron-Core
+        # builds them under TE ``fp8_model_init`` and the distributed optimizer casts its fp32 master
+        # straight into them (megatron/core/optimizer/distrib_optimizer.py
+        # _copy_main_params_to_model_params → quantize_param_shard); the embedding and head stay bf16.
+        w -= 2.0 * (max(p.dense - p.ends, 0.0) / (dpcp if z >= 3 else 1) + p.expert / (edp if z >= 3 else 1))
     g = grad_b * (p.dense / (dpcp if z >= 2 else 1) + p.expert / (edp if z >= 2 else 1))
     o = opt_b * (p.dense / (dpcp if z >= 1 else 1) + p.expert / (edp if z >= 1 else 1))
     buffers = 0.0
@@ -126,7 +133,8 @@ def static_memory(sc: Scenario, p: StageParams) -> StaticMemory:
         buffers += sum(2.0 * a * b for a, b in p.gemm_shapes)
     if z >= 3:
         # FSDP keeps the gathered weights of the running and the prefetched layer.
-        per_layer = 2.0 * p.total / max(1, sc.model.num_layers // st.pp)
+        # (gathered in fp8 with FP8 primary weights: 1 B/param)
+        per_layer = (1.0 if st.fp8_param_gather else 2.0) * p.total / max(1, sc.model.num_layers // st.pp)
         buffers += 2 * per_layer
     if st.dtype == "fp8":
         # TE caches an fp8 copy and its transpose of every transformer-block GEMM weight (1 B + 1 B

@@ -106,8 +106,10 @@ RECIPES: dict[tuple[str, str, str], Recipe] = {
                                                 1, 16, 8, layout=_DSV3_16, flex=True, dsv3=True, tp_comm_overlap=False),
     ("deepseek-v3", "b200", "26.04"): Recipe(_WB.format("r0.4.0", "deepseek/deepseek", "DEEPSEEK_V3_PRETRAIN_CONFIG_B200_V2 (hybridep)"),
                                              1, 16, 8, layout=_DSV3_16, flex=True, dsv3=True, tp_comm_overlap=False),
-    ("deepseek-v3", "b200", "26.04.01"): Recipe(_WB.format("r0.4.0", "deepseek/deepseek", "DEEPSEEK_V3_PRETRAIN_CONFIG_B200_FP8_MX_V2 (deepep, moe_a2a_overlap)"),
-                                                1, 8, 32, vp=2, flex=True, a2a_overlap=True, dsv3=True, layout=_DSV3_16, tp_comm_overlap=False),
+    ("deepseek-v3", "b200", "26.04.01"): Recipe(_WB.format("r0.4.0", "deepseek/deepseek", "DEEPSEEK_V3_PRETRAIN_CONFIG_B200_FP8_MX_V2 (deepep, moe_a2a_overlap, "
+                                                "recompute_modules=['mla_up_proj', 'mlp'])"),
+                                                1, 8, 32, vp=2, flex=True, a2a_overlap=True, dsv3=True, layout=_DSV3_16, tp_comm_overlap=False,
+                                                recompute_modules=("mla_up_proj", "mlp")),
     # ---- Qwen3-235B-A22B (no shared experts) ----
     ("qwen3-235b-a22b", "h100", "25.09"): Recipe(_R1.format("qwen3", "qwen3_235b_a22b", "h100") + " (CommOverlapConfig(tp_comm_overlap=True))",
                                                  2, 8, 32, vp=4),
@@ -196,7 +198,8 @@ def apply_recipe(d: "Draft") -> None:
         a.append("recipe's moe_a2a_overlap needs pp = 1 or vp > 1; the row's pp/vp leave it off")
     if r.layout is not None and len(r.layout) == d.pp * d.vpp:
         upd["pipeline_layers"] = list(r.layout)
-    modules = _DSV3_RECOMPUTE[key[1]] if r.dsv3 else r.recompute_modules
+    # a recipe's own recompute_modules (e.g. r0.4.0's B200_FP8_MX_V2) over the DeepSeek-V3 default
+    modules = r.recompute_modules or (_DSV3_RECOMPUTE[key[1]] if r.dsv3 else ())
     if modules:
         upd.update(recompute="selective", recompute_modules=list(modules))
     s.update(upd)

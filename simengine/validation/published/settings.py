@@ -191,6 +191,15 @@ def _megatron_bridge(d: Draft) -> None:
     float if grad_reduce_in_fp32 else param.dtype)."""
     _nemo(d)
     d.strat["fp32_main_grads"] = False
+    # FP8 primary weights: Megatron-Bridge's mixed-precision recipes (src/megatron/bridge/training/
+    # mixed_precision.py, r0.1.0 … r0.4.0) set ``fp8_param_gather = True`` for delayed, current and
+    # MX scaling and False only for subchannel (blockwise) scaling — the H100 "alternate
+    # quantization granularity" rows (128x128 weights / 1x128 activations, the notes column)
+    label = _s(d.row, "dtype").lower()
+    subchannel = "alternate" in label and "h100" in _s(d.row, "gpu_type").lower()
+    if d.dtype == "fp8" and not subchannel and d.strat.get("zero_stage", 1) >= 1:
+        d.strat["fp8_param_gather"] = True
+        d.a.append("FP8 primary weights (fp8_param_gather, the recipe's mixed-precision config)")
     apply_recipe(d)
 
 
