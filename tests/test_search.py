@@ -625,3 +625,20 @@ def test_smallest_change_to_fit_suggests_one_more_recompute_module():
     assert changes["recompute_modules + mlp"]["tokens_per_s"] > changes["recompute → full (all layers)"]["tokens_per_s"]
     assert changes["recompute_modules + mlp"]["strategy"]["recompute_modules"] == ["core_attn", "mlp"]
     assert not [c for c in changes if "moe" in c or "mla_up_proj" in c or "shared_experts" in c]
+
+
+def test_fp8_param_gather_in_the_base_rides_with_a_sharded_optimizer():
+    """A base with FP8 primary weights searches every ZeRO stage: ZeRO 0 candidates run without
+    them (Megatron-LM refuses fp8_param_gather without the distributed optimizer), the others keep them."""
+    choices = {"tp": (1,), "cp": (1,), "pp": (1,), "overlap_param_gather": (True,), "overlap_grad_reduce": (True,),
+               "tp_comm_overlap": (False,), "recompute": ("none", "full")}
+    space = make_space(TINY, SMALL_GPU, global_batch=16, seq_len=8192, gpus=[8], choices=choices,
+                       base={"dtype": "fp8", "fp8_param_gather": True})
+    res = search(space)
+    assert res.candidates and not [r for r in res.rejections if "fp8_param_gather" in r.reason]
+    from simengine.search.prune import _strategy
+    lay = layouts(space, 8)[0]
+    assert _strategy(space, lay, 1, 0, ("none", None), {})["fp8_param_gather"] is False
+    assert _strategy(space, lay, 1, 1, ("none", None), {})["fp8_param_gather"] is True
+    for c in res.candidates:
+        assert c.strategy["fp8_param_gather"] is (c.strategy["zero_stage"] >= 1)

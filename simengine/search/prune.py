@@ -180,7 +180,12 @@ def _rc_label(rc: tuple[str, int | None]) -> str:
 
 def _strategy(space: SearchSpace, layout: dict[str, Any], mbs: int, z: int, rc: tuple[str, int | None],
               flags: dict[str, bool]) -> dict[str, Any]:
-    return {**space.base, **layout, "micro_batch_size": mbs, "zero_stage": z, **_recompute(space, *rc), "dp": None, **flags}
+    out = {**space.base, **layout, "micro_batch_size": mbs, "zero_stage": z, **_recompute(space, *rc), "dp": None, **flags}
+    if z == 0 and out.get("fp8_param_gather"):
+        # FP8 primary weights ride with the sharded optimizer: Megatron-LM allows fp8_param_gather
+        # only with the distributed optimizer or FSDP (arguments.py validate_args)
+        out["fp8_param_gather"] = False
+    return out
 
 
 def _recompute(space: SearchSpace, level: str, layers: int | None) -> dict[str, Any]:
