@@ -126,6 +126,6 @@ def build_values(inp: PipelineInput, comp: Compiled) -> np.ndarray:
         if block is None:
             vals: list[float] = []
             _rank_values(inp, comp, r, vals.append, vals.extend, memo)
-            block = ranks[key] = np.array(vals, dtype=float)
+            block = ranks[key] = np.fromiter(vals, dtype=float, count=len(vals))
         blocks.append(block)
     return np.concatenate(blocks)
