@@ -61,9 +61,7 @@ def _stage_memory(sc: Scenario, st: StagePlan, inflight: int, exact: tuple[float
     alloc = static.weights + static.grads + static.optimizer + static.buffers + held + extra
     reserved = alloc * (1.0 + sc.strategy.allocator_overhead)
     cap = sc.system.gpu.memory_gib
-    # built from plain floats, ints and bools computed here: no field to coerce, so the model is
-    # constructed without re-validating it (16–35 of these per estimate)
-    sm = StageMemory.model_construct(
+    sm = StageMemory(
         stage=st.rank, peak_gib=alloc / GIB, reserved_gib=reserved / GIB,
         weights_gib=static.weights / GIB, grads_gib=static.grads / GIB, optimizer_gib=static.optimizer / GIB,
         activations_gib=held / GIB, other_gib=(static.buffers + extra) / GIB,

@@ -235,25 +235,6 @@ def test_gate_after_a_recompute_folds_and_the_hidden_collective_starts_at_its_en
     assert_fast_equals_reference(inp)
 
 
-@pytest.mark.parametrize("name", ["medium", "large"])
-def test_stage_memories_built_without_validation_equal_validated_ones(name):
-    """estimate.py builds StageMemory with ``model_construct``: every field must already be the
-    type validation would give it."""
-    from simengine.estimate import estimate
-    from simengine.report import StageMemory
-
-    cfg = _scenarios()[name]
-    for schedule in ("1f1b", "interleaved"):
-        try:
-            sc = load_scenario(_with_schedule(cfg, schedule))
-        except ConfigError:
-            continue
-        for m in estimate(sc).memory_by_stage:
-            again = StageMemory.model_validate(m.model_dump())
-            assert again == m
-            assert all(type(getattr(m, f)) is type(getattr(again, f)) for f in StageMemory.model_fields)
-
-
 def test_grouped_piece_durations_follow_the_overlap_rule_piece_by_piece():
     """sim/overlap.py ``piece_durations`` over ``piece_groups``: each piece is its chunk's base,
     slowed by ``(slowdown − 1)·min(base, bucket / slowdown)`` when a bucket runs beside it."""
