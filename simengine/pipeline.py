@@ -27,8 +27,8 @@ def _backward(c) -> PhaseCost:
     return out
 
 
-def _tasks(pc: PhaseCost) -> tuple[CommTask, ...]:
-    return tuple(CommTask(*t) for t in pc.tasks())
+def _tasks(tasks: tuple[tuple[str, float, float, float, float], ...]) -> tuple[CommTask, ...]:
+    return tuple(CommTask(*t) for t in tasks)
 
 
 def _chunk(c, k: float, made: dict[tuple, ChunkCost]) -> ChunkCost:
@@ -39,14 +39,15 @@ def _chunk(c, k: float, made: dict[tuple, ChunkCost]) -> ChunkCost:
     if ch is not None:
         return ch
     bwd = _backward(c)
+    ft, bt, rt = c.fwd.tasks(), bwd.tasks(), c.recompute.tasks()
     key = (c.fwd.compute_s, c.bwd.compute_s, c.wgt.compute_s, c.recompute.compute_s, c.activation_bytes,
-           c.peak_extra_bytes, c.fwd.tasks(), bwd.tasks(), c.recompute.tasks())
+           c.peak_extra_bytes, ft, bt, rt)
     ch = made.get(key)
     if ch is None:
         ch = made[key] = ChunkCost(
             forward_s=c.fwd.compute_s * k, backward_input_s=c.bwd.compute_s * k,
             backward_weight_s=c.wgt.compute_s * k, recompute_s=c.recompute.compute_s * k,
-            forward_comm=_tasks(c.fwd), backward_comm=_tasks(bwd), recompute_comm=_tasks(c.recompute),
+            forward_comm=_tasks(ft), backward_comm=_tasks(bt), recompute_comm=_tasks(rt),
             activation_bytes=c.activation_bytes, peak_extra_bytes=c.peak_extra_bytes,
         )
     made[ident] = ch
@@ -76,7 +77,9 @@ def pipeline_input(sc: Scenario, plan: Plan, *, with_dp: bool = True) -> Pipelin
     for st in plan.stages:
         # ranks holding the same priced chunks and model states (build_plan shares them) map to
         # one StageCost without pricing anything again: look those up by identity first
-        ident = (tuple((id(c.fwd), id(c.bwd), id(c.wgt), id(c.recompute), c.activation_bytes, c.peak_extra_bytes)
+        # (``share``: build_plan's key of those, equal exactly when they are)
+        ident = (st.share if st.share is not None else
+                 tuple((id(c.fwd), id(c.bwd), id(c.wgt), id(c.recompute), c.activation_bytes, c.peak_extra_bytes)
                        for c in st.chunks), id(st.static), id(st.dp), st.p2p_s)
         stage = same.get(ident)
         if stage is not None:

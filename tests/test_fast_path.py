@@ -233,3 +233,31 @@ def test_gate_after_a_recompute_folds_and_the_hidden_collective_starts_at_its_en
     gates = [t for t, k in enumerate(comp.graph.kind) if k == K_GATE]
     assert gates and all(prog.folded[t] for t in gates)
     assert_fast_equals_reference(inp)
+
+
+def test_grouped_piece_durations_follow_the_overlap_rule_piece_by_piece():
+    """sim/overlap.py ``piece_durations`` over ``piece_groups``: each piece is its chunk's base,
+    slowed by ``(slowdown − 1)·min(base, bucket / slowdown)`` when a bucket runs beside it."""
+    from simengine.sim.overlap import piece_durations, piece_groups
+
+    rng = random.Random(5)
+    for _ in range(200):
+        infos: list = []
+        for c in range(rng.randint(1, 4)):
+            n = rng.randint(1, 6)
+            infos += [(c, n, rng.choice([-1, rng.randrange(8)])) for _ in range(n)]
+            if rng.random() < 0.3:
+                infos.append(None)
+        buckets = tuple(rng.choice([0.0, rng.random()]) for _ in range(8))
+        bases = {c: rng.choice([0.0, rng.random()]) for c in range(4)}
+        slow = rng.choice([1.0, 1.05, 1.7])
+        got = piece_durations(piece_groups(infos), buckets, lambda info, bases=bases: bases[info[0]], slow)
+        want = []
+        for info in infos:
+            if info is None:
+                want.append(0.0)
+                continue
+            base, j = bases[info[0]], info[-1]
+            b = buckets[j] if j >= 0 else 0.0
+            want.append(base + (slow - 1.0) * min(base, b / slow) if b > 0 and base > 0 else base)
+        assert got == want

@@ -59,23 +59,27 @@ def price_ops(ops: list[Op], cm: ComputeModel, comm: CommModel, tp_overlap: bool
     pc = PhaseCost()
     gemm_t: dict[str, float] = {}
     pending: list[Collective] = []
-    for op in ops:
+    compute_s = flops = 0.0
+    kernels = 0
+    for op in ops:  # (the op classes are disjoint: workload/ops.py)
         if isinstance(op, Gemm):
-            t = cm.gemm(op)
-            gemm_t[op.name] = t
-        elif isinstance(op, GroupedGemm):
-            t = cm.grouped_gemm(op)
-        elif isinstance(op, Attention):
-            t = cm.attention(op)
-            gemm_t[op.name] = t
+            t = gemm_t[op.name] = cm.gemm(op)
+            kernels += 1
         elif isinstance(op, Memory):
             t = cm.memory(op)
+            kernels += op.kernels
+        elif isinstance(op, Attention):
+            t = gemm_t[op.name] = cm.attention(op)
+            kernels += 1
+        elif isinstance(op, GroupedGemm):
+            t = cm.grouped_gemm(op)
+            kernels += 1
         else:
             pending.append(op)
             continue
-        pc.compute_s += t
-        pc.flops += op.flops
-        pc.kernels += getattr(op, "kernels", 1)
+        compute_s += t
+        flops += op.flops
+    pc.compute_s, pc.flops, pc.kernels = compute_s, flops, kernels
     async_share = cm.eff.async_overlap
     for c in pending:
         t = collective_time(comm, c)  # expert all-to-alls per network tier (moe_comm.py)

@@ -43,6 +43,9 @@ class StagePlan:
     static: StaticMemory
     p2p_s: float
     dp: DPWork
+    # ranks built from the same priced chunks and model states share this key (build_plan), so
+    # the engine's input maps them to one stage without comparing their phases (pipeline.py)
+    share: tuple | None = None
 
 
 @dataclass(slots=True)
@@ -198,12 +201,17 @@ def _plan_chunk(p: _Priced, cw: ChunkWork) -> ChunkPlan:
     return ChunkPlan(cw, fwd, bwd, wgt, rc, held, extra)
 
 
-def _plan_chunk_once(p: _Priced, cw: ChunkWork, priced: dict[tuple, ChunkPlan]) -> ChunkPlan:
-    """``_plan_chunk`` of a chunk whose cost depends only on what it holds (the kind of each
-    layer, the ends, MTP and windowed layers), reused across ranks; the plan keeps its own work."""
+def _chunk_key(p: _Priced, cw: ChunkWork) -> tuple:
+    """What a chunk's cost depends on: the kind of each layer, the ends, MTP and windowed layers."""
     # the kind of each layer; a chunk without MoE layers is all dense, so its length says it all
     kinds = tuple(p.sc.model.is_moe_layer(i) for i in cw.layers) if cw.moe_layers else len(cw.layers)
-    key = (kinds, cw.first, cw.last, cw.mtp, cw.mtp_moe, cw.window_layers)
+    return (kinds, cw.first, cw.last, cw.mtp, cw.mtp_moe, cw.window_layers)
+
+
+def _plan_chunk_once(p: _Priced, cw: ChunkWork, priced: dict[tuple, ChunkPlan], key: tuple | None = None) -> ChunkPlan:
+    """``_plan_chunk`` of a chunk whose cost depends only on what it holds (``_chunk_key``),
+    reused across ranks; the plan keeps its own work."""
+    key = _chunk_key(p, cw) if key is None else key
     hit = priced.get(key)
     if hit is None:
         hit = priced[key] = _plan_chunk(p, cw)
@@ -227,14 +235,15 @@ def build_plan(sc: Scenario) -> Plan:
     memo: dict[tuple, tuple[StageParams, StaticMemory, DPWork]] = {}
     priced: dict[tuple, ChunkPlan] = {}  # middle stages hold the same kind of chunk: price it once
     for rank_chunks in wl.ranks:
-        chunks = [_plan_chunk_once(p, cw, priced) for cw in rank_chunks]
+        keys = tuple(_chunk_key(p, cw) for cw in rank_chunks)
+        chunks = [_plan_chunk_once(p, cw, priced, key) for cw, key in zip(rank_chunks, keys)]
         # ranks that hold the same blocks have the same model states and DP work (middle stages)
         sig = tuple((len(c.layers), c.dense_layers, c.moe_layers, c.first, c.last) for c in rank_chunks)
         states = memo.get(sig)
         if states is None:
             params = stage_params(sc, rank_chunks)
             states = memo[sig] = (params, static_memory(sc, params), dp_work(sc, comm, params))
-        stages.append(StagePlan(rank_chunks[0].rank, chunks, states[0], states[1], p2p_s, states[2]))
+        stages.append(StagePlan(rank_chunks[0].rank, chunks, states[0], states[1], p2p_s, states[2], (keys, sig)))
     return Plan(wl, stages, comm)
 
 

@@ -81,7 +81,7 @@ class Reduced:
     def expand(self, end_r: list[float], state: tuple) -> np.ndarray:
         """The folded program's end table (index 0 = sentinel) from the reduced program's ends."""
         ends, ps, gs = state
-        full = np.asarray(end_r)[self.inv]
+        full = np.fromiter(end_r, dtype=float, count=len(end_r))[self.inv]
         if self.static is not None and self.static_flat is not None:
             full[self.static_flat] = ends[self.static[1]]
         if ps is not None and self.params is not None:

@@ -38,19 +38,28 @@ class Compiled:
         self.getter = itemgetter(*V) if len(V) > 1 else (lambda vals, _i=V[0]: (vals[_i],))
 
 
-def _stage_sig(st) -> tuple:
-    return (len(st.dp_grad_buckets_s), len(st.dp_param_buckets_s),
-            tuple((kinds(ch.forward_comm), kinds(ch.backward_comm), ch.recompute_s > 0 or bool(ch.recompute_comm))
-                  for ch in st.chunks))
+def _chunk_sig(ch) -> tuple:
+    return (kinds(ch.forward_comm), kinds(ch.backward_comm), ch.recompute_s > 0 or bool(ch.recompute_comm))
+
+
+def _stage_sig(st, chunks: dict[int, tuple]) -> tuple:
+    sig = []
+    for ch in st.chunks:  # stages share ChunkCosts (pipeline.py): each signed once
+        s = chunks.get(id(ch))
+        if s is None:
+            s = chunks[id(ch)] = _chunk_sig(ch)
+        sig.append(s)
+    return (len(st.dp_grad_buckets_s), len(st.dp_param_buckets_s), tuple(sig))
 
 
 def structure_key(inp: PipelineInput) -> tuple:
     seen: dict[int, tuple] = {}  # ranks sharing one StageCost (pipeline.py) share its signature
+    chunks: dict[int, tuple] = {}
     sig = []
     for st in inp.stages:
         s = seen.get(id(st))
         if s is None:
-            s = seen[id(st)] = _stage_sig(st)
+            s = seen[id(st)] = _stage_sig(st, chunks)
         sig.append(s)
     return (inp.schedule, len(inp.stages), inp.num_microbatches, inp.vpp,
             bool(inp.overlap_grad_reduce), bool(inp.overlap_param_gather), bool(inp.p2p_blocking),

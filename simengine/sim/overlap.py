@@ -20,7 +20,7 @@ g (t ≥ g·slowdown) or t/slowdown (otherwise), both ≥ 0.
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable
 
 from .inputs import CommTask
 
@@ -47,39 +47,58 @@ def kinds(tasks: Iterable[CommTask]) -> tuple[tuple[str, bool], ...]:
 
 def by_kind(tasks: tuple[CommTask, ...], slowdown: float) -> tuple[list[float], list[float], float]:
     """Hidden and exposed seconds per kind (in ``kinds`` order) and the total extra compute."""
-    names = kinds(tasks)
-    idx = {k: i for i, (k, _) in enumerate(names)}
-    hid = [0.0] * len(names)
-    exp = [0.0] * len(names)
+    hid: dict[str, float] = {}  # kinds in order of first appearance (``kinds``)
+    exp: dict[str, float] = {}
     extra = 0.0
     for t in tasks:
         h, e, x = resolve(t, slowdown)
-        i = idx[t.kind]
-        hid[i] += h
-        exp[i] += e
+        k = t.kind
+        if k in hid:
+            hid[k] += h
+            exp[k] += e
+        else:  # 0.0 + h == h: the same sums as starting each kind at zero
+            hid[k] = 0.0 + h
+            exp[k] = 0.0 + e
         extra += x
-    return hid, exp, extra
+    return list(hid.values()), list(exp.values()), extra
 
 
-def piece_durations(infos, buckets: tuple[float, ...], base_of, slowdown: float) -> list[float]:
-    """Durations of the compute pieces a DP bucket runs beside (``info[-1]`` = that bucket, -1 =
-    none): the same rule with the piece as the window, so only the overlapped stretch slows."""
-    k = slowdown - 1.0
-    out: list[float] = []
-    add = out.append
+def piece_groups(infos) -> tuple[int, tuple[tuple[Any, tuple[tuple[int, int], ...]], ...]]:
+    """The structure of ``piece_durations``' input, once per compiled structure: the slot count
+    and, per run of pieces sharing a base (one chunk's pieces), its first info and the
+    (slot, bucket beside) of each piece."""
+    groups: list[tuple[Any, list[tuple[int, int]]]] = []
     last = None
-    base = 0.0
-    for info in infos:
-        if info is None:  # a bucket not tied to a piece (no overlap): slot unused
-            add(0.0)
+    for i, info in enumerate(infos):
+        if info is None:  # a bucket not tied to a piece (no overlap): slot unused (0.0)
             continue
         key = info[:-1]
-        if key != last:  # the pieces of one chunk share their base
-            base = base_of(info)
+        if key != last or not groups:
+            groups.append((info, []))
             last = key
-        j = info[-1]
-        b = buckets[j] if j >= 0 else 0.0
-        add(base + k * min(base, b / slowdown) if b > 0.0 and base > 0.0 else base)
+        groups[-1][1].append((i, info[-1]))
+    return len(infos), tuple((info, tuple(items)) for info, items in groups)
+
+
+def piece_durations(groups, buckets: tuple[float, ...], base_of, slowdown: float) -> list[float]:
+    """Durations of the compute pieces a DP bucket runs beside (``piece_groups``; bucket -1 =
+    none): the same rule with the piece as the window, so only the overlapped stretch slows."""
+    n, runs = groups
+    k = slowdown - 1.0
+    out = [0.0] * n
+    for info, items in runs:  # the pieces of one chunk share their base
+        base = base_of(info)
+        if base <= 0.0:
+            for i, _ in items:
+                out[i] = base
+            continue
+        for i, j in items:
+            b = buckets[j] if j >= 0 else 0.0
+            if b > 0.0:
+                x = b / slowdown  # base + k · min(base, b / slowdown)
+                out[i] = base + k * (x if x < base else base)
+            else:
+                out[i] = base
     return out
 
 

@@ -14,7 +14,7 @@ import numpy as np
 from .compiled import Compiled
 from .inputs import PipelineInput
 from .layout import K_W, PAIRED_KIND
-from .overlap import by_kind, paired, piece_durations
+from .overlap import by_kind, paired, piece_durations, piece_groups
 
 
 _ZERO = np.zeros(1)
@@ -55,8 +55,9 @@ def _rank_values(inp: PipelineInput, comp: Compiled, r: int, app, ext, memo: dic
         c, n, _ = info
         return (chunks[c].forward_s + extras[c][2]) / n
 
-    ext(piece_durations(g.grad_piece_of[r], st.dp_grad_buckets_s, grad_base, slow))
-    ext(piece_durations(g.param_piece_of[r], st.dp_param_buckets_s, param_base, slow))
+    grads, params = _piece_groups(comp)[r]
+    ext(piece_durations(grads, st.dp_grad_buckets_s, grad_base, slow))
+    ext(piece_durations(params, st.dp_param_buckets_s, param_base, slow))
     for ch, (fh, fe, fx, bh, be, bx, rx) in zip(chunks, extras):
         app(ch.forward_s + fx)
         app(ch.recompute_s + rx)
@@ -87,14 +88,29 @@ def _pair_values(chf, chb, hw: bool, slow: float, app) -> None:
         app(e)
 
 
-def _piece_classes(comp: Compiled) -> list[int]:
-    """Per rank, an id shared by the ranks whose DP pieces are laid out alike (once per structure)."""
+def _piece_layout(comp: Compiled) -> tuple[list[int], list[tuple]]:
+    """Per rank, an id shared by the ranks whose DP pieces are laid out alike, and the rank's
+    (grad, param) ``piece_groups`` (once per structure)."""
     if comp.piece_class is None:
         g = comp.graph
         ids: dict[tuple, int] = {}
-        comp.piece_class = [ids.setdefault((tuple(a), tuple(b)), len(ids))
-                            for a, b in zip(g.grad_piece_of, g.param_piece_of)]
+        groups: dict[int, tuple] = {}
+        classes = []
+        for a, b in zip(g.grad_piece_of, g.param_piece_of):
+            c = ids.setdefault((tuple(a), tuple(b)), len(ids))
+            if c not in groups:
+                groups[c] = (piece_groups(a), piece_groups(b))
+            classes.append(c)
+        comp.piece_class = (classes, [groups[c] for c in classes])
     return comp.piece_class
+
+
+def _piece_classes(comp: Compiled) -> list[int]:
+    return _piece_layout(comp)[0]
+
+
+def _piece_groups(comp: Compiled) -> list[tuple]:
+    return _piece_layout(comp)[1]
 
 
 def build_values(inp: PipelineInput, comp: Compiled) -> np.ndarray:
@@ -110,6 +126,6 @@ def build_values(inp: PipelineInput, comp: Compiled) -> np.ndarray:
         if block is None:
             vals: list[float] = []
             _rank_values(inp, comp, r, vals.append, vals.extend, memo)
-            block = ranks[key] = np.array(vals, dtype=float)
+            block = ranks[key] = np.fromiter(vals, dtype=float, count=len(vals))
         blocks.append(block)
     return np.concatenate(blocks)
