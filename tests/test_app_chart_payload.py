@@ -32,9 +32,9 @@ def test_gantt_inlines_only_what_it_draws():
                        "kind": ["F", "B"], "mb": [0, 0], "chunk": [0, 0], "start_ms": [0.0, 1.123456789],
                        "end_ms": [1.123456789, 3.0], "dur_ms": [1.123456789, 1.876543211], "mid_ms": [0.56, 2.06],
                        "label": ["0", "0"]})
-    spec = charts.gantt_chart(df, ["rank 0 · compute"], False).to_dict(validate=False)
+    spec = charts.gantt_chart(df, ["rank 0 · compute"], False)
     rows = _values(spec)
     assert set(rows[0]) == {"row", "phase", "start_ms", "end_ms", "kind", "mb", "chunk", "dur_ms"}
     assert rows[1]["start_ms"] == 1.1235 and spec["usermeta"]["embedOptions"]["renderer"] == "canvas"
-    labelled = _values(charts.gantt_chart(df, ["rank 0 · compute"], False, show_labels=True).to_dict(validate=False))
+    labelled = _values(charts.gantt_chart(df, ["rank 0 · compute"], False, show_labels=True))
     assert {"mid_ms", "label"} <= set(labelled[0])

@@ -106,5 +106,5 @@ def compare_section(sc: dict[str, Any], r: dict[str, Any]) -> None:
     st.dataframe(frame, hide_index=True, width="stretch", column_config=_config(frame))
     st.download_button("Comparison (CSV, every column)", rows_csv(full), file_name="simengine-comparison.csv",
                        mime="text/csv", on_click="ignore", icon=":material/download:", key="dl.compare.csv")
-    st.altair_chart(compare_chart([{"label": lab, "breakdown_s": rep["breakdown_s"]} for lab, _, rep in items]),
-                    width="stretch")
+    st.vega_lite_chart(compare_chart([{"label": lab, "breakdown_s": rep["breakdown_s"]} for lab, _, rep in items]),
+                       width="stretch")
