@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from . import state
+from . import fold, state
 from .charts import compare_chart
 from .report_io import compare_rows
 
@@ -77,7 +77,17 @@ def _pin() -> None:
 
 
 def compare_section(sc: dict[str, Any], r: dict[str, Any]) -> None:
-    st.subheader("Compare pinned scenarios")
+    """Folded until something is pinned (a folded box draws nothing, ui/fold.py: its label field
+    and buttons cost the browser about as much as a chart); open whenever pins exist."""
+    pinned = bool(state.pins())
+    box, is_open = fold.group("Compare pinned scenarios (pin this scenario to compare it side by side)", "pin.box",
+                              st.session_state.setdefault("pin.fold", {}), pinned, force_open=pinned)
+    if is_open:
+        with box:
+            _compare(sc, r)
+
+
+def _compare(sc: dict[str, Any], r: dict[str, Any]) -> None:
     a, b, c = st.columns([3, 1, 1], vertical_alignment="bottom")
     s = sc["strategy"]
     a.text_input("Label for this scenario", key="pin.label",
