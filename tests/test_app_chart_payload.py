@@ -36,5 +36,6 @@ def test_gantt_inlines_only_what_it_draws():
     rows = _values(spec)
     assert set(rows[0]) == {"row", "phase", "start_ms", "end_ms", "kind", "mb", "chunk", "dur_ms"}
     assert rows[1]["start_ms"] == 1.1235 and spec["usermeta"]["embedOptions"]["renderer"] == "canvas"
+    assert spec["mark"]["aria"] is False  # no per-mark ARIA description strings: a canvas has no use for them
     labelled = _values(charts.gantt_chart(df, ["rank 0 · compute"], False, show_labels=True))
     assert {"mid_ms", "label"} <= set(labelled[0])

@@ -25,6 +25,11 @@ CONFIG = {"view": {"continuousWidth": 300, "continuousHeight": 300, "strokeWidth
 # mark (a Timeline Gantt of ~1,300 bins and its ~5,000-point memory curves cost the browser
 # ~2× the CPU in SVG). Streamlit passes ``usermeta.embedOptions`` to vega-embed.
 CANVAS = {"embedOptions": {"renderer": "canvas"}}
+# A canvas has no per-mark accessibility tree, yet Vega-Lite gives every mark an ARIA
+# ``description``: a string of every encoded field, formatted, built per mark on each encode
+# pass (vega-embed's compiled spec; with Streamlit's CSP-safe expression interpreter that is
+# about as much per-mark work as the tooltip). Canvas marks opt out (Vega-Lite mark ``aria``).
+NO_ARIA = {"aria": False}
 GANTT_DECIMALS = 4  # ms: 0.1 µs, finer than the 3 decimals the tooltips show
 # Zoom and pan along x (mouse wheel, drag): an interval selection bound to the scales
 # (Vega-Lite "bind": "scales", what Altair's ``interactive(bind_y=False)`` writes).
@@ -210,12 +215,12 @@ def gantt_chart(df: pd.DataFrame, rows: list[str], aggregated: bool, x_domain: t
                           tip("mb", "quantitative", title="micro-batch"), tip("chunk", "quantitative"),
                           tip("start_ms", "quantitative", ",.3f"), tip("end_ms", "quantitative", ",.3f"),
                           tip("dur_ms", "quantitative", ",.3f", "duration ms")]
-    bars = {"mark": {"type": "bar", "stroke": "#808080", "strokeOpacity": 0.35,
+    bars = {"mark": {"type": "bar", **NO_ARIA, "stroke": "#808080", "strokeOpacity": 0.35,
                      "strokeWidth": 0.3 if not aggregated else 0}, "encoding": enc}
     body: Spec = {"height": {"step": 22}, "usermeta": CANVAS}
     if show_labels and not aggregated:
         text = {"transform": [{"filter": "datum.label != ''"}],
-                "mark": {"type": "text", "fontSize": 9, "color": "#111", "align": "center"},
+                "mark": {"type": "text", **NO_ARIA, "fontSize": 9, "color": "#111", "align": "center"},
                 "encoding": {"y": field("row", "nominal", sort=rows),
                              "x": field("mid_ms", "quantitative", **x_scale), "text": field("label", "nominal")}}
         body["layer"] = [{**bars, "params": [ZOOM_X]}, text]
@@ -241,7 +246,7 @@ def memory_time_chart(df: pd.DataFrame, capacity_gib: float | None) -> Spec:
     df = df[["rank", "t_ms", "GiB"]].assign(t_ms=df["t_ms"].astype(float).round(GANTT_DECIMALS),
                                             GiB=df["GiB"].astype(float).round(4))  # 0.1 MiB; tooltips show 0.01 GiB
     curves = dataset(rows_of(df))
-    line = {"data": {"name": curves[0]}, "mark": {"type": "line", "interpolate": "step-after", "strokeWidth": 1.6},
+    line = {"data": {"name": curves[0]}, "mark": {"type": "line", **NO_ARIA, "interpolate": "step-after", "strokeWidth": 1.6},
             "params": [ZOOM_X], "encoding": {
                 "x": field("t_ms", "quantitative", title="time [ms]"),
                 "y": field("GiB", "quantitative", title="allocated [GiB]"),
