@@ -31,6 +31,9 @@ CANVAS = {"embedOptions": {"renderer": "canvas"}}
 # about as much per-mark work as the tooltip). Canvas marks opt out (Vega-Lite mark ``aria``).
 NO_ARIA = {"aria": False}
 GANTT_DECIMALS = 4  # ms: 0.1 µs, finer than the 3 decimals the tooltips show
+# The aggregated Gantt's bar columns, named as its tooltip shows them (row, phase, spans as is);
+# busy % is the share of the bar's time some span is running, in percent (0.1).
+AGG_TOOLTIP = {"start_ms": "start ms", "end_ms": "end ms", "occupancy": "busy %"}
 # Zoom and pan along x (mouse wheel, drag): an interval selection bound to the scales
 # (Vega-Lite "bind": "scales", what Altair's ``interactive(bind_y=False)`` writes).
 ZOOM_X = {"name": "zoom_x", "select": {"type": "interval", "encodings": ["x"]}, "bind": "scales"}
@@ -203,19 +206,26 @@ def gantt_chart(df: pd.DataFrame, rows: list[str], aggregated: bool, x_domain: t
     domain = [span_label(c) for c in domain]
     x_scale = {"scale": {"domain": list(x_domain)}} if x_domain else {}
     y = field("row", "nominal", sort=rows, title=None, axis={"labelLimit": 160})
-    enc: Spec = {"y": y, "x": field("start_ms", "quantitative", title="time [ms]", **x_scale), "x2": {"field": "end_ms"},
+    t0, t1 = ("start ms", "end ms") if aggregated else ("start_ms", "end_ms")
+    enc: Spec = {"y": y, "x": field(t0, "quantitative", title="time [ms]", **x_scale), "x2": {"field": t1},
                  "color": colour("phase", domain, rng, {"orient": "bottom", "title": None, "columns": 6})}
+    mark: Spec = {}
     if aggregated:
-        enc["opacity"] = field("occupancy", "quantitative", scale={"domain": [0, 1], "range": [0.15, 1]}, legend=None)
-        enc["tooltip"] = [tip("row", "nominal"), tip("phase", "nominal", title="dominant phase"),
-                          tip("start_ms", "quantitative", ",.3f"), tip("end_ms", "quantitative", ",.3f"),
-                          tip("occupancy", "quantitative", ".0%", "busy"), tip("spans", "quantitative")]
+        enc["opacity"] = field("busy %", "quantitative", scale={"domain": [0, 100], "range": [0.15, 1]}, legend=None)
+        # The tooltip is the bar's data, whose columns are named for it (AGG_TOOLTIP): a tooltip
+        # encoding is a formatted object built for every bar on every encode pass (vega-embed's
+        # compiled spec), per-bar work of the same order as drawing it.
+        df = df.rename(columns=AGG_TOOLTIP).assign(**{"busy %": lambda d: (100 * d["busy %"]).round(1)})
+        mark["tooltip"] = {"content": "data"}
+        # rows by an explicit domain, not a sort array (which adds a sort-index field to the data,
+        # and so to the tooltip)
+        enc["y"] = field("row", "nominal", scale={"domain": rows}, title=None, axis={"labelLimit": 160})
     else:
         enc["tooltip"] = [tip("row", "nominal"), tip("kind", "nominal", title="phase"),
                           tip("mb", "quantitative", title="micro-batch"), tip("chunk", "quantitative"),
                           tip("start_ms", "quantitative", ",.3f"), tip("end_ms", "quantitative", ",.3f"),
                           tip("dur_ms", "quantitative", ",.3f", "duration ms")]
-    bars = {"mark": {"type": "bar", **NO_ARIA, "stroke": "#808080", "strokeOpacity": 0.35,
+    bars = {"mark": {"type": "bar", **NO_ARIA, **mark, "stroke": "#808080", "strokeOpacity": 0.35,
                      "strokeWidth": 0.3 if not aggregated else 0}, "encoding": enc}
     body: Spec = {"height": {"step": 22}, "usermeta": CANVAS}
     if show_labels and not aggregated:
@@ -226,6 +236,10 @@ def gantt_chart(df: pd.DataFrame, rows: list[str], aggregated: bool, x_domain: t
         body["layer"] = [{**bars, "params": [ZOOM_X]}, text]
     else:
         body.update(bars, params=[ZOOM_X])
+    if aggregated:  # data inline in the one layer: Streamlit sends top-level data as an Arrow table, whose
+        # index column the browser adds to each row (and so to a data tooltip)
+        return {"$schema": SCHEMA, "config": CONFIG, "height": body.pop("height"), "usermeta": body.pop("usermeta"),
+                "layer": [{"data": {"values": rows_of(df)}, **body}]}
     return top([d := dataset(rows_of(df))], {"data": {"name": d[0]}, **body})
 
 
