@@ -54,6 +54,22 @@ def _switch_schedule() -> None:
                              f"({md(new)} runs {n} chunk{'' if n == 1 else 's'} per rank).{kept}")
 
 
+def per_rank_table(ranks: pd.DataFrame, exposed_cols: list[str]) -> None:
+    view = ranks.copy()
+    view["bubble [%]"] = 100 * view.pop("bubble_fraction")
+    if "critical" in view:  # the rank the Estimate page's breakdown describes
+        view["critical"] = view["critical"].map({True: "yes", False: ""})
+    for col in ["compute_s", "exposed_comm_s", "hidden_comm_s"] + exposed_cols:
+        if col in view:
+            view[col.replace("exposed:", "exposed ").removesuffix("_s") + " [ms]"] = 1e3 * view.pop(col)
+    view = view.rename(columns={"peak_gib": "peak [GiB]"})
+    number_cols = [k for k in view.columns if k != "rank" and pd.api.types.is_numeric_dtype(view[k])]
+    st.dataframe(view, hide_index=True, width="stretch", height=min(400, 38 + 35 * len(view)), column_config={
+        **{k: st.column_config.NumberColumn(format="%.2f") for k in number_cols},
+        # a text column: as a number column its blank cells read "None"
+        "critical": st.column_config.TextColumn(help="yes = the critical rank (the Estimate page's breakdown)")})
+
+
 def vpp_memory() -> dict[str, int]:
     """vpp per schedule remembered for the current strategy (forgotten when it is replaced)."""
     saved = st.session_state.get(VPP_KEY) or {}
@@ -160,24 +176,20 @@ if n_ranks > MAX_GANTT_RANKS:
 gantt_section(scenario_text, spans, max(step * 1e3, 1e-6), shown_ranks, tl.get("gantt_full"))
 
 # ---- per rank ------------------------------------------------------------------------------
-st.subheader("Per rank")
-view = ranks.copy()
-view["bubble [%]"] = 100 * view.pop("bubble_fraction")
-if "critical" in view:  # the rank the Estimate page's breakdown describes
-    view["critical"] = view["critical"].map({True: "yes", False: ""})
-for col in ["compute_s", "exposed_comm_s", "hidden_comm_s"] + exposed_cols:
-    if col in view:
-        view[col.replace("exposed:", "exposed ").removesuffix("_s") + " [ms]"] = 1e3 * view.pop(col)
-view = view.rename(columns={"peak_gib": "peak [GiB]"})
-number_cols = [k for k in view.columns if k != "rank" and pd.api.types.is_numeric_dtype(view[k])]
-st.dataframe(view, hide_index=True, width="stretch", height=min(400, 38 + 35 * len(view)), column_config={
-    **{k: st.column_config.NumberColumn(format="%.2f") for k in number_cols},
-    # a text column: as a number column its blank cells read "None"
-    "critical": st.column_config.TextColumn(help="yes = the critical rank (the Estimate page's breakdown)")})
+# Every rank's figures on demand (the headline above gives the critical rank's; a table costs
+# the browser about as much as a small chart, benchmarks/bench_studio_profile.py); open by
+# itself when the step does not fit (it shows which ranks overflow). ui/fold.py draws nothing
+# while folded; open or folded is remembered separately for the two cases.
+oom = peak is not None and not fits(peak, strategy, system)
+place = "oom" if oom else "fits"
+box, ranks_open = fold.group("Per rank: bubble, compute, exposed and hidden communication, peak memory",
+                             f"tl.rankfold.{place}", st.session_state.setdefault(f"tl.fold.ranks.{place}", {}), oom)
+if ranks_open:
+    with box:
+        per_rank_table(ranks, exposed_cols)
 # The memory curves open by themselves when the step does not fit (they show where it peaks);
 # otherwise on demand: a folded box draws nothing (ui/fold.py), and the curves cost the browser
 # about as much as the Gantt. Open or folded is remembered separately for the two cases.
-oom = peak is not None and not fits(peak, strategy, system)
 box, is_open = fold.group("Memory over the step (allocated bytes per rank)", f"tl.memory.{'oom' if oom else 'fits'}",
                           st.session_state.setdefault(f"tl.fold.{'oom' if oom else 'fits'}", {}), oom)
 if is_open:

@@ -32,9 +32,25 @@ def test_gantt_inlines_only_what_it_draws():
                        "kind": ["F", "B"], "mb": [0, 0], "chunk": [0, 0], "start_ms": [0.0, 1.123456789],
                        "end_ms": [1.123456789, 3.0], "dur_ms": [1.123456789, 1.876543211], "mid_ms": [0.56, 2.06],
                        "label": ["0", "0"]})
-    spec = charts.gantt_chart(df, ["rank 0 · compute"], False).to_dict(validate=False)
+    spec = charts.gantt_chart(df, ["rank 0 · compute"], False)
     rows = _values(spec)
     assert set(rows[0]) == {"row", "phase", "start_ms", "end_ms", "kind", "mb", "chunk", "dur_ms"}
     assert rows[1]["start_ms"] == 1.1235 and spec["usermeta"]["embedOptions"]["renderer"] == "canvas"
-    labelled = _values(charts.gantt_chart(df, ["rank 0 · compute"], False, show_labels=True).to_dict(validate=False))
+    assert spec["mark"]["aria"] is False  # no per-mark ARIA description strings: a canvas has no use for them
+    labelled = _values(charts.gantt_chart(df, ["rank 0 · compute"], False, show_labels=True))
     assert {"mid_ms", "label"} <= set(labelled[0])
+
+
+def test_aggregated_gantt_tooltip_is_its_named_columns():
+    """The binned Gantt's tooltip is the bar's data (no per-bar tooltip expression): its columns
+    are named as a reader wants them, and nothing else (no sort index, no Arrow index) rides along."""
+    df = pd.DataFrame({"row": ["rank 0 · compute", "rank 0 · dp"], "category": ["forward_compute", "dp_comm"],
+                       "start_ms": [0.0, 2.0], "end_ms": [2.0, 3.123456789], "occupancy": [0.8534, 0.2],
+                       "spans": [12, 1], "kind": ["forward_compute", "dp_comm"], "mb": [-1, -1], "chunk": [-1, -1]})
+    spec = charts.gantt_chart(df, ["rank 0 · compute", "rank 0 · dp"], True, x_domain=(0.0, 4.0))
+    (layer,) = spec["layer"]
+    assert layer["mark"]["tooltip"] == {"content": "data"} and "tooltip" not in layer["encoding"]
+    assert "sort" not in layer["encoding"]["y"] and layer["encoding"]["y"]["scale"]["domain"] == ["rank 0 · compute", "rank 0 · dp"]
+    rows = layer["data"]["values"]
+    assert set(rows[0]) == {"row", "phase", "start ms", "end ms", "busy %", "spans"}
+    assert rows[0]["busy %"] == 85.3 and rows[1]["end ms"] == 3.1235 and rows[1]["phase"].startswith("DP comm")

@@ -7,7 +7,7 @@ import io
 
 import pandas as pd
 
-from app_walk import open_app, open_groups
+from app_walk import open_app, open_fold, open_groups
 from ui.compare import SHOWN, compact_frame, with_deltas
 
 
@@ -61,7 +61,7 @@ def test_groups_keep_their_state_across_pages_and_errors_open_them():
 
 
 def test_comparison_has_deltas_a_baseline_and_a_download():
-    at = open_app("pages/estimate.py")
+    at = open_fold(open_app("pages/estimate.py"), "pin.box")
     at.button(key="pin.add").click().run()
     at.switch_page("pages/home.py").run()
     at.button(key="size.medium").click().run()

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from app_walk import open_app, open_page, texts
+from app_walk import open_app, open_fold, open_page, texts
 from ui.config_io import dumps
 from ui.pins import decode_pins, encode_pins, parse_budget
 from ui.share import ShareLinkError, pack, size_canonical
@@ -20,7 +20,8 @@ def _pins(at):
 
 def test_pins_survive_a_reload_through_the_link():
     at = open_app("pages/estimate.py")
-    at.button(key="pin.add").click().run()
+    assert not at.get("text_input")  # the comparison is folded until something is pinned
+    open_fold(at, "pin.box").button(key="pin.add").click().run()
     at.switch_page("pages/home.py").run()
     at.button(key="size.medium").click().run()
     at.switch_page("pages/estimate.py").run()
@@ -30,6 +31,7 @@ def test_pins_survive_a_reload_through_the_link():
     assert params["preset"] == "medium" and params["pins"].startswith("v1.")
     reloaded = open_app("pages/estimate.py", **params)  # a new session: what a reload or a colleague gets
     assert not reloaded.exception
+    assert next(e for e in reloaded.expander if e.label.startswith("Compare pinned")).proto.expanded  # pins: open
     assert [p["label"] for p in _pins(reloaded)][-1] == "the medium one" and len(_pins(reloaded)) == 2
     assert [json.loads(p["json"]) for p in _pins(reloaded)] == [size_canonical("small"), size_canonical("medium")]
     table = reloaded.dataframe[-1].value

@@ -287,7 +287,7 @@ def test_estimate_headline_pins_and_downloads():
     assert "Uncertainty range" in texts(at.caption)
     labels = [b.label for b in at.get("download_button")]
     assert "Report (JSON)" in labels and "Report (CSV)" in labels
-    at.button(key="pin.add").click().run()
+    open_fold(at, "pin.box").button(key="pin.add").click().run()
     at.switch_page("pages/home.py").run()
     at.button(key="size.medium").click().run()
     at.switch_page("pages/estimate.py").run()

@@ -44,12 +44,16 @@ def test_gpipe_peak_over_capacity_is_an_alert():
     assert "Does not fit" in err and "allocated" in err and "reserved" in err
     memory = next(ex for ex in at.expander if ex.label.startswith("Memory over the step"))
     assert memory.proto.expanded and len(at.get("vega_lite_chart")) == 2  # it shows where the step peaks
+    ranks = next(ex for ex in at.expander if ex.label.startswith("Per rank"))
+    assert ranks.proto.expanded and len(at.dataframe[0].value) == 4  # which ranks overflow, opened by itself
 
 
 def test_memory_curves_of_a_fitting_step_are_drawn_on_demand():
     at = open_app("pages/timeline.py", preset="medium")
     memory = next(ex for ex in at.expander if ex.label.startswith("Memory over the step"))
     assert not memory.proto.expanded and len(at.get("vega_lite_chart")) == 1  # the Gantt only: nothing sent
+    ranks = next(ex for ex in at.expander if ex.label.startswith("Per rank"))
+    assert not ranks.proto.expanded and not at.dataframe  # every rank's figures on demand
     open_fold(at, "tl.memory.fits")
     assert len(at.get("vega_lite_chart")) == 2
     at.switch_page("pages/estimate.py").run()
@@ -67,7 +71,8 @@ def test_critical_column_is_text_not_none():
     its blank cells showed "None" for every non-critical rank."""
     import json
     at = open_app("pages/timeline.py", preset="medium")
-    table = at.dataframe[0]
+    assert not at.dataframe  # folded while the step fits
+    table = open_fold(at, "tl.rankfold.fits").dataframe[0]
     assert set(table.value["critical"]) == {"yes", ""}
     config = json.loads(table.proto.columns)
     assert config.get("critical", {}).get("type_config", {}).get("type") != "number"

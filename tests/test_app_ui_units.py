@@ -4,6 +4,7 @@ map to fields, charts build, timelines aggregate past 5k spans, report downloads
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 
@@ -26,6 +27,21 @@ from ui.timeline_data import gantt_frame, memory_frame, timeline_tables
 from ui.units import fmt_count, fmt_time, unit_for
 
 SPECS = {"model": ModelSpec, "system": SystemSpec, "strategy": StrategySpec}
+
+
+@functools.cache
+def _vega_lite_validator():
+    import jsonschema
+
+    return jsonschema.Draft7Validator(alt.vegalite.v6.schema.core.load_schema())
+
+
+def valid_spec(spec: dict) -> dict:
+    """The spec, after checking it against the Vega-Lite v6 JSON schema (the one Altair ships)."""
+    errors = [e.message[:200] for e in _vega_lite_validator().iter_errors(spec)]
+    assert not errors, errors
+    json.dumps(spec, allow_nan=False)  # the page sends it as JSON
+    return spec
 
 
 @pytest.mark.parametrize("section", SPECS)
@@ -127,7 +143,7 @@ def test_charts_build_for_real_reports(size):
     for chart in (charts.time_breakdown_chart(r["breakdown_s"], r["step_time_s"]), charts.mfu_waterfall_chart(r),
                   charts.memory_stage_chart(r["memory_by_stage"], r["memory_capacity_gib"]),
                   charts.compare_chart([{"label": "a", "breakdown_s": r["breakdown_s"]}])):
-        assert isinstance(chart.to_dict(), dict)
+        valid_spec(chart)
     wf = charts.mfu_waterfall_frame(r)
     assert wf.iloc[-1]["end"] == pytest.approx(r["mfu"])
     losses = wf[(wf["step"] != "peak") & (wf["step"] != "MFU")]
@@ -155,7 +171,7 @@ def test_gantt_legend_says_where_comm_runs():
         assert not any("exposed" in lab for lab in off_labels), off_labels
         assert all("exposed" in span_label(c) for c in on["category"])
         if exact == 0:  # the legend the page draws (binned: the exact frame is over Altair's row cap)
-            spec = json.dumps(charts.gantt_chart(df, sorted(df["row"].unique()), True).to_dict())
+            spec = json.dumps(valid_spec(charts.gantt_chart(df, sorted(df["row"].unique()), True)))
             assert all(lab in spec for lab in off_labels) and "DP comm (exposed)" not in spec
     assert color_of(span_category("dp_grad", "dp")) == color_of("dp_comm")
     assert span_category("F", "comm") == "forward_compute"
@@ -174,7 +190,7 @@ def test_timeline_tables_and_aggregation():
     part, agg2, _ = gantt_frame(spans, 0.0, tl["step_time_s"] / 50)
     assert not agg2 and len(part) > 0 and part["start_ms"].min() >= 0
     chart = charts.gantt_chart(part, rows, False, show_labels=True)
-    assert chart.to_dict()
+    assert valid_spec(chart)["layer"][1]["mark"]["type"] == "text"  # the micro-batch labels
     mem = memory_frame(tl["memory"], max_points=100)
     assert mem.groupby("rank").size().max() <= 101
 

@@ -1,9 +1,7 @@
 """Chart specs cached on the scenario JSON and the view's options (``st.cache_data``).
 
-Building an Altair chart and converting it to a Vega-Lite spec (with its JSON-schema check) is
-most of a Timeline or Estimate rerun (~150 ms per chart on the ``medium`` preset, profiled with
-cProfile on the script thread); the spec depends only on the scenario and the view options, so
-it is built once and drawn with ``st.vega_lite_chart``. Frames are passed as ``_``-prefixed
+A spec (``ui.charts``: plain Vega-Lite dicts) depends only on the scenario and the view options,
+so it is built once and drawn with ``st.vega_lite_chart``. Frames are passed as ``_``-prefixed
 arguments, which ``st.cache_data`` does not hash: the key is the scenario JSON plus options.
 """
 
@@ -11,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import altair as alt
 import streamlit as st
 
 from .charts import gantt_chart, memory_stage_chart, memory_time_chart, mfu_waterfall_chart, time_breakdown_chart
@@ -23,13 +20,7 @@ ENTRIES = 24
 # the browser without a visible difference (a deep pipeline's 8 ranks · 1,500 points were 600 kB
 # of inlined JSON).
 VIEW_MEMORY_POINTS, VIEW_MEMORY_TOTAL = 400, 4_000
-# Inlined data is bounded by ui.timeline_data (MAX_EXACT_SPANS, memory_frame's cap), not by
-# Altair's 5,000-row guard (which st.altair_chart does not apply either). Set once, process-wide.
-alt.data_transformers.disable_max_rows()
-
-
-def spec(chart: Any) -> dict[str, Any]:
-    return chart.to_dict(validate=False)
+# Inlined data is bounded by ui.timeline_data (MAX_EXACT_SPANS, memory_frame's cap).
 
 
 def draw(chart_spec: dict[str, Any]) -> None:
@@ -40,14 +31,13 @@ def draw(chart_spec: dict[str, Any]) -> None:
 def estimate_specs(scenario_json: str, _report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Time breakdown and MFU waterfall specs of the scenario's Report."""
     r = _report
-    return {"breakdown": spec(time_breakdown_chart(r["breakdown_s"], r["step_time_s"])),
-            "waterfall": spec(mfu_waterfall_chart(r))}
+    return {"breakdown": time_breakdown_chart(r["breakdown_s"], r["step_time_s"]), "waterfall": mfu_waterfall_chart(r)}
 
 
 @st.cache_data(max_entries=ENTRIES, show_spinner=False)
 def estimate_memory_spec(scenario_json: str, _report: dict[str, Any]) -> dict[str, Any]:
     """The memory-per-stage spec (built only when its box is open)."""
-    return spec(memory_stage_chart(_report["memory_by_stage"], _report["memory_capacity_gib"]))
+    return memory_stage_chart(_report["memory_by_stage"], _report["memory_capacity_gib"])
 
 
 @st.cache_data(max_entries=ENTRIES, show_spinner=False)
@@ -61,7 +51,7 @@ def gantt_view(scenario_json: str, window_ms: tuple[float, float], ranks: tuple[
         gdf, aggregated, rows = gantt_frame(_spans, window_ms[0] / 1e3, window_ms[1] / 1e3,
                                             ranks=list(ranks) if ranks is not None else None)
     chart = gantt_chart(gdf, rows, aggregated, x_domain=window_ms, show_labels=labels and not aggregated)
-    return {"spec": spec(chart), "aggregated": aggregated, "shown": len(gdf)}
+    return {"spec": chart, "aggregated": aggregated, "shown": len(gdf)}
 
 
 @st.cache_data(max_entries=ENTRIES, show_spinner=False)
@@ -72,4 +62,4 @@ def memory_view(scenario_json: str, ranks: tuple[int, ...] | None, capacity_gib:
     if ranks is not None and len(memory):
         memory = memory[memory["rank"].isin(list(ranks))]
     mem = memory_frame(memory, max_points=VIEW_MEMORY_POINTS, max_total=VIEW_MEMORY_TOTAL, end_s=step_s)
-    return spec(memory_time_chart(mem, capacity_gib)) if len(mem) else None
+    return memory_time_chart(mem, capacity_gib) if len(mem) else None

@@ -1,24 +1,75 @@
-"""Altair chart builders (pure: data in, chart out). Colours come from ``ui.theme``."""
+"""Vega-Lite chart specs (pure: data in, spec dict out), drawn with ``st.vega_lite_chart``.
+Colours come from ``ui.theme``.
+
+Plain dicts, not Altair objects: building an Altair chart and converting it (``to_dict``, which
+deep-copies and hashes every schema object) cost 30-70 ms of server CPU per Estimate or
+Timeline rerun on the ``medium`` preset (cProfile of the page script,
+``benchmarks/bench_studio.py --profile``) for specs of a few kB; these builders write the same
+Vega-Lite (v6 schema) directly. ``tests/test_app_ui_units.py`` checks each against the schema.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
-import altair as alt
 import pandas as pd
 
 from .theme import MEMORY_COLORS, TIME_COLORS, TIME_LABELS, scale, span_label
 
+SCHEMA = "https://vega.github.io/schema/vega-lite/v6.json"
 _FONT = {"labelFontSize": 11, "titleFontSize": 11}
+CONFIG = {"view": {"continuousWidth": 300, "continuousHeight": 300, "strokeWidth": 0}, "axis": _FONT, "legend": _FONT}
 # Charts of thousands of marks are drawn on a canvas: Vega's SVG renderer builds one DOM node per
 # mark (a Timeline Gantt of ~1,300 bins and its ~5,000-point memory curves cost the browser
 # ~2× the CPU in SVG). Streamlit passes ``usermeta.embedOptions`` to vega-embed.
 CANVAS = {"embedOptions": {"renderer": "canvas"}}
+# A canvas has no per-mark accessibility tree, yet Vega-Lite gives every mark an ARIA
+# ``description``: a string of every encoded field, formatted, built per mark on each encode
+# pass (vega-embed's compiled spec; with Streamlit's CSP-safe expression interpreter that is
+# about as much per-mark work as the tooltip). Canvas marks opt out (Vega-Lite mark ``aria``).
+NO_ARIA = {"aria": False}
 GANTT_DECIMALS = 4  # ms: 0.1 µs, finer than the 3 decimals the tooltips show
+# The aggregated Gantt's bar columns, named as its tooltip shows them (row, phase, spans as is);
+# busy % is the share of the bar's time some span is running, in percent (0.1).
+AGG_TOOLTIP = {"start_ms": "start ms", "end_ms": "end ms", "occupancy": "busy %"}
+# Zoom and pan along x (mouse wheel, drag): an interval selection bound to the scales
+# (Vega-Lite "bind": "scales", what Altair's ``interactive(bind_y=False)`` writes).
+ZOOM_X = {"name": "zoom_x", "select": {"type": "interval", "encodings": ["x"]}, "bind": "scales"}
+
+Spec = dict[str, Any]
 
 
-def _cfg(chart: alt.TopLevelMixin) -> alt.TopLevelMixin:
-    return chart.configure_axis(**_FONT).configure_legend(**_FONT).configure_view(strokeWidth=0)
+def rows_of(df: pd.DataFrame) -> list[dict[str, Any]]:
+    """A frame's rows as JSON-ready dicts (missing values as None, as Altair's sanitizer does)."""
+    out = df.astype(object).where(df.notna(), None) if df.isna().to_numpy().any() else df
+    return out.to_dict(orient="records")
+
+
+def dataset(rows: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+    """(name, rows): named by a hash of the rows, as Altair names its datasets, so a chart's spec
+    is the same text for the same data (Streamlit keeps the chart's identity across reruns)."""
+    digest = hashlib.md5(json.dumps(rows, sort_keys=True, default=str).encode(), usedforsecurity=False).hexdigest()
+    return f"data-{digest}", rows
+
+
+def top(datasets: list[tuple[str, list[dict[str, Any]]]], body: Spec) -> Spec:
+    """A top-level spec: schema, the shared config, the named datasets and the chart."""
+    return {"$schema": SCHEMA, "config": CONFIG, "datasets": dict(datasets), **body}
+
+
+def field(name: str, kind: str, **kw: Any) -> Spec:
+    """One encoding channel: ``field("ms", "quantitative", title=...)``."""
+    return {"field": name, "type": kind, **kw}
+
+
+def tip(name: str, kind: str, fmt: str | None = None, title: str | None = None) -> Spec:
+    return {**field(name, kind), **({"format": fmt} if fmt else {}), **({"title": title} if title else {})}
+
+
+def colour(name: str, domain: list[str], rng: list[str], legend: Spec | None) -> Spec:
+    return field(name, "nominal", scale={"domain": domain, "range": rng}, legend=legend)
 
 
 def breakdown_frame(breakdown_s: dict[str, float], step_s: float) -> pd.DataFrame:
@@ -29,17 +80,18 @@ def breakdown_frame(breakdown_s: dict[str, float], step_s: float) -> pd.DataFram
     return df.assign(_o=df["category"].map(lambda c: order.get(c, 99))).sort_values("_o").drop(columns="_o")
 
 
-def time_breakdown_chart(breakdown_s: dict[str, float], step_s: float) -> alt.Chart:
+def time_breakdown_chart(breakdown_s: dict[str, float], step_s: float) -> Spec:
     """One horizontal bar per category: where the step time goes on the critical rank."""
     df = breakdown_frame(breakdown_s, step_s)
     domain, rng = scale(list(df["category"]))
-    return _cfg(alt.Chart(df).mark_bar().encode(
-        y=alt.Y("label:N", sort=list(df["label"]), title=None),
-        x=alt.X("ms:Q", title="time per step [ms]"),
-        color=alt.Color("category:N", scale=alt.Scale(domain=domain, range=rng), legend=None),
-        tooltip=[alt.Tooltip("label:N", title="category"), alt.Tooltip("ms:Q", format=",.2f", title="ms"),
-                 alt.Tooltip("share:Q", format=".1%", title="share of step")],
-    ).properties(height=alt.Step(24), title="Step time breakdown (critical rank)"))
+    return top([data := dataset(rows_of(df))], {
+        "data": {"name": data[0]}, "mark": {"type": "bar"}, "encoding": {
+            "y": field("label", "nominal", sort=list(df["label"]), title=None),
+            "x": field("ms", "quantitative", title="time per step [ms]"),
+            "color": colour("category", domain, rng, None),
+            "tooltip": [tip("label", "nominal", title="category"), tip("ms", "quantitative", ",.2f", "ms"),
+                        tip("share", "quantitative", ".1%", "share of step")]},
+        "height": {"step": 24}, "title": "Step time breakdown (critical rank)"})
 
 
 def mfu_waterfall_frame(report: dict[str, Any]) -> pd.DataFrame:
@@ -67,20 +119,20 @@ def mfu_waterfall_frame(report: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def mfu_waterfall_chart(report: dict[str, Any]) -> alt.Chart:
+def mfu_waterfall_chart(report: dict[str, Any]) -> Spec:
     df = mfu_waterfall_frame(report)
     colors = dict(TIME_COLORS, peak="#4d4d4d", mfu="#2f6f3e")
     domain, rng = scale(list(df["category"]), colors)
-    base = alt.Chart(df).encode(x=alt.X("step:N", sort=list(df["step"]), title=None,
-                                        axis=alt.Axis(labelAngle=-35, labelLimit=150, labelOverlap=False)))
-    bars = base.mark_bar(size=28).encode(
-        y=alt.Y("start:Q", title="share of peak FLOP/s", axis=alt.Axis(format="%")), y2="end:Q",
-        color=alt.Color("category:N", scale=alt.Scale(domain=domain, range=rng), legend=None),
-        tooltip=[alt.Tooltip("step:N"), alt.Tooltip("value:Q", format="+.1%", title="change")],
-    )
-    text = base.mark_text(dy=-6, fontSize=10).encode(
-        y="end:Q", text=alt.Text("value:Q", format="+.1%"))
-    return _cfg((bars + text).properties(height=280, title="MFU loss waterfall"))
+    x = field("step", "nominal", sort=list(df["step"]), title=None,
+              axis={"labelAngle": -35, "labelLimit": 150, "labelOverlap": False})
+    bars = {"mark": {"type": "bar", "size": 28}, "encoding": {
+        "x": x, "y": field("start", "quantitative", title="share of peak FLOP/s", axis={"format": "%"}),
+        "y2": {"field": "end"}, "color": colour("category", domain, rng, None),
+        "tooltip": [tip("step", "nominal"), tip("value", "quantitative", "+.1%", "change")]}}
+    text = {"mark": {"type": "text", "dy": -6, "fontSize": 10}, "encoding": {
+        "x": x, "y": field("end", "quantitative"), "text": field("value", "quantitative", format="+.1%")}}
+    return top([data := dataset(rows_of(df))], {"data": {"name": data[0]}, "layer": [bars, text], "height": 280,
+                                                "title": "MFU loss waterfall"})
 
 
 def memory_frame(memory_by_stage: list[dict[str, Any]]) -> pd.DataFrame:
@@ -94,31 +146,33 @@ def memory_frame(memory_by_stage: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["stage", "stage_idx", "category", "GiB"])
 
 
-def memory_stage_chart(memory_by_stage: list[dict[str, Any]], capacity_gib: float) -> alt.LayerChart:
+def memory_stage_chart(memory_by_stage: list[dict[str, Any]], capacity_gib: float) -> Spec:
     """Stacked allocated memory per pipeline stage, reserved memory tick and the capacity line."""
     df = memory_frame(memory_by_stage)
     stages = [f"stage {m['stage']}" for m in memory_by_stage]
     domain, rng = scale(list(MEMORY_COLORS), MEMORY_COLORS)
     order = {c: i for i, c in enumerate(MEMORY_COLORS)}
     df["order"] = df["category"].map(order)
-    bars = alt.Chart(df).mark_bar().encode(
-        y=alt.Y("stage:N", sort=stages, title=None),
-        x=alt.X("sum(GiB):Q", title="memory per GPU [GiB]"),
-        color=alt.Color("category:N", scale=alt.Scale(domain=domain, range=rng),
-                        legend=alt.Legend(orient="bottom", title=None)),
-        order=alt.Order("order:Q"),
-        tooltip=[alt.Tooltip("stage:N"), alt.Tooltip("category:N"), alt.Tooltip("GiB:Q", format=",.2f")],
-    )
-    res = pd.DataFrame([{"stage": f"stage {m['stage']}", "reserved": m.get("reserved_gib", 0.0)} for m in memory_by_stage])
-    tick = alt.Chart(res).mark_tick(color="#333", thickness=2, size=24).encode(
-        y=alt.Y("stage:N", sort=stages), x="reserved:Q",
-        tooltip=[alt.Tooltip("reserved:Q", format=",.2f", title="reserved GiB")])
-    cap = alt.Chart(pd.DataFrame({"cap": [capacity_gib]})).mark_rule(color="#c0392b", strokeDash=[5, 3], size=2).encode(
-        x="cap:Q", tooltip=[alt.Tooltip("cap:Q", format=",.1f", title="capacity GiB")])
-    return _cfg((bars + tick + cap).properties(height=alt.Step(30), title="Peak memory per pipeline stage (tick = reserved, red = capacity)"))
+    y = field("stage", "nominal", sort=stages, title=None)
+    parts = dataset(rows_of(df))
+    res = dataset([{"stage": f"stage {m['stage']}", "reserved": m.get("reserved_gib", 0.0)} for m in memory_by_stage])
+    cap = dataset([{"cap": capacity_gib}])
+    bars = {"data": {"name": parts[0]}, "mark": {"type": "bar"}, "encoding": {
+        "y": y, "x": field("GiB", "quantitative", aggregate="sum", title="memory per GPU [GiB]"),
+        "color": colour("category", domain, rng, {"orient": "bottom", "title": None}),
+        "order": field("order", "quantitative"),
+        "tooltip": [tip("stage", "nominal"), tip("category", "nominal"), tip("GiB", "quantitative", ",.2f")]}}
+    tick = {"data": {"name": res[0]}, "mark": {"type": "tick", "color": "#333", "thickness": 2, "size": 24},
+            "encoding": {"y": field("stage", "nominal", sort=stages), "x": field("reserved", "quantitative"),
+                         "tooltip": [tip("reserved", "quantitative", ",.2f", "reserved GiB")]}}
+    rule = {"data": {"name": cap[0]}, "mark": {"type": "rule", "color": "#c0392b", "strokeDash": [5, 3], "size": 2},
+            "encoding": {"x": field("cap", "quantitative"),
+                         "tooltip": [tip("cap", "quantitative", ",.1f", "capacity GiB")]}}
+    return top([parts, res, cap], {"layer": [bars, tick, rule], "height": {"step": 30},
+                                   "title": "Peak memory per pipeline stage (tick = reserved, red = capacity)"})
 
 
-def compare_chart(rows: list[dict[str, Any]]) -> alt.Chart:
+def compare_chart(rows: list[dict[str, Any]]) -> Spec:
     """Stacked step-time breakdown, one bar per pinned scenario. rows: {label, breakdown_s}."""
     data = []
     for r in rows:
@@ -130,50 +184,63 @@ def compare_chart(rows: list[dict[str, Any]]) -> alt.Chart:
     domain = [TIME_LABELS.get(c, c) for c in domain]
     order = {c: i for i, c in enumerate(TIME_COLORS)}
     df["order"] = df["category"].map(lambda c: order.get(c, 99))
-    return _cfg(alt.Chart(df).mark_bar().encode(
-        y=alt.Y("scenario:N", title=None, sort=[r["label"] for r in rows], axis=alt.Axis(labelLimit=260)),
-        x=alt.X("sum(ms):Q", title="step time [ms]"),
-        color=alt.Color("label:N", scale=alt.Scale(domain=domain, range=rng),
-                        legend=alt.Legend(orient="bottom", title=None, columns=5)),
-        order=alt.Order("order:Q"),
-        tooltip=["scenario:N", "label:N", alt.Tooltip("ms:Q", format=",.2f")],
-    ).properties(height=alt.Step(30), title="Step time by category"))
+    return top([d := dataset(rows_of(df))], {"data": {"name": d[0]}, "mark": {"type": "bar"}, "encoding": {
+        "y": field("scenario", "nominal", title=None, sort=[r["label"] for r in rows], axis={"labelLimit": 260}),
+        "x": field("ms", "quantitative", aggregate="sum", title="step time [ms]"),
+        "color": colour("label", domain, rng, {"orient": "bottom", "title": None, "columns": 5}),
+        "order": field("order", "quantitative"),
+        "tooltip": [tip("scenario", "nominal"), tip("label", "nominal"), tip("ms", "quantitative", ",.2f")]},
+        "height": {"step": 30}, "title": "Step time by category"})
 
 
 def gantt_chart(df: pd.DataFrame, rows: list[str], aggregated: bool, x_domain: tuple[float, float] | None = None,
-                show_labels: bool = False) -> alt.Chart:
+                show_labels: bool = False) -> Spec:
     """Rank × stream rows, one rect per span (or per time bin when aggregated), coloured by phase.
 
     ``df`` columns: row, category, start_ms, end_ms, kind, mb, chunk (+ occupancy when aggregated).
-    Zoom/pan along time with the mouse wheel / drag (``interactive(bind_y=False)``).
+    Zoom/pan along time with the mouse wheel / drag (``ZOOM_X``).
     """
     cats = list(df["category"].unique()) if len(df) else []
     domain, rng = scale(cats)
     df = _gantt_columns(df.assign(phase=df["category"].map(span_label)), aggregated, show_labels)
     domain = [span_label(c) for c in domain]
-    x_scale = alt.Scale(domain=list(x_domain)) if x_domain else alt.Undefined
-    enc: dict[str, Any] = {
-        "y": alt.Y("row:N", sort=rows, title=None, axis=alt.Axis(labelLimit=160)),
-        "x": alt.X("start_ms:Q", title="time [ms]", scale=x_scale), "x2": "end_ms:Q",
-        "color": alt.Color("phase:N", scale=alt.Scale(domain=domain, range=rng),
-                        legend=alt.Legend(orient="bottom", title=None, columns=6)),
-    }
+    x_scale = {"scale": {"domain": list(x_domain)}} if x_domain else {}
+    y = field("row", "nominal", sort=rows, title=None, axis={"labelLimit": 160})
+    t0, t1 = ("start ms", "end ms") if aggregated else ("start_ms", "end_ms")
+    enc: Spec = {"y": y, "x": field(t0, "quantitative", title="time [ms]", **x_scale), "x2": {"field": t1},
+                 "color": colour("phase", domain, rng, {"orient": "bottom", "title": None, "columns": 6})}
+    mark: Spec = {}
     if aggregated:
-        enc["opacity"] = alt.Opacity("occupancy:Q", scale=alt.Scale(domain=[0, 1], range=[0.15, 1]), legend=None)
-        enc["tooltip"] = [alt.Tooltip("row:N"), alt.Tooltip("phase:N", title="dominant phase"),
-                          alt.Tooltip("start_ms:Q", format=",.3f"), alt.Tooltip("end_ms:Q", format=",.3f"),
-                          alt.Tooltip("occupancy:Q", format=".0%", title="busy"), alt.Tooltip("spans:Q")]
+        enc["opacity"] = field("busy %", "quantitative", scale={"domain": [0, 100], "range": [0.15, 1]}, legend=None)
+        # The tooltip is the bar's data, whose columns are named for it (AGG_TOOLTIP): a tooltip
+        # encoding is a formatted object built for every bar on every encode pass (vega-embed's
+        # compiled spec), per-bar work of the same order as drawing it.
+        df = df.rename(columns=AGG_TOOLTIP).assign(**{"busy %": lambda d: (100 * d["busy %"]).round(1)})
+        mark["tooltip"] = {"content": "data"}
+        # rows by an explicit domain, not a sort array (which adds a sort-index field to the data,
+        # and so to the tooltip)
+        enc["y"] = field("row", "nominal", scale={"domain": rows}, title=None, axis={"labelLimit": 160})
     else:
-        enc["tooltip"] = [alt.Tooltip("row:N"), alt.Tooltip("kind:N", title="phase"), alt.Tooltip("mb:Q", title="micro-batch"),
-                          alt.Tooltip("chunk:Q"), alt.Tooltip("start_ms:Q", format=",.3f"),
-                          alt.Tooltip("end_ms:Q", format=",.3f"), alt.Tooltip("dur_ms:Q", format=",.3f", title="duration ms")]
-    base = alt.Chart(df)
-    chart = base.mark_bar(stroke="#808080", strokeOpacity=0.35, strokeWidth=0.3 if not aggregated else 0).encode(**enc)
+        enc["tooltip"] = [tip("row", "nominal"), tip("kind", "nominal", title="phase"),
+                          tip("mb", "quantitative", title="micro-batch"), tip("chunk", "quantitative"),
+                          tip("start_ms", "quantitative", ",.3f"), tip("end_ms", "quantitative", ",.3f"),
+                          tip("dur_ms", "quantitative", ",.3f", "duration ms")]
+    bars = {"mark": {"type": "bar", **NO_ARIA, **mark, "stroke": "#808080", "strokeOpacity": 0.35,
+                     "strokeWidth": 0.3 if not aggregated else 0}, "encoding": enc}
+    body: Spec = {"height": {"step": 22}, "usermeta": CANVAS}
     if show_labels and not aggregated:
-        text = base.transform_filter("datum.label != ''").mark_text(fontSize=9, color="#111", align="center").encode(
-            y=alt.Y("row:N", sort=rows), x=alt.X("mid_ms:Q", scale=x_scale), text="label:N")
-        chart = chart + text
-    return _cfg(chart.properties(height=alt.Step(22), usermeta=CANVAS).interactive(bind_y=False))
+        text = {"transform": [{"filter": "datum.label != ''"}],
+                "mark": {"type": "text", **NO_ARIA, "fontSize": 9, "color": "#111", "align": "center"},
+                "encoding": {"y": field("row", "nominal", sort=rows),
+                             "x": field("mid_ms", "quantitative", **x_scale), "text": field("label", "nominal")}}
+        body["layer"] = [{**bars, "params": [ZOOM_X]}, text]
+    else:
+        body.update(bars, params=[ZOOM_X])
+    if aggregated:  # data inline in the one layer: Streamlit sends top-level data as an Arrow table, whose
+        # index column the browser adds to each row (and so to a data tooltip)
+        return {"$schema": SCHEMA, "config": CONFIG, "height": body.pop("height"), "usermeta": body.pop("usermeta"),
+                "layer": [{"data": {"values": rows_of(df)}, **body}]}
+    return top([d := dataset(rows_of(df))], {"data": {"name": d[0]}, **body})
 
 
 def _gantt_columns(df: pd.DataFrame, aggregated: bool, labels: bool) -> pd.DataFrame:
@@ -188,18 +255,22 @@ def _gantt_columns(df: pd.DataFrame, aggregated: bool, labels: bool) -> pd.DataF
     return out.assign(occupancy=out["occupancy"].astype(float).round(3)) if "occupancy" in out.columns else out
 
 
-def memory_time_chart(df: pd.DataFrame, capacity_gib: float | None) -> alt.Chart:
+def memory_time_chart(df: pd.DataFrame, capacity_gib: float | None) -> Spec:
     """Allocated memory over the step per rank (step-after lines) and the GPU capacity."""
     df = df[["rank", "t_ms", "GiB"]].assign(t_ms=df["t_ms"].astype(float).round(GANTT_DECIMALS),
                                             GiB=df["GiB"].astype(float).round(4))  # 0.1 MiB; tooltips show 0.01 GiB
-    line = alt.Chart(df).mark_line(interpolate="step-after", strokeWidth=1.6).encode(
-        x=alt.X("t_ms:Q", title="time [ms]"),
-        y=alt.Y("GiB:Q", title="allocated [GiB]"),
-        color=alt.Color("rank:N", title="pp rank", legend=alt.Legend(orient="bottom", columns=8)),
-        tooltip=["rank:N", alt.Tooltip("t_ms:Q", format=",.2f"), alt.Tooltip("GiB:Q", format=",.2f")],
-    )
-    layers = [line]
+    curves = dataset(rows_of(df))
+    line = {"data": {"name": curves[0]}, "mark": {"type": "line", **NO_ARIA, "interpolate": "step-after", "strokeWidth": 1.6},
+            "params": [ZOOM_X], "encoding": {
+                "x": field("t_ms", "quantitative", title="time [ms]"),
+                "y": field("GiB", "quantitative", title="allocated [GiB]"),
+                "color": field("rank", "nominal", title="pp rank", legend={"orient": "bottom", "columns": 8}),
+                "tooltip": [tip("rank", "nominal"), tip("t_ms", "quantitative", ",.2f"), tip("GiB", "quantitative", ",.2f")]}}
+    layers, datasets = [line], [curves]
     if capacity_gib:
-        layers.append(alt.Chart(pd.DataFrame({"cap": [capacity_gib]})).mark_rule(color="#c0392b", strokeDash=[5, 3]).encode(y="cap:Q"))
-    return _cfg(alt.layer(*layers).properties(height=260, title="Memory over the step (red = capacity)",
-                                              usermeta=CANVAS).interactive(bind_y=False))
+        cap = dataset([{"cap": capacity_gib}])
+        datasets.append(cap)
+        layers.append({"data": {"name": cap[0]}, "mark": {"type": "rule", "color": "#c0392b", "strokeDash": [5, 3]},
+                       "encoding": {"y": field("cap", "quantitative")}})
+    return top(datasets, {"layer": layers, "height": 260, "title": "Memory over the step (red = capacity)",
+                          "usermeta": CANVAS})

@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from . import state
+from . import fold, state
 from .charts import compare_chart
 from .report_io import compare_rows
 
@@ -64,7 +64,8 @@ def rows_csv(rows: list[dict[str, Any]]) -> str:
 
 
 def _config(frame: pd.DataFrame) -> dict[str, Any]:
-    cfg: dict[str, Any] = {"scenario": st.column_config.TextColumn(width=210), "fits": st.column_config.CheckboxColumn(width=40)}
+    # every column fits a 1440 px window inside the folded box's padding (tests/browser: 1440 px)
+    cfg: dict[str, Any] = {"scenario": st.column_config.TextColumn(width=186), "fits": st.column_config.CheckboxColumn(width=40)}
     for _, short, fmt, kind in SHOWN:
         cfg[short] = st.column_config.NumberColumn(format=fmt, width=80)
         cfg[delta_title(short, kind)] = st.column_config.NumberColumn(format="%+.1f", width=62, help="Against the baseline")
@@ -77,7 +78,17 @@ def _pin() -> None:
 
 
 def compare_section(sc: dict[str, Any], r: dict[str, Any]) -> None:
-    st.subheader("Compare pinned scenarios")
+    """Folded until something is pinned (a folded box draws nothing, ui/fold.py: its label field
+    and buttons cost the browser about as much as a chart); open whenever pins exist."""
+    pinned = bool(state.pins())
+    box, is_open = fold.group("Compare pinned scenarios (pin this scenario to compare it side by side)", "pin.box",
+                              st.session_state.setdefault("pin.fold", {}), pinned, force_open=pinned)
+    if is_open:
+        with box:
+            _compare(sc, r)
+
+
+def _compare(sc: dict[str, Any], r: dict[str, Any]) -> None:
     a, b, c = st.columns([3, 1, 1], vertical_alignment="bottom")
     s = sc["strategy"]
     a.text_input("Label for this scenario", key="pin.label",
@@ -106,5 +117,5 @@ def compare_section(sc: dict[str, Any], r: dict[str, Any]) -> None:
     st.dataframe(frame, hide_index=True, width="stretch", column_config=_config(frame))
     st.download_button("Comparison (CSV, every column)", rows_csv(full), file_name="simengine-comparison.csv",
                        mime="text/csv", on_click="ignore", icon=":material/download:", key="dl.compare.csv")
-    st.altair_chart(compare_chart([{"label": lab, "breakdown_s": rep["breakdown_s"]} for lab, _, rep in items]),
-                    width="stretch")
+    st.vega_lite_chart(compare_chart([{"label": lab, "breakdown_s": rep["breakdown_s"]} for lab, _, rep in items]),
+                       width="stretch")

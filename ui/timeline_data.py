@@ -46,9 +46,8 @@ def _per_rank(value: Any, n: int) -> list:
     return out + [None] * (n - len(out))
 
 
-def timeline_tables(tl: Any) -> dict[str, Any]:
-    """{'spans', 'ranks', 'memory' (DataFrames), 'step_time_s'} from a Timeline."""
-    spans = _attr(tl, "spans", default=()) or ()
+def _span_rows(spans: Any) -> list[tuple]:
+    """Span rows read defensively (any object or dict with the fields, or their older names)."""
     rows = []
     for sp in spans:
         rows.append((
@@ -57,7 +56,16 @@ def timeline_tables(tl: Any) -> dict[str, Any]:
             int(_attr(sp, "chunk", default=-1)), float(_attr(sp, "start_s", "start", default=0.0)),
             float(_attr(sp, "end_s", "end", default=0.0)),
         ))
-    sdf = pd.DataFrame(rows, columns=SPAN_COLUMNS)
+    return rows
+
+
+def timeline_tables(tl: Any) -> dict[str, Any]:
+    """{'spans', 'ranks', 'memory' (DataFrames), 'step_time_s'} from a Timeline."""
+    spans = _attr(tl, "spans", default=()) or ()
+    if spans and tuple(getattr(spans[0], "_fields", ())) == tuple(SPAN_COLUMNS):  # the engine's Span
+        sdf = pd.DataFrame.from_records(spans, columns=SPAN_COLUMNS)  # one pass in C, no per-field lookups
+    else:
+        sdf = pd.DataFrame(_span_rows(spans), columns=SPAN_COLUMNS)
     step = float(_attr(tl, "step_time_s", default=float(sdf["end_s"].max()) if len(sdf) else 0.0))
     memory = _attr(tl, "memory", "memory_over_time", default=()) or ()
     n_ranks = int(_attr(tl, "num_ranks", default=0) or 0) or max(
@@ -114,65 +122,76 @@ def gantt_frame(spans: pd.DataFrame, t0_s: float | None = None, t1_s: float | No
     if t1 <= t0:
         t1 = t0 + 1e-9
     sel = spans[(spans["end_s"] > t0) & (spans["start_s"] < t1)]
-    start = sel["start_s"].clip(lower=t0).to_numpy()
-    end = sel["end_s"].clip(upper=t1).to_numpy()
-    row = ("rank " + sel["rank"].astype(str) + " · " + sel["stream"].astype(str)).to_numpy()
-    # category per (kind, stream) pair, vectorised: a comm span off the compute stream is its own entry
-    pair = sel["kind"].astype(str) + "\x00" + sel["stream"].astype(str)
-    cat = np.asarray(pair.map(lambda p: span_category(*p.split("\x00", 1))).to_numpy(), dtype=object)
+    start = sel["start_s"].clip(lower=t0).to_numpy(dtype=float)
+    end = sel["end_s"].clip(upper=t1).to_numpy(dtype=float)
+    # Rows and categories as integer codes over the distinct (rank, stream) and (kind, stream)
+    # pairs: the labels are built once per pair, not once per span (string work on every span
+    # was most of this function's time).
+    rank = sel["rank"].to_numpy(dtype=np.int64)
+    stream_code, streams = pd.factorize(sel["stream"], sort=False)
+    kind_code, kinds = pd.factorize(sel["kind"], sort=False)
+    row_id, row_pairs = _pairs(rank, stream_code, len(streams))
+    row_names = np.array([f"rank {r} · {streams[s]}" for r, s in row_pairs], dtype=object)
+    cat_id, cat_pairs = _pairs(kind_code, stream_code, len(streams))
+    cat_names = np.array([span_category(str(kinds[k]), str(streams[s])) for k, s in cat_pairs], dtype=object)
     if len(sel) <= max_spans:
         mb = sel["mb"].to_numpy()
         chunk = sel["chunk"].to_numpy()
-        kind = sel["kind"].astype(str).to_numpy()
+        kind = np.asarray(kinds.astype(str), dtype=object)[kind_code]
         # label compute spans wide enough to read (~1/70 of the window): the micro-batch number;
         # the phase is the colour
         wide = (end - start) >= (t1 - t0) / 70
         label = np.where((mb >= 0) & wide & np.isin(kind, ["F", "B", "W", "R"]), mb.astype(str), "")
-        df = pd.DataFrame({"row": row, "category": cat, "kind": kind, "mb": mb, "chunk": chunk,
-                           "start_ms": start * 1e3, "end_ms": end * 1e3, "dur_ms": (end - start) * 1e3,
-                           "mid_ms": (start + end) * 0.5e3, "label": label})
+        df = pd.DataFrame({"row": row_names[row_id], "category": cat_names[cat_id], "kind": kind, "mb": mb,
+                           "chunk": chunk, "start_ms": start * 1e3, "end_ms": end * 1e3,
+                           "dur_ms": (end - start) * 1e3, "mid_ms": (start + end) * 0.5e3, "label": label})
         return df, False, rows
-    width = (t1 - t0) / bins
+    return _binned(start, end, row_id, cat_id, t0, (t1 - t0) / bins, bins, row_names, cat_names), True, rows
+
+
+def _pairs(a: np.ndarray, b: np.ndarray, nb: int) -> tuple[np.ndarray, list[tuple[int, int]]]:
+    """(index of each element's distinct (a, b) pair, the pairs in (a, b) order)."""
+    uniq, inv = np.unique(a.astype(np.int64) * max(nb, 1) + b, return_inverse=True)
+    return inv.reshape(-1), [(int(u // max(nb, 1)), int(u % max(nb, 1))) for u in uniq]
+
+
+def _binned(start: np.ndarray, end: np.ndarray, row_id: np.ndarray, cat_id: np.ndarray, t0: float, width: float,
+            bins: int, row_names: np.ndarray, cat_names: np.ndarray) -> pd.DataFrame:
+    """Spans aggregated into ``bins`` time bins per row, adjacent look-alike bins merged.
+
+    Each bin carries the phase that dominates it (the most busy time), its busy share
+    (``occupancy``) and the spans touching it. Adjacent bins of a row with the same dominant
+    phase and the same busy share to ``OCCUPANCY_STEP`` (the bar's opacity) are one bar: a busy
+    compute row is mostly such runs, so the chart draws ~6x fewer marks (medium: 1,311 bins →
+    223 bars) with the same picture; a bar's ``spans`` counts each span touching it once.
+    Dense arrays over rows × bins × categories (bincount), so any size costs O(spans + cells)."""
+    n_rows, n_cats, n = len(row_names), len(cat_names), len(start)
     b0 = np.clip(((start - t0) / width).astype(np.int64), 0, bins - 1)
     b1 = np.clip(((end - t0) / width).astype(np.int64), 0, bins - 1)
     counts = b1 - b0 + 1
-    idx = np.repeat(np.arange(len(sel)), counts)
-    offs = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
-    b = b0[idx] + offs
-    lo = np.maximum(start[idx], t0 + b * width)
-    hi = np.minimum(end[idx], t0 + (b + 1) * width)
-    busy = np.clip(hi - lo, 0.0, None)
-    flat = pd.DataFrame({"row": row[idx], "bin": b, "category": cat[idx], "busy": busy, "span": idx})
-    by_cat = flat.groupby(["row", "bin", "category"], sort=False)["busy"].sum().reset_index()
-    dom = by_cat.sort_values("busy", ascending=False).drop_duplicates(["row", "bin"])
-    tot = flat.groupby(["row", "bin"], sort=False)["busy"].sum().reset_index()
-    out = dom[["row", "bin", "category"]].merge(tot, on=["row", "bin"])
-    out = _merge_runs(out.assign(occupancy=(out["busy"] / width).clip(upper=1.0)), flat, width)
-    out["start_ms"] = (t0 + out["first"] * width) * 1e3
-    out["end_ms"] = (t0 + (out["last"] + 1) * width) * 1e3
-    out["kind"] = out["category"]
-    out["mb"] = -1
-    out["chunk"] = -1
-    return out.drop(columns=["first", "last"]), True, rows
-
-
-def _merge_runs(bins_df: pd.DataFrame, flat: pd.DataFrame, width: float) -> pd.DataFrame:
-    """One bar per run of adjacent bins of a row that look the same: the same dominant phase and
-    the same busy share to ``OCCUPANCY_STEP`` (the bar's opacity). A busy compute row is mostly
-    such runs, so the chart draws ~6x fewer marks (medium: 1,311 bins → 223 bars) with the same
-    picture; each bar's tooltip gives its busy share and the spans that touch it (each counted
-    once)."""
-    d = bins_df.sort_values(["row", "bin"], kind="stable").reset_index(drop=True)
-    level = np.round(d["occupancy"].to_numpy() / OCCUPANCY_STEP)
-    rowv, binv, catv = d["row"].to_numpy(), d["bin"].to_numpy(), d["category"].to_numpy()
-    new = np.ones(len(d), dtype=bool)
-    new[1:] = (rowv[1:] != rowv[:-1]) | (catv[1:] != catv[:-1]) | (level[1:] != level[:-1]) | (binv[1:] != binv[:-1] + 1)
-    d["run"] = np.cumsum(new)
-    runs = d.groupby("run", sort=True).agg(row=("row", "first"), category=("category", "first"), first=("bin", "min"),
-                                           last=("bin", "max"), busy=("busy", "sum"))
-    runs["occupancy"] = (runs["busy"] / ((runs["last"] - runs["first"] + 1) * width)).clip(upper=1.0)
-    spans = flat.merge(d[["row", "bin", "run"]], on=["row", "bin"]).groupby("run")["span"].nunique()
-    return runs.assign(spans=spans.reindex(runs.index).fillna(0).astype(int)).reset_index(drop=True).drop(columns="busy")
+    idx = np.repeat(np.arange(n), counts)  # one entry per (span, bin it touches)
+    b = b0[idx] + np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+    busy = np.clip(np.minimum(end[idx], t0 + (b + 1) * width) - np.maximum(start[idx], t0 + b * width), 0.0, None)
+    cell = row_id[idx] * bins + b  # row-major: (row, bin)
+    by_cat = np.bincount(cell * n_cats + cat_id[idx], weights=busy, minlength=n_rows * bins * n_cats)
+    by_cat = by_cat.reshape(n_rows * bins, n_cats)
+    cells = np.flatnonzero(np.bincount(cell, minlength=n_rows * bins))  # bins some span touches
+    tot, dom = by_cat[cells].sum(axis=1), by_cat[cells].argmax(axis=1)
+    r, bb = cells // bins, cells % bins
+    level = np.round(np.minimum(tot / width, 1.0) / OCCUPANCY_STEP)
+    new = np.ones(len(cells), dtype=bool)
+    new[1:] = (r[1:] != r[:-1]) | (dom[1:] != dom[:-1]) | (level[1:] != level[:-1]) | (bb[1:] != bb[:-1] + 1)
+    run = np.cumsum(new) - 1
+    heads = np.flatnonzero(new)
+    first, last = bb[heads], bb[np.r_[heads[1:] - 1, len(cells) - 1]]
+    occupancy = np.minimum(np.bincount(run, weights=tot) / ((last - first + 1) * width), 1.0)
+    run_of_cell = np.full(n_rows * bins, -1, dtype=np.int64)
+    run_of_cell[cells] = run
+    touching = np.unique(run_of_cell[cell] * n + idx) // n  # each (run, span) pair once
+    cat = cat_names[dom[heads]]
+    return pd.DataFrame({"row": row_names[r[heads]], "category": cat, "occupancy": occupancy,
+                         "spans": np.bincount(touching, minlength=len(heads)), "start_ms": (t0 + first * width) * 1e3,
+                         "end_ms": (t0 + (last + 1) * width) * 1e3, "kind": cat, "mb": -1, "chunk": -1})
 
 
 def memory_frame(mem: pd.DataFrame, max_points: int = MEMORY_POINTS, max_total: int = MEMORY_TOTAL_POINTS,

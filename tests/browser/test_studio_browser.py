@@ -109,6 +109,7 @@ def test_estimate_page(server, page):
     for text in ("Step time", "Throughput", "MFU", "HFU", "Peak memory", "Cost / 1M tokens", "Fits in memory",
                  "Step time breakdown", "MFU loss waterfall", "Memory per pipeline stage", "Time to train"):
         assert text in main, text
+    page.get_by_text("Compare pinned scenarios").click()  # folded until something is pinned
     page.get_by_role("button", name="Pin this scenario").click()
     settle(page, "[data-testid=stMetric]")
     nav(page, "Home")
