@@ -357,6 +357,7 @@ class SharedBounds:
         self.places: dict[tuple, Placed] = {}
         self.priced: dict[tuple, Any] = {}
         self.work: dict[tuple, float] = {}
+        self.chunk_memory: dict[tuple, dict[tuple, tuple[float, float]]] = {}   # refine._Memory, per block kind
         self.counts: dict[str, int] | None = None   # block kinds of the whole model (one stage)
 
     def secs(self, gpus: int, strat: dict[str, Any], scenario_of) -> dict[str, Sides]:

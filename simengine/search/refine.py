@@ -29,7 +29,7 @@ from typing import Any
 
 from ..config.scenario import Scenario
 from ..errors import ConfigError
-from .bound import TP_OFF, TP_UB, phase_alone, pipeline_bound, speed_factors, stage_phases_of
+from .bound import BLOCK_KEY, TP_OFF, TP_UB, phase_alone, pipeline_bound, speed_factors, stage_phases_of
 from .space import SearchSpace, flag_options, group_size, recompute_options, zero_stages
 from .types import Rejection
 
@@ -45,6 +45,117 @@ def refine_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int
     those over the stages. ``limit`` (the frontier's top-th best so far, which only falls): once
     the options left are all above it without their collectives, the group is out of the top for
     good and their bound without them stands (a lower bound too)."""
+    g = _group_of(space, gpus, layout, mbs, order)
+    _GROUPS.pop((gpus, order), None)   # the last step of a group: its memo is not needed again
+    if isinstance(g, Rejection):
+        return math.inf, g
+    best = math.inf
+    for lb, zero, z, rc in g.options():
+        if lb >= best:
+            break
+        if not zero or lb > limit:  # every later option is at least lb (above the limit: pruned for good)
+            best = lb
+            if zero:
+                break
+            continue
+        best = min(best, _bound(g.sc0, g.placed, g.secs, g.memo, rc, g.tco, g.memo.zero(rc, z, g.flags)))
+    if best == math.inf:
+        return math.inf, g.oom(space, gpus, layout)
+    return best, None
+
+
+def refine_memory(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int,
+                  order: int) -> tuple[float, Rejection | None, bool]:
+    """The first, cheaper step of ``refine_group``: (the least bound over the recompute options
+    that may fit at *some* ZeRO stage, without the ZeRO-2/3 collectives; the group's rejection;
+    whether that is already ``refine_group``'s bound). ``refine_group``'s options at each stage
+    are among these, each with collectives ≥ 0 added, so this bound is below it; it is the same
+    when the least option fits at a stage without those collectives (ZeRO-0/1, or no DP group).
+    Memory falls along the full options at every stage, so also their least over the stages:
+    one bisection on it, not one per stage. The frontier prices the collectives
+    (``refine_group``) only for a group that still reaches the top after this step; the group's
+    memo is kept in this process meanwhile (``_GROUPS``), rebuilt when missing."""
+    g = _group_of(space, gpus, layout, mbs, order)
+    if isinstance(g, Rejection):
+        _GROUPS.pop((gpus, order), None)
+        return math.inf, g, True
+    if not g.rcs or not g.zs:
+        _GROUPS.pop((gpus, order), None)
+        return _bound(g.sc0, g.placed, g.secs, g.memo, ("none", None), g.tco, None), None, True
+    fit = _may_fit(g.rcs, g.over_any)
+    if not fit:
+        _GROUPS.pop((gpus, order), None)
+        return math.inf, g.oom(space, gpus, layout), True
+    lb, rc = min(((_bound(g.sc0, g.placed, g.secs, g.memo, rc, g.tco, None), i, rc) for i, rc in enumerate(fit)))[::2]
+    exact = any(g.memo.over(rc, z) <= 0 for z in g.zs if not g.zero_at(z))
+    if exact:
+        _GROUPS.pop((gpus, order), None)
+    return lb, None, exact
+
+
+class _Group:
+    """One group's scenario, placement, block seconds, memory memo and options (``_may_fit`` per
+    ZeRO stage), shared by ``refine_memory`` and ``refine_group``."""
+
+    def __init__(self, sc0: Scenario, placed, secs, memo: "_Memory", flags: list[dict[str, bool]],
+                 zs: list[int], rcs: list[tuple[str, int | None]], probe: dict[str, Any]):
+        self.sc0, self.placed, self.secs, self.memo, self.flags, self.rcs, self.probe = sc0, placed, secs, memo, flags, rcs, probe
+        self.tco = any(f["tp_comm_overlap"] for f in flags)
+        self.sharded = sc0.dp * sc0.strategy.cp * sc0.edp > 1   # cost/stage.py _plan_chunk: ZeRO-2/3 collectives per micro-batch
+        self.zs = zs if self.sharded else zs[:1]                # without a DP group every ZeRO stage is the same
+        self._options: list[tuple[float, bool, int, tuple[str, int | None]]] | None = None
+
+    def zero_at(self, z: int) -> bool:
+        """Whether candidates at ZeRO stage ``z`` run ZeRO-2/3 collectives every micro-batch."""
+        return z >= 2 and self.sharded
+
+    def over_any(self, rc: tuple[str, int | None]) -> float:
+        """The least GiB over capacity of recompute ``rc`` over the group's ZeRO stages."""
+        return min(self.memo.over(rc, z) for z in self.zs)
+
+    def options(self) -> list[tuple[float, bool, int, tuple[str, int | None]]]:
+        """(bound without the ZeRO-2/3 collectives, whether they apply, z, recompute) of every
+        option that may fit, ascending by bound; [] when none may fit."""
+        if self._options is None:
+            out: list[tuple[float, bool, int, tuple[str, int | None]]]
+            if not self.rcs or self.zs == []:
+                out = [(_bound(self.sc0, self.placed, self.secs, self.memo, ("none", None), self.tco, None), False, 0, ("none", None))]
+            else:
+                out = [(_bound(self.sc0, self.placed, self.secs, self.memo, rc, self.tco, None), self.zero_at(z), z, rc)
+                       for z in self.zs for rc in _may_fit(self.rcs, lambda rc, z=z: self.memo.over(rc, z))]
+            self._options = sorted(out, key=lambda o: o[0])
+        return self._options
+
+    def oom(self, space: SearchSpace, gpus: int, layout: dict[str, Any]) -> Rejection:
+        from .prune import _ex
+
+        worst = min(self.over_any(rc) for rc in self.rcs[:1] + self.rcs[-1:])
+        return Rejection("oom", f"OOM by at least {max(worst, 0.0):.2f} GiB at every ZeRO stage and recompute (memory lower bound)",
+                         group_size(space, gpus, layout), _ex(gpus, self.probe))
+
+
+# (gpus, group order) → its _Group between refine_memory and refine_group, in this process (a
+# cache: another process rebuilds it); cleared with the space
+_GROUPS: dict[tuple[int, int], "_Group | Rejection"] = {}
+_GROUPS_OF: list = [None]
+MAX_GROUPS = 4096
+
+
+def _group_of(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, order: int) -> "_Group | Rejection":
+    from .prune import _shared_key
+
+    key = _shared_key(space)
+    if _GROUPS_OF[0] != key or len(_GROUPS) >= MAX_GROUPS:
+        _GROUPS.clear()
+        _GROUPS_OF[0] = key
+    hit = _GROUPS.get((gpus, order))
+    if hit is None:
+        hit = _GROUPS[(gpus, order)] = _group(space, gpus, layout, mbs)
+    return hit
+
+
+def _group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int) -> "_Group | Rejection":
+    """The group's ``_Group``, or its rejection when its scenario is invalid."""
     from .prune import _ex, _shared, _strategy, scenario
 
     zs = zero_stages(space)
@@ -53,37 +164,11 @@ def refine_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int
     try:
         sc0 = scenario(space, gpus, probe)
     except ConfigError as e:
-        return math.inf, Rejection("invalid", str(e), group_size(space, gpus, layout), _ex(gpus, probe))
+        return Rejection("invalid", str(e), group_size(space, gpus, layout), _ex(gpus, probe))
     sb = _shared(space)
     placed = sb.placed(probe, sc0.model, sc0.strategy)
-    secs = sb.secs(gpus, probe, lambda: sc0)
-    memo = _Memory(sc0, placed, sb.priced_blocks(gpus, probe, lambda: sc0), zs)
-    flags = flag_options(space, layout, sc0.dp)
-    tco = any(f["tp_comm_overlap"] for f in flags)
-    if not rcs or not zs:
-        return _bound(sc0, placed, secs, memo, ("none", None), tco, None), None
-    sharded = sc0.dp * sc0.strategy.cp * sc0.edp > 1   # cost/stage.py _plan_chunk: ZeRO-2/3 collectives per micro-batch
-    worst = math.inf
-    options = []  # (bound without the ZeRO-2/3 collectives, whether they apply, z, recompute)
-    for z in (zs if sharded else zs[:1]):  # without a DP group every ZeRO stage is the same
-        for rc in _may_fit(rcs, lambda rc, z=z: memo.over(rc, z)):
-            options.append((_bound(sc0, placed, secs, memo, rc, tco, None), z >= 2 and sharded, z, rc))
-        worst = min([worst] + [memo.over(rc, z) for rc in rcs[:1] + rcs[-1:]])
-    best = math.inf
-    for lb, zero, z, rc in sorted(options, key=lambda o: o[0]):
-        if lb >= best:
-            break
-        if not zero or lb > limit:  # every later option is at least lb (above the limit: pruned for good)
-            best = lb
-            if zero:
-                break
-            continue
-        best = min(best, _bound(sc0, placed, secs, memo, rc, tco, memo.zero(rc, z, flags)))
-    if best == math.inf:
-        return math.inf, Rejection(
-            "oom", f"OOM by at least {max(worst, 0.0):.2f} GiB at every ZeRO stage and recompute (memory lower bound)",
-            group_size(space, gpus, layout), _ex(gpus, probe))
-    return best, None
+    memo = _Memory(sc0, placed, sb.priced_blocks(gpus, probe, lambda: sc0), zs, sb, (gpus, *(probe[k] for k in BLOCK_KEY)))
+    return _Group(sc0, placed, sb.secs(gpus, probe, lambda: sc0), memo, flag_options(space, layout, sc0.dp), zs, rcs, probe)
 
 
 def _may_fit(rcs: list[tuple[str, int | None]], over) -> list[tuple[str, int | None]]:
@@ -136,18 +221,37 @@ def _chains(sc: Scenario) -> int:
 class _Memory:
     """Memory lower bound and recompute phase of one group, per recompute option."""
 
-    def __init__(self, sc0: Scenario, placed, p, zs: list[int]):
+    def __init__(self, sc0: Scenario, placed, p, zs: list[int], shared, block: tuple):
         self.sc0, self.placed, self.p = sc0, placed, p
+        # chunk memory is shared across the groups of one block kind (``bound.SharedBounds.chunk_memory``)
+        self.chunk_memory: dict[tuple, tuple[float, float]] = shared.chunk_memory.setdefault(block, {})
         self.slow, self.k = speed_factors(sc0)
         st = sc0.strategy
         self.ranks = sorted({cw.rank for cw in placed.works})
         self.by_rank = [tuple(cw for cw in sorted(placed.works, key=lambda c: (c.rank, c.index)) if cw.rank == r) for r in self.ranks]
         self.static = self._statics(zs)
+        # the distinct chunks for memory: a chunk's memory depends on what it holds — the kind of
+        # each layer in order (recompute takes the first ones), the ends, MTP and windowed layers
+        # (cost/stage.py _plan_chunk_once) —, the block kind (the memo's owner) and the recompute
+        self.mem_kinds: list[tuple[tuple, Any]] = []
+        index: dict[tuple, int] = {}
+        self.rank_kinds: list[tuple[int, ...]] = []
+        for chunks in self.by_rank:
+            idx = []
+            for cw in chunks:
+                kinds = tuple(sc0.model.is_moe_layer(i) for i in cw.layers) if cw.moe_layers else len(cw.layers)
+                base = (kinds, cw.first, cw.last, cw.mtp, cw.mtp_moe, cw.window_layers)
+                if base not in index:
+                    index[base] = len(self.mem_kinds)
+                    self.mem_kinds.append((base, cw))
+                idx.append(index[base])
+            self.rank_kinds.append(tuple(idx))
         self.cap = sc0.system.gpu.memory_gib - sc0.system.gpu.non_torch_gib
         self.ov = st.allocator_overhead
         self._peaks: dict[tuple, list[tuple[float, float]]] = {}
         self._comm: Any = None
         self._pf: dict[tuple, Any] = {}
+        self._inflight: list[int] | None = None
 
     def _scenario(self, **update) -> Scenario:
         """The group's scenario with some strategy fields changed, not re-validated (the fields
@@ -190,24 +294,26 @@ class _Memory:
         from ..cost.stage import _chunk_memory, _recomputed_layers
         from ..pipeline import max_inflight, order_memory_peaks
 
-        p = self._priced_for(rc)
         st, sc0 = self.sc0.strategy, self.sc0
         m = sc0.num_microbatches // _chains(sc0)
         combined = st.overlap_moe_expert_parallel_comm
-        seen: dict[tuple, tuple[float, float]] = {}  # a chunk's memory depends on what it holds (cost/stage.py _plan_chunk_once)
-
-        def mem(cw) -> tuple[float, float]:
-            kinds = tuple(sc0.model.is_moe_layer(i) for i in cw.layers) if cw.moe_layers else len(cw.layers)
-            key = (kinds, cw.first, cw.last, cw.mtp, cw.mtp_moe, cw.window_layers)
+        seen = self.chunk_memory
+        vals = []
+        for base, cw in self.mem_kinds:
+            # cost/stage.py _recomputed_layers: the first k layers of the chunk, all when k is None
+            n_rc = 0 if rc[0] != "full" else (len(cw.layers) if rc[1] is None else min(rc[1], len(cw.layers)))
+            key = (rc[0], n_rc, *base)
             hit = seen.get(key)
             if hit is None:
+                p = self._priced_for(rc)
                 hit = seen[key] = _chunk_memory(p, cw, _recomputed_layers(p, cw))
-            return hit
-
-        mems = [[mem(cw) for cw in chunks] for chunks in self.by_rank]
+            vals.append(hit)
+        mems = [[vals[i] for i in idx] for idx in self.rank_kinds]
         if any(len(c) > 1 for c in mems):
             return [(h, e) for h, e, _ in order_memory_peaks(st.schedule, st.pp, m, st.vpp, mems, combined)]
-        return [(max_inflight(st.schedule, r, st.pp, m, st.vpp, combined) * c[0][0], c[0][1]) for r, c in zip(self.ranks, mems)]
+        if self._inflight is None:  # the schedule's in-flight count per rank: the same for every recompute
+            self._inflight = [max_inflight(st.schedule, r, st.pp, m, st.vpp, combined) for r in self.ranks]
+        return [(n * c[0][0], c[0][1]) for n, c in zip(self._inflight, mems)]
 
     def zero(self, rc: tuple[str, int | None], z: int, flags: list[dict[str, bool]]) -> list[tuple[float, float, float]]:
         """Per data-flow stage, the least over the group's DP flags of what the ZeRO-2/3
