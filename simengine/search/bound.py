@@ -358,6 +358,8 @@ class SharedBounds:
         self.priced: dict[tuple, Any] = {}
         self.work: dict[tuple, float] = {}
         self.chunk_memory: dict[tuple, dict[tuple, tuple[float, float]]] = {}   # refine._Memory, per block kind
+        self.order_peaks: dict[tuple, list[tuple[float, float]]] = {}          # refine._Memory: per-rank peaks of an order
+        self.statics: dict[tuple, dict[int, list[float]]] = {}                 # refine._Memory: model states per ZeRO stage, per rank
         self.counts: dict[str, int] | None = None   # block kinds of the whole model (one stage)
 
     def secs(self, gpus: int, strat: dict[str, Any], scenario_of) -> dict[str, Sides]:

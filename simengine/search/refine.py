@@ -29,7 +29,7 @@ from typing import Any
 
 from ..config.scenario import Scenario
 from ..errors import ConfigError
-from .bound import BLOCK_KEY, TP_OFF, TP_UB, phase_alone, pipeline_bound, speed_factors, stage_phases_of
+from .bound import BLOCK_KEY, PLACE_KEY, TP_OFF, TP_UB, phase_alone, pipeline_bound, speed_factors, stage_phases_of
 from .space import SearchSpace, flag_options, group_size, recompute_options, zero_stages
 from .types import Rejection
 
@@ -225,11 +225,19 @@ class _Memory:
         self.sc0, self.placed, self.p = sc0, placed, p
         # chunk memory is shared across the groups of one block kind (``bound.SharedBounds.chunk_memory``)
         self.chunk_memory: dict[tuple, tuple[float, float]] = shared.chunk_memory.setdefault(block, {})
+        self.order_peaks: dict[tuple, list[tuple[float, float]]] = shared.order_peaks
         self.slow, self.k = speed_factors(sc0)
         st = sc0.strategy
         self.ranks = sorted({cw.rank for cw in placed.works})
         self.by_rank = [tuple(cw for cw in sorted(placed.works, key=lambda c: (c.rank, c.index)) if cw.rank == r) for r in self.ranks]
-        self.static = self._statics(zs)
+        # model states depend on what static_memory / stage_params read (cost/static_memory.py):
+        # tp, ep, etp, pp, cp, the DP groups (the GPU count) and the ZeRO stage, and the chunks each
+        # rank holds (the pipeline layout) — not on the micro-batch size or cp_comm_type
+        skey = (block[0], st.tp, st.cp, st.ep, st.etp, *(getattr(st, k) for k in PLACE_KEY), tuple(zs))
+        static = shared.statics.get(skey)
+        if static is None:
+            static = shared.statics[skey] = self._statics(zs)
+        self.static = static
         # the distinct chunks for memory: a chunk's memory depends on what it holds — the kind of
         # each layer in order (recompute takes the first ones), the ends, MTP and windowed layers
         # (cost/stage.py _plan_chunk_once) —, the block kind (the memo's owner) and the recompute
@@ -310,7 +318,13 @@ class _Memory:
             vals.append(hit)
         mems = [[vals[i] for i in idx] for idx in self.rank_kinds]
         if any(len(c) > 1 for c in mems):
-            return [(h, e) for h, e, _ in order_memory_peaks(st.schedule, st.pp, m, st.vpp, mems, combined)]
+            # the peak read off the order depends on the order and the chunks' memory alone: groups
+            # of other block kinds (cp_comm_type, tp_comm_overlap, …) often hold the same numbers
+            key = (st.schedule, st.pp, m, st.vpp, combined, tuple(map(tuple, mems)))
+            peaks = self.order_peaks.get(key)
+            if peaks is None:
+                peaks = self.order_peaks[key] = [(h, e) for h, e, _ in order_memory_peaks(st.schedule, st.pp, m, st.vpp, mems, combined)]
+            return peaks
         if self._inflight is None:  # the schedule's in-flight count per rank: the same for every recompute
             self._inflight = [max_inflight(st.schedule, r, st.pp, m, st.vpp, combined) for r in self.ranks]
         return [(n * c[0][0], c[0][1]) for n, c in zip(self._inflight, mems)]
