@@ -24,11 +24,15 @@ from pydantic import ValidationError
 
 from ..config.model import ModelSpec
 from ..config.scenario import Scenario, make_scenario
+from ..config.scenario import check_scenario
+from ..cost.phase import PhaseCost
+from ..cost.stage import _zero_per_microbatch
+from ..schedule import get_schedule
 from ..config.strategy import StrategySpec
 from ..config.system import SystemSpec
 from ..errors import ConfigError, from_pydantic
 from ..pipeline import sim_microbatches
-from .bound import order_tails, pipe_of, pipeline_bound, schedule_chains, speed_factors
+from .bound import order_tails, phase_alone, pipe_of, pipeline_bound, schedule_chains, speed_factors, zero_alone
 from .space import SearchSpace, flag_options, group_size, recompute_options, zero_stages
 from .types import Candidate, GroupScreen, Rejection
 
@@ -165,7 +169,6 @@ def dp_tails(sc: Scenario, plan, flags: dict[str, bool]) -> dict[int, float]:
 
 
 def _alone(pc, with_tp: bool, seen: dict[int, float], slow: float, k: float) -> float:
-    from .bound import phase_alone
 
     hit = seen.get(id(pc))
     if hit is None:
@@ -303,8 +306,6 @@ def quick_error(space: SearchSpace, gpus: int, strategy: dict[str, Any]) -> str:
     ``check_choices``-checked integers, so only the cross-field rules can fail and those are
     ``check_scenario`` itself. When a strategy-level rule fails (a schedule's requirement, a
     micro-batch that does not divide the batch), the full validation gives the exact message."""
-    from ..config.scenario import check_scenario
-    from ..schedule import get_schedule
 
     model, system = specs(space, gpus)
     st = construct(space, strategy)
@@ -374,9 +375,6 @@ def zero_deltas(sc: Scenario, plan) -> list[tuple[float, float, float]]:
     compute) and resolved by the engine's rule (``bound.phase_alone``: per collective, its
     contention plus its exposed part). The bound leaves these collectives out of the plan's
     phases (``_MAY_HIDE``: priced there with the flags off) and adds them back here."""
-    from ..cost.phase import PhaseCost
-    from ..cost.stage import _zero_per_microbatch
-    from .bound import zero_alone
 
     slow, _ = speed_factors(sc)
     out: list = [None] * sum(len(st.chunks) for st in plan.stages)

@@ -28,6 +28,9 @@ from dataclasses import replace
 from typing import Any
 
 from ..config.scenario import Scenario
+from ..cost.stage import _chunk_memory, _recompute_cost, _recomputed_layers
+from ..pipeline import max_inflight, order_memory_peaks
+from ..schedule import get_schedule
 from ..errors import ConfigError
 from .bound import BLOCK_KEY, PLACE_KEY, TP_OFF, TP_UB, phase_alone, pipeline_bound, speed_factors, stage_phases_of
 from .space import SearchSpace, flag_options, group_size, recompute_options, zero_stages
@@ -83,6 +86,11 @@ def refine_memory(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: in
         _GROUPS.pop((gpus, order), None)
         return _bound(g.sc0, g.placed, g.secs, g.memo, ("none", None), g.tco, None), None, True
     fit = _may_fit(g.rcs, g.over_any)
+    fulls = [rc for rc in g.rcs if rc[0] == "full"]
+    if fit[-1:] and fit[-1][0] == "full":  # no full option before it fits at any ZeRO stage: nor at each one
+        g.lo_full = fulls.index(fit[-1])
+    elif fit[-1:] != [("none", None)]:
+        g.lo_full = len(fulls)
     if not fit:
         _GROUPS.pop((gpus, order), None)
         return math.inf, g.oom(space, gpus, layout), True
@@ -104,6 +112,7 @@ class _Group:
         self.sharded = sc0.dp * sc0.strategy.cp * sc0.edp > 1   # cost/stage.py _plan_chunk: ZeRO-2/3 collectives per micro-batch
         self.zs = zs if self.sharded else zs[:1]                # without a DP group every ZeRO stage is the same
         self._options: list[tuple[float, bool, int, tuple[str, int | None]]] | None = None
+        self.lo_full = 0   # the full recompute options before this index fit at no ZeRO stage (refine_memory)
 
     def zero_at(self, z: int) -> bool:
         """Whether candidates at ZeRO stage ``z`` run ZeRO-2/3 collectives every micro-batch."""
@@ -122,7 +131,7 @@ class _Group:
                 out = [(_bound(self.sc0, self.placed, self.secs, self.memo, ("none", None), self.tco, None), False, 0, ("none", None))]
             else:
                 out = [(_bound(self.sc0, self.placed, self.secs, self.memo, rc, self.tco, None), self.zero_at(z), z, rc)
-                       for z in self.zs for rc in _may_fit(self.rcs, lambda rc, z=z: self.memo.over(rc, z))]
+                       for z in self.zs for rc in _may_fit(self.rcs, lambda rc, z=z: self.memo.over(rc, z), self.lo_full)]
             self._options = sorted(out, key=lambda o: o[0])
         return self._options
 
@@ -171,17 +180,18 @@ def _group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int) -> "
     return _Group(sc0, placed, sb.secs(gpus, probe, lambda: sc0), memo, flag_options(space, layout, sc0.dp), zs, rcs, probe)
 
 
-def _may_fit(rcs: list[tuple[str, int | None]], over) -> list[tuple[str, int | None]]:
+def _may_fit(rcs: list[tuple[str, int | None]], over, lo: int = 0) -> list[tuple[str, int | None]]:
     """The recompute options worth bounding: none when it fits (every other only adds time), else
     selective if it fits and the least full recompute that fits (memory falls along the full
-    options: bisection; more recomputed layers only add time)."""
+    options: bisection; more recomputed layers only add time). ``lo``: the full options before
+    that index are known not to fit."""
     if ("none", None) in rcs and over(("none", None)) <= 0:
         return [("none", None)]
     out: list[tuple[str, int | None]] = []
     if ("selective", None) in rcs and over(("selective", None)) <= 0:
         out.append(("selective", None))
     fulls = [rc for rc in rcs if rc[0] == "full"]
-    lo, hi = 0, len(fulls)
+    hi = len(fulls)
     while lo < hi:
         mid = (lo + hi) // 2
         if over(fulls[mid]) <= 0:
@@ -213,7 +223,6 @@ def _bound(sc0: Scenario, placed, secs, memo: "_Memory", rc: tuple[str, int | No
 
 
 def _chains(sc: Scenario) -> int:
-    from ..schedule import get_schedule
 
     return get_schedule(sc.strategy.schedule).chains
 
@@ -257,6 +266,7 @@ class _Memory:
         self.cap = sc0.system.gpu.memory_gib - sc0.system.gpu.non_torch_gib
         self.ov = st.allocator_overhead
         self._peaks: dict[tuple, list[tuple[float, float]]] = {}
+        self._over: dict[tuple, float] = {}
         self._comm: Any = None
         self._pf: dict[tuple, Any] = {}
         self._inflight: list[int] | None = None
@@ -291,16 +301,17 @@ class _Memory:
     def over(self, rc: tuple[str, int | None], z: int) -> float:
         """GiB over capacity on the tightest rank for recompute ``rc`` at ZeRO stage ``z``
         (``estimate.memory_by_stage``: model states + the held activations + the transient)."""
-        peaks = self._peaks.get(rc)
-        if peaks is None:
-            peaks = self._peaks[rc] = self._activation_peaks(rc)
-        return max((static + held + extra) * (1.0 + self.ov) / GIB
-                   for static, (held, extra) in zip(self.static[z], peaks)) - self.cap
+        hit = self._over.get((rc, z))
+        if hit is None:
+            peaks = self._peaks.get(rc)
+            if peaks is None:
+                peaks = self._peaks[rc] = self._activation_peaks(rc)
+            hit = self._over[(rc, z)] = max((static + held + extra) * (1.0 + self.ov) / GIB
+                                            for static, (held, extra) in zip(self.static[z], peaks)) - self.cap
+        return hit
 
     def _activation_peaks(self, rc: tuple[str, int | None]) -> list[tuple[float, float]]:
         """Per rank, (held activation bytes, transient bytes) at its peak for recompute ``rc``."""
-        from ..cost.stage import _chunk_memory, _recomputed_layers
-        from ..pipeline import max_inflight, order_memory_peaks
 
         st, sc0 = self.sc0.strategy, self.sc0
         m = sc0.num_microbatches // _chains(sc0)
@@ -337,7 +348,6 @@ class _Memory:
 
         from ..cost.comm import CommModel
         from ..cost.phase import PhaseCost
-        from ..cost.stage import _recompute_cost, _recomputed_layers
         from .prune import zero_deltas
 
         if self._comm is None:
@@ -366,7 +376,6 @@ class _Memory:
     def recompute(self, rc: tuple[str, int | None]) -> list[float]:
         """The recompute phase of each distinct chunk of the layout (``Placed.kinds``), run alone
         without its TP collectives (cost/stage.py: _recompute_cost)."""
-        from ..cost.stage import _recompute_cost, _recomputed_layers
 
         if rc[0] == "none":
             return [0.0] * len(self.placed.kinds)
