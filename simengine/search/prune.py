@@ -384,11 +384,17 @@ def zero_deltas(sc: Scenario, plan) -> list[tuple[float, float, float]]:
             key = (id(c.fwd), id(c.bwd), id(c.recompute), len(c.work.layers), c.work.mtp, c.work.first, c.work.last)
             hit = memo.get(key)
             if hit is None:
-                fwd, bwd, rc = (PhaseCost(compute_s=x.compute_s) for x in (c.fwd, c.bwd, c.recompute))
-                _zero_per_microbatch(sc, plan.comm, c.work, fwd, bwd, rc)
-                hit = memo[key] = (zero_alone(fwd, slow), zero_alone(bwd, slow), zero_alone(rc, slow))
+                hit = memo[key] = zero_chunk(sc, plan.comm, c.work, c.fwd.compute_s, c.bwd.compute_s, c.recompute.compute_s, slow)
             out[c.work.index] = hit
     return out
+
+
+def zero_chunk(sc: Scenario, comm, cw, fwd_s: float, bwd_s: float, rc_s: float, slow: float) -> tuple[float, float, float]:
+    """``zero_deltas`` of one chunk whose forward, backward and recompute compute take ``fwd_s``,
+    ``bwd_s`` and ``rc_s`` seconds."""
+    fwd, bwd, rc = PhaseCost(compute_s=fwd_s), PhaseCost(compute_s=bwd_s), PhaseCost(compute_s=rc_s)
+    _zero_per_microbatch(sc, comm, cw, fwd, bwd, rc)
+    return zero_alone(fwd, slow), zero_alone(bwd, slow), zero_alone(rc, slow)
 
 
 def _userbuffer_phases(space: SearchSpace, gpus: int, probe: dict[str, Any], sc0: Scenario, on: list) -> list:

@@ -235,6 +235,7 @@ class _Memory:
         # chunk memory is shared across the groups of one block kind (``bound.SharedBounds.chunk_memory``)
         self.chunk_memory: dict[tuple, tuple[float, float]] = shared.chunk_memory.setdefault(block, {})
         self.order_peaks: dict[tuple, list[tuple[float, float]]] = shared.order_peaks
+        self.zero_memo: dict[tuple, tuple[float, float, float]] = shared.zero.setdefault(block, {})
         self.slow, self.k = speed_factors(sc0)
         st = sc0.strategy
         self.ranks = sorted({cw.rank for cw in placed.works})
@@ -263,6 +264,8 @@ class _Memory:
                     self.mem_kinds.append((base, cw))
                 idx.append(index[base])
             self.rank_kinds.append(tuple(idx))
+        self.stage_bases = {cw.index: self.mem_kinds[i][0] for idx, chunks in zip(self.rank_kinds, self.by_rank)
+                            for i, cw in zip(idx, chunks)}
         self.cap = sc0.system.gpu.memory_gib - sc0.system.gpu.non_torch_gib
         self.ov = st.allocator_overhead
         self._peaks: dict[tuple, list[tuple[float, float]]] = {}
@@ -343,35 +346,35 @@ class _Memory:
     def zero(self, rc: tuple[str, int | None], z: int, flags: list[dict[str, bool]]) -> list[tuple[float, float, float]]:
         """Per data-flow stage, the least over the group's DP flags of what the ZeRO-2/3
         collectives add to its forward, backward and recompute (``prune.zero_deltas`` on the
-        chunks' own compute, the group's own network)."""
-        from types import SimpleNamespace
-
+        chunks' own compute, the group's own network). Shared across the groups of one block
+        kind and pp (the network groups: cost/comm.py reads tp, cp, dp, pp, ep, etp) whose chunks
+        hold the same (``SharedBounds.zero``): layouts that differ only in their schedule."""
         from ..cost.comm import CommModel
-        from ..cost.phase import PhaseCost
-        from .prune import zero_deltas
+        from .prune import zero_chunk
 
-        if self._comm is None:
-            self._comm = CommModel(self.sc0)
-        p = self._priced_for(rc)
-        chunks = []
-        made: dict[int, tuple] = {}  # one set of phases per kind of chunk (zero_deltas prices each once)
+        fl = tuple(sorted({(f["overlap_grad_reduce"], f["overlap_param_gather"]) for f in flags}))
+        head = (self.sc0.strategy.pp, rc, z, fl)
+        out: list[tuple[float, float, float]] = []
         for cw, i in zip(self.placed.works, self.placed.of_stage):
-            if i not in made:
+            key = (*head, self.stage_bases[cw.index])
+            hit = self.zero_memo.get(key)
+            if hit is None:
+                if self._comm is None:
+                    self._comm = CommModel(self.sc0)
+                p = self._priced_for(rc)
                 n = self.placed.kinds[i]
                 f = sum(c * p.costs[k][0].compute_s for k, c in n.items())
                 b = sum(c * p.costs[k][1].compute_s for k, c in n.items())
                 r = _recompute_cost(p, cw, _recomputed_layers(p, cw)).compute_s
-                made[i] = (PhaseCost(compute_s=f), PhaseCost(compute_s=b), PhaseCost(compute_s=r))
-            fwd, bwd, rec = made[i]
-            chunks.append(SimpleNamespace(fwd=fwd, bwd=bwd, recompute=rec, work=cw))
-        plan = SimpleNamespace(stages=[SimpleNamespace(chunks=chunks)], comm=self._comm)
-        best: list[tuple[float, float, float]] | None = None
-        for fl in {(f["overlap_grad_reduce"], f["overlap_param_gather"]) for f in flags}:
-            sc = self._scenario(zero_stage=z, recompute=rc[0], recompute_num_layers=rc[1],
-                                overlap_grad_reduce=fl[0], overlap_param_gather=fl[1])
-            d = zero_deltas(sc, plan)
-            best = d if best is None else [tuple(map(min, x, y)) for x, y in zip(best, d)]  # type: ignore[misc]
-        return best or []
+                best: tuple[float, float, float] | None = None
+                for ogr, opg in fl:
+                    sc = self._scenario(zero_stage=z, recompute=rc[0], recompute_num_layers=rc[1],
+                                        overlap_grad_reduce=ogr, overlap_param_gather=opg)
+                    d = zero_chunk(sc, self._comm, cw, f, b, r, self.slow)
+                    best = d if best is None else (min(best[0], d[0]), min(best[1], d[1]), min(best[2], d[2]))
+                hit = self.zero_memo[key] = best or (0.0, 0.0, 0.0)
+            out.append(hit)
+        return out
 
     def recompute(self, rc: tuple[str, int | None]) -> list[float]:
         """The recompute phase of each distinct chunk of the layout (``Placed.kinds``), run alone
