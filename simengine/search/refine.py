@@ -19,6 +19,14 @@ Memory only falls along none → full(1) → … → full(all) (``prune``), so t
 that may fit is found by bisection; recompute only adds time. The group's bound becomes the
 least bound over the options that may fit (selective, the least full), each with its recompute
 phase; a group where none may fit is rejected as OOM with the smallest excess found.
+
+Two steps, so the frontier prices the ZeRO-2/3 collectives only where they can matter:
+``refine_memory`` bounds the options that fit at *some* ZeRO stage without those collectives
+(one bisection on the least excess over the stages), and ``refine_group`` adds them per stage
+for a group still within reach of the top. The pieces are memoised on what they read, across
+the groups of one search (``bound.SharedBounds``): chunk memory per block kind and recompute,
+the per-rank peaks of a schedule's order per chunk memory, model states per (tp, cp, ep, etp,
+pipeline layout, GPU count), ZeRO-2/3 deltas per block kind, pp and chunk.
 """
 
 from __future__ import annotations

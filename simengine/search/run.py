@@ -6,8 +6,9 @@ node whose bound is above the top-th best timed step is out for good:
 
 1. ``prune.work_floor``: the average rank's share of the step's work (O(1) per group);
 2. ``prune.bound_group``: validity and the pipeline bound of the no-recompute plan (``bound.py``);
-3. ``refine.refine_group``: per ZeRO stage, the recompute its memory needs and the ZeRO-2/3
-   collectives (no plan), or an OOM rejection;
+3. ``refine.refine_memory``: the recompute its memory needs at the ZeRO stage that needs the
+   least (no plan), or an OOM rejection; then, only for a group still in reach whose least
+   option runs ZeRO-2/3 collectives, ``refine.refine_group``: per ZeRO stage, with them;
 4. ``prune.screen_group``: the memory pre-filter on the group's plans, each surviving candidate
    with its own bound (p2p, DP tail, ZeRO collectives at its flags, zero-bubble tails);
 5. the estimate itself.
