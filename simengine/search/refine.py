@@ -156,6 +156,7 @@ class _Group:
 _GROUPS: dict[tuple[int, int], "_Group | Rejection"] = {}
 _GROUPS_OF: list = [None]
 MAX_GROUPS = 4096
+MAX_ORDER_PEAKS = 8192   # entries of SharedBounds.order_peaks (each up to pp·vpp pairs in its key)
 
 
 def _group_of(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, order: int) -> "_Group | Rejection":
@@ -345,6 +346,8 @@ class _Memory:
             key = (st.schedule, st.pp, m, st.vpp, combined, tuple(map(tuple, mems)))
             peaks = self.order_peaks.get(key)
             if peaks is None:
+                if len(self.order_peaks) >= MAX_ORDER_PEAKS:  # a cache: keep its memory bounded on huge spaces
+                    self.order_peaks.clear()
                 peaks = self.order_peaks[key] = [(h, e) for h, e, _ in order_memory_peaks(st.schedule, st.pp, m, st.vpp, mems, combined)]
             return peaks
         if self._inflight is None:  # the schedule's in-flight count per rank: the same for every recompute
