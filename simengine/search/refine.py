@@ -138,8 +138,13 @@ class _Group:
             if not self.rcs or self.zs == []:
                 out = [(_bound(self.sc0, self.placed, self.secs, self.memo, ("none", None), self.tco, None), False, 0, ("none", None))]
             else:
-                out = [(_bound(self.sc0, self.placed, self.secs, self.memo, rc, self.tco, None), self.zero_at(z), z, rc)
-                       for z in self.zs for rc in _may_fit(self.rcs, lambda rc, z=z: self.memo.over(rc, z), self.lo_full)]
+                # the stages without ZeRO-2/3 collectives bound their options alike (no z in
+                # _bound), so only the least of them counts: one bisection on their least excess
+                plain = [z for z in self.zs if not self.zero_at(z)]
+                out = [(_bound(self.sc0, self.placed, self.secs, self.memo, rc, self.tco, None), False, plain[0], rc)
+                       for rc in _may_fit(self.rcs, lambda rc: min(self.memo.over(rc, z) for z in plain), self.lo_full)] if plain else []
+                out += [(_bound(self.sc0, self.placed, self.secs, self.memo, rc, self.tco, None), True, z, rc)
+                        for z in self.zs if self.zero_at(z) for rc in _may_fit(self.rcs, lambda rc, z=z: self.memo.over(rc, z), self.lo_full)]
             self._options = sorted(out, key=lambda o: o[0])
         return self._options
 
