@@ -221,6 +221,13 @@ def work_floor(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, 
     tp, pp, cp = layout["tp"], layout["pp"], layout["cp"]
     if gpus % (tp * pp * cp):
         return bound_group(space, gpus, layout, mbs, order)
+    # the floor reads the GPU count, pp, the schedule's chains and the block kind alone (not vpp
+    # or the split): groups that differ only in those share it
+    sb = _shared(space)
+    fkey = (gpus, pp, layout["schedule"], tp, cp, layout["cp_comm_type"], layout["ep"], layout["etp"], mbs)
+    hit = sb.floors.get(fkey)
+    if hit is not None:
+        return hit, None
     zs = zero_stages(space)
     base = _strategy(space, layout, mbs, zs[0] if zs else 1, ("none", None), {})
     dp = gpus // (tp * pp * cp)
@@ -228,11 +235,12 @@ def work_floor(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, 
     micro = int(space.base["global_batch_size"]) // (mbs * dp) // chains * chains  # pipeline.sim_microbatches per chain
     tco = any(f["tp_comm_overlap"] for f in flag_options(space, layout, dp))
     try:
-        work = _shared(space).model_work(gpus, base, specs(space, gpus)[0], lambda: construct(space, dict(base, pp=1, vpp=1, schedule="1f1b",
+        work = sb.model_work(gpus, base, specs(space, gpus)[0], lambda: construct(space, dict(base, pp=1, vpp=1, schedule="1f1b",
                                          decoder_first_pipeline_num_layers=None, decoder_last_pipeline_num_layers=None)),
                                          lambda: scenario(space, gpus, base), tco)
     except ConfigError:
         return bound_group(space, gpus, layout, mbs, order)
+    sb.floors[fkey] = micro * work / pp
     return micro * work / pp, None
 
 
