@@ -235,7 +235,7 @@ _LEFT = {
     "zero": ("bound", "layout valid, may fit; outside the top {top}: a lower bound on its step time (its pipeline with the "
                       "recompute its memory needs) is not below the {top}-th best timed candidate"),
     "screen": ("bound", "layout valid, may fit; outside the top {top}: a lower bound on its step time (its pipeline with the "
-                        "recompute its memory needs and the ZeRO-2/3 collectives where they apply) is not below the {top}-th best timed candidate"),
+                        "recompute its memory needs and the per-micro-batch ZeRO collectives where they apply) is not below the {top}-th best timed candidate"),
 }
 
 
