@@ -21,6 +21,9 @@ from types import SimpleNamespace
 from typing import Any
 
 from ..config.scenario import Scenario
+from ..schedule import get_schedule
+from ..sim.inputs import CommTask
+from ..sim.overlap import by_kind
 
 BLOCK_KEY = ("tp", "cp", "cp_comm_type", "ep", "etp", "micro_batch_size")
 PLACE_KEY = ("pp", "vpp", "schedule", "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers")
@@ -48,7 +51,6 @@ class Pipe:
 
 def pipe_of(rank_stage: list[tuple[int, int]], schedule: str) -> Pipe:
     """The ``Pipe`` of chunks given as (pp rank, data-flow stage) and a schedule name."""
-    from ..schedule import get_schedule
 
     sched = get_schedule(schedule)
     n_st = len(rank_stage)
@@ -149,7 +151,6 @@ def order_tails(schedule: str, p: int, m: int, vpp: int) -> tuple[tuple[int, int
     """Per rank of a one-chunk-per-rank schedule without F&B pairs: (micro-batch of its last B,
     W actions after it in its order), read off the schedule's own orders (``Schedule.orders``);
     None for other schedules."""
-    from ..schedule import get_schedule
 
     sched = get_schedule(schedule)
     if sched.chunks_per_rank(vpp) != 1 or sched.pairs is not None or sched.chains != 1:
@@ -169,7 +170,6 @@ def _drain(s: int, pre_b: list[float], sb: tuple[bool, ...], inline: bool, p2p: 
 
 def schedule_chains(name: str) -> int:
     """Independent pipelines of a schedule (its registry entry's ``chains``)."""
-    from ..schedule import get_schedule
 
     return get_schedule(name).chains
 
@@ -241,8 +241,6 @@ def phase_alone(pc, with_tp: bool, slowdown: float = 1.0, k: float = 1.0) -> flo
     more contention than this. The collectives some overlap may hide entirely (``_MAY_HIDE``) are
     left out, and without ``with_tp`` the TP collectives too (userbuffers overlap may hide them
     all). Every collective is resolved on its own, so the result is linear in a phase's blocks."""
-    from ..sim.inputs import CommTask
-    from ..sim.overlap import by_kind
 
     tasks = tuple(CommTask(*t) for t in pc.tasks()
                   if t[0] not in _MAY_HIDE and (with_tp or t[0] != "tp_comm"))
@@ -254,8 +252,6 @@ def zero_alone(pc, slowdown: float) -> float:
     """What a phase's ZeRO-2/3 collectives (``dp_comm``) add when it runs alone: per collective its
     contention on the compute and its exposed part (sim/overlap.py ``resolve``, the rule
     ``phase_alone`` applies to the others)."""
-    from ..sim.inputs import CommTask
-    from ..sim.overlap import by_kind
 
     tasks = tuple(CommTask(*t) for t in pc.tasks() if t[0] == "dp_comm")
     if not tasks:
@@ -357,6 +353,11 @@ class SharedBounds:
         self.places: dict[tuple, Placed] = {}
         self.priced: dict[tuple, Any] = {}
         self.work: dict[tuple, float] = {}
+        self.chunk_memory: dict[tuple, dict[tuple, tuple[float, float]]] = {}   # refine._Memory, per block kind
+        self.order_peaks: dict[tuple, list[tuple[float, float]]] = {}          # refine._Memory: per-rank peaks of an order
+        self.statics: dict[tuple, dict[int, list[float]]] = {}                 # refine._Memory: model states per ZeRO stage, per rank
+        self.floors: dict[tuple, float] = {}                                   # prune.work_floor
+        self.zero: dict[tuple, dict[tuple, tuple[float, float, float]]] = {}  # refine._Memory: ZeRO-2/3 deltas per chunk, per block kind
         self.counts: dict[str, int] | None = None   # block kinds of the whole model (one stage)
 
     def secs(self, gpus: int, strat: dict[str, Any], scenario_of) -> dict[str, Sides]:

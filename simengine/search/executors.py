@@ -34,17 +34,21 @@ def bound_batch(space: SearchSpace, batch: Batch) -> list[tuple]:
 
 
 def work_batch(space: SearchSpace, batch: Batch) -> list:
-    """One branch-and-bound round: ("refine", group) items get their memory-aware bound,
-    ("screen", group) items expand, ("time", candidate) items time."""
+    """One branch-and-bound round: ("bound", group) items get their pipeline bound, ("refine",
+    group) items the recompute their memory needs, ("zero", (group, limit)) items that with the
+    ZeRO-2/3 collectives, ("screen", group) items expand, ("time", candidate) items time."""
     from .prune import bound_group
-    from .refine import refine_group
+    from .refine import refine_group, refine_memory
 
     out: list = []
     for kind, item in batch:
-        if kind == "refine":
+        if kind == "zero":
             grp, limit = item
             g, lay, mbs, order = grp
             out.append(Refined(grp, *refine_group(space, g, lay, mbs, order, limit=limit), "screen"))
+        elif kind == "refine":
+            lb, rej, exact = refine_memory(space, *item)
+            out.append(Refined(item, lb, rej, "screen" if exact else "zero"))
         elif kind == "bound":
             out.append(Refined(item, *bound_group(space, *item), "refine"))
         else:

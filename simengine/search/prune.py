@@ -24,11 +24,15 @@ from pydantic import ValidationError
 
 from ..config.model import ModelSpec
 from ..config.scenario import Scenario, make_scenario
+from ..config.scenario import check_scenario
+from ..cost.phase import PhaseCost
+from ..cost.stage import _zero_per_microbatch
+from ..schedule import get_schedule
 from ..config.strategy import StrategySpec
 from ..config.system import SystemSpec
 from ..errors import ConfigError, from_pydantic
 from ..pipeline import sim_microbatches
-from .bound import order_tails, pipe_of, pipeline_bound, schedule_chains, speed_factors
+from .bound import order_tails, phase_alone, pipe_of, pipeline_bound, schedule_chains, speed_factors, zero_alone
 from .space import SearchSpace, flag_options, group_size, recompute_options, zero_stages
 from .types import Candidate, GroupScreen, Rejection
 
@@ -165,7 +169,6 @@ def dp_tails(sc: Scenario, plan, flags: dict[str, bool]) -> dict[int, float]:
 
 
 def _alone(pc, with_tp: bool, seen: dict[int, float], slow: float, k: float) -> float:
-    from .bound import phase_alone
 
     hit = seen.get(id(pc))
     if hit is None:
@@ -235,6 +238,13 @@ def work_floor(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, 
     tp, pp, cp = layout["tp"], layout["pp"], layout["cp"]
     if gpus % (tp * pp * cp):
         return bound_group(space, gpus, layout, mbs, order)
+    # the floor reads the GPU count, pp, the schedule's chains and the block kind alone (not vpp
+    # or the split): groups that differ only in those share it
+    sb = _shared(space)
+    fkey = (gpus, pp, layout["schedule"], tp, cp, layout["cp_comm_type"], layout["ep"], layout["etp"], mbs)
+    hit = sb.floors.get(fkey)
+    if hit is not None:
+        return hit, None
     zs = zero_stages(space)
     base = _strategy(space, layout, mbs, zs[0] if zs else 1, ("none", None), {})
     dp = gpus // (tp * pp * cp)
@@ -242,11 +252,12 @@ def work_floor(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, 
     micro = int(space.base["global_batch_size"]) // (mbs * dp) // chains * chains  # pipeline.sim_microbatches per chain
     tco = any(f["tp_comm_overlap"] for f in flag_options(space, layout, dp))
     try:
-        work = _shared(space).model_work(gpus, base, specs(space, gpus)[0], lambda: construct(space, dict(base, pp=1, vpp=1, schedule="1f1b",
+        work = sb.model_work(gpus, base, specs(space, gpus)[0], lambda: construct(space, dict(base, pp=1, vpp=1, schedule="1f1b",
                                          decoder_first_pipeline_num_layers=None, decoder_last_pipeline_num_layers=None)),
                                          lambda: scenario(space, gpus, base), tco)
     except ConfigError:
         return bound_group(space, gpus, layout, mbs, order)
+    sb.floors[fkey] = micro * work / pp
     return micro * work / pp, None
 
 
@@ -320,8 +331,6 @@ def quick_error(space: SearchSpace, gpus: int, strategy: dict[str, Any]) -> str:
     ``check_choices``-checked integers, so only the cross-field rules can fail and those are
     ``check_scenario`` itself. When a strategy-level rule fails (a schedule's requirement, a
     micro-batch that does not divide the batch), the full validation gives the exact message."""
-    from ..config.scenario import check_scenario
-    from ..schedule import get_schedule
 
     model, system = specs(space, gpus)
     st = construct(space, strategy)
@@ -391,9 +400,6 @@ def zero_deltas(sc: Scenario, plan) -> list[tuple[float, float, float]]:
     compute) and resolved by the engine's rule (``bound.phase_alone``: per collective, its
     contention plus its exposed part). The bound leaves these collectives out of the plan's
     phases (``_MAY_HIDE``: priced there with the flags off) and adds them back here."""
-    from ..cost.phase import PhaseCost
-    from ..cost.stage import _zero_per_microbatch
-    from .bound import zero_alone
 
     slow, _ = speed_factors(sc)
     out: list = [None] * sum(len(st.chunks) for st in plan.stages)
@@ -403,11 +409,17 @@ def zero_deltas(sc: Scenario, plan) -> list[tuple[float, float, float]]:
             key = (id(c.fwd), id(c.bwd), id(c.recompute), len(c.work.layers), c.work.mtp, c.work.first, c.work.last)
             hit = memo.get(key)
             if hit is None:
-                fwd, bwd, rc = (PhaseCost(compute_s=x.compute_s) for x in (c.fwd, c.bwd, c.recompute))
-                _zero_per_microbatch(sc, plan.comm, c.work, fwd, bwd, rc)
-                hit = memo[key] = (zero_alone(fwd, slow), zero_alone(bwd, slow), zero_alone(rc, slow))
+                hit = memo[key] = zero_chunk(sc, plan.comm, c.work, c.fwd.compute_s, c.bwd.compute_s, c.recompute.compute_s, slow)
             out[c.work.index] = hit
     return out
+
+
+def zero_chunk(sc: Scenario, comm, cw, fwd_s: float, bwd_s: float, rc_s: float, slow: float) -> tuple[float, float, float]:
+    """``zero_deltas`` of one chunk whose forward, backward and recompute compute take ``fwd_s``,
+    ``bwd_s`` and ``rc_s`` seconds."""
+    fwd, bwd, rc = PhaseCost(compute_s=fwd_s), PhaseCost(compute_s=bwd_s), PhaseCost(compute_s=rc_s)
+    _zero_per_microbatch(sc, comm, cw, fwd, bwd, rc)
+    return zero_alone(fwd, slow), zero_alone(bwd, slow), zero_alone(rc, slow)
 
 
 def _userbuffer_phases(space: SearchSpace, gpus: int, probe: dict[str, Any], sc0: Scenario, on: list) -> list:

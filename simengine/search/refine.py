@@ -19,6 +19,14 @@ Memory only falls along none → full(1) → … → full(all) (``prune``), so t
 that may fit is found by bisection; recompute only adds time. The group's bound becomes the
 least bound over the options that may fit (selective, the least full), each with its recompute
 phase; a group where none may fit is rejected as OOM with the smallest excess found.
+
+Two steps, so the frontier prices the ZeRO-2/3 collectives only where they can matter:
+``refine_memory`` bounds the options that fit at *some* ZeRO stage without those collectives
+(one bisection on the least excess over the stages), and ``refine_group`` adds them per stage
+for a group still within reach of the top. The pieces are memoised on what they read, across
+the groups of one search (``bound.SharedBounds``): chunk memory per block kind and recompute,
+the per-rank peaks of a schedule's order per chunk memory, model states per (tp, cp, ep, etp,
+pipeline layout, GPU count), ZeRO-2/3 deltas per block kind, pp and chunk.
 """
 
 from __future__ import annotations
@@ -28,8 +36,11 @@ from dataclasses import replace
 from typing import Any
 
 from ..config.scenario import Scenario
+from ..cost.stage import _chunk_memory, _recompute_cost, _recomputed_layers
+from ..pipeline import max_inflight, order_memory_peaks
+from ..schedule import get_schedule
 from ..errors import ConfigError
-from .bound import TP_OFF, TP_UB, phase_alone, pipeline_bound, speed_factors, stage_phases_of
+from .bound import BLOCK_KEY, PLACE_KEY, TP_OFF, TP_UB, phase_alone, pipeline_bound, speed_factors, stage_phases_of
 from .space import SearchSpace, flag_options, group_size, recompute_options, zero_stages
 from .types import Rejection
 
@@ -45,6 +56,129 @@ def refine_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int
     those over the stages. ``limit`` (the frontier's top-th best so far, which only falls): once
     the options left are all above it without their collectives, the group is out of the top for
     good and their bound without them stands (a lower bound too)."""
+    g = _group_of(space, gpus, layout, mbs, order)
+    _GROUPS.pop((gpus, order), None)   # the last step of a group: its memo is not needed again
+    if isinstance(g, Rejection):
+        return math.inf, g
+    best = math.inf
+    for lb, zero, z, rc in g.options():
+        if lb >= best:
+            break
+        if not zero or lb > limit:  # every later option is at least lb (above the limit: pruned for good)
+            best = lb
+            if zero:
+                break
+            continue
+        best = min(best, _bound(g.sc0, g.placed, g.secs, g.memo, rc, g.tco, g.memo.zero(rc, z, g.flags)))
+    if best == math.inf:
+        return math.inf, g.oom(space, gpus, layout)
+    return best, None
+
+
+def refine_memory(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int,
+                  order: int) -> tuple[float, Rejection | None, bool]:
+    """The first, cheaper step of ``refine_group``: (the least bound over the recompute options
+    that may fit at *some* ZeRO stage, without the ZeRO-2/3 collectives; the group's rejection;
+    whether that is already ``refine_group``'s bound). ``refine_group``'s options at each stage
+    are among these, each with collectives ≥ 0 added, so this bound is below it; it is the same
+    when the least option fits at a stage without those collectives (ZeRO-0/1, or no DP group).
+    Memory falls along the full options at every stage, so also their least over the stages:
+    one bisection on it, not one per stage. The frontier prices the collectives
+    (``refine_group``) only for a group that still reaches the top after this step; the group's
+    memo is kept in this process meanwhile (``_GROUPS``), rebuilt when missing."""
+    g = _group_of(space, gpus, layout, mbs, order)
+    if isinstance(g, Rejection):
+        _GROUPS.pop((gpus, order), None)
+        return math.inf, g, True
+    if not g.rcs or not g.zs:
+        _GROUPS.pop((gpus, order), None)
+        return _bound(g.sc0, g.placed, g.secs, g.memo, ("none", None), g.tco, None), None, True
+    fit = _may_fit(g.rcs, g.over_any)
+    fulls = [rc for rc in g.rcs if rc[0] == "full"]
+    if fit[-1:] and fit[-1][0] == "full":  # no full option before it fits at any ZeRO stage: nor at each one
+        g.lo_full = fulls.index(fit[-1])
+    elif fit[-1:] != [("none", None)]:
+        g.lo_full = len(fulls)
+    if not fit:
+        _GROUPS.pop((gpus, order), None)
+        return math.inf, g.oom(space, gpus, layout), True
+    lb, rc = min(((_bound(g.sc0, g.placed, g.secs, g.memo, rc, g.tco, None), i, rc) for i, rc in enumerate(fit)))[::2]
+    exact = any(g.memo.over(rc, z) <= 0 for z in g.zs if not g.zero_at(z))
+    if exact:
+        _GROUPS.pop((gpus, order), None)
+    return lb, None, exact
+
+
+class _Group:
+    """One group's scenario, placement, block seconds, memory memo and options (``_may_fit`` per
+    ZeRO stage), shared by ``refine_memory`` and ``refine_group``."""
+
+    def __init__(self, sc0: Scenario, placed, secs, memo: "_Memory", flags: list[dict[str, bool]],
+                 zs: list[int], rcs: list[tuple[str, int | None]], probe: dict[str, Any]):
+        self.sc0, self.placed, self.secs, self.memo, self.flags, self.rcs, self.probe = sc0, placed, secs, memo, flags, rcs, probe
+        self.tco = any(f["tp_comm_overlap"] for f in flags)
+        self.sharded = sc0.dp * sc0.strategy.cp * sc0.edp > 1   # cost/stage.py _plan_chunk: ZeRO-2/3 collectives per micro-batch
+        self.zs = zs if self.sharded else zs[:1]                # without a DP group every ZeRO stage is the same
+        self._options: list[tuple[float, bool, int, tuple[str, int | None]]] | None = None
+        self.lo_full = 0   # the full recompute options before this index fit at no ZeRO stage (refine_memory)
+
+    def zero_at(self, z: int) -> bool:
+        """Whether candidates at ZeRO stage ``z`` run ZeRO-2/3 collectives every micro-batch."""
+        return z >= 2 and self.sharded
+
+    def over_any(self, rc: tuple[str, int | None]) -> float:
+        """The least GiB over capacity of recompute ``rc`` over the group's ZeRO stages."""
+        return min(self.memo.over(rc, z) for z in self.zs)
+
+    def options(self) -> list[tuple[float, bool, int, tuple[str, int | None]]]:
+        """(bound without the ZeRO-2/3 collectives, whether they apply, z, recompute) of every
+        option that may fit, ascending by bound; [] when none may fit."""
+        if self._options is None:
+            out: list[tuple[float, bool, int, tuple[str, int | None]]]
+            if not self.rcs or self.zs == []:
+                out = [(_bound(self.sc0, self.placed, self.secs, self.memo, ("none", None), self.tco, None), False, 0, ("none", None))]
+            else:
+                # the stages without ZeRO-2/3 collectives bound their options alike (no z in
+                # _bound), so only the least of them counts: one bisection on their least excess
+                plain = [z for z in self.zs if not self.zero_at(z)]
+                out = [(_bound(self.sc0, self.placed, self.secs, self.memo, rc, self.tco, None), False, plain[0], rc)
+                       for rc in _may_fit(self.rcs, lambda rc: min(self.memo.over(rc, z) for z in plain), self.lo_full)] if plain else []
+                out += [(_bound(self.sc0, self.placed, self.secs, self.memo, rc, self.tco, None), True, z, rc)
+                        for z in self.zs if self.zero_at(z) for rc in _may_fit(self.rcs, lambda rc, z=z: self.memo.over(rc, z), self.lo_full)]
+            self._options = sorted(out, key=lambda o: o[0])
+        return self._options
+
+    def oom(self, space: SearchSpace, gpus: int, layout: dict[str, Any]) -> Rejection:
+        from .prune import _ex
+
+        worst = min(self.over_any(rc) for rc in self.rcs[:1] + self.rcs[-1:])
+        return Rejection("oom", f"OOM by at least {max(worst, 0.0):.2f} GiB at every ZeRO stage and recompute (memory lower bound)",
+                         group_size(space, gpus, layout), _ex(gpus, self.probe))
+
+
+# (gpus, group order) → its _Group between refine_memory and refine_group, in this process (a
+# cache: another process rebuilds it); cleared with the space
+_GROUPS: dict[tuple[int, int], "_Group | Rejection"] = {}
+_GROUPS_OF: list = [None]
+MAX_GROUPS = 4096
+MAX_ORDER_PEAKS = 8192   # entries of SharedBounds.order_peaks (each up to pp·vpp pairs in its key)
+
+
+def _group_of(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, order: int) -> "_Group | Rejection":
+    from .prune import _shared_key
+
+    key = _shared_key(space)
+    if _GROUPS_OF[0] != key or len(_GROUPS) >= MAX_GROUPS:
+        _GROUPS.clear()
+        _GROUPS_OF[0] = key
+    hit = _GROUPS.get((gpus, order))
+    if hit is None:
+        hit = _GROUPS[(gpus, order)] = _group(space, gpus, layout, mbs)
+    return hit
+
+
+def _group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int) -> "_Group | Rejection":
+    """The group's ``_Group``, or its rejection when its scenario is invalid."""
     from .prune import _ex, _shared, _strategy, scenario
 
     zs = zero_stages(space)
@@ -53,50 +187,25 @@ def refine_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int
     try:
         sc0 = scenario(space, gpus, probe)
     except ConfigError as e:
-        return math.inf, Rejection("invalid", str(e), group_size(space, gpus, layout), _ex(gpus, probe))
+        return Rejection("invalid", str(e), group_size(space, gpus, layout), _ex(gpus, probe))
     sb = _shared(space)
     placed = sb.placed(probe, sc0.model, sc0.strategy)
-    secs = sb.secs(gpus, probe, lambda: sc0)
-    memo = _Memory(sc0, placed, sb.priced_blocks(gpus, probe, lambda: sc0), zs)
-    flags = flag_options(space, layout, sc0.dp)
-    tco = any(f["tp_comm_overlap"] for f in flags)
-    if not rcs or not zs:
-        return _bound(sc0, placed, secs, memo, ("none", None), tco, None), None
-    sharded = sc0.dp * sc0.strategy.cp * sc0.edp > 1   # cost/stage.py _plan_chunk: ZeRO-2/3 collectives per micro-batch
-    worst = math.inf
-    options = []  # (bound without the ZeRO-2/3 collectives, whether they apply, z, recompute)
-    for z in (zs if sharded else zs[:1]):  # without a DP group every ZeRO stage is the same
-        for rc in _may_fit(rcs, lambda rc, z=z: memo.over(rc, z)):
-            options.append((_bound(sc0, placed, secs, memo, rc, tco, None), z >= 2 and sharded, z, rc))
-        worst = min([worst] + [memo.over(rc, z) for rc in rcs[:1] + rcs[-1:]])
-    best = math.inf
-    for lb, zero, z, rc in sorted(options, key=lambda o: o[0]):
-        if lb >= best:
-            break
-        if not zero or lb > limit:  # every later option is at least lb (above the limit: pruned for good)
-            best = lb
-            if zero:
-                break
-            continue
-        best = min(best, _bound(sc0, placed, secs, memo, rc, tco, memo.zero(rc, z, flags)))
-    if best == math.inf:
-        return math.inf, Rejection(
-            "oom", f"OOM by at least {max(worst, 0.0):.2f} GiB at every ZeRO stage and recompute (memory lower bound)",
-            group_size(space, gpus, layout), _ex(gpus, probe))
-    return best, None
+    memo = _Memory(sc0, placed, sb.priced_blocks(gpus, probe, lambda: sc0), zs, sb, (gpus, *(probe[k] for k in BLOCK_KEY)))
+    return _Group(sc0, placed, sb.secs(gpus, probe, lambda: sc0), memo, flag_options(space, layout, sc0.dp), zs, rcs, probe)
 
 
-def _may_fit(rcs: list[tuple[str, int | None]], over) -> list[tuple[str, int | None]]:
+def _may_fit(rcs: list[tuple[str, int | None]], over, lo: int = 0) -> list[tuple[str, int | None]]:
     """The recompute options worth bounding: none when it fits (every other only adds time), else
     selective if it fits and the least full recompute that fits (memory falls along the full
-    options: bisection; more recomputed layers only add time)."""
+    options: bisection; more recomputed layers only add time). ``lo``: the full options before
+    that index are known not to fit."""
     if ("none", None) in rcs and over(("none", None)) <= 0:
         return [("none", None)]
     out: list[tuple[str, int | None]] = []
     if ("selective", None) in rcs and over(("selective", None)) <= 0:
         out.append(("selective", None))
     fulls = [rc for rc in rcs if rc[0] == "full"]
-    lo, hi = 0, len(fulls)
+    hi = len(fulls)
     while lo < hi:
         mid = (lo + hi) // 2
         if over(fulls[mid]) <= 0:
@@ -128,7 +237,6 @@ def _bound(sc0: Scenario, placed, secs, memo: "_Memory", rc: tuple[str, int | No
 
 
 def _chains(sc: Scenario) -> int:
-    from ..schedule import get_schedule
 
     return get_schedule(sc.strategy.schedule).chains
 
@@ -136,18 +244,49 @@ def _chains(sc: Scenario) -> int:
 class _Memory:
     """Memory lower bound and recompute phase of one group, per recompute option."""
 
-    def __init__(self, sc0: Scenario, placed, p, zs: list[int]):
+    def __init__(self, sc0: Scenario, placed, p, zs: list[int], shared, block: tuple):
         self.sc0, self.placed, self.p = sc0, placed, p
+        # chunk memory is shared across the groups of one block kind (``bound.SharedBounds.chunk_memory``)
+        self.chunk_memory: dict[tuple, tuple[float, float]] = shared.chunk_memory.setdefault(block, {})
+        self.order_peaks: dict[tuple, list[tuple[float, float]]] = shared.order_peaks
+        self.zero_memo: dict[tuple, tuple[float, float, float]] = shared.zero.setdefault(block, {})
         self.slow, self.k = speed_factors(sc0)
         st = sc0.strategy
         self.ranks = sorted({cw.rank for cw in placed.works})
         self.by_rank = [tuple(cw for cw in sorted(placed.works, key=lambda c: (c.rank, c.index)) if cw.rank == r) for r in self.ranks]
-        self.static = self._statics(zs)
+        # model states depend on what static_memory / stage_params read (cost/static_memory.py):
+        # tp, ep, etp, pp, cp, the DP groups (the GPU count) and the ZeRO stage, and the chunks each
+        # rank holds (the pipeline layout) — not on the micro-batch size or cp_comm_type
+        skey = (block[0], st.tp, st.cp, st.ep, st.etp, *(getattr(st, k) for k in PLACE_KEY), tuple(zs))
+        static = shared.statics.get(skey)
+        if static is None:
+            static = shared.statics[skey] = self._statics(zs)
+        self.static = static
+        # the distinct chunks for memory: a chunk's memory depends on what it holds — the kind of
+        # each layer in order (recompute takes the first ones), the ends, MTP and windowed layers
+        # (cost/stage.py _plan_chunk_once) —, the block kind (the memo's owner) and the recompute
+        self.mem_kinds: list[tuple[tuple, Any]] = []
+        index: dict[tuple, int] = {}
+        self.rank_kinds: list[tuple[int, ...]] = []
+        for chunks in self.by_rank:
+            idx = []
+            for cw in chunks:
+                kinds = tuple(sc0.model.is_moe_layer(i) for i in cw.layers) if cw.moe_layers else len(cw.layers)
+                base = (kinds, cw.first, cw.last, cw.mtp, cw.mtp_moe, cw.window_layers)
+                if base not in index:
+                    index[base] = len(self.mem_kinds)
+                    self.mem_kinds.append((base, cw))
+                idx.append(index[base])
+            self.rank_kinds.append(tuple(idx))
+        self.stage_bases = {cw.index: self.mem_kinds[i][0] for idx, chunks in zip(self.rank_kinds, self.by_rank)
+                            for i, cw in zip(idx, chunks)}
         self.cap = sc0.system.gpu.memory_gib - sc0.system.gpu.non_torch_gib
         self.ov = st.allocator_overhead
         self._peaks: dict[tuple, list[tuple[float, float]]] = {}
+        self._over: dict[tuple, float] = {}
         self._comm: Any = None
         self._pf: dict[tuple, Any] = {}
+        self._inflight: list[int] | None = None
 
     def _scenario(self, **update) -> Scenario:
         """The group's scenario with some strategy fields changed, not re-validated (the fields
@@ -179,74 +318,83 @@ class _Memory:
     def over(self, rc: tuple[str, int | None], z: int) -> float:
         """GiB over capacity on the tightest rank for recompute ``rc`` at ZeRO stage ``z``
         (``estimate.memory_by_stage``: model states + the held activations + the transient)."""
-        peaks = self._peaks.get(rc)
-        if peaks is None:
-            peaks = self._peaks[rc] = self._activation_peaks(rc)
-        return max((static + held + extra) * (1.0 + self.ov) / GIB
-                   for static, (held, extra) in zip(self.static[z], peaks)) - self.cap
+        hit = self._over.get((rc, z))
+        if hit is None:
+            peaks = self._peaks.get(rc)
+            if peaks is None:
+                peaks = self._peaks[rc] = self._activation_peaks(rc)
+            hit = self._over[(rc, z)] = max((static + held + extra) * (1.0 + self.ov) / GIB
+                                            for static, (held, extra) in zip(self.static[z], peaks)) - self.cap
+        return hit
 
     def _activation_peaks(self, rc: tuple[str, int | None]) -> list[tuple[float, float]]:
         """Per rank, (held activation bytes, transient bytes) at its peak for recompute ``rc``."""
-        from ..cost.stage import _chunk_memory, _recomputed_layers
-        from ..pipeline import max_inflight, order_memory_peaks
 
-        p = self._priced_for(rc)
         st, sc0 = self.sc0.strategy, self.sc0
         m = sc0.num_microbatches // _chains(sc0)
         combined = st.overlap_moe_expert_parallel_comm
-        seen: dict[tuple, tuple[float, float]] = {}  # a chunk's memory depends on what it holds (cost/stage.py _plan_chunk_once)
-
-        def mem(cw) -> tuple[float, float]:
-            kinds = tuple(sc0.model.is_moe_layer(i) for i in cw.layers) if cw.moe_layers else len(cw.layers)
-            key = (kinds, cw.first, cw.last, cw.mtp, cw.mtp_moe, cw.window_layers)
+        seen = self.chunk_memory
+        vals = []
+        for base, cw in self.mem_kinds:
+            # cost/stage.py _recomputed_layers: the first k layers of the chunk, all when k is None
+            n_rc = 0 if rc[0] != "full" else (len(cw.layers) if rc[1] is None else min(rc[1], len(cw.layers)))
+            key = (rc[0], n_rc, *base)
             hit = seen.get(key)
             if hit is None:
+                p = self._priced_for(rc)
                 hit = seen[key] = _chunk_memory(p, cw, _recomputed_layers(p, cw))
-            return hit
-
-        mems = [[mem(cw) for cw in chunks] for chunks in self.by_rank]
+            vals.append(hit)
+        mems = [[vals[i] for i in idx] for idx in self.rank_kinds]
         if any(len(c) > 1 for c in mems):
-            return [(h, e) for h, e, _ in order_memory_peaks(st.schedule, st.pp, m, st.vpp, mems, combined)]
-        return [(max_inflight(st.schedule, r, st.pp, m, st.vpp, combined) * c[0][0], c[0][1]) for r, c in zip(self.ranks, mems)]
+            # the peak read off the order depends on the order and the chunks' memory alone: groups
+            # of other block kinds (cp_comm_type, tp_comm_overlap, …) often hold the same numbers
+            key = (st.schedule, st.pp, m, st.vpp, combined, tuple(map(tuple, mems)))
+            peaks = self.order_peaks.get(key)
+            if peaks is None:
+                if len(self.order_peaks) >= MAX_ORDER_PEAKS:  # a cache: keep its memory bounded on huge spaces
+                    self.order_peaks.clear()
+                peaks = self.order_peaks[key] = [(h, e) for h, e, _ in order_memory_peaks(st.schedule, st.pp, m, st.vpp, mems, combined)]
+            return peaks
+        if self._inflight is None:  # the schedule's in-flight count per rank: the same for every recompute
+            self._inflight = [max_inflight(st.schedule, r, st.pp, m, st.vpp, combined) for r in self.ranks]
+        return [(n * c[0][0], c[0][1]) for n, c in zip(self._inflight, mems)]
 
     def zero(self, rc: tuple[str, int | None], z: int, flags: list[dict[str, bool]]) -> list[tuple[float, float, float]]:
         """Per data-flow stage, the least over the group's DP flags of what the ZeRO-2/3
         collectives add to its forward, backward and recompute (``prune.zero_deltas`` on the
-        chunks' own compute, the group's own network)."""
-        from types import SimpleNamespace
-
+        chunks' own compute, the group's own network). Shared across the groups of one block
+        kind and pp (the network groups: cost/comm.py reads tp, cp, dp, pp, ep, etp) whose chunks
+        hold the same (``SharedBounds.zero``): layouts that differ only in their schedule."""
         from ..cost.comm import CommModel
-        from ..cost.phase import PhaseCost
-        from ..cost.stage import _recompute_cost, _recomputed_layers
-        from .prune import zero_deltas
+        from .prune import zero_chunk
 
-        if self._comm is None:
-            self._comm = CommModel(self.sc0)
-        p = self._priced_for(rc)
-        chunks = []
-        made: dict[int, tuple] = {}  # one set of phases per kind of chunk (zero_deltas prices each once)
+        fl = tuple(sorted({(f["overlap_grad_reduce"], f["overlap_param_gather"]) for f in flags}))
+        head = (self.sc0.strategy.pp, rc, z, fl)
+        out: list[tuple[float, float, float]] = []
         for cw, i in zip(self.placed.works, self.placed.of_stage):
-            if i not in made:
+            key = (*head, self.stage_bases[cw.index])
+            hit = self.zero_memo.get(key)
+            if hit is None:
+                if self._comm is None:
+                    self._comm = CommModel(self.sc0)
+                p = self._priced_for(rc)
                 n = self.placed.kinds[i]
                 f = sum(c * p.costs[k][0].compute_s for k, c in n.items())
                 b = sum(c * p.costs[k][1].compute_s for k, c in n.items())
                 r = _recompute_cost(p, cw, _recomputed_layers(p, cw)).compute_s
-                made[i] = (PhaseCost(compute_s=f), PhaseCost(compute_s=b), PhaseCost(compute_s=r))
-            fwd, bwd, rec = made[i]
-            chunks.append(SimpleNamespace(fwd=fwd, bwd=bwd, recompute=rec, work=cw))
-        plan = SimpleNamespace(stages=[SimpleNamespace(chunks=chunks)], comm=self._comm)
-        best: list[tuple[float, float, float]] | None = None
-        for fl in {(f["overlap_grad_reduce"], f["overlap_param_gather"]) for f in flags}:
-            sc = self._scenario(zero_stage=z, recompute=rc[0], recompute_num_layers=rc[1],
-                                overlap_grad_reduce=fl[0], overlap_param_gather=fl[1])
-            d = zero_deltas(sc, plan)
-            best = d if best is None else [tuple(map(min, x, y)) for x, y in zip(best, d)]  # type: ignore[misc]
-        return best or []
+                best: tuple[float, float, float] | None = None
+                for ogr, opg in fl:
+                    sc = self._scenario(zero_stage=z, recompute=rc[0], recompute_num_layers=rc[1],
+                                        overlap_grad_reduce=ogr, overlap_param_gather=opg)
+                    d = zero_chunk(sc, self._comm, cw, f, b, r, self.slow)
+                    best = d if best is None else (min(best[0], d[0]), min(best[1], d[1]), min(best[2], d[2]))
+                hit = self.zero_memo[key] = best or (0.0, 0.0, 0.0)
+            out.append(hit)
+        return out
 
     def recompute(self, rc: tuple[str, int | None]) -> list[float]:
         """The recompute phase of each distinct chunk of the layout (``Placed.kinds``), run alone
         without its TP collectives (cost/stage.py: _recompute_cost)."""
-        from ..cost.stage import _recompute_cost, _recomputed_layers
 
         if rc[0] == "none":
             return [0.0] * len(self.placed.kinds)

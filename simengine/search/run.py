@@ -6,8 +6,9 @@ node whose bound is above the top-th best timed step is out for good:
 
 1. ``prune.work_floor``: the average rank's share of the step's work (O(1) per group);
 2. ``prune.bound_group``: validity and the pipeline bound of the no-recompute plan (``bound.py``);
-3. ``refine.refine_group``: per ZeRO stage, the recompute its memory needs and the ZeRO-2/3
-   collectives (no plan), or an OOM rejection;
+3. ``refine.refine_memory``: the recompute its memory needs at the ZeRO stage that needs the
+   least (no plan), or an OOM rejection; then, only for a group still in reach whose least
+   option runs ZeRO-2/3 collectives, ``refine.refine_group``: per ZeRO stage, with them;
 4. ``prune.screen_group``: the memory pre-filter on the group's plans, each surviving candidate
    with its own bound (p2p, DP tail, ZeRO collectives at its flags, zero-bubble tails);
 5. the estimate itself.
@@ -157,7 +158,7 @@ def _best_first(ex, space: SearchSpace, groups: list, bounds: list, objective: s
         while heap and len(batch) < ROUND and heap[0][0] <= bound:
             kind, item = heapq.heappop(heap)[3]
             # refine learns the round's threshold (deterministic: the same on every executor)
-            batch.append((kind, (item, bound / (item[0] if w else 1))) if kind == "refine" else (kind, item))
+            batch.append((kind, (item, bound / (item[0] if w else 1))) if kind == "zero" else (kind, item))
         for part in ex.map(work_batch, space, _batches(batch), None):
             for o in part:
                 if isinstance(o, Refined):
@@ -178,9 +179,9 @@ def _best_first(ex, space: SearchSpace, groups: list, bounds: list, objective: s
         done += len(batch)
         _tick(progress, done, total)
     _tick(progress, total, total)
-    left_groups = [n[3][1] for n in heap if n[3][0] != "time"]
+    left_groups = [(n[3][0], n[3][1]) for n in heap if n[3][0] != "time"]
     left_cands = [n[3][1] for n in heap if n[3][0] == "time"]
-    return screens, timed, sorted(left_groups, key=lambda g: g[3]), sorted(left_cands, key=lambda c: c[2]), refused
+    return screens, timed, sorted(left_groups, key=lambda g: g[1][3]), sorted(left_cands, key=lambda c: c[2]), refused
 
 
 def search(space: SearchSpace, objective: str = "tokens_per_s", top: int | None = None,
@@ -225,12 +226,31 @@ def _batches(items: list, size: int = BATCH_GROUPS) -> list[Batch]:
     return [items[i:i + size] for i in range(0, len(items), size)]
 
 
+# what a group left on the frontier has been through, by the step it was waiting for
+_LEFT = {
+    "bound": ("unevaluated", "not evaluated (validity and memory not checked): a lower bound on its step time "
+                             "(the average rank's share of the step's work) is not below the {top}-th best timed candidate"),
+    "refine": ("bound", "layout valid, memory not checked; outside the top {top}: a lower bound on its step time "
+                        "(its pipeline without recompute) is not below the {top}-th best timed candidate"),
+    "zero": ("bound", "layout valid, may fit; outside the top {top}: a lower bound on its step time (its pipeline with the "
+                      "recompute its memory needs) is not below the {top}-th best timed candidate"),
+    "screen": ("bound", "layout valid, may fit; outside the top {top}: a lower bound on its step time (its pipeline with the "
+                        "recompute its memory needs and the per-micro-batch ZeRO collectives where they apply) is not below the {top}-th best timed candidate"),
+}
+
+
 def _bound_rejections(space: SearchSpace, groups: list, cands: list, top: int | None) -> list[Rejection]:
+    """The nodes the branch and bound never reached, each with what is known of it: a group
+    waiting for its pipeline bound (``unevaluated``: not even checked for validity), one waiting
+    for its memory refinement or its screening (valid; ``bound``), a screened candidate waiting
+    to be timed (it passed the memory pre-filter; ``bound``)."""
     from .types import SEARCHED
 
-    why = f"outside the top {top}: a lower bound on its step time (its compute and in-line collectives) " \
-          f"is already worse than {top} timed candidates"
-    out = [Rejection("bound", why, group_size(space, g, lay), {"num_gpus": g, **lay, "micro_batch_size": mbs})
-           for g, lay, mbs, _ in groups]
+    out = []
+    for step, (g, lay, mbs, _) in groups:
+        kind, why = _LEFT[step]
+        out.append(Rejection(kind, why.format(top=top), group_size(space, g, lay), {"num_gpus": g, **lay, "micro_batch_size": mbs}))
+    why = f"passed the memory pre-filter; outside the top {top}: a lower bound on its step time (its pipeline, " \
+          f"DP tail and collectives at its flags) is not below the {top}-th best timed candidate"
     out += [Rejection("bound", why, 1, {"num_gpus": g, **{k: strat.get(k) for k in SEARCHED}}) for g, strat, _ in cands]
     return out

@@ -69,7 +69,7 @@ def _recompute_label(s: dict[str, Any]) -> str:
 class Rejection:
     """``count`` candidates rejected for one reason; ``example`` is one of them (searched fields)."""
 
-    kind: str                         # "invalid" | "oom" | "dominated"
+    kind: str                         # "invalid" | "oom" | "dominated" | "bound" | "unevaluated"
     reason: str
     count: int
     example: dict[str, Any]
