@@ -160,9 +160,12 @@ def main() -> None:
     ap.add_argument("--max-gpus", type=int, default=0, help="skip runs on more GPUs (search time grows with the space)")
     ap.add_argument("--full-up-to", type=int, default=64, help="search the full space up to this many GPUs, the "
                                                                   "published layout's neighbourhood above (neighbourhood())")
+    ap.add_argument("--skip", default="", help="comma-separated run ids to leave out (e.g. the rows already ranked)")
     a = ap.parse_args()
     runs, _ = published_runs(DATA.read_text())
     runs = unique([r for r in runs if r.source in a.sources.split(",")])
+    skip = set(filter(None, a.skip.split(",")))
+    runs = [r for r in runs if r.run_id not in skip]
     if a.max_gpus:
         runs = [r for r in runs if r.config["system"]["num_gpus"] <= a.max_gpus]
     if a.limit:
