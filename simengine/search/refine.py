@@ -165,7 +165,7 @@ MAX_ORDER_PEAKS = 8192   # entries of SharedBounds.order_peaks (each up to pp·v
 
 
 def _group_of(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, order: int) -> "_Group | Rejection":
-    from .prune import _shared_key
+    from .candidate import _shared_key
 
     key = _shared_key(space)
     if _GROUPS_OF[0] != key or len(_GROUPS) >= MAX_GROUPS:
