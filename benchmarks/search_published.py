@@ -1,6 +1,6 @@
 """Where each published, hand-tuned layout ranks in our search of its model / GPU count / batch.
 
-Run: python benchmarks/search_published.py [--sources narayanan21,nemo,megatron-bridge] [--top 10] [--limit N]
+Run: python benchmarks/search_published.py [--sources narayanan21,nemo,megatron-bridge] [--top 10] [--limit N] [--only ID,...]
 For each mapped run (simengine.validation.published: Narayanan et al. 2021 weak scaling, NeMo 24.07 and
 Megatron-Bridge performance pages) the search keeps the run's fixed settings (dtype, attention,
 overlap flags, cp_comm_type, fused cross-entropy, …) and the schedules Megatron offers (1f1b,
@@ -161,11 +161,15 @@ def main() -> None:
     ap.add_argument("--full-up-to", type=int, default=64, help="search the full space up to this many GPUs, the "
                                                                   "published layout's neighbourhood above (neighbourhood())")
     ap.add_argument("--skip", default="", help="comma-separated run ids to leave out (e.g. the rows already ranked)")
+    ap.add_argument("--only", default="", help="comma-separated run-id substrings: rank only the runs matching one")
     a = ap.parse_args()
     runs, _ = published_runs(DATA.read_text())
     runs = unique([r for r in runs if r.source in a.sources.split(",")])
     skip = set(filter(None, a.skip.split(",")))
     runs = [r for r in runs if r.run_id not in skip]
+    only = [x for x in a.only.split(",") if x]
+    if only:
+        runs = [r for r in runs if any(x in r.run_id for x in only)]
     if a.max_gpus:
         runs = [r for r in runs if r.config["system"]["num_gpus"] <= a.max_gpus]
     if a.limit:

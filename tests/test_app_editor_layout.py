@@ -68,10 +68,10 @@ def test_comparison_has_deltas_a_baseline_and_a_download():
     at.switch_page("pages/estimate.py").run()
     table = at.dataframe[-1].value
     assert len(table.columns) <= 12 and "scenario" in table.columns
-    assert table["Δ step [%]"].iloc[0] == 0 and table["Δ step [%]"].iloc[1] != 0
+    assert table["Δ step"].iloc[0] == 0 and table["Δ step"].iloc[1] != 0
     at.selectbox(key="pin.baseline").set_value(1).run()
     table = at.dataframe[-1].value
-    assert table["Δ step [%]"].iloc[1] == 0 and table["Δ step [%]"].iloc[0] != 0
+    assert table["Δ step"].iloc[1] == 0 and table["Δ step"].iloc[0] != 0
     dl = next(b for b in at.get("download_button") if b.proto.label.startswith("Comparison"))
     assert dl is not None
 

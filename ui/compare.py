@@ -18,7 +18,7 @@ from .report_io import compare_rows
 # (column of compare_rows, short title, format, delta kind: "rel" % change, "pt" points, None)
 SHOWN = [("step time [s]", "step [s]", "%.3f", "rel"), ("tokens/s/GPU", "tok/s/GPU", "localized", "rel"),
          ("MFU [%]", "MFU [%]", "%.1f", "pt"), ("peak alloc [GiB]", "alloc [GiB]", "%.1f", "rel"),
-         ("USD / 1M tokens", "USD/1M tok", "%.3f", "rel")]
+         ("USD / 1M tokens", "$/1M tok", "%.3f", "rel")]
 CURRENT = "current (unpinned)"
 
 
@@ -39,8 +39,18 @@ def with_deltas(rows: list[dict[str, Any]], baseline: int) -> list[dict[str, Any
     return out
 
 
+# the delta columns' titles: short enough for their column (the unit is in the cells)
+DELTA_TITLE = {"step [s]": "Δ step", "tok/s/GPU": "Δ tok/s", "MFU [%]": "Δ MFU", "alloc [GiB]": "Δ alloc",
+               "$/1M tok": "Δ cost"}
+
+
 def delta_title(short: str, kind: str | None) -> str:
-    return f"Δ {short.split(' [')[0]} [{'pt' if kind == 'pt' else '%'}]"
+    return DELTA_TITLE.get(short, f"Δ {short.split(' [')[0]}")
+
+
+def delta_format(kind: str | None) -> str:
+    """Cells of a delta column carry their unit: points of MFU, % change otherwise."""
+    return "%+.1f pt" if kind == "pt" else "%+.1f%%"
 
 
 def compact_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -65,10 +75,11 @@ def rows_csv(rows: list[dict[str, Any]]) -> str:
 
 def _config(frame: pd.DataFrame) -> dict[str, Any]:
     # every column fits a 1440 px window inside the folded box's padding (tests/browser: 1440 px)
-    cfg: dict[str, Any] = {"scenario": st.column_config.TextColumn(width=186), "fits": st.column_config.CheckboxColumn(width=40)}
+    cfg: dict[str, Any] = {"scenario": st.column_config.TextColumn(width=170), "fits": st.column_config.CheckboxColumn(width=40)}
     for _, short, fmt, kind in SHOWN:
-        cfg[short] = st.column_config.NumberColumn(format=fmt, width=80)
-        cfg[delta_title(short, kind)] = st.column_config.NumberColumn(format="%+.1f", width=62, help="Against the baseline")
+        cfg[short] = st.column_config.NumberColumn(format=fmt, width=74)
+        cfg[delta_title(short, kind)] = st.column_config.NumberColumn(
+            format=delta_format(kind), width=70, help="Against the baseline: " + ("points" if kind == "pt" else "% change"))
     return {k: v for k, v in cfg.items() if k in frame.columns}
 
 
