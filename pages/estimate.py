@@ -15,6 +15,10 @@ from ui.text import md
 from ui.units import fmt_count, fmt_flops, fmt_gib, fmt_num, fmt_pct, fmt_time, fmt_usd
 
 
+INFLIGHT_HELP = ("Forward passes whose activations are held at the peak: one per micro-batch and model chunk it "
+                 "has gone through (with vpp chunks per rank, up to vpp per micro-batch).")
+
+
 def memory_by_stage(r: dict, chart: dict) -> None:
     a, b = st.columns([1, 1], gap="large")
     with a:
@@ -23,14 +27,14 @@ def memory_by_stage(r: dict, chart: dict) -> None:
         mdf = pd.DataFrame(r["memory_by_stage"])
         brief = mdf[["stage", "peak_gib", "reserved_gib", "activations_gib", "inflight_microbatches"]].rename(columns={
             "peak_gib": "allocated [GiB]", "reserved_gib": "reserved [GiB]", "activations_gib": "activations [GiB]",
-            "inflight_microbatches": "in-flight mb"})
+            "inflight_microbatches": "in flight"})
         st.dataframe(brief, hide_index=True, width="stretch", height=min(420, 38 + 35 * len(brief)), column_config={
             "stage": st.column_config.NumberColumn(width=50),
             "allocated [GiB]": st.column_config.NumberColumn(format="%.2f", width=95, help="Live tensors at the peak."),
             "reserved [GiB]": st.column_config.NumberColumn(format="%.2f", width=95,
                                                             help="Allocated + the caching allocator's overhead."),
             "activations [GiB]": st.column_config.NumberColumn(format="%.2f", width=95),
-            "in-flight mb": st.column_config.NumberColumn(width=80, help="Micro-batches whose activations are held at the peak.")})
+            "in flight": st.column_config.NumberColumn(width=80, help=INFLIGHT_HELP)})
         st.caption("Every memory category per stage is in the CSV download.")
 
 

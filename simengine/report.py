@@ -19,7 +19,7 @@ class StageMemory(BaseModel):
     optimizer_gib: float
     activations_gib: float = Field(..., description="Activations held for backward at the peak (all in-flight micro-batches).")
     other_gib: float = Field(..., description="Transient buffers at the peak (logits, collective buffers, workspaces) and framework buffers.")
-    inflight_microbatches: int = Field(..., description="Micro-batches whose activations are held at the peak.")
+    inflight_microbatches: int = Field(..., description="Forward passes whose activations are held at the peak: micro-batches × the model chunks each has gone through (= micro-batches with one chunk per rank).")
     fits: bool = Field(..., description="reserved + system.gpu.non_torch_gib <= system.gpu.memory_gib")
 
 
