@@ -12,7 +12,7 @@ from ui import state
 from ui.config_io import dumps
 from ui.layout import boot, issues_box
 from ui.search_fit import fit_list
-from ui.search_view import (LINK_PARAM, cached_search, candidates_frame, decode_inputs, encode_inputs, grid_options,
+from ui.search_view import (INPUT_RANGES, LINK_PARAM, cached_search, candidates_frame, decode_inputs, encode_inputs, grid_options,
                             pareto_chart, points_frame)
 from ui.text import md
 
@@ -37,11 +37,11 @@ defaults = inputs or {"gpus": str(sc["system"]["num_gpus"]), "global_batch": int
 with st.form("search.form"):
     c = st.columns([2, 2, 2, 3, 1])
     gpus = c[0].text_input("GPU counts", defaults["gpus"], help="64, or 64,128, or 64..512 (doubling).", key="search.gpus")
-    gbs = c[1].number_input("Global batch (sequences)", 1, 100_000_000, int(defaults["global_batch"]), key="search.gbs")
-    seq = c[2].number_input("Sequence length", 1, 16_777_216, int(defaults["seq_len"]), key="search.seq")
+    gbs = c[1].number_input("Global batch (sequences)", *INPUT_RANGES["global_batch"], int(defaults["global_batch"]), key="search.gbs")
+    seq = c[2].number_input("Sequence length", *INPUT_RANGES["seq_len"], int(defaults["seq_len"]), key="search.seq")
     objs = list(OBJECTIVES)
     obj = c[3].selectbox("Objective", objs, objs.index(defaults["objective"]), format_func=lambda k: OBJECTIVES[k][1], key="search.obj")
-    top = c[4].number_input("Top", 1, 500, int(defaults["top"]), key="search.top")
+    top = c[4].number_input("Top", *INPUT_RANGES["top"], int(defaults["top"]), key="search.top")
     restrict = st.text_area("Pin or restrict dimensions (one per line)", defaults["restrict"], height=80, key="search.restrict",
                             help=f"e.g. tp=4,8 or pp=1,2,4 or recompute=none. Dimensions: {', '.join(DIMS)}.")
     go = st.form_submit_button("Search", type="primary", icon=":material/search:")

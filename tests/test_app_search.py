@@ -34,7 +34,8 @@ def test_search_page_is_registered():
 
 def test_link_round_trip_and_damaged_links():
     assert decode_inputs(encode_inputs(INPUTS)) == INPUTS
-    for bad in ("", "!!!", "x" * 5000, encode_inputs({**INPUTS, "objective": "speed"})):
+    out_of_range = [encode_inputs({**INPUTS, k: v}) for k, v in (("top", 0), ("top", 501), ("seq_len", 0), ("global_batch", 10**9))]
+    for bad in ("", "!!!", "x" * 5000, encode_inputs({**INPUTS, "objective": "speed"}), *out_of_range):
         with pytest.raises(ConfigError):
             decode_inputs(bad)
 

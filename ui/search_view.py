@@ -19,6 +19,8 @@ from simengine.api import SEARCH_DIMS as DIMS
 LINK_PARAM = "search"
 MAX_TOKEN_CHARS = 4000
 INPUT_KEYS = ("gpus", "global_batch", "seq_len", "objective", "top", "restrict")
+# the Search page's number inputs take these ranges (pages/search.py); a link outside them is refused
+INPUT_RANGES = {"global_batch": (1, 100_000_000), "seq_len": (1, 16_777_216), "top": (1, 500)}
 TABLE_COLUMNS = ["rank", "layout", "tokens_per_s", "band_lo", "band_hi", "tie", "mfu", "cost_per_million_tokens_usd",
                  "peak_memory_gib", "headroom_gib", "gpus", "tp", "pp", "vpp", "cp", "ep", "micro_batch_size", "zero_stage",
                  "recompute", "schedule"]
@@ -84,7 +86,7 @@ def decode_inputs(token: str) -> dict[str, Any]:
     if not isinstance(data, dict) or set(data) != set(INPUT_KEYS):
         raise ConfigError([("search", "the search link does not hold search inputs")])
     if data["objective"] not in OBJECTIVES or not all(isinstance(data[k], int) and not isinstance(data[k], bool)
-                                                      for k in ("global_batch", "seq_len", "top")):
+                                                      and lo <= data[k] <= hi for k, (lo, hi) in INPUT_RANGES.items()):
         raise ConfigError([("search", "the search link holds invalid values")])
     if not isinstance(data["gpus"], str) or not isinstance(data["restrict"], str):
         raise ConfigError([("search", "the search link holds invalid values")])
@@ -158,7 +160,7 @@ def grid_options(df: pd.DataFrame) -> dict[str, Any]:
         return {"field": name, "headerName": header, "sortable": True, "filter": True, "resizable": True, **kw}
 
     return {"columnDefs": [
-        col("rank", "#", width=70, pinned="left"), col("layout", "layout", width=320, pinned="left"),
+        col("rank", "#", width=70, pinned="left"), col("layout", "layout", width=430, pinned="left"),
         {"headerName": "throughput", "children": [col("tokens_per_s", "tokens/s"), col("band_lo", "band low"),
                                                   col("band_hi", "band high"), col("tie", "tie with #1"), col("mfu", "MFU %")]},
         {"headerName": "cost & memory", "children": [col("cost_per_million_tokens_usd", "$ / 1M tokens"),

@@ -7,6 +7,8 @@ data (dataclasses of dicts and numbers). Ray is an optional extra (``pip install
 
 from __future__ import annotations
 
+import os
+
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
@@ -95,8 +97,7 @@ class ProcessPool:
     name = "process"
 
     def __init__(self, workers: int = 2):
-        if workers < 1:
-            raise ConfigError([("workers", f"workers={workers} must be at least 1")])
+        check_workers(workers)
         self.workers = workers
         self._pool: ProcessPoolExecutor | None = None
 
@@ -130,6 +131,8 @@ class RayExecutor:
     name = "ray"
 
     def __init__(self, address: str | None = None, num_cpus: int | None = None):
+        if num_cpus is not None:
+            check_workers(num_cpus)
         self.address, self.num_cpus = address, num_cpus
         self._remote: dict[Callable, Any] = {}   # one remote function per batch function, registered once
         self._space: tuple[Any, Any] = (None, None)   # (space, its object ref): put once per search
@@ -166,8 +169,19 @@ class RayExecutor:
         self._space = (None, None)
 
 
+def check_workers(workers: int) -> int:
+    """A worker count between 1 and twice this machine's cores: more processes than that only
+    compete for the cores (and each holds its own copy of the engine)."""
+    most = 2 * (os.cpu_count() or 1)
+    if not 1 <= workers <= most:
+        raise ConfigError([("workers", f"workers={workers} must be 1 to {most} (twice this machine's cores)")])
+    return workers
+
+
 def make_executor(name: str | None = None, workers: int | None = None, address: str | None = None):
     """``inprocess`` (default), ``process`` (``workers`` processes) or ``ray``."""
+    if workers is not None:
+        check_workers(workers)
     name = name or ("process" if workers and workers > 1 else "inprocess")
     if name == "inprocess":
         return InProcess()

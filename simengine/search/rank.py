@@ -30,6 +30,13 @@ def check_objective(name: str) -> str:
     return name
 
 
+def check_top(top: int | None) -> int | None:
+    """None (every fitting candidate) or a positive count."""
+    if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 1):
+        raise ConfigError([("top", f"top={top!r} must be a positive integer")])
+    return top
+
+
 def rank(cands: list[Candidate], objective: str) -> list[Candidate]:
     """Sorted best first; equal scores keep enumeration order (deterministic across executors)."""
     key = OBJECTIVES[check_objective(objective)][0]

@@ -26,7 +26,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from .executors import Batch, InProcess, Progress, _tick, bound_batch, work_batch
-from .rank import check_objective, pareto, rank, ties
+from .rank import check_objective, check_top, pareto, rank, ties
 from .space import SearchSpace, check_choices, group_size, layouts, micro_batches
 from .types import GroupScreen, Refined, Rejection, SearchResult, Timed
 
@@ -191,6 +191,7 @@ def search(space: SearchSpace, objective: str = "tokens_per_s", top: int | None 
     neither screened nor timed); the Pareto front of throughput vs cost vs memory headroom over
     the timed candidates; every rejection with its reason."""
     check_objective(objective)
+    check_top(top)
     t0 = time.perf_counter()
     ex = executor or InProcess()
     groups, size = plan_groups(space)

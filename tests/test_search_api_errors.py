@@ -1,0 +1,53 @@
+"""Bad search arguments are refused before any work, naming the argument (API and CLI): a top
+of 0 once meant "no top" and ran the whole space unpruned; a huge worker count spawned one
+process per batch."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from simengine import presets
+from simengine.cli import main
+from simengine.errors import ConfigError
+from simengine.search import make_space, search
+from simengine.search.executors import ProcessPool, RayExecutor, check_workers, make_executor
+
+TINY = {**presets.load_preset("models", "llama3-8b"), "name": "tiny", "hidden_size": 1024, "num_layers": 4,
+        "num_attention_heads": 16, "num_kv_heads": 4, "ffn_hidden_size": 4096, "vocab_size": 32000}
+SYSTEM = presets.load_preset("systems", "h100-sxm5-80gb")
+
+
+def _space():
+    return make_space(TINY, SYSTEM, global_batch=16, seq_len=4096, gpus=[8], choices={"tp": (1,), "pp": (1,), "cp": (1,)})
+
+
+@pytest.mark.parametrize("top", [0, -1, True, 2.5])
+def test_search_refuses_a_top_that_is_not_a_positive_count(top):
+    with pytest.raises(ConfigError) as e:
+        search(_space(), top=top)
+    assert e.value.issues[0][0] == "top"
+
+
+def test_search_accepts_no_top_and_a_positive_top():
+    assert len(search(_space(), top=1).candidates) == 1
+    assert len(search(_space(), top=None).candidates) >= 1
+
+
+@pytest.mark.parametrize("workers", [0, -3, 2 * (os.cpu_count() or 1) + 1, 100_000])
+def test_worker_counts_outside_1_to_twice_the_cores_are_refused(workers):
+    for make in (lambda: check_workers(workers), lambda: make_executor("process", workers),
+                 lambda: ProcessPool(workers), lambda: RayExecutor(None, workers)):
+        with pytest.raises(ConfigError) as e:
+            make()
+        assert e.value.issues[0][0] == "workers"
+
+
+def test_cli_exits_2_with_one_line_on_a_bad_top_or_worker_count(capsys):
+    base = ["search", "--model", "llama3-8b", "--system", "h100-sxm5-80gb", "--set", "system.num_gpus=8",
+            "--global-batch", "32", "--seq-len", "4096"]
+    for extra, field in ((["--top", "0"], "top"), (["--workers", "100000"], "workers")):
+        assert main(base + extra) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and field in err[0]
