@@ -215,7 +215,7 @@ GROUPS: dict[str, list[tuple[str, list[str]]]] = {
                                   "allocator_overhead"]),
         ("MoE and expert parallelism", ["ep", "etp", "moe_dispatcher", "moe_dispatch_dtype", "moe_shared_expert_overlap",
                  "overlap_moe_expert_parallel_comm", "moe_load_imbalance"]),
-        ("Software stack and overheads", ["framework", "attention_kernel", "fsdp_pattern", "cuda_graph_scope", "step_overhead_ms",
+        ("Software stack and overheads", ["framework", "attention_kernel", "fsdp_pattern", "step_overhead_ms",
                                           "jitter_cv", "overlap_slowdown", "straggler_factor"]),
     ],
 }

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..schedule import SCHEDULE_NAMES, get_schedule
 from .framework import FRAMEWORKS, AttentionKernel, FrameworkName, FsdpPattern, framework_help
@@ -72,11 +72,6 @@ class StrategySpec(BaseModel):
         "hidden behind the other's compute (pipeline_parallel/combined_1f1b.py). Needs ep > 1, the alltoall or "
         "deepep (flex) dispatcher, no full recompute, pp = 1 with schedule 1f1b or schedule interleaved, and "
         "excludes moe_shared_expert_overlap."))
-    cuda_graph_scope: tuple[Literal["attn", "moe_router", "moe_preprocess", "moe", "full_iteration"], ...] = Field((), description=(
-        "CUDA-graph-captured scopes (Megatron-Core cuda_graph_impl='transformer_engine' cuda_graph_scope, or "
-        "'full_iteration' for the local full-step graph): a captured scope costs one graph launch instead of its "
-        "kernels' host time (cost/host.py). Only 'moe' (drop-and-pad) or 'full_iteration' remove the alltoall "
-        "dispatcher's per-layer host sync. Empty = eager."))
     moe_load_imbalance: float = Field(1.0, ge=1.0, le=64.0, description="Tokens on the hottest expert rank / mean; the step follows the slowest rank.")
     cp_comm_type: Literal["a2a", "p2p", "allgather"] = Field("p2p", description="Context-parallel attention: Ulysses all-to-all, ring p2p, or KV all-gather.")
     attention_impl: Literal["flash", "unfused"] = Field("flash", description="Flash attention (no s² activations) or unfused softmax attention (stores the s² scores, Korthikanti et al. 2022).")
@@ -150,19 +145,17 @@ class StrategySpec(BaseModel):
             return [int(p) for p in parts]
         return v
 
-    @field_validator("recompute_modules", "cuda_graph_scope", mode="before")
+    @field_validator("recompute_modules", mode="before")
     @classmethod
-    def _modules_from_text(cls, v, info: ValidationInfo):
+    def _modules_from_text(cls, v):
         """The studio edits it as text: accept "core_attn, moe_act" or "['core_attn', 'moe_act']" (names only)."""
         if isinstance(v, str):
-            name = info.field_name
-            example = "attn, moe_router" if name == "cuda_graph_scope" else "core_attn, moe_act"
             if len(v) > 400:
-                raise ValueError(f"{name} must be a short list of module names such as {example}")
+                raise ValueError("recompute_modules must be a short list of module names such as core_attn, moe_act")
             text = v.strip().removeprefix("[").removesuffix("]").removeprefix("(").removesuffix(")")
             parts = [p.strip("'\" ") for p in re.split(r"[,\s]+", text) if p.strip("'\" ")]
             if len(parts) > 8 or not all(re.fullmatch(r"[a-z_]{1,20}", p) for p in parts):
-                raise ValueError(f"{name} must be a list of module names such as {example}")
+                raise ValueError("recompute_modules must be a list of module names such as core_attn, moe_act")
             return tuple(parts)
         return v
 

@@ -19,7 +19,6 @@ from .activations import (BlockActivations, attention_activations, head_activati
 from .comm import CommModel
 from .compute import ComputeModel
 from . import deepspeed_v03
-from . import host
 from .dp import DPWork, dp_work, microbatch_dp, zero_units
 from .phase import PhaseCost, price_ops
 from .static_memory import StageParams, StaticMemory, stage_params, static_memory
@@ -78,8 +77,6 @@ class _Priced:
     core: tuple[Attention, ...]    # the attention core kernels of a full-attention layer (CP ring: one per step)
     core_w: tuple[Attention, ...]  # ... of a sliding-window layer (empty = no windowed layers)
     rc_blocks: dict[str, PhaseCost]  # per block, the forward it re-runs under selective recompute_modules
-    # per attention block key: (fwd, bwd) seconds an attention + MoE layer waits for the host (cost/host.py)
-    host_stall: dict[str, tuple[float, float]]
 
 
 def _priced(sc: Scenario, wl: Workload) -> _Priced:
@@ -94,24 +91,10 @@ def _priced(sc: Scenario, wl: Workload) -> _Priced:
             ops = recomputed_ops(key, wl.blocks[key].fwd, st.recompute_modules, m.attention == "mla") if key in wl.blocks else []
             if ops:
                 rc_blocks[key] = price_ops(ops, cm, comm, st.tp_comm_overlap)
-    costs = _block_costs(wl, cm, comm, st.tp_comm_overlap)
-    return _Priced(sc, cm, comm, d, costs, attention_activations(d, m),
+    return _Priced(sc, cm, comm, d, _block_costs(wl, cm, comm, st.tp_comm_overlap), attention_activations(d, m),
                    mlp_activations(d, d.ffn) if "mlp" in wl.blocks else None,
                    moe_activations(d, m) if "moe" in wl.blocks else None,
-                   head_activations(d, st.fused_cross_entropy), core, core_w, rc_blocks, _host_stall(sc, wl, costs))
-
-
-def _host_stall(sc: Scenario, wl: Workload, costs: dict[str, tuple[PhaseCost, PhaseCost, PhaseCost]]) -> dict[str, tuple[float, float]]:
-    """Host-bound MoE layers (cost/host.py): per attention kind, the wait of one attention + MoE layer."""
-    st, m = sc.strategy, sc.model
-    graphed = frozenset(st.cuda_graph_scope)
-    drop_and_pad = m.capacity_factor is not None and m.pad_to_capacity
-    if "moe" not in wl.blocks or not host.syncs_per_layer(drop_and_pad, graphed):
-        return {}
-    moe = wl.blocks["moe"]
-    return {key: host.layer_stall((wl.blocks[key].fwd, wl.blocks[key].bwd, wl.blocks[key].wgt), (moe.fwd, moe.bwd, moe.wgt),
-                                  costs[key], costs["moe"], graphed)
-            for key in ("attn", "attn_window") if key in wl.blocks}
+                   head_activations(d, st.fused_cross_entropy), core, core_w, rc_blocks)
 
 
 def _layer_blocks(cw: ChunkWork) -> tuple[tuple[str, int], ...]:
@@ -136,13 +119,6 @@ def _chunk_phases(p: _Priced, cw: ChunkWork) -> tuple[PhaseCost, PhaseCost, Phas
         fwd.add(f, n)
         bwd.add(b, n)
         wgt.add(w, n)
-    if cw.moe_layers and p.host_stall:
-        # each MoE layer waits for the host, paired with its attention kind in proportion (cost/host.py)
-        n = len(cw.layers)
-        share = {"attn": (n - cw.window_layers) / n, "attn_window": cw.window_layers / n}
-        for key, (sf, sb) in p.host_stall.items():
-            fwd.compute_s += cw.moe_layers * share[key] * sf
-            bwd.compute_s += cw.moe_layers * share[key] * sb
     return fwd, bwd, wgt
 
 
