@@ -5,6 +5,9 @@ task before it, the same times up to the rounding of a sum) and takes its number
 ``metrics.py``: ``pipeline_metrics`` is the estimate path, ``pipeline_step_time`` only the step
 time, and ``simulate`` also times every task on its own for the Timeline's spans and memory
 curves (tests/test_fast_path.py: the folded metrics equal a per-task reference to 1e-9).
+The estimate paths take a long 1F1B or interleaved pipeline from two short runs of it where its
+steady state is certified periodic (``periodic.py``; tests/test_periodic.py: equal to the whole
+program to 1e-9); ``simulate`` always runs the whole program (the Timeline needs every span).
 """
 
 from __future__ import annotations
