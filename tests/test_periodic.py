@@ -17,7 +17,7 @@ from simengine import presets
 from simengine.config import load_scenario
 from simengine.estimate import estimate
 from simengine.sim import engine
-from simengine.sim.engine import _full_run, full_metrics, pipeline_metrics, pipeline_step_time
+from simengine.sim.engine import _ends, _prepare, full_metrics, pipeline_metrics, pipeline_step_time
 from simengine.sim.inputs import ChunkCost, CommTask, PipelineInput, StageCost
 from simengine.sim.metrics import step_metrics
 from simengine.sim.periodic import first_length, period, periodic_metrics
@@ -90,7 +90,7 @@ def test_plan_like_long_pipelines_take_the_fast_path_and_equal_the_engine(schedu
     taken = 0
     for _ in range(4):
         inp = _long(plan_like(rng, schedule, p, 1, vpp), rng.randint(0, 7))
-        fast = periodic_metrics(inp, _full_run, step_metrics)
+        fast = periodic_metrics(inp, _prepare, _ends, step_metrics)
         full = full_metrics(inp)
         if fast is not None:
             taken += 1
@@ -108,7 +108,7 @@ def test_random_ranks_equal_the_engine_whenever_certified(schedule, p, vpp):
         inp = _long(dataclasses.replace(inp, stages=tuple(
             dataclasses.replace(st, chunks=tuple(dataclasses.replace(c, backward_weight_s=0.0) for c in st.chunks))
             for st in inp.stages)), rng.randint(0, 5))
-        fast = periodic_metrics(inp, _full_run, step_metrics)
+        fast = periodic_metrics(inp, _prepare, _ends, step_metrics)
         if fast is not None:
             assert_same(fast, full_metrics(inp))
 
@@ -118,7 +118,7 @@ def test_uniform_stages_match_the_narayanan_bubble():
     p, v, m, f, b = 4, 2, 64, 1.0, 2.0
     ch = ChunkCost(f / v, b / v)
     inp = PipelineInput(tuple(StageCost(chunks=(ch,) * v) for _ in range(p)), m, "interleaved", v)
-    fast = periodic_metrics(inp, _full_run, step_metrics)
+    fast = periodic_metrics(inp, _prepare, _ends, step_metrics)
     assert fast is not None
     assert fast.step_time_s == pytest.approx(m * (f + b) + (p - 1) * (f + b) / v, rel=1e-12)
     np.testing.assert_allclose(fast.bubble_s, (p - 1) * (f + b) / v, rtol=1e-12)
@@ -128,19 +128,18 @@ def test_declines_what_it_cannot_certify():
     rng = random.Random(3)
     inp = plan_like(rng, "1f1b", 4, 1, 1)
     short = dataclasses.replace(inp, num_microbatches=first_length(inp, 1))
-    assert periodic_metrics(short, _full_run, step_metrics) is None  # too short to gain
+    assert periodic_metrics(short, _prepare, _ends, step_metrics) is None  # too short to gain
     long = _long(inp, 0)
-    assert periodic_metrics(dataclasses.replace(long, schedule="gpipe"), _full_run, step_metrics) is None
-    assert periodic_metrics(dataclasses.replace(long, fb_overlap=True), _full_run, step_metrics) is None
+    assert periodic_metrics(dataclasses.replace(long, schedule="gpipe"), _prepare, _ends, step_metrics) is None
+    assert periodic_metrics(dataclasses.replace(long, fb_overlap=True), _prepare, _ends, step_metrics) is None
 
-    def perturbed(x):  # end times that are not periodic: the certificate must refuse them
-        comp, prog, vals, dur, end = _full_run(x)
-        end = np.array(end, dtype=float)
+    def perturbed(comp, prog, dur):  # end times that are not periodic: the certificate must refuse them
+        end = np.array(_ends(comp, prog, dur), dtype=float)
         end[len(end) // 2:] += 1e-6 * np.arange(len(end) - len(end) // 2)
-        return comp, prog, vals, dur, end
+        return end
 
-    assert periodic_metrics(long, _full_run, step_metrics) is not None
-    assert periodic_metrics(long, perturbed, step_metrics) is None
+    assert periodic_metrics(long, _prepare, _ends, step_metrics) is not None
+    assert periodic_metrics(long, _prepare, perturbed, step_metrics) is None
 
 
 @pytest.mark.parametrize("schedule,vpp,batch", [("1f1b", 1, 128), ("interleaved", 5, 128), ("interleaved", 2, 512)])
@@ -172,3 +171,48 @@ def _close(a, b, where: str) -> None:
         assert a == pytest.approx(b, rel=REL, abs=1e-12), where
     else:
         assert a == b, where
+
+
+def test_the_longer_run_is_the_shorter_with_a_unit_inserted(monkeypatch):
+    """The m_a + P run's end table is built from the m_a run and checked against the program; the
+    loop runs once. Where that check refuses, the loop runs the longer program too: same result."""
+    from simengine.sim import periodic
+
+    rng = random.Random(11)
+    loops: list[int] = []
+
+    def counted(*a):
+        loops.append(1)
+        return _ends(*a)
+
+    for schedule, p, vpp in (("1f1b", 4, 1), ("interleaved", 4, 2)):
+        inp = _long(plan_like(rng, schedule, p, 1, vpp), 3)
+        loops.clear()
+
+        fast = periodic_metrics(inp, _prepare, counted, step_metrics)
+        assert fast is not None and len(loops) == 1
+        full = full_metrics(inp)
+        assert_same(fast, full)
+        with monkeypatch.context() as mp:
+            mp.setattr(periodic, "_inserted", lambda *a: None)
+            loops.clear()
+            ran = periodic_metrics(inp, _prepare, counted, step_metrics)
+            assert ran is not None and len(loops) == 2
+            assert_same(ran, full)
+
+
+def test_an_inserted_table_that_misses_the_program_is_refused():
+    from simengine.sim import periodic
+
+    inp = _long(plan_like(random.Random(5), "interleaved", 3, 1, 2), 2)
+    P = period(inp)
+    m_a = first_length(inp, P)
+    comp, prog, _, dur = _prepare(dataclasses.replace(inp, num_microbatches=m_a))
+    E = np.asarray(_ends(comp, prog, dur), dtype=float)
+    sh = periodic._shift_for(comp, P)
+    lam = float(np.mean(E[sh.y] - E[sh.x]))
+    comp_b, prog_b, _, dur_b = _prepare(dataclasses.replace(inp, num_microbatches=m_a + P))
+    args = (comp_b, prog_b, dur_b, comp, prog, sh, E)
+    good = periodic._inserted(*args, lam, P)
+    np.testing.assert_allclose(good, np.asarray(_ends(comp_b, prog_b, dur_b)), rtol=0, atol=1e-12 * E.max())
+    assert periodic._inserted(*args, lam * (1 + 1e-9), P) is None  # a wrong period breaks an entry

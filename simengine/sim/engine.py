@@ -43,17 +43,27 @@ def _times(A: list[int], B: list[int], D) -> tuple[list[float], list[float]]:
     return start, end
 
 
-def _run(inp: PipelineInput, orders):
-    """The folded program (chains.py) over this input: its entry durations and end times."""
+def _prepare(inp: PipelineInput, orders=None):
+    """The folded program (chains.py) over this input and its entry durations."""
     comp = compiled_for(inp, orders)
     vals = build_values(inp, comp)
     prog = folded_for(comp)
-    dur = prog.durations(vals)
+    return comp, prog, vals, prog.durations(vals)
+
+
+def _ends(comp, prog, dur):
+    """The folded program's end times (its DP piece runs in closed form, closed.py)."""
     red = reduced_for(comp, prog)
     if red is None:
-        return comp, prog, vals, dur, _loop(prog.A, prog.B, dur.tolist())
+        return _loop(prog.A, prog.B, dur.tolist())
     d, state = red.durations(dur)
-    return comp, prog, vals, dur, red.expand(_loop(red.A, red.B, d.tolist()), state)
+    return red.expand(_loop(red.A, red.B, d.tolist()), state)
+
+
+def _run(inp: PipelineInput, orders):
+    """The folded program (chains.py) over this input: its entry durations and end times."""
+    comp, prog, vals, dur = _prepare(inp, orders)
+    return comp, prog, vals, dur, _ends(comp, prog, dur)
 
 
 def _loop(A: list[int], B: list[int], D: list[float]) -> list[float]:
@@ -77,10 +87,6 @@ def simulate(inp: PipelineInput, orders: Sequence[Sequence[Action]] | None = Non
         return build_timeline(inp, comp, start, end, met)
 
 
-def _full_run(inp: PipelineInput):
-    return _run(inp, None)
-
-
 def full_metrics(inp: PipelineInput, orders: Sequence[Sequence[Action]] | None = None) -> StepMetrics:
     """``pipeline_metrics`` from the whole program, never the periodic extrapolation (tests)."""
     comp, prog, vals, dur, end = _run(inp, orders)
@@ -91,7 +97,7 @@ def pipeline_metrics(inp: PipelineInput, orders: Sequence[Sequence[Action]] | No
     """``simulate(inp).metrics`` without building spans or memory curves; a long 1F1B or
     interleaved pipeline from its periodic steady state (periodic.py) where that is certified."""
     if orders is None:
-        met = periodic_metrics(inp, _full_run, step_metrics)
+        met = periodic_metrics(inp, _prepare, _ends, step_metrics)
         if met is not None:
             return met
     return full_metrics(inp, orders)
@@ -100,7 +106,7 @@ def pipeline_metrics(inp: PipelineInput, orders: Sequence[Sequence[Action]] | No
 def pipeline_step_time(inp: PipelineInput, orders: Sequence[Sequence[Action]] | None = None) -> float:
     """Step time of ``simulate(inp).step_time_s``, without building the timeline."""
     if orders is None:
-        met = periodic_metrics(inp, _full_run, step_metrics)
+        met = periodic_metrics(inp, _prepare, _ends, step_metrics)
         if met is not None:
             return met.step_time_s
     return float(np.max(_run(inp, orders)[4]))

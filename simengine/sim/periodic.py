@@ -12,9 +12,11 @@ unit inserted and its cool-down shifted by k·λ, so the step time and every per
 (compute, exposed and hidden communication by kind; the bubble follows) are affine in k: the
 bubble (p − 1)/(v·m) of Narayanan et al. 2021 §2.2 is the same statement for uniform stages.
 
-So ``periodic_metrics`` runs m_a and m_a + P micro-batches in full, checks the certificate on
-the m_a run (every task of the window against its shift, ``_Shift``), and extrapolates every
-field of ``StepMetrics``; it returns None (the caller runs the full program) whenever a
+So ``periodic_metrics`` runs m_a micro-batches, checks the certificate on that run (every
+entry of the window against its shift, ``_Shift``), builds the m_a + P run's end table from it
+with one unit inserted after the window (``_Insert``; accepted only if it satisfies every entry
+of that program, else that program runs too), and extrapolates every field of ``StepMetrics``
+from the two (``metrics.py`` computes both); it returns None (the caller runs the full program) whenever a
 precondition fails: another schedule, Megatron-Core's combined 1F1B, m too short to gain,
 a window whose structure is not shift-invariant, or end times that are not yet periodic
 (non-uniform stages whose transient outlasts the window). A certificate that holds only to the
@@ -52,7 +54,7 @@ class _Shift:
     a run of levels, which keeps it about one unit wide (a task's inputs sit a few levels back,
     ``reach``), where micro-batch ids would smear it over the warm-up."""
 
-    __slots__ = ("ok", "x", "y", "reach")
+    __slots__ = ("ok", "x", "y", "reach", "hi", "ident", "order", "sid", "level", "radix")
 
     def __init__(self, comp: Compiled, P: int):
         self.ok = False
@@ -62,11 +64,10 @@ class _Shift:
         n = len(g.kind)
         mb = np.asarray(g.mb, dtype=np.int64)
         m = g.m
-        # a task's identity: (stream, kind, chunk, aux, value slot) and its micro-batch — unique by
-        # construction (graph.py: an F's and a B's exposed collectives differ by their value slot)
-        cols = np.stack([np.asarray(x, dtype=np.int64) for x in (g.stream, g.kind, g.chunk, g.aux, g.val)])
-        _, code = np.unique(cols, axis=1, return_inverse=True)
-        ident = code.reshape(-1) * (m + 2) + mb + 1
+        got = identities(g, g.m)
+        if got is None:
+            return
+        ident, self.radix = got
         order = np.argsort(ident, kind="stable")
         sid = ident[order]
         if n == 0 or np.any(sid[1:] == sid[:-1]):
@@ -113,7 +114,79 @@ class _Shift:
         if t.size == 0:
             return
         self.x, self.y = prog.pos[t], prog.pos[shift[t]]
-        self.reach, self.ok = reach, True
+        self.reach, self.ok, self.hi = reach, True, hi
+        self.ident, self.order, self.sid, self.level = ident, order, sid, level
+
+
+def identities(g, m: int) -> tuple[np.ndarray, tuple] | None:
+    """A task's identity: (stream, kind, chunk, aux, value slot) and its micro-batch, one integer
+    (unique by construction, graph.py: an F's and a B's exposed collectives differ by their value
+    slot); the same numbers for the same task of any structure of the same stages with up to
+    ``m`` micro-batches, and the radix. None when the mixed radix would not fit in 62 bits."""
+    cols = [np.asarray(x, dtype=np.int64) for x in (g.stream, g.kind, g.chunk, g.aux, g.val)]
+    radix = (g.p * NSTREAM, 16, g.nch + 1, int(cols[3].max(initial=0)) + 2, g.n_vals + 1, m + 2)
+    if float(np.prod(np.asarray(radix, dtype=float))) >= 2.0**62:
+        return None
+    out = cols[0]
+    for c, r, off in zip(cols[1:], radix[1:5], (0, 1, 1, 0)):
+        out = out * r + (c + off)
+    return out * radix[5] + np.asarray(g.mb, dtype=np.int64) + 1, radix[:5]
+
+
+class _Insert:
+    """Per pair (structure of m_a, structure of m_a + P): where each task entry of the longer
+    program takes its end from the shorter one — itself up to the window's last level, the task
+    one unit earlier (+ λ) after it (module docstring: the unit inserted after the window) — and
+    its entries that head no task (zero-length joins, ``compiled.py``), filled from their inputs."""
+
+    __slots__ = ("ok", "dst", "src", "shifted", "joins", "A", "B", "lam_mask")
+
+    def __init__(self, sh: "_Shift", prog_a, comp_b: Compiled, P: int):
+        self.ok = False
+        gb = comp_b.graph
+        got = identities(gb, gb.m)
+        if got is None or got[1] != sh.radix:
+            return
+        ib = got[0]
+        prog_b = folded_for(comp_b)
+        own = np.flatnonzero(~prog_b.folded)
+        mb = np.asarray(gb.mb, dtype=np.int64)[own]
+        later = _levels(gb)[own] > sh.hi
+        # identities of the shorter structure use its radix: re-encode the micro-batch digit
+        ma, mb_n = gb.m - P, gb.m
+        base = (ib[own] - (mb + 1)) // (mb_n + 2)
+        want = base * (ma + 2) + np.where(later & (mb >= 0), mb - P, mb) + 1
+        j = np.minimum(np.searchsorted(sh.sid, want), sh.sid.size - 1)
+        found = sh.sid[j] == want
+        src_task = sh.order[j]
+        if not found.all() or prog_a.folded[src_task].any():
+            return
+        self.dst = prog_b.pos[own]
+        self.src = prog_a.pos[src_task]
+        self.shifted = later
+        heads = np.zeros(len(prog_b.A) + 1, dtype=bool)
+        heads[self.dst] = True
+        heads[0] = True
+        self.joins = np.flatnonzero(~heads)
+        self.A = np.asarray(prog_b.A, dtype=np.int64)  # the longer program's inputs, for the check
+        self.B = np.asarray(prog_b.B, dtype=np.int64)
+        self.lam_mask = later.astype(float)
+        self.ok = True
+
+    def ends(self, E_a: np.ndarray, lam: float, prog_b, dur_b: np.ndarray) -> np.ndarray | None:
+        """The longer program's end table, or None when it does not satisfy every entry of the
+        program to ``TOL`` of the step (the program has one solution: this is it, up to the
+        rounding ``TOL`` bounds, carried at most along the longest path)."""
+        E = np.zeros(self.A.size + 1)
+        E[self.dst] = E_a[self.src] + lam * self.lam_mask
+        if self.joins.size:
+            j = self.joins
+            E[j] = np.maximum(E[self.A[j - 1]], E[self.B[j - 1]]) + dur_b[j - 1]
+        A, B = self.A, self.B
+        res = np.abs(E[1:] - (np.maximum(E[A], E[B]) + dur_b))
+        if float(res.max(initial=0.0)) > TOL * float(E.max()):
+            return None
+        return E
 
 
 def _same_entries(prog, shift: np.ndarray) -> np.ndarray:
@@ -165,10 +238,25 @@ _PHASE[[K_R, K_B, K_W]] = 1
 
 
 def _shift_for(comp: Compiled, P: int) -> _Shift:
-    sh = comp.periodic
-    if sh is None or sh[0] != P:
-        sh = comp.periodic = (P, _Shift(comp, P))
-    return sh[1]
+    memo = _memo(comp)
+    sh = memo.get(("shift", P))
+    if sh is None:
+        sh = memo[("shift", P)] = _Shift(comp, P)
+    return sh
+
+
+def _insert_for(comp_b: Compiled, comp_a: Compiled, sh: _Shift, prog_a, P: int) -> _Insert:
+    memo = _memo(comp_b)
+    ins = memo.get(("insert", comp_a.key))
+    if ins is None:
+        ins = memo[("insert", comp_a.key)] = _Insert(sh, prog_a, comp_b, P)
+    return ins
+
+
+def _memo(comp: Compiled) -> dict:
+    if comp.periodic is None:
+        comp.periodic = {}
+    return comp.periodic
 
 
 def first_length(inp, P: int) -> int:
@@ -180,11 +268,12 @@ def first_length(inp, P: int) -> int:
     return -(-(2 * warm + 2 * unit + 8) // unit) * P
 
 
-def periodic_metrics(inp, run, metrics) -> StepMetrics | None:
+def periodic_metrics(inp, prepare, loop, metrics) -> StepMetrics | None:
     """``metrics(inp)`` of a long pipeline from two short runs (module docstring), or None.
-    ``run(inp)`` → (compiled, folded, values, durations, end table) of the full program;
-    ``metrics(comp, prog, end, values, durations)`` → its StepMetrics (engine.py passes its own).
-    A certificate that fails at the first length is tried once at twice that length."""
+    ``prepare(inp)`` → (compiled, folded program, values, durations); ``loop(comp, prog, dur)`` →
+    the folded program's end table; ``metrics(comp, prog, end, values, durations)`` → its
+    StepMetrics (engine.py passes its own). A certificate that fails at the first length is
+    tried once at twice that length."""
     P = period(inp)
     if P == 0:
         return None
@@ -193,15 +282,16 @@ def periodic_metrics(inp, run, metrics) -> StepMetrics | None:
     for _ in range(2):
         if m < 2 * m_a + 2 * P:  # not worth it: the short runs would be as long as the program
             return None
-        met = _try(inp, run, metrics, P, m_a)
+        met = _try(inp, prepare, loop, metrics, P, m_a)
         if met is not None:
             return met
         m_a *= 2
     return None
 
 
-def _try(inp, run, metrics, P: int, m_a: int) -> StepMetrics | None:
-    comp, prog, vals, dur, end = run(dataclasses.replace(inp, num_microbatches=m_a))
+def _try(inp, prepare, loop, metrics, P: int, m_a: int) -> StepMetrics | None:
+    comp, prog, vals, dur = prepare(dataclasses.replace(inp, num_microbatches=m_a))
+    end = loop(comp, prog, dur)
     sh = _shift_for(comp, P)
     if not sh.ok:
         return None
@@ -209,16 +299,25 @@ def _try(inp, run, metrics, P: int, m_a: int) -> StepMetrics | None:
     d = E[sh.y] - E[sh.x]
     if float(d.max() - d.min()) > TOL * float(E.max()):
         return None
-    ma = metrics(comp, prog, end, vals, dur)
-    mb_ = metrics(*_reorder(run(dataclasses.replace(inp, num_microbatches=m_a + P))))
+    ma = metrics(comp, prog, E, vals, dur)
+    comp_b, prog_b, vals_b, dur_b = prepare(dataclasses.replace(inp, num_microbatches=m_a + P))
+    E_b = _inserted(comp_b, prog_b, dur_b, comp, prog, sh, E, float(d.mean()), P)
+    if E_b is None:  # the unit inserted does not satisfy the program: run it
+        E_b = np.asarray(loop(comp_b, prog_b, dur_b), dtype=float)
+    mb_ = metrics(comp_b, prog_b, E_b, vals_b, dur_b)
     if ma.names != mb_.names:
         return None
     return _extrapolate(ma, mb_, (inp.num_microbatches - m_a - P) // P)
 
 
-def _reorder(r):
-    comp, prog, vals, dur, end = r
-    return comp, prog, end, vals, dur
+def _inserted(comp_b, prog_b, dur_b, comp_a, prog_a, sh: _Shift, E_a: np.ndarray, lam: float, P: int):
+    """The m_a + P program's end table without running it: the m_a table with one unit inserted
+    after the window (``_Insert``), accepted only if it satisfies every entry of the program
+    (``end = max(inputs) + d``, which has one solution) to ``TOL`` of the step."""
+    ins = _insert_for(comp_b, comp_a, sh, prog_a, P)
+    if not ins.ok:
+        return None
+    return ins.ends(E_a, lam, prog_b, dur_b)
 
 
 def _extrapolate(a: StepMetrics, b: StepMetrics, k: int) -> StepMetrics:
