@@ -5,7 +5,7 @@ interleaved: P = pp, Megatron's micro-batch group, ``schedule/interleaved.py``),
 depend on the tasks before them exactly as the unit before did. The program is max-plus linear
 (``end = max(inputs) + d``, ``compiled.py``), so once the end times of a window of steady tasks
 are those of the same tasks one unit earlier plus a constant λ — a window at least as wide as
-the dependencies reach back (``D`` micro-batches) plus one unit — every later unit repeats them
+the dependencies reach back (``reach``, in actions of a rank's order) plus one unit — every later unit repeats them
 shifted by λ (induction over the program order: each input of a later task lies in the window
 or after it). Then a program with k more units is the same program with k shifted copies of a
 unit inserted and its cool-down shifted by k·λ, so the step time and every per-rank total
@@ -21,7 +21,13 @@ precondition fails: another schedule, Megatron-Core's combined 1F1B, m too short
 a window whose structure is not shift-invariant, or end times that are not yet periodic
 (non-uniform stages whose transient outlasts the window). A certificate that holds only to the
 rounding tolerance ``TOL`` per unit moves a result by at most k·TOL of the step time.
-tests/test_periodic.py holds the extrapolation to the full engine on random configurations.
+
+Checked per call: the window's structure (cached per compiled structure) and its end times, and
+the inserted table against the m_a + P program. Not checked per call, a property of the two
+schedules' orders: that the cool-down after k more units has the same structure, shifted
+(``schedule/one_f_one_b.py``, ``schedule/interleaved.py``: warm-up and cool-down counts do not
+depend on m once m·vpp exceeds the warm-up). tests/test_periodic.py holds the extrapolation to
+the full engine on random configurations.
 """
 
 from __future__ import annotations
