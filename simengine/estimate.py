@@ -1,7 +1,8 @@
 """estimate(scenario) -> Report: step time, throughput, MFU/HFU, memory per stage, cost, energy.
 
 A pure function of the scenario. The step time comes from the same pipeline engine the timeline
-simulator uses (its fast path), so the two agree by construction.
+simulator uses (its fast path; a long 1F1B or interleaved pipeline from its certified periodic
+steady state, sim/periodic.py), so the two agree up to float rounding.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ def test_size_presets_estimate_and_match_the_simulator(size):
     assert rep.step_time_s > 0 and 0 < rep.mfu < 1 and rep.hfu >= rep.mfu
     assert sum(rep.breakdown_s.values()) == pytest.approx(rep.step_time_s, rel=1e-9)
     tl = api.simulate(cfg)
-    assert tl.step_time_s == rep.step_time_s
+    assert tl.step_time_s == pytest.approx(rep.step_time_s, rel=1e-12)  # long pipelines: sim/periodic.py
     json.dumps(rep.model_dump(mode="json"))
 
 
@@ -42,7 +42,7 @@ def test_named_scenarios_estimate_and_match_the_simulator(name):
     cfg = presets.scenario_preset(name)
     rep = api.estimate(cfg)
     assert rep.fits, (name, rep.warnings)
-    assert api.simulate(cfg).step_time_s == rep.step_time_s
+    assert api.simulate(cfg).step_time_s == pytest.approx(rep.step_time_s, rel=1e-12)  # sim/periodic.py
 
 
 def base(**st):

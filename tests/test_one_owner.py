@@ -40,8 +40,11 @@ def assert_same_numbers(cfg: dict) -> None:
     assert tl.critical_rank == r
     assert tl.step_time_s == pytest.approx(rep.step_time_s, rel=REL)
     assert tl.bubble_fraction[r] == pytest.approx(rep.bubble_fraction, rel=REL, abs=1e-12)
-    comm = {k: v for k, v in rep.breakdown_s.items() if k.endswith("_comm")}
-    tl_comm = {k: v for k, v in tl.exposed_comm_s[r].items() if v > 0}
+    # categories at rounding noise (< REL of the step) may be 0 on one side: a long pipeline's
+    # estimate is extrapolated from its periodic steady state (sim/periodic.py), the timeline runs it all
+    noise = REL * rep.step_time_s
+    comm = {k: v for k, v in rep.breakdown_s.items() if k.endswith("_comm") and v > noise}
+    tl_comm = {k: v for k, v in tl.exposed_comm_s[r].items() if v > noise}
     assert tl_comm.keys() == comm.keys()
     for k, v in comm.items():
         assert tl_comm[k] == pytest.approx(v, rel=REL, abs=1e-12), k

@@ -17,7 +17,8 @@ GIB = 2**30
 def test_estimate_equals_simulator_on_validation_rows(validation_dir):
     runs = b200_runs((validation_dir / "b200_megatron_runs.csv").read_text(), presets.load_preset("systems", "b200-sxm-180gb"))
     for r in runs:
-        assert api.simulate(r.config).step_time_s == api.estimate(r.config).step_time_s, r.case
+        # equal up to the rounding of sim/periodic.py's extrapolation (long pipelines)
+        assert api.simulate(r.config).step_time_s == pytest.approx(api.estimate(r.config).step_time_s, rel=1e-12), r.case
 
 
 @pytest.mark.parametrize("schedule,vpp", [("1f1b", 1), ("interleaved", 2), ("gpipe", 1), ("zb-h1", 1), ("dualpipev", 1)])
@@ -25,7 +26,7 @@ def test_simulated_peak_memory_equals_memory_model(schedule, vpp):
     cfg = scenario_dict("llama3-8b", "h100-sxm5-80gb", system={"num_gpus": 16},
                         strategy={"tp": 2, "pp": 4, "vpp": vpp, "schedule": schedule, "global_batch_size": 16})
     rep, tl = api.estimate(cfg), api.simulate(cfg)
-    assert tl.step_time_s == rep.step_time_s
+    assert tl.step_time_s == pytest.approx(rep.step_time_s, rel=1e-12)
     for stage, peak in zip(rep.memory_by_stage, tl.peak_memory_bytes, strict=True):
         assert peak / GIB == pytest.approx(stage.peak_gib, rel=1e-9), (schedule, stage.stage)
 

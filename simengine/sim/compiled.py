@@ -28,13 +28,14 @@ from .overlap import kinds
 
 
 class Compiled:
-    __slots__ = ("graph", "A", "B", "V", "pos", "getter", "key", "plan", "folded", "piece_class")
+    __slots__ = ("graph", "A", "B", "V", "pos", "getter", "key", "plan", "folded", "piece_class", "periodic")
 
     def __init__(self, graph: TaskGraph, A: list[int], B: list[int], V: list[int], pos: list[int], key):
         self.graph, self.A, self.B, self.V, self.pos, self.key = graph, A, B, V, pos, key
         self.plan: Any = None  # timeline plan (plan.py), built on the first full simulation
         self.folded: Any = None  # the program with compute-stream chains folded (chains.py), built on first use
         self.piece_class: Any = None  # per rank, an id of its DP piece layout (values.py), built on first use
+        self.periodic: Any = None  # its steady-state window (periodic.py), built on first use
         self.getter = itemgetter(*V) if len(V) > 1 else (lambda vals, _i=V[0]: (vals[_i],))
 
 
