@@ -142,10 +142,16 @@ RECIPES: dict[tuple[str, str, str], Recipe] = {
                                               tp_comm_overlap=False, quick_gelu_glu=True, recompute_modules=_OSS_RECOMPUTE),
     ("gpt-oss-120b", "b200", "26.02"): Recipe(_WB.format("c0b9a0003", "gpt_oss/gpt_oss", "GPT_OSS_120B_PRETRAIN_CONFIG_B200_BF16_V2"),
                                               1, 1, 64, mb=4, tp_comm_overlap=False, quick_gelu_glu=True, recompute_modules=_OSS_RECOMPUTE),
-    ("gpt-oss-120b", "b200", "26.02.01"): Recipe(_WB.format("r0.3.0", "gpt_oss/gpt_oss", "GPT_OSS_120B_PRETRAIN_CONFIG_B200_BF16_V2"),
-                                                 1, 1, 64, mb=4, tp_comm_overlap=False, quick_gelu_glu=True, recompute_modules=_OSS_RECOMPUTE),
-    **{("gpt-oss-120b", "b200", rel): Recipe(_WB.format("r0.4.0", "gpt_oss/gpt_oss", "GPT_OSS_120B_PRETRAIN_CONFIG_B200_BF16_V2 (hybridep)"),
-                                             1, 1, 8, mb=4, flex=True, tp_comm_overlap=False, quick_gelu_glu=True, recompute_modules=_OSS_RECOMPUTE) for rel in ("26.04", "26.04.01")},
+    # B200 V2 from r0.3.0 on: ep 8 with moe_flex_dispatcher_backend="hybridep" (904597bd3 #2915, 2026-03-21, the
+    # day of the 26.02.01 table cfeddcd94); r0.4.0 dropped the backend line on 2026-05-11 (78934c150, #3614
+    # "switch GPT-OSS B200 V2 dispatcher default to alltoall"): after the 26.04 table (f171d7d30, 2026-04-20,
+    # recipe still hybridep), before the 26.04.01 table (2b82f6f17, 2026-05-27, alltoall)
+    **{("gpt-oss-120b", "b200", rel): Recipe(_WB.format(tag, "gpt_oss/gpt_oss", "GPT_OSS_120B_PRETRAIN_CONFIG_B200_BF16_V2 (hybridep)"),
+                                             1, 1, 8, mb=4, flex=True, tp_comm_overlap=False, quick_gelu_glu=True, recompute_modules=_OSS_RECOMPUTE)
+       for rel, tag in (("26.02.01", "r0.3.0"), ("26.04", "r0.4.0@f171d7d30"))},
+    ("gpt-oss-120b", "b200", "26.04.01"): Recipe(_WB.format("r0.4.0@2b82f6f17", "gpt_oss/gpt_oss",
+                                                            "GPT_OSS_120B_PRETRAIN_CONFIG_B200_BF16_V2 (alltoall since 78934c150)"),
+                                                 1, 1, 8, mb=4, tp_comm_overlap=False, quick_gelu_glu=True, recompute_modules=_OSS_RECOMPUTE),
     ("gpt-oss-120b", "h100", "25.11"): Recipe(_R2.format("gpt_oss", "GPT_OSS_120B_H100_BF16_BASE_CONFIG"), 1, 4, 8,
                                               tp_comm_overlap=False, quick_gelu_glu=True, recompute_modules=_OSS_RECOMPUTE),
     **{("gpt-oss-120b", "h100", rel): Recipe(_WB.format(tag, "gpt_oss/gpt_oss", "GPT_OSS_120B_PRETRAIN_CONFIG_H100_BF16_V2"),
