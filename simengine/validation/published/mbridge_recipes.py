@@ -34,7 +34,10 @@ Mechanisms the recipes set that every release shares:
 - ``recompute_modules`` → ``recompute = "selective"`` with those modules (DeepSeek-V3 mla_up_proj [+ mlp on
   H100], GPT-OSS layernorm + moe_act; Qwen3 none).
 Not modelled (noted per row): CUDA graphs,
-``moe_router_fusion`` / ``moe_permute_fusion``, HybridEP's SM budget (moe_hybridep_num_sms = 32).
+``moe_router_fusion`` / ``moe_permute_fusion``. HybridEP's ``moe_hybridep_num_sms = 32``
+(utils/overrides.py): its bandwidth at ≥ 16 SMs is cost/hybridep.py's; the SMs it takes from compute
+cost nothing here, since no HybridEP recipe overlaps the dispatch with compute (overrides.py: "TODO:
+This needs to be adjusted when overlapping HybridEP with computation").
 """
 
 from __future__ import annotations
