@@ -28,6 +28,19 @@ the share simengine's ``tier_bytes`` counts, so the kernel's efficiency on the t
   B200 ep8 −10.6 → −15.5 %, DeepSeek-V3 B200 −4.9 → −6.0 %): left out, the leg keeps the tier's
   collective bandwidth (benchmarks/deepep_check.py prints the comparison).
 
+Not modelled (measured in the report of branch "dispatch", 2026-12-02):
+- the share is per byte, so a smaller message (Qwen3-30B's hidden 2048 against the table's 7168) keeps
+  it. Fitted as t = t0 + cross-node bytes / B over the 2/4/8-node rows the table reads t0 ≈ 0.67 ms,
+  B ≈ 0.79 of the NIC; every row has 4096 tokens and hidden 7168, so whether t0 is per call, per
+  token or per byte cannot be told from it.
+- ``metadata_preprocess`` (csrc/hybrid_ep/executor/executor.cu allgather_routing_map: an NCCL
+  all_gather_into_tensor of the bool routing map [T, E] over the EP group when nodes > 1, then the
+  metadata kernel on moe_hybridep_num_sms_preprocessing = 108 SMs): run by every forward dispatch in
+  Megatron (HybridEPDispatch gets no handle; _HybridEPManager.combine drops it), excluded from the
+  README's figures (tests/test_hybrid_ep.py benchmarks with a cached ``handle``). Not HybridEP-only in
+  simengine's "deepep" dispatcher (DeepEP's normal kernels have no such all-gather), so it waits
+  for a backend field.
+
 Columns: a forward dispatch reads "Dispatch (BF16)" or "Dispatch (FP8)"; a combine "Combine".
 Backward swaps them (Megatron-Core fused_a2a.py HybridEPDispatch.backward calls
 ``combine_with_unpermute``, HybridEPCombine.backward ``dispatch_with_permute``): the gradient of a
