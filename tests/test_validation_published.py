@@ -132,6 +132,11 @@ def test_bridge_moe_mechanisms_from_release_recipes(mapped):
     dh = st("mbridge_25.09_Pre-Training_DeepSeekV3_DGX-H100_FP8_(precision_column_absent)_1024gpu_v0")
     assert (dh["moe_dispatcher"], dh["overlap_moe_expert_parallel_comm"], dh["overlap_grad_reduce"]) == ("deepep", True, False)
     assert dh["pipeline_layers"] == [1] + [2] * 30 + [0]
+    # GPT-OSS B200 V2: ep 64 alltoall at c0b9a0003 (26.02); ep 8 hybridep from r0.3.0 (26.02.01) through the
+    # 26.04 table; alltoall again after r0.4.0 78934c150 (#3614), so in the 26.04.01 table
+    oss = {rel: st(f"mbridge_{rel}_Pre-Training_GPT_OSS_120B_DGX-B200_BF16_64gpu_v0").get("moe_dispatcher")
+           for rel in ("26.02", "26.02.01", "26.04", "26.04.01")}
+    assert oss == {"26.02": "alltoall", "26.02.01": "deepep", "26.04": "deepep", "26.04.01": "alltoall"}
     # a row whose layout is not its release recipe's keeps the defaults and says so
     odd = runs["mbridge_26.02_Pre-Training_Qwen3_30B_a3B_DGX-H100_FP8_16gpu_v0"]
     assert "moe_dispatcher" not in odd.config["strategy"]

@@ -17,7 +17,9 @@ them per scale-up domain, so the group spans N = n/d domains ("nodes"). Per rank
   routing H_node ≤ topk_group). By symmetry a hit node is the sender's own with probability 1/N
   and a hit rank is the forwarder itself with probability 1/d. DeepEP pipelines the RDMA and
   NVLink legs inside one kernel (deepseek-ai/DeepEP csrc/kernels/internode.cu warp roles), so
-  t = overhead + α_out + α_up + max(out_bytes / B_out, up_bytes / B_up).
+  t = overhead + α_out + α_up + max(out_bytes / B_out, up_bytes / B_up), B_out the NIC's nominal
+  bandwidth times the share HybridEP's kernel reaches on it (cost/hybridep.py, its published H100
+  table; in place of the NCCL collective efficiency), B_up the scale-up tier's collective bandwidth.
 
 f = the hottest receiving rank's load over the mean (``moe_load_imbalance``): the all-to-all ends
 when that rank has received (dispatch) or sent (combine) its share.
@@ -29,6 +31,7 @@ from ..workload.dispatch import ExpertAllToAll
 from ..workload.ops import Collective
 from ..workload.routing import expected_units_hit
 from .comm import CommModel
+from .hybridep import column, scale_out_efficiency
 
 
 def _layout(comm: CommModel, op: ExpertAllToAll) -> tuple[int, int, int]:
@@ -57,7 +60,7 @@ def tier_bytes(comm: CommModel, op: ExpertAllToAll) -> tuple[float, float]:
 
 def a2a_time(comm: CommModel, op: ExpertAllToAll) -> float:
     """Seconds of one expert dispatch or combine on the hottest rank."""
-    n, _, _ = _layout(comm, op)
+    n, _, nodes = _layout(comm, op)
     if n <= 1 or op.bytes <= 0:
         return 0.0
     if op.dispatcher != "deepep":
@@ -67,7 +70,8 @@ def a2a_time(comm: CommModel, op: ExpertAllToAll) -> float:
     t = up.overhead_s + up.latency_s + up_b / up.bandwidth_Bps
     if out_b > 0:
         out = comm.tiers[("all_to_all", "scale_out")]
-        t = out.overhead_s + out.latency_s + up.latency_s + max(up_b / up.bandwidth_Bps, out_b / out.bandwidth_Bps)
+        out_bw = out.nominal_Bps * scale_out_efficiency(nodes, column(op.name, op.wire))  # the kernel's measured share
+        t = out.overhead_s + out.latency_s + up.latency_s + max(up_b / up.bandwidth_Bps, out_b / out_bw)
     return t
 
 

@@ -45,6 +45,7 @@ class ExpertAllToAll(Collective):
     topk_group: int = 1
     row_bytes: float = 0.0            # bytes per token row on the wire (h·2 bf16, h·(1+1/32) fp8)
     imbalance: float = 1.0            # hottest receiving rank's load / mean (StrategySpec.moe_load_imbalance)
+    wire: str = "bf16"                # bf16 | fp8 (the forward dispatch's moe_dispatch_dtype)
 
 
 def _flat_rows(d: Dims, m: ModelSpec) -> tuple[int, bool]:
@@ -57,13 +58,14 @@ def _flat_rows(d: Dims, m: ModelSpec) -> tuple[int, bool]:
     return d.moe_tokens * m.top_k, False
 
 
-def _op(name: str, d: Dims, m: ModelSpec, dispatcher: str, row_bytes: float, imbalance: float) -> ExpertAllToAll:
+def _op(name: str, d: Dims, m: ModelSpec, dispatcher: str, row_bytes: float, imbalance: float,
+        wire: str = "bf16") -> ExpertAllToAll:
     rows, padded = _flat_rows(d, m)
     if padded and dispatcher != "deepep":
         imbalance = 1.0  # padded to capacity: every rank receives the same count, however routing goes
     flat = rows * row_bytes * imbalance
     return ExpertAllToAll(name, "all_to_all", flat, "ep", d.ep, "", dispatcher, d.moe_tokens, m.top_k,
-                          m.num_experts, m.n_group or 1, m.topk_group or 1, row_bytes, imbalance)
+                          m.num_experts, m.n_group or 1, m.topk_group or 1, row_bytes, imbalance, wire)
 
 
 def ep_alltoall(ph: Phases, d: Dims, m: ModelSpec, dispatcher: str, dispatch_dtype: str, imbalance: float) -> None:
@@ -72,7 +74,7 @@ def ep_alltoall(ph: Phases, d: Dims, m: ModelSpec, dispatcher: str, dispatch_dty
     combine, and every rank waits for it (an all-to-all ends when its slowest peer does)."""
     bf16 = d.h * BF16
     fwd_row = d.h * FP8_ROW_FACTOR if dispatch_dtype == "fp8" else bf16
-    ph.fwd.append(_op("ep-a2a:dispatch", d, m, dispatcher, fwd_row, imbalance))
+    ph.fwd.append(_op("ep-a2a:dispatch", d, m, dispatcher, fwd_row, imbalance, "fp8" if dispatch_dtype == "fp8" else "bf16"))
     if dispatcher == "alltoall":
         # MoEAlltoAllTokenDispatcher.token_dispatch sends the permuted routing probabilities in a
         # second all_to_all (fp32 per row); its autograd repeats it in backward. DeepEP carries

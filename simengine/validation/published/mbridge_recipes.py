@@ -34,7 +34,10 @@ Mechanisms the recipes set that every release shares:
 - ``recompute_modules`` → ``recompute = "selective"`` with those modules (DeepSeek-V3 mla_up_proj [+ mlp on
   H100], GPT-OSS layernorm + moe_act; Qwen3 none).
 Not modelled (noted per row): CUDA graphs,
-``moe_router_fusion`` / ``moe_permute_fusion``, HybridEP's SM budget (moe_hybridep_num_sms = 32).
+``moe_router_fusion`` / ``moe_permute_fusion``. HybridEP's ``moe_hybridep_num_sms = 32``
+(utils/overrides.py): its bandwidth at ≥ 16 SMs is cost/hybridep.py's; the SMs it takes from compute
+cost nothing here, since no HybridEP recipe overlaps the dispatch with compute (overrides.py: "TODO:
+This needs to be adjusted when overlapping HybridEP with computation").
 """
 
 from __future__ import annotations
@@ -142,10 +145,16 @@ RECIPES: dict[tuple[str, str, str], Recipe] = {
                                               tp_comm_overlap=False, quick_gelu_glu=True, recompute_modules=_OSS_RECOMPUTE),
     ("gpt-oss-120b", "b200", "26.02"): Recipe(_WB.format("c0b9a0003", "gpt_oss/gpt_oss", "GPT_OSS_120B_PRETRAIN_CONFIG_B200_BF16_V2"),
                                               1, 1, 64, mb=4, tp_comm_overlap=False, quick_gelu_glu=True, recompute_modules=_OSS_RECOMPUTE),
-    ("gpt-oss-120b", "b200", "26.02.01"): Recipe(_WB.format("r0.3.0", "gpt_oss/gpt_oss", "GPT_OSS_120B_PRETRAIN_CONFIG_B200_BF16_V2"),
-                                                 1, 1, 64, mb=4, tp_comm_overlap=False, quick_gelu_glu=True, recompute_modules=_OSS_RECOMPUTE),
-    **{("gpt-oss-120b", "b200", rel): Recipe(_WB.format("r0.4.0", "gpt_oss/gpt_oss", "GPT_OSS_120B_PRETRAIN_CONFIG_B200_BF16_V2 (hybridep)"),
-                                             1, 1, 8, mb=4, flex=True, tp_comm_overlap=False, quick_gelu_glu=True, recompute_modules=_OSS_RECOMPUTE) for rel in ("26.04", "26.04.01")},
+    # B200 V2 from r0.3.0 on: ep 8 with moe_flex_dispatcher_backend="hybridep" (904597bd3 #2915, 2026-03-21, the
+    # day of the 26.02.01 table cfeddcd94); r0.4.0 dropped the backend line on 2026-05-11 (78934c150, #3614
+    # "switch GPT-OSS B200 V2 dispatcher default to alltoall"): after the 26.04 table (f171d7d30, 2026-04-20,
+    # recipe still hybridep), before the 26.04.01 table (2b82f6f17, 2026-05-27, alltoall)
+    **{("gpt-oss-120b", "b200", rel): Recipe(_WB.format(tag, "gpt_oss/gpt_oss", "GPT_OSS_120B_PRETRAIN_CONFIG_B200_BF16_V2 (hybridep)"),
+                                             1, 1, 8, mb=4, flex=True, tp_comm_overlap=False, quick_gelu_glu=True, recompute_modules=_OSS_RECOMPUTE)
+       for rel, tag in (("26.02.01", "r0.3.0"), ("26.04", "r0.4.0@f171d7d30"))},
+    ("gpt-oss-120b", "b200", "26.04.01"): Recipe(_WB.format("r0.4.0@2b82f6f17", "gpt_oss/gpt_oss",
+                                                            "GPT_OSS_120B_PRETRAIN_CONFIG_B200_BF16_V2 (alltoall since 78934c150)"),
+                                                 1, 1, 8, mb=4, tp_comm_overlap=False, quick_gelu_glu=True, recompute_modules=_OSS_RECOMPUTE),
     ("gpt-oss-120b", "h100", "25.11"): Recipe(_R2.format("gpt_oss", "GPT_OSS_120B_H100_BF16_BASE_CONFIG"), 1, 4, 8,
                                               tp_comm_overlap=False, quick_gelu_glu=True, recompute_modules=_OSS_RECOMPUTE),
     **{("gpt-oss-120b", "h100", rel): Recipe(_WB.format(tag, "gpt_oss/gpt_oss", "GPT_OSS_120B_PRETRAIN_CONFIG_H100_BF16_V2"),
