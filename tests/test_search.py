@@ -573,6 +573,31 @@ def test_work_floor_is_below_the_group_bound(model, choices):
     assert checked > 20
 
 
+@pytest.mark.parametrize("model,choices", [(TINY, {"tp": (1, 2), "pp": (1, 2, 4), "cp": (1, 2)}), (TINY_MOE, MOE_CHOICES)])
+def test_memoised_work_floor_equals_a_fresh_process_floor(model, choices):
+    """The work floor is memoised per block kind (its model work) and per schedule (its chains):
+    over every group, in enumeration order, it equals the floor computed with nothing memoised —
+    a memo key missing something the floor reads (pp, the micro-batch size, the chains) differs.
+    A group whose blocks cannot be priced is invalid: with a warm memo it is floored all the same
+    (validity is checked at its pipeline bound, which rejects it)."""
+    from simengine.search import prune
+
+    space = make_space(model, SMALL_GPU, global_batch=16, seq_len=4096, gpus=[8], choices=choices)
+    groups = _groups(space)
+    prune._SHARED.clear()
+    warm = [prune.work_floor(space, *grp) for grp in groups]
+    checked = 0
+    for grp, (lb, rej) in zip(groups, warm):
+        prune._SHARED.clear()
+        cold, rej0 = prune.work_floor(space, *grp)
+        if rej0 is not None:  # not priced: invalid (a warm memo floors it; bound_group rejects it later)
+            assert prune.bound_group(space, *grp)[1] is not None
+        elif rej is None:
+            assert lb == cold
+            checked += 1
+    assert checked > 20 and len({(g[1]["pp"], g[1]["schedule"], g[2]) for g in groups}) > 4
+
+
 def test_accounting_with_a_top_covers_the_whole_space():
     """With a top, groups are looked at in bound order and most are never screened: every
     candidate is still timed or rejected with a reason (invalid, OOM, dominated, or its bound)."""

@@ -356,7 +356,8 @@ class SharedBounds:
         self.chunk_memory: dict[tuple, dict[tuple, tuple[float, float]]] = {}   # refine._Memory, per block kind
         self.order_peaks: dict[tuple, list[tuple[float, float]]] = {}          # refine._Memory: per-rank peaks of an order
         self.statics: dict[tuple, dict[int, list[float]]] = {}                 # refine._Memory: model states per ZeRO stage, per rank
-        self.floors: dict[tuple, float] = {}                                   # prune.work_floor
+        self.floors: dict[tuple, float] = {}                                   # prune.work_floor: model work per block kind
+        self.chains: dict[str, int] = {}                                       # prune.work_floor: chains per schedule
         self.zero: dict[tuple, dict[tuple, tuple[float, float, float]]] = {}  # refine._Memory: ZeRO-2/3 deltas per chunk, per block kind
         self.counts: dict[str, int] | None = None   # block kinds of the whole model (one stage)
 

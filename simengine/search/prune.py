@@ -169,26 +169,29 @@ def work_floor(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, 
     tp, pp, cp = layout["tp"], layout["pp"], layout["cp"]
     if gpus % (tp * pp * cp):
         return bound_group(space, gpus, layout, mbs, order)
-    # the floor reads the GPU count, pp, the schedule's chains and the block kind alone (not vpp
-    # or the split): groups that differ only in those share it
+    # the floor is M(gpus, pp, mbs, the schedule's chains) × W / pp, where the whole model's work
+    # W reads the block kind alone (``BLOCK_KEY``, and tp_comm_overlap's options: tp and the
+    # choices, ``flag_options``) — not pp, vpp, the schedule or the split; W is memoised per block
+    # kind, so a group whose kind is priced costs a few integer operations
     sb = _shared(space)
-    fkey = (gpus, pp, layout["schedule"], tp, cp, layout["cp_comm_type"], layout["ep"], layout["etp"], mbs)
-    hit = sb.floors.get(fkey)
-    if hit is not None:
-        return hit, None
-    zs = zero_stages(space)
-    base = _strategy(space, layout, mbs, zs[0] if zs else 1, ("none", None), {})
+    wkey = (gpus, tp, cp, layout["cp_comm_type"], layout["ep"], layout["etp"], mbs)
+    work = sb.floors.get(wkey)
+    if work is None:
+        zs = zero_stages(space)
+        base = _strategy(space, layout, mbs, zs[0] if zs else 1, ("none", None), {})
+        tco = any(f["tp_comm_overlap"] for f in flag_options(space, layout, gpus // (tp * pp * cp)))
+        try:
+            work = sb.model_work(gpus, base, specs(space, gpus)[0], lambda: construct(space, dict(base, pp=1, vpp=1, schedule="1f1b",
+                                 decoder_first_pipeline_num_layers=None, decoder_last_pipeline_num_layers=None)),
+                                 lambda: scenario(space, gpus, base), tco)
+        except ConfigError:  # not priced (this group is invalid; another group of its kind may not be)
+            return bound_group(space, gpus, layout, mbs, order)
+        sb.floors[wkey] = work
+    chains = sb.chains.get(layout["schedule"])
+    if chains is None:
+        chains = sb.chains[layout["schedule"]] = schedule_chains(layout["schedule"])
     dp = gpus // (tp * pp * cp)
-    chains = schedule_chains(layout["schedule"])
     micro = int(space.base["global_batch_size"]) // (mbs * dp) // chains * chains  # pipeline.sim_microbatches per chain
-    tco = any(f["tp_comm_overlap"] for f in flag_options(space, layout, dp))
-    try:
-        work = sb.model_work(gpus, base, specs(space, gpus)[0], lambda: construct(space, dict(base, pp=1, vpp=1, schedule="1f1b",
-                                         decoder_first_pipeline_num_layers=None, decoder_last_pipeline_num_layers=None)),
-                                         lambda: scenario(space, gpus, base), tco)
-    except ConfigError:
-        return bound_group(space, gpus, layout, mbs, order)
-    sb.floors[fkey] = micro * work / pp
     return micro * work / pp, None
 
 
