@@ -95,8 +95,17 @@ def kind_of(kind: str | CollectiveKind) -> CollectiveKind:
     return kind if isinstance(kind, CollectiveKind) else CollectiveKind(kind)
 
 
+# each kind's default algorithm by its spelling (a StrEnum member hashes as its value, so the enum
+# finds it too): the cost model's hot path skips the enum conversion
+_DEFAULT_OF: dict[str, Algorithm] = {k.value: ALGORITHMS[(k, a)] for k, a in DEFAULT_ALGORITHM.items()}
+
+
 def algorithm(kind: str | CollectiveKind, name: str | None = None) -> Algorithm:
     """The algorithm ``name`` of ``kind`` (its default when ``name`` is None); KeyError if unknown."""
+    if not name:
+        hit = _DEFAULT_OF.get(kind) if type(kind) is str or type(kind) is CollectiveKind else None
+        if hit is not None:
+            return hit
     k = kind_of(kind)
     return ALGORITHMS[(k, name or DEFAULT_ALGORITHM[k])]
 

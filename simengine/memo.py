@@ -21,11 +21,23 @@ def config_cache(fn: Callable[..., T], maxsize: int = 256) -> Callable[..., T]:
 
     @wraps(fn)
     def call(*args):
+        # the cache hashes the arguments once (a frozen pydantic model hashes every field, so
+        # hashing them first to test them would double the cost of every hit); a TypeError with
+        # hashable arguments came from ``fn`` itself and propagates
         try:
-            hash(args)
+            return cached(*args)
         except TypeError:
-            return fn(*args)
-        return cached(*args)
+            if _hashable(args):
+                raise
+        return fn(*args)
 
     call.cache_clear = cached.cache_clear  # type: ignore[attr-defined]
     return call
+
+
+def _hashable(args: tuple) -> bool:
+    try:
+        hash(args)
+    except TypeError:
+        return False
+    return True

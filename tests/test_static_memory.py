@@ -46,3 +46,25 @@ def test_te_dummy_wgrad_buffer_per_unique_shape():
     h, f, V = 4096, 14336, sc.vocab_padded
     expected = 2 * (6144 * h + h * h + 2 * f * h + h * f + V * h)
     assert static_memory(sc, p).buffers == expected
+
+
+@pytest.mark.parametrize("size", ["small", "medium", "large"])
+def test_memoised_stage_params_equal_a_fresh_count_and_follow_the_strategy(size):
+    """stage_params is memoised on (model, strategy, chunks): every rank's result equals the
+    uncached count, and a scenario that differs only in tp gets its own (not the cached) result."""
+    from simengine import presets
+    from simengine.config import load_scenario
+    from simengine.cost.static_memory import _stage_params
+
+    cfg = presets.size_scenario(size)
+    sc = load_scenario(cfg)
+    for chunks in build_workload(sc).ranks:
+        assert stage_params(sc, chunks) == _stage_params.__wrapped__(sc.model, sc.strategy, chunks)
+    st = cfg["strategy"]
+    if st.get("tp", 1) > 1:
+        tp = st["tp"] // 2
+        narrow = load_scenario({**cfg, "system": {**cfg["system"], "num_gpus": cfg["system"]["num_gpus"] // 2},
+                                "strategy": {**st, "tp": tp}})
+        wide, half = stage_params(sc, build_workload(sc).ranks[0]), stage_params(narrow, build_workload(narrow).ranks[0])
+        assert half == _stage_params.__wrapped__(narrow.model, narrow.strategy, build_workload(narrow).ranks[0])
+        assert half.dense > wide.dense

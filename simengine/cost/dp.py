@@ -120,7 +120,10 @@ def dp_work(sc: Scenario, comm: CommModel, p: StageParams) -> DPWork:
     grad_b = 4.0 if st.fp32_main_grads else 2.0
     grads: list[float] = []
     params: list[float] = []
-    for n, group, size, replicas in ((p.dense, "dps", sc.dp_shard * st.cp, sc.dp_replicas), (p.expert, "edp", sc.edp, 1)):
+    # the derived group sizes, each read once (Scenario properties re-derive dp on every read)
+    dp, edp = sc.dp, sc.edp
+    dpcp = sc.dp_shard * st.cp  # the optimizer step runs on the HSDP shard
+    for n, group, size, replicas in ((p.dense, "dps", dpcp, sc.dp_replicas), (p.expert, "edp", edp, 1)):
         if size * replicas <= 1 or n <= 0:
             continue
         pb = param_gather_bytes(sc, p, group == "edp")
@@ -146,13 +149,12 @@ def dp_work(sc: Scenario, comm: CommModel, p: StageParams) -> DPWork:
                 # instances) on the replica group, whose tier is the stride it spans
                 grads.extend(_repeat(comm.time("all_reduce", b * grad_b / size, "dpr"), count))
     hbm = sc.system.gpu.hbm_bandwidth_gbs * 1e9 * e.hbm
-    dpcp = sc.dp_shard * st.cp  # the optimizer step runs on the HSDP shard
-    shard = p.dense / (dpcp if z >= 1 else 1) + p.expert / (sc.edp if z >= 1 else 1)
-    local = p.dense / (dpcp if z >= 2 else 1) + p.expert / (sc.edp if z >= 2 else 1)
+    shard = p.dense / (dpcp if z >= 1 else 1) + p.expert / (edp if z >= 1 else 1)
+    local = p.dense / (dpcp if z >= 2 else 1) + p.expert / (edp if z >= 2 else 1)
     # the grad buffer is zeroed and NaN-checked in full, and scaled by 1/dp in place before it is
     # reduced (Megatron DDP: check_for_nan_in_grad, gradient_scaling_factor when the collective
     # does not average) — 4 + 4 + 8 B per local gradient element of 4 B
-    scaled = (p.dense / (dpcp if z >= 2 else 1) if sc.dp * st.cp > 1 else 0.0) + (p.expert / (sc.edp if z >= 2 else 1) if sc.edp > 1 else 0.0)
+    scaled = (p.dense / (dpcp if z >= 2 else 1) if dp * st.cp > 1 else 0.0) + (p.expert / (edp if z >= 2 else 1) if edp > 1 else 0.0)
     opt_bytes = grad_b * (2 * local + 2 * scaled) + (42.0 if grad_b == 4.0 else 40.0) * shard
     # the Adam update itself as the framework implements it (fused multi-tensor Adam: 28 B per
     # local parameter in one launch; PyTorch foreach AdamW: more passes and launches —

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config.scenario import Scenario
+from ..config.model import ModelSpec
+from ..config.scenario import Scenario, padded_vocab
+from ..config.strategy import StrategySpec
+from ..memo import config_cache
 from ..workload.builder import ChunkWork
 from ..workload.params import attention_params, dense_mlp_params, embedding_params, head_params, moe_params
 
@@ -29,7 +32,14 @@ class StageParams:
 
 
 def stage_params(sc: Scenario, chunks: tuple[ChunkWork, ...]) -> StageParams:
-    m, st = sc.model, sc.strategy
+    """Parameters held by the rank running ``chunks``: a pure function of the frozen model and
+    strategy and of the (frozen) chunks, memoised on exactly those (``memo.config_cache``; the
+    result is immutable)."""
+    return _stage_params(sc.model, sc.strategy, tuple(chunks))
+
+
+@config_cache
+def _stage_params(m: ModelSpec, st: StrategySpec, chunks: tuple[ChunkWork, ...]) -> StageParams:
     tp, ep, etp = st.tp, st.ep, st.etp_size
     att, dense = attention_params(m), dense_mlp_params(m)
     moe = moe_params(m) if m.is_moe else None
@@ -41,7 +51,7 @@ def stage_params(sc: Scenario, chunks: tuple[ChunkWork, ...]) -> StageParams:
     if moe is not None and n_moe:
         p_dense += n_moe * (moe.tp_sharded / tp + moe.replicated)
         p_expert = n_moe * moe.experts / (ep * etp)
-    V = sc.vocab_padded
+    V = padded_vocab(m.vocab_size, tp)  # Scenario.vocab_padded
     holds_first = any(c.first for c in chunks)
     embed = embedding_params(m, V) / tp
     ends = 0.0  # embedding and LM-head parameters (bf16 even in fp8 recipes)
@@ -70,13 +80,13 @@ def stage_params(sc: Scenario, chunks: tuple[ChunkWork, ...]) -> StageParams:
                 blk += dense.tp_sharded / tp + dense.replicated
             p_dense += c.mtp * (glue + blk)
     p_dense += ends
-    shapes = _gemm_shapes(sc, n_dense > 0, n_moe > 0, any(c.last for c in chunks))
+    shapes = _gemm_shapes(m, tp, V, n_dense > 0, n_moe > 0, any(c.last for c in chunks))
     return StageParams(p_dense, p_expert, shapes, ends)
 
 
-def _gemm_shapes(sc: Scenario, has_dense: bool, has_moe: bool, has_head: bool) -> tuple[tuple[int, int], ...]:
-    m, st = sc.model, sc.strategy
-    tp, h = st.tp, m.hidden_size
+def _gemm_shapes(m: ModelSpec, tp: int, vocab_padded: int, has_dense: bool, has_moe: bool,
+                 has_head: bool) -> tuple[tuple[int, int], ...]:
+    h = m.hidden_size
     shapes: set[tuple[int, int]] = set()
     if m.attention == "mla":
         a = m.num_attention_heads // tp
@@ -97,7 +107,7 @@ def _gemm_shapes(sc: Scenario, has_dense: bool, has_moe: bool, has_head: bool) -
         f = m.shared_ffn // tp
         shapes |= {(g * f, h), (h, f)}
     if has_head:
-        shapes.add((sc.vocab_padded // tp, h))
+        shapes.add((vocab_padded // tp, h))
     return tuple(sorted(shapes))
 
 
