@@ -1,6 +1,6 @@
 """Strategy-search speed: the full space (every dimension) of a model on a GPU count.
 
-Run: python benchmarks/bench_search.py [case ...] [--top K] [--workers N] [--ray N]
+Run: python benchmarks/bench_search.py [case ...] [--top K] [--workers N] [--ray N] [--base SECONDS]
 Cases: 70b-64 (llama3-70b on 64 H100, gbs 128 × 8192), 405b-16k (llama3-405b on 16,384 H100,
 gbs 2048 × 8192), v3-16k (deepseek-v3 on 16,384 H100, gbs 8192 × 4096), 8b-8 (llama3-8b on 8).
 Prints space size, memory checks, estimates timed, seconds and the best layout per executor.
@@ -69,12 +69,14 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=0, help="also run on a local process pool of N workers")
     ap.add_argument("--ray", type=int, default=0, help="also run on a local Ray cluster of N CPUs")
     ap.add_argument("--space", default="", help="restrict, e.g. tp=4,8;pp=2,4 (python literal values)")
+    ap.add_argument("--base", type=float, default=0.0,
+                    help="in-process wall seconds measured before: skip the in-process run, report speed-ups against it")
     a = ap.parse_args()
     if a.space:
         CHOICES.update({k.strip(): tuple(_lit(v) for v in vals.split(",")) for k, _, vals in
                         (part.partition("=") for part in a.space.split(";"))})
     for case in a.cases:
-        base = run(case, a.top)
+        base = a.base or run(case, a.top)
         if a.workers:
             t = run(case, a.top, ProcessPool(a.workers), f"{a.workers} processes")
             print(f"  speed-up {base / t:.2f}x")
