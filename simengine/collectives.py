@@ -103,7 +103,7 @@ _DEFAULT_OF: dict[str, Algorithm] = {k.value: ALGORITHMS[(k, a)] for k, a in DEF
 def algorithm(kind: str | CollectiveKind, name: str | None = None) -> Algorithm:
     """The algorithm ``name`` of ``kind`` (its default when ``name`` is None); KeyError if unknown."""
     if not name:
-        hit = _DEFAULT_OF.get(kind) if type(kind) is str or type(kind) is CollectiveKind else None
+        hit = _DEFAULT_OF.get(kind) if isinstance(kind, str) else None  # a CollectiveKind is a str
         if hit is not None:
             return hit
     k = kind_of(kind)

@@ -28,7 +28,7 @@ the share simengine's ``tier_bytes`` counts, so the kernel's efficiency on the t
   B200 ep8 −10.6 → −15.5 %, DeepSeek-V3 B200 −4.9 → −6.0 %): left out, the leg keeps the tier's
   collective bandwidth (benchmarks/deepep_check.py prints the comparison).
 
-Not modelled (measured in the report of branch "dispatch", 2026-12-02):
+Not modelled (looked at when this share was introduced):
 - the share is per byte, so a smaller message (Qwen3-30B's hidden 2048 against the table's 7168) keeps
   it. Fitted as t = t0 + cross-node bytes / B over the 2/4/8-node rows the table reads t0 ≈ 0.67 ms,
   B ≈ 0.79 of the NIC; every row has 4096 tokens and hidden 7168, so whether t0 is per call, per
@@ -55,7 +55,6 @@ _IB_NOMINAL_GBS = 50.0    # DGX H100: one ConnectX-7 NDR 400 Gb/s per GPU
 
 # README_Hybrid-EP.md "H100 Platform", Torch API, SM count 16: nodes → (Dispatch BF16, Dispatch FP8, Combine) GB/s
 _OUT_ALGBW = {2: (54.47, 48.26, 53.35), 4: (47.36, 42.10, 52.53), 8: (41.24, 35.01, 46.57)}
-
 
 
 def column(name: str, wire: str) -> int:
