@@ -462,8 +462,85 @@ def test_bound_is_the_closed_form_for_b_full_schedules_without_dp(p2p_overlap):
             assert r == pytest.approx(1.0, rel=1e-9)
         if sched == "interleaved":  # the drain through the lower stages of each rank
             assert r > 0.99
-        if sched in ("zb-h1", "zb-h2"):  # the W the order runs after the last B (bound.order_tails)
+        if sched in ("zb-h1", "zb-h2"):  # the W the order runs after the last B (bound.order_terms)
             assert r > 0.97
+
+
+@pytest.mark.parametrize("schedule,p,m,vpp", [("dualpipe", 4, 8, 1), ("dualpipev", 4, 9, 1), ("interleaved", 4, 8, 3),
+                                              ("zb-h1", 3, 7, 1), ("zb-h2", 4, 9, 1), ("1f1b", 4, 6, 1), ("gpipe", 2, 3, 1)])
+def test_order_terms_count_the_orders_actions(schedule, p, m, vpp):
+    """order_terms' one-pass prefix counts equal counting each slice of the schedule's orders."""
+    from simengine.schedule import get_schedule
+    from simengine.search.bound import order_terms
+
+    sched = get_schedule(schedule)
+    orders = sched.orders(p, m, vpp)
+    nch = sched.chunks_per_rank(vpp)
+    n = p * nch // sched.chains
+    st = [[sched.stage_of(r, c, p, vpp) for c in range(nch)] for r in range(p)]
+    where = {st[r][c]: (r, c) for r in range(p) for c in range(nch)}
+
+    def count(r, acts):
+        has_w = {(a.mb, a.chunk) for a in orders[r] if a.kind == "W"}
+        out = {}
+        for a in acts:
+            row = out.setdefault(st[r][a.chunk], [0, 0, 0])
+            row["FBW".index(a.kind)] += 1
+            row[2] += a.kind == "B" and (a.mb, a.chunk) not in has_w
+        return {k: tuple(v) for k, v in out.items() if any(v)}
+
+    got = order_terms(schedule, p, m, vpp)
+    for r, o in enumerate(orders):
+        has_w = {(a.mb, a.chunk) for a in o if a.kind == "W"}
+        last = {a.chunk: i for i, a in enumerate(o) if a.kind == "B"}
+        want = []
+        for c, i in sorted(last.items()):
+            hr, hc = where[st[r][c] - st[r][c] % n]
+            j = next(k for k, a in enumerate(orders[hr]) if a == ("B", o[i].mb, hc))
+            want.append((st[r][c], count(r, o[:i + 1]), count(hr, orders[hr][j + 1:])))
+        assert [(s, {x[0]: x[1:] for x in a}, {x[0]: x[1:] for x in b}) for s, a, b in got.last_b[r]] == want
+        last_g = sorted({a.chunk: i for i, a in enumerate(o) if a.kind == "W" or (a.kind == "B" and (a.mb, a.chunk) not in has_w)}.values())
+        assert [{x[0]: x[1:] for x in a} for a in got.last_grad[r]] == [count(r, o[:i]) for i in last_g]
+
+
+@pytest.mark.parametrize("schedule,pp,vpp", [("dualpipe", 4, 1), ("dualpipev", 4, 1), ("interleaved", 4, 2),
+                                             ("zb-h1", 4, 1), ("zb-h2", 4, 1), ("1f1b", 4, 1)])
+def test_order_terms_tighten_the_bound_and_stay_below_the_engine(schedule, pp, vpp):
+    """Each chunk's last B ends after everything its rank's order runs before it; its gradient
+    then drains to the chain's first stage, whose rank still runs every action after it; with
+    overlap_grad_reduce the buckets each chunk's last gradient action launches queue on the DP
+    stream before the optimizer (bound.order_terms). With them the bound rises (DualPipe: the
+    drain of a middle rank's last backward, and two chunks' buckets at the end of the step) and
+    never passes the engine's step time."""
+    from simengine.search.bound import order_terms, pipeline_bound
+    from simengine.search.prune import dp_tails, plan_phases, priced
+    from simengine.pipeline import sim_microbatches
+
+    rose = {"order": 0, "grads": 0}
+    # wide layers, short sequences, DP across nodes: gradient buckets that take longer than a backward
+    model = {**TINY, "num_layers": 16, "hidden_size": 4096, "ffn_hidden_size": 14336, "num_attention_heads": 32, "num_kv_heads": 8}
+    for p2p, ogr, seq, gbs in itertools.product((False, True), (False, True), (1024, 4096), (64, 128)):
+        strat = {"tp": 2, "pp": pp, "vpp": vpp, "cp": 1, "schedule": schedule, "micro_batch_size": 1, "zero_stage": 1,
+                 "recompute": "none", "global_batch_size": gbs, "seq_len": seq, "overlap_p2p_comm": p2p,
+                 "overlap_grad_reduce": ogr, "overlap_param_gather": False, "tp_comm_overlap": False}
+        sc = load_scenario({"model": model, "system": dict(SYSTEM, num_gpus=64), "strategy": strat})
+        plan, _ = priced(sc)
+        pipe, _, off, link = plan_phases(plan, sc)
+        m, inline = sim_microbatches(sc), not p2p
+        tails, grads = dp_tails(sc, plan, strat)
+        assert bool(any(grads.values())) == ogr
+        terms = order_terms(schedule, pp, m, vpp)
+        plain = pipeline_bound(pipe, off, m, tails, link, inline)
+        ordered = pipeline_bound(pipe, off, m, tails, link, inline, order=terms)
+        tight = pipeline_bound(pipe, off, m, tails, link, inline, order=terms, grads=grads)
+        step = api.estimate(sc).step_time_s
+        assert plain <= ordered * (1 + 1e-12) and ordered <= tight * (1 + 1e-12) and tight <= step * (1 + 1e-12)
+        rose["order"] += ordered > plain * (1 + 1e-6)
+        rose["grads"] += tight > ordered * (1 + 1e-6)
+    if schedule not in ("1f1b", "zb-h2"):  # 1F1B's plain bound is its closed form; ZB-H2's holds its W back
+        assert rose["order"] >= 4, rose
+    if schedule not in ("1f1b", "interleaved"):  # B-full schedules: the last B on the head rank ends the step anyway
+        assert rose["grads"] >= 2, rose
 
 
 @pytest.mark.parametrize("base", [{}, {"overlap_p2p_comm": True}])

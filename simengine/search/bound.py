@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..config.scenario import Scenario
 from ..schedule import get_schedule
@@ -69,7 +69,7 @@ def pipe_of(rank_stage: list[tuple[int, int]], schedule: str) -> Pipe:
 
 def pipeline_bound(pipe: Pipe, phases: list[Phases], m: int, tails: dict[int, float] | None = None,
                    p2p: float = 0.0, inline: bool = True, ranks: tuple | None = None,
-                   order: tuple[tuple[int, int], ...] | None = None) -> float:
+                   order: "Orders | None" = None, grads: dict[int, tuple[float, ...]] | None = None) -> float:
     """A lower bound on the step of the schedule, from data flow alone (``phases[s]``: stage s's
     phases each run alone, ``phase_alone``; DP buckets and the optimizer only in ``tails``).
     With F_s, B_s the forward and backward of stage s (B_s = backward-input + weight gradient when
@@ -97,11 +97,25 @@ def pipeline_bound(pipe: Pipe, phases: list[Phases], m: int, tails: dict[int, fl
     chains reaches it. ``ranks``: the (rank, stages) to evaluate when the others are known not to
     matter (``Placed.rep_ranks``); all of them by default.
 
-    ``order`` (``order_tails``, one chunk per rank): per rank, the micro-batch of its last B and
-    how many W its order runs after it. Then the last B on rank r ends ≥ start + m·(F + B + R)
-    + (m − that many)·W (everything before it in its stream's FIFO order), its micro-batch drains
-    to the first stage, and when that is the first stage's last B too, the W after it follow —
-    the zero-bubble schedules' tail (Qi et al. 2024, ZB-H1/H2: W fills the bubble, never the drain)."""
+    ``order`` (``order_terms``, any schedule's own per-rank orders): per rank, for each of its
+    chunks, the actions its order runs up to and including that chunk's last B, and the actions
+    the chain's head rank runs after that micro-batch's B on the chain's first stage. The last B
+    of chunk c on rank r (stage s) ends ≥ start + the work of everything before it in its
+    stream's FIFO order; its micro-batch's gradient then drains to the chain's first stage
+    (B_{s−1} … B_0), whose rank still runs every action after that B, then its tail. For one
+    chunk per rank this is the zero-bubble schedules' tail (Qi et al. 2024, ZB-H1/H2: W fills
+    the bubble, never the drain); for DualPipe (DeepSeek-V3 report §3.2.1, Table 2) and
+    interleaved it is the drain of a middle rank's last backward, (p/2 − 1) or (p − 1) stage
+    backwards, on top of nearly all of its work.
+
+    ``grads`` (with ``order``; only when ``overlap_grad_reduce`` launches the gradient buckets
+    from the backward, graph.py ``_grad_piece``): per rank, its gradient buckets' seconds. A
+    chunk's last gradient action (its last W, or its last B-full) launches that chunk's
+    contiguous group of buckets (graph.py ``_split``: groups in the order of those actions), one
+    per piece, on the rank's one DP stream, and the optimizer waits for the last bucket. So the
+    step ends ≥ start + the work before the i-th such action + every bucket from group i on +
+    ``tails[r]`` (the optimizer, and the parameter gathers it leaves behind without
+    ``overlap_param_gather``): what DualPipe's two groups queue at the end of a step."""
     n = pipe.chain_len
     full_b = pipe.full_b
     tails = tails or {}
@@ -134,31 +148,120 @@ def pipeline_bound(pipe: Pipe, phases: list[Phases], m: int, tails: dict[int, fl
         for work, lo in chain.values():
             lo_i = int(lo)
             best = max(best, start + m * work + _drain(lo_i, pre_b, sb, inline, p2p) + tails.get(pipe.head_rank[lo_i], 0.0))
-        if order is not None and len(mine) == 1 and n == len(phases):
-            s = mine[0]
-            f, b, w, rc = phases[s]
-            head = pipe.head_rank[s]
-            mb, after = order[r]
-            end = start + m * (f + b + rc + own * (sf[s] + sb[s])) + (m - after) * w + _drain(s, pre_b, sb, inline, p2p)
-            if order[head][0] == mb:
-                end += order[head][1] * phases[0][2]
-            best = max(best, end + tails.get(head, 0.0))
+        if order is not None:
+            for s, before, after in order.last_b[r]:
+                head = pipe.head_rank[s]
+                best = max(best, start + _work(before, phases, own, sf, sb) + _drain(s, pre_b, sb, inline, p2p)
+                           + _work(after, phases, own, sf, sb) + tails.get(head, 0.0))
+            g = grads.get(r) if grads else None
+            if g:
+                befores = order.last_grad[r]
+                q, rem = divmod(len(g), len(befores))
+                for i, before in enumerate(befores):  # graph.py _split: the first rem groups hold q + 1
+                    queued = sum(g[i * q + min(i, rem):])
+                    best = max(best, start + _work(before, phases, own, sf, sb) + queued + tails.get(r, 0.0))
     return best
 
 
-@lru_cache(maxsize=256)
-def order_tails(schedule: str, p: int, m: int, vpp: int) -> tuple[tuple[int, int], ...] | None:
-    """Per rank of a one-chunk-per-rank schedule without F&B pairs: (micro-batch of its last B,
-    W actions after it in its order), read off the schedule's own orders (``Schedule.orders``);
-    None for other schedules."""
+def _work(counts: "Counts", phases: list[Phases], own: float, sf: tuple[bool, ...], sb: tuple[bool, ...]) -> float:
+    """Seconds of ``counts`` actions (``order_terms``) on one compute stream: each F its forward
+    and inline send, each B its recompute, backward-input and inline send, each W its weight
+    gradient (a B-full counts one W: its B task carries the weight gradient)."""
+    t = 0.0
+    for s, nf, nb, nw in counts:
+        f, b, w, rc = phases[s]
+        t += nf * (f + own * sf[s]) + nb * (b + rc + own * sb[s]) + nw * w
+    return t
 
+
+Counts = tuple[tuple[int, int, int, int], ...]   # (data-flow stage, F, B, W actions)
+Term = tuple[int, Counts, Counts]                 # (stage of a chunk's last B, actions up to it, the head's after)
+
+
+class Orders(NamedTuple):
+    """What ``pipeline_bound`` reads of a schedule's per-rank orders (``order_terms``)."""
+
+    last_b: tuple[tuple[Term, ...], ...]     # per rank, per chunk: its last B's terms
+    last_grad: tuple[tuple[Counts, ...], ...]  # per rank: the actions before each chunk's last gradient action, in their order
+
+
+@lru_cache(maxsize=256)
+def order_terms(schedule: str, p: int, m: int, vpp: int) -> Orders:
+    """Per rank, for each chunk it holds: (its data-flow stage s, the actions of the rank's order
+    up to and including that chunk's last B, the actions of the chain's head rank after the same
+    micro-batch's B on the chain's first stage); and per rank the actions before each chunk's last
+    gradient action (graph.py ``last_g``: the last W, or the last B-full), in the order of those
+    actions. Read off the schedule's own orders (``Schedule.orders``, what ``sim/graph.py`` runs
+    without combined 1F1B). A B whose micro-batch-chunk has no W in the order is B-full
+    (graph.py): it counts one W as well."""
     sched = get_schedule(schedule)
-    if sched.chunks_per_rank(vpp) != 1 or sched.pairs is not None or sched.chains != 1:
-        return None
+    orders = sched.orders(p, m, vpp)
+    nch = sched.chunks_per_rank(vpp)
+    n = max(1, p * nch // max(1, sched.chains))
+    stage = [[sched.stage_of(r, c, p, vpp) for c in range(nch)] for r in range(p)]
+    where = {stage[r][c]: (r, c) for r in range(p) for c in range(nch)}
+    full = [{(a.mb, a.chunk) for a in o if a.kind == "B"} - {(a.mb, a.chunk) for a in o if a.kind == "W"} for o in orders]
+    last, last_g, b_at = [], [], []
+    for r, o in enumerate(orders):  # one pass per rank: the positions every term reads
+        lb: dict[int, int] = {}
+        lg: dict[int, int] = {}
+        at: dict[tuple[int, int], int] = {}
+        for i, a in enumerate(o):
+            if a.kind == "B":
+                lb[a.chunk] = at[(a.mb, a.chunk)] = i
+            if a.kind == "W" or (a.kind == "B" and (a.mb, a.chunk) in full[r]):
+                lg[a.chunk] = i
+        last.append(lb)
+        last_g.append(lg)
+        b_at.append(at)
+    heads = []   # per rank, per chunk (in order of its last B): (stage, head rank, position of the head's B)
+    want: list[set[int]] = [{len(o) - 1} | {i - 1 for i in last_g[r].values()} | set(last[r].values()) for r, o in enumerate(orders)]
+    for r, o in enumerate(orders):
+        row = []
+        for c, i in sorted(last[r].items()):
+            s = stage[r][c]
+            hr, hc = where[s - s % n]
+            j = b_at[hr][(o[i].mb, hc)]
+            want[hr].add(j)
+            row.append((s, i, hr, j))
+        heads.append(row)
+    snap = [_prefixes(o, stage[r], full[r], want[r]) for r, o in enumerate(orders)]
+    out = tuple(tuple((s, snap[r][i], _minus(snap[hr][len(orders[hr]) - 1], snap[hr][j])) for s, i, hr, j in row)
+                for r, row in enumerate(heads))
+    grads = tuple(tuple(snap[r][i - 1] for i in sorted(last_g[r].values())) for r in range(p))
+    return Orders(out, grads)
+
+
+def _prefixes(actions, stage_of_chunk: list[int], full: set, want: set[int]) -> dict[int, Counts]:
+    """(data-flow stage, F, B, W) counts of ``actions[:i + 1]`` for every i in ``want`` (i = −1:
+    none), a B-full counting one W too."""
+    run: dict[int, list[int]] = {}
+    out: dict[int, Counts] = {-1: ()}
+    for i, a in enumerate(actions):
+        row = run.get(a.chunk)
+        if row is None:
+            row = run[a.chunk] = [0, 0, 0]
+        if a.kind == "F":
+            row[0] += 1
+        elif a.kind == "B":
+            row[1] += 1
+            if (a.mb, a.chunk) in full:
+                row[2] += 1
+        else:
+            row[2] += 1
+        if i in want:
+            out[i] = tuple((stage_of_chunk[c], *x) for c, x in sorted(run.items()))
+    return out
+
+
+def _minus(total: Counts, prefix: Counts) -> Counts:
+    """The counts of the actions after a prefix: ``total`` less ``prefix``, per stage."""
+    before = {s: (f, b, w) for s, f, b, w in prefix}
     out = []
-    for order in sched.orders(p, m, vpp):
-        last = max(i for i, a in enumerate(order) if a.kind == "B")
-        out.append((order[last].mb, sum(1 for a in order[last + 1:] if a.kind == "W")))
+    for s, f, b, w in total:
+        f0, b0, w0 = before.get(s, (0, 0, 0))
+        if (f - f0, b - b0, w - w0) != (0, 0, 0):
+            out.append((s, f - f0, b - b0, w - w0))
     return tuple(out)
 
 

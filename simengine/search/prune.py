@@ -25,7 +25,7 @@ from ..cost.phase import PhaseCost
 from ..cost.stage import _zero_per_microbatch
 from ..errors import ConfigError
 from ..pipeline import sim_microbatches
-from .bound import order_tails, phase_alone, pipe_of, pipeline_bound, schedule_chains, speed_factors, zero_alone
+from .bound import order_terms, phase_alone, pipe_of, pipeline_bound, schedule_chains, speed_factors, zero_alone
 from .candidate import (_SHARED_OF, _in_field_ranges, _recompute, _shared_key, _strategy,  # noqa: F401  (re-exported)
                         construct, quick_error, scenario, specs)
 from .space import SearchSpace, flag_options, group_size, recompute_options, zero_stages
@@ -114,20 +114,25 @@ def plan_phases(plan, sc: Scenario) -> tuple[Any, list, list, float]:
     return pipe, out[0], out[1], (plan.stages[0].p2p_s if plan.stages else 0.0)
 
 
-def dp_tails(sc: Scenario, plan, flags: dict[str, bool]) -> dict[int, float]:
+def dp_tails(sc: Scenario, plan, flags: dict[str, bool]) -> tuple[dict[int, float], dict[int, tuple[float, ...]]]:
     """Per rank, ``bound.dp_tail`` of its DP work at ``sc``'s ZeRO stage (the model states, hence
-    the buckets, follow the stage: cost/dp.py ``dp_work``; the plan's params and comm model do not)."""
+    the buckets, follow the stage: cost/dp.py ``dp_work``; the plan's params and comm model do
+    not), and, with ``overlap_grad_reduce``, its gradient buckets' seconds (``pipeline_bound``'s
+    ``grads``; empty without it: the tail holds them all)."""
     from ..cost.dp import dp_work
     from .bound import dp_tail
 
-    memo: dict[int, float] = {}
-    out = {}
+    ogr = bool(flags.get("overlap_grad_reduce"))
+    memo: dict[int, tuple[float, tuple[float, ...]]] = {}
+    tails, grads = {}, {}
     for st in plan.stages:
-        if id(st.params) not in memo:
-            memo[id(st.params)] = dp_tail(dp_work(sc, plan.comm, st.params), bool(flags.get("overlap_grad_reduce")),
-                                          bool(flags.get("overlap_param_gather")))
-        out[st.rank] = memo[id(st.params)]
-    return out
+        hit = memo.get(id(st.params))
+        if hit is None:
+            dw = dp_work(sc, plan.comm, st.params)
+            hit = memo[id(st.params)] = (dp_tail(dw, ogr, bool(flags.get("overlap_param_gather"))),
+                                         tuple(dw.grad_buckets_s) if ogr else ())
+        tails[st.rank], grads[st.rank] = hit
+    return tails, grads
 
 
 def _alone(pc, with_tp: bool, seen: dict[int, float], slow: float, k: float) -> float:
@@ -240,12 +245,13 @@ def screen_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int
                                             len(rcs) * len(flags), _ex(gpus, probe)))
             continue
         seen_zero = True
-        tails: dict[tuple[bool, bool], dict[int, float]] = {}
+        tails: dict[tuple[bool, bool], tuple[dict[int, float], dict[int, tuple[float, ...]]]] = {}
         zero: dict[tuple, list[tuple[float, float, float]]] = {}
         for rc, _ in _fitting_recompute(space, gpus, layout, mbs, z, rcs, len(flags), out, known, plans):
             plan, _, pipe, on, off, m, p2p, _ = plans[rc]
             inline = not sc0.strategy.overlap_p2p_comm
-            tails_of = None if sc0.strategy.overlap_moe_expert_parallel_comm else order_tails(layout["schedule"], layout["pp"], m, layout["vpp"])
+            # combined 1F1B runs other orders (schedule/_combined.py): no order terms for it
+            tails_of = None if sc0.strategy.overlap_moe_expert_parallel_comm else order_terms(layout["schedule"], layout["pp"], m, layout["vpp"])
             ub = _userbuffer_phases(space, gpus, probe, sc0, on) if any(f["tp_comm_overlap"] for f in flags) else on
             for fl in flags:
                 dpf = (fl["overlap_grad_reduce"], fl["overlap_param_gather"])
@@ -258,7 +264,7 @@ def screen_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int
                         zero[(rc, dpf)] = zero_deltas(Scenario.model_construct(
                             model=sc0.model, system=sc0.system, strategy=construct(space, _strategy(space, layout, mbs, z, rc, fl))), plan)
                     ph = [(f + a, b + c, w, r + d) for (f, b, w, r), (a, c, d) in zip(ph, zero[(rc, dpf)])]
-                lb = pipeline_bound(pipe, ph, m, tails[dpf], p2p, inline, order=tails_of)
+                lb = pipeline_bound(pipe, ph, m, tails[dpf][0], p2p, inline, order=tails_of, grads=tails[dpf][1])
                 out.entries.append((gpus, _strategy(space, layout, mbs, z, rc, fl), lb, order * 1000 + len(out.entries)))
     return out
 
