@@ -250,7 +250,7 @@ def _prefixes(actions, stage_of_chunk: list[int], full: set, want: set[int]) -> 
         else:
             row[2] += 1
         if i in want:
-            out[i] = tuple((stage_of_chunk[c], *x) for c, x in sorted(run.items()))
+            out[i] = tuple((stage_of_chunk[c], x[0], x[1], x[2]) for c, x in sorted(run.items()))
     return out
 
 
