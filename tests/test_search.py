@@ -462,7 +462,7 @@ def test_bound_is_the_closed_form_for_b_full_schedules_without_dp(p2p_overlap):
             assert r == pytest.approx(1.0, rel=1e-9)
         if sched == "interleaved":  # the drain through the lower stages of each rank
             assert r > 0.99
-        if sched in ("zb-h1", "zb-h2"):  # the W the order runs after the last B (bound.order_terms)
+        if sched in ("zb-h1", "zb-h2"):  # the W the order runs after the last B (orders.order_terms)
             assert r > 0.97
 
 
@@ -471,7 +471,7 @@ def test_bound_is_the_closed_form_for_b_full_schedules_without_dp(p2p_overlap):
 def test_order_terms_count_the_orders_actions(schedule, p, m, vpp):
     """order_terms' one-pass prefix counts equal counting each slice of the schedule's orders."""
     from simengine.schedule import get_schedule
-    from simengine.search.bound import order_terms
+    from simengine.search.orders import order_terms
 
     sched = get_schedule(schedule)
     orders = sched.orders(p, m, vpp)
@@ -509,10 +509,11 @@ def test_order_terms_tighten_the_bound_and_stay_below_the_engine(schedule, pp, v
     """Each chunk's last B ends after everything its rank's order runs before it; its gradient
     then drains to the chain's first stage, whose rank still runs every action after it; with
     overlap_grad_reduce the buckets each chunk's last gradient action launches queue on the DP
-    stream before the optimizer (bound.order_terms). With them the bound rises (DualPipe: the
+    stream before the optimizer (orders.order_terms). With them the bound rises (DualPipe: the
     drain of a middle rank's last backward, and two chunks' buckets at the end of the step) and
     never passes the engine's step time."""
-    from simengine.search.bound import order_terms, pipeline_bound
+    from simengine.search.bound import pipeline_bound
+    from simengine.search.orders import order_terms
     from simengine.search.prune import dp_tails, plan_phases, priced
     from simengine.pipeline import sim_microbatches
 

@@ -16,14 +16,14 @@ group's own plan on every group of small dense and MoE spaces.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from types import SimpleNamespace
-from typing import Any, NamedTuple
+from typing import Any
 
 from ..config.scenario import Scenario
 from ..schedule import get_schedule
 from ..sim.inputs import CommTask
 from ..sim.overlap import by_kind
+from .orders import Counts, Orders
 
 BLOCK_KEY = ("tp", "cp", "cp_comm_type", "ep", "etp", "micro_batch_size")
 PLACE_KEY = ("pp", "vpp", "schedule", "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers")
@@ -69,7 +69,7 @@ def pipe_of(rank_stage: list[tuple[int, int]], schedule: str) -> Pipe:
 
 def pipeline_bound(pipe: Pipe, phases: list[Phases], m: int, tails: dict[int, float] | None = None,
                    p2p: float = 0.0, inline: bool = True, ranks: tuple | None = None,
-                   order: "Orders | None" = None, grads: dict[int, tuple[float, ...]] | None = None) -> float:
+                   order: Orders | None = None, grads: dict[int, tuple[float, ...]] | None = None) -> float:
     """A lower bound on the step of the schedule, from data flow alone (``phases[s]``: stage s's
     phases each run alone, ``phase_alone``; DP buckets and the optimizer only in ``tails``).
     With F_s, B_s the forward and backward of stage s (B_s = backward-input + weight gradient when
@@ -163,7 +163,7 @@ def pipeline_bound(pipe: Pipe, phases: list[Phases], m: int, tails: dict[int, fl
     return best
 
 
-def _work(counts: "Counts", phases: list[Phases], own: float, sf: tuple[bool, ...], sb: tuple[bool, ...]) -> float:
+def _work(counts: Counts, phases: list[Phases], own: float, sf: tuple[bool, ...], sb: tuple[bool, ...]) -> float:
     """Seconds of ``counts`` actions (``order_terms``) on one compute stream: each F its forward
     and inline send, each B its recompute, backward-input and inline send, each W its weight
     gradient (a B-full counts one W: its B task carries the weight gradient)."""
@@ -172,97 +172,6 @@ def _work(counts: "Counts", phases: list[Phases], own: float, sf: tuple[bool, ..
         f, b, w, rc = phases[s]
         t += nf * (f + own * sf[s]) + nb * (b + rc + own * sb[s]) + nw * w
     return t
-
-
-Counts = tuple[tuple[int, int, int, int], ...]   # (data-flow stage, F, B, W actions)
-Term = tuple[int, Counts, Counts]                 # (stage of a chunk's last B, actions up to it, the head's after)
-
-
-class Orders(NamedTuple):
-    """What ``pipeline_bound`` reads of a schedule's per-rank orders (``order_terms``)."""
-
-    last_b: tuple[tuple[Term, ...], ...]     # per rank, per chunk: its last B's terms
-    last_grad: tuple[tuple[Counts, ...], ...]  # per rank: the actions before each chunk's last gradient action, in their order
-
-
-@lru_cache(maxsize=256)
-def order_terms(schedule: str, p: int, m: int, vpp: int) -> Orders:
-    """Per rank, for each chunk it holds: (its data-flow stage s, the actions of the rank's order
-    up to and including that chunk's last B, the actions of the chain's head rank after the same
-    micro-batch's B on the chain's first stage); and per rank the actions before each chunk's last
-    gradient action (graph.py ``last_g``: the last W, or the last B-full), in the order of those
-    actions. Read off the schedule's own orders (``Schedule.orders``, what ``sim/graph.py`` runs
-    without combined 1F1B). A B whose micro-batch-chunk has no W in the order is B-full
-    (graph.py): it counts one W as well."""
-    sched = get_schedule(schedule)
-    orders = sched.orders(p, m, vpp)
-    nch = sched.chunks_per_rank(vpp)
-    n = max(1, p * nch // max(1, sched.chains))
-    stage = [[sched.stage_of(r, c, p, vpp) for c in range(nch)] for r in range(p)]
-    where = {stage[r][c]: (r, c) for r in range(p) for c in range(nch)}
-    full = [{(a.mb, a.chunk) for a in o if a.kind == "B"} - {(a.mb, a.chunk) for a in o if a.kind == "W"} for o in orders]
-    last, last_g, b_at = [], [], []
-    for r, o in enumerate(orders):  # one pass per rank: the positions every term reads
-        lb: dict[int, int] = {}
-        lg: dict[int, int] = {}
-        at: dict[tuple[int, int], int] = {}
-        for i, a in enumerate(o):
-            if a.kind == "B":
-                lb[a.chunk] = at[(a.mb, a.chunk)] = i
-            if a.kind == "W" or (a.kind == "B" and (a.mb, a.chunk) in full[r]):
-                lg[a.chunk] = i
-        last.append(lb)
-        last_g.append(lg)
-        b_at.append(at)
-    heads = []   # per rank, per chunk (in order of its last B): (stage, head rank, position of the head's B)
-    want: list[set[int]] = [{len(o) - 1} | {i - 1 for i in last_g[r].values()} | set(last[r].values()) for r, o in enumerate(orders)]
-    for r, o in enumerate(orders):
-        row = []
-        for c, i in sorted(last[r].items()):
-            s = stage[r][c]
-            hr, hc = where[s - s % n]
-            j = b_at[hr][(o[i].mb, hc)]
-            want[hr].add(j)
-            row.append((s, i, hr, j))
-        heads.append(row)
-    snap = [_prefixes(o, stage[r], full[r], want[r]) for r, o in enumerate(orders)]
-    out = tuple(tuple((s, snap[r][i], _minus(snap[hr][len(orders[hr]) - 1], snap[hr][j])) for s, i, hr, j in row)
-                for r, row in enumerate(heads))
-    grads = tuple(tuple(snap[r][i - 1] for i in sorted(last_g[r].values())) for r in range(p))
-    return Orders(out, grads)
-
-
-def _prefixes(actions, stage_of_chunk: list[int], full: set, want: set[int]) -> dict[int, Counts]:
-    """(data-flow stage, F, B, W) counts of ``actions[:i + 1]`` for every i in ``want`` (i = −1:
-    none), a B-full counting one W too."""
-    run: dict[int, list[int]] = {}
-    out: dict[int, Counts] = {-1: ()}
-    for i, a in enumerate(actions):
-        row = run.get(a.chunk)
-        if row is None:
-            row = run[a.chunk] = [0, 0, 0]
-        if a.kind == "F":
-            row[0] += 1
-        elif a.kind == "B":
-            row[1] += 1
-            if (a.mb, a.chunk) in full:
-                row[2] += 1
-        else:
-            row[2] += 1
-        if i in want:
-            out[i] = tuple((stage_of_chunk[c], x[0], x[1], x[2]) for c, x in sorted(run.items()))
-    return out
-
-
-def _minus(total: Counts, prefix: Counts) -> Counts:
-    """The counts of the actions after a prefix: ``total`` less ``prefix``, per stage."""
-    before = {s: (f, b, w) for s, f, b, w in prefix}
-    out = []
-    for s, f, b, w in total:
-        f0, b0, w0 = before.get(s, (0, 0, 0))
-        if (f - f0, b - b0, w - w0) != (0, 0, 0):
-            out.append((s, f - f0, b - b0, w - w0))
-    return tuple(out)
 
 
 def _drain(s: int, pre_b: list[float], sb: tuple[bool, ...], inline: bool, p2p: float) -> float:

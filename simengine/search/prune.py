@@ -25,9 +25,10 @@ from ..cost.phase import PhaseCost
 from ..cost.stage import _zero_per_microbatch
 from ..errors import ConfigError
 from ..pipeline import sim_microbatches
-from .bound import order_terms, phase_alone, pipe_of, pipeline_bound, schedule_chains, speed_factors, zero_alone
+from .bound import phase_alone, pipe_of, pipeline_bound, schedule_chains, speed_factors, zero_alone
 from .candidate import (_SHARED_OF, _in_field_ranges, _recompute, _shared_key, _strategy,  # noqa: F401  (re-exported)
                         construct, quick_error, scenario, specs)
+from .orders import order_terms
 from .space import SearchSpace, flag_options, group_size, recompute_options, zero_stages
 from .types import Candidate, GroupScreen, Rejection
 
@@ -251,7 +252,7 @@ def screen_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int
             plan, _, pipe, on, off, m, p2p, _ = plans[rc]
             inline = not sc0.strategy.overlap_p2p_comm
             # combined 1F1B runs other orders (schedule/_combined.py): no order terms for it
-            tails_of = None if sc0.strategy.overlap_moe_expert_parallel_comm else order_terms(layout["schedule"], layout["pp"], m, layout["vpp"])
+            orders = None if sc0.strategy.overlap_moe_expert_parallel_comm else order_terms(layout["schedule"], layout["pp"], m, layout["vpp"])
             ub = _userbuffer_phases(space, gpus, probe, sc0, on) if any(f["tp_comm_overlap"] for f in flags) else on
             for fl in flags:
                 dpf = (fl["overlap_grad_reduce"], fl["overlap_param_gather"])
@@ -264,7 +265,7 @@ def screen_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int
                         zero[(rc, dpf)] = zero_deltas(Scenario.model_construct(
                             model=sc0.model, system=sc0.system, strategy=construct(space, _strategy(space, layout, mbs, z, rc, fl))), plan)
                     ph = [(f + a, b + c, w, r + d) for (f, b, w, r), (a, c, d) in zip(ph, zero[(rc, dpf)])]
-                lb = pipeline_bound(pipe, ph, m, tails[dpf][0], p2p, inline, order=tails_of, grads=tails[dpf][1])
+                lb = pipeline_bound(pipe, ph, m, tails[dpf][0], p2p, inline, order=orders, grads=tails[dpf][1])
                 out.entries.append((gpus, _strategy(space, layout, mbs, z, rc, fl), lb, order * 1000 + len(out.entries)))
     return out
 
