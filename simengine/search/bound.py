@@ -200,8 +200,8 @@ def dp_tail(dp, overlap_grad_reduce: bool, overlap_param_gather: bool) -> float:
     return tail
 
 
-Sides = tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]]
-NO_TP, TP_OFF, TP_UB = 0, 1, 2   # the sides of a block's seconds
+Sides = tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...], tuple[float, ...]]
+NO_TP, TP_OFF, TP_UB, EP = 0, 1, 2, 3   # the sides of a block's seconds (EP: what its expert all-to-all adds run alone)
 
 
 def block_seconds(sc: Scenario) -> dict[str, Sides]:
@@ -210,7 +210,9 @@ def block_seconds(sc: Scenario) -> dict[str, Sides]:
     factor), priced as ``build_plan`` prices them (cost/stage.py: _block_costs): ``NO_TP``
     without the TP collectives, ``TP_OFF`` with them as priced without ``tp_comm_overlap``,
     ``TP_UB`` with them as priced with it (userbuffers windows: what a ``tp_comm_overlap``
-    candidate's plan holds). ZeRO-2/3 collectives are not in the blocks."""
+    candidate's plan holds); ``EP``: what the expert all-to-all adds to each phase run alone
+    (``ep_alone``; added where no F&B pair can hide it, ``hides_a2a``). ZeRO-2/3 collectives are
+    not in the blocks."""
     from ..cost.comm import CommModel
     from ..cost.compute import ComputeModel
     from ..cost.phase import price_ops
@@ -224,7 +226,7 @@ def block_seconds(sc: Scenario) -> dict[str, Sides]:
         pcs = [price_ops(ops, cm, comm, False) for ops in (ph.fwd, ph.bwd, ph.wgt)]
         ubs = [price_ops(ops, cm, comm, True) for ops in (ph.fwd, ph.bwd, ph.wgt)]
         out[key] = (tuple(phase_alone(pc, False, slow, k) for pc in pcs), tuple(phase_alone(pc, True, slow, k) for pc in pcs),
-                    tuple(phase_alone(pc, True, slow, k) for pc in ubs))
+                    tuple(phase_alone(pc, True, slow, k) for pc in ubs), tuple(ep_alone(pc, slow) for pc in pcs))
     return out
 
 
@@ -243,6 +245,27 @@ def speed_factors(sc: Scenario) -> tuple[float, float]:
 # overlap_moe_expert_parallel_comm) and moe_shared_expert_overlap hide behind other compute
 # (sim/layout.py PAIRED_KIND; sim/overlap.py ``paired``).
 _MAY_HIDE = ("dp_comm", "ep_comm")
+
+
+def hides_a2a(schedule: str, fb_overlap: bool) -> bool:
+    """Whether some F&B pair may run a phase's expert all-to-all beside another micro-batch's
+    compute: the schedule pairs F and B (``Schedule.pairs``: DualPipe, DualPipeV) or combined 1F1B
+    (``overlap_moe_expert_parallel_comm``, schedule/_combined.py). Otherwise every F and B runs
+    alone (sim/values.py ``_rank_values``: each slot resolves its collectives by ``by_kind``), so
+    the all-to-all belongs in the bound as ``phase_alone`` resolves it (``ep_alone``)."""
+    return bool(fb_overlap) or get_schedule(schedule).pairs is not None
+
+
+def ep_alone(pc, slowdown: float) -> float:
+    """What a phase's expert all-to-all (``ep_comm``) adds when it runs alone: per collective its
+    contention on the compute and its exposed part (sim/overlap.py ``resolve``, the rule
+    ``phase_alone`` applies to the others; linear in the phase's blocks)."""
+
+    tasks = tuple(CommTask(*t) for t in pc.tasks() if t[0] == "ep_comm")
+    if not tasks:
+        return 0.0
+    _, exposed, extra = by_kind(tasks, slowdown)
+    return extra + sum(exposed)
 
 
 def phase_alone(pc, with_tp: bool, slowdown: float = 1.0, k: float = 1.0) -> float:
@@ -342,9 +365,10 @@ def place(model, strategy) -> Placed:
 
 
 def stage_phases_of(placed: Placed, secs: dict[str, Sides], side: int,
-                    recompute: list[float] | None = None) -> list[Phases]:
+                    recompute: list[float] | None = None, ep: bool = False) -> list[Phases]:
     """Per data-flow stage, its (F, B, W, R) from the block seconds of one side (0: without TP
-    collectives); ``recompute[i]``: the R of distinct chunk i (none: 0)."""
+    collectives); ``recompute[i]``: the R of distinct chunk i (none: 0). ``ep``: with the expert
+    all-to-all run alone added to F, B and W (``hides_a2a`` is False)."""
     per = []
     for i, n in enumerate(placed.kinds):
         f = b = w = 0.0
@@ -353,6 +377,11 @@ def stage_phases_of(placed: Placed, secs: dict[str, Sides], side: int,
             f += c * x[0]
             b += c * x[1]
             w += c * x[2]
+            if ep:
+                e = secs[key][EP]
+                f += c * e[0]
+                b += c * e[1]
+                w += c * e[2]
         per.append((f, b, w, recompute[i] if recompute else 0.0))
     return [per[i] for i in placed.of_stage]
 
@@ -428,7 +457,8 @@ class SharedBounds:
         secs = self.secs(gpus, strat, scenario_of)
         placed = self.placed(strat, model, strategy)
         reps = placed.rep_ranks
-        out = pipeline_bound(placed.pipe, stage_phases_of(placed, secs, TP_OFF), m, ranks=reps)
+        ep = not hides_a2a(strategy.schedule, strategy.overlap_moe_expert_parallel_comm)
+        out = pipeline_bound(placed.pipe, stage_phases_of(placed, secs, TP_OFF, ep=ep), m, ranks=reps)
         if tco:
-            out = min(out, pipeline_bound(placed.pipe, stage_phases_of(placed, secs, TP_UB), m, ranks=reps))
+            out = min(out, pipeline_bound(placed.pipe, stage_phases_of(placed, secs, TP_UB, ep=ep), m, ranks=reps))
         return out

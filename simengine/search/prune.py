@@ -25,7 +25,7 @@ from ..cost.phase import PhaseCost
 from ..cost.stage import _zero_per_microbatch
 from ..errors import ConfigError
 from ..pipeline import sim_microbatches
-from .bound import phase_alone, pipe_of, pipeline_bound, schedule_chains, speed_factors, zero_alone
+from .bound import ep_alone, hides_a2a, phase_alone, pipe_of, pipeline_bound, schedule_chains, speed_factors, zero_alone
 from .candidate import (_SHARED_OF, _in_field_ranges, _recompute, _shared_key, _strategy,  # noqa: F401  (re-exported)
                         construct, quick_error, scenario, specs)
 from .orders import order_terms
@@ -104,13 +104,16 @@ def plan_phases(plan, sc: Scenario) -> tuple[Any, list, list, float]:
     TP collectives, the p2p send seconds of a hand-off: ``StagePlan.p2p_s``, the same on every rank)."""
     slow, k = speed_factors(sc)
     pipe = pipe_of([(st.rank, c.work.index) for st in plan.stages for c in st.chunks], sc.strategy.schedule)
+    # where no F&B pair can hide the expert all-to-all, F, B and W hold it as run alone (bound.hides_a2a)
+    ep = not hides_a2a(sc.strategy.schedule, sc.strategy.overlap_moe_expert_parallel_comm)
     out = []
     for with_tp in (False, True):
         seen: dict[int, float] = {}  # chunks of the same kind share their PhaseCost objects (build_plan)
         ph: list = [None] * len(pipe.stage_rank)
         for st in plan.stages:
             for c in st.chunks:
-                ph[c.work.index] = tuple(_alone(pc, with_tp, seen, slow, k) for pc in (c.fwd, c.bwd, c.wgt, c.recompute))
+                ph[c.work.index] = tuple(_alone(pc, with_tp, seen, slow, k, ep and i < 3)
+                                         for i, pc in enumerate((c.fwd, c.bwd, c.wgt, c.recompute)))
         out.append(ph)
     return pipe, out[0], out[1], (plan.stages[0].p2p_s if plan.stages else 0.0)
 
@@ -136,11 +139,11 @@ def dp_tails(sc: Scenario, plan, flags: dict[str, bool]) -> tuple[dict[int, floa
     return tails, grads
 
 
-def _alone(pc, with_tp: bool, seen: dict[int, float], slow: float, k: float) -> float:
-
+def _alone(pc, with_tp: bool, seen: dict[int, float], slow: float, k: float, ep: bool = False) -> float:
+    """``phase_alone`` of one priced phase, plus its expert all-to-all run alone with ``ep``."""
     hit = seen.get(id(pc))
     if hit is None:
-        hit = seen[id(pc)] = phase_alone(pc, with_tp, slow, k)
+        hit = seen[id(pc)] = phase_alone(pc, with_tp, slow, k) + (ep_alone(pc, slow) if ep else 0.0)
     return hit
 
 
@@ -307,7 +310,8 @@ def _userbuffer_phases(space: SearchSpace, gpus: int, probe: dict[str, Any], sc0
     from .bound import TP_UB, stage_phases_of
 
     sb = _shared(space)
-    ph = stage_phases_of(sb.placed(probe, sc0.model, sc0.strategy), sb.secs(gpus, probe, lambda: sc0), TP_UB)
+    ep = not hides_a2a(sc0.strategy.schedule, sc0.strategy.overlap_moe_expert_parallel_comm)
+    ph = stage_phases_of(sb.placed(probe, sc0.model, sc0.strategy), sb.secs(gpus, probe, lambda: sc0), TP_UB, ep=ep)
     return [(f, b, w, o[3]) for (f, b, w, _), o in zip(ph, on)]
 
 
