@@ -69,7 +69,8 @@ def pipe_of(rank_stage: list[tuple[int, int]], schedule: str) -> Pipe:
 
 def pipeline_bound(pipe: Pipe, phases: list[Phases], m: int, tails: dict[int, float] | None = None,
                    p2p: float = 0.0, inline: bool = True, ranks: tuple | None = None,
-                   order: Orders | None = None, grads: dict[int, tuple[float, ...]] | None = None) -> float:
+                   order: Orders | None = None, grads: dict[int, tuple[float, ...]] | None = None,
+                   a2a: list[float] | None = None) -> float:
     """A lower bound on the step of the schedule, from data flow alone (``phases[s]``: stage s's
     phases each run alone, ``phase_alone``; DP buckets and the optimizer only in ``tails``).
     With F_s, B_s the forward and backward of stage s (B_s = backward-input + weight gradient when
@@ -115,7 +116,14 @@ def pipeline_bound(pipe: Pipe, phases: list[Phases], m: int, tails: dict[int, fl
     per piece, on the rank's one DP stream, and the optimizer waits for the last bucket. So the
     step ends ≥ start + the work before the i-th such action + every bucket from group i on +
     ``tails[r]`` (the optimizer, and the parameter gathers it leaves behind without
-    ``overlap_param_gather``): what DualPipe's two groups queue at the end of a step."""
+    ``overlap_param_gather``): what DualPipe's two groups queue at the end of a step.
+
+    ``a2a`` (where F&B pairs may hide the expert all-to-all, ``hides_a2a``): per data-flow stage,
+    its F's and B's all-to-all run alone (``ep_alone``). An action run alone takes at least that
+    on the compute stream; a pair runs each member's all-to-all beside the other's compute
+    (sim/overlap.py ``paired``: window + contention + exposed ≥ the all-to-all's length ≥ what
+    it adds alone), so a pair takes at least both. So rank r is busy ≥ start + m·Σ its stages'
+    a2a, then its tail."""
     n = pipe.chain_len
     full_b = pipe.full_b
     tails = tails or {}
@@ -145,6 +153,8 @@ def pipeline_bound(pipe: Pipe, phases: list[Phases], m: int, tails: dict[int, fl
             acc[0] += last
             acc[1] = min(acc[1], s)
         best = max(best, start + m * serial + tails.get(r, 0.0))
+        if a2a is not None:
+            best = max(best, start + m * sum(a2a[s] for s in mine) + tails.get(r, 0.0))
         for work, lo in chain.values():
             lo_i = int(lo)
             best = max(best, start + m * work + _drain(lo_i, pre_b, sb, inline, p2p) + tails.get(pipe.head_rank[lo_i], 0.0))
@@ -364,6 +374,13 @@ def place(model, strategy) -> Placed:
     return Placed(pipe, kinds, of_stage, by_stage, _rep_ranks(pipe, of_stage))
 
 
+def stage_a2a(placed: Placed, secs: dict[str, Sides]) -> list[float]:
+    """Per data-flow stage, its F's and B's expert all-to-all run alone (``EP`` side) for one
+    micro-batch: ``pipeline_bound``'s ``a2a``."""
+    per = [sum(c * (secs[key][EP][0] + secs[key][EP][1]) for key, c in n.items()) for n in placed.kinds]
+    return [per[i] for i in placed.of_stage]
+
+
 def stage_phases_of(placed: Placed, secs: dict[str, Sides], side: int,
                     recompute: list[float] | None = None, ep: bool = False) -> list[Phases]:
     """Per data-flow stage, its (F, B, W, R) from the block seconds of one side (0: without TP
@@ -458,7 +475,8 @@ class SharedBounds:
         placed = self.placed(strat, model, strategy)
         reps = placed.rep_ranks
         ep = not hides_a2a(strategy.schedule, strategy.overlap_moe_expert_parallel_comm)
-        out = pipeline_bound(placed.pipe, stage_phases_of(placed, secs, TP_OFF, ep=ep), m, ranks=reps)
+        a2a = None if ep else stage_a2a(placed, secs)
+        out = pipeline_bound(placed.pipe, stage_phases_of(placed, secs, TP_OFF, ep=ep), m, ranks=reps, a2a=a2a)
         if tco:
-            out = min(out, pipeline_bound(placed.pipe, stage_phases_of(placed, secs, TP_UB, ep=ep), m, ranks=reps))
+            out = min(out, pipeline_bound(placed.pipe, stage_phases_of(placed, secs, TP_UB, ep=ep), m, ranks=reps, a2a=a2a))
         return out

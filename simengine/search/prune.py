@@ -55,8 +55,9 @@ def memory_and_bound(sc: Scenario) -> tuple[float, int, tuple[float, float]]:
     worst = max(mems, key=lambda x: x.reserved_gib)
     pipe, on, off, p2p = plan_phases(plan, sc)
     m, inline = sim_microbatches(sc), not sc.strategy.overlap_p2p_comm
+    a2a = plan_a2a(plan, sc)
     return (worst.reserved_gib + gpu.non_torch_gib - gpu.memory_gib, worst.stage,
-            (pipeline_bound(pipe, on, m, None, p2p, inline), pipeline_bound(pipe, off, m, None, p2p, inline)))
+            (pipeline_bound(pipe, on, m, None, p2p, inline, a2a=a2a), pipeline_bound(pipe, off, m, None, p2p, inline, a2a=a2a)))
 
 
 def priced(sc: Scenario):
@@ -95,8 +96,8 @@ def _bounds(plan, sc: Scenario) -> tuple[float, float]:
     may hide them all), ``off`` keeps them with the windows they have without userbuffers; the
     ZeRO-2/3 collectives the DP overlap flags may hide are left out of both."""
     pipe, on, off, _ = plan_phases(plan, sc)
-    m = sim_microbatches(sc)
-    return pipeline_bound(pipe, on, m), pipeline_bound(pipe, off, m)
+    m, a2a = sim_microbatches(sc), plan_a2a(plan, sc)
+    return pipeline_bound(pipe, on, m, a2a=a2a), pipeline_bound(pipe, off, m, a2a=a2a)
 
 
 def plan_phases(plan, sc: Scenario) -> tuple[Any, list, list, float]:
@@ -116,6 +117,21 @@ def plan_phases(plan, sc: Scenario) -> tuple[Any, list, list, float]:
                                          for i, pc in enumerate((c.fwd, c.bwd, c.wgt, c.recompute)))
         out.append(ph)
     return pipe, out[0], out[1], (plan.stages[0].p2p_s if plan.stages else 0.0)
+
+
+def plan_a2a(plan, sc: Scenario) -> list[float] | None:
+    """``pipeline_bound``'s ``a2a`` of a plan: per data-flow stage, its F's and B's expert
+    all-to-all run alone (``bound.ep_alone``) where F&B pairs may hide it (``bound.hides_a2a``);
+    None otherwise (its phases hold it already)."""
+    st = sc.strategy
+    if not hides_a2a(st.schedule, st.overlap_moe_expert_parallel_comm):
+        return None
+    slow, _ = speed_factors(sc)
+    out = [0.0] * sum(len(s.chunks) for s in plan.stages)
+    for s in plan.stages:
+        for c in s.chunks:
+            out[c.work.index] = ep_alone(c.fwd, slow) + ep_alone(c.bwd, slow)
+    return out
 
 
 def dp_tails(sc: Scenario, plan, flags: dict[str, bool]) -> tuple[dict[int, float], dict[int, tuple[float, ...]]]:
@@ -253,7 +269,7 @@ def screen_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int
         zero: dict[tuple, list[tuple[float, float, float]]] = {}
         for rc, _ in _fitting_recompute(space, gpus, layout, mbs, z, rcs, len(flags), out, known, plans):
             plan, _, pipe, on, off, m, p2p, _ = plans[rc]
-            inline = not sc0.strategy.overlap_p2p_comm
+            inline, a2a = not sc0.strategy.overlap_p2p_comm, plan_a2a(plan, sc0)
             # combined 1F1B runs other orders (schedule/_combined.py): no order terms for it
             orders = None if sc0.strategy.overlap_moe_expert_parallel_comm else order_terms(layout["schedule"], layout["pp"], m, layout["vpp"])
             ub = _userbuffer_phases(space, gpus, probe, sc0, on) if any(f["tp_comm_overlap"] for f in flags) else on
@@ -268,7 +284,7 @@ def screen_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int
                         zero[(rc, dpf)] = zero_deltas(Scenario.model_construct(
                             model=sc0.model, system=sc0.system, strategy=construct(space, _strategy(space, layout, mbs, z, rc, fl))), plan)
                     ph = [(f + a, b + c, w, r + d) for (f, b, w, r), (a, c, d) in zip(ph, zero[(rc, dpf)])]
-                lb = pipeline_bound(pipe, ph, m, tails[dpf][0], p2p, inline, order=orders, grads=tails[dpf][1])
+                lb = pipeline_bound(pipe, ph, m, tails[dpf][0], p2p, inline, order=orders, grads=tails[dpf][1], a2a=a2a)
                 out.entries.append((gpus, _strategy(space, layout, mbs, z, rc, fl), lb, order * 1000 + len(out.entries)))
     return out
 
@@ -341,9 +357,10 @@ def _fitting_recompute(space: SearchSpace, gpus: int, layout: dict[str, Any], mb
             plan, mems = priced(sc)
             pipe, on, off, p2p = plan_phases(plan, sc)
             m = sim_microbatches(sc)  # ids through every chunk (DualPipe: m/2 per direction)
-            inline = not sc.strategy.overlap_p2p_comm
+            inline, a2a = not sc.strategy.overlap_p2p_comm, plan_a2a(plan, sc)
             hit = plans[rc] = (plan, mems, pipe, on, off, m, p2p,
-                               (pipeline_bound(pipe, on, m, None, p2p, inline), pipeline_bound(pipe, off, m, None, p2p, inline)))
+                               (pipeline_bound(pipe, on, m, None, p2p, inline, a2a=a2a),
+                                pipeline_bound(pipe, off, m, None, p2p, inline, a2a=a2a)))
         o, stage = memory_at_zero(sc, hit[0], hit[1])
         if o <= 0:
             known[rc] = hit[7]
