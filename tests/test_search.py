@@ -762,7 +762,7 @@ def test_moe_bound_counts_the_all_to_all_where_no_pair_can_hide_it(strategy, mon
     strat = {**space.base, "tp": 1, "cp": 1, "ep": 16, "vpp": 1, "micro_batch_size": 1, "zero_stage": 1, "recompute": "none",
              "recompute_num_layers": None, "dp": None, "tp_comm_overlap": False, **strategy}
     sc = scenario(space, 32, dict(strat, overlap_grad_reduce=False, overlap_param_gather=False))
-    assert not hides_a2a(sc.strategy.schedule, False)
+    assert not hides_a2a(sc.strategy)
     _, _, (with_ep, _) = memory_and_bound(sc)
     monkeypatch.setattr(prune, "hides_a2a", lambda *_: True)
     monkeypatch.setattr(prune, "plan_a2a", lambda *_: None)

@@ -257,25 +257,25 @@ def speed_factors(sc: Scenario) -> tuple[float, float]:
 _MAY_HIDE = ("dp_comm", "ep_comm")
 
 
-def hides_a2a(schedule: str, fb_overlap: bool) -> bool:
+def hides_a2a(strategy) -> bool:
     """Whether some F&B pair may run a phase's expert all-to-all beside another micro-batch's
     compute: the schedule pairs F and B (``Schedule.pairs``: DualPipe, DualPipeV) or combined 1F1B
     (``overlap_moe_expert_parallel_comm``, schedule/_combined.py). Otherwise every F and B runs
     alone (sim/values.py ``_rank_values``: each slot resolves its collectives by ``by_kind``), so
     the all-to-all belongs in the bound as ``phase_alone`` resolves it (``ep_alone``)."""
-    return bool(fb_overlap) or get_schedule(schedule).pairs is not None
+    return bool(strategy.overlap_moe_expert_parallel_comm) or get_schedule(strategy.schedule).pairs is not None
+
+
+def a2a_terms(placed: "Placed", secs: dict[str, "Sides"], strategy) -> tuple[bool, list[float] | None]:
+    """(whether F, B and W hold the expert all-to-all, ``pipeline_bound``'s ``a2a``) of a
+    strategy's placed layout: the one or the other, as ``hides_a2a`` decides."""
+    ep = not hides_a2a(strategy)
+    return ep, (None if ep else stage_a2a(placed, secs))
 
 
 def ep_alone(pc, slowdown: float) -> float:
-    """What a phase's expert all-to-all (``ep_comm``) adds when it runs alone: per collective its
-    contention on the compute and its exposed part (sim/overlap.py ``resolve``, the rule
-    ``phase_alone`` applies to the others; linear in the phase's blocks)."""
-
-    tasks = tuple(CommTask(*t) for t in pc.tasks() if t[0] == "ep_comm")
-    if not tasks:
-        return 0.0
-    _, exposed, extra = by_kind(tasks, slowdown)
-    return extra + sum(exposed)
+    """What a phase's expert all-to-all (``ep_comm``) adds when it runs alone (``_kind_alone``)."""
+    return _kind_alone(pc, "ep_comm", slowdown)
 
 
 def phase_alone(pc, with_tp: bool, slowdown: float = 1.0, k: float = 1.0) -> float:
@@ -294,11 +294,16 @@ def phase_alone(pc, with_tp: bool, slowdown: float = 1.0, k: float = 1.0) -> flo
 
 
 def zero_alone(pc, slowdown: float) -> float:
-    """What a phase's ZeRO-2/3 collectives (``dp_comm``) add when it runs alone: per collective its
-    contention on the compute and its exposed part (sim/overlap.py ``resolve``, the rule
-    ``phase_alone`` applies to the others)."""
+    """What a phase's ZeRO-2/3 collectives (``dp_comm``) add when it runs alone (``_kind_alone``)."""
+    return _kind_alone(pc, "dp_comm", slowdown)
 
-    tasks = tuple(CommTask(*t) for t in pc.tasks() if t[0] == "dp_comm")
+
+def _kind_alone(pc, kind: str, slowdown: float) -> float:
+    """What a phase's collectives of one kind add when it runs alone: per collective its
+    contention on the compute and its exposed part (sim/overlap.py ``resolve``, the rule
+    ``phase_alone`` applies to the others; linear in the phase's blocks)."""
+
+    tasks = tuple(CommTask(*t) for t in pc.tasks() if t[0] == kind)
     if not tasks:
         return 0.0
     _, exposed, extra = by_kind(tasks, slowdown)
@@ -474,8 +479,7 @@ class SharedBounds:
         secs = self.secs(gpus, strat, scenario_of)
         placed = self.placed(strat, model, strategy)
         reps = placed.rep_ranks
-        ep = not hides_a2a(strategy.schedule, strategy.overlap_moe_expert_parallel_comm)
-        a2a = None if ep else stage_a2a(placed, secs)
+        ep, a2a = a2a_terms(placed, secs, strategy)
         out = pipeline_bound(placed.pipe, stage_phases_of(placed, secs, TP_OFF, ep=ep), m, ranks=reps, a2a=a2a)
         if tco:
             out = min(out, pipeline_bound(placed.pipe, stage_phases_of(placed, secs, TP_UB, ep=ep), m, ranks=reps, a2a=a2a))

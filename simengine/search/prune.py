@@ -106,7 +106,7 @@ def plan_phases(plan, sc: Scenario) -> tuple[Any, list, list, float]:
     slow, k = speed_factors(sc)
     pipe = pipe_of([(st.rank, c.work.index) for st in plan.stages for c in st.chunks], sc.strategy.schedule)
     # where no F&B pair can hide the expert all-to-all, F, B and W hold it as run alone (bound.hides_a2a)
-    ep = not hides_a2a(sc.strategy.schedule, sc.strategy.overlap_moe_expert_parallel_comm)
+    ep = not hides_a2a(sc.strategy)
     out = []
     for with_tp in (False, True):
         seen: dict[int, float] = {}  # chunks of the same kind share their PhaseCost objects (build_plan)
@@ -123,8 +123,7 @@ def plan_a2a(plan, sc: Scenario) -> list[float] | None:
     """``pipeline_bound``'s ``a2a`` of a plan: per data-flow stage, its F's and B's expert
     all-to-all run alone (``bound.ep_alone``) where F&B pairs may hide it (``bound.hides_a2a``);
     None otherwise (its phases hold it already)."""
-    st = sc.strategy
-    if not hides_a2a(st.schedule, st.overlap_moe_expert_parallel_comm):
+    if not hides_a2a(sc.strategy):
         return None
     slow, _ = speed_factors(sc)
     out = [0.0] * sum(len(s.chunks) for s in plan.stages)
@@ -326,7 +325,7 @@ def _userbuffer_phases(space: SearchSpace, gpus: int, probe: dict[str, Any], sc0
     from .bound import TP_UB, stage_phases_of
 
     sb = _shared(space)
-    ep = not hides_a2a(sc0.strategy.schedule, sc0.strategy.overlap_moe_expert_parallel_comm)
+    ep = not hides_a2a(sc0.strategy)
     ph = stage_phases_of(sb.placed(probe, sc0.model, sc0.strategy), sb.secs(gpus, probe, lambda: sc0), TP_UB, ep=ep)
     return [(f, b, w, o[3]) for (f, b, w, _), o in zip(ph, on)]
 

@@ -40,7 +40,7 @@ from ..cost.stage import _chunk_memory, _recompute_cost, _recomputed_layers
 from ..pipeline import max_inflight, order_memory_peaks
 from ..schedule import get_schedule
 from ..errors import ConfigError
-from .bound import BLOCK_KEY, PLACE_KEY, TP_OFF, TP_UB, hides_a2a, phase_alone, pipeline_bound, speed_factors, stage_a2a, stage_phases_of
+from .bound import BLOCK_KEY, PLACE_KEY, TP_OFF, TP_UB, a2a_terms, phase_alone, pipeline_bound, speed_factors, stage_phases_of
 from .space import SearchSpace, flag_options, group_size, recompute_options, zero_stages
 from .types import Rejection
 
@@ -227,8 +227,7 @@ def _bound(sc0: Scenario, placed, secs, memo: "_Memory", rc: tuple[str, int | No
     m = sc0.num_microbatches // _chains(sc0)
     rec = memo.recompute(rc)
     reps = placed.rep_ranks if zero is None else None
-    ep = not hides_a2a(sc0.strategy.schedule, sc0.strategy.overlap_moe_expert_parallel_comm)
-    a2a = None if ep else stage_a2a(placed, secs)
+    ep, a2a = a2a_terms(placed, secs, sc0.strategy)
     out = math.inf
     for side in ((TP_OFF, TP_UB) if tco else (TP_OFF,)):
         ph = stage_phases_of(placed, secs, side, rec, ep=ep)
