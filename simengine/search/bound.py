@@ -17,13 +17,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..config.scenario import Scenario
 from ..schedule import get_schedule
 from ..sim.inputs import CommTask
 from ..sim.overlap import by_kind
-from .orders import Counts, Orders
+from .orders import Counts, Orders, Pairs, pair_counts
 
 BLOCK_KEY = ("tp", "cp", "cp_comm_type", "ep", "etp", "micro_batch_size")
 PLACE_KEY = ("pp", "vpp", "schedule", "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers")
@@ -31,6 +31,13 @@ PLACE_KEY = ("pp", "vpp", "schedule", "decoder_first_pipeline_num_layers", "deco
 
 Phases = tuple[float, float, float, float]     # forward, backward-input, backward-weight, recompute seconds
 Stage = tuple[int, int, Phases]                 # (pp rank, data-flow stage, its phases for one micro-batch)
+
+
+class A2A(NamedTuple):
+    """``pipeline_bound``'s ``a2a``: where F&B pairs may hide the expert all-to-all."""
+
+    stages: list[tuple[float, float, float, float]]   # per data-flow stage: F's, B's all-to-all alone (ep_alone); F's, B's whole length
+    pairs: Pairs                                       # per rank, its F&B pairs by type (orders.pair_counts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +77,7 @@ def pipe_of(rank_stage: list[tuple[int, int]], schedule: str) -> Pipe:
 def pipeline_bound(pipe: Pipe, phases: list[Phases], m: int, tails: dict[int, float] | None = None,
                    p2p: float = 0.0, inline: bool = True, ranks: tuple | None = None,
                    order: Orders | None = None, grads: dict[int, tuple[float, ...]] | None = None,
-                   a2a: list[float] | None = None) -> float:
+                   a2a: A2A | None = None) -> float:
     """A lower bound on the step of the schedule, from data flow alone (``phases[s]``: stage s's
     phases each run alone, ``phase_alone``; DP buckets and the optimizer only in ``tails``).
     With F_s, B_s the forward and backward of stage s (B_s = backward-input + weight gradient when
@@ -118,12 +125,19 @@ def pipeline_bound(pipe: Pipe, phases: list[Phases], m: int, tails: dict[int, fl
     ``tails[r]`` (the optimizer, and the parameter gathers it leaves behind without
     ``overlap_param_gather``): what DualPipe's two groups queue at the end of a step.
 
-    ``a2a`` (where F&B pairs may hide the expert all-to-all, ``hides_a2a``): per data-flow stage,
-    its F's and B's all-to-all run alone (``ep_alone``). An action run alone takes at least that
-    on the compute stream; a pair runs each member's all-to-all beside the other's compute
-    (sim/overlap.py ``paired``: window + contention + exposed ≥ the all-to-all's length ≥ what
-    it adds alone), so a pair takes at least both. So rank r is busy ≥ start + m·Σ its stages'
-    a2a, then its tail."""
+    ``a2a`` (``A2A``, where F&B pairs may hide the expert all-to-all, ``hides_a2a``): per
+    data-flow stage, its F's and B's all-to-all run alone (``ep_alone``) and their whole length,
+    and per rank its pairs. An action run alone takes at least its all-to-all alone on the compute
+    stream; a pair runs each member's all-to-all beside the other's compute (sim/overlap.py
+    ``paired``: window + contention + exposed ≥ the all-to-all's length ≥ what it adds alone), so
+    a pair takes at least both. So rank r is busy ≥ start + m·Σ its stages' all-to-all alone,
+    then its tail. Closer (``_paired_work``): every action of r at its own lower bound, a pair's
+    at max(B, A_F) + max(F, A_B). And on the way in and the way out: a lone F or B runs its
+    all-to-all (its exposed part and contention, on the compute stream) before the send of its
+    output, and a pair sends both outputs after its B (sim/graph.py), so from the arrival of the
+    later input a pair takes ≥ max(B, A_F) + max(F, A_B) ≥ F + A_F and ≥ B + A_B: each hop of
+    micro-batch 1's forward and of the drain's backwards adds at least that stage's all-to-all
+    alone."""
     n = pipe.chain_len
     full_b = pipe.full_b
     tails = tails or {}
@@ -137,6 +151,9 @@ def pipeline_bound(pipe: Pipe, phases: list[Phases], m: int, tails: dict[int, fl
         pre_f[s], pre_b[s] = acc_f, acc_b
         acc_f += f + (p2p if sf[s] else 0.0)
         acc_b += b + (w if full_b else 0.0) + (p2p if sb[s] else 0.0)
+        if a2a is not None:  # a lone F or B holds its all-to-all alone before its send; a pair ≥ F + A_F, ≥ B + A_B
+            acc_f += a2a.stages[s][0]
+            acc_b += a2a.stages[s][1]
     own = p2p if inline else 0.0
     best = 0.0
     for r, mine in (pipe.ranks if ranks is None else ranks):
@@ -154,7 +171,10 @@ def pipeline_bound(pipe: Pipe, phases: list[Phases], m: int, tails: dict[int, fl
             acc[1] = min(acc[1], s)
         best = max(best, start + m * serial + tails.get(r, 0.0))
         if a2a is not None:
-            best = max(best, start + m * sum(a2a[s] for s in mine) + tails.get(r, 0.0))
+            lone = sum(a2a.stages[s][0] + a2a.stages[s][1] for s in mine)
+            best = max(best, start + m * lone + tails.get(r, 0.0))
+            if a2a.pairs:
+                best = max(best, start + m * (serial + lone) + _paired_work(a2a, r, phases, full_b) + tails.get(r, 0.0))
         for work, lo in chain.values():
             lo_i = int(lo)
             best = max(best, start + m * work + _drain(lo_i, pre_b, sb, inline, p2p) + tails.get(pipe.head_rank[lo_i], 0.0))
@@ -171,6 +191,22 @@ def pipeline_bound(pipe: Pipe, phases: list[Phases], m: int, tails: dict[int, fl
                     queued = sum(g[i * q + min(i, rem):])
                     best = max(best, start + _work(before, phases, own, sf, sb) + queued + tails.get(r, 0.0))
     return best
+
+
+def _paired_work(a2a: "A2A", r: int, phases: list[Phases], full_b: bool) -> float:
+    """What rank r's F&B pairs add to its actions each counted alone (m·Σ of its stages' F + B +
+    W + R + their all-to-all alone). A pair's compute stream runs both members' compute and
+    their exposed parts (sim/values.py ``_pair_values``): the F's all-to-all A_F beside the B's
+    compute leaves ≥ A_F − B exposed (sim/overlap.py ``resolve`` at any slowdown s ≥ 1: hidden −
+    contention ≤ min(A_F, B)), and the other way round, so the pair takes ≥ max(B, A_F) +
+    max(F, A_B) (B with its weight gradient when it carries it) instead of F + B + both alone."""
+    st = a2a.stages
+    t = 0.0
+    for sf, sb, carries_w, n in a2a.pairs[r]:
+        f = phases[sf][0]
+        b = phases[sb][1] + (phases[sb][2] if carries_w or full_b else 0.0)
+        t += n * (max(b, st[sf][2]) + max(f, st[sb][3]) - f - b - st[sf][0] - st[sb][1])
+    return t
 
 
 def _work(counts: Counts, phases: list[Phases], own: float, sf: tuple[bool, ...], sb: tuple[bool, ...]) -> float:
@@ -210,8 +246,9 @@ def dp_tail(dp, overlap_grad_reduce: bool, overlap_param_gather: bool) -> float:
     return tail
 
 
-Sides = tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...], tuple[float, ...]]
-NO_TP, TP_OFF, TP_UB, EP = 0, 1, 2, 3   # the sides of a block's seconds (EP: what its expert all-to-all adds run alone)
+Sides = tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...], tuple[float, ...], tuple[float, ...]]
+# the sides of a block's seconds (EP: what its expert all-to-all adds run alone; EP_LEN: its whole length)
+NO_TP, TP_OFF, TP_UB, EP, EP_LEN = 0, 1, 2, 3, 4
 
 
 def block_seconds(sc: Scenario) -> dict[str, Sides]:
@@ -221,8 +258,8 @@ def block_seconds(sc: Scenario) -> dict[str, Sides]:
     without the TP collectives, ``TP_OFF`` with them as priced without ``tp_comm_overlap``,
     ``TP_UB`` with them as priced with it (userbuffers windows: what a ``tp_comm_overlap``
     candidate's plan holds); ``EP``: what the expert all-to-all adds to each phase run alone
-    (``ep_alone``; added where no F&B pair can hide it, ``hides_a2a``). ZeRO-2/3 collectives are
-    not in the blocks."""
+    (``ep_alone``; added where no F&B pair can hide it, ``hides_a2a``), ``EP_LEN`` its whole length
+    (``ep_length``: what a pair runs beside the partner). ZeRO-2/3 collectives are not in the blocks."""
     from ..cost.comm import CommModel
     from ..cost.compute import ComputeModel
     from ..cost.phase import price_ops
@@ -236,7 +273,8 @@ def block_seconds(sc: Scenario) -> dict[str, Sides]:
         pcs = [price_ops(ops, cm, comm, False) for ops in (ph.fwd, ph.bwd, ph.wgt)]
         ubs = [price_ops(ops, cm, comm, True) for ops in (ph.fwd, ph.bwd, ph.wgt)]
         out[key] = (tuple(phase_alone(pc, False, slow, k) for pc in pcs), tuple(phase_alone(pc, True, slow, k) for pc in pcs),
-                    tuple(phase_alone(pc, True, slow, k) for pc in ubs), tuple(ep_alone(pc, slow) for pc in pcs))
+                    tuple(phase_alone(pc, True, slow, k) for pc in ubs), tuple(ep_alone(pc, slow) for pc in pcs),
+                    tuple(ep_length(pc) for pc in pcs))
     return out
 
 
@@ -266,11 +304,23 @@ def hides_a2a(strategy) -> bool:
     return bool(strategy.overlap_moe_expert_parallel_comm) or get_schedule(strategy.schedule).pairs is not None
 
 
-def a2a_terms(placed: "Placed", secs: dict[str, "Sides"], strategy) -> tuple[bool, list[float] | None]:
+def a2a_terms(placed: "Placed", secs: dict[str, "Sides"], strategy, m: int) -> tuple[bool, A2A | None]:
     """(whether F, B and W hold the expert all-to-all, ``pipeline_bound``'s ``a2a``) of a
-    strategy's placed layout: the one or the other, as ``hides_a2a`` decides."""
+    strategy's placed layout with m micro-batches per chain: the one or the other, as
+    ``hides_a2a`` decides."""
     ep = not hides_a2a(strategy)
-    return ep, (None if ep else stage_a2a(placed, secs))
+    return ep, (None if ep else A2A(stage_a2a(placed, secs), strategy_pairs(strategy, m)))
+
+
+def strategy_pairs(strategy, m: int) -> Pairs:
+    """``orders.pair_counts`` of a strategy with m micro-batches per chain (``sim_microbatches``)."""
+    return pair_counts(strategy.schedule, strategy.pp, m, strategy.vpp, bool(strategy.overlap_moe_expert_parallel_comm))
+
+
+def ep_length(pc) -> float:
+    """A phase's expert all-to-all end to end: what a pair member runs beside its partner's
+    compute (sim/overlap.py ``paired``: all of them as one collective of their total length)."""
+    return sum(t[1] * t[4] for t in pc.tasks() if t[0] == "ep_comm")
 
 
 def ep_alone(pc, slowdown: float) -> float:
@@ -379,11 +429,12 @@ def place(model, strategy) -> Placed:
     return Placed(pipe, kinds, of_stage, by_stage, _rep_ranks(pipe, of_stage))
 
 
-def stage_a2a(placed: Placed, secs: dict[str, Sides]) -> list[float]:
-    """Per data-flow stage, its F's and B's expert all-to-all run alone (``EP`` side) for one
-    micro-batch: ``pipeline_bound``'s ``a2a``."""
-    per = [sum(c * (secs[key][EP][0] + secs[key][EP][1]) for key, c in n.items()) for n in placed.kinds]
-    return [per[i] for i in placed.of_stage]
+def stage_a2a(placed: Placed, secs: dict[str, Sides]) -> list[tuple[float, float, float, float]]:
+    """Per data-flow stage, its F's and B's expert all-to-all run alone (``EP`` side) and their
+    whole length (``EP_LEN``) for one micro-batch: ``A2A.stages``."""
+    per = [tuple(sum(c * secs[key][side][i] for key, c in n.items()) for side, i in ((EP, 0), (EP, 1), (EP_LEN, 0), (EP_LEN, 1)))
+           for n in placed.kinds]
+    return [per[i] for i in placed.of_stage]  # type: ignore[misc]  # four sums
 
 
 def stage_phases_of(placed: Placed, secs: dict[str, Sides], side: int,
@@ -479,7 +530,7 @@ class SharedBounds:
         secs = self.secs(gpus, strat, scenario_of)
         placed = self.placed(strat, model, strategy)
         reps = placed.rep_ranks
-        ep, a2a = a2a_terms(placed, secs, strategy)
+        ep, a2a = a2a_terms(placed, secs, strategy, m)
         out = pipeline_bound(placed.pipe, stage_phases_of(placed, secs, TP_OFF, ep=ep), m, ranks=reps, a2a=a2a)
         if tco:
             out = min(out, pipeline_bound(placed.pipe, stage_phases_of(placed, secs, TP_UB, ep=ep), m, ranks=reps, a2a=a2a))

@@ -9,9 +9,11 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from ..schedule import get_schedule
+from ..schedule._combined import fb_orders
 
 Counts = tuple[tuple[int, int, int, int], ...]   # (data-flow stage, F, B, W actions)
 Term = tuple[int, Counts, Counts]                 # (stage of a chunk's last B, actions up to it, the head's after)
+Pairs = tuple[tuple[tuple[int, int, bool, int], ...], ...]   # per rank: (F's stage, B's stage, the B carries its W, how many)
 
 
 class Orders(NamedTuple):
@@ -98,4 +100,28 @@ def _minus(total: Counts, prefix: Counts) -> Counts:
         f0, b0, w0 = before.get(s, (0, 0, 0))
         if (f - f0, b - b0, w - w0) != (0, 0, 0):
             out.append((s, f - f0, b - b0, w - w0))
+    return tuple(out)
+
+
+@lru_cache(maxsize=256)
+def pair_counts(schedule: str, p: int, m: int, vpp: int, combined: bool) -> Pairs:
+    """Per rank, the overlapped F&B pairs the engine runs, by type: (the F's data-flow stage, the
+    B's, whether the B carries its weight gradient — a B-full, no W of its own in the order —, how
+    many). The same orders and the same pairs as the engine (``fb_orders``: the schedule's own
+    ``pairs`` or Megatron-Core's combined 1F1B; sim/graph.py ``_pair_types``: the first F and the
+    last gradient action of each chunk stay alone)."""
+    from ..sim.graph import _pair_types
+
+    sched = get_schedule(schedule)
+    orders, pairs = fb_orders(sched, p, m, vpp, combined)
+    out = []
+    for r, o in enumerate(orders):
+        kept = _pair_types(o, pairs[r])[0] if pairs else frozenset()
+        wset = {(a.mb, a.chunk) for a in o if a.kind == "W"}
+        n: dict[tuple[int, int, bool], int] = {}
+        for pos in kept:
+            f, b = o[pos], o[pos + 1]
+            k = (sched.stage_of(r, f.chunk, p, vpp), sched.stage_of(r, b.chunk, p, vpp), (b.mb, b.chunk) not in wset)
+            n[k] = n.get(k, 0) + 1
+        out.append(tuple((sf, sb, full, c) for (sf, sb, full), c in sorted(n.items())))
     return tuple(out)

@@ -25,7 +25,10 @@ from ..cost.phase import PhaseCost
 from ..cost.stage import _zero_per_microbatch
 from ..errors import ConfigError
 from ..pipeline import sim_microbatches
-from .bound import ep_alone, hides_a2a, phase_alone, pipe_of, pipeline_bound, schedule_chains, speed_factors, zero_alone
+from .bound import (
+    A2A, ep_alone, ep_length, hides_a2a, phase_alone, pipe_of, pipeline_bound, schedule_chains, speed_factors, strategy_pairs,
+    zero_alone,
+)
 from .candidate import (_SHARED_OF, _in_field_ranges, _recompute, _shared_key, _strategy,  # noqa: F401  (re-exported)
                         construct, quick_error, scenario, specs)
 from .orders import order_terms
@@ -105,7 +108,8 @@ def plan_phases(plan, sc: Scenario) -> tuple[Any, list, list, float]:
     TP collectives, the p2p send seconds of a hand-off: ``StagePlan.p2p_s``, the same on every rank)."""
     slow, k = speed_factors(sc)
     pipe = pipe_of([(st.rank, c.work.index) for st in plan.stages for c in st.chunks], sc.strategy.schedule)
-    # where no F&B pair can hide the expert all-to-all, F, B and W hold it as run alone (bound.hides_a2a)
+    # where no F&B pair can hide the expert all-to-all, F, B and W hold it as run alone (bound.hides_a2a);
+    # a recompute is never paired (sim/values.py: its slot resolves every collective alone), so R always does
     ep = not hides_a2a(sc.strategy)
     out = []
     for with_tp in (False, True):
@@ -113,24 +117,25 @@ def plan_phases(plan, sc: Scenario) -> tuple[Any, list, list, float]:
         ph: list = [None] * len(pipe.stage_rank)
         for st in plan.stages:
             for c in st.chunks:
-                ph[c.work.index] = tuple(_alone(pc, with_tp, seen, slow, k, ep and i < 3)
+                ph[c.work.index] = tuple(_alone(pc, with_tp, seen, slow, k, ep or i == 3)
                                          for i, pc in enumerate((c.fwd, c.bwd, c.wgt, c.recompute)))
         out.append(ph)
     return pipe, out[0], out[1], (plan.stages[0].p2p_s if plan.stages else 0.0)
 
 
-def plan_a2a(plan, sc: Scenario) -> list[float] | None:
+def plan_a2a(plan, sc: Scenario) -> A2A | None:
     """``pipeline_bound``'s ``a2a`` of a plan: per data-flow stage, its F's and B's expert
-    all-to-all run alone (``bound.ep_alone``) where F&B pairs may hide it (``bound.hides_a2a``);
-    None otherwise (its phases hold it already)."""
+    all-to-all run alone (``bound.ep_alone``) and their whole length (``bound.ep_length``), and
+    per rank its F&B pairs, where F&B pairs may hide it (``bound.hides_a2a``); None otherwise
+    (its phases hold it already)."""
     if not hides_a2a(sc.strategy):
         return None
     slow, _ = speed_factors(sc)
-    out = [0.0] * sum(len(s.chunks) for s in plan.stages)
+    out: list = [None] * sum(len(s.chunks) for s in plan.stages)
     for s in plan.stages:
         for c in s.chunks:
-            out[c.work.index] = ep_alone(c.fwd, slow) + ep_alone(c.bwd, slow)
-    return out
+            out[c.work.index] = (ep_alone(c.fwd, slow), ep_alone(c.bwd, slow), ep_length(c.fwd), ep_length(c.bwd))
+    return A2A(out, strategy_pairs(sc.strategy, sim_microbatches(sc)))
 
 
 def dp_tails(sc: Scenario, plan, flags: dict[str, bool]) -> tuple[dict[int, float], dict[int, tuple[float, ...]]]:

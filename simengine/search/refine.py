@@ -40,7 +40,7 @@ from ..cost.stage import _chunk_memory, _recompute_cost, _recomputed_layers
 from ..pipeline import max_inflight, order_memory_peaks
 from ..schedule import get_schedule
 from ..errors import ConfigError
-from .bound import BLOCK_KEY, PLACE_KEY, TP_OFF, TP_UB, a2a_terms, phase_alone, pipeline_bound, speed_factors, stage_phases_of
+from .bound import BLOCK_KEY, PLACE_KEY, TP_OFF, TP_UB, a2a_terms, ep_alone, phase_alone, pipeline_bound, speed_factors, stage_phases_of
 from .space import SearchSpace, flag_options, group_size, recompute_options, zero_stages
 from .types import Rejection
 
@@ -227,7 +227,7 @@ def _bound(sc0: Scenario, placed, secs, memo: "_Memory", rc: tuple[str, int | No
     m = sc0.num_microbatches // _chains(sc0)
     rec = memo.recompute(rc)
     reps = placed.rep_ranks if zero is None else None
-    ep, a2a = a2a_terms(placed, secs, sc0.strategy)
+    ep, a2a = a2a_terms(placed, secs, sc0.strategy, m)
     out = math.inf
     for side in ((TP_OFF, TP_UB) if tco else (TP_OFF,)):
         ph = stage_phases_of(placed, secs, side, rec, ep=ep)
@@ -395,7 +395,7 @@ class _Memory:
 
     def recompute(self, rc: tuple[str, int | None]) -> list[float]:
         """The recompute phase of each distinct chunk of the layout (``Placed.kinds``), run alone
-        without its TP collectives (cost/stage.py: _recompute_cost)."""
+        without its TP collectives, with its expert all-to-all (cost/stage.py: _recompute_cost)."""
 
         if rc[0] == "none":
             return [0.0] * len(self.placed.kinds)
@@ -406,6 +406,8 @@ class _Memory:
             if i in done:
                 continue
             done.add(i)
-            out[i] = phase_alone(_recompute_cost(p, cw, _recomputed_layers(p, cw)), False, self.slow, self.k)
+            pc = _recompute_cost(p, cw, _recomputed_layers(p, cw))
+            # never paired: its expert all-to-all runs alone (sim/values.py, the recompute slot)
+            out[i] = phase_alone(pc, False, self.slow, self.k) + ep_alone(pc, self.slow)
         return out
 
