@@ -179,17 +179,23 @@ def pipeline_bound(pipe: Pipe, phases: list[Phases], m: int, tails: dict[int, fl
             lo_i = int(lo)
             best = max(best, start + m * work + _drain(lo_i, pre_b, sb, inline, p2p) + tails.get(pipe.head_rank[lo_i], 0.0))
         if order is not None:
-            for s, before, after in order.last_b[r]:
+            pairs = a2a is not None and bool(order.last_b_pairs)   # the all-to-all of the counted actions too
+            for k, (s, before, after) in enumerate(order.last_b[r]):
                 head = pipe.head_rank[s]
+                extra = 0.0
+                if pairs:
+                    pb, pa = order.last_b_pairs[r][k]
+                    extra = _a2a_work(before, pb, a2a, phases, full_b) + _a2a_work(after, pa, a2a, phases, full_b)
                 best = max(best, start + _work(before, phases, own, sf, sb) + _drain(s, pre_b, sb, inline, p2p)
-                           + _work(after, phases, own, sf, sb) + tails.get(head, 0.0))
+                           + _work(after, phases, own, sf, sb) + extra + tails.get(head, 0.0))
             g = grads.get(r) if grads else None
             if g:
                 befores = order.last_grad[r]
                 q, rem = divmod(len(g), len(befores))
                 for i, before in enumerate(befores):  # graph.py _split: the first rem groups hold q + 1
                     queued = sum(g[i * q + min(i, rem):])
-                    best = max(best, start + _work(before, phases, own, sf, sb) + queued + tails.get(r, 0.0))
+                    extra = _a2a_work(before, order.last_grad_pairs[r][i], a2a, phases, full_b) if pairs else 0.0
+                    best = max(best, start + _work(before, phases, own, sf, sb) + extra + queued + tails.get(r, 0.0))
     return best
 
 
@@ -206,6 +212,26 @@ def _paired_work(a2a: "A2A", r: int, phases: list[Phases], full_b: bool) -> floa
         f = phases[sf][0]
         b = phases[sb][1] + (phases[sb][2] if carries_w or full_b else 0.0)
         t += n * (max(b, st[sf][2]) + max(f, st[sb][3]) - f - b - st[sf][0] - st[sb][1])
+    return t
+
+
+def _a2a_work(counts: Counts, tally, a2a: "A2A", phases: list[Phases], full_b: bool) -> float:
+    """What the expert all-to-all adds to ``_work(counts)`` where pairs may hide it: each F and B
+    its all-to-all alone, less, for each pair of ``tally`` (``orders._tally``), what it saves
+    (``_paired_work``); a member whose partner is outside the stretch is held at its compute."""
+    st = a2a.stages
+    t = 0.0
+    for s, nf, nb, _ in counts:
+        t += nf * st[s][0] + nb * st[s][1]
+    for sf, sb, carries_w, n in tally:
+        if sf < 0:
+            t -= n * st[sb][1]
+        elif sb < 0:
+            t -= n * st[sf][0]
+        else:
+            f = phases[sf][0]
+            b = phases[sb][1] + (phases[sb][2] if carries_w or full_b else 0.0)
+            t += n * (max(b, st[sf][2]) + max(f, st[sb][3]) - f - b - st[sf][0] - st[sb][1])
     return t
 
 

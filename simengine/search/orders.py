@@ -16,11 +16,17 @@ Term = tuple[int, Counts, Counts]                 # (stage of a chunk's last B, 
 Pairs = tuple[tuple[tuple[int, int, bool, int], ...], ...]   # per rank: (F's stage, B's stage, the B carries its W, how many)
 
 
+Tally = tuple[tuple[int, int, bool, int], ...]   # F&B pairs of a stretch of an order: (F's stage, B's stage, B carries its W, how many);
+#                                               stage −1: that member is outside the stretch
+
+
 class Orders(NamedTuple):
     """What ``pipeline_bound`` reads of a schedule's per-rank orders (``order_terms``)."""
 
     last_b: tuple[tuple[Term, ...], ...]     # per rank, per chunk: its last B's terms
     last_grad: tuple[tuple[Counts, ...], ...]  # per rank: the actions before each chunk's last gradient action, in their order
+    last_b_pairs: tuple[tuple[tuple[Tally, Tally], ...], ...] = ()   # per rank, per term of last_b: the pairs of (up to it, the head's after)
+    last_grad_pairs: tuple[tuple[Tally, ...], ...] = ()              # per rank, per entry of last_grad: the pairs before it
 
 
 @lru_cache(maxsize=256)
@@ -67,7 +73,32 @@ def order_terms(schedule: str, p: int, m: int, vpp: int) -> Orders:
     out = tuple(tuple((s, snap[r][i], _minus(snap[hr][len(orders[hr]) - 1], snap[hr][j])) for s, i, hr, j in row)
                 for r, row in enumerate(heads))
     grads = tuple(tuple(snap[r][i - 1] for i in sorted(last_g[r].values())) for r in range(p))
-    return Orders(out, grads)
+    if sched.pairs is None:
+        return Orders(out, grads)
+    from ..sim.graph import _pair_types
+
+    kept = [sorted(_pair_types(o, prs)[0]) for o, prs in zip(orders, sched.pairs(p, m, vpp))]
+    wsets = [{(a.mb, a.chunk) for a in o if a.kind == "W"} for o in orders]
+
+    def tally(r: int, lo: int, hi: int) -> Tally:
+        return _tally(orders[r], kept[r], stage[r], wsets[r], lo, hi)
+    pb = tuple(tuple((tally(r, 0, i), tally(hr, j + 1, len(orders[hr]) - 1)) for _, i, hr, j in row) for r, row in enumerate(heads))
+    pg = tuple(tuple(tally(r, 0, i - 1) for i in sorted(last_g[r].values())) for r in range(p))
+    return Orders(out, grads, pb, pg)
+
+
+def _tally(o, kept: list[int], stage_of_chunk: list[int], wset: set, lo: int, hi: int) -> Tally:
+    """The F&B pairs (sim/graph.py ``_pair_types``: F at ``kept`` positions, its B next) with a
+    member in ``o[lo:hi + 1]``, by type; a member outside the stretch has stage −1."""
+    from bisect import bisect_left, bisect_right
+
+    n: dict[tuple[int, int, bool], int] = {}
+    for pos in kept[bisect_left(kept, lo - 1):bisect_right(kept, hi)]:
+        f_in, b_in = lo <= pos <= hi, lo <= pos + 1 <= hi
+        f, b = o[pos], o[pos + 1]
+        key = (stage_of_chunk[f.chunk] if f_in else -1, stage_of_chunk[b.chunk] if b_in else -1, (b.mb, b.chunk) not in wset)
+        n[key] = n.get(key, 0) + 1
+    return tuple((sf, sb, cw, c) for (sf, sb, cw), c in sorted(n.items()))
 
 
 def _prefixes(actions, stage_of_chunk: list[int], full: set, want: set[int]) -> dict[int, Counts]:

@@ -279,8 +279,9 @@ def screen_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int
             ub = _userbuffer_phases(space, gpus, probe, sc0, on) if any(f["tp_comm_overlap"] for f in flags) else on
             for fl in flags:
                 dpf = (fl["overlap_grad_reduce"], fl["overlap_param_gather"])
-                if dpf not in tails:  # the DP work depends on the ZeRO stage only, not on recompute
-                    sc_z = scenario(space, gpus, _strategy(space, layout, mbs, z, rc, {}))
+                if dpf not in tails:  # the DP work depends on the ZeRO stage and the DP flags, not on recompute
+                    # (cost/dp.py: without overlap_grad_reduce one bucket per buffer, Megatron DDP bucket_size=None)
+                    sc_z = scenario(space, gpus, _strategy(space, layout, mbs, z, rc, dict(zip(("overlap_grad_reduce", "overlap_param_gather"), dpf))))
                     tails[dpf] = dp_tails(sc_z, plan, fl)
                 ph = ub if fl.get("tp_comm_overlap") else off
                 if z >= 2 and has_dp:  # the ZeRO-2/3 collectives of every micro-batch, as this candidate's flags price them
