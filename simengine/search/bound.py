@@ -179,13 +179,13 @@ def pipeline_bound(pipe: Pipe, phases: list[Phases], m: int, tails: dict[int, fl
             lo_i = int(lo)
             best = max(best, start + m * work + _drain(lo_i, pre_b, sb, inline, p2p) + tails.get(pipe.head_rank[lo_i], 0.0))
         if order is not None:
-            pairs = a2a is not None and bool(order.last_b_pairs)   # the all-to-all of the counted actions too
+            held = a2a if order.last_b_pairs else None   # the all-to-all of the counted actions too
             for k, (s, before, after) in enumerate(order.last_b[r]):
                 head = pipe.head_rank[s]
                 extra = 0.0
-                if pairs:
+                if held is not None:
                     pb, pa = order.last_b_pairs[r][k]
-                    extra = _a2a_work(before, pb, a2a, phases, full_b) + _a2a_work(after, pa, a2a, phases, full_b)
+                    extra = _a2a_work(before, pb, held, phases, full_b) + _a2a_work(after, pa, held, phases, full_b)
                 best = max(best, start + _work(before, phases, own, sf, sb) + _drain(s, pre_b, sb, inline, p2p)
                            + _work(after, phases, own, sf, sb) + extra + tails.get(head, 0.0))
             g = grads.get(r) if grads else None
@@ -194,7 +194,7 @@ def pipeline_bound(pipe: Pipe, phases: list[Phases], m: int, tails: dict[int, fl
                 q, rem = divmod(len(g), len(befores))
                 for i, before in enumerate(befores):  # graph.py _split: the first rem groups hold q + 1
                     queued = sum(g[i * q + min(i, rem):])
-                    extra = _a2a_work(before, order.last_grad_pairs[r][i], a2a, phases, full_b) if pairs else 0.0
+                    extra = _a2a_work(before, order.last_grad_pairs[r][i], held, phases, full_b) if held is not None else 0.0
                     best = max(best, start + _work(before, phases, own, sf, sb) + extra + queued + tails.get(r, 0.0))
     return best
 
