@@ -187,6 +187,14 @@ def _shared(space: SearchSpace):
     return sb
 
 
+def floor_key(gpus: int, layout: dict[str, Any], mbs: int) -> tuple:
+    """What ``work_floor`` reads of a group: the GPU count, its block kind, pp and the schedule's
+    chains (not vpp, the schedule itself or the split). Groups with one key share their floor,
+    as long as it prices (``run.py``: one frontier node stands for all of them until it is reached)."""
+    return (gpus, layout["tp"], layout["cp"], layout["cp_comm_type"], layout["ep"], layout["etp"], mbs, layout["pp"],
+            schedule_chains(layout["schedule"]))
+
+
 def work_floor(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, order: int) -> tuple[float, Rejection | None]:
     """The cheapest lower bound of a group, a few operations once its block kind is priced: some
     rank runs at least the average share of the step's work, M micro-batches × one micro-batch's
