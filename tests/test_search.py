@@ -651,6 +651,36 @@ def test_work_floor_is_below_the_group_bound(model, choices):
     assert checked > 20
 
 
+@pytest.mark.parametrize("model,choices", [(TINY, {"tp": (1, 2), "pp": (1, 2, 4), "cp": (1, 2),
+                                                    "schedule": ("1f1b", "interleaved", "zb-h1", "dualpipe")}),
+                                           (TINY_MOE, MOE_CHOICES)])
+def test_a_family_shares_its_first_groups_floor(model, choices):
+    """Phase 0 floors a family of groups (``prune.floor_key``) once, on its first group (run.py
+    ``_floors``): every group of a family whose first group prices has that floor exactly, and the
+    search's families do stand for several groups each."""
+    from simengine.search.prune import _SHARED, bound_group, floor_key, work_floor
+
+    space = make_space(model, SMALL_GPU, global_batch=16, seq_len=4096, gpus=[8], choices=choices)
+    firsts: dict = {}
+    shared = 0
+    for grp in _groups(space):
+        key = floor_key(*grp[:3])
+        if key not in firsts:
+            _SHARED.clear()  # each first group floored by a fresh process
+            firsts[key] = work_floor(space, *grp)
+            continue
+        lb, rej = firsts[key]
+        if rej is None:
+            _SHARED.clear()
+            own = work_floor(space, *grp)
+            if own[1] is not None:  # its own blocks do not price: invalid, as its pipeline bound says (it rejects it)
+                assert bound_group(space, *grp)[1] is not None
+                continue
+            assert own == (lb, None)
+            shared += 1
+    assert shared > len(firsts) // 2 > 5
+
+
 @pytest.mark.parametrize("model,choices", [(TINY, {"tp": (1, 2), "pp": (1, 2, 4), "cp": (1, 2)}), (TINY_MOE, MOE_CHOICES)])
 def test_memoised_work_floor_equals_a_fresh_process_floor(model, choices):
     """The work floor is memoised per block kind (its model work) and per schedule (its chains):
