@@ -897,3 +897,25 @@ def test_cross_node_moe_bounds_with_recompute_stay_below_the_estimate(schedule, 
             assert lb <= rep.step_time_s * (1 + 1e-12), strat
             checked += 1
     assert checked > 8
+
+
+def test_work_floor_holds_the_all_to_all_and_stays_below_the_group_bound():
+    """On a MoE whose all-to-all crosses nodes, the phase-0 floor holds it (where no pair may hide
+    it: F, B and W each with theirs alone; where one may: the larger of the compute and the
+    all-to-all), and still never passes the group's pipeline bound."""
+    from simengine.search.prune import _shared, bound_group, work_floor
+
+    choices = {**PAIR_CHOICES, "ep": (8, 16), "schedule": ("1f1b", "zb-h1", "dualpipe")}
+    space = make_space(PAIR_MOE, SYSTEM, global_batch=128, seq_len=4096, gpus=[32], choices=choices)
+    raised = {False: 0, True: 0}
+    for grp in _groups(space):
+        lb, rej = bound_group(space, *grp)
+        if rej is not None:
+            continue
+        floor, rej0 = work_floor(space, *grp)
+        assert rej0 is None and 0 < floor <= lb * (1 + 1e-12)
+        g, lay, mbs, _ = grp
+        work = _shared(space).floors[(g, lay["tp"], lay["cp"], lay["cp_comm_type"], lay["ep"], lay["etp"], mbs)]
+        paired = lay["schedule"] == "dualpipe"
+        raised[paired] += work[paired] > 1.05 * min(work)   # above the compute alone
+    assert raised[False] > 3

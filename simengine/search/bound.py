@@ -321,13 +321,18 @@ def speed_factors(sc: Scenario) -> tuple[float, float]:
 _MAY_HIDE = ("dp_comm", "ep_comm")
 
 
+def schedule_hides_a2a(schedule: str, combined: bool) -> bool:
+    """``hides_a2a`` from the schedule's name and ``overlap_moe_expert_parallel_comm``."""
+    return bool(combined) or get_schedule(schedule).pairs is not None
+
+
 def hides_a2a(strategy) -> bool:
     """Whether some F&B pair may run a phase's expert all-to-all beside another micro-batch's
     compute: the schedule pairs F and B (``Schedule.pairs``: DualPipe, DualPipeV) or combined 1F1B
     (``overlap_moe_expert_parallel_comm``, schedule/_combined.py). Otherwise every F and B runs
     alone (sim/values.py ``_rank_values``: each slot resolves its collectives by ``by_kind``), so
     the all-to-all belongs in the bound as ``phase_alone`` resolves it (``ep_alone``)."""
-    return bool(strategy.overlap_moe_expert_parallel_comm) or get_schedule(strategy.schedule).pairs is not None
+    return schedule_hides_a2a(strategy.schedule, strategy.overlap_moe_expert_parallel_comm)
 
 
 def a2a_terms(placed: "Placed", secs: dict[str, "Sides"], strategy, m: int) -> tuple[bool, A2A | None]:
@@ -541,6 +546,15 @@ class SharedBounds:
             sides = (TP_OFF, TP_UB) if tco else (TP_OFF,)
             hit = self.work[key] = sum(c * min(sum(secs[k][sd]) for sd in sides) for k, c in self.counts.items())
         return hit
+
+    def model_a2a(self, gpus: int, strat: dict[str, Any], scenario_of, paired: bool) -> float:
+        """The expert all-to-all of one micro-batch through the whole model (``counts`` as in
+        ``model_work``, after it), each phase's run alone (``EP``): the forward's, backward's and
+        weight gradient's where no pair can hide it (``stage_phases_of``'s ``ep``), the forward's and
+        backward's where one may (``stage_a2a``: what every action or pair runs at least)."""
+        secs = self.secs(gpus, strat, scenario_of)
+        n = 2 if paired else 3
+        return sum(c * sum(secs[k][EP][:n]) for k, c in (self.counts or {}).items())
 
     def placed(self, strat: dict[str, Any], model, strategy) -> Placed:
         pk = tuple(strat.get(k) for k in PLACE_KEY)

@@ -26,8 +26,8 @@ from ..cost.stage import _zero_per_microbatch
 from ..errors import ConfigError
 from ..pipeline import sim_microbatches
 from .bound import (
-    A2A, ep_alone, ep_length, hides_a2a, phase_alone, pipe_of, pipeline_bound, schedule_chains, speed_factors, strategy_pairs,
-    zero_alone,
+    A2A, ep_alone, ep_length, hides_a2a, phase_alone, pipe_of, pipeline_bound, schedule_chains, schedule_hides_a2a, speed_factors,
+    strategy_pairs, zero_alone,
 )
 from .candidate import (_SHARED_OF, _in_field_ranges, _recompute, _shared_key, _strategy,  # noqa: F401  (re-exported)
                         construct, quick_error, scenario, specs)
@@ -192,13 +192,26 @@ def floor_key(gpus: int, layout: dict[str, Any], mbs: int) -> tuple:
     chains (not vpp, the schedule itself or the split). Groups with one key share their floor,
     as long as it prices (``run.py``: one frontier node stands for all of them until it is reached)."""
     return (gpus, layout["tp"], layout["cp"], layout["cp_comm_type"], layout["ep"], layout["etp"], mbs, layout["pp"],
-            schedule_chains(layout["schedule"]))
+            schedule_chains(layout["schedule"]), _hides(layout["schedule"]))
+
+
+_HIDES: dict[str, bool] = {}
+
+
+def _hides(schedule: str) -> bool:
+    """Whether F&B pairs of the schedule may hide the expert all-to-all (``bound.hides_a2a``;
+    the space never searches ``overlap_moe_expert_parallel_comm``, base sets it — see work_floor)."""
+    hit = _HIDES.get(schedule)
+    if hit is None:
+        hit = _HIDES[schedule] = schedule_hides_a2a(schedule, False)
+    return hit
 
 
 def work_floor(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, order: int) -> tuple[float, Rejection | None]:
     """The cheapest lower bound of a group, a few operations once its block kind is priced: some
     rank runs at least the average share of the step's work, M micro-batches × one micro-batch's
-    forward + backward through the whole model / pp (``bound.SharedBounds.model_work``; with
+    forward + backward through the whole model / pp (``bound.SharedBounds.model_work``, with its
+    expert all-to-all: ``model_a2a``; with
     DualPipe's two chains each rank holds both directions, M/2 micro-batches each). Below
     ``bound_group`` (its first term, averaged over the ranks). Validity is checked later, when
     the group is looked at (``bound_group``); (inf, rejection) only when its blocks cannot be
@@ -212,24 +225,28 @@ def work_floor(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, 
     # kind, so a group whose kind is priced costs a few integer operations
     sb = _shared(space)
     wkey = (gpus, tp, cp, layout["cp_comm_type"], layout["ep"], layout["etp"], mbs)
-    work = sb.floors.get(wkey)
-    if work is None:
+    hit = sb.floors.get(wkey)
+    if hit is None:
         zs = zero_stages(space)
         base = _strategy(space, layout, mbs, zs[0] if zs else 1, ("none", None), {})
         tco = any(f["tp_comm_overlap"] for f in flag_options(space, layout, gpus // (tp * pp * cp)))
         try:
+            def sc_of():
+                return scenario(space, gpus, base)
             work = sb.model_work(gpus, base, specs(space, gpus)[0], lambda: construct(space, dict(base, pp=1, vpp=1, schedule="1f1b",
-                                 decoder_first_pipeline_num_layers=None, decoder_last_pipeline_num_layers=None)),
-                                 lambda: scenario(space, gpus, base), tco)
+                                 decoder_first_pipeline_num_layers=None, decoder_last_pipeline_num_layers=None)), sc_of, tco)
+            hit = sb.floors[wkey] = (work + sb.model_a2a(gpus, base, sc_of, False), max(work, sb.model_a2a(gpus, base, sc_of, True)))
         except ConfigError:  # not priced (this group is invalid; another group of its kind may not be)
             return bound_group(space, gpus, layout, mbs, order)
-        sb.floors[wkey] = work
     chains = sb.chains.get(layout["schedule"])
     if chains is None:
         chains = sb.chains[layout["schedule"]] = schedule_chains(layout["schedule"])
     dp = gpus // (tp * pp * cp)
     micro = int(space.base["global_batch_size"]) // (mbs * dp) // chains * chains  # pipeline.sim_microbatches per chain
-    return micro * work / pp, None
+    # the expert all-to-all: each F, B and W holds it run alone where no pair can hide it; where
+    # one may, each action or pair takes ≥ its compute and ≥ its all-to-all alone (bound.pipeline_bound's a2a)
+    paired = _hides(layout["schedule"]) or bool(space.base.get("overlap_moe_expert_parallel_comm"))
+    return micro * hit[paired] / pp, None
 
 
 def bound_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, order: int) -> tuple[float, Rejection | None]:
