@@ -248,7 +248,7 @@ def step_metrics(comp: Compiled, prog: Folded, end, vals: np.ndarray, dur: np.nd
     E = end if isinstance(end, np.ndarray) else np.fromiter(end, dtype=float, count=len(end))
     V = vals
     step = float(E.max())
-    nr, nc = comp.graph.p, cats.ncat
+    nr, nc = comp.p, cats.ncat
     rc, slot, mult = cats.sums
     both = _bins(rc, V[slot] * mult, 2 * nr * nc)
     total, exp = both[:nr * nc], both[nr * nc:]
