@@ -32,9 +32,8 @@ from .layout import K_B, K_EXP, K_F, K_GATE, K_OPT, K_P2P, K_R, K_W, NSTREAM, S_
 
 @packable
 class Folded:
-    """``A``, ``B``: the inputs of each entry (end indices, 0 = the sentinel; lists, made from the
-    arrays ``a``, ``b`` on first use: the loop runs the reduced program where there is one,
-    closed.py); ``slots``: the value slots each entry sums, flattened, entry ``i`` starting at
+    """``A``, ``B``: the inputs of each entry (end indices, 0 = the sentinel; lists of the arrays
+    ``a``, ``b``, made again on first use after a packed copy, compact.py); ``slots``: the value slots each entry sums, flattened, entry ``i`` starting at
     ``starts[i]``; ``pos``: each task's end index in this program (a folded task: its chain's);
     ``folded``: per task, folded into the entry of the task before it."""
 
@@ -133,8 +132,10 @@ def fold_chains(comp: Compiled) -> Folded:
     grouped = new[1:][order]
     starts = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]])
     kind = np.asarray(comp.graph.kind, dtype=np.int64)
-    return Folded(new[A[keep]], new[B[keep]], V[order], starts, new[pos], fold[pos],
-                  _kernel_runs(kind, task, order, starts))
+    f = Folded(new[A[keep]], new[B[keep]], V[order], starts, new[pos], fold[pos],
+               _kernel_runs(kind, task, order, starts))
+    f._A, f._B = f.a.tolist(), f.b.tolist()  # made here, beside each other (the loop reads them in turn)
+    return f
 
 
 def folded_for(comp: Compiled) -> Folded:

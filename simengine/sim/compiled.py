@@ -197,8 +197,9 @@ def compile_graph(key: tuple, orders: Sequence[Sequence[Action]] | None = None) 
 # LRU of compiled structures bounded by bytes. The newest is the structure in use: live, with its
 # source (a timeline or a periodic window built next reads it), and not counted in the bound (on a
 # miss it gives up its source before the next compile, so a process holds the bound plus the one
-# structure it works on, as any compile needs). The one before it stays live without its source
-# while it is small or the newest one's partner (``_partners``). Every older one
+# structure it works on, as any compile needs). The one before it stays live while it is small, or
+# with its source while it is the newest one's partner (``_partners``: freeing a source between
+# two runs of one estimate measurably slows the loop that follows). Every older one
 # is a packed copy (compact.py) of what the estimate path reads, ~36 bytes per program entry
 # (a pp=64 DualPipe structure: 5.1 MB packed, 45 MB live), unpacked (~6 ms) when used again.
 SOURCE_BYTES = 210  # graph + program lists per entry, measured (pp=64 DualPipe: 29 MB / 138,510 entries)
@@ -238,22 +239,25 @@ def _unpack(comp: Compiled) -> Compiled:
     return new
 
 
-def _settle(skip: int = 1) -> None:
-    """Every entry but the ``skip`` newest without its source (a reader still holding one compiles
-    it again, ``Compiled._source``), packed unless it is the next one and small; then LRU eviction
-    until those entries hold at most ``_MAX_BYTES``. ``skip = 0`` before a compile: the entry in
-    use so far gives way to the one compiled. Called under ``_lock``."""
+def _settle(skip: int = 1, coming: tuple | None = None) -> None:
+    """Every entry but the ``skip`` newest without its source unless it is the next one and the
+    newest one's partner, packed unless it is the next one and small or a partner; then LRU eviction
+    until those entries hold at most ``_MAX_BYTES``. ``skip = 0`` before the compile of ``coming``:
+    the entry in use so far gives way to it. Called under ``_lock``."""
     total = 0
     keys = list(reversed(_cache))
+    newest = keys[0] if skip and keys else coming
     for i, key in enumerate(keys):
         c = _cache[key]
         if i < skip:
             continue
         if not c.packed:
-            if c._src is not None or not c.nbytes:  # just given way: weighed once, as it is now
-                c._src = c.plan = None  # a reader still holding it compiles it again (Compiled._source)
+            partner = i == skip and newest is not None and _partners(key, newest)
+            if not c.nbytes:  # it just gave way: weighed once, as it is now
+                if not partner:  # a reader still holding it compiles it again (Compiled._source)
+                    c._src = c.plan = None
                 c.nbytes = c.held()
-            if i > skip or (c.nbytes > _MAX_LIVE and not (skip and _partners(key, keys[0]))):
+            if i > skip or (c.nbytes > _MAX_LIVE and not partner):
                 c = _cache[key] = _pack(c)
         total += c.nbytes
     while len(_cache) > skip and total > _MAX_BYTES:
@@ -274,9 +278,10 @@ def _cached(key: tuple) -> Compiled:
             _cache.move_to_end(key)
             if comp.packed:
                 comp = _cache[key] = _unpack(comp)
+            comp.nbytes = 0  # the newest is not counted; weighed again when it gives way
             _settle()
             return comp
-        _settle(0)
+        _settle(0, key)
     comp = compile_graph(key)
     with _lock:
         if key not in _cache:
