@@ -25,24 +25,41 @@ from typing import Any
 
 import numpy as np
 
+from .compact import packable
 from .compiled import Compiled
 from .layout import K_B, K_EXP, K_F, K_GATE, K_OPT, K_P2P, K_R, K_W, NSTREAM, S_COMPUTE
 
 
+@packable
 class Folded:
-    """``A``, ``B``: the inputs of each entry (end indices, 0 = the sentinel); ``slots``: the value
-    slots each entry sums, flattened, entry ``i`` starting at ``starts[i]``; ``pos``: each task's
-    end index in this program (a folded task: its chain's); ``folded``: per task, folded into the
-    entry of the task before it."""
+    """``A``, ``B``: the inputs of each entry (end indices, 0 = the sentinel; lists of the arrays
+    ``a``, ``b``, made again on first use after a packed copy, compact.py); ``slots``: the value slots each entry sums, flattened, entry ``i`` starting at
+    ``starts[i]``; ``pos``: each task's end index in this program (a folded task: its chain's);
+    ``folded``: per task, folded into the entry of the task before it."""
 
-    __slots__ = ("A", "B", "slots", "starts", "pos", "folded", "kernel_run", "cats", "reduced")
+    __slots__ = ("a", "b", "_A", "_B", "slots", "starts", "pos", "folded", "kernel_run", "cats", "reduced")
+    _VOLATILE = ("_A", "_B")  # lists of ``a``, ``b`` (compact.py leaves them out of a packed copy)
 
-    def __init__(self, A: list[int], B: list[int], slots: np.ndarray, starts: np.ndarray, pos: np.ndarray,
+    def __init__(self, a: np.ndarray, b: np.ndarray, slots: np.ndarray, starts: np.ndarray, pos: np.ndarray,
                  folded: np.ndarray, kernel_run: np.ndarray):
-        self.A, self.B, self.slots, self.starts, self.pos, self.folded = A, B, slots, starts, pos, folded
+        self.a, self.b, self.slots, self.starts, self.pos, self.folded = a, b, slots, starts, pos, folded
+        self._A: list[int] | None = None
+        self._B: list[int] | None = None
         self.kernel_run = kernel_run  # per entry: how many of its first slots are kernels (back to back)
         self.cats: Any = None  # metric categories (metrics.py), built on first use
         self.reduced: Any = None  # the program with DP piece runs in closed form (closed.py), built on first use
+
+    @property
+    def A(self) -> list[int]:
+        if self._A is None:
+            self._A = self.a.tolist()
+        return self._A
+
+    @property
+    def B(self) -> list[int]:
+        if self._B is None:
+            self._B = self.b.tolist()
+        return self._B
 
     def durations(self, vals: np.ndarray) -> np.ndarray:
         """Each entry's duration: the sum of its value slots (in chain order)."""
@@ -115,8 +132,10 @@ def fold_chains(comp: Compiled) -> Folded:
     grouped = new[1:][order]
     starts = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]])
     kind = np.asarray(comp.graph.kind, dtype=np.int64)
-    return Folded(new[A[keep]].tolist(), new[B[keep]].tolist(), V[order], starts, new[pos], fold[pos],
-                  _kernel_runs(kind, task, order, starts))
+    f = Folded(new[A[keep]], new[B[keep]], V[order], starts, new[pos], fold[pos],
+               _kernel_runs(kind, task, order, starts))
+    f._A, f._B = f.a.tolist(), f.b.tolist()  # made here, beside each other (the loop reads them in turn)
+    return f
 
 
 def folded_for(comp: Compiled) -> Folded:

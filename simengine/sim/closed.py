@@ -33,12 +33,14 @@ from __future__ import annotations
 import numpy as np
 
 from .chains import Folded
+from .compact import packable
 from .compiled import Compiled
 from .layout import K_B, K_DPG, K_DPP, K_F, K_R, K_W
 
 _EMPTY = np.zeros((0, 0))
 
 
+@packable
 class Reduced:
     """The reduced program: ``A``, ``B`` (inputs, 0 = the sentinel), how to fill its durations
     from the folded program's and how to expand its ends back to the folded program's.
@@ -91,6 +93,7 @@ class Reduced:
         return full
 
 
+@packable
 class _Params:
     """Parameter-gather piece groups: ``pieces`` [group, j] end indices (0-padded, ``mask``),
     ``gathers`` the (chain, j) of the static gather each waits for, ``x`` the gate before each
@@ -116,6 +119,7 @@ class _Params:
         full[self.flat] = (np.maximum(full[self.x][:, None], run) + s)[self.mask]
 
 
+@packable
 class _Grads:
     """Gradient-reduce piece groups: ``pieces`` [group, j] (piece 0 stays in the loop),
     ``reduces`` the bucket reduce after each, ``prev`` the dp-stream entry before the group;
@@ -164,7 +168,7 @@ def _pad(rows: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
 
 def _heads(comp: Compiled, prog: Folded) -> np.ndarray:
     """The kind of the task heading each folded entry (index 0, the sentinel: -1)."""
-    n = len(prog.A)
+    n = prog.a.size
     kind = np.asarray(comp.graph.kind, dtype=np.int64)
     own = ~prog.folded
     out = np.full(n + 1, -1, dtype=np.int64)

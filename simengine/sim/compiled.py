@@ -22,21 +22,58 @@ from ..schedule import Action
 from .errors import DeadlockError
 from .graph import TaskGraph, build_graph
 from .inputs import PipelineInput
+from .compact import held_bytes, pack, unpack
 from .layout import KIND_NAMES, NSTREAM, STREAMS
 from .nogc import paused_gc
 from .overlap import kinds
 
 
 class Compiled:
-    __slots__ = ("graph", "A", "B", "V", "pos", "getter", "key", "plan", "folded", "piece_class", "periodic")
+    """A structure: its task graph and flattened program (``source``: ``graph``, ``A``, ``B``,
+    ``V``, ``pos``, ``getter``) and what the estimate path builds from them on first use
+    (``folded``, ``piece_class``, ``periodic``; ``plan`` for the timeline). A cached structure may
+    drop its source (the cache below): the estimate path then reads only the derived parts, ``p``
+    and ``pair_base``, and anything that reads the source gets it compiled again from ``key``
+    (``build_graph`` is deterministic: the same graph, the same program)."""
+
+    __slots__ = ("_src", "key", "p", "pair_base", "plan", "folded", "piece_class", "periodic", "packed", "nbytes")
 
     def __init__(self, graph: TaskGraph, A: list[int], B: list[int], V: list[int], pos: list[int], key):
-        self.graph, self.A, self.B, self.V, self.pos, self.key = graph, A, B, V, pos, key
+        self._src: tuple | None = (graph, A, B, V, pos, itemgetter(*V) if len(V) > 1 else (lambda vals, _i=V[0]: (vals[_i],)))
+        self.key, self.p, self.pair_base = key, graph.p, graph.pair_base
         self.plan: Any = None  # timeline plan (plan.py), built on the first full simulation
         self.folded: Any = None  # the program with compute-stream chains folded (chains.py), built on first use
         self.piece_class: Any = None  # per rank, an id of its DP piece layout (values.py), built on first use
         self.periodic: Any = None  # its steady-state window (periodic.py), built on first use
-        self.getter = itemgetter(*V) if len(V) > 1 else (lambda vals, _i=V[0]: (vals[_i],))
+        self.packed = False  # a compact copy held by the cache only (compact.py): never handed out
+        self.nbytes = 0  # bytes held, weighed by the cache when it stops being the newest (held)
+
+    def _source(self) -> tuple:
+        src = self._src
+        if src is None:
+            with paused_gc():
+                g = build_graph(self.key)
+                A, B, V, pos = flatten(g, topo_order(g))
+            src = Compiled(g, A, B, V, pos, self.key)._src
+            assert src is not None
+            self._src = src
+        return src
+
+    graph = property(lambda self: self._source()[0])
+    A = property(lambda self: self._source()[1])
+    B = property(lambda self: self._source()[2])
+    V = property(lambda self: self._source()[3])
+    pos = property(lambda self: self._source()[4])
+    getter = property(lambda self: self._source()[5])
+
+    def held(self) -> int:
+        """Bytes this structure holds: its derived parts measured (compact.held_bytes), its source
+        and timeline plan estimated per program entry (``SOURCE_BYTES``, ``PLAN_BYTES``)."""
+        n = held_bytes((self.folded, self.periodic, self.piece_class))
+        src = self._src
+        if src is not None:
+            n += (SOURCE_BYTES + (PLAN_BYTES if self.plan is not None else 0)) * len(src[1])
+        return n
 
 
 def _chunk_sig(ch) -> tuple:
@@ -157,37 +194,99 @@ def compile_graph(key: tuple, orders: Sequence[Sequence[Action]] | None = None) 
     return Compiled(g, A, B, V, pos, key)
 
 
-# LRU of compiled structures, bounded by entry count and by total program length (a
-# pp=16, vpp=4, m=128 structure is ~80k entries and ~20 MB with its timeline plan).
-_MAX_ENTRIES = 64
-_MAX_TASKS = 400_000
+# LRU of compiled structures bounded by bytes. The newest is the structure in use: live, with its
+# source (a timeline or a periodic window built next reads it), and not counted in the bound (on a
+# miss it gives up its source before the next compile, so a process holds the bound plus the one
+# structure it works on, as any compile needs). The one before it stays live while it is small, or
+# with its source while it is the newest one's partner (``_partners``: freeing a source between
+# two runs of one estimate measurably slows the loop that follows). Every older one
+# is a packed copy (compact.py) of what the estimate path reads, ~36 bytes per program entry
+# (a pp=64 DualPipe structure: 5.1 MB packed, 45 MB live), unpacked (~6 ms) when used again.
+SOURCE_BYTES = 210  # graph + program lists per entry, measured (pp=64 DualPipe: 29 MB / 138,510 entries)
+PLAN_BYTES = 150  # timeline plan per entry (estimate)
+_MAX_BYTES = 128 << 20
+_MAX_LIVE = _MAX_BYTES // 16  # the structure before the newest stays live up to this size
 _cache: OrderedDict[tuple, Compiled] = OrderedDict()
-_cache_tasks = 0
 _lock = threading.Lock()
 
 
 def clear_cache() -> None:
-    global _cache_tasks
     with _lock:
         _cache.clear()
-        _cache_tasks = 0
+
+
+def cache_bytes() -> int:
+    """Bytes the cache counts against ``_MAX_BYTES`` now (every entry but the newest)."""
+    with _lock:
+        return sum(c.nbytes for c in list(_cache.values())[:-1])
+
+
+def _pack(comp: Compiled) -> Compiled:
+    """A packed copy of what the estimate path reads; ``comp`` itself is left as it is."""
+    new = object.__new__(Compiled)
+    new._src, new.plan, new.packed = None, None, True
+    new.key, new.p, new.pair_base, new.piece_class = comp.key, comp.p, comp.pair_base, comp.piece_class
+    new.folded, new.periodic = pack(comp.folded), pack(comp.periodic)
+    new.nbytes = new.held()
+    return new
+
+
+def _unpack(comp: Compiled) -> Compiled:
+    new = object.__new__(Compiled)
+    new._src, new.plan, new.packed, new.nbytes = None, None, False, 0
+    new.key, new.p, new.pair_base, new.piece_class = comp.key, comp.p, comp.pair_base, comp.piece_class
+    new.folded, new.periodic = unpack(comp.folded), unpack(comp.periodic)
+    return new
+
+
+def _settle(skip: int = 1, coming: tuple | None = None) -> None:
+    """Every entry but the ``skip`` newest without its source unless it is the next one and the
+    newest one's partner, packed unless it is the next one and small or a partner; then LRU eviction
+    until those entries hold at most ``_MAX_BYTES``. ``skip = 0`` before the compile of ``coming``:
+    the entry in use so far gives way to it. Called under ``_lock``."""
+    total = 0
+    keys = list(reversed(_cache))
+    newest = keys[0] if skip and keys else coming
+    for i, key in enumerate(keys):
+        c = _cache[key]
+        if i < skip:
+            continue
+        if not c.packed:
+            partner = i == skip and newest is not None and _partners(key, newest)
+            if not c.nbytes:  # it just gave way: weighed once, as it is now
+                if not partner:  # a reader still holding it compiles it again (Compiled._source)
+                    c._src = c.plan = None
+                c.nbytes = c.held()
+            if i > skip or (c.nbytes > _MAX_LIVE and not partner):
+                c = _cache[key] = _pack(c)
+        total += c.nbytes
+    while len(_cache) > skip and total > _MAX_BYTES:
+        _, old = _cache.popitem(last=False)
+        total -= old.nbytes
+
+
+def _partners(a: tuple, b: tuple) -> bool:
+    """Two structures of the same stages with other micro-batch counts: periodic.py's two short
+    runs, which every estimate of a long pipeline uses in turn."""
+    return a[:2] == b[:2] and a[3:] == b[3:]
 
 
 def _cached(key: tuple) -> Compiled:
-    global _cache_tasks
     with _lock:
         comp = _cache.get(key)
         if comp is not None:
             _cache.move_to_end(key)
+            if comp.packed:
+                comp = _cache[key] = _unpack(comp)
+            comp.nbytes = 0  # the newest is not counted; weighed again when it gives way
+            _settle()
             return comp
+        _settle(0, key)
     comp = compile_graph(key)
     with _lock:
         if key not in _cache:
             _cache[key] = comp
-            _cache_tasks += len(comp.A)
-            while len(_cache) > 1 and (len(_cache) > _MAX_ENTRIES or _cache_tasks > _MAX_TASKS):
-                _, old = _cache.popitem(last=False)
-                _cache_tasks -= len(old.A)
+            _settle()
     return comp
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .chains import Folded
+from .compact import packable
 from .compiled import Compiled
 from .layout import (
     CATEGORY, CHUNK_FIXED, K_EXP, K_HID, KIND_NAMES, NSTREAM, PAIR_FIXED, S_COMM, S_COMPUTE, S_DP, S_PP,
@@ -77,6 +78,7 @@ class StepMetrics:
         return float(self.bubble_s[r] / self.step_time_s) if self.step_time_s > 0 else 0.0
 
 
+@packable
 class _Cats:
     """Per structure: each program position's rank and category, and the positions the interval
     arithmetic needs (compute stream, its kernels, the other streams), with their value slots.
@@ -246,7 +248,7 @@ def step_metrics(comp: Compiled, prog: Folded, end, vals: np.ndarray, dur: np.nd
     E = end if isinstance(end, np.ndarray) else np.fromiter(end, dtype=float, count=len(end))
     V = vals
     step = float(E.max())
-    nr, nc = comp.graph.p, cats.ncat
+    nr, nc = comp.p, cats.ncat
     rc, slot, mult = cats.sums
     both = _bins(rc, V[slot] * mult, 2 * nr * nc)
     total, exp = both[:nr * nc], both[nr * nc:]

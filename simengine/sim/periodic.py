@@ -37,6 +37,7 @@ import dataclasses
 import numpy as np
 
 from .chains import folded_for
+from .compact import packable
 from .compiled import Compiled
 from .layout import K_B, K_F, K_GATE, K_P2P, K_R, K_W, NSTREAM
 from .metrics import COMPUTE_CATS, StepMetrics, critical_rank
@@ -52,6 +53,7 @@ def period(inp) -> int:
     return inp.pp if inp.schedule == "interleaved" else 1
 
 
+@packable
 class _Shift:
     """Per compiled structure: the window's entries and the entries of their shifts one unit
     later (``x``, ``y``: end indices of the folded program), or ``ok = False`` when the structure
@@ -139,6 +141,7 @@ def identities(g, m: int) -> tuple[np.ndarray, tuple] | None:
     return out * radix[5] + np.asarray(g.mb, dtype=np.int64) + 1, radix[:5]
 
 
+@packable
 class _Insert:
     """Per pair (structure of m_a, structure of m_a + P): where each task entry of the longer
     program takes its end from the shorter one — itself up to the window's last level, the task
@@ -170,12 +173,12 @@ class _Insert:
         self.dst = prog_b.pos[own]
         self.src = prog_a.pos[src_task]
         self.shifted = later
-        heads = np.zeros(len(prog_b.A) + 1, dtype=bool)
+        heads = np.zeros(prog_b.a.size + 1, dtype=bool)
         heads[self.dst] = True
         heads[0] = True
         self.joins = np.flatnonzero(~heads)
-        self.A = np.asarray(prog_b.A, dtype=np.int64)  # the longer program's inputs, for the check
-        self.B = np.asarray(prog_b.B, dtype=np.int64)
+        self.A = prog_b.a  # the longer program's inputs, for the check
+        self.B = prog_b.b
         self.lam_mask = later.astype(float)
         self.ok = True
 

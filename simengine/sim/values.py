@@ -34,7 +34,6 @@ def _chunk_extras(st, slow: float, memo: dict[int, tuple]) -> list[tuple]:
 
 
 def _rank_values(inp: PipelineInput, comp: Compiled, r: int, app, ext, memo: dict[int, tuple]) -> None:
-    g = comp.graph
     st = inp.stages[r]
     slow = float(inp.overlap_slowdown)
     app(st.p2p_s)
@@ -70,7 +69,7 @@ def _rank_values(inp: PipelineInput, comp: Compiled, r: int, app, ext, memo: dic
         for h, e in zip(bh, be):
             app(h)
             app(e)
-    for cf, cb, hw in g.pair_base[r]:
+    for cf, cb, hw in comp.pair_base[r]:
         _pair_values(chunks[cf], chunks[cb], hw, slow, app)
 
 
@@ -118,10 +117,10 @@ def build_values(inp: PipelineInput, comp: Compiled) -> np.ndarray:
     memo: dict[int, tuple] = {}
     ranks: dict[tuple, np.ndarray] = {}  # a rank's values depend on its StageCost and its pieces only
     pieces = _piece_classes(comp)
-    g = comp.graph
+    pair_base = comp.pair_base
     blocks = [_ZERO]
     for r, st in enumerate(inp.stages):
-        key = (id(st), pieces[r], tuple(g.pair_base[r]))
+        key = (id(st), pieces[r], tuple(pair_base[r]))
         block = ranks.get(key)
         if block is None:
             vals: list[float] = []
