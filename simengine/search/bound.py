@@ -17,27 +17,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any, NamedTuple
+from typing import Any
 
 from ..config.scenario import Scenario
 from ..schedule import get_schedule
 from ..sim.inputs import CommTask
 from ..sim.overlap import by_kind
-from .orders import Counts, Orders, Pairs, pair_counts
+from .a2a import A2A, Phases, a2a_work, ep_length, hides_a2a, strategy_pairs
+from .orders import Counts, Orders
 
 BLOCK_KEY = ("tp", "cp", "cp_comm_type", "ep", "etp", "micro_batch_size")
 PLACE_KEY = ("pp", "vpp", "schedule", "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers")
 
 
-Phases = tuple[float, float, float, float]     # forward, backward-input, backward-weight, recompute seconds
 Stage = tuple[int, int, Phases]                 # (pp rank, data-flow stage, its phases for one micro-batch)
-
-
-class A2A(NamedTuple):
-    """``pipeline_bound``'s ``a2a``: where F&B pairs may hide the expert all-to-all."""
-
-    stages: list[tuple[float, float, float, float]]   # per data-flow stage: F's, B's all-to-all alone (ep_alone); F's, B's whole length
-    pairs: Pairs                                       # per rank, its F&B pairs by type (orders.pair_counts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +81,7 @@ def pipeline_bound(pipe: Pipe, phases: list[Phases], m: int, tails: dict[int, fl
 
     * rank r's compute stream does nothing before micro-batch 1's forward reached stage lo(r):
       it starts at ≥ Σ_{s<lo} (F_s + P) and then runs m·(its F + B + W + R, and its inline
-      sends), serially, then its ``tails[r]`` (``dp_tail``: the optimizer follows its last compute);
+      sends), serially, then its ``tails[r]`` (``prune.dp_tail``: the optimizer follows its last compute);
     * for each stage s of rank r, the last backward on s ends ≥ that start + m·(F_s + B_s + R_s,
       and s's inline sends): every forward, recompute and backward of s precedes it on r's one
       stream; that micro-batch's gradient then runs back through B_{s−1}, …, B_0 (each after the
@@ -131,7 +124,7 @@ def pipeline_bound(pipe: Pipe, phases: list[Phases], m: int, tails: dict[int, fl
     stream; a pair runs each member's all-to-all beside the other's compute (sim/overlap.py
     ``paired``: window + contention + exposed ≥ the all-to-all's length ≥ what it adds alone), so
     a pair takes at least both. So rank r is busy ≥ start + m·Σ its stages' all-to-all alone,
-    then its tail. Closer (``_paired_work``): every action of r at its own lower bound, a pair's
+    then its tail. Closer (``a2a.a2a_work``): every action of r at its own lower bound, a pair's
     at max(B, A_F) + max(F, A_B). And on the way in and the way out: a lone F or B runs its
     all-to-all (its exposed part and contention, on the compute stream) before the send of its
     output, and a pair sends both outputs after its B (sim/graph.py), so from the arrival of the
@@ -174,7 +167,7 @@ def pipeline_bound(pipe: Pipe, phases: list[Phases], m: int, tails: dict[int, fl
             lone = sum(a2a.stages[s][0] + a2a.stages[s][1] for s in mine)
             best = max(best, start + m * lone + tails.get(r, 0.0))
             if a2a.pairs:
-                best = max(best, start + m * (serial + lone) + _paired_work(a2a, r, phases, full_b) + tails.get(r, 0.0))
+                best = max(best, start + m * (serial + lone) + a2a_work((), a2a.pairs[r], a2a, phases, full_b) + tails.get(r, 0.0))
         for work, lo in chain.values():
             lo_i = int(lo)
             best = max(best, start + m * work + _drain(lo_i, pre_b, sb, inline, p2p) + tails.get(pipe.head_rank[lo_i], 0.0))
@@ -185,7 +178,7 @@ def pipeline_bound(pipe: Pipe, phases: list[Phases], m: int, tails: dict[int, fl
                 extra = 0.0
                 if held is not None:
                     pb, pa = order.last_b_pairs[r][k]
-                    extra = _a2a_work(before, pb, held, phases, full_b) + _a2a_work(after, pa, held, phases, full_b)
+                    extra = a2a_work(before, pb, held, phases, full_b) + a2a_work(after, pa, held, phases, full_b)
                 best = max(best, start + _work(before, phases, own, sf, sb) + _drain(s, pre_b, sb, inline, p2p)
                            + _work(after, phases, own, sf, sb) + extra + tails.get(head, 0.0))
             g = grads.get(r) if grads else None
@@ -194,45 +187,9 @@ def pipeline_bound(pipe: Pipe, phases: list[Phases], m: int, tails: dict[int, fl
                 q, rem = divmod(len(g), len(befores))
                 for i, before in enumerate(befores):  # graph.py _split: the first rem groups hold q + 1
                     queued = sum(g[i * q + min(i, rem):])
-                    extra = _a2a_work(before, order.last_grad_pairs[r][i], held, phases, full_b) if held is not None else 0.0
+                    extra = a2a_work(before, order.last_grad_pairs[r][i], held, phases, full_b) if held is not None else 0.0
                     best = max(best, start + _work(before, phases, own, sf, sb) + extra + queued + tails.get(r, 0.0))
     return best
-
-
-def _paired_work(a2a: "A2A", r: int, phases: list[Phases], full_b: bool) -> float:
-    """What rank r's F&B pairs add to its actions each counted alone (m·Σ of its stages' F + B +
-    W + R + their all-to-all alone). A pair's compute stream runs both members' compute and
-    their exposed parts (sim/values.py ``_pair_values``): the F's all-to-all A_F beside the B's
-    compute leaves ≥ A_F − B exposed (sim/overlap.py ``resolve`` at any slowdown s ≥ 1: hidden −
-    contention ≤ min(A_F, B)), and the other way round, so the pair takes ≥ max(B, A_F) +
-    max(F, A_B) (B with its weight gradient when it carries it) instead of F + B + both alone."""
-    st = a2a.stages
-    t = 0.0
-    for sf, sb, carries_w, n in a2a.pairs[r]:
-        f = phases[sf][0]
-        b = phases[sb][1] + (phases[sb][2] if carries_w or full_b else 0.0)
-        t += n * (max(b, st[sf][2]) + max(f, st[sb][3]) - f - b - st[sf][0] - st[sb][1])
-    return t
-
-
-def _a2a_work(counts: Counts, tally, a2a: "A2A", phases: list[Phases], full_b: bool) -> float:
-    """What the expert all-to-all adds to ``_work(counts)`` where pairs may hide it: each F and B
-    its all-to-all alone, less, for each pair of ``tally`` (``orders._tally``), what it saves
-    (``_paired_work``); a member whose partner is outside the stretch is held at its compute."""
-    st = a2a.stages
-    t = 0.0
-    for s, nf, nb, _ in counts:
-        t += nf * st[s][0] + nb * st[s][1]
-    for sf, sb, carries_w, n in tally:
-        if sf < 0:
-            t -= n * st[sb][1]
-        elif sb < 0:
-            t -= n * st[sf][0]
-        else:
-            f = phases[sf][0]
-            b = phases[sb][1] + (phases[sb][2] if carries_w or full_b else 0.0)
-            t += n * (max(b, st[sf][2]) + max(f, st[sb][3]) - f - b - st[sf][0] - st[sb][1])
-    return t
 
 
 def _work(counts: Counts, phases: list[Phases], own: float, sf: tuple[bool, ...], sb: tuple[bool, ...]) -> float:
@@ -256,20 +213,6 @@ def schedule_chains(name: str) -> int:
     """Independent pipelines of a schedule (its registry entry's ``chains``)."""
 
     return get_schedule(name).chains
-
-
-def dp_tail(dp, overlap_grad_reduce: bool, overlap_param_gather: bool) -> float:
-    """Seconds a rank's DP work (``cost/dp.py: DPWork``) adds after its last compute, for sure:
-    the optimizer follows the last gradient bucket, which follows the backward that produces it;
-    without ``overlap_grad_reduce`` every bucket runs after the rank's last backward
-    (``finalize_model_grads``), without ``overlap_param_gather`` the parameter all-gathers run
-    after the optimizer (sim/graph.py, the DP rules). Buckets run alone here: no contention."""
-    tail = dp.optimizer_s
-    if not overlap_grad_reduce:
-        tail += sum(dp.grad_buckets_s)
-    if not overlap_param_gather:
-        tail += sum(dp.param_buckets_s)
-    return tail
 
 
 Sides = tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...], tuple[float, ...], tuple[float, ...]]
@@ -321,37 +264,12 @@ def speed_factors(sc: Scenario) -> tuple[float, float]:
 _MAY_HIDE = ("dp_comm", "ep_comm")
 
 
-def schedule_hides_a2a(schedule: str, combined: bool) -> bool:
-    """``hides_a2a`` from the schedule's name and ``overlap_moe_expert_parallel_comm``."""
-    return bool(combined) or get_schedule(schedule).pairs is not None
-
-
-def hides_a2a(strategy) -> bool:
-    """Whether some F&B pair may run a phase's expert all-to-all beside another micro-batch's
-    compute: the schedule pairs F and B (``Schedule.pairs``: DualPipe, DualPipeV) or combined 1F1B
-    (``overlap_moe_expert_parallel_comm``, schedule/_combined.py). Otherwise every F and B runs
-    alone (sim/values.py ``_rank_values``: each slot resolves its collectives by ``by_kind``), so
-    the all-to-all belongs in the bound as ``phase_alone`` resolves it (``ep_alone``)."""
-    return schedule_hides_a2a(strategy.schedule, strategy.overlap_moe_expert_parallel_comm)
-
-
 def a2a_terms(placed: "Placed", secs: dict[str, "Sides"], strategy, m: int) -> tuple[bool, A2A | None]:
     """(whether F, B and W hold the expert all-to-all, ``pipeline_bound``'s ``a2a``) of a
     strategy's placed layout with m micro-batches per chain: the one or the other, as
     ``hides_a2a`` decides."""
     ep = not hides_a2a(strategy)
     return ep, (None if ep else A2A(stage_a2a(placed, secs), strategy_pairs(strategy, m)))
-
-
-def strategy_pairs(strategy, m: int) -> Pairs:
-    """``orders.pair_counts`` of a strategy with m micro-batches per chain (``sim_microbatches``)."""
-    return pair_counts(strategy.schedule, strategy.pp, m, strategy.vpp, bool(strategy.overlap_moe_expert_parallel_comm))
-
-
-def ep_length(pc) -> float:
-    """A phase's expert all-to-all end to end: what a pair member runs beside its partner's
-    compute (sim/overlap.py ``paired``: all of them as one collective of their total length)."""
-    return sum(t[1] * t[4] for t in pc.tasks() if t[0] == "ep_comm")
 
 
 def ep_alone(pc, slowdown: float) -> float:
@@ -403,12 +321,6 @@ def chunk_parts(cw) -> dict[str, int]:
         if c:
             n[k] = n.get(k, 0) + c
     return n
-
-
-def stage_blocks(model, strategy) -> list[tuple[int, int, dict[str, int]]]:
-    """Per chunk (pp rank, data-flow stage, how many times each block kind runs per micro-batch)
-    over the chunks of ``place_layers``."""
-    return [(cw.rank, cw.index, chunk_parts(cw)) for cw in chunk_works(model, strategy)]
 
 
 def chunk_works(model, strategy) -> list:

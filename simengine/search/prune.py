@@ -25,10 +25,8 @@ from ..cost.phase import PhaseCost
 from ..cost.stage import _zero_per_microbatch
 from ..errors import ConfigError
 from ..pipeline import sim_microbatches
-from .bound import (
-    A2A, ep_alone, ep_length, hides_a2a, phase_alone, pipe_of, pipeline_bound, schedule_chains, schedule_hides_a2a, speed_factors,
-    strategy_pairs, zero_alone,
-)
+from .a2a import A2A, ep_length, hides_a2a, schedule_hides_a2a, strategy_pairs
+from .bound import ep_alone, phase_alone, pipe_of, pipeline_bound, schedule_chains, speed_factors, zero_alone
 from .candidate import (_SHARED_OF, _in_field_ranges, _recompute, _shared_key, _strategy,  # noqa: F401  (re-exported)
                         construct, quick_error, scenario, specs)
 from .orders import order_terms
@@ -113,7 +111,7 @@ def plan_phases(plan, sc: Scenario) -> tuple[Any, list, list, float]:
     ep = not hides_a2a(sc.strategy)
     out = []
     for with_tp in (False, True):
-        seen: dict[int, float] = {}  # chunks of the same kind share their PhaseCost objects (build_plan)
+        seen: dict[tuple[int, bool], float] = {}  # chunks of the same kind share their PhaseCost objects (build_plan)
         ph: list = [None] * len(pipe.stage_rank)
         for st in plan.stages:
             for c in st.chunks:
@@ -138,13 +136,26 @@ def plan_a2a(plan, sc: Scenario) -> A2A | None:
     return A2A(out, strategy_pairs(sc.strategy, sim_microbatches(sc)))
 
 
+def dp_tail(dp, overlap_grad_reduce: bool, overlap_param_gather: bool) -> float:
+    """Seconds a rank's DP work (``cost/dp.py: DPWork``) adds after its last compute, for sure:
+    the optimizer follows the last gradient bucket, which follows the backward that produces it;
+    without ``overlap_grad_reduce`` every bucket runs after the rank's last backward
+    (``finalize_model_grads``), without ``overlap_param_gather`` the parameter all-gathers run
+    after the optimizer (sim/graph.py, the DP rules). Buckets run alone here: no contention."""
+    tail = dp.optimizer_s
+    if not overlap_grad_reduce:
+        tail += sum(dp.grad_buckets_s)
+    if not overlap_param_gather:
+        tail += sum(dp.param_buckets_s)
+    return tail
+
+
 def dp_tails(sc: Scenario, plan, flags: dict[str, bool]) -> tuple[dict[int, float], dict[int, tuple[float, ...]]]:
-    """Per rank, ``bound.dp_tail`` of its DP work at ``sc``'s ZeRO stage (the model states, hence
+    """Per rank, ``dp_tail`` of its DP work at ``sc``'s ZeRO stage (the model states, hence
     the buckets, follow the stage: cost/dp.py ``dp_work``; the plan's params and comm model do
     not), and, with ``overlap_grad_reduce``, its gradient buckets' seconds (``pipeline_bound``'s
     ``grads``; empty without it: the tail holds them all)."""
     from ..cost.dp import dp_work
-    from .bound import dp_tail
 
     ogr = bool(flags.get("overlap_grad_reduce"))
     memo: dict[int, tuple[float, tuple[float, ...]]] = {}
@@ -159,11 +170,11 @@ def dp_tails(sc: Scenario, plan, flags: dict[str, bool]) -> tuple[dict[int, floa
     return tails, grads
 
 
-def _alone(pc, with_tp: bool, seen: dict[int, float], slow: float, k: float, ep: bool = False) -> float:
+def _alone(pc, with_tp: bool, seen: dict[tuple[int, bool], float], slow: float, k: float, ep: bool = False) -> float:
     """``phase_alone`` of one priced phase, plus its expert all-to-all run alone with ``ep``."""
-    hit = seen.get(id(pc))
+    hit = seen.get((id(pc), ep))
     if hit is None:
-        hit = seen[id(pc)] = phase_alone(pc, with_tp, slow, k) + (ep_alone(pc, slow) if ep else 0.0)
+        hit = seen[(id(pc), ep)] = phase_alone(pc, with_tp, slow, k) + (ep_alone(pc, slow) if ep else 0.0)
     return hit
 
 
@@ -188,8 +199,8 @@ def _shared(space: SearchSpace):
 
 
 def floor_key(gpus: int, layout: dict[str, Any], mbs: int) -> tuple:
-    """What ``work_floor`` reads of a group: the GPU count, its block kind, pp and the schedule's
-    chains (not vpp, the schedule itself or the split). Groups with one key share their floor,
+    """What ``work_floor`` reads of a group: the GPU count, its block kind, pp, the schedule's
+    chains and whether its pairs may hide the all-to-all (not vpp, the schedule itself or the split). Groups with one key share their floor,
     as long as it prices (``run.py``: one frontier node stands for all of them until it is reached)."""
     return (gpus, layout["tp"], layout["cp"], layout["cp_comm_type"], layout["ep"], layout["etp"], mbs, layout["pp"],
             schedule_chains(layout["schedule"]), _hides(layout["schedule"]))
