@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 from ..config.model import ModelSpec
 from ..config.scenario import Scenario, padded_vocab
-from ..config.strategy import StrategySpec
 from ..memo import config_cache
 from ..workload.builder import ChunkWork
 from ..workload.params import attention_params, dense_mlp_params, embedding_params, head_params, moe_params
@@ -34,13 +33,14 @@ class StageParams:
 def stage_params(sc: Scenario, chunks: tuple[ChunkWork, ...]) -> StageParams:
     """Parameters held by the rank running ``chunks``: a pure function of the frozen model and
     strategy and of the (frozen) chunks, memoised on exactly those (``memo.config_cache``; the
-    result is immutable)."""
-    return _stage_params(sc.model, sc.strategy, tuple(chunks))
+    result is immutable). Keyed on the only strategy fields it reads (tp, ep, etp): a search
+    asks for the same chunks under many ZeRO stages, flags and schedules."""
+    st = sc.strategy
+    return _stage_params(sc.model, st.tp, st.ep, st.etp_size, tuple(chunks))
 
 
 @config_cache
-def _stage_params(m: ModelSpec, st: StrategySpec, chunks: tuple[ChunkWork, ...]) -> StageParams:
-    tp, ep, etp = st.tp, st.ep, st.etp_size
+def _stage_params(m: ModelSpec, tp: int, ep: int, etp: int, chunks: tuple[ChunkWork, ...]) -> StageParams:
     att, dense = attention_params(m), dense_mlp_params(m)
     moe = moe_params(m) if m.is_moe else None
     n_layers = sum(len(c.layers) for c in chunks)

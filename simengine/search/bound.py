@@ -135,8 +135,9 @@ def pipeline_bound(pipe: Pipe, phases: list[Phases], m: int, tails: dict[int, fl
     full_b = pipe.full_b
     tails = tails or {}
     sf, sb = pipe.send_f, pipe.send_b
-    pre_f = [0.0] * len(phases)
-    pre_b = [0.0] * len(phases)
+    n_st = len(phases)
+    pre_f = [0.0] * n_st
+    pre_b = [0.0] * n_st
     acc_f = acc_b = 0.0
     for s, (f, b, w, _) in enumerate(phases):
         if s % n == 0:
@@ -147,10 +148,16 @@ def pipeline_bound(pipe: Pipe, phases: list[Phases], m: int, tails: dict[int, fl
         if a2a is not None:  # a lone F or B holds its all-to-all alone before its send; a pair ≥ F + A_F, ≥ B + A_B
             acc_f += a2a.stages[s][0]
             acc_b += a2a.stages[s][1]
+    # drain[s]: from the end of a backward on stage s to the end of that micro-batch's backward
+    # on its chain's first stage: its send (when not already on the compute stream), then B_{s−1} … B_0
+    drain = pre_b if inline or not p2p else [d + (p2p if sb[s] else 0.0) for s, d in enumerate(pre_b)]
     own = p2p if inline else 0.0
+    head_tail = [tails.get(h, 0.0) for h in pipe.head_rank] if tails else [0.0] * n_st
+    cost = _costs(phases, own, sf, sb) if order is not None else None
     best = 0.0
     for r, mine in (pipe.ranks if ranks is None else ranks):
-        start = min(pre_f[s] for s in mine)
+        start = min([pre_f[s] for s in mine])
+        tail_r = tails.get(r, 0.0)
         serial = 0.0
         chain: dict[int, list[float]] = {}  # chain → [its stages' work before their last backward, lowest stage]
         for s in mine:
@@ -158,29 +165,37 @@ def pipeline_bound(pipe: Pipe, phases: list[Phases], m: int, tails: dict[int, fl
             sends = own * (sf[s] + sb[s])
             serial += f + b + w + rc + sends
             last = f + b + rc + sends + (w if full_b else 0.0)
-            best = max(best, start + m * last + _drain(s, pre_b, sb, inline, p2p) + tails.get(pipe.head_rank[s], 0.0))
-            acc = chain.setdefault(s // n, [0.0, s])
-            acc[0] += last
-            acc[1] = min(acc[1], s)
-        best = max(best, start + m * serial + tails.get(r, 0.0))
+            t = start + m * last + drain[s] + head_tail[s]
+            if t > best:
+                best = t
+            acc = chain.get(s // n)
+            if acc is None:
+                chain[s // n] = [last, s]
+            else:
+                acc[0] += last
+                if s < acc[1]:
+                    acc[1] = s
+        t = start + m * serial + tail_r
+        if t > best:
+            best = t
         if a2a is not None:
             lone = sum(a2a.stages[s][0] + a2a.stages[s][1] for s in mine)
-            best = max(best, start + m * lone + tails.get(r, 0.0))
+            best = max(best, start + m * lone + tail_r)
             if a2a.pairs:
-                best = max(best, start + m * (serial + lone) + a2a_work((), a2a.pairs[r], a2a, phases, full_b) + tails.get(r, 0.0))
+                best = max(best, start + m * (serial + lone) + a2a_work((), a2a.pairs[r], a2a, phases, full_b) + tail_r)
         for work, lo in chain.values():
             lo_i = int(lo)
-            best = max(best, start + m * work + _drain(lo_i, pre_b, sb, inline, p2p) + tails.get(pipe.head_rank[lo_i], 0.0))
-        if order is not None:
+            t = start + m * work + drain[lo_i] + head_tail[lo_i]
+            if t > best:
+                best = t
+        if cost is not None and order is not None:
             held = a2a if order.last_b_pairs else None   # the all-to-all of the counted actions too
             for k, (s, before, after) in enumerate(order.last_b[r]):
-                head = pipe.head_rank[s]
                 extra = 0.0
                 if held is not None:
                     pb, pa = order.last_b_pairs[r][k]
                     extra = a2a_work(before, pb, held, phases, full_b) + a2a_work(after, pa, held, phases, full_b)
-                best = max(best, start + _work(before, phases, own, sf, sb) + _drain(s, pre_b, sb, inline, p2p)
-                           + _work(after, phases, own, sf, sb) + extra + tails.get(head, 0.0))
+                best = max(best, start + _work(before, cost) + drain[s] + _work(after, cost) + extra + head_tail[s])
             g = grads.get(r) if grads else None
             if g:
                 befores = order.last_grad[r]
@@ -188,25 +203,24 @@ def pipeline_bound(pipe: Pipe, phases: list[Phases], m: int, tails: dict[int, fl
                 for i, before in enumerate(befores):  # graph.py _split: the first rem groups hold q + 1
                     queued = sum(g[i * q + min(i, rem):])
                     extra = a2a_work(before, order.last_grad_pairs[r][i], held, phases, full_b) if held is not None else 0.0
-                    best = max(best, start + _work(before, phases, own, sf, sb) + extra + queued + tails.get(r, 0.0))
+                    best = max(best, start + _work(before, cost) + extra + queued + tail_r)
     return best
 
 
-def _work(counts: Counts, phases: list[Phases], own: float, sf: tuple[bool, ...], sb: tuple[bool, ...]) -> float:
-    """Seconds of ``counts`` actions (``order_terms``) on one compute stream: each F its forward
-    and inline send, each B its recompute, backward-input and inline send, each W its weight
-    gradient (a B-full counts one W: its B task carries the weight gradient)."""
+def _costs(phases: list[Phases], own: float, sf: tuple[bool, ...], sb: tuple[bool, ...]) -> list[tuple[float, float, float]]:
+    """Per stage, the seconds of one F on its compute stream (its forward and inline send), one B
+    (its recompute, backward-input and inline send) and one W (its weight gradient)."""
+    return [(f + own * sf[s], b + rc + own * sb[s], w) for s, (f, b, w, rc) in enumerate(phases)]
+
+
+def _work(counts: Counts, cost: list[tuple[float, float, float]]) -> float:
+    """Seconds of ``counts`` actions (``order_terms``) on one compute stream, each at its stage's
+    ``_costs`` (a B-full counts one W: its B task carries the weight gradient)."""
     t = 0.0
     for s, nf, nb, nw in counts:
-        f, b, w, rc = phases[s]
-        t += nf * (f + own * sf[s]) + nb * (b + rc + own * sb[s]) + nw * w
+        cf, cb, cw = cost[s]
+        t += nf * cf + nb * cb + nw * cw
     return t
-
-
-def _drain(s: int, pre_b: list[float], sb: tuple[bool, ...], inline: bool, p2p: float) -> float:
-    """From the end of a backward on stage s to the end of that micro-batch's backward on its
-    chain's first stage: its send (when not already on the compute stream), then B_{s−1} … B_0."""
-    return pre_b[s] + (0.0 if inline or not sb[s] else p2p)
 
 
 def schedule_chains(name: str) -> int:
