@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from simengine.sim import compiled, simulate
-from simengine.sim.compact import _Ints, pack, unpack
+from simengine.sim.compact import _Ints, pack, squeeze, unpack
 from simengine.sim.engine import pipeline_metrics
 from simengine.sim.periodic import first_length, period
 
@@ -112,8 +112,74 @@ def test_packing_keeps_what_does_not_round_trip():
     neg0[3] = -0.0
     big = np.arange(100, dtype=np.int64) << 40
     got = pack((whole, frac, neg0, big, list(range(100))))
-    assert type(got[0]) is _Ints and got[0].a.dtype == np.int8
+    assert type(got[0]) is _Ints and got[0].small == np.int8
     assert got[1] is frac and got[2] is neg0 and got[3] is big
     back = unpack(got)
     assert back[0].dtype == whole.dtype and np.array_equal(back[0], whole)
     assert back[4] == list(range(100)) and type(back[4]) is list
+
+
+def test_squeezed_copies_restore_exactly():
+    """``squeeze``: 1-D integer arrays as compressed differences, others compressed as they are."""
+    rng = np.random.default_rng(7)
+    rising = np.cumsum(rng.integers(-3, 40, 5000)).astype(np.int64)   # a program's input indices
+    wide = rng.integers(-(1 << 31), 1 << 31, 300).astype(np.int64)     # values fit int32, differences do not
+    grid = rising[:4800].reshape(60, 80)                               # 2-D: compressed as it is, shape kept
+    whole = np.arange(-100, 100, dtype=float)
+    packed = pack((rising, wide, rising.tolist(), grid, whole))
+    assert all(type(x) is _Ints and x.z is None for x in packed)
+    got = squeeze(packed)
+    assert got[0].delta and got[0].small == np.int8 and got[0].nbytes < rising.size  # under a byte per entry
+    assert not got[1].delta and got[1].small == np.int32
+    assert not got[3].delta and got[4].small == np.int8  # whole floats: int8 differences, restored as floats
+    for back in (unpack(got), unpack(packed)):
+        assert back[0].dtype == np.int64 and np.array_equal(back[0], rising)
+        assert back[1].dtype == np.int64 and np.array_equal(back[1], wide)
+        assert type(back[2]) is list and back[2] == rising.tolist()
+        assert back[3].shape == grid.shape and back[3].dtype == np.int64 and np.array_equal(back[3], grid)
+        assert back[4].dtype == whole.dtype and np.array_equal(back[4], whole)
+
+
+def test_a_structure_used_again_keeps_its_packed_copy(monkeypatch):
+    """A packed structure unpacked for use and giving way again, having built nothing new, goes
+    back to the cache as the very copy it came from (no second compression); one that built
+    something new since is packed afresh."""
+    monkeypatch.setattr(compiled, "_MAX_LIVE", 0)
+    inputs = _inputs()[:4]
+    for inp in inputs:
+        pipeline_metrics(inp)
+    key = compiled.structure_key(inputs[0])
+    first = compiled._cache[key]
+    assert first.packed
+    want = _numbers(pipeline_metrics(inputs[0]))
+    live = compiled._cache[key]
+    assert not live.packed and live.stored[0] is first
+    pipeline_metrics(inputs[1])
+    assert compiled._cache[key] is first
+    assert _numbers(pipeline_metrics(inputs[0])) == want
+    live = compiled._cache[key]
+    live.periodic = {"built since": None}   # something new: the stored copy no longer holds it all
+    pipeline_metrics(inputs[1])
+    again = compiled._cache[key]
+    assert again.packed and again is not first and again.periodic == {"built since": None}
+
+
+def test_short_of_room_the_cache_squeezes_before_it_evicts(monkeypatch):
+    monkeypatch.setattr(compiled, "_MAX_LIVE", 0)
+    inputs = _inputs()
+    want = [_fresh(inp) for inp in inputs]
+    compiled.clear_cache()
+    for inp in inputs:
+        pipeline_metrics(inp)
+    older = list(compiled._cache.values())[:-1]
+    live = sum(c.nbytes for c in older if not c.packed)   # the newest one's partner stays live (periodic.py)
+    packed = sum(c.nbytes for c in older if c.packed)
+    squeezed = sum(compiled._squeeze(c).nbytes for c in older if c.packed)
+    assert squeezed < packed * 0.8
+    compiled.clear_cache()
+    limit = live + (packed + squeezed) // 2   # room for every squeezed copy, not for every packed one
+    monkeypatch.setattr(compiled, "_MAX_BYTES", limit)
+    for _ in range(2):  # first use, then from packed and squeezed copies: the same numbers
+        assert [_numbers(pipeline_metrics(inp)) for inp in inputs] == want
+        assert compiled.cache_bytes() <= limit
+    assert len(compiled._cache) == len(older) + 1 and any(c.squeezed for c in compiled._cache.values())

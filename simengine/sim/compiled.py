@@ -22,7 +22,7 @@ from ..schedule import Action
 from .errors import DeadlockError
 from .graph import TaskGraph, build_graph
 from .inputs import PipelineInput
-from .compact import held_bytes, pack, unpack
+from .compact import held_bytes, pack, squeeze, unpack
 from .layout import KIND_NAMES, NSTREAM, STREAMS
 from .nogc import paused_gc
 from .overlap import kinds
@@ -36,7 +36,7 @@ class Compiled:
     and ``pair_base``, and anything that reads the source gets it compiled again from ``key``
     (``build_graph`` is deterministic: the same graph, the same program)."""
 
-    __slots__ = ("_src", "key", "p", "pair_base", "plan", "folded", "piece_class", "periodic", "packed", "nbytes")
+    __slots__ = ("_src", "key", "p", "pair_base", "plan", "folded", "piece_class", "periodic", "packed", "squeezed", "nbytes", "stored")
 
     def __init__(self, graph: TaskGraph, A: list[int], B: list[int], V: list[int], pos: list[int], key):
         self._src: tuple | None = (graph, A, B, V, pos, itemgetter(*V) if len(V) > 1 else (lambda vals, _i=V[0]: (vals[_i],)))
@@ -46,7 +46,9 @@ class Compiled:
         self.piece_class: Any = None  # per rank, an id of its DP piece layout (values.py), built on first use
         self.periodic: Any = None  # its steady-state window (periodic.py), built on first use
         self.packed = False  # a compact copy held by the cache only (compact.py): never handed out
+        self.squeezed = False  # a packed copy compressed further (compact.squeeze)
         self.nbytes = 0  # bytes held, weighed by the cache when it stops being the newest (held)
+        self.stored: Any = None  # (the packed copy it was unpacked from, _derived of it then)
 
     def _source(self) -> tuple:
         src = self._src
@@ -201,7 +203,10 @@ def compile_graph(key: tuple, orders: Sequence[Sequence[Action]] | None = None) 
 # with its source while it is the newest one's partner (``_partners``: freeing a source between
 # two runs of one estimate measurably slows the loop that follows). Every older one
 # is a packed copy (compact.py) of what the estimate path reads, ~36 bytes per program entry
-# (a pp=64 DualPipe structure: 5.1 MB packed, 45 MB live), unpacked (~6 ms) when used again.
+# (a pp=64 DualPipe structure: 5.1 MB packed, 45 MB live), unpacked (~6 ms) when used again; when
+# those exceed the bound the oldest are squeezed (~0.26 MB for that structure, ~15 ms to unpack)
+# before any is dropped: a 405B/16k search keeps all 64 of its structures in 28 MiB instead of
+# recompiling 9 of them. A structure used again goes back as the copy it came from (``stored``).
 SOURCE_BYTES = 210  # graph + program lists per entry, measured (pp=64 DualPipe: 29 MB / 138,510 entries)
 PLAN_BYTES = 150  # timeline plan per entry (estimate)
 _MAX_BYTES = 128 << 20
@@ -221,28 +226,51 @@ def cache_bytes() -> int:
         return sum(c.nbytes for c in list(_cache.values())[:-1])
 
 
+def _derived(comp: Compiled) -> tuple:
+    """Which of the parts built on first use a structure holds (its folded program, that one's
+    reduced program, its DP piece classes, its periodic memo's entries)."""
+    f = comp.folded
+    return (f is not None, getattr(f, "reduced", None) is not None, comp.piece_class is not None, len(comp.periodic or ()))
+
+
 def _pack(comp: Compiled) -> Compiled:
-    """A packed copy of what the estimate path reads; ``comp`` itself is left as it is."""
+    """A packed copy of what the estimate path reads; ``comp`` itself is left as it is. The copy it
+    was unpacked from when it has built nothing since (compressing again costs ~40 ms on a pp=64
+    DualPipe structure)."""
+    if comp.stored is not None and comp.stored[1] == _derived(comp):
+        return comp.stored[0]
     new = object.__new__(Compiled)
-    new._src, new.plan, new.packed = None, None, True
+    new._src, new.plan, new.packed, new.squeezed, new.stored = None, None, True, False, None
     new.key, new.p, new.pair_base, new.piece_class = comp.key, comp.p, comp.pair_base, comp.piece_class
     new.folded, new.periodic = pack(comp.folded), pack(comp.periodic)
     new.nbytes = new.held()
     return new
 
 
+def _squeeze(comp: Compiled) -> Compiled:
+    """A packed copy compressed further (compact.squeeze)."""
+    new = object.__new__(Compiled)
+    new._src, new.plan, new.packed, new.squeezed, new.stored = None, None, True, True, None
+    new.key, new.p, new.pair_base, new.piece_class = comp.key, comp.p, comp.pair_base, comp.piece_class
+    new.folded, new.periodic = squeeze(comp.folded), squeeze(comp.periodic)
+    new.nbytes = new.held()
+    return new
+
+
 def _unpack(comp: Compiled) -> Compiled:
     new = object.__new__(Compiled)
-    new._src, new.plan, new.packed, new.nbytes = None, None, False, 0
+    new._src, new.plan, new.packed, new.squeezed, new.nbytes = None, None, False, False, 0
     new.key, new.p, new.pair_base, new.piece_class = comp.key, comp.p, comp.pair_base, comp.piece_class
     new.folded, new.periodic = unpack(comp.folded), unpack(comp.periodic)
+    new.stored = (comp, _derived(new))
     return new
 
 
 def _settle(skip: int = 1, coming: tuple | None = None) -> None:
     """Every entry but the ``skip`` newest without its source unless it is the next one and the
-    newest one's partner, packed unless it is the next one and small or a partner; then LRU eviction
-    until those entries hold at most ``_MAX_BYTES``. ``skip = 0`` before the compile of ``coming``:
+    newest one's partner, packed unless it is the next one and small or a partner; then, while those
+    entries hold more than ``_MAX_BYTES``, the packed copies squeezed (compact.squeeze) oldest first
+    and, when that is not enough, LRU eviction. ``skip = 0`` before the compile of ``coming``:
     the entry in use so far gives way to it. Called under ``_lock``."""
     total = 0
     keys = list(reversed(_cache))
@@ -260,6 +288,14 @@ def _settle(skip: int = 1, coming: tuple | None = None) -> None:
             if i > skip or (c.nbytes > _MAX_LIVE and not partner):
                 c = _cache[key] = _pack(c)
         total += c.nbytes
+    if total > _MAX_BYTES:  # short of room: compress packed copies, oldest first, before evicting any
+        for key in reversed(keys[skip:]):
+            c = _cache[key]
+            if c.packed and not c.squeezed:
+                _cache[key] = small = _squeeze(c)
+                total += small.nbytes - c.nbytes
+                if total <= _MAX_BYTES:
+                    break
     while len(_cache) > skip and total > _MAX_BYTES:
         _, old = _cache.popitem(last=False)
         total -= old.nbytes
