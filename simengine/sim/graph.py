@@ -46,9 +46,10 @@ from .layout import (
 
 
 class TaskGraph:
-    """Flat task arrays (original numbering = creation order) and per-stream FIFO lists."""
+    """Flat task arrays (original numbering = creation order), one list per field, and per-stream
+    FIFO lists."""
 
-    __slots__ = ("rows", "stream", "kind", "mb", "chunk", "aux", "val", "d1", "d2", "streams", "p",
+    __slots__ = ("stream", "kind", "mb", "chunk", "aux", "val", "d1", "d2", "streams", "p",
                  "m", "nch", "stage_of", "grad_piece_of", "param_piece_of", "rank_base",
                  "chunk_base", "n_vals", "sig", "pair_base", "pairs", "chain_len")
     stream: list[int]
@@ -74,21 +75,22 @@ class TaskGraph:
     chain_len: int  # stages per independent pipeline (Schedule.chains)
 
     def __init__(self, p: int):
-        self.rows: list[tuple[int, ...]] = []  # (stream, kind, mb, chunk, aux, val, d1, d2)
+        self.stream, self.kind, self.mb, self.chunk, self.aux, self.val, self.d1, self.d2 = ([] for _ in range(8))
         self.streams: list[list[int]] = [[] for _ in range(p * NSTREAM)]
 
     def add(self, stream: int, kind: int, mb: int, chunk: int, aux: int, val: int,
             d1: int = -1, d2: int = -1) -> int:
-        i = len(self.rows)
-        self.rows.append((stream, kind, mb, chunk, aux, val, d1, d2))
+        i = len(self.kind)
+        self.stream.append(stream)
+        self.kind.append(kind)
+        self.mb.append(mb)
+        self.chunk.append(chunk)
+        self.aux.append(aux)
+        self.val.append(val)
+        self.d1.append(d1)
+        self.d2.append(d2)
         self.streams[stream].append(i)
         return i
-
-    def finish(self) -> None:
-        """Rows → one list per field (``d1`` stays patchable)."""
-        cols = [list(c) for c in zip(*self.rows)] if self.rows else [[] for _ in range(8)]
-        self.stream, self.kind, self.mb, self.chunk, self.aux, self.val, self.d1, self.d2 = cols
-        self.rows = []
 
 
 def validate_orders(orders: Sequence[Sequence[Action]], p: int, m: int, nch: int) -> None:
@@ -417,8 +419,7 @@ def build_graph(key: tuple, orders: Sequence[Sequence[Action]] | None = None) ->
         for pos, (kind, mb, c) in enumerate(orders[r]):
             _ACTIONS[kind](rk, pos, mb, c)
         rk.tail(ogr, opg)
-    g.finish()
-    d1 = g.d1
+    d1 = g.d1  # patched with the links known only once every rank is built
     for task, arr, i in links.need:
         d1[task] = arr[i]
     return g
