@@ -41,17 +41,23 @@ class _Ints:
     __slots__ = ("a", "z", "shape", "dtype", "as_list", "delta")
 
     def __init__(self, a: np.ndarray | None, dtype: np.dtype, as_list: bool):
-        self.a, self.z, self.shape, self.delta = a, None, None if a is None else a.shape, False
-        self.dtype, self.as_list = dtype, as_list
+        self.a: np.ndarray | None = a
+        self.z: tuple[bytes, np.dtype] | None = None
+        self.shape: tuple[int, ...] | None = None if a is None else a.shape
+        self.dtype, self.as_list, self.delta = dtype, as_list, False
+
+    def _packed(self) -> tuple[bytes, np.dtype]:
+        assert self.z is not None  # every _Ints holds either ``a`` or ``z``
+        return self.z
 
     @property
     def small(self) -> np.dtype:
         """The dtype held (before compression)."""
-        return self.a.dtype if self.a is not None else self.z[1]
+        return self.a.dtype if self.a is not None else self._packed()[1]
 
     @property
     def nbytes(self) -> int:
-        return self.a.nbytes if self.a is not None else len(self.z[0])
+        return self.a.nbytes if self.a is not None else len(self._packed()[0])
 
     def squeezed(self) -> "_Ints":
         """A compressed copy (zlib level 1), of the differences when they fit a small dtype."""
@@ -68,10 +74,11 @@ class _Ints:
         return new
 
     def restore(self) -> Any:
-        if self.z is None:
+        if self.a is not None:
             full = self.a.astype(self.dtype)
         else:
-            small = np.frombuffer(zlib.decompress(self.z[0]), dtype=self.z[1])
+            data, small_dtype = self._packed()
+            small = np.frombuffer(zlib.decompress(data), dtype=small_dtype)
             full = (np.cumsum(small, dtype=np.int64) if self.delta else small).astype(self.dtype).reshape(self.shape)
         return full.tolist() if self.as_list else full
 
