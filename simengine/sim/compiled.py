@@ -112,9 +112,10 @@ def topo_order(g: TaskGraph) -> list[int]:
     d1, d2 = g.d1, g.d2
     done = bytearray(n)
     order: list[int] = []
+    push = order.append
     streams = g.streams
     ptr = [0] * len(streams)
-    waiting: dict[int, list[int]] = {}
+    waiting: list[list[int] | None] = [None] * n  # per task, the streams whose head waits for it
     stack = [s for s in range(len(streams)) if streams[s]]
     while stack:
         s = stack.pop()
@@ -122,19 +123,29 @@ def topo_order(g: TaskGraph) -> list[int]:
         i, ln = ptr[s], len(lst)
         while i < ln:
             t = lst[i]
-            a, b = d1[t], d2[t]
+            a = d1[t]
             if a >= 0 and not done[a]:
-                waiting.setdefault(a, []).append(s)
+                w = waiting[a]
+                if w is None:
+                    waiting[a] = [s]
+                else:
+                    w.append(s)
                 break
+            b = d2[t]
             if b >= 0 and not done[b]:
-                waiting.setdefault(b, []).append(s)
+                w = waiting[b]
+                if w is None:
+                    waiting[b] = [s]
+                else:
+                    w.append(s)
                 break
             done[t] = 1
-            order.append(t)
+            push(t)
             i += 1
-            w = waiting.pop(t, None)
-            if w:
+            w = waiting[t]
+            if w is not None:
                 stack.extend(w)
+                waiting[t] = None
         ptr[s] = i
     if len(order) != n:
         blocked = []
