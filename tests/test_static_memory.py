@@ -50,7 +50,7 @@ def test_te_dummy_wgrad_buffer_per_unique_shape():
 
 @pytest.mark.parametrize("size", ["small", "medium", "large"])
 def test_memoised_stage_params_equal_a_fresh_count_and_follow_the_strategy(size):
-    """stage_params is memoised on (model, strategy, chunks): every rank's result equals the
+    """stage_params is memoised on (model, tp, ep, etp, chunks): every rank's result equals the
     uncached count, and a scenario that differs only in tp gets its own (not the cached) result."""
     from simengine import presets
     from simengine.config import load_scenario
@@ -59,12 +59,13 @@ def test_memoised_stage_params_equal_a_fresh_count_and_follow_the_strategy(size)
     cfg = presets.size_scenario(size)
     sc = load_scenario(cfg)
     for chunks in build_workload(sc).ranks:
-        assert stage_params(sc, chunks) == _stage_params.__wrapped__(sc.model, sc.strategy, chunks)
+        assert stage_params(sc, chunks) == _stage_params.__wrapped__(sc.model, sc.strategy.tp, sc.strategy.ep, sc.strategy.etp_size, chunks)
     st = cfg["strategy"]
     if st.get("tp", 1) > 1:
         tp = st["tp"] // 2
         narrow = load_scenario({**cfg, "system": {**cfg["system"], "num_gpus": cfg["system"]["num_gpus"] // 2},
                                 "strategy": {**st, "tp": tp}})
         wide, half = stage_params(sc, build_workload(sc).ranks[0]), stage_params(narrow, build_workload(narrow).ranks[0])
-        assert half == _stage_params.__wrapped__(narrow.model, narrow.strategy, build_workload(narrow).ranks[0])
+        assert half == _stage_params.__wrapped__(narrow.model, narrow.strategy.tp, narrow.strategy.ep, narrow.strategy.etp_size,
+                                             build_workload(narrow).ranks[0])
         assert half.dense > wide.dense
