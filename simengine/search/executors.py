@@ -15,7 +15,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from .space import SearchSpace
-from .types import GroupScreen, Refined, Timed
+from .types import Flowed, GroupScreen, Refined, Timed
 
 Batch = list[tuple]                                      # screen: (gpus, layout, mbs, order); time: (gpus, strategy, order)
 Progress = Callable[[int, int], Any]                     # (items done, items total) → truthy = cancel
@@ -38,13 +38,18 @@ def bound_batch(space: SearchSpace, batch: Batch) -> list[tuple]:
 def work_batch(space: SearchSpace, batch: Batch) -> list:
     """One branch-and-bound round: ("bound", group) items get their pipeline bound, ("refine",
     group) items the recompute their memory needs, ("zero", (group, limit)) items that with the
-    ZeRO-2/3 collectives, ("screen", group) items expand, ("time", candidate) items time."""
+    ZeRO-2/3 collectives, ("screen", group) items expand, ("flow", (candidate, bound, Flow))
+    items their data-flow bound, ("time", candidate) items time."""
+    from .flow import flow_bound
     from .prune import bound_group
     from .refine import refine_group, refine_memory
 
     out: list = []
     for kind, item in batch:
-        if kind == "zero":
+        if kind == "flow":
+            cand, lb, fl = item
+            out.append(Flowed(cand, max(lb, flow_bound(*fl))))
+        elif kind == "zero":
             grp, limit = item
             g, lay, mbs, order = grp
             out.append(Refined(grp, *refine_group(space, g, lay, mbs, order, limit=limit), "screen"))

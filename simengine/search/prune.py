@@ -29,6 +29,7 @@ from .a2a import A2A, ep_length, hides_a2a, schedule_hides_a2a, strategy_pairs
 from .bound import ep_alone, phase_alone, pipe_of, pipeline_bound, schedule_chains, speed_factors, zero_alone
 from .candidate import (_SHARED_OF, _in_field_ranges, _recompute, _shared_key, _strategy,  # noqa: F401  (re-exported)
                         construct, quick_error, scenario, specs)
+from .flow import flow_of
 from .orders import order_terms
 from .space import SearchSpace, flag_options, group_size, recompute_options, zero_stages
 from .types import Candidate, GroupScreen, Rejection
@@ -327,6 +328,9 @@ def screen_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int
                     ph = [(f + a, b + c, w, r + d) for (f, b, w, r), (a, c, d) in zip(ph, zero[(rc, dpf)])]
                 lb = pipeline_bound(pipe, ph, m, tails[dpf][0], p2p, inline, order=orders, grads=tails[dpf][1], a2a=a2a)
                 out.entries.append((gpus, _strategy(space, layout, mbs, z, rc, fl), lb, order * 1000 + len(out.entries)))
+                # its data flow, bounded only if the frontier reaches it (run.py: a "flow" node)
+                out.flows.append(flow_of(layout["schedule"], layout["pp"], m, layout["vpp"], inline, ph, p2p, tails[dpf][0],
+                                         bool(sc0.strategy.overlap_moe_expert_parallel_comm)))
     return out
 
 

@@ -12,7 +12,9 @@ node whose bound is above the top-th best timed step is out for good:
    option runs ZeRO-2/3 collectives, ``refine.refine_group``: per ZeRO stage, with them;
 4. ``prune.screen_group``: the memory pre-filter on the group's plans, each surviving candidate
    with its own bound (p2p, DP tail, ZeRO collectives at its flags, zero-bubble tails);
-5. the estimate itself.
+5. ``flow.flow_bound``, for candidates of the schedules the estimate runs in full (DualPipe,
+   DualPipeV, ZB-H1/H2): its schedule's data flow at the same lower-bound durations;
+6. the estimate itself.
 
 Pure and deterministic: groups are listed in a fixed order, batched in that order, merged in
 that order, and ranked with the enumeration index as the final tie-break.
@@ -29,7 +31,7 @@ from ..errors import ConfigError
 from .executors import Batch, InProcess, Progress, _tick, bound_batch, work_batch
 from .rank import check_objective, check_top, pareto, rank, ties
 from .space import SearchSpace, check_choices, group_size, layouts, micro_batches
-from .types import GroupScreen, Refined, Rejection, SearchResult, Timed
+from .types import Flowed, GroupScreen, Refined, Rejection, SearchResult, Timed
 
 BATCH_GROUPS = 16   # groups (or candidates) per executor task: enough work to amortise the transfer
 BOUND_SLACK = 1e-9  # relative: see _kth
@@ -182,18 +184,23 @@ def _best_first(ex, space: SearchSpace, groups: list, bounds: list, objective: s
                         total += 1
                 elif isinstance(o, GroupScreen):
                     screens.append(o)
-                    for g, strat, lb, order in o.entries:
-                        heapq.heappush(heap, (lb * (g if w else 1), 1, order, ("time", (g, strat, order))))
+                    for (g, strat, lb, order), fl in zip(o.entries, o.flows or [None] * len(o.entries)):
+                        node = ("time", (g, strat, order)) if fl is None else ("flow", ((g, strat, order), lb, fl))
+                        heapq.heappush(heap, (lb * (g if w else 1), 1, order, node))
                     total += len(o.entries)
+                elif isinstance(o, Flowed):
+                    g, _, order = o.cand
+                    heapq.heappush(heap, (o.bound * (g if w else 1), 1, order, ("time", o.cand)))
+                    total += 1
                 else:
                     timed.append(o)
                     cands.extend(o.candidates)
         done += len(batch)
         _tick(progress, done, total)
     _tick(progress, total, total)
-    left_groups = [(n[3][0], n[3][1]) for n in heap if n[3][0] not in ("time", "family")]
+    left_groups = [(n[3][0], n[3][1]) for n in heap if n[3][0] not in ("time", "flow", "family")]
     left_groups += [("family", [groups[i] for i in n[3][1][1]]) for n in heap if n[3][0] == "family"]
-    left_cands = [n[3][1] for n in heap if n[3][0] == "time"]
+    left_cands = [n[3][1] if n[3][0] == "time" else n[3][1][0] for n in heap if n[3][0] in ("time", "flow")]
     return screens, timed, sorted(left_groups, key=_first_order), sorted(left_cands, key=lambda c: c[2]), refused
 
 

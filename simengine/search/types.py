@@ -87,6 +87,15 @@ class GroupScreen:
     rejections: list[Rejection]
     memory_checked: int               # memory pre-filter calls
     entries: list[tuple[int, dict[str, Any], float, int]]   # (gpus, strategy, step-time lower bound, order), untimed
+    flows: list[Any] = field(default_factory=list)          # per entry, its ``flow.Flow`` (None: its bound stands)
+
+
+@dataclass(slots=True)
+class Flowed:
+    """A screened candidate's bound raised by its data flow (``flow.flow_bound``)."""
+
+    cand: tuple                       # (gpus, strategy, order)
+    bound: float
 
 
 @dataclass(slots=True)

@@ -1,0 +1,222 @@
+"""The data-flow bound: a candidate's schedule run at lower-bound durations, nothing else.
+
+``pipeline_bound`` (bound.py) sums chosen paths of the step's dependency graph; it misses the
+waits of a middle rank in DualPipe's cool-down, whose last backwards wait for gradients that
+come back through ranks still busy (4–11 % of a 405B DualPipe step). This runs every rank's own
+order (``schedule._combined.fb_orders``, the F&B pairs the engine keeps, ``sim/graph.py``
+``_pair_types``) on one compute stream per rank with the same per-stage phases the bound uses
+(each a lower bound on what the engine's compute stream spends on that action,
+``bound.phase_alone``), and the hand-offs of ``sim/graph.py``:
+
+* F(s, i) starts after F(s−1, i) has arrived (its end, plus the p2p send when it crosses ranks);
+  B(s, i) after B(s+1, i) has arrived, or on a chain's last stage after F(s, i); a recompute runs
+  right before its B and waits for the same input (``_Rank.backward``: the R task is the entry);
+  W(s, i) after B(s, i), on the same stream;
+* a kept F&B pair starts when both inputs have arrived (its gate waits for the B's gradient) and
+  sends both outputs after the B (``_forward_backward_chunk``): the F's first, then the B's;
+* a send that crosses ranks takes ``p2p`` on the sender's compute stream when sends are inline
+  (Megatron's blocking ``send_forward``/``send_backward``; the receiver waits for it), else it
+  arrives ``p2p`` after the action on the rank's pp stream;
+* the rank's ``tails[r]`` (``prune.dp_tail``) follow its last action.
+
+Every duration is a lower bound and every edge is one the engine has (the engine adds more:
+collectives, contention, DP and parameter streams), and ``end = max(inputs) + d`` is monotone,
+so each end here is ≤ the engine's and the step is bounded below (``tests/test_flow.py`` holds it
+below the estimate on every schedule). The program depends on (schedule, p, m, vpp, inline) alone
+and is built once (``_program``); a call evaluates it, one pass over the actions."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import NamedTuple
+
+import numpy as np
+
+from ..schedule import get_schedule
+from ..schedule._combined import fb_orders
+from ..sim.graph import _pair_types
+from ..sim.periodic import SCHEDULES as PERIODIC
+
+
+class Flow(NamedTuple):
+    """What ``flow_bound`` reads of a screened candidate (plain data: any executor carries it)."""
+
+    schedule: str
+    p: int
+    m: int
+    vpp: int
+    inline: bool
+    phases: tuple[tuple[float, float, float, float], ...]
+    p2p: float
+    tails: dict[int, float]
+
+
+def flow_of(schedule: str, p: int, m: int, vpp: int, inline: bool, phases, p2p: float,
+            tails: dict[int, float] | None, combined: bool) -> Flow | None:
+    """The candidate's ``Flow`` where it can tighten the bound for less than the estimate costs:
+    schedules the estimate runs in full (not 1F1B or interleaved, whose estimate is two short
+    runs, ``sim/periodic.py``), and not Megatron-Core's combined 1F1B (other orders)."""
+    if combined or schedule in PERIODIC or p < 2:
+        return None
+    return Flow(schedule, p, m, vpp, inline, tuple(tuple(x) for x in phases), p2p, dict(tails or {}))
+
+class Program(NamedTuple):
+    """The actions in an order the data flow allows, each as (rank's previous action, the p2p
+    sends it leaves on its stream; input A, p2p sends on its way; input B, likewise; phase
+    slots of its duration: stage·4 + (0 f, 1 b, 2 w, 3 r), −1 padding), and per rank its last
+    action and the sends after it. Index −1: none."""
+
+    prev: list[int]
+    prev_sends: np.ndarray
+    in_a: list[int]
+    a_sends: np.ndarray
+    in_b: list[int]
+    b_sends: np.ndarray
+    slots: np.ndarray
+    last: list[tuple[int, int]]
+
+
+def flow_bound(schedule: str, p: int, m: int, vpp: int, inline: bool, phases, p2p: float,
+               tails: dict[int, float] | None = None) -> float:
+    """The step's lower bound from the data flow of ``schedule`` (module doc): ``phases[s]`` =
+    (f, b, w, r) of data-flow stage s, as ``pipeline_bound`` reads them."""
+    pg = _program(schedule, p, m, vpp, inline)
+    flat = np.append(np.asarray(phases, dtype=float).reshape(-1), 0.0)   # slot −1: nothing
+    dur = flat[pg.slots].sum(axis=1).tolist()
+    hops = [(pg.prev_sends * p2p).tolist(), (pg.a_sends * p2p).tolist(), (pg.b_sends * p2p).tolist()]
+    end = [0.0] * (len(dur) + 1)   # end[−1] = 0: a missing input (index −1) waits for nothing
+    for j, (i0, c0, i1, c1, i2, c2, d) in enumerate(zip(pg.prev, hops[0], pg.in_a, hops[1], pg.in_b, hops[2], dur)):
+        x, y, z = end[i0] + c0, end[i1] + c1, end[i2] + c2
+        if y > x:
+            x = y
+        end[j] = (z if z > x else x) + d
+    tails = tails or {}
+    return max(end[j] + n * p2p + tails.get(r, 0.0) for r, (j, n) in enumerate(pg.last))
+
+
+@lru_cache(maxsize=64)
+def _program(schedule: str, p: int, m: int, vpp: int, inline: bool) -> Program:
+    """The program of (schedule, p, m, vpp, inline sends): the ranks' orders walked round-robin,
+    each rank as far as its inputs allow (the engine's topological order, ``compiled.topo_order``)."""
+    sched = get_schedule(schedule)
+    orders, pairs = fb_orders(sched, p, m, vpp)
+    nch = sched.chunks_per_rank(vpp)
+    n = max(1, p * nch // max(1, sched.chains))
+    stage = [[sched.stage_of(r, c, p, vpp) for c in range(nch)] for r in range(p)]
+    rank_of = {stage[r][c]: r for r in range(p) for c in range(nch)}
+    full_b = not sched.splits_weight_grad
+    w = _Walk(n, rank_of, inline)
+    kept = [_pair_types(o, pairs[r] if pairs else frozenset())[0] for r, o in enumerate(orders)]
+    wsets = [{(a.mb, a.chunk) for a in o if a.kind == "W"} for o in orders]
+    ptr = [0] * p
+    moved = True
+    while moved:
+        moved = False
+        for r in range(p):
+            i = w.rank(r, orders[r], ptr[r], stage[r], kept[r], wsets[r], full_b)
+            moved = moved or i != ptr[r]
+            ptr[r] = i
+    if any(ptr[r] != len(orders[r]) for r in range(p)):
+        raise ValueError(f"schedule '{schedule}' (p={p}, m={m}, vpp={vpp}): its orders deadlock")
+    width = max(len(x) for x in w.slots)
+    slots = np.array([x + (-1,) * (width - len(x)) for x in w.slots], dtype=np.int64)
+    ints = [np.array(x, dtype=np.int64) for x in (w.a_sends, w.b_sends, w.prev_sends)]
+    return Program(w.prev, ints[2], w.in_a, ints[0], w.in_b, ints[1], slots,
+                   [(w.tail.get(r, -1), w.tail_sends.get(r, 0)) for r in range(p)])
+
+
+class _Walk:
+    """Builds the program one action at a time (``_program``)."""
+
+    def __init__(self, n: int, rank_of: dict[int, int], inline: bool):
+        self.n, self.rank_of, self.inline = n, rank_of, inline
+        self.prev: list[int] = []
+        self.prev_sends: list[int] = []
+        self.in_a: list[int] = []
+        self.a_sends: list[int] = []
+        self.in_b: list[int] = []
+        self.b_sends: list[int] = []
+        self.slots: list[tuple[int, ...]] = []
+        self.f_out: dict[tuple[int, int], tuple[int, int]] = {}   # (stage, mb) → (action, sends before it arrives)
+        self.b_out: dict[tuple[int, int], tuple[int, int]] = {}
+        self.f_done: dict[tuple[int, int], int] = {}
+        self.tail: dict[int, int] = {}
+        self.tail_sends: dict[int, int] = {}
+
+    def _f_in(self, s: int, mb: int):
+        return (-1, 0) if s % self.n == 0 else self.f_out.get((s - 1, mb))
+
+    def _b_in(self, s: int, mb: int):
+        if s % self.n == self.n - 1:
+            j = self.f_done.get((s, mb))
+            return None if j is None else (j, 0)
+        return self.b_out.get((s + 1, mb))
+
+    def _emit(self, r: int, a: tuple[int, int], b: tuple[int, int], slots: tuple[int, ...]) -> int:
+        j = len(self.slots)
+        self.prev.append(self.tail.get(r, -1))
+        self.prev_sends.append(self.tail_sends.get(r, 0))
+        self.in_a.append(a[0])
+        self.a_sends.append(a[1])
+        self.in_b.append(b[0])
+        self.b_sends.append(b[1])
+        self.slots.append(slots)
+        self.tail[r], self.tail_sends[r] = j, 0
+        return j
+
+    def _send(self, r: int, j: int, s: int, to: int, out: dict, mb: int) -> None:
+        """Action j of rank r hands stage s's output to stage ``to`` (a send when it crosses ranks)."""
+        if self.rank_of[to] == r:
+            out[(s, mb)] = (j, 0)
+        elif self.inline:
+            self.tail_sends[r] += 1
+            out[(s, mb)] = (j, self.tail_sends[r])
+        else:
+            out[(s, mb)] = (j, 1)
+
+    def _hand_f(self, r: int, j: int, s: int, mb: int) -> None:
+        if s % self.n != self.n - 1:
+            self._send(r, j, s, s + 1, self.f_out, mb)
+
+    def _hand_b(self, r: int, j: int, s: int, mb: int) -> None:
+        if s % self.n != 0:
+            self._send(r, j, s, s - 1, self.b_out, mb)
+
+    def _b_slots(self, s: int, mb: int, c: int, wset: set, full_b: bool) -> tuple[int, ...]:
+        full = full_b or (mb, c) not in wset   # a B-full carries its W (graph.py V_BF)
+        return (4 * s + 3, 4 * s + 1, 4 * s + 2) if full else (4 * s + 3, 4 * s + 1)
+
+    def rank(self, r: int, order, i: int, stage: list[int], kept, wset: set, full_b: bool) -> int:
+        """Emits rank r's actions from position i while their inputs are known; the next position."""
+        while i < len(order):
+            a = order[i]
+            s = stage[a.chunk]
+            if a.kind == "F" and i in kept:
+                b = order[i + 1]
+                s2 = stage[b.chunk]
+                fin, bin_ = self._f_in(s, a.mb), self._b_in(s2, b.mb)
+                if fin is None or bin_ is None:
+                    return i
+                j = self._emit(r, fin, bin_, (4 * s,) + self._b_slots(s2, b.mb, b.chunk, wset, full_b))
+                self.f_done[(s, a.mb)] = j
+                self._hand_f(r, j, s, a.mb)
+                self._hand_b(r, j, s2, b.mb)
+                i += 2
+                continue
+            if a.kind == "F":
+                fin = self._f_in(s, a.mb)
+                if fin is None:
+                    return i
+                j = self._emit(r, fin, (-1, 0), (4 * s,))
+                self.f_done[(s, a.mb)] = j
+                self._hand_f(r, j, s, a.mb)
+            elif a.kind == "B":
+                bin_ = self._b_in(s, a.mb)
+                if bin_ is None:
+                    return i
+                j = self._emit(r, bin_, (-1, 0), self._b_slots(s, a.mb, a.chunk, wset, full_b))
+                self._hand_b(r, j, s, a.mb)
+            else:
+                self._emit(r, (-1, 0), (-1, 0), (4 * s + 2,))
+            i += 1
+        return i
