@@ -49,22 +49,25 @@ class Flow(NamedTuple):
     phases: tuple[tuple[float, float, float, float], ...]
     p2p: float
     tails: dict[int, float]
+    a2a: tuple | None             # A2A.stages where pairs may hide the all-to-all (phases leave it out)
 
 
 def flow_of(schedule: str, p: int, m: int, vpp: int, inline: bool, phases, p2p: float,
-            tails: dict[int, float] | None, combined: bool) -> Flow | None:
+            tails: dict[int, float] | None, combined: bool, a2a=None) -> Flow | None:
     """The candidate's ``Flow`` where it can tighten the bound for less than the estimate costs:
     schedules the estimate runs in full (not 1F1B or interleaved, whose estimate is two short
     runs, ``sim/periodic.py``), and not Megatron-Core's combined 1F1B (other orders)."""
     if combined or schedule in PERIODIC or p < 2:
         return None
-    return Flow(schedule, p, m, vpp, inline, tuple(tuple(x) for x in phases), p2p, dict(tails or {}))
+    return Flow(schedule, p, m, vpp, inline, tuple(tuple(x) for x in phases), p2p, dict(tails or {}),
+                None if a2a is None else tuple(tuple(x) for x in a2a.stages))
 
 class Program(NamedTuple):
     """The actions in an order the data flow allows, each as (rank's previous action, the p2p
     sends it leaves on its stream; input A, p2p sends on its way; input B, likewise; phase
-    slots of its duration: stage·4 + (0 f, 1 b, 2 w, 3 r), −1 padding), and per rank its last
-    action and the sends after it. Index −1: none."""
+    what it runs: ``what`` rows (kind: 0 F, 1 B, 2 W, 3 F&B pair; the F's stage; the B's stage;
+    whether the B carries its W)), and per rank its last action and the sends after it. Index
+    −1: none."""
 
     prev: list[int]
     prev_sends: np.ndarray
@@ -72,17 +75,17 @@ class Program(NamedTuple):
     a_sends: np.ndarray
     in_b: list[int]
     b_sends: np.ndarray
-    slots: np.ndarray
+    what: np.ndarray
     last: list[tuple[int, int]]
 
 
 def flow_bound(schedule: str, p: int, m: int, vpp: int, inline: bool, phases, p2p: float,
-               tails: dict[int, float] | None = None) -> float:
+               tails: dict[int, float] | None = None, a2a=None) -> float:
     """The step's lower bound from the data flow of ``schedule`` (module doc): ``phases[s]`` =
-    (f, b, w, r) of data-flow stage s, as ``pipeline_bound`` reads them."""
+    (f, b, w, r) of data-flow stage s, as ``pipeline_bound`` reads them; ``a2a`` its ``A2A.stages``
+    where F&B pairs may hide the expert all-to-all (the phases then leave it out)."""
     pg = _program(schedule, p, m, vpp, inline)
-    flat = np.append(np.asarray(phases, dtype=float).reshape(-1), 0.0)   # slot −1: nothing
-    dur = flat[pg.slots].sum(axis=1).tolist()
+    dur = _durations(pg.what, np.asarray(phases, dtype=float), a2a)
     hops = [(pg.prev_sends * p2p).tolist(), (pg.a_sends * p2p).tolist(), (pg.b_sends * p2p).tolist()]
     end = [0.0] * (len(dur) + 1)   # end[−1] = 0: a missing input (index −1) waits for nothing
     for j, (i0, c0, i1, c1, i2, c2, d) in enumerate(zip(pg.prev, hops[0], pg.in_a, hops[1], pg.in_b, hops[2], dur)):
@@ -92,6 +95,24 @@ def flow_bound(schedule: str, p: int, m: int, vpp: int, inline: bool, phases, p2
         end[j] = (z if z > x else x) + d
     tails = tails or {}
     return max(end[j] + n * p2p + tails.get(r, 0.0) for r, (j, n) in enumerate(pg.last))
+
+
+def _durations(what: np.ndarray, ph: np.ndarray, a2a) -> list[float]:
+    """Each action's lower bound. F: f (+ its all-to-all alone), B: the recompute, b, the W it
+    carries (+ its all-to-all alone), W: w. An F&B pair: the B's recompute (its slot resolves
+    every collective alone) + max(B, A_F) + max(F, A_B), A the members' whole all-to-all
+    (``a2a.a2a_work``: each hides at most behind the other's compute, sim/overlap.py ``resolve``);
+    with no all-to-all to hide, F + B."""
+    kind, s, s2, carry = what.T
+    f, b, w, r = ph.T
+    if a2a is None:
+        alone_f = alone_b = len_f = len_b = np.zeros(len(ph))
+    else:
+        alone_f, alone_b, len_f, len_b = np.asarray(a2a, dtype=float).reshape(-1, 4).T
+    bw = r[s2] + b[s2] + carry * w[s2]
+    out = np.where(kind == 0, f[s] + alone_f[s], np.where(kind == 1, bw + alone_b[s2], w[s]))
+    pair = r[s2] + np.maximum(b[s2] + carry * w[s2], len_f[s]) + np.maximum(f[s], len_b[s2])
+    return np.where(kind == 3, pair, out).tolist()
 
 
 @lru_cache(maxsize=64)
@@ -118,10 +139,9 @@ def _program(schedule: str, p: int, m: int, vpp: int, inline: bool) -> Program:
             ptr[r] = i
     if any(ptr[r] != len(orders[r]) for r in range(p)):
         raise ValueError(f"schedule '{schedule}' (p={p}, m={m}, vpp={vpp}): its orders deadlock")
-    width = max(len(x) for x in w.slots)
-    slots = np.array([x + (-1,) * (width - len(x)) for x in w.slots], dtype=np.int64)
+    what = np.array(w.what, dtype=np.int64).reshape(-1, 4)
     ints = [np.array(x, dtype=np.int64) for x in (w.a_sends, w.b_sends, w.prev_sends)]
-    return Program(w.prev, ints[2], w.in_a, ints[0], w.in_b, ints[1], slots,
+    return Program(w.prev, ints[2], w.in_a, ints[0], w.in_b, ints[1], what,
                    [(w.tail.get(r, -1), w.tail_sends.get(r, 0)) for r in range(p)])
 
 
@@ -136,7 +156,7 @@ class _Walk:
         self.a_sends: list[int] = []
         self.in_b: list[int] = []
         self.b_sends: list[int] = []
-        self.slots: list[tuple[int, ...]] = []
+        self.what: list[tuple[int, int, int, int]] = []
         self.f_out: dict[tuple[int, int], tuple[int, int]] = {}   # (stage, mb) → (action, sends before it arrives)
         self.b_out: dict[tuple[int, int], tuple[int, int]] = {}
         self.f_done: dict[tuple[int, int], int] = {}
@@ -152,15 +172,15 @@ class _Walk:
             return None if j is None else (j, 0)
         return self.b_out.get((s + 1, mb))
 
-    def _emit(self, r: int, a: tuple[int, int], b: tuple[int, int], slots: tuple[int, ...]) -> int:
-        j = len(self.slots)
+    def _emit(self, r: int, a: tuple[int, int], b: tuple[int, int], what: tuple[int, int, int, int]) -> int:
+        j = len(self.what)
         self.prev.append(self.tail.get(r, -1))
         self.prev_sends.append(self.tail_sends.get(r, 0))
         self.in_a.append(a[0])
         self.a_sends.append(a[1])
         self.in_b.append(b[0])
         self.b_sends.append(b[1])
-        self.slots.append(slots)
+        self.what.append(what)
         self.tail[r], self.tail_sends[r] = j, 0
         return j
 
@@ -182,9 +202,9 @@ class _Walk:
         if s % self.n != 0:
             self._send(r, j, s, s - 1, self.b_out, mb)
 
-    def _b_slots(self, s: int, mb: int, c: int, wset: set, full_b: bool) -> tuple[int, ...]:
-        full = full_b or (mb, c) not in wset   # a B-full carries its W (graph.py V_BF)
-        return (4 * s + 3, 4 * s + 1, 4 * s + 2) if full else (4 * s + 3, 4 * s + 1)
+    @staticmethod
+    def _carries(mb: int, c: int, wset: set, full_b: bool) -> int:
+        return int(full_b or (mb, c) not in wset)   # a B-full carries its W (graph.py V_BF)
 
     def rank(self, r: int, order, i: int, stage: list[int], kept, wset: set, full_b: bool) -> int:
         """Emits rank r's actions from position i while their inputs are known; the next position."""
@@ -197,7 +217,7 @@ class _Walk:
                 fin, bin_ = self._f_in(s, a.mb), self._b_in(s2, b.mb)
                 if fin is None or bin_ is None:
                     return i
-                j = self._emit(r, fin, bin_, (4 * s,) + self._b_slots(s2, b.mb, b.chunk, wset, full_b))
+                j = self._emit(r, fin, bin_, (3, s, s2, self._carries(b.mb, b.chunk, wset, full_b)))
                 self.f_done[(s, a.mb)] = j
                 self._hand_f(r, j, s, a.mb)
                 self._hand_b(r, j, s2, b.mb)
@@ -207,16 +227,16 @@ class _Walk:
                 fin = self._f_in(s, a.mb)
                 if fin is None:
                     return i
-                j = self._emit(r, fin, (-1, 0), (4 * s,))
+                j = self._emit(r, fin, (-1, 0), (0, s, s, 0))
                 self.f_done[(s, a.mb)] = j
                 self._hand_f(r, j, s, a.mb)
             elif a.kind == "B":
                 bin_ = self._b_in(s, a.mb)
                 if bin_ is None:
                     return i
-                j = self._emit(r, bin_, (-1, 0), self._b_slots(s, a.mb, a.chunk, wset, full_b))
+                j = self._emit(r, bin_, (-1, 0), (1, s, s, self._carries(a.mb, a.chunk, wset, full_b)))
                 self._hand_b(r, j, s, a.mb)
             else:
-                self._emit(r, (-1, 0), (-1, 0), (4 * s + 2,))
+                self._emit(r, (-1, 0), (-1, 0), (2, s, s, 0))
             i += 1
         return i
