@@ -69,11 +69,11 @@ class Program(NamedTuple):
     whether the B carries its W)), and per rank its last action and the sends after it. Index
     −1: none."""
 
-    prev: list[int]
+    prev: np.ndarray
     prev_sends: np.ndarray
-    in_a: list[int]
+    in_a: np.ndarray
     a_sends: np.ndarray
-    in_b: list[int]
+    in_b: np.ndarray
     b_sends: np.ndarray
     what: np.ndarray
     last: list[tuple[int, int]]
@@ -88,7 +88,8 @@ def flow_bound(schedule: str, p: int, m: int, vpp: int, inline: bool, phases, p2
     dur = _durations(pg.what, np.asarray(phases, dtype=float), a2a)
     hops = [(pg.prev_sends * p2p).tolist(), (pg.a_sends * p2p).tolist(), (pg.b_sends * p2p).tolist()]
     end = [0.0] * (len(dur) + 1)   # end[−1] = 0: a missing input (index −1) waits for nothing
-    for j, (i0, c0, i1, c1, i2, c2, d) in enumerate(zip(pg.prev, hops[0], pg.in_a, hops[1], pg.in_b, hops[2], dur)):
+    for j, (i0, c0, i1, c1, i2, c2, d) in enumerate(zip(pg.prev.tolist(), hops[0], pg.in_a.tolist(), hops[1],
+                                                             pg.in_b.tolist(), hops[2], dur)):
         x, y, z = end[i0] + c0, end[i1] + c1, end[i2] + c2
         if y > x:
             x = y
@@ -115,7 +116,7 @@ def _durations(what: np.ndarray, ph: np.ndarray, a2a) -> list[float]:
     return np.where(kind == 3, pair, out).tolist()
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=32)   # a pp=64 DualPipe program: about 1 MB, built in about 0.5 s
 def _program(schedule: str, p: int, m: int, vpp: int, inline: bool) -> Program:
     """The program of (schedule, p, m, vpp, inline sends): the ranks' orders walked round-robin,
     each rank as far as its inputs allow (the engine's topological order, ``compiled.topo_order``)."""
@@ -139,9 +140,10 @@ def _program(schedule: str, p: int, m: int, vpp: int, inline: bool) -> Program:
             ptr[r] = i
     if any(ptr[r] != len(orders[r]) for r in range(p)):
         raise ValueError(f"schedule '{schedule}' (p={p}, m={m}, vpp={vpp}): its orders deadlock")
-    what = np.array(w.what, dtype=np.int64).reshape(-1, 4)
-    ints = [np.array(x, dtype=np.int64) for x in (w.a_sends, w.b_sends, w.prev_sends)]
-    return Program(w.prev, ints[2], w.in_a, ints[0], w.in_b, ints[1], what,
+    what = np.array(w.what, dtype=np.int32).reshape(-1, 4)
+    idx = [np.array(x, dtype=np.int32) for x in (w.prev, w.in_a, w.in_b)]
+    sends = [np.array(x, dtype=np.int8) for x in (w.prev_sends, w.a_sends, w.b_sends)]   # at most two per action
+    return Program(idx[0], sends[0], idx[1], sends[1], idx[2], sends[2], what,
                    [(w.tail.get(r, -1), w.tail_sends.get(r, 0)) for r in range(p)])
 
 
