@@ -34,7 +34,7 @@ import numpy as np
 
 from ..schedule import get_schedule
 from ..schedule._combined import fb_orders
-from ..sim.graph import _pair_types
+from ..sim.graph import _pair_types, _stages
 from ..sim.periodic import SCHEDULES as PERIODIC
 
 
@@ -62,10 +62,11 @@ def flow_of(schedule: str, p: int, m: int, vpp: int, inline: bool, phases, p2p: 
     return Flow(schedule, p, m, vpp, inline, tuple(tuple(x) for x in phases), p2p, dict(tails or {}),
                 None if a2a is None else tuple(tuple(x) for x in a2a.stages))
 
+
 class Program(NamedTuple):
     """The actions in an order the data flow allows, each as (rank's previous action, the p2p
-    sends it leaves on its stream; input A, p2p sends on its way; input B, likewise; phase
-    what it runs: ``what`` rows (kind: 0 F, 1 B, 2 W, 3 F&B pair; the F's stage; the B's stage;
+    sends it leaves on its stream; input A, p2p sends on its way; input B, likewise; what it
+    runs: ``what`` rows (kind: 0 F, 1 B, 2 W, 3 F&B pair; the F's stage; the B's stage;
     whether the B carries its W)), and per rank its last action and the sends after it. Index
     −1: none."""
 
@@ -124,8 +125,7 @@ def _program(schedule: str, p: int, m: int, vpp: int, inline: bool) -> Program:
     orders, pairs = fb_orders(sched, p, m, vpp)
     nch = sched.chunks_per_rank(vpp)
     n = max(1, p * nch // max(1, sched.chains))
-    stage = [[sched.stage_of(r, c, p, vpp) for c in range(nch)] for r in range(p)]
-    rank_of = {stage[r][c]: r for r in range(p) for c in range(nch)}
+    stage, rank_of = _stages(sched, schedule, p, vpp, nch)   # the engine's own placement
     full_b = not sched.splits_weight_grad
     w = _Walk(n, rank_of, inline)
     kept = [_pair_types(o, pairs[r] if pairs else frozenset())[0] for r, o in enumerate(orders)]
@@ -150,7 +150,7 @@ def _program(schedule: str, p: int, m: int, vpp: int, inline: bool) -> Program:
 class _Walk:
     """Builds the program one action at a time (``_program``)."""
 
-    def __init__(self, n: int, rank_of: dict[int, int], inline: bool):
+    def __init__(self, n: int, rank_of: list[int], inline: bool):
         self.n, self.rank_of, self.inline = n, rank_of, inline
         self.prev: list[int] = []
         self.prev_sends: list[int] = []
