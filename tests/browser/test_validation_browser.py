@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from playwright.sync_api import expect
 from test_studio_browser import shot
 
 from simengine import api
@@ -60,8 +61,9 @@ def test_validation_page_loads_a_run_onto_estimate(fresh_server, page):
     picker.locator("input").click()
     page.keyboard.type(want.run)
     page.get_by_role("option", name=key, exact=True).click()
-    settle(page, "[data-testid=stButton]")
-    assert want.metric in main.inner_text()
+    # the rerun after the pick replaces the previous run's lines: wait for this run's own line (a
+    # Playwright auto-retrying expectation, not a timed assert; it fails if the line never comes)
+    expect(main).to_contain_text(f"{want.metric}: measured {want.measured:.4g}")
     page.get_by_role("button", name="Load this run").click()
     page.wait_for_url(re.compile(r"/estimate\?s=v1\."))
     settle(page, "[data-testid=stMetric]")
