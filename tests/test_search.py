@@ -14,7 +14,7 @@ from simengine.errors import ConfigError
 from simengine.search import ProcessPool, fit_changes, make_space, search
 from simengine.search.executors import Cancelled
 from simengine.search.prune import memory_and_bound, scenario
-from simengine.search.space import flag_options, layouts, micro_batches, recompute_options, zero_stages
+from simengine.search.space import SPLIT_FIELDS, flag_options, layouts, micro_batches, recompute_options, zero_stages
 
 TINY = {**presets.load_preset("models", "llama3-8b"), "name": "tiny", "hidden_size": 1024, "num_layers": 4,
         "num_attention_heads": 16, "num_kv_heads": 4, "ffn_hidden_size": 4096, "vocab_size": 32000}
@@ -373,6 +373,32 @@ def test_uneven_splits_place_non_divisible_layer_counts():
             assert not sc.notes  # a split Megatron accepts: no "Megatron refuses it" note
 
 
+def test_no_two_layouts_place_the_layers_alike():
+    """An uneven split that places every layer where the default split does is the same layout:
+    the space keeps the split Megatron accepts, once (before, Llama-3-405B at pp 16 held both the
+    default and (7, 7); each was screened and timed, and ranked as two rows with the same numbers)."""
+    from types import SimpleNamespace
+
+    from simengine.config.layout import strategy_stage_counts
+
+    for name, pp in (("llama3-405b", 16), ("llama3-405b", 64), ("deepseek-v3", 16), ("deepseek-v3", 2), ("llama3-70b", 32)):
+        model = presets.load_preset("models", name)
+        space = make_space(model, dict(SYSTEM, num_gpus=8 * pp), global_batch=8 * pp, seq_len=4096, gpus=[8 * pp],
+                           choices={"tp": (8,), "pp": (pp,), "cp": (1,), "ep": (1,)})
+        seen: dict = {}
+        for lay in layouts(space, 8 * pp):
+            st = SimpleNamespace(pipeline_layers=None, **{k: lay.get(k) for k in ("schedule", "pp", "vpp", *SPLIT_FIELDS)})
+            rest = tuple(sorted((k, v) for k, v in lay.items() if k not in SPLIT_FIELDS))
+            key = (rest, tuple(strategy_stage_counts(st, model["num_layers"])[0]))
+            assert key not in seen, (name, pp, lay, seen.get(key))
+            seen[key] = lay
+        ends = {(lay.get(SPLIT_FIELDS[0]), lay.get(SPLIT_FIELDS[1])) for lay in layouts(space, 8 * pp) if lay["schedule"] == "1f1b"}
+        if name == "llama3-405b":   # even_split(126, pp) is the (7, 7) / (1, 1) split: the split is kept
+            assert (None, None) not in ends and ((7, 7) if pp == 16 else (1, 1)) in ends
+        if (name, pp) == ("deepseek-v3", 16):  # 3, 4 × 13, 3, 3: no split places it so; both kept
+            assert (None, None) in ends and (2, 3) in ends
+
+
 def test_search_with_uneven_splits_equals_brute_force():
     five = {**TINY, "num_layers": 5}
     choices = {"tp": (1,), "cp": (1,), "pp": (1, 2), "zero_stage": (1,), "overlap_param_gather": (True,),
@@ -380,7 +406,7 @@ def test_search_with_uneven_splits_equals_brute_force():
     space = make_space(five, SMALL_GPU, global_batch=16, seq_len=8192, gpus=[8], choices=choices)
     splits = {(lay.get("decoder_first_pipeline_num_layers"), lay.get("decoder_last_pipeline_num_layers"))
               for lay in layouts(space, 8) if lay["pp"] == 2 and lay["schedule"] == "1f1b"}
-    assert splits == {(None, None), (2, 3), (3, 2)}
+    assert splits == {(2, 3), (3, 2)}   # the default places 3/2 as the (3, 2) split does: one layout, kept once
     brute = brute_force(space)
     res = search(space)
     assert res.candidates[0].tokens_per_s == pytest.approx(max(b[0] for b in brute), rel=1e-12)

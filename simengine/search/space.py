@@ -140,11 +140,32 @@ def _schedules(space: SearchSpace, pp: int, layers: int) -> list[tuple[str, int,
             vals = _allowed(space, "vpp", [1])
         for v in vals:
             nch = 2 if s == "dualpipev" else v
-            if layers % (pp * nch) == 0 or s != "interleaved":
+            splits = [] if pinned or s == "dualpipev" else uneven_splits(layers, pp, nch)  # the V: both ends on rank 0
+            if (layers % (pp * nch) == 0 or s != "interleaved") and not _places_as_one(s, pp, v, layers, splits):
                 out.append((s, v, {}))
-            if not pinned and s != "dualpipev":  # the V puts both ends on rank 0: its own rule
-                out += [(s, v, dict(zip(SPLIT_FIELDS, fl))) for fl in uneven_splits(layers, pp, nch)]
+            out += [(s, v, dict(zip(SPLIT_FIELDS, fl))) for fl in splits]
     return out
+
+
+def _places_as_one(schedule: str, pp: int, vpp: int, layers: int, splits: list[tuple[int, int]]) -> bool:
+    """Whether one of the uneven ``splits`` places every layer where the default split does
+    (``config.layout.strategy_stage_counts``, the one owner of placement): then they are one
+    layout, and only the split Megatron accepts is kept. Llama-3-405B's 126 layers at pp 16:
+    the default gives the middle ranks 8 and the ends 7 (``layout.even_split``), which is the
+    (7, 7) split (Dubey et al. 2024 §3.3.2); enumerated twice, each was screened and timed twice
+    and ranked as two rows with the same numbers."""
+    from types import SimpleNamespace
+
+    from ..config.layout import strategy_stage_counts
+
+    def counts(first: int | None, last: int | None) -> list[int] | None:
+        st = SimpleNamespace(schedule=schedule, pp=pp, vpp=vpp, decoder_first_pipeline_num_layers=first,
+                             decoder_last_pipeline_num_layers=last, pipeline_layers=None)
+        got, issues = strategy_stage_counts(st, layers)
+        return None if issues else got   # a refused split falls back to the default: not the same layout
+
+    default = counts(None, None) if splits else None
+    return default is not None and any(counts(f, last) == default for f, last in splits)
 
 
 def _experts(space: SearchSpace, moe: bool, gpus: int, tp: int, pp: int, cp: int) -> list[tuple[int, int | None]]:
