@@ -33,6 +33,14 @@ def hides_a2a(strategy) -> bool:
     return schedule_hides_a2a(strategy.schedule, strategy.overlap_moe_expert_parallel_comm)
 
 
+def any_a2a(stages) -> bool:
+    """Whether some stage's F or B runs an expert all-to-all (``A2A.stages``). Where none does (a
+    dense model, or no expert parallelism) every ``a2a_work`` term is zero — a pair's
+    max(B, 0) + max(F, 0) − F − B — so the bound leaves ``a2a`` out: the same bound without one
+    pass over every rank's pairs per call."""
+    return any(x for st in stages for x in st)
+
+
 def strategy_pairs(strategy, m: int) -> Pairs:
     """``orders.pair_counts`` of a strategy with m micro-batches per chain (``sim_microbatches``)."""
     return pair_counts(strategy.schedule, strategy.pp, m, strategy.vpp, bool(strategy.overlap_moe_expert_parallel_comm))

@@ -23,7 +23,7 @@ from ..config.scenario import Scenario
 from ..schedule import get_schedule
 from ..sim.inputs import CommTask
 from ..sim.overlap import by_kind
-from .a2a import A2A, Phases, a2a_work, ep_length, hides_a2a, strategy_pairs
+from .a2a import A2A, Phases, a2a_work, any_a2a, ep_length, hides_a2a, strategy_pairs
 from .orders import Counts, Orders
 
 BLOCK_KEY = ("tp", "cp", "cp_comm_type", "ep", "etp", "micro_batch_size")
@@ -283,7 +283,10 @@ def a2a_terms(placed: "Placed", secs: dict[str, "Sides"], strategy, m: int) -> t
     strategy's placed layout with m micro-batches per chain: the one or the other, as
     ``hides_a2a`` decides."""
     ep = not hides_a2a(strategy)
-    return ep, (None if ep else A2A(stage_a2a(placed, secs), strategy_pairs(strategy, m)))
+    if ep:
+        return ep, None
+    stages = stage_a2a(placed, secs)
+    return ep, (A2A(stages, strategy_pairs(strategy, m)) if any_a2a(stages) else None)
 
 
 def ep_alone(pc, slowdown: float) -> float:
@@ -316,9 +319,9 @@ def _kind_alone(pc, kind: str, slowdown: float) -> float:
     contention on the compute and its exposed part (sim/overlap.py ``resolve``, the rule
     ``phase_alone`` applies to the others; linear in the phase's blocks)."""
 
-    tasks = tuple(CommTask(*t) for t in pc.tasks() if t[0] == kind)
-    if not tasks:
+    if not any(key[0] == kind and n > 0 for key, n in pc.comm.items()):  # none of that kind (a dense model's ep_comm)
         return 0.0
+    tasks = tuple(CommTask(*t) for t in pc.tasks() if t[0] == kind)
     _, exposed, extra = by_kind(tasks, slowdown)
     return extra + sum(exposed)
 

@@ -25,7 +25,7 @@ from ..cost.phase import PhaseCost
 from ..cost.stage import _zero_per_microbatch
 from ..errors import ConfigError
 from ..pipeline import sim_microbatches
-from .a2a import A2A, ep_length, hides_a2a, schedule_hides_a2a, strategy_pairs
+from .a2a import A2A, any_a2a, ep_length, hides_a2a, schedule_hides_a2a, strategy_pairs
 from .bound import ep_alone, phase_alone, pipe_of, pipeline_bound, schedule_chains, speed_factors, zero_alone
 from .candidate import (_SHARED_OF, _in_field_ranges, _recompute, _shared_key, _strategy,  # noqa: F401  (re-exported)
                         construct, quick_error, scenario, specs)
@@ -134,7 +134,7 @@ def plan_a2a(plan, sc: Scenario) -> A2A | None:
     for s in plan.stages:
         for c in s.chunks:
             out[c.work.index] = (ep_alone(c.fwd, slow), ep_alone(c.bwd, slow), ep_length(c.fwd), ep_length(c.bwd))
-    return A2A(out, strategy_pairs(sc.strategy, sim_microbatches(sc)))
+    return A2A(out, strategy_pairs(sc.strategy, sim_microbatches(sc))) if any_a2a(out) else None
 
 
 def dp_tail(dp, overlap_grad_reduce: bool, overlap_param_gather: bool) -> float:
@@ -239,6 +239,9 @@ def work_floor(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, 
     wkey = (gpus, tp, cp, layout["cp_comm_type"], layout["ep"], layout["etp"], mbs)
     hit = sb.floors.get(wkey)
     if hit is None:
+        rej = _invalid(space, gpus, layout, mbs)   # an invalid layout (tp 256 of 128 heads, …): its reason, no pricing
+        if rej is not None:
+            return math.inf, rej
         zs = zero_stages(space)
         base = _strategy(space, layout, mbs, zs[0] if zs else 1, ("none", None), {})
         tco = any(f["tp_comm_overlap"] for f in flag_options(space, layout, gpus // (tp * pp * cp)))
@@ -268,12 +271,12 @@ def bound_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int,
     (inf, rejection) when the group is invalid. Validity is the Scenario's own check run on an
     unvalidated strategy (``quick_error``); the bound is priced once per block kind and layout
     and shared (``bound.SharedBounds``), equal to ``_bounds`` of the group's plan."""
+    rej = _invalid(space, gpus, layout, mbs)
+    if rej is not None:
+        return math.inf, rej
     zs = zero_stages(space)
     rcs = recompute_options(space, layout)
     probe = _strategy(space, layout, mbs, zs[0] if zs else 1, rcs[0] if rcs else ("none", None), {})
-    err = quick_error(space, gpus, probe)
-    if err:
-        return math.inf, Rejection("invalid", err, group_size(space, gpus, layout), _ex(gpus, probe))
     model, system = specs(space, gpus)
     base = {**probe, **_recompute(space, "none", None)}
     st = construct(space, base)
@@ -281,6 +284,16 @@ def bound_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int,
     m = st.global_batch_size // (st.micro_batch_size * dp) // schedule_chains(st.schedule)  # pipeline.sim_microbatches
     tco = any(f["tp_comm_overlap"] for f in flag_options(space, layout, dp))
     return _shared(space).bound(gpus, base, model, st, m, lambda: scenario(space, gpus, base), tco), None
+
+
+def _invalid(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int) -> Rejection | None:
+    """The group's rejection when its layout is invalid (the Scenario's own check on its first
+    candidate, ``quick_error``), else None."""
+    zs = zero_stages(space)
+    rcs = recompute_options(space, layout)
+    probe = _strategy(space, layout, mbs, zs[0] if zs else 1, rcs[0] if rcs else ("none", None), {})
+    err = quick_error(space, gpus, probe)
+    return Rejection("invalid", err, group_size(space, gpus, layout), _ex(gpus, probe)) if err else None
 
 
 def screen_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, order: int) -> GroupScreen:
