@@ -50,17 +50,20 @@ class Flow(NamedTuple):
     p2p: float
     tails: dict[int, float]
     a2a: tuple | None             # A2A.stages where pairs may hide the all-to-all (phases leave it out)
+    grads: dict[int, tuple[float, ...]] | None = None   # per rank, its gradient buckets' seconds (overlap_grad_reduce)
 
 
 def flow_of(schedule: str, p: int, m: int, vpp: int, inline: bool, phases, p2p: float,
-            tails: dict[int, float] | None, combined: bool, a2a=None) -> Flow | None:
+            tails: dict[int, float] | None, combined: bool, a2a=None,
+            grads: dict[int, tuple[float, ...]] | None = None) -> Flow | None:
     """The candidate's ``Flow`` where it can tighten the bound for less than the estimate costs:
     schedules the estimate runs in full (not 1F1B or interleaved, whose estimate is two short
     runs, ``sim/periodic.py``), and not Megatron-Core's combined 1F1B (other orders)."""
     if combined or schedule in PERIODIC or p < 2:
         return None
     return Flow(schedule, p, m, vpp, inline, tuple(tuple(x) for x in phases), p2p, dict(tails or {}),
-                None if a2a is None else tuple(tuple(x) for x in a2a.stages))
+                None if a2a is None else tuple(tuple(x) for x in a2a.stages),
+                {r: g for r, g in grads.items() if g} if grads else None)   # the tuples shared
 
 
 class Program(NamedTuple):
@@ -78,13 +81,17 @@ class Program(NamedTuple):
     b_sends: np.ndarray
     what: np.ndarray
     last: list[tuple[int, int]]
+    grad_acts: list[list[int]]    # per rank, each chunk's last gradient action, in order (graph.py last_g)
 
 
 def flow_bound(schedule: str, p: int, m: int, vpp: int, inline: bool, phases, p2p: float,
-               tails: dict[int, float] | None = None, a2a=None) -> float:
+               tails: dict[int, float] | None = None, a2a=None,
+               grads: dict[int, tuple[float, ...]] | None = None) -> float:
     """The step's lower bound from the data flow of ``schedule`` (module doc): ``phases[s]`` =
     (f, b, w, r) of data-flow stage s, as ``pipeline_bound`` reads them; ``a2a`` its ``A2A.stages``
-    where F&B pairs may hide the expert all-to-all (the phases then leave it out)."""
+    where F&B pairs may hide the expert all-to-all (the phases then leave it out); ``grads`` (with
+    ``overlap_grad_reduce``) per rank its gradient buckets' seconds, queued on its DP stream
+    (``_dp_stream``)."""
     pg = _program(schedule, p, m, vpp, inline)
     dur = _durations(pg.what, np.asarray(phases, dtype=float), a2a)
     hops = [(pg.prev_sends * p2p).tolist(), (pg.a_sends * p2p).tolist(), (pg.b_sends * p2p).tolist()]
@@ -96,7 +103,36 @@ def flow_bound(schedule: str, p: int, m: int, vpp: int, inline: bool, phases, p2
             x = y
         end[j] = (z if z > x else x) + d
     tails = tails or {}
-    return max(end[j] + n * p2p + tails.get(r, 0.0) for r, (j, n) in enumerate(pg.last))
+    out = max(end[j] + n * p2p + tails.get(r, 0.0) for r, (j, n) in enumerate(pg.last))
+    for r, g in (grads or {}).items():
+        if g and pg.grad_acts[r]:
+            out = max(out, _dp_stream(pg, end, hops, r, g) + tails.get(r, 0.0))
+    return out
+
+
+def _dp_stream(pg: Program, end: list[float], hops: list[list[float]], r: int, buckets: tuple[float, ...]) -> float:
+    """When rank r's last gradient bucket ends, at the least. With ``overlap_grad_reduce`` each
+    chunk's last gradient action (its last W, or its last B-full) is split into one piece per
+    bucket of that chunk's group (graph.py ``_split``: contiguous near-equal groups, the first to
+    the chunk whose action comes first; ``_grad_piece``), and each bucket's reduction waits for
+    its piece on the rank's one DP stream, in that order. A piece ends no earlier than its
+    action starts, here max(its inputs' arrivals) ≤ the engine's start, and each bucket takes at
+    least its seconds alone (``prune.dp_tails``), so group i starts ≥ max(its action's start, the
+    previous group's end). The optimizer waits for the last bucket (graph.py ``tail``): the
+    rank's tail follows this too. ``pipeline_bound``'s ``grads`` term is this with the start read
+    off the rank's own work alone; here it holds the waits of the data flow too."""
+    acts = pg.grad_acts[r]
+    q, rem = divmod(len(buckets), len(acts))
+    t, lo = 0.0, 0
+    for i, j in enumerate(acts):
+        hi = lo + q + (1 if i < rem else 0)
+        x = end[pg.prev[j]] + hops[0][j]
+        y = end[pg.in_a[j]] + hops[1][j]
+        z = end[pg.in_b[j]] + hops[2][j]
+        start = max(x, y, z)
+        t = max(t, start) + sum(buckets[lo:hi])
+        lo = hi
+    return t
 
 
 def _durations(what: np.ndarray, ph: np.ndarray, a2a) -> list[float]:
@@ -144,7 +180,18 @@ def _program(schedule: str, p: int, m: int, vpp: int, inline: bool) -> Program:
     idx = [np.array(x, dtype=np.int32) for x in (w.prev, w.in_a, w.in_b)]
     sends = [np.array(x, dtype=np.int8) for x in (w.prev_sends, w.a_sends, w.b_sends)]   # at most two per action
     return Program(idx[0], sends[0], idx[1], sends[1], idx[2], sends[2], what,
-                   [(w.tail.get(r, -1), w.tail_sends.get(r, 0)) for r in range(p)])
+                   [(w.tail.get(r, -1), w.tail_sends.get(r, 0)) for r in range(p)],
+                   [_grad_acts(orders[r], w.at[r], wsets[r]) for r in range(p)])
+
+
+def _grad_acts(order, at: dict[int, int], wset: set) -> list[int]:
+    """Program indices of each chunk's last gradient action, in order: the last W, or the last
+    B with no W of its own (graph.py ``_Rank.__init__``, ``last_g``)."""
+    last: dict[int, int] = {}
+    for pos, a in enumerate(order):
+        if a.kind == "W" or (a.kind == "B" and (a.mb, a.chunk) not in wset):
+            last[a.chunk] = pos
+    return sorted(at[pos] for pos in last.values())
 
 
 class _Walk:
@@ -164,6 +211,7 @@ class _Walk:
         self.f_done: dict[tuple[int, int], int] = {}
         self.tail: dict[int, int] = {}
         self.tail_sends: dict[int, int] = {}
+        self.at: list[dict[int, int]] = [{} for _ in range(max(rank_of, default=0) + 1)]   # per rank: order position → action
 
     def _f_in(self, s: int, mb: int):
         return (-1, 0) if s % self.n == 0 else self.f_out.get((s - 1, mb))
@@ -220,6 +268,7 @@ class _Walk:
                 if fin is None or bin_ is None:
                     return i
                 j = self._emit(r, fin, bin_, (3, s, s2, self._carries(b.mb, b.chunk, wset, full_b)))
+                self.at[r][i] = self.at[r][i + 1] = j
                 self.f_done[(s, a.mb)] = j
                 self._hand_f(r, j, s, a.mb)
                 self._hand_b(r, j, s2, b.mb)
@@ -238,7 +287,8 @@ class _Walk:
                     return i
                 j = self._emit(r, bin_, (-1, 0), (1, s, s, self._carries(a.mb, a.chunk, wset, full_b)))
                 self._hand_b(r, j, s, a.mb)
+                self.at[r][i] = j
             else:
-                self._emit(r, (-1, 0), (-1, 0), (2, s, s, 0))
+                self.at[r][i] = self._emit(r, (-1, 0), (-1, 0), (2, s, s, 0))
             i += 1
         return i

@@ -343,7 +343,7 @@ def screen_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int
                 out.entries.append((gpus, _strategy(space, layout, mbs, z, rc, fl), lb, order * 1000 + len(out.entries)))
                 # its data flow, bounded only if the frontier reaches it (run.py: a "flow" node)
                 out.flows.append(flow_of(layout["schedule"], layout["pp"], m, layout["vpp"], inline, ph, p2p, tails[dpf][0],
-                                         bool(sc0.strategy.overlap_moe_expert_parallel_comm), a2a))
+                                         bool(sc0.strategy.overlap_moe_expert_parallel_comm), a2a, tails[dpf][1]))
     return out
 
 
