@@ -131,9 +131,14 @@ def plan_a2a(plan, sc: Scenario) -> A2A | None:
         return None
     slow, _ = speed_factors(sc)
     out: list = [None] * sum(len(s.chunks) for s in plan.stages)
+    seen: dict[tuple[int, int], tuple[float, float, float, float]] = {}   # chunks of one kind share their priced phases
     for s in plan.stages:
         for c in s.chunks:
-            out[c.work.index] = (ep_alone(c.fwd, slow), ep_alone(c.bwd, slow), ep_length(c.fwd), ep_length(c.bwd))
+            key = (id(c.fwd), id(c.bwd))
+            hit = seen.get(key)
+            if hit is None:
+                hit = seen[key] = (ep_alone(c.fwd, slow), ep_alone(c.bwd, slow), ep_length(c.fwd), ep_length(c.bwd))
+            out[c.work.index] = hit
     return A2A(out, strategy_pairs(sc.strategy, sim_microbatches(sc))) if any_a2a(out) else None
 
 

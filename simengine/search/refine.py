@@ -242,6 +242,37 @@ def _chains(sc: Scenario) -> int:
     return get_schedule(sc.strategy.schedule).chains
 
 
+def _chunk_kinds(shared, placed, model) -> tuple:
+    """(ranks, each rank's chunks, the distinct chunks for memory with one of each, each rank's
+    chunks as indices into them, per data-flow stage its chunk's key) of a placed layout, once
+    per layout in a search (``SharedBounds.chunk_kinds``; the groups of other block kinds and
+    micro-batch sizes share it). A chunk's memory depends on what it holds — the kind of each
+    layer in order (recompute takes the first ones), the ends, MTP and windowed layers (cost/stage.py
+    ``_plan_chunk_once``) —, the block kind (the memo's owner) and the recompute."""
+    hit = shared.chunk_kinds.get(id(placed))
+    if hit is not None and hit[0] is placed:
+        return hit[1]
+    ranks = sorted({cw.rank for cw in placed.works})
+    by_rank = [tuple(cw for cw in sorted(placed.works, key=lambda c: (c.rank, c.index)) if cw.rank == r) for r in ranks]
+    mem_kinds: list[tuple[tuple, Any]] = []
+    index: dict[tuple, int] = {}
+    rank_kinds: list[tuple[int, ...]] = []
+    for chunks in by_rank:
+        idx = []
+        for cw in chunks:
+            kinds = tuple(model.is_moe_layer(i) for i in cw.layers) if cw.moe_layers else len(cw.layers)
+            base = (kinds, cw.first, cw.last, cw.mtp, cw.mtp_moe, cw.window_layers)
+            if base not in index:
+                index[base] = len(mem_kinds)
+                mem_kinds.append((base, cw))
+            idx.append(index[base])
+        rank_kinds.append(tuple(idx))
+    bases = {cw.index: mem_kinds[i][0] for idx, chunks in zip(rank_kinds, by_rank) for i, cw in zip(idx, chunks)}
+    out = (ranks, by_rank, mem_kinds, rank_kinds, bases)
+    shared.chunk_kinds[id(placed)] = (placed, out)   # the layout kept alive with it: its id stays its own
+    return out
+
+
 class _Memory:
     """Memory lower bound and recompute phase of one group, per recompute option."""
 
@@ -253,8 +284,7 @@ class _Memory:
         self.zero_memo: dict[tuple, tuple[float, float, float]] = shared.zero.setdefault(block, {})
         self.slow, self.k = speed_factors(sc0)
         st = sc0.strategy
-        self.ranks = sorted({cw.rank for cw in placed.works})
-        self.by_rank = [tuple(cw for cw in sorted(placed.works, key=lambda c: (c.rank, c.index)) if cw.rank == r) for r in self.ranks]
+        self.ranks, self.by_rank, self.mem_kinds, self.rank_kinds, self.stage_bases = _chunk_kinds(shared, placed, sc0.model)
         # model states depend on what static_memory / stage_params read (cost/static_memory.py):
         # tp, ep, etp, pp, cp, the DP groups (the GPU count) and the ZeRO stage, and the chunks each
         # rank holds (the pipeline layout) — not on the micro-batch size or cp_comm_type
@@ -263,24 +293,6 @@ class _Memory:
         if static is None:
             static = shared.statics[skey] = self._statics(zs)
         self.static = static
-        # the distinct chunks for memory: a chunk's memory depends on what it holds — the kind of
-        # each layer in order (recompute takes the first ones), the ends, MTP and windowed layers
-        # (cost/stage.py _plan_chunk_once) —, the block kind (the memo's owner) and the recompute
-        self.mem_kinds: list[tuple[tuple, Any]] = []
-        index: dict[tuple, int] = {}
-        self.rank_kinds: list[tuple[int, ...]] = []
-        for chunks in self.by_rank:
-            idx = []
-            for cw in chunks:
-                kinds = tuple(sc0.model.is_moe_layer(i) for i in cw.layers) if cw.moe_layers else len(cw.layers)
-                base = (kinds, cw.first, cw.last, cw.mtp, cw.mtp_moe, cw.window_layers)
-                if base not in index:
-                    index[base] = len(self.mem_kinds)
-                    self.mem_kinds.append((base, cw))
-                idx.append(index[base])
-            self.rank_kinds.append(tuple(idx))
-        self.stage_bases = {cw.index: self.mem_kinds[i][0] for idx, chunks in zip(self.rank_kinds, self.by_rank)
-                            for i, cw in zip(idx, chunks)}
         self.cap = sc0.system.gpu.memory_gib - sc0.system.gpu.non_torch_gib
         self.ov = st.allocator_overhead
         self._peaks: dict[tuple, list[tuple[float, float]]] = {}
