@@ -21,9 +21,8 @@ from typing import Any
 
 from ..config.scenario import Scenario
 from ..schedule import get_schedule
-from ..sim.inputs import CommTask
-from ..sim.overlap import by_kind
 from .a2a import A2A, Phases, a2a_work, any_a2a, ep_length, hides_a2a, strategy_pairs
+from .alone import _MAY_HIDE, ep_alone, phase_alone, zero_alone  # noqa: F401  (re-exported)
 from .orders import Counts, Orders
 
 BLOCK_KEY = ("tp", "cp", "cp_comm_type", "ep", "etp", "micro_batch_size")
@@ -275,9 +274,6 @@ def speed_factors(sc: Scenario) -> tuple[float, float]:
 # collectives (DP flags) and the expert all-to-all, which F&B pairs (dualpipe, dualpipev,
 # overlap_moe_expert_parallel_comm) and moe_shared_expert_overlap hide behind other compute
 # (sim/layout.py PAIRED_KIND; sim/overlap.py ``paired``).
-_MAY_HIDE = ("dp_comm", "ep_comm")
-
-
 def a2a_terms(placed: "Placed", secs: dict[str, "Sides"], strategy, m: int) -> tuple[bool, A2A | None]:
     """(whether F, B and W hold the expert all-to-all, ``pipeline_bound``'s ``a2a``) of a
     strategy's placed layout with m micro-batches per chain: the one or the other, as
@@ -287,43 +283,6 @@ def a2a_terms(placed: "Placed", secs: dict[str, "Sides"], strategy, m: int) -> t
         return ep, None
     stages = stage_a2a(placed, secs)
     return ep, (A2A(stages, strategy_pairs(strategy, m)) if any_a2a(stages) else None)
-
-
-def ep_alone(pc, slowdown: float) -> float:
-    """What a phase's expert all-to-all (``ep_comm``) adds when it runs alone (``_kind_alone``)."""
-    return _kind_alone(pc, "ep_comm", slowdown)
-
-
-def phase_alone(pc, with_tp: bool, slowdown: float = 1.0, k: float = 1.0) -> float:
-    """One priced phase run alone: its compute × the straggler factor ``k`` plus, for each of
-    its collectives, the contention and the exposed part at ``slowdown`` (sim/overlap.py
-    ``resolve``, the one rule: what a value slot of the engine holds — ``values.py``: F = compute·k
-    + contention, then the exposed tasks on the compute stream). Nothing else in flight, so no
-    more contention than this. The collectives some overlap may hide entirely (``_MAY_HIDE``) are
-    left out, and without ``with_tp`` the TP collectives too (userbuffers overlap may hide them
-    all). Every collective is resolved on its own, so the result is linear in a phase's blocks."""
-
-    tasks = tuple(CommTask(*t) for t in pc.tasks()
-                  if t[0] not in _MAY_HIDE and (with_tp or t[0] != "tp_comm"))
-    _, exposed, extra = by_kind(tasks, slowdown)
-    return pc.compute_s * k + extra + sum(exposed)
-
-
-def zero_alone(pc, slowdown: float) -> float:
-    """What a phase's ZeRO-2/3 collectives (``dp_comm``) add when it runs alone (``_kind_alone``)."""
-    return _kind_alone(pc, "dp_comm", slowdown)
-
-
-def _kind_alone(pc, kind: str, slowdown: float) -> float:
-    """What a phase's collectives of one kind add when it runs alone: per collective its
-    contention on the compute and its exposed part (sim/overlap.py ``resolve``, the rule
-    ``phase_alone`` applies to the others; linear in the phase's blocks)."""
-
-    if not any(key[0] == kind and n > 0 for key, n in pc.comm.items()):  # none of that kind (a dense model's ep_comm)
-        return 0.0
-    tasks = tuple(CommTask(*t) for t in pc.tasks() if t[0] == kind)
-    _, exposed, extra = by_kind(tasks, slowdown)
-    return extra + sum(exposed)
 
 
 def chunk_parts(cw) -> dict[str, int]:

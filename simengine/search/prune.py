@@ -21,16 +21,15 @@ from typing import Any
 
 
 from ..config.scenario import Scenario
-from ..cost.phase import PhaseCost
-from ..cost.stage import _zero_per_microbatch
 from ..errors import ConfigError
 from ..pipeline import sim_microbatches
-from .a2a import A2A, any_a2a, ep_length, hides_a2a, schedule_hides_a2a, strategy_pairs
-from .bound import ep_alone, phase_alone, pipe_of, pipeline_bound, schedule_chains, speed_factors, zero_alone
+from .a2a import hides_a2a, schedule_hides_a2a
+from .bound import ep_alone, phase_alone, pipe_of, pipeline_bound, schedule_chains, speed_factors
 from .candidate import (_SHARED_OF, _in_field_ranges, _recompute, _shared_key, _strategy,  # noqa: F401  (re-exported)
                         construct, quick_error, scenario, specs)
 from .flow import flow_of
 from .orders import order_terms
+from .plan_terms import dp_tail, dp_tails, plan_a2a, zero_chunk, zero_deltas  # noqa: F401  (re-exported)
 from .space import SearchSpace, flag_options, group_size, recompute_options, zero_stages
 from .types import Candidate, GroupScreen, Rejection
 
@@ -120,60 +119,6 @@ def plan_phases(plan, sc: Scenario) -> tuple[Any, list, list, float]:
                                          for i, pc in enumerate((c.fwd, c.bwd, c.wgt, c.recompute)))
         out.append(ph)
     return pipe, out[0], out[1], (plan.stages[0].p2p_s if plan.stages else 0.0)
-
-
-def plan_a2a(plan, sc: Scenario) -> A2A | None:
-    """``pipeline_bound``'s ``a2a`` of a plan: per data-flow stage, its F's and B's expert
-    all-to-all run alone (``bound.ep_alone``) and their whole length (``bound.ep_length``), and
-    per rank its F&B pairs, where F&B pairs may hide it (``bound.hides_a2a``); None otherwise
-    (its phases hold it already)."""
-    if not hides_a2a(sc.strategy):
-        return None
-    slow, _ = speed_factors(sc)
-    out: list = [None] * sum(len(s.chunks) for s in plan.stages)
-    seen: dict[tuple[int, int], tuple[float, float, float, float]] = {}   # chunks of one kind share their priced phases
-    for s in plan.stages:
-        for c in s.chunks:
-            key = (id(c.fwd), id(c.bwd))
-            hit = seen.get(key)
-            if hit is None:
-                hit = seen[key] = (ep_alone(c.fwd, slow), ep_alone(c.bwd, slow), ep_length(c.fwd), ep_length(c.bwd))
-            out[c.work.index] = hit
-    return A2A(out, strategy_pairs(sc.strategy, sim_microbatches(sc))) if any_a2a(out) else None
-
-
-def dp_tail(dp, overlap_grad_reduce: bool, overlap_param_gather: bool) -> float:
-    """Seconds a rank's DP work (``cost/dp.py: DPWork``) adds after its last compute, for sure:
-    the optimizer follows the last gradient bucket, which follows the backward that produces it;
-    without ``overlap_grad_reduce`` every bucket runs after the rank's last backward
-    (``finalize_model_grads``), without ``overlap_param_gather`` the parameter all-gathers run
-    after the optimizer (sim/graph.py, the DP rules). Buckets run alone here: no contention."""
-    tail = dp.optimizer_s
-    if not overlap_grad_reduce:
-        tail += sum(dp.grad_buckets_s)
-    if not overlap_param_gather:
-        tail += sum(dp.param_buckets_s)
-    return tail
-
-
-def dp_tails(sc: Scenario, plan, flags: dict[str, bool]) -> tuple[dict[int, float], dict[int, tuple[float, ...]]]:
-    """Per rank, ``dp_tail`` of its DP work at ``sc``'s ZeRO stage (the model states, hence
-    the buckets, follow the stage: cost/dp.py ``dp_work``; the plan's params and comm model do
-    not), and, with ``overlap_grad_reduce``, its gradient buckets' seconds (``pipeline_bound``'s
-    ``grads``; empty without it: the tail holds them all)."""
-    from ..cost.dp import dp_work
-
-    ogr = bool(flags.get("overlap_grad_reduce"))
-    memo: dict[int, tuple[float, tuple[float, ...]]] = {}
-    tails, grads = {}, {}
-    for st in plan.stages:
-        hit = memo.get(id(st.params))
-        if hit is None:
-            dw = dp_work(sc, plan.comm, st.params)
-            hit = memo[id(st.params)] = (dp_tail(dw, ogr, bool(flags.get("overlap_param_gather"))),
-                                         tuple(dw.grad_buckets_s) if ogr else ())
-        tails[st.rank], grads[st.rank] = hit
-    return tails, grads
 
 
 def _alone(pc, with_tp: bool, seen: dict[tuple[int, bool], float], slow: float, k: float, ep: bool = False) -> float:
@@ -350,35 +295,6 @@ def screen_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int
                 out.flows.append(flow_of(layout["schedule"], layout["pp"], m, layout["vpp"], inline, ph, p2p, tails[dpf][0],
                                          bool(sc0.strategy.overlap_moe_expert_parallel_comm), a2a, tails[dpf][1]))
     return out
-
-
-def zero_deltas(sc: Scenario, plan) -> list[tuple[float, float, float]]:
-    """Per data-flow stage, what the ZeRO-2/3 collectives of every micro-batch add to its forward,
-    backward and recompute phases run alone, priced for ``sc``'s ZeRO stage and DP overlap flags
-    as ``build_plan`` prices them (cost/stage.py: ``_zero_per_microbatch``, from each chunk's own
-    compute) and resolved by the engine's rule (``bound.phase_alone``: per collective, its
-    contention plus its exposed part). The bound leaves these collectives out of the plan's
-    phases (``_MAY_HIDE``: priced there with the flags off) and adds them back here."""
-
-    slow, _ = speed_factors(sc)
-    out: list = [None] * sum(len(st.chunks) for st in plan.stages)
-    memo: dict[tuple, tuple[float, float, float]] = {}
-    for st in plan.stages:
-        for c in st.chunks:
-            key = (id(c.fwd), id(c.bwd), id(c.recompute), len(c.work.layers), c.work.mtp, c.work.first, c.work.last)
-            hit = memo.get(key)
-            if hit is None:
-                hit = memo[key] = zero_chunk(sc, plan.comm, c.work, c.fwd.compute_s, c.bwd.compute_s, c.recompute.compute_s, slow)
-            out[c.work.index] = hit
-    return out
-
-
-def zero_chunk(sc: Scenario, comm, cw, fwd_s: float, bwd_s: float, rc_s: float, slow: float) -> tuple[float, float, float]:
-    """``zero_deltas`` of one chunk whose forward, backward and recompute compute take ``fwd_s``,
-    ``bwd_s`` and ``rc_s`` seconds."""
-    fwd, bwd, rc = PhaseCost(compute_s=fwd_s), PhaseCost(compute_s=bwd_s), PhaseCost(compute_s=rc_s)
-    _zero_per_microbatch(sc, comm, cw, fwd, bwd, rc)
-    return zero_alone(fwd, slow), zero_alone(bwd, slow), zero_alone(rc, slow)
 
 
 def _userbuffer_phases(space: SearchSpace, gpus: int, probe: dict[str, Any], sc0: Scenario, on: list) -> list:
