@@ -33,12 +33,13 @@ def hides_a2a(strategy) -> bool:
     return schedule_hides_a2a(strategy.schedule, strategy.overlap_moe_expert_parallel_comm)
 
 
-def any_a2a(stages) -> bool:
-    """Whether some stage's F or B runs an expert all-to-all (``A2A.stages``). Where none does (a
-    dense model, or no expert parallelism) every ``a2a_work`` term is zero — a pair's
-    max(B, 0) + max(F, 0) − F − B — so the bound leaves ``a2a`` out: the same bound without one
-    pass over every rank's pairs per call."""
-    return any(x for st in stages for x in st)
+def a2a_of(stages: list[tuple[float, float, float, float]], strategy, m: int) -> A2A | None:
+    """``pipeline_bound``'s ``a2a`` from its per-stage terms (``A2A.stages``) and the strategy's
+    pairs with m micro-batches per chain; None where no stage's F or B runs an expert all-to-all
+    (a dense model, or no expert parallelism): there every ``a2a_work`` term is zero — a pair's
+    max(B, 0) + max(F, 0) − F − B — so the bound is the same without a pass over every rank's
+    pairs per call."""
+    return A2A(stages, strategy_pairs(strategy, m)) if any(x for st in stages for x in st) else None
 
 
 def strategy_pairs(strategy, m: int) -> Pairs:

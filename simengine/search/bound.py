@@ -21,7 +21,7 @@ from typing import Any
 
 from ..config.scenario import Scenario
 from ..schedule import get_schedule
-from .a2a import A2A, Phases, a2a_work, any_a2a, ep_length, hides_a2a, strategy_pairs
+from .a2a import A2A, Phases, a2a_of, a2a_work, ep_length, hides_a2a
 from .alone import _MAY_HIDE, ep_alone, phase_alone, zero_alone  # noqa: F401  (re-exported)
 from .orders import Counts, Orders
 
@@ -282,7 +282,7 @@ def a2a_terms(placed: "Placed", secs: dict[str, "Sides"], strategy, m: int) -> t
     if ep:
         return ep, None
     stages = stage_a2a(placed, secs)
-    return ep, (A2A(stages, strategy_pairs(strategy, m)) if any_a2a(stages) else None)
+    return ep, a2a_of(stages, strategy, m)
 
 
 def chunk_parts(cw) -> dict[str, int]:

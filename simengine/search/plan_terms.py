@@ -9,7 +9,7 @@ from ..config.scenario import Scenario
 from ..cost.phase import PhaseCost
 from ..cost.stage import _zero_per_microbatch
 from ..pipeline import sim_microbatches
-from .a2a import A2A, any_a2a, ep_length, hides_a2a, strategy_pairs
+from .a2a import A2A, a2a_of, ep_length, hides_a2a
 from .bound import ep_alone, speed_factors, zero_alone
 
 
@@ -30,7 +30,7 @@ def plan_a2a(plan, sc: Scenario) -> A2A | None:
             if hit is None:
                 hit = seen[key] = (ep_alone(c.fwd, slow), ep_alone(c.bwd, slow), ep_length(c.fwd), ep_length(c.bwd))
             out[c.work.index] = hit
-    return A2A(out, strategy_pairs(sc.strategy, sim_microbatches(sc))) if any_a2a(out) else None
+    return a2a_of(out, sc.strategy, sim_microbatches(sc))
 
 
 def dp_tail(dp, overlap_grad_reduce: bool, overlap_param_gather: bool) -> float:
