@@ -22,6 +22,7 @@ indices). Three ways to choose the split:
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Callable, Sequence
 
 from ..schedule import get_schedule
@@ -46,15 +47,25 @@ def even_split(num_layers: int, stages: int) -> list[int]:
 
 
 def strategy_stage_counts(st, num_layers: int) -> tuple[list[int], Issues]:
-    """``stage_counts`` of a StrategySpec: its schedule's stage mapping and its split fields."""
-    sched = get_schedule(st.schedule)
-    nch = sched.chunks_per_rank(st.vpp)
+    """``stage_counts`` of a StrategySpec: its schedule's stage mapping and its split fields.
+    Memoised on exactly those fields (a search checks the same split for many tp/cp/micro-batch
+    choices); each call gets its own lists."""
+    layout = None if st.pipeline_layers is None else tuple(st.pipeline_layers)
+    counts, issues = _stage_counts_of(st.schedule, st.pp, st.vpp, st.decoder_first_pipeline_num_layers,
+                                      st.decoder_last_pipeline_num_layers, layout, num_layers)
+    return list(counts), list(issues)
+
+
+@lru_cache(maxsize=4096)
+def _stage_counts_of(schedule: str, pp: int, vpp: int, first: int | None, last: int | None,
+                     layout: tuple[int, ...] | None, num_layers: int) -> tuple[tuple[int, ...], tuple[tuple[str, str], ...]]:
+    sched = get_schedule(schedule)
+    nch = sched.chunks_per_rank(vpp)
     if sched.chains > 1:  # DualPipe: the chains hold the same layers; split them over one chain's stages
-        return stage_counts(num_layers, st.pp, nch // sched.chains, lambda r, c: r,
-                            st.decoder_first_pipeline_num_layers, st.decoder_last_pipeline_num_layers, st.pipeline_layers)
-    return stage_counts(num_layers, st.pp, nch, lambda r, c: sched.stage_of(r, c, st.pp, st.vpp),
-                        st.decoder_first_pipeline_num_layers, st.decoder_last_pipeline_num_layers,
-                        st.pipeline_layers)
+        counts, issues = stage_counts(num_layers, pp, nch // sched.chains, lambda r, c: r, first, last, layout)
+    else:
+        counts, issues = stage_counts(num_layers, pp, nch, lambda r, c: sched.stage_of(r, c, pp, vpp), first, last, layout)
+    return tuple(counts), tuple(issues)
 
 
 def stage_counts(num_layers: int, pp: int, nch: int, stage_of: StageOf, first: int | None = None,

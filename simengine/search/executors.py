@@ -14,6 +14,7 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 from ..errors import ConfigError
+from ..sim.nogc import fewer_collections
 from .space import SearchSpace
 from .types import Flowed, GroupScreen, Refined, Timed
 
@@ -25,14 +26,16 @@ def screen_batch(space: SearchSpace, batch: Batch) -> list[GroupScreen]:
     """Phase 1 over groups (gpus, layout, micro-batch size, order)."""
     from .prune import screen_group
 
-    return [screen_group(space, g, lay, mbs, order) for g, lay, mbs, order in batch]
+    with fewer_collections():
+        return [screen_group(space, g, lay, mbs, order) for g, lay, mbs, order in batch]
 
 
 def bound_batch(space: SearchSpace, batch: Batch) -> list[tuple]:
     """Phase 0 over groups: (lower bound, rejection or None) of each (``prune.work_floor``)."""
     from .prune import work_floor
 
-    return [work_floor(space, g, lay, mbs, order) for g, lay, mbs, order in batch]
+    with fewer_collections():
+        return [work_floor(space, g, lay, mbs, order) for g, lay, mbs, order in batch]
 
 
 def work_batch(space: SearchSpace, batch: Batch) -> list:
@@ -40,27 +43,29 @@ def work_batch(space: SearchSpace, batch: Batch) -> list:
     group) items the recompute their memory needs, ("zero", (group, limit)) items that with the
     ZeRO-2/3 collectives, ("screen", group) items expand, ("flow", (candidate, bound, Flow))
     items their data-flow bound, ("time", candidate) items time."""
+    with fewer_collections():
+        return [r for kind, item in batch for r in _work_item(space, kind, item)]
+
+
+def _work_item(space: SearchSpace, kind: str, item) -> list:
+    """``work_batch`` on one item: its outcomes (one, or a screen's / timing's)."""
     from .flow import flow_bound
     from .prune import bound_group
     from .refine import refine_group, refine_memory
 
-    out: list = []
-    for kind, item in batch:
-        if kind == "flow":
-            cand, lb, fl = item
-            out.append(Flowed(cand, max(lb, flow_bound(*fl))))
-        elif kind == "zero":
-            grp, limit = item
-            g, lay, mbs, order = grp
-            out.append(Refined(grp, *refine_group(space, g, lay, mbs, order, limit=limit), "screen"))
-        elif kind == "refine":
-            lb, rej, exact = refine_memory(space, *item)
-            out.append(Refined(item, lb, rej, "screen" if exact else "zero"))
-        elif kind == "bound":
-            out.append(Refined(item, *bound_group(space, *item), "refine"))
-        else:
-            out.extend(screen_batch(space, [item]) if kind == "screen" else time_batch(space, [item]))
-    return out
+    if kind == "flow":
+        cand, lb, fl = item
+        return [Flowed(cand, max(lb, flow_bound(*fl)))]
+    if kind == "zero":
+        grp, limit = item
+        g, lay, mbs, order = grp
+        return [Refined(grp, *refine_group(space, g, lay, mbs, order, limit=limit), "screen")]
+    if kind == "refine":
+        lb, rej, exact = refine_memory(space, *item)
+        return [Refined(item, lb, rej, "screen" if exact else "zero")]
+    if kind == "bound":
+        return [Refined(item, *bound_group(space, *item), "refine")]
+    return screen_batch(space, [item]) if kind == "screen" else time_batch(space, [item])
 
 
 def time_batch(space: SearchSpace, batch: Batch) -> list[Timed]:
@@ -68,12 +73,13 @@ def time_batch(space: SearchSpace, batch: Batch) -> list[Timed]:
     from .prune import time_candidate
 
     out = []
-    for g, strat, order in batch:
-        t = Timed([], [])
-        c = time_candidate(space, g, strat, order, t)
-        if c is not None:
-            t.candidates.append(c)
-        out.append(t)
+    with fewer_collections():
+        for g, strat, order in batch:
+            t = Timed([], [])
+            c = time_candidate(space, g, strat, order, t)
+            if c is not None:
+                t.candidates.append(c)
+            out.append(t)
     return out
 
 

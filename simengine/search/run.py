@@ -28,6 +28,7 @@ import time
 from typing import Any
 
 from ..errors import ConfigError
+from ..sim.nogc import fewer_collections
 from .executors import Batch, InProcess, Progress, _tick, bound_batch, work_batch
 from .rank import check_objective, check_top, pareto, rank, ties
 from .space import SearchSpace, check_choices, group_size, layouts, micro_batches
@@ -217,6 +218,11 @@ def search(space: SearchSpace, objective: str = "tokens_per_s", top: int | None 
     the timed candidates; every rejection with its reason."""
     check_objective(objective)
     check_top(top)
+    with fewer_collections():  # a long allocation burst over a growing heap (sim/nogc.py)
+        return _search(space, objective, top, progress, executor)
+
+
+def _search(space: SearchSpace, objective: str, top: int | None, progress: Progress | None, executor) -> SearchResult:
     t0 = time.perf_counter()
     ex = executor or InProcess()
     groups, size = plan_groups(space)
