@@ -43,9 +43,8 @@ def test_fewer_collections_never_lowers_a_higher_threshold(thresholds):
 
 
 def test_fewer_collections_restores_after_an_error(thresholds):
-    with pytest.raises(RuntimeError):
-        with fewer_collections():
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError), fewer_collections():
+        raise RuntimeError("boom")
     assert gc.get_threshold() == (700, 10, 10)
 
 
