@@ -21,7 +21,7 @@ from typing import Any
 
 from ..config.scenario import Scenario
 from ..schedule import get_schedule
-from .a2a import A2A, Phases, a2a_of, a2a_work, ep_length, hides_a2a
+from .a2a import A2A, Phases, a2a_of, a2a_work, hides_a2a
 from .alone import _MAY_HIDE, ep_alone, phase_alone, zero_alone  # noqa: F401  (re-exported)
 from .orders import Counts, Orders
 
@@ -233,33 +233,6 @@ Sides = tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...], tuple[flo
 NO_TP, TP_OFF, TP_UB, EP, EP_LEN = 0, 1, 2, 3, 4
 
 
-def block_seconds(sc: Scenario) -> dict[str, Sides]:
-    """Per block kind, three sides of the seconds of one micro-batch's forward, backward-input
-    and backward-weight, each run alone (``phase_alone`` at ``sc``'s slowdown and straggler
-    factor), priced as ``build_plan`` prices them (cost/stage.py: _block_costs): ``NO_TP``
-    without the TP collectives, ``TP_OFF`` with them as priced without ``tp_comm_overlap``,
-    ``TP_UB`` with them as priced with it (userbuffers windows: what a ``tp_comm_overlap``
-    candidate's plan holds); ``EP``: what the expert all-to-all adds to each phase run alone
-    (``ep_alone``; added where no F&B pair can hide it, ``hides_a2a``), ``EP_LEN`` its whole length
-    (``ep_length``: what a pair runs beside the partner). ZeRO-2/3 collectives are not in the blocks."""
-    from ..cost.comm import CommModel
-    from ..cost.compute import ComputeModel
-    from ..cost.phase import price_ops
-    from ..workload.builder import build_workload
-
-    wl = build_workload(sc)
-    cm, comm = ComputeModel(sc.system, sc.strategy.dtype), CommModel(sc)
-    slow, k = speed_factors(sc)
-    out = {}
-    for key, ph in wl.blocks.items():
-        pcs = [price_ops(ops, cm, comm, False) for ops in (ph.fwd, ph.bwd, ph.wgt)]
-        ubs = [price_ops(ops, cm, comm, True) for ops in (ph.fwd, ph.bwd, ph.wgt)]
-        out[key] = (tuple(phase_alone(pc, False, slow, k) for pc in pcs), tuple(phase_alone(pc, True, slow, k) for pc in pcs),
-                    tuple(phase_alone(pc, True, slow, k) for pc in ubs), tuple(ep_alone(pc, slow) for pc in pcs),
-                    tuple(ep_length(pc) for pc in pcs))
-    return out
-
-
 def speed_factors(sc: Scenario) -> tuple[float, float]:
     """(contention slowdown, compute multiplier) the engine applies to every phase: the strategy's
     ``overlap_slowdown`` (sim/overlap.py) and the straggler factor on compute
@@ -394,14 +367,17 @@ class SharedBounds:
         self.zero: dict[tuple, dict[tuple, tuple[float, float, float]]] = {}  # refine._Memory: ZeRO-2/3 deltas per chunk, per block kind
         self.counts: dict[str, int] | None = None   # block kinds of the whole model (one stage)
         self.chunk_kinds: dict[int, tuple] = {}     # refine._chunk_kinds: per placed layout, its chunks for memory
+        self.block_memo: dict[tuple, Sides] = {}    # blocks.block_seconds: one block's sides by what prices it
 
     def secs(self, gpus: int, strat: dict[str, Any], scenario_of) -> dict[str, Sides]:
         """Block seconds of ``strat``'s block kind on ``gpus`` GPUs (the straggler factor and the
         network follow the GPU count); ``scenario_of()`` builds the validated scenario when new."""
+        from .blocks import block_seconds
+
         bk = (gpus, *(strat[k] for k in BLOCK_KEY))
         secs = self.blocks.get(bk)
         if secs is None:
-            secs = self.blocks[bk] = block_seconds(scenario_of())
+            secs = self.blocks[bk] = block_seconds(scenario_of(), self.block_memo)
         return secs
 
     def priced_blocks(self, gpus: int, strat: dict[str, Any], scenario_of):

@@ -1,0 +1,97 @@
+"""A block kind's seconds for the search's bounds, each block priced once per what prices it.
+
+``block_seconds`` prices every block of a scenario's workload (``workload/builder.py``) the way
+``build_plan`` does (cost/stage.py ``_block_costs``: ``price_ops`` per phase, with and without
+userbuffers) and runs each phase alone (``alone.py``). A block kind of the search is a
+(tp, cp, cp_comm_type, ep, etp, micro-batch size) on a GPU count, but most blocks read only part
+of that: an attention block never reads ep or etp, the embedding and the head neither cp_comm_type,
+an MoE block not cp_comm_type. DeepSeek-V3 on 16,384 GPUs prices 13,625 block kinds in its first
+two minutes, 81,750 blocks, of which 2,995 are distinct.
+
+So a block's sides are memoised on exactly what pricing reads (``_key``): its op lists (the ops
+are frozen dataclasses, compared by value), the placement of every group its collectives run on
+(``cost/comm.py`` ``group_placements``: size, span and members per scale-up domain, which with the
+system's tiers decide every collective's time, ``moe_comm.py`` included), the GPU count (the
+system the compute and network models are built from; the rest of the system is the space's) and
+dtype (``ComputeModel``), and the contention slowdown and straggler factor (``speed_factors``).
+Equal keys price alike: the memo changes no number (``tests/test_search.py``
+``test_block_memo_prices_as_without_it``). Hashing a block's ops costs about a fifth of pricing it.
+"""
+
+from __future__ import annotations
+
+from ..config.scenario import Scenario
+from .a2a import ep_length
+from .alone import ep_alone, phase_alone
+from .bound import Sides, speed_factors
+
+MAX_MEMO = 65_536   # distinct blocks kept per search (a cache: cleared when full)
+
+
+def block_seconds(sc: Scenario, memo: dict[tuple, Sides] | None = None) -> dict[str, Sides]:
+    """Per block kind, three sides of the seconds of one micro-batch's forward, backward-input
+    and backward-weight, each run alone (``phase_alone`` at ``sc``'s slowdown and straggler
+    factor), priced as ``build_plan`` prices them (cost/stage.py: _block_costs): ``NO_TP``
+    without the TP collectives, ``TP_OFF`` with them as priced without ``tp_comm_overlap``,
+    ``TP_UB`` with them as priced with it (userbuffers windows: what a ``tp_comm_overlap``
+    candidate's plan holds); ``EP``: what the expert all-to-all adds to each phase run alone
+    (``ep_alone``; added where no F&B pair can hide it, ``hides_a2a``), ``EP_LEN`` its whole length
+    (``ep_length``: what a pair runs beside the partner). ZeRO-2/3 collectives are not in the blocks.
+    ``memo``: blocks already priced, by ``_key`` (module docstring)."""
+    from ..cost.comm import group_placements
+    from ..workload.builder import build_workload
+
+    wl = build_workload(sc)
+    factors = speed_factors(sc)
+    places = group_placements(sc) if memo is not None else None
+    models: tuple = ()
+    out = {}
+    for name, ph in wl.blocks.items():
+        ops = (tuple(ph.fwd), tuple(ph.bwd), tuple(ph.wgt))
+        key, hit = _lookup(memo, sc, name, ops, places, factors)
+        if hit is None:
+            if not models:
+                models = _models(sc)
+            hit = _sides(ops, models, factors)
+            if memo is not None and key is not None:
+                if len(memo) >= MAX_MEMO:
+                    memo.clear()
+                memo[key] = hit
+        out[name] = hit
+    return out
+
+
+def _lookup(memo: dict[tuple, Sides] | None, sc: Scenario, name: str, ops: tuple, places,
+            factors: tuple[float, float]) -> tuple[tuple | None, Sides | None]:
+    """(the block's key, its memoised sides or None): the key is what pricing one block reads
+    (module docstring); None when there is no memo or an op cannot be hashed."""
+    if memo is None:
+        return None, None
+    groups = sorted({op.group for phase in ops for op in phase if hasattr(op, "group")})
+    key = (name, ops, tuple((g, places[g]) for g in groups), sc.system.num_gpus, sc.strategy.dtype, factors)
+    try:
+        return key, memo.get(key)
+    except TypeError:
+        return None, None
+
+
+def _models(sc: Scenario) -> tuple:
+    """(compute model, network model) of the scenario: what ``price_ops`` prices with."""
+    from ..cost.comm import CommModel
+    from ..cost.compute import ComputeModel
+
+    return ComputeModel(sc.system, sc.strategy.dtype), CommModel(sc)
+
+
+def _sides(ops: tuple, models: tuple, factors: tuple[float, float]) -> Sides:
+    """The five sides of one block (``block_seconds``) from its op lists."""
+    from ..cost.phase import price_ops
+
+    cm, comm = models
+    slow, k = factors
+
+    pcs = [price_ops(list(phase), cm, comm, False) for phase in ops]
+    ubs = [price_ops(list(phase), cm, comm, True) for phase in ops]
+    return (tuple(phase_alone(pc, False, slow, k) for pc in pcs), tuple(phase_alone(pc, True, slow, k) for pc in pcs),
+            tuple(phase_alone(pc, True, slow, k) for pc in ubs), tuple(ep_alone(pc, slow) for pc in pcs),
+            tuple(ep_length(pc) for pc in pcs))
