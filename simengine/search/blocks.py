@@ -14,7 +14,7 @@ are frozen dataclasses, compared by value), the placement of every group its col
 system's tiers decide every collective's time, ``moe_comm.py`` included), the GPU count (the
 system the compute and network models are built from; the rest of the system is the space's) and
 dtype (``ComputeModel``), and the contention slowdown and straggler factor (``speed_factors``).
-Equal keys price alike: the memo changes no number (``tests/test_search.py``
+Equal keys price alike: the memo changes no number (``tests/test_search_blocks.py``
 ``test_block_memo_prices_as_without_it``). Hashing a block's ops costs about a fifth of pricing it.
 """
 
@@ -89,7 +89,6 @@ def _sides(ops: tuple, models: tuple, factors: tuple[float, float]) -> Sides:
 
     cm, comm = models
     slow, k = factors
-
     pcs = [price_ops(list(phase), cm, comm, False) for phase in ops]
     ubs = [price_ops(list(phase), cm, comm, True) for phase in ops]
     return (tuple(phase_alone(pc, False, slow, k) for pc in pcs), tuple(phase_alone(pc, True, slow, k) for pc in pcs),
