@@ -1,6 +1,6 @@
 """Shared-server load: do heavy links opened by some sessions slow down other users' light pages?
 
-Run: python benchmarks/load_studio.py [--light-loads 8] [--heavy 3] [--time-limit 300]
+Run: python benchmarks/load_studio.py [--light-loads 8] [--heavy 3] [--time-limit 300] [--heavy-kind links|search]
 Loopback only (a studio server on 127.0.0.1 started here), bounded in counts and time, stops by
 itself.
 
@@ -10,6 +10,9 @@ itself.
 2. loaded: ``--heavy`` sessions keep opening heavy links (1,024 layers, pp 8 · vpp 128:
    Estimate, then Timeline, a new scenario each round so no cache answers) for the whole phase
    while the same light loads are measured again, from the moment every heavy session computes.
+   ``--heavy-kind search``: the heavy sessions keep opening Search links instead (Llama-3.1-405B
+   on 16,384 H100, every dimension, a new top count each round so no cache answers: ~17 s of
+   search each on this machine).
 
 The heavy sessions are protocol-level clients, not browsers (``ProtocolSession``): each load
 opens Streamlit's websocket (``/_stcore/stream``), sends the ``BackMsg`` a browser sends on
@@ -53,6 +56,19 @@ def heavy_token(variant: int = 0) -> str:
     return encode_token(apply_diff(size_canonical("medium"), {
         "model": {"num_layers": 1024},
         "strategy": {"name": f"heavy-{variant}", "pp": 8, "vpp": 128, "global_batch_size": HEAVY_GBS}}))
+
+
+def search_query(variant: int = 0) -> str:
+    """A heavy Search link: the ``large`` preset's model and GPU type, every dimension of the
+    405B space on 16,384 GPUs; ``variant`` changes the top count (a new search, the same work)."""
+    try:
+        from ui.search_inputs import encode_inputs
+    except ImportError:  # a tree from before ui/search_inputs.py (a "before" measurement)
+        from ui.search_view import encode_inputs
+
+    inputs = {"gpus": "16384", "global_batch": 2048, "seq_len": 8192, "objective": "tokens_per_s",
+              "top": 10 + variant % 400, "restrict": ""}
+    return "preset=large&search=" + encode_inputs(inputs)
 
 
 def p95(xs: list[float]) -> float:
@@ -127,7 +143,7 @@ class ProtocolSession:
 
 
 async def heavy_session(url: str, index: int, sessions: int, computing: asyncio.Event, stop: asyncio.Event,
-                        deadline: float) -> dict[str, int]:
+                        deadline: float, kind: str = "links") -> dict[str, int]:
     """Open heavy links (Estimate, then Timeline; each a fresh session, as a pasted link in a new
     tab) one after the other, a new scenario each round, until ``stop`` or ``deadline``;
     ``computing`` is set once this user's first heavy page runs. Returns the loads by outcome."""
@@ -136,8 +152,10 @@ async def heavy_session(url: str, index: int, sessions: int, computing: asyncio.
     client = ProtocolSession(url)
     outcomes: dict[str, int] = {}
     for round_ in range(1000):
-        query = "s=" + heavy_token(round_ * sessions + index)
-        for page_name in ("estimate", "timeline"):
+        variant = round_ * sessions + index
+        loads = [("search", search_query(variant))] if kind == "search" else \
+            [(page, "s=" + heavy_token(variant)) for page in ("estimate", "timeline")]
+        for page_name, query in loads:
             left = deadline - time.monotonic()
             if stop.is_set() or left <= 0:
                 return outcomes
@@ -151,7 +169,7 @@ async def heavy_session(url: str, index: int, sessions: int, computing: asyncio.
 
 
 async def measure(url: str, light_loads: int, heavy: int, time_limit_s: float, exe: str | None,
-                  stagger_s: float = 0.5) -> dict:
+                  stagger_s: float = 0.5, kind: str = "links") -> dict:
     """Light loads on an idle server, then the same number while ``heavy`` protocol-level
     sessions keep opening heavy links. The loaded phase starts once every heavy session
     computes (its page's script runs)."""
@@ -165,7 +183,7 @@ async def measure(url: str, light_loads: int, heavy: int, time_limit_s: float, e
         idle = [await light_load(browser, url, timeout_ms) for _ in range(light_loads)]
         stop = asyncio.Event()
         computing = [asyncio.Event() for _ in range(heavy)]
-        heavies = [asyncio.create_task(heavy_session(url, i, heavy, computing[i], stop, deadline)) for i in range(heavy)]
+        heavies = [asyncio.create_task(heavy_session(url, i, heavy, computing[i], stop, deadline, kind)) for i in range(heavy)]
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(asyncio.gather(*(e.wait() for e in computing)), timeout=max(1.0, time_limit_s / 4))
         await asyncio.sleep(1.0)  # the heavy scenarios are being computed now
@@ -191,10 +209,10 @@ async def measure(url: str, light_loads: int, heavy: int, time_limit_s: float, e
             "heavy_computing": all(e.is_set() for e in computing)}
 
 
-def run(light_loads: int = 8, heavy: int = 3, time_limit_s: float = 300.0) -> dict:
+def run(light_loads: int = 8, heavy: int = 3, time_limit_s: float = 300.0, kind: str = "links") -> dict:
     exe = chromium_path()
     with StudioServer() as server:
-        return asyncio.run(measure(server.url, light_loads, heavy, time_limit_s, exe))
+        return asyncio.run(measure(server.url, light_loads, heavy, time_limit_s, exe, kind=kind))
 
 
 def main() -> int:
@@ -202,8 +220,10 @@ def main() -> int:
     ap.add_argument("--light-loads", type=int, default=8)
     ap.add_argument("--heavy", type=int, default=3)
     ap.add_argument("--time-limit", type=float, default=300.0)
+    ap.add_argument("--heavy-kind", choices=("links", "search"), default="links",
+                    help="what the heavy sessions open: heavy Estimate/Timeline links, or Search links")
     a = ap.parse_args()
-    res = run(max(2, min(a.light_loads, 50)), max(0, min(a.heavy, 8)), max(30.0, min(a.time_limit, 900.0)))
+    res = run(max(2, min(a.light_loads, 50)), max(0, min(a.heavy, 8)), max(30.0, min(a.time_limit, 900.0)), a.heavy_kind)
     print(f"light page (Home, small), {res['light_loads']} loads a phase: median {res['idle_median_s'] * 1e3:.0f} → "
           f"{res['loaded_median_s'] * 1e3:.0f} ms, p95 {res['idle_p95_s'] * 1e3:.0f} → {res['loaded_p95_s'] * 1e3:.0f} ms "
           f"with {res['heavy']} heavy sessions → p95 ratio {res['ratio']:.2f} (median ratio {res['median_ratio']:.2f}); "

@@ -8,12 +8,14 @@ import streamlit as st
 
 from simengine.api import SEARCH_OBJECTIVES as OBJECTIVES
 from simengine.api import SEARCH_DIMS as DIMS
+from simengine.errors import ConfigError
 from ui import state
 from ui.config_io import dumps
+from ui.heavy import run_search
 from ui.layout import boot, issues_box
 from ui.search_fit import fit_list
-from ui.search_view import (INPUT_RANGES, LINK_PARAM, cached_search, candidates_frame, decode_inputs, encode_inputs, grid_options,
-                            pareto_chart, points_frame)
+from ui.search_inputs import INPUT_RANGES, LINK_PARAM, decode_inputs, encode_inputs, parse_counts, parse_restrict
+from ui.search_view import cached_result, cached_search, candidates_frame, grid_options, pareto_chart, points_frame, search_payload
 from ui.text import md
 
 boot("Search")
@@ -48,26 +50,56 @@ with st.form("search.form"):
 if go:
     inputs = {"gpus": gpus, "global_batch": int(gbs), "seq_len": int(seq), "objective": obj, "top": int(top), "restrict": restrict}
     st.session_state["search.inputs"] = inputs
+    st.session_state.pop("search.cancelled", None)
     tok = encode_inputs(inputs)
     st.session_state["search.token"] = tok
     st.query_params[LINK_PARAM] = tok
 if not inputs:
     st.info("Set the inputs and press **Search**.")
     st.stop()
-
-st.button("Cancel", key="search.cancel", help="Stops the running search (any click reruns the page).")
-bar = st.progress(0.0, text="searching…")
-
-
-def tick(done: int, total: int) -> bool:
-    bar.progress(min(done / max(total, 1), 1.0), text=f"searching… {done:,} / {total:,}")
-    return False
-
+try:  # the inputs' own errors, next to what they name, before any worker starts
+    parse_counts(inputs["gpus"])
+    parse_restrict(inputs["restrict"])
+except ConfigError as e:
+    issues_box(list(e.issues), "The search could not run")
+    st.stop()
 
 base = {k: v for k, v in sc["strategy"].items() if k not in DIMS and k not in ("global_batch_size", "seq_len", "dp", "name")}
-out = cached_search(dumps(sc["model"]), dumps(sc["system"]), dumps(base), json.dumps(inputs, sort_keys=True),
-                    progress=tick)
-bar.progress(1.0, text="done")
+payload = search_payload(dumps(sc["model"]), dumps(sc["system"]), dumps(base), json.dumps(inputs, sort_keys=True))
+
+
+def _cancel() -> None:
+    st.session_state["search.cancelled"] = payload
+
+
+def _resume() -> None:
+    st.session_state.pop("search.cancelled", None)
+
+
+if cached_result(payload) is None and st.session_state.get("search.cancelled") == payload:
+    st.warning("Search cancelled.")
+    st.button("Run it after all", key="search.resume", on_click=_resume, icon=":material/play_arrow:")
+    st.stop()
+box = st.empty()
+with box.container():
+    st.button("Cancel", key="search.cancel", on_click=_cancel, icon=":material/stop:",
+              help="Stops the running search (its worker process is killed).")
+    bar = st.progress(0.0, text="searching in a worker process…")
+seen = [0, 1]
+
+
+def progress(done: int, total: int, elapsed: float) -> None:  # each update passes through Streamlit: any input stops the run
+    seen[:] = [done, total]
+    bar.progress(min(done / max(total, 1), 1.0), text=f"searching… {done:,} / {total:,} · {elapsed:.0f} s")
+
+
+def tick(elapsed: float) -> None:
+    progress(seen[0], seen[1], elapsed)
+
+
+out = cached_search(payload, lambda p: run_search(p, tick, progress))
+box.empty()
+st.progress(1.0, text="done")
 if not out["ok"]:
     issues_box(out["issues"], "The search could not run")
     st.stop()

@@ -66,3 +66,119 @@ def test_search_from_link_runs_and_loads_a_layout():
 def test_damaged_search_link_is_a_message():
     at = open_search(search="not-a-token")
     assert any("search link" in e.value for e in at.error)
+
+
+# -- the search runs in a bounded worker process, never on the server's script thread ---------
+
+
+def _payload(inputs=None) -> str:
+    from ui.config_io import dumps
+    from ui.search_view import search_payload
+    from ui.share import size_canonical
+
+    sc = size_canonical("small")
+    base = {k: v for k, v in sc["strategy"].items() if k not in ("tp", "pp", "global_batch_size", "seq_len", "dp", "name")}
+    return search_payload(dumps(sc["model"]), dumps(sc["system"]), dumps(base), json.dumps(inputs or INPUTS, sort_keys=True))
+
+
+def test_search_page_runs_the_search_in_a_worker(monkeypatch):
+    """A search on the server's script thread holds its interpreter for as long as the search runs
+    (DeepSeek-V3 on 16,384 GPUs: over a minute), starving every other session of the studio."""
+    import simengine.api
+    import simengine.search
+    from ui import search_view
+
+    def boom(*_a, **_k):
+        raise AssertionError("the search ran in the server process")
+
+    monkeypatch.setattr(simengine.api, "search", boom)
+    monkeypatch.setattr(simengine.search, "search", boom)
+    search_view._store.clear()
+    at = open_search(search=encode_inputs({**INPUTS, "top": 4}))
+    assert not at.error, [e.value for e in at.error]
+    assert "timed" in " ".join(c.value for c in at.caption)
+    assert at.session_state["worker.spent"]["seconds"] > 0   # the worker's time, charged to the session
+
+
+def test_worker_search_reports_progress_and_equals_the_engine():
+    from simengine import api
+    from simengine.api import make_search_space
+    from ui import worker
+    from ui.search_inputs import parse_restrict
+
+    seen = []
+    out = worker.run("search", _payload(), "s-search", {}, progress=lambda d, n, t: seen.append((d, n)))
+    assert out["ok"], out
+    assert seen and all(0 <= d <= n for d, n in seen) and seen[-1][0] == seen[-1][1]
+    from ui.share import size_canonical
+
+    sc = size_canonical("small")
+    base = {k: v for k, v in sc["strategy"].items() if k not in ("tp", "pp", "global_batch_size", "seq_len", "dp", "name")}
+    here = api.search(make_search_space(sc["model"], sc["system"], global_batch=INPUTS["global_batch"], seq_len=INPUTS["seq_len"],
+                                        gpus=[8], choices=parse_restrict(RESTRICT), base=base), top=INPUTS["top"])
+    got = out["result"]["candidates"]
+    assert [c["label"] for c in got] == [c.label() for c in here.candidates]
+    assert [c["step_time_s"] for c in got] == [c.step_time_s for c in here.candidates]
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_a_cancelled_search_kills_its_worker():
+    import multiprocessing as mp
+
+    from ui import worker
+
+    def stop(*_a):
+        raise _Stop  # what Streamlit does to the script run when the user clicks Cancel
+
+    with pytest.raises(_Stop):
+        worker.run("search", _payload({**INPUTS, "gpus": "8,16,32", "restrict": ""}), "s-search-cancel", {}, stop, stop)
+    assert "s-search-cancel" not in worker._INFLIGHT
+    left = [p for p in mp.active_children() if p.name.startswith("Process")]
+    for p in left:
+        p.join(timeout=30)
+    assert not [p for p in left if p.is_alive() or p.exitcode >= 0]
+
+
+def test_a_search_has_its_own_time_limit(monkeypatch):
+    from ui import worker
+
+    monkeypatch.setattr(worker, "SEARCH_TIMEOUT_S", 0.2)
+    out = worker.run("search", _payload({**INPUTS, "gpus": "8,16,32", "restrict": ""}), "s-search-timeout", {})
+    assert not out["ok"] and "search took more than" in out["issues"][0][1]
+
+
+def test_bad_search_inputs_are_a_message_before_any_worker(monkeypatch):
+    from ui import worker
+
+    def boom(*_a, **_k):
+        raise AssertionError("a worker started for inputs that cannot run")
+
+    monkeypatch.setattr(worker, "run", boom)
+    at = open_search(search=encode_inputs({**INPUTS, "restrict": "tpp=4"}))
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("tpp=4" in e.value for e in at.error)
+
+
+def test_cancelled_search_waits_for_the_user():
+    """Cancel stops the search for good (the rerun that the click causes does not start it again)
+    until "Run it after all"."""
+    from ui import search_view
+
+    search_view._store.clear()
+    at = open_search()
+    inputs = {**INPUTS, "top": 3}
+    at.session_state["search.inputs"] = inputs
+    at.session_state["search.token"] = encode_inputs(inputs)
+    at.query_params["search"] = encode_inputs(inputs)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    payload = next(iter(search_view._store()))
+    search_view._store.clear()
+    at.session_state["search.cancelled"] = payload
+    at.run()
+    assert "Search cancelled." in [w.value for w in at.warning]
+    at.button(key="search.resume").click().run()
+    assert not at.exception and "timed" in " ".join(c.value for c in at.caption)

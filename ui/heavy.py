@@ -98,3 +98,16 @@ def heavy(kind: str, scenario_json: str) -> dict[str, Any]:
     box.empty()
     _store(key, result)
     return result
+
+
+def run_search(payload: str, tick=None, progress=None) -> dict[str, Any]:
+    """A Search page search (``ui.worker_tasks.search``) in a bounded worker process: niced, memory-
+    and CPU-capped, its own timeout (``worker.SEARCH_TIMEOUT_S``), one heavy call per session and
+    the session's budget of worker seconds; ``progress(done, total, elapsed_s)`` follows it and
+    ``tick(elapsed_s)`` between its reports (either may raise: Streamlit stops the run on any input,
+    and the child is killed). Busy or over budget → a message."""
+    spent = st.session_state.setdefault("worker.spent", {})
+    try:
+        return worker.run("search", payload, _session_id(), spent, tick, progress)
+    except worker.Busy as e:
+        return {"ok": False, "issues": [("", str(e))]}

@@ -7,7 +7,9 @@ pp · vpp · micro-batches, measured at ~30 µs each on this machine: ``medium``
 runs in a child process forked from a ``forkserver`` (started once per server, engine
 pre-imported), at most ``MAX_WORKERS`` at a time for the whole server, at most one per session,
 under a per-call timeout and a per-session budget of worker seconds. The child runs niced with a
-memory cap. (A forkserver child imports the server's ``__main__`` as ``__mp_main__``: Streamlit's
+memory cap. The Search page's searches always run there (``kind = "search"``: a search's cost
+depends on its space, not on one pipeline's size), under their own longer timeout, reporting
+their progress down the pipe (``worker_tasks._reporter``). (A forkserver child imports the server's ``__main__`` as ``__mp_main__``: Streamlit's
 entry points guard ``main()``, as any script starting a worker must.) While it runs the script thread polls, drawing the elapsed time: any interaction
 (the Cancel button, another page) stops the script run, and the ``finally`` kills the child.
 """
@@ -22,6 +24,7 @@ from typing import Any
 LIGHT_UNITS = 8_192           # ≲ 0.25 s of engine time: inline
 MAX_WORKERS = 2               # heavy engine calls running at once, whole server
 TIMEOUT_S = 90.0              # per call
+SEARCH_TIMEOUT_S = 180.0      # per search (deepseek-v3 on 16,384 GPUs, every dimension: ~75 s alone on this machine)
 QUEUE_WAIT_S = 30.0           # waiting for a free worker before saying "busy"
 SESSION_BUDGET_S = 240.0      # worker seconds per session per window
 BUDGET_WINDOW_S = 600.0
@@ -51,16 +54,17 @@ class Busy(Exception):  # noqa: N818 — a message for the user, not a failure
     pass
 
 
-def run(kind: str, scenario_json: str, session: str, spent: dict[str, Any], tick=None) -> dict[str, Any]:
+def run(kind: str, scenario_json: str, session: str, spent: dict[str, Any], tick=None, progress=None) -> dict[str, Any]:
     """Run task ``kind`` in a worker; ``spent`` is the session's budget record (mutated);
-    ``tick(elapsed_s)`` is called every ``POLL_S`` while waiting (it may raise to cancel)."""
+    ``tick(elapsed_s)`` is called every ``POLL_S`` while waiting and ``progress(done, total,
+    elapsed_s)`` for each progress message of the task (either may raise to cancel)."""
     now = time.monotonic()
     if now - spent.get("since", 0.0) > BUDGET_WINDOW_S:
         spent.update(since=now, seconds=0.0)
     if spent.get("seconds", 0.0) >= SESSION_BUDGET_S:
         wait = BUDGET_WINDOW_S - (now - spent["since"])
         raise Busy(f"this session used its {SESSION_BUDGET_S:.0f} s of heavy computation for now; "
-                   f"try again in {wait / 60:.0f} min (small scenarios are not limited)")
+                   f"try again in {wait / 60:.0f} min (light estimates and timelines are not limited)")
     with _LOCK:
         if session in _INFLIGHT:
             raise Busy("another heavy computation of this session is still running; wait for it or cancel it")
@@ -69,7 +73,7 @@ def run(kind: str, scenario_json: str, session: str, spent: dict[str, Any], tick
         if not _SLOTS.acquire(timeout=QUEUE_WAIT_S):
             raise Busy(f"the server is busy with other heavy scenarios ({MAX_WORKERS} at a time); try again shortly")
         try:
-            return _run_child(kind, scenario_json, spent, tick)
+            return _run_child(kind, scenario_json, spent, tick, progress)
         finally:
             _SLOTS.release()
     finally:
@@ -77,34 +81,52 @@ def run(kind: str, scenario_json: str, session: str, spent: dict[str, Any], tick
             _INFLIGHT.discard(session)
 
 
-def _run_child(kind: str, scenario_json: str, spent: dict[str, Any], tick) -> dict[str, Any]:
+_TOO_LONG = {
+    "search": "this search took more than {s:.0f} s and was stopped; pin or restrict dimensions (e.g. tp=8, pp=8,16) "
+              "or search fewer GPU counts to make it faster",
+}
+_TOO_LONG_DEFAULT = "this scenario took more than {s:.0f} s and was stopped; fewer layers, micro-batches or virtual stages make it faster"
+
+
+def _limit(kind: str) -> float:
+    return SEARCH_TIMEOUT_S if kind == "search" else TIMEOUT_S
+
+
+def _run_child(kind: str, scenario_json: str, spent: dict[str, Any], tick, progress=None) -> dict[str, Any]:
     from .worker_tasks import child_main
 
     ctx = _context()
     recv, send = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=child_main, args=(kind, scenario_json, send), daemon=True)
     t0 = time.monotonic()
+    limit = _limit(kind)
     proc.start()
     send.close()
     try:
-        while not recv.poll(POLL_S):
+        while True:
+            ready = recv.poll(POLL_S)
             elapsed = time.monotonic() - t0
-            if not proc.is_alive() and not recv.poll(0):
-                return {"ok": False, "issues": [("", f"the engine worker stopped (exit code {proc.exitcode}) on this "
-                                                     "scenario, probably out of memory")]}
-            if elapsed > TIMEOUT_S:
-                return {"ok": False, "issues": [("", f"this scenario took more than {TIMEOUT_S:.0f} s and was stopped; "
-                                                     "fewer layers, micro-batches or virtual stages make it faster")]}
-            if tick is not None:
-                tick(elapsed)
-        try:
-            result = recv.recv()
-        except (EOFError, OSError):  # the child died before answering (killed, out of memory, bad start)
-            proc.join(1)
-            return {"ok": False, "issues": [("", f"the engine worker stopped (exit code {proc.exitcode}) before "
-                                                 "answering, probably out of memory")]}
-        result["issues"] = [tuple(i) for i in result.get("issues", [])]
-        return result
+            if elapsed > limit:
+                return {"ok": False, "issues": [("", _TOO_LONG.get(kind, _TOO_LONG_DEFAULT).format(s=limit))]}
+            if not ready:
+                if not proc.is_alive() and not recv.poll(0):
+                    return {"ok": False, "issues": [("", f"the engine worker stopped (exit code {proc.exitcode}) on this "
+                                                         "scenario, probably out of memory")]}
+                if tick is not None:
+                    tick(elapsed)
+                continue
+            try:
+                msg = recv.recv()
+            except (EOFError, OSError):  # the child died before answering (killed, out of memory, bad start)
+                proc.join(1)
+                return {"ok": False, "issues": [("", f"the engine worker stopped (exit code {proc.exitcode}) before "
+                                                     "answering, probably out of memory")]}
+            if isinstance(msg, tuple):  # ("progress", done, total): our own child's message
+                if progress is not None:
+                    progress(msg[1], msg[2], elapsed)
+                continue
+            msg["issues"] = [tuple(i) for i in msg.get("issues", [])]
+            return msg
     finally:
         spent["seconds"] = spent.get("seconds", 0.0) + (time.monotonic() - t0)
         recv.close()

@@ -1,7 +1,9 @@
 """Engine calls run in a worker process (pure; no Streamlit). Each returns plain data: the
-Report as a JSON dict, or the timeline as compact DataFrames (our own child's output, sent back
-over a multiprocessing pipe; no user data is unpickled). Failures become ``{"ok": False,
-"issues": [...]}`` exactly as ``ui.engine`` returns them."""
+Report as a JSON dict, the timeline as compact DataFrames, or a search result as JSON (our own
+child's output, sent back over a multiprocessing pipe; no user data is unpickled). Failures
+become ``{"ok": False, "issues": [...]}`` exactly as ``ui.engine`` returns them. A task may
+report progress: ``report(done, total)`` sends ``("progress", done, total)`` down the same pipe,
+at most every ``PROGRESS_S`` (the server draws it; ``ui.worker``)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,8 @@ from typing import Any
 WORKER_NICE = 19
 WORKER_MEMORY_BYTES = 3 * 2**30  # address-space cap of one worker: a runaway scenario fails, the server lives
 WORKER_CPU_S = 150  # CPU-seconds cap (SIGXCPU): a backstop behind the server's 90 s wall-clock timeout
+SEARCH_CPU_S = 200  # the same for a search (its wall-clock timeout: ui.worker.SEARCH_TIMEOUT_S)
+PROGRESS_S = 0.2    # at most one progress message per this many seconds
 
 
 def _issues(e: BaseException) -> dict[str, Any]:
@@ -31,7 +35,7 @@ def _issues(e: BaseException) -> dict[str, Any]:
     return {"ok": False, "issues": [["", f"the engine could not evaluate this scenario ({type(e).__name__}: {e})"]]}
 
 
-def estimate(scenario_json: str) -> dict[str, Any]:
+def estimate(scenario_json: str, report=None) -> dict[str, Any]:
     try:
         from simengine.api import estimate_json
 
@@ -40,7 +44,7 @@ def estimate(scenario_json: str) -> dict[str, Any]:
         return _issues(e)
 
 
-def timeline(scenario_json: str) -> dict[str, Any]:
+def timeline(scenario_json: str, report=None) -> dict[str, Any]:
     try:
         import pandas as pd
 
@@ -85,7 +89,28 @@ def _thin_memory(mem):
                          "bytes": thin["GiB"] * 2**30})
 
 
-TASKS = {"estimate": estimate, "timeline": timeline}
+def search(payload_json: str, report=None) -> dict[str, Any]:
+    """A strategy search of the Search page: ``payload_json`` holds the scenario's model, system
+    and fixed strategy fields (``base``) and the page's inputs (``ui.search_view``); the result
+    as ``SearchResult.to_json()``. ``report(done, total)`` follows the search's progress."""
+    try:
+        from simengine import api
+        from simengine.api import make_search_space
+
+        from .search_inputs import parse_counts, parse_restrict
+
+        p = json.loads(payload_json)
+        inp = p["inputs"]
+        space = make_search_space(p["model"], p["system"], global_batch=inp["global_batch"], seq_len=inp["seq_len"],
+                                  gpus=parse_counts(inp["gpus"]), choices=parse_restrict(inp["restrict"]), base=p["base"])
+        res = api.search(space, objective=inp["objective"], top=inp["top"], progress=report)
+        return {"ok": True, "result": res.to_json()}
+    except Exception as e:  # noqa: BLE001 — every failure becomes a message on the page
+        return _issues(e)
+
+
+TASKS = {"estimate": estimate, "timeline": timeline, "search": search}
+CPU_S = {"search": SEARCH_CPU_S}  # per kind, else WORKER_CPU_S
 
 
 def lower_priority() -> None:
@@ -94,18 +119,36 @@ def lower_priority() -> None:
         os.setpriority(os.PRIO_PROCESS, 0, max(WORKER_NICE, os.getpriority(os.PRIO_PROCESS, 0)))
 
 
+def _reporter(conn):
+    """``report(done, total)`` for a task: a ``("progress", done, total)`` message at most every
+    ``PROGRESS_S``, and always the last one (done == total); never asks the search to stop (the
+    server stops a search by killing this process)."""
+    import time
+
+    last = [0.0]
+
+    def report(done: int, total: int) -> bool:
+        now = time.monotonic()
+        if now - last[0] >= PROGRESS_S or done >= total:
+            last[0] = now
+            conn.send(("progress", int(done), int(total)))
+        return False
+    return report
+
+
 def child_main(kind: str, scenario_json: str, conn) -> None:
     """Entry point of a worker process: lower priority, cap memory and CPU time, run, send the result."""
     lower_priority()
+    cpu = CPU_S.get(kind, WORKER_CPU_S)
     try:
         import resource
 
         resource.setrlimit(resource.RLIMIT_AS, (WORKER_MEMORY_BYTES, WORKER_MEMORY_BYTES))
-        resource.setrlimit(resource.RLIMIT_CPU, (WORKER_CPU_S, WORKER_CPU_S + 5))
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
     except (ImportError, ValueError, OSError):
         pass
     try:
-        conn.send(TASKS[kind](scenario_json))
+        conn.send(TASKS[kind](scenario_json, _reporter(conn)))
     except MemoryError as e:
         conn.send(_issues(e))
     finally:

@@ -1,0 +1,87 @@
+"""Search page inputs: the GPU-count and restriction parsers and the search link's token.
+Pure (no Streamlit): the worker process that runs a search (``ui.worker_tasks.search``) parses
+the same inputs the page validated."""
+
+from __future__ import annotations
+
+import base64
+import json
+import zlib
+from typing import Any
+
+from simengine.api import SEARCH_DIMS as DIMS
+from simengine.api import SEARCH_OBJECTIVES as OBJECTIVES
+from simengine.errors import ConfigError
+
+LINK_PARAM = "search"
+MAX_TOKEN_CHARS = 4000
+INPUT_KEYS = ("gpus", "global_batch", "seq_len", "objective", "top", "restrict")
+# the Search page's number inputs take these ranges (pages/search.py); a link outside them is refused
+INPUT_RANGES = {"global_batch": (1, 100_000_000), "seq_len": (1, 16_777_216), "top": (1, 500)}
+
+
+def parse_counts(text: str) -> list[int]:
+    """"64" or "64,128" or "64..512" (doubling) → GPU counts; ConfigError naming the field."""
+    text = (text or "").strip()
+    try:
+        if ".." in text:
+            a, b = (int(x) for x in text.split("..", 1))
+            out = []
+            while 1 <= a <= b and len(out) < 64:
+                out.append(a)
+                a *= 2
+        else:
+            out = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ConfigError([("search.gpus", f"'{text[:40]}' is not a GPU count list such as 64 or 64,128 or 64..512")]) from None
+    if not out or any(g < 1 or g > 1_000_000 for g in out) or len(out) > 64:
+        raise ConfigError([("search.gpus", "give 1 to 64 GPU counts between 1 and 1,000,000")])
+    return out
+
+
+def parse_restrict(text: str) -> dict[str, list[Any]]:
+    """One restriction per line or ';': ``tp=4,8`` / ``recompute=none,full``; ConfigError naming the line."""
+    out: dict[str, list[Any]] = {}
+    for part in (text or "").replace("\n", ";").split(";"):
+        part = part.strip()
+        if not part:
+            continue
+        name, eq, vals = part.partition("=")
+        name = name.strip().removeprefix("strategy.")
+        if not eq or name not in DIMS:
+            raise ConfigError([("search.restrict", f"'{part[:60]}' is not DIMENSION=V1,V2 with a dimension among {', '.join(DIMS)}")])
+        out[name] = [_value(v.strip()) for v in vals.split(",") if v.strip()]
+        if not out[name]:
+            raise ConfigError([("search.restrict", f"'{part[:60]}' lists no value")])
+    return out
+
+
+def _value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def encode_inputs(inputs: dict[str, Any]) -> str:
+    raw = json.dumps({k: inputs[k] for k in INPUT_KEYS}, sort_keys=True, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(zlib.compress(raw, 9)).decode().rstrip("=")
+
+
+def decode_inputs(token: str) -> dict[str, Any]:
+    """Inputs of a search link; ConfigError for anything that is not one."""
+    if not isinstance(token, str) or len(token) > MAX_TOKEN_CHARS:
+        raise ConfigError([("search", "the search link is too long or not text")])
+    try:
+        raw = zlib.decompressobj().decompress(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)), 20_000)
+        data = json.loads(raw)
+    except (ValueError, zlib.error, TypeError):
+        raise ConfigError([("search", "the search link is damaged")]) from None
+    if not isinstance(data, dict) or set(data) != set(INPUT_KEYS):
+        raise ConfigError([("search", "the search link does not hold search inputs")])
+    if data["objective"] not in OBJECTIVES or not all(isinstance(data[k], int) and not isinstance(data[k], bool)
+                                                      and lo <= data[k] <= hi for k, (lo, hi) in INPUT_RANGES.items()):
+        raise ConfigError([("search", "the search link holds invalid values")])
+    if not isinstance(data["gpus"], str) or not isinstance(data["restrict"], str):
+        raise ConfigError([("search", "the search link holds invalid values")])
+    return data
