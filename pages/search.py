@@ -54,100 +54,99 @@ if go:
     tok = encode_inputs(inputs)
     st.session_state["search.token"] = tok
     st.query_params[LINK_PARAM] = tok
+def _searched(sc: dict, inputs: dict) -> dict | None:
+    """The search's result (JSON), or None once a message says why there is none (bad inputs,
+    cancelled, failed). The search runs in a worker process (ui/heavy.py ``run_search``)."""
+    try:  # the inputs' own errors, next to what they name, before any worker starts
+        parse_counts(inputs["gpus"])
+        parse_restrict(inputs["restrict"])
+    except ConfigError as e:
+        issues_box(list(e.issues), "The search could not run")
+        return None
+    base = {k: v for k, v in sc["strategy"].items() if k not in DIMS and k not in ("global_batch_size", "seq_len", "dp", "name")}
+    payload = search_payload(dumps(sc["model"]), dumps(sc["system"]), dumps(base), json.dumps(inputs, sort_keys=True))
+    if cached_result(payload) is None and st.session_state.get("search.cancelled") == payload:
+        st.warning("Search cancelled.")
+        st.button("Run it after all", key="search.resume", on_click=lambda: st.session_state.pop("search.cancelled", None),
+                  icon=":material/play_arrow:")
+        return None
+    box = st.empty()
+    with box.container():
+        st.button("Cancel", key="search.cancel", on_click=lambda: st.session_state.update({"search.cancelled": payload}),
+                  icon=":material/stop:", help="Stops the running search (its worker process is killed).")
+        bar = st.progress(0.0, text="searching in a worker process…")
+    seen = [0, 1]
+
+    def progress(done: int, total: int, elapsed: float) -> None:  # each update passes through Streamlit: any input stops the run
+        seen[:] = [done, total]
+        bar.progress(min(done / max(total, 1), 1.0), text=f"searching… {done:,} / {total:,} · {elapsed:.0f} s")
+
+    out = cached_search(payload, lambda p: run_search(p, lambda elapsed: progress(*seen, elapsed), progress))
+    box.empty()
+    st.progress(1.0, text="done")
+    if not out["ok"]:
+        issues_box(out["issues"], "The search could not run")
+        return None
+    return out["result"]
+
+
+def _results(sc: dict, res: dict) -> None:
+    """The ranked grid, the Pareto chart, "use this layout" and the rejections."""
+    cands = res["candidates"]
+    st.caption(f"{res['space_size']:,} candidates in the space · {res['memory_checked']:,} memory checks · {res['evaluated']:,} timed · "
+               f"{res['feasible']:,} shown · {res['seconds']:.1f} s")
+    if not cands:
+        st.warning("Nothing in this space fits. Widen the space (more GPUs, fewer pins) or see the reasons below.")
+    if len(res["ties"]) > 1:
+        st.info(f"The top {len(res['ties'])} candidates are within the best one's uncertainty band: a tie, not a winner.")
+
+    df = candidates_frame(cands, res["ties"])
+    picked = None
+    try:
+        from st_aggrid import AgGrid
+
+        grid = AgGrid(df, gridOptions=grid_options(df), height=min(460, 70 + 30 * len(df)), theme="streamlit",
+                      update_on=["selectionChanged"], key="search.grid", show_toolbar=False)
+        sel = grid.selected_rows
+        if isinstance(sel, pd.DataFrame) and not sel.empty:
+            picked = int(sel.iloc[0]["rank"]) - 1
+    except Exception:  # noqa: BLE001 — the component failing must not take the page down
+        st.dataframe(df, hide_index=True, width="stretch")
+
+    pts, items = points_frame(cands, res["pareto"])
+    st.subheader("Pareto front: throughput vs cost vs memory headroom")
+    front = pts[pts["pareto"]]
+    ev = st.altair_chart(pareto_chart(front if not front.empty else pts), on_select="rerun", key="search.chart", width="stretch")
+    sel_pts = (ev.get("selection", {}).get("pick") if isinstance(ev, dict) else None) or []
+    if sel_pts and isinstance(sel_pts[0], dict) and "id" in sel_pts[0]:
+        picked = int(sel_pts[0]["id"]) - 1
+
+    labels = [f"#{i + 1} {c['label']}" for i, c in enumerate(items)]
+    if labels:
+        choice = st.selectbox("Layout", range(len(items)), index=picked if picked is not None and picked < len(items) else 0,
+                              format_func=lambda i: labels[i], key=f"search.pick.{picked}")
+        if st.button("Use this layout", type="primary", key="search.use", icon=":material/input:"):
+            c = items[choice]
+            issues = state.load_section("system", dict(sc["system"], num_gpus=c["gpus"]), "search")
+            issues += state.load_section("strategy", dict(c["strategy"], name=f"search: {c['label']}"[:120]), "search")
+            if issues:
+                issues_box(issues, "Could not load the layout")
+            else:
+                st.switch_page("pages/strategy.py")
+
+    with st.expander("Rejected candidates and why", expanded=not cands):
+        st.dataframe(pd.DataFrame([{"reason": k, "candidates": v} for k, v in res["rejected"].items()]), hide_index=True,
+                     width="stretch")
+
+    st.subheader("Smallest changes to make the current scenario fit")
+    fit_list(state.scenario_json())
+
+
+# Functions, not one script: a worker process started from this page re-imports it bare (no
+# session, no inputs; ui/worker.py), and each step returns where the page would stop.
 if not inputs:
     st.info("Set the inputs and press **Search**.")
-    st.stop()
-try:  # the inputs' own errors, next to what they name, before any worker starts
-    parse_counts(inputs["gpus"])
-    parse_restrict(inputs["restrict"])
-except ConfigError as e:
-    issues_box(list(e.issues), "The search could not run")
-    st.stop()
-
-base = {k: v for k, v in sc["strategy"].items() if k not in DIMS and k not in ("global_batch_size", "seq_len", "dp", "name")}
-payload = search_payload(dumps(sc["model"]), dumps(sc["system"]), dumps(base), json.dumps(inputs, sort_keys=True))
-
-
-def _cancel() -> None:
-    st.session_state["search.cancelled"] = payload
-
-
-def _resume() -> None:
-    st.session_state.pop("search.cancelled", None)
-
-
-if cached_result(payload) is None and st.session_state.get("search.cancelled") == payload:
-    st.warning("Search cancelled.")
-    st.button("Run it after all", key="search.resume", on_click=_resume, icon=":material/play_arrow:")
-    st.stop()
-box = st.empty()
-with box.container():
-    st.button("Cancel", key="search.cancel", on_click=_cancel, icon=":material/stop:",
-              help="Stops the running search (its worker process is killed).")
-    bar = st.progress(0.0, text="searching in a worker process…")
-seen = [0, 1]
-
-
-def progress(done: int, total: int, elapsed: float) -> None:  # each update passes through Streamlit: any input stops the run
-    seen[:] = [done, total]
-    bar.progress(min(done / max(total, 1), 1.0), text=f"searching… {done:,} / {total:,} · {elapsed:.0f} s")
-
-
-def tick(elapsed: float) -> None:
-    progress(seen[0], seen[1], elapsed)
-
-
-out = cached_search(payload, lambda p: run_search(p, tick, progress))
-box.empty()
-st.progress(1.0, text="done")
-if not out["ok"]:
-    issues_box(out["issues"], "The search could not run")
-    st.stop()
-res = out["result"]
-cands = res["candidates"]
-st.caption(f"{res['space_size']:,} candidates in the space · {res['memory_checked']:,} memory checks · {res['evaluated']:,} timed · "
-           f"{res['feasible']:,} shown · {res['seconds']:.1f} s")
-if not cands:
-    st.warning("Nothing in this space fits. Widen the space (more GPUs, fewer pins) or see the reasons below.")
-if len(res["ties"]) > 1:
-    st.info(f"The top {len(res['ties'])} candidates are within the best one's uncertainty band: a tie, not a winner.")
-
-df = candidates_frame(cands, res["ties"])
-picked = None
-try:
-    from st_aggrid import AgGrid
-
-    grid = AgGrid(df, gridOptions=grid_options(df), height=min(460, 70 + 30 * len(df)), theme="streamlit",
-                  update_on=["selectionChanged"], key="search.grid", show_toolbar=False)
-    sel = grid.selected_rows
-    if isinstance(sel, pd.DataFrame) and not sel.empty:
-        picked = int(sel.iloc[0]["rank"]) - 1
-except Exception:  # noqa: BLE001 — the component failing must not take the page down
-    st.dataframe(df, hide_index=True, width="stretch")
-
-pts, items = points_frame(cands, res["pareto"])
-st.subheader("Pareto front: throughput vs cost vs memory headroom")
-front = pts[pts["pareto"]]
-ev = st.altair_chart(pareto_chart(front if not front.empty else pts), on_select="rerun", key="search.chart", width="stretch")
-sel_pts = (ev.get("selection", {}).get("pick") if isinstance(ev, dict) else None) or []
-if sel_pts and isinstance(sel_pts[0], dict) and "id" in sel_pts[0]:
-    picked = int(sel_pts[0]["id"]) - 1
-
-labels = [f"#{i + 1} {c['label']}" for i, c in enumerate(items)]
-if labels:
-    choice = st.selectbox("Layout", range(len(items)), index=picked if picked is not None and picked < len(items) else 0,
-                          format_func=lambda i: labels[i], key=f"search.pick.{picked}")
-    if st.button("Use this layout", type="primary", key="search.use", icon=":material/input:"):
-        c = items[choice]
-        issues = state.load_section("system", dict(sc["system"], num_gpus=c["gpus"]), "search")
-        issues += state.load_section("strategy", dict(c["strategy"], name=f"search: {c['label']}"[:120]), "search")
-        if issues:
-            issues_box(issues, "Could not load the layout")
-        else:
-            st.switch_page("pages/strategy.py")
-
-with st.expander("Rejected candidates and why", expanded=not cands):
-    st.dataframe(pd.DataFrame([{"reason": k, "candidates": v} for k, v in res["rejected"].items()]), hide_index=True, width="stretch")
-
-st.subheader("Smallest changes to make the current scenario fit")
-fit_list(state.scenario_json())
+else:
+    result = _searched(sc, inputs)
+    if result is not None:
+        _results(sc, result)

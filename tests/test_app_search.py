@@ -182,3 +182,27 @@ def test_cancelled_search_waits_for_the_user():
     assert "Search cancelled." in [w.value for w in at.warning]
     at.button(key="search.resume").click().run()
     assert not at.exception and "timed" in " ".join(c.value for c in at.caption)
+
+
+def test_a_heavy_scenarios_fit_changes_run_in_a_worker(monkeypatch):
+    """The smallest changes to fit are a few dozen estimates of the current scenario: seconds each
+    for a heavy one (1,024 layers at pp 8 · vpp 128), so they go to a worker too."""
+    from ui import heavy, search_fit
+    from ui.config_io import apply_diff, dumps
+    from ui.share import encode_token, size_canonical
+
+    big = apply_diff(size_canonical("medium"), {"model": {"num_layers": 1024}, "strategy": {"pp": 8, "vpp": 128}})
+
+    def boom(*_a, **_k):
+        raise AssertionError("a heavy scenario's fit changes ran on the script thread")
+
+    monkeypatch.setattr(search_fit, "fit_changes_json", boom)
+    heavy._CACHE.clear()
+    inputs = {**INPUTS, "gpus": str(big["system"]["num_gpus"]), "top": 1,
+              "restrict": "tp=8\npp=8\nvpp=1\ncp=1\nschedule=1f1b\nzero_stage=1\nrecompute=full\nmicro_batch_size=1"}
+    at = AppTest.from_file(str(ROOT / "pages/search.py"), default_timeout=300)
+    at.query_params["s"] = encode_token(big)
+    at.query_params["search"] = encode_inputs(inputs)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert ("fit", dumps(big)) in heavy._CACHE

@@ -17,7 +17,7 @@ CACHE_ENTRIES = 6
 MAX_CACHED_BYTES = 64 * 2**20  # per cached heavy timeline
 _CACHE: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
-LABELS = {"estimate": "Estimating", "timeline": "Simulating the timeline of"}
+LABELS = {"estimate": "Estimating", "timeline": "Simulating the timeline of", "fit": "Looking for the smallest change that fits"}
 
 
 def work(scenario_json: str) -> int:

@@ -7,29 +7,23 @@ from typing import Any
 
 import streamlit as st
 
-from simengine.errors import ConfigError
-
 from . import state
+from .heavy import heavy, is_heavy
 from .text import md
 from .units import fmt_count
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def fit_changes_json(scenario_json: str) -> dict[str, Any]:
-    from simengine import api
-    from simengine.api import search_fit_changes as fit_changes
+    """A light scenario's fit changes, inline (``worker_tasks.fit``: a few dozen estimates of ~1 ms)."""
+    from .worker_tasks import fit
 
-    cfg = json.loads(scenario_json)
-    try:
-        if api.estimate(cfg).fits:
-            return {"ok": True, "fits": True, "changes": []}
-        return {"ok": True, "fits": False, "changes": fit_changes(cfg)}
-    except ConfigError as e:
-        return {"ok": False, "issues": list(e.issues)}
+    return fit(scenario_json)
 
 
 def fit_list(scenario_json: str) -> None:
-    out = fit_changes_json(scenario_json)
+    # a heavy scenario's estimates take seconds each: in a worker (ui/heavy.py), never on this thread
+    out = heavy("fit", scenario_json) if is_heavy(scenario_json) else fit_changes_json(scenario_json)
     if not out["ok"]:
         st.caption("The current scenario cannot be estimated: " + md("; ".join(m for _, m in out["issues"])))
         return

@@ -109,7 +109,21 @@ def search(payload_json: str, report=None) -> dict[str, Any]:
         return _issues(e)
 
 
-TASKS = {"estimate": estimate, "timeline": timeline, "search": search}
+def fit(scenario_json: str, report=None) -> dict[str, Any]:
+    """The Search page's "smallest changes to make the current scenario fit" (``ui.search_fit``)."""
+    try:
+        from simengine import api
+        from simengine.api import search_fit_changes
+
+        cfg = json.loads(scenario_json)
+        if api.estimate(cfg).fits:
+            return {"ok": True, "fits": True, "changes": []}
+        return {"ok": True, "fits": False, "changes": search_fit_changes(cfg)}
+    except Exception as e:  # noqa: BLE001 — every failure becomes a message on the page
+        return _issues(e)
+
+
+TASKS = {"estimate": estimate, "timeline": timeline, "search": search, "fit": fit}
 CPU_S = {"search": SEARCH_CPU_S}  # per kind, else WORKER_CPU_S
 
 
