@@ -122,3 +122,24 @@ def test_cp_a2a_sends_q_k_v_and_their_grads_one_all_to_all_each():
     for ops, prefix, extra in ((blk.fwd, "", "o"), (blk.bwd, "d", "do")):
         a2a = {op.name.split(":")[1]: op.bytes for op in ops if isinstance(op, Collective) and op.name.startswith("cp-a2a")}
         assert a2a == {**{prefix + k: v for k, v in want.items()}, extra: tokens * heads * d * 2}
+
+
+@pytest.mark.parametrize("cp", [2, 8])
+def test_ring_attention_ops_built_once_are_the_ops_built_afresh(cp):
+    """workload/layers.py memoises a CP ring's ops on the values they are built from: a workload
+    built with the memo warm holds the same ops (frozen, compared by value) as one built cold,
+    and each phase is the causal local step plus cp − 1 (transfer, kernel) pairs."""
+    from simengine.workload.layers import _ring_ops
+    from simengine.workload.ops import Collective
+
+    sc = make("llama3-8b", system={"num_gpus": 8 * cp}, strategy={"cp": cp, "global_batch_size": 8, "seq_len": 8192,
+                                                                  "cp_comm_type": "p2p"})
+    _ring_ops.cache_clear()
+    cold = build_workload(sc).blocks["attn"]
+    warm = build_workload(sc).blocks["attn"]
+    assert _ring_ops.cache_info().hits >= 2
+    assert (cold.fwd, cold.bwd) == (warm.fwd, warm.bwd)
+    for ph in (cold.fwd, cold.bwd):
+        ring = [op for op in ph if isinstance(op, Collective) and op.name.startswith("cp-ring:")]
+        cores = [op for op in ph if isinstance(op, Attention)]
+        assert len(ring) == cp - 1 and len(cores) == cp and sum(op.causal for op in cores) == 1

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 import random
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -162,9 +163,23 @@ def test_hidden_time_counts_only_the_kernel_of_a_folded_chain():
     assert_fast_equals_reference(inp)
 
 
+@pytest.fixture
+def always_reduce(monkeypatch):
+    """Every program with DP piece runs reduced, however few entries that removes (closed.py
+    ``MIN_REMOVED``), so the closed forms themselves are checked; structures are compiled afresh
+    before and after (a folded program keeps its reduction)."""
+    from simengine.sim import closed
+    from simengine.sim.compiled import clear_cache
+
+    clear_cache()
+    monkeypatch.setattr(closed, "MIN_REMOVED", 0.0)
+    yield
+    clear_cache()
+
+
 @pytest.mark.parametrize("schedule,vpp", [("1f1b", 1), ("interleaved", 2), ("interleaved", 4)])
 @pytest.mark.parametrize("gather_s", [0.01, 0.3])  # gathers hidden behind the pieces, or the pieces waiting on them
-def test_dp_piece_runs_in_closed_form_equal_the_list_scheduler(schedule, vpp, gather_s):
+def test_dp_piece_runs_in_closed_form_equal_the_list_scheduler(schedule, vpp, gather_s, always_reduce):
     """sim/closed.py replaces each run of DP bucket pieces by a few entries; the ends it writes
     back give the same metrics as the per-task reference, whichever side of each max binds."""
     from simengine.sim import ChunkCost, PipelineInput, StageCost
@@ -186,9 +201,9 @@ def test_dp_piece_runs_in_closed_form_equal_the_list_scheduler(schedule, vpp, ga
     assert_fast_equals_reference(inp)
 
 
-def test_benchmark_layouts_reduce_their_dp_pieces():
-    """The README's 405B benchmark layouts (25 + 25 DP buckets per rank) lose most of the
-    loop to the closed forms."""
+def test_benchmark_layouts_reduce_their_dp_pieces(always_reduce):
+    """The README's 405B benchmark layouts (25 + 25 DP buckets per rank): the closed forms
+    remove ~75 entries per rank and give the per-task reference's metrics."""
     from simengine.sim.closed import reduced_for
 
     for schedule, vpp in (("1f1b", 1), ("interleaved", 4)):
@@ -200,6 +215,38 @@ def test_benchmark_layouts_reduce_their_dp_pieces():
         red = reduced_for(comp, prog)
         assert red is not None and len(prog.A) - red.n >= 16 * 70  # ~75 entries fewer per rank
         assert_fast_equals_reference(inp)
+
+
+def test_a_program_is_reduced_only_where_that_removes_enough():
+    """A reduction that removes less than ``MIN_REMOVED`` of the entries is not built (its loop
+    saving is below its numpy overhead, and it costs up to ~0.2 s at pp 64): the 405B 'large'
+    preset (16 micro-batches, a third of its entries in DP piece runs) runs its folded program
+    as it is, with the reference's metrics; its 1F1B at 40 micro-batches (the length of the
+    periodic estimate's short runs) has them as most of its entries, and is reduced."""
+    from simengine.sim import closed
+    from simengine.sim.closed import reduce_program, reduced_for
+    from simengine.sim.compiled import clear_cache
+
+    clear_cache()
+    cfg = presets.size_scenario("large")
+    inp = _inputs(cfg)
+    comp = compiled_for(inp)
+    prog = folded_for(comp)
+    assert reduced_for(comp, prog) is None
+    closed.MIN_REMOVED, keep = 0.0, closed.MIN_REMOVED
+    try:
+        red = reduce_program(comp, prog)
+    finally:
+        closed.MIN_REMOVED = keep
+    assert red is not None and (len(prog.A) - red.n) < keep * len(prog.A)
+    assert_fast_equals_reference(inp)
+    cfg["strategy"].update(schedule="1f1b", vpp=1)
+    short = replace(_inputs(cfg), num_microbatches=40)
+    comp = compiled_for(short)
+    prog = folded_for(comp)
+    red = reduced_for(comp, prog)
+    assert red is not None and (len(prog.A) - red.n) >= keep * len(prog.A)
+    clear_cache()
 
 
 def test_backward_folds_into_its_recompute_and_keeps_the_kernel_time():

@@ -12,6 +12,7 @@ gate/up are one GEMM or several.
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import lru_cache
 from typing import Literal
 
 from ..config.framework import FRAMEWORKS, Pass, Stack
@@ -59,16 +60,24 @@ def _ring_steps(ph: Phases, d: Dims, heads: int, kv: int, impl: AttentionImpl, k
         ph.bwd.append(bwd)
         ph.bwd.append(Collective("cp-ring:dkv", "p2p", 2 * kv_bytes * (cp - 1), "cp", cp, overlap_with="attn-bwd"))
         return
-    steps: tuple[tuple[Literal["fwd", "bwd"], list, float, str], ...] = (
-        ("fwd", ph.fwd, kv_bytes, "kv"), ("bwd", ph.bwd, 2 * kv_bytes, "dkv"))
-    for phase, lst, comm_bytes, name in steps:
-        tag = "attn" if phase == "fwd" else "attn-bwd"
-        lst.append(Attention(tag, d.b, heads, kv, L, L, d.d_qk, d.d_v, True, phase, impl, kernel=kernel))
-        for j in range(1, cp):
-            prev = tag if j == 1 else f"{tag}:ring{j - 1}"
-            lst.append(Collective(f"cp-ring:{name}{j}", "p2p", comm_bytes, "cp", cp, overlap_with=prev))
-            lst.append(Attention(f"{tag}:ring{j}", d.b, heads, kv, L, L // 2, d.d_qk, d.d_v, False, phase, impl,
-                                 kernel=kernel))
+    ph.fwd.extend(_ring_ops("fwd", cp, L, d.b, heads, kv, d.d_qk, d.d_v, impl, kernel, kv_bytes, "kv"))
+    ph.bwd.extend(_ring_ops("bwd", cp, L, d.b, heads, kv, d.d_qk, d.d_v, impl, kernel, 2 * kv_bytes, "dkv"))
+
+
+@lru_cache(maxsize=4096)
+def _ring_ops(phase: Literal["fwd", "bwd"], cp: int, L: int, b: int, heads: int, kv: int, d_qk: int, d_v: int,
+              impl: AttentionImpl, kernel: str, comm_bytes: float, name: str) -> tuple:
+    """One phase of ``_ring_steps``: the causal local step, then cp − 1 pairs of a K,V transfer
+    and the kernel it overlaps. Memoised on every value it is built from (the ops are frozen
+    dataclasses: the same values, the same ops); a search builds the same ring for every block
+    kind that shares them (DeepSeek-V3 on 16,384 GPUs: cp up to 64, 2·(cp − 1) ops a phase)."""
+    tag = "attn" if phase == "fwd" else "attn-bwd"
+    out: list = [Attention(tag, b, heads, kv, L, L, d_qk, d_v, True, phase, impl, kernel=kernel)]
+    for j in range(1, cp):
+        prev = tag if j == 1 else f"{tag}:ring{j - 1}"
+        out.append(Collective(f"cp-ring:{name}{j}", "p2p", comm_bytes, "cp", cp, overlap_with=prev))
+        out.append(Attention(f"{tag}:ring{j}", b, heads, kv, L, L // 2, d_qk, d_v, False, phase, impl, kernel=kernel))
+    return tuple(out)
 
 
 def _core_attention(ph: Phases, d: Dims, model: ModelSpec, cp_comm: str) -> None:
