@@ -945,3 +945,25 @@ def test_work_floor_holds_the_all_to_all_and_stays_below_the_group_bound():
         paired = lay["schedule"] == "dualpipe"
         raised[paired] += work[paired] > 1.05 * min(work)   # above the compute alone
     assert raised[False] > 3
+
+
+def test_field_range_precheck_agrees_with_pydantic():
+    """``candidate._in_field_ranges`` (the search's cheap pre-check of StrategySpec's own
+    ``Field(ge=…, le=…)`` bounds) says out of range exactly where pydantic refuses the value."""
+    from pydantic import ValidationError
+
+    from simengine.config.strategy import StrategySpec
+    from simengine.search.candidate import _field_ranges, _in_field_ranges
+
+    ranges = _field_ranges()
+    assert {k for k, _, _ in ranges} >= {"tp", "pp", "vpp", "cp", "ep", "micro_batch_size", "zero_stage"}
+    for k, lo, hi in ranges:
+        for v in {lo - 1, lo, hi, hi + 1} - {float("inf"), float("-inf")}:
+            v = int(v)
+            try:
+                StrategySpec.model_validate({k: v})
+                ok = True
+            except ValidationError as e:
+                ok = not any(err["loc"] == (k,) and err["type"] in ("greater_than_equal", "less_than_equal") for err in e.errors())
+            assert _in_field_ranges({k: v}) == ok, (k, v)
+    assert _in_field_ranges({"tp": True}) and _in_field_ranges({"cp": 2048.0})  # only ints are checked (as before)

@@ -5,6 +5,7 @@ rules can fail, without pydantic (``quick_error``)."""
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 from typing import Any
 
@@ -84,31 +85,34 @@ def _shared_key(space: SearchSpace) -> str:
     return _SHARED_OF[1]
 
 
-def _field_ranges() -> list[tuple[str, Any, Any]]:
+def _field_ranges() -> tuple[tuple[str, float, float], ...]:
     """(field, ge, le) of every searched field with bounds in StrategySpec's own ``Field(ge=…,
-    le=…)`` metadata, read off the model once."""
+    le=…)`` metadata, read off the model once (a missing bound as ∓inf)."""
     if not _RANGES:
         from .types import SEARCHED
 
-        for k in SEARCHED:
+        for k in SEARCHED:  # pydantic keeps ge and le as two metadata entries: one range per field
+            lo, hi = -math.inf, math.inf
             for c in StrategySpec.model_fields[k].metadata:
                 ge, le = getattr(c, "ge", None), getattr(c, "le", None)
-                if ge is not None or le is not None:
-                    _RANGES.append((k, ge, le))
-    return _RANGES
+                lo = lo if ge is None else max(lo, ge)
+                hi = hi if le is None else min(hi, le)
+            if lo > -math.inf or hi < math.inf:
+                _RANGES.append((k, lo, hi))
+    return tuple(_RANGES)
 
 
-_RANGES: list[tuple[str, Any, Any]] = []
+_RANGES: list[tuple[str, float, float]] = []
 
 
 def _in_field_ranges(strategy: dict[str, Any]) -> bool:
     """The searched integers inside StrategySpec's own field bounds (e.g. cp ≤ 1024 while a space
-    may propose larger divisors)."""
-    for k, ge, le in _field_ranges():
-        v = strategy.get(k)
-        if not isinstance(v, int) or isinstance(v, bool):
-            continue
-        if (ge is not None and v < ge) or (le is not None and v > le):
+    may propose larger divisors). Called for every group a search looks at: ``type(v) is int``
+    (not bool, a subclass of int) instead of two isinstance calls."""
+    get = strategy.get
+    for k, lo, hi in _RANGES or _field_ranges():
+        v = get(k)
+        if type(v) is int and not lo <= v <= hi:
             return False
     return True
 

@@ -272,8 +272,9 @@ def _floors(ex, space: SearchSpace, groups: list, progress: Progress | None) -> 
     for fam, b in zip(order, firsts):
         if b[1] is None:
             out.append((fam, b))
-        else:
-            alone += fam
+        else:  # the first group's own rejection is ``b``: the others are looked at one by one
+            out.append(([fam[0]], b))
+            alone += fam[1:]
     alone.sort()
     size1 = max(BATCH_GROUPS, len(alone) // 64)
     each = [b for part in ex.map(bound_batch, space, _batches([groups[i] for i in alone], size1),

@@ -190,18 +190,37 @@ def micro_batches(space: SearchSpace, gpus: int, layout: dict[str, Any]) -> list
 
 def recompute_options(space: SearchSpace, layout: dict[str, Any]) -> list[tuple[str, int | None]]:
     """(recompute, recompute_num_layers) ordered from most memory to least: none, selective, then
-    full with 1 … all layers of a stage recomputed (None = all)."""
+    full with 1 … all layers of a stage recomputed (None = all). A function of the space and pp,
+    memoised per space object (every group a search looks at asks; callers do not mutate it)."""
+    memo = _per_space(space)
+    hit = memo.get(("rc", layout["pp"]))
+    if hit is not None:
+        return hit
     per_stage = math.ceil(int(space.model["num_layers"]) / layout["pp"])
     levels = _allowed(space, "recompute", RECOMPUTE_LEVELS)
     ks = _allowed(space, "recompute_num_layers", list(range(1, per_stage)) + [None])
     out: list[tuple[str, int | None]] = [(lvl, None) for lvl in ("none", "selective") if lvl in levels]
     if "full" in levels:
         out += [("full", k) for k in ks]
+    memo[("rc", layout["pp"])] = out
     return out
 
 
 def zero_stages(space: SearchSpace) -> list[int]:
-    return [int(z) for z in _allowed(space, "zero_stage", [0, 1, 2, 3])]
+    memo = _per_space(space)
+    hit = memo.get("zero")
+    if hit is None:
+        hit = memo["zero"] = [int(z) for z in _allowed(space, "zero_stage", [0, 1, 2, 3])]
+    return hit
+
+
+_PER_SPACE: list = [None, {}]   # (space, its memo): the proposals that depend on the space alone
+
+
+def _per_space(space: SearchSpace) -> dict:
+    if _PER_SPACE[0] is not space:
+        _PER_SPACE[:] = [space, {}]
+    return _PER_SPACE[1]
 
 
 def flag_options(space: SearchSpace, layout: dict[str, Any], dp_size: int) -> list[dict[str, bool]]:
