@@ -16,7 +16,8 @@ from .search_inputs import (INPUT_KEYS, INPUT_RANGES, LINK_PARAM, MAX_TOKEN_CHAR
 
 TABLE_COLUMNS = ["rank", "layout", "tokens_per_s", "band_lo", "band_hi", "tie", "mfu", "cost_per_million_tokens_usd",
                  "peak_memory_gib", "headroom_gib", "gpus", "tp", "pp", "vpp", "cp", "ep", "micro_batch_size", "zero_stage",
-                 "recompute", "schedule"]
+                 "recompute", "schedule", "overlap"]
+FLAG_NAMES = (("overlap_grad_reduce", "grad"), ("overlap_param_gather", "param"), ("tp_comm_overlap", "tp"))
 
 
 CACHE_ENTRIES = 16
@@ -65,7 +66,8 @@ def candidates_frame(cands: list[dict[str, Any]], ties: list[int]) -> pd.DataFra
                      "band_hi": round(hi), "tie": i in ties, "mfu": round(c["mfu"] * 100, 2),
                      "cost_per_million_tokens_usd": round(c["cost_per_million_tokens_usd"], 4),
                      "peak_memory_gib": round(c["peak_memory_gib"], 2), "headroom_gib": round(c["headroom_gib"], 2),
-                     "gpus": c["gpus"], **{k: s.get(k) for k in TABLE_COLUMNS[11:]}})
+                     "gpus": c["gpus"], **{k: s.get(k) for k in TABLE_COLUMNS[11:-1]},
+                     "overlap": "+".join(n for f, n in FLAG_NAMES if s.get(f)) or "none"})
     return pd.DataFrame(rows, columns=TABLE_COLUMNS)
 
 
@@ -86,7 +88,9 @@ def grid_options(df: pd.DataFrame) -> dict[str, Any]:
         return {"field": name, "headerName": header, "sortable": True, "filter": True, "resizable": True, **kw}
 
     return {"columnDefs": [
-        col("rank", "#", width=70, pinned="left"), col("layout", "layout", width=430, pinned="left"),
+        # wide enough for a 16,384-GPU layout with its split, cp and every flag (~90 characters): rows
+        # that differ only in their overlap flags must not read alike; the full label on hover too
+        col("rank", "#", width=70, pinned="left"), col("layout", "layout", width=590, pinned="left", tooltipField="layout"),
         {"headerName": "throughput", "children": [col("tokens_per_s", "tokens/s"), col("band_lo", "band low"),
                                                   col("band_hi", "band high"), col("tie", "tie with #1"), col("mfu", "MFU %")]},
         {"headerName": "cost & memory", "children": [col("cost_per_million_tokens_usd", "$ / 1M tokens"),
