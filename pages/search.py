@@ -87,6 +87,10 @@ def _searched(sc: dict, inputs: dict) -> dict | None:
     if not out["ok"]:
         issues_box(out["issues"], "The search could not run")
         return None
+    if out.get("partial"):
+        res = out["result"]
+        st.warning(f"{md(out['partial'][:1].upper() + out['partial'][1:])}. Shown: the best of the {res['evaluated']:,} candidates "
+                   "timed until then — not proven the best of the space, and without the rejections.")
     return out["result"]
 
 

@@ -213,15 +213,18 @@ def save_user_system(folder, name: str, system, provenance=()):
     from .calibration.store import save_system
 
     return save_system(folder, name, system, provenance)
-def search(space, objective: str = "tokens_per_s", top: int | None = None, progress=None, executor=None):
+def search(space, objective: str = "tokens_per_s", top: int | None = None, progress=None, executor=None,
+           best_so_far=None):
     """Rank every fitting layout of a search space (``simengine.search``). ``space`` is a
     ``SearchSpace`` or a dict of ``make_space``'s arguments ({"model", "system", "seq_len",
     "global_batch" | "global_batch_tokens", "gpus", "choices", "token_budget"}); ``executor`` is
     an executor object or a name ("inprocess", "process", "ray"); ``progress(done, total)``
-    returning True cancels. Returns a ``SearchResult``."""
+    returning True cancels; ``best_so_far(result)`` receives the candidates timed so far after
+    each round that timed some (not proven the best; the final result does not depend on it).
+    Returns a ``SearchResult``."""
     from .search import run_search
 
-    return run_search(space, objective=objective, top=top, progress=progress, executor=executor)
+    return run_search(space, objective=objective, top=top, progress=progress, executor=executor, best_so_far=best_so_far)
 
 
 # ---- what the studio's Search page needs (it reaches the engine only through this module)

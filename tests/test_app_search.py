@@ -206,3 +206,34 @@ def test_a_heavy_scenarios_fit_changes_run_in_a_worker(monkeypatch):
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     assert ("fit", dumps(big)) in heavy._CACHE
+
+
+def test_a_partial_search_is_shown_as_such_and_not_kept(monkeypatch):
+    """A search stopped at its time limit comes back with its best so far: the page shows it with
+    a warning that says so, and the next visit runs the search again (nothing cached)."""
+    from simengine import api
+    from simengine.api import make_search_space
+    from ui import heavy, search_view
+    from ui.search_inputs import parse_restrict
+    from ui.share import size_canonical
+
+    sc = size_canonical("small")
+    res = api.search(make_search_space(sc["model"], sc["system"], global_batch=INPUTS["global_batch"], seq_len=INPUTS["seq_len"],
+                                       gpus=[8], choices=parse_restrict(RESTRICT)), top=3).to_json()
+    why = "this search took more than 180 s and was stopped; pin or restrict dimensions"
+    calls = []
+
+    def runner(payload, tick=None, progress=None):
+        calls.append(payload)
+        return {"ok": True, "partial": why, "result": res, "issues": []}
+
+    monkeypatch.setattr(heavy, "run_search", runner)
+    search_view._store.clear()
+    at = open_search(search=encode_inputs({**INPUTS, "top": 3}))
+    assert not at.exception, [e.value for e in at.exception]
+    warning = " ".join(w.value for w in at.warning)
+    assert "This search took more than 180 s" in warning and "not proven the best" in warning
+    assert "timed" in " ".join(c.value for c in at.caption)
+    assert not search_view._store()
+    at.run()
+    assert len(calls) == 2

@@ -136,3 +136,46 @@ def test_a_worker_runs_at_the_lowest_priority():
     nice = q.get(timeout=30)
     p.join(10)
     assert nice == WORKER_NICE == 19
+
+
+class _Pipe:
+    """A worker's end of the pipe: the messages it sends, then nothing more."""
+
+    def __init__(self, msgs):
+        self.msgs = list(msgs)
+
+    def poll(self, _timeout=0):
+        return bool(self.msgs)
+
+    def recv(self):
+        return self.msgs.pop(0)
+
+
+class _Alive:
+    exitcode = None
+
+    def is_alive(self):
+        return True
+
+
+def _clock(times):
+    it = iter(times)
+    return lambda: next(it)
+
+
+def test_a_search_stopped_at_its_limit_answers_with_its_best_so_far(monkeypatch):
+    """Past the search's time limit the server answers with the best result the worker sent so far
+    (marked partial, with why), else with the limit's message; progress goes to the page."""
+    monkeypatch.setattr(worker, "SEARCH_TIMEOUT_S", 10.0)
+    best = {"candidates": [{"label": "x"}], "evaluated": 7}
+    seen = []
+    msgs = [("progress", 3, 9), ("best", {"candidates": [], "evaluated": 1}), ("best", best)]
+    out = worker._answer("search", _Pipe(msgs), _Alive(), 0.0, None, lambda d, n, t: seen.append((d, n)),
+                         clock=_clock([1.0, 2.0, 3.0, 11.0]))
+    assert out["ok"] and out["result"] == best and "search took more than 10 s" in out["partial"]
+    assert seen == [(3, 9)]
+    out = worker._answer("search", _Pipe([("progress", 1, 2)]), _Alive(), 0.0, None, None, clock=_clock([1.0, 11.0]))
+    assert not out["ok"] and "search took more than" in out["issues"][0][1]
+    done = {"ok": True, "result": best, "issues": []}
+    out = worker._answer("search", _Pipe([("best", best), done]), _Alive(), 0.0, None, None, clock=_clock([1.0, 2.0]))
+    assert out is done and "partial" not in out   # a search that finishes answers with its result

@@ -967,3 +967,22 @@ def test_field_range_precheck_agrees_with_pydantic():
                 ok = not any(err["loc"] == (k,) and err["type"] in ("greater_than_equal", "less_than_equal") for err in e.errors())
             assert _in_field_ranges({k: v}) == ok, (k, v)
     assert _in_field_ranges({"tp": True}) and _in_field_ranges({"cp": 2048.0})  # only ints are checked (as before)
+
+
+def test_best_so_far_reports_the_timed_candidates_and_changes_nothing():
+    """``best_so_far`` sees, after each round that timed candidates, those timed so far ranked
+    (a prefix of the search's own work: evaluated never falls, no rejections); the final result
+    is the one the search returns without it."""
+    space = tiny_space(gpus=(8, 16))
+    seen = []
+    res = search(space, top=3, best_so_far=seen.append)
+    plain = search(space, top=3)
+    assert [c.label() for c in res.candidates] == [c.label() for c in plain.candidates]
+    assert [c.step_time_s for c in res.candidates] == [c.step_time_s for c in plain.candidates]
+    assert res.evaluated == plain.evaluated and res.rejected_counts() == plain.rejected_counts()
+    assert seen and [s.evaluated for s in seen] == sorted(s.evaluated for s in seen)
+    assert seen[-1].evaluated == res.evaluated and not any(s.rejections for s in seen)
+    assert [c.label() for c in seen[-1].candidates] == [c.label() for c in res.candidates]
+    for s in seen:
+        times = [c.step_time_s for c in s.candidates]
+        assert times == sorted(times) and len(times) <= 3

@@ -42,15 +42,16 @@ def cached_result(payload: str) -> dict[str, Any] | None:
 
 
 def cached_search(payload: str, runner) -> dict[str, Any]:
-    """``{"ok": True, "result": SearchResult JSON}`` or ``{"ok": False, "issues": [...]}``, cached on
-    the payload when it succeeded (a timeout or a busy server is worth trying again).
+    """``{"ok": True, "result": SearchResult JSON}`` (with ``"partial": why`` when the search was
+    stopped at its time limit: the best timed so far) or ``{"ok": False, "issues": [...]}``, cached
+    on the payload when it finished (a timeout or a busy server is worth trying again).
     ``runner(payload)`` runs the search (``ui.heavy.run_search``: in a bounded worker process)."""
     store = _store()
     hit = store.get(payload)
     if hit is not None:
         return hit
     out = runner(payload)
-    if out.get("ok"):
+    if out.get("ok") and not out.get("partial"):  # a search stopped at its time limit is not kept
         while len(store) >= CACHE_ENTRIES:
             store.pop(next(iter(store)))
         store[payload] = out

@@ -99,37 +99,51 @@ def _run_child(kind: str, scenario_json: str, spent: dict[str, Any], tick, progr
     recv, send = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=child_main, args=(kind, scenario_json, send), daemon=True)
     t0 = time.monotonic()
-    limit = _limit(kind)
     proc.start()
     send.close()
     try:
-        while True:
-            ready = recv.poll(POLL_S)
-            elapsed = time.monotonic() - t0
-            if elapsed > limit:
-                return {"ok": False, "issues": [("", _TOO_LONG.get(kind, _TOO_LONG_DEFAULT).format(s=limit))]}
-            if not ready:
-                if not proc.is_alive() and not recv.poll(0):
-                    return {"ok": False, "issues": [("", f"the engine worker stopped (exit code {proc.exitcode}) on this "
-                                                         "scenario, probably out of memory")]}
-                if tick is not None:
-                    tick(elapsed)
-                continue
-            try:
-                msg = recv.recv()
-            except (EOFError, OSError):  # the child died before answering (killed, out of memory, bad start)
-                proc.join(1)
-                return {"ok": False, "issues": [("", f"the engine worker stopped (exit code {proc.exitcode}) before "
-                                                     "answering, probably out of memory")]}
-            if isinstance(msg, tuple):  # ("progress", done, total): our own child's message
-                if progress is not None:
-                    progress(msg[1], msg[2], elapsed)
-                continue
-            msg["issues"] = [tuple(i) for i in msg.get("issues", [])]
-            return msg
+        return _answer(kind, recv, proc, t0, tick, progress)
     finally:
         spent["seconds"] = spent.get("seconds", 0.0) + (time.monotonic() - t0)
         recv.close()
         if proc.is_alive():
             proc.kill()
         proc.join(5)
+
+
+def _answer(kind: str, recv, proc, t0: float, tick, progress, clock=time.monotonic) -> dict[str, Any]:
+    """Read the child's messages until its answer: ``("progress", done, total)`` goes to
+    ``progress``, ``("best", result)`` is kept (a search's best so far), the final dict is the
+    answer. Past the kind's time limit: the latest best so far as a partial answer
+    (``"partial"``: why it stopped), else the limit's message; a child that died: its message."""
+    limit = _limit(kind)
+    best = None
+    while True:
+        ready = recv.poll(POLL_S)
+        elapsed = clock() - t0
+        if elapsed > limit:
+            too_long = _TOO_LONG.get(kind, _TOO_LONG_DEFAULT).format(s=limit)
+            if best is not None:
+                return {"ok": True, "partial": too_long, "result": best, "issues": []}
+            return {"ok": False, "issues": [("", too_long)]}
+        if not ready:
+            if not proc.is_alive() and not recv.poll(0):
+                return {"ok": False, "issues": [("", f"the engine worker stopped (exit code {proc.exitcode}) on this "
+                                                     "scenario, probably out of memory")]}
+            if tick is not None:
+                tick(elapsed)
+            continue
+        try:
+            msg = recv.recv()
+        except (EOFError, OSError):  # the child died before answering (killed, out of memory, bad start)
+            proc.join(1)
+            return {"ok": False, "issues": [("", f"the engine worker stopped (exit code {proc.exitcode}) before "
+                                                 "answering, probably out of memory")]}
+        if isinstance(msg, tuple):  # ("progress", done, total) or ("best", result): our own child's messages
+            if msg[0] == "best":
+                best = msg[1]
+            elif progress is not None:
+                progress(msg[1], msg[2], elapsed)
+            continue
+        msg["issues"] = [tuple(i) for i in msg.get("issues", [])]
+        return msg

@@ -22,6 +22,7 @@ WORKER_MEMORY_BYTES = 3 * 2**30  # address-space cap of one worker: a runaway sc
 WORKER_CPU_S = 150  # CPU-seconds cap (SIGXCPU): a backstop behind the server's 90 s wall-clock timeout
 SEARCH_CPU_S = 200  # the same for a search (its wall-clock timeout: ui.worker.SEARCH_TIMEOUT_S)
 PROGRESS_S = 0.2    # at most one progress message per this many seconds
+BEST_S = 2.0        # at most one best-so-far search result per this many seconds
 
 
 def _issues(e: BaseException) -> dict[str, Any]:
@@ -103,7 +104,8 @@ def search(payload_json: str, report=None) -> dict[str, Any]:
         inp = p["inputs"]
         space = make_search_space(p["model"], p["system"], global_batch=inp["global_batch"], seq_len=inp["seq_len"],
                                   gpus=parse_counts(inp["gpus"]), choices=parse_restrict(inp["restrict"]), base=p["base"])
-        res = api.search(space, objective=inp["objective"], top=inp["top"], progress=report)
+        res = api.search(space, objective=inp["objective"], top=inp["top"], progress=report,
+                         best_so_far=getattr(report, "best_so_far", None))
         return {"ok": True, "result": res.to_json()}
     except Exception as e:  # noqa: BLE001 — every failure becomes a message on the page
         return _issues(e)
@@ -136,10 +138,12 @@ def lower_priority() -> None:
 def _reporter(conn):
     """``report(done, total)`` for a task: a ``("progress", done, total)`` message at most every
     ``PROGRESS_S``, and always the last one (done == total); never asks the search to stop (the
-    server stops a search by killing this process)."""
+    server stops a search by killing this process). ``report.best_so_far(result)``: a search's
+    ``("best", result JSON)`` at most every ``BEST_S`` — what the server shows if it has to stop
+    the search at its time limit."""
     import time
 
-    last = [0.0]
+    last = [0.0, 0.0]
 
     def report(done: int, total: int) -> bool:
         now = time.monotonic()
@@ -147,6 +151,14 @@ def _reporter(conn):
             last[0] = now
             conn.send(("progress", int(done), int(total)))
         return False
+
+    def best_so_far(result) -> None:
+        now = time.monotonic()
+        if now - last[1] >= BEST_S and result.candidates:
+            last[1] = now
+            conn.send(("best", result.to_json()))
+
+    report.best_so_far = best_so_far  # type: ignore[attr-defined]
     return report
 
 

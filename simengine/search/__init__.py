@@ -16,7 +16,7 @@ _SPACE_KEYS = ("model", "system", "seq_len", "global_batch", "global_batch_token
 
 
 def run_search(space: SearchSpace | dict[str, Any], objective: str = "tokens_per_s", top: int | None = None,
-               progress=None, executor=None) -> SearchResult:
+               progress=None, executor=None, best_so_far=None) -> SearchResult:
     """``api.search``: accept a SearchSpace or make_space's keyword dict, an executor or its name."""
     if isinstance(space, dict):
         bad = sorted(set(space) - set(_SPACE_KEYS))
@@ -30,7 +30,7 @@ def run_search(space: SearchSpace | dict[str, Any], objective: str = "tokens_per
         raise ConfigError([("space", "expected a SearchSpace or a dict")])
     if executor is None or isinstance(executor, str):
         executor = make_executor(executor)
-    return search(space, objective=objective, top=top, progress=progress, executor=executor)
+    return search(space, objective=objective, top=top, progress=progress, executor=executor, best_so_far=best_so_far)
 
 
 __all__ = ["DIMS", "Candidate", "InProcess", "ProcessPool", "RayExecutor", "Rejection", "SearchResult", "SearchSpace",

@@ -132,7 +132,7 @@ def _kth(cands: list, objective: str, top: int | None) -> float:
 
 
 def _best_first(ex, space: SearchSpace, groups: list, bounds: list, objective: str, top: int | None,
-                progress: Progress | None) -> tuple[list[GroupScreen], list[Timed], list, list, list[Rejection]]:
+                progress: Progress | None, best_so_far=None) -> tuple[list[GroupScreen], list[Timed], list, list, list[Rejection]]:
     """Branch and bound over a frontier of groups (not yet screened) and candidates (screened,
     not yet timed), each keyed by a lower bound of its score. Each round takes the next ROUND
     nodes whose bound does not exceed the top-th best score timed so far: groups are screened
@@ -142,6 +142,7 @@ def _best_first(ex, space: SearchSpace, groups: list, bounds: list, objective: s
     the frontier at that floor.
     With a top, a group is first refined (``refine.py``: its bound with the recompute its memory
     certainly needs, or its rejection) and re-queued at that bound.
+    ``best_so_far(screens, timed)``, when given, is called after each round that timed a candidate.
     Returns (screens, timed, groups never screened, candidates never timed, refinement rejections)."""
     w = _bound_weight(objective)
     heap: list = []
@@ -197,6 +198,8 @@ def _best_first(ex, space: SearchSpace, groups: list, bounds: list, objective: s
                     timed.append(o)
                     cands.extend(o.candidates)
         done += len(batch)
+        if best_so_far is not None and any(k == "time" for k, _ in batch):
+            best_so_far(screens, timed)
         _tick(progress, done, total)
     _tick(progress, total, total)
     left_groups = [(n[3][0], n[3][1]) for n in heap if n[3][0] not in ("time", "flow", "family")]
@@ -211,33 +214,47 @@ def _first_order(node: tuple) -> int:
 
 
 def search(space: SearchSpace, objective: str = "tokens_per_s", top: int | None = None,
-           progress: Progress | None = None, executor=None) -> SearchResult:
+           progress: Progress | None = None, executor=None, best_so_far=None) -> SearchResult:
     """Every fitting candidate of ``space`` ranked by ``objective`` (only the best ``top`` when
     given: groups and candidates whose step-time lower bound proves them outside the top are
     neither screened nor timed); the Pareto front of throughput vs cost vs memory headroom over
-    the timed candidates; every rejection with its reason."""
+    the timed candidates; every rejection with its reason. ``best_so_far(result)``, when given, is
+    called after each round that timed candidates with a ``SearchResult`` of those timed so far
+    (ranked, not proven the best, without the rejections): what a caller that may have to stop the
+    search early (the studio's time limit) can still show; the final result does not depend on it."""
     check_objective(objective)
     check_top(top)
     with fewer_collections():  # a long allocation burst over a growing heap (sim/nogc.py)
-        return _search(space, objective, top, progress, executor)
+        return _search(space, objective, top, progress, executor, best_so_far)
 
 
-def _search(space: SearchSpace, objective: str, top: int | None, progress: Progress | None, executor) -> SearchResult:
+def _search(space: SearchSpace, objective: str, top: int | None, progress: Progress | None, executor,
+            best_so_far=None) -> SearchResult:
     t0 = time.perf_counter()
     ex = executor or InProcess()
     groups, size = plan_groups(space)
     n1 = len(groups)
+    hook = None
+    if best_so_far is not None:
+        def hook(screens: list[GroupScreen], timed: list[Timed]) -> None:
+            best_so_far(_result(objective, top, screens, timed, [], size, t0))
     try:
         bounds = _floors(ex, space, groups, progress)
         screens, timed, left_groups, left_cands, refused = _best_first(ex, space, groups, bounds, objective, top,
-                                                              _scaled(progress, n1, n1, 2 * n1))
+                                                              _scaled(progress, n1, n1, 2 * n1), hook)
     finally:
         close = getattr(ex, "close", None)
         if close is not None:
             close()
-    cands = [c for t in timed for c in t.candidates]
     rejections = [r for _, (_, r) in bounds if r is not None] + [r for s in screens for r in s.rejections]
     rejections += [r for t in timed for r in t.rejections] + refused + _bound_rejections(space, left_groups, left_cands, top)
+    return _result(objective, top, screens, timed, rejections, size, t0)
+
+
+def _result(objective: str, top: int | None, screens: list[GroupScreen], timed: list[Timed],
+            rejections: list[Rejection], size: int, t0: float) -> SearchResult:
+    """The search's result from what it screened and timed (``rejections`` as given)."""
+    cands = [c for t in timed for c in t.candidates]
     ranked = rank(cands, objective)
     ranked = ranked if top is None else ranked[:max(top, 0)]
     res = SearchResult(
