@@ -986,3 +986,52 @@ def test_best_so_far_reports_the_timed_candidates_and_changes_nothing():
     for s in seen:
         times = [c.step_time_s for c in s.candidates]
         assert times == sorted(times) and len(times) <= 3
+
+
+def test_cli_time_limit_reports_the_best_timed_by_then(capsys, tmp_path, monkeypatch):
+    """``--time-limit``: a search that runs out of time reports the best layouts timed by then,
+    marked partial (JSON ``"partial"``, a warning line on a terminal); one that finishes in time is
+    the plain search; one that timed nothing by then, or a negative limit, is a one-line error."""
+    from simengine.cli import main
+    from simengine.search import cli as search_cli
+
+    mpath = tmp_path / "tiny.json"
+    mpath.write_text(json.dumps(TINY))
+    argv = ["search", "--model", str(mpath), "--system", "h100-sxm5-80gb", "--set", "system.num_gpus=8",
+            "--global-batch", "16", "--seq-len", "4096", "--space", "strategy.pp=1,2", "--set", "strategy.cp=1", "--top", "3"]
+    assert main(argv + ["--json"]) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert main(argv + ["--json", "--time-limit", "1e9"]) == 0
+    same = json.loads(capsys.readouterr().out)
+    assert "partial" not in same and [c["label"] for c in same["candidates"]] == [c["label"] for c in plain["candidates"]]
+
+    # a clock that runs out as soon as the search has timed its first round
+    timed: list = []
+    clock = iter(range(10**6))
+    monkeypatch.setattr(search_cli, "_now", lambda: 0.0 if not timed else 1e9 + next(clock))
+    import simengine.search as search_pkg
+
+    orig = search_pkg.search
+
+    def spy(*a, best_so_far=None, **k):
+        def seen(res):
+            timed.append(res)
+            best_so_far(res)
+        return orig(*a, best_so_far=seen, **k)
+
+    monkeypatch.setattr(search_pkg, "search", spy)
+    assert main(argv + ["--json", "--time-limit", "5"]) == 0
+    part = json.loads(capsys.readouterr().out)
+    assert "stopped after 5 s" in part["partial"] and part["candidates"]
+    assert part["evaluated"] == timed[0].evaluated <= plain["evaluated"]
+    timed.clear()
+    assert main(argv + ["--time-limit", "5"]) == 0
+    out = capsys.readouterr()
+    assert out.err.startswith("warning: stopped after 5 s") and "tokens/s" in out.out
+
+    monkeypatch.setattr(search_cli, "_now", iter([0.0] + [1e9] * 10**4).__next__)
+    assert main(argv + ["--time-limit", "5"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --time-limit") and "no layout was timed" in err and len(err.strip().splitlines()) == 1
+    assert main(argv + ["--time-limit", "-1"]) == 2
+    assert capsys.readouterr().err.startswith("error: --time-limit")

@@ -2,7 +2,9 @@
 
 ``--set strategy.tp=8`` pins a dimension, ``--space strategy.pp=1,2,4`` restricts one, ``--space
 system.num_gpus=64,128`` (or ``64..512``, doubling) searches several GPU counts. A progress bar
-goes to stderr on a terminal; ``--json`` prints one object and nothing else.
+goes to stderr on a terminal; ``--json`` prints one object and nothing else. ``--time-limit S``
+stops the search after S seconds (checked between batches of work) and reports the best layouts
+timed by then, marked as not proven the best (``"partial"`` in the JSON).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from typing import Any
 
 from ..errors import ConfigError
@@ -33,6 +36,8 @@ def add_parser(sub) -> None:
     p.add_argument("--executor", choices=("inprocess", "process", "ray"))
     p.add_argument("--address", help="Ray cluster address (with --executor ray)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--time-limit", type=float, metavar="SECONDS",
+                   help="stop after this many seconds and report the best layouts timed by then (not proven the best)")
 
 
 def _values(text: str) -> list[Any]:
@@ -104,20 +109,58 @@ def _bar(enabled: bool):
     return bar, tick
 
 
+_now = time.monotonic  # the clock --time-limit reads (tests replace it)
+
+
+def _limited(tick, seconds: float | None):
+    """``tick`` (or none) that also asks the search to stop once ``seconds`` have passed."""
+    if seconds is None:
+        return tick
+    deadline = _now() + seconds
+
+    def limited(done: int, total: int) -> bool:
+        if tick is not None:
+            tick(done, total)
+        return _now() > deadline
+    return limited
+
+
+def _search(space, args, tick, ex):
+    """(result, why it is partial or ''): the search, or with ``--time-limit`` the best timed when it
+    ran out (ConfigError when nothing was timed by then)."""
+    from . import search
+    from .executors import Cancelled
+
+    if args.time_limit is not None and not args.time_limit >= 0:
+        raise ConfigError([("--time-limit", f"--time-limit={args.time_limit} must be a number of seconds >= 0")])
+    best: list = [None]
+    try:
+        return search(space, objective=args.objective, top=args.top, progress=_limited(tick, args.time_limit), executor=ex,
+                      best_so_far=best.append if args.time_limit is not None else None), ""
+    except Cancelled:
+        if len(best) == 1:
+            raise ConfigError([("--time-limit", f"no layout was timed within {args.time_limit:g} s; allow more time or "
+                                                "restrict the space (--set, --space)")]) from None
+        return best[-1], (f"stopped after {args.time_limit:g} s (--time-limit): the best of the {best[-1].evaluated:,} "
+                          "layouts timed by then, not proven the best of the space; rejections not counted")
+
+
 def run(args: argparse.Namespace) -> int:
-    from . import fit_changes, make_executor, search
+    from . import fit_changes, make_executor
 
     space, scen = build(args)
     ex = make_executor(args.executor, args.workers, args.address)
     bar, tick = _bar(not args.json and sys.stderr.isatty())
     try:
-        res = search(space, objective=args.objective, top=args.top, progress=tick, executor=ex)
+        res, partial = _search(space, args, tick, ex)
     finally:
         if bar is not None:
             bar.close()
     fits = fit_changes(scen, top=5) if scen is not None else []
     if args.json:
         out = res.to_json()
+        if partial:
+            out["partial"] = partial
         out["fit_changes"] = fits
         if space.token_budget:
             for c in out["candidates"]:
@@ -125,6 +168,8 @@ def run(args: argparse.Namespace) -> int:
                 c["cost_to_train_usd"] = space.token_budget / 1e6 * c["cost_per_million_tokens_usd"]
         print(json.dumps(out))
         return 0
+    if partial:
+        print(f"warning: {partial}", file=sys.stderr)
     print(_table(res, space.token_budget, fits))
     return 0
 
