@@ -237,3 +237,24 @@ def test_a_partial_search_is_shown_as_such_and_not_kept(monkeypatch):
     assert not search_view._store()
     at.run()
     assert len(calls) == 2
+
+
+def test_the_sidebar_share_link_carries_the_search():
+    """On the Search page the share link reproduces the search (its ``search=`` token), after a
+    search from a link and after pressing Search; a token that cannot be one stays out of it."""
+    from ui import search_view
+
+    search_view._store.clear()
+    tok = encode_inputs({**INPUTS, "top": 2})
+    at = open_search(search=tok)
+    assert not at.exception, [e.value for e in at.exception]
+    assert f"&search={tok}" in at.sidebar.code[0].value
+    at.text_input(key="search.gpus").input("8")
+    at.number_input(key="search.top").set_value(3)
+    at.button[0].click()   # the form's submit button is the page's first
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    new = encode_inputs({**decode_inputs(tok), "top": 3})
+    assert at.session_state["search.token"] == new and f"&search={new}" in at.sidebar.code[0].value
+    bad = open_search(search="<script>alert(1)</script>")
+    assert "search=" not in bad.sidebar.code[0].value

@@ -17,6 +17,8 @@ server works on any page, whether or not ``app.py`` ran (see app.py for why that
 
 from __future__ import annotations
 
+import re
+
 import json
 from functools import lru_cache
 from typing import Any
@@ -181,8 +183,25 @@ def share_url() -> str:
     prefix = str(st.get_option("server.baseUrlPath") or "").strip("/")
     root = f"{parts.scheme}://{parts.netloc}/" + (prefix + "/" if prefix else "") if parts.netloc else ""
     page = _ss().get("ui.page", "home")
-    query = share.link_query(address())
+    query = share.link_query({**address(), **_search_param(page)})
     return root + (f"?page={page}&" + query[1:] if page != "home" else query)
+
+
+def _search_param(page: str) -> dict[str, str]:
+    """On the Search page, the search link's token (``search=``, ui/search_inputs.py) the address bar
+    holds, so the shared link reproduces the search too; only a token that could be one (URL-safe
+    base64 text of at most the size decoding accepts): anything else stays out of the link."""
+    from .search_inputs import LINK_PARAM, MAX_TOKEN_CHARS
+
+    if page != "search":
+        return {}
+    tok = st.query_params.get(LINK_PARAM)
+    if not isinstance(tok, str) or not tok or len(tok) > MAX_TOKEN_CHARS or not _URL_SAFE.fullmatch(tok):
+        return {}
+    return {LINK_PARAM: tok}
+
+
+_URL_SAFE = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def _incoming() -> tuple[dict[str, list[str]], dict[str, list[str]], list[str]]:
