@@ -55,6 +55,8 @@ if go:
     st.session_state["search.token"] = tok
     st.query_params[LINK_PARAM] = tok
     st.rerun()  # the sidebar's share link (drawn before this form) then carries the new search
+
+
 def _searched(sc: dict, inputs: dict) -> dict | None:
     """The search's result (JSON), or None once a message says why there is none (bad inputs,
     cancelled, failed). The search runs in a worker process (ui/heavy.py ``run_search``)."""
