@@ -100,3 +100,15 @@ def rendered_strings(at: AppTest) -> list[str]:
 
 def unescaped_links(at: AppTest) -> list[str]:
     return [s[:200] for s in rendered_strings(at) if LINK_OR_IMAGE.search(s)]
+
+
+def assert_workers_killed() -> None:
+    """Every worker child left after a cancelled call was killed: wait for each to be reaped (no
+    fixed sleep: a loaded CI machine); one still listed must have died by a signal, not by
+    finishing its work."""
+    import multiprocessing as mp
+
+    left = [p for p in mp.active_children() if p.name.startswith("Process")]
+    for p in left:
+        p.join(timeout=30)
+    assert not [p for p in left if p.is_alive() or p.exitcode >= 0]

@@ -125,28 +125,28 @@ class _Stop(Exception):
     pass
 
 
-def test_a_cancelled_search_kills_its_worker():
-    import multiprocessing as mp
+# every dimension on 8 … 4,096 GPUs: a search that cannot finish before the first poll (0.2 s)
+LONG = {**INPUTS, "gpus": "8..4096", "restrict": ""}
 
+
+def test_a_cancelled_search_kills_its_worker():
+    from app_walk import assert_workers_killed
     from ui import worker
 
     def stop(*_a):
         raise _Stop  # what Streamlit does to the script run when the user clicks Cancel
 
     with pytest.raises(_Stop):
-        worker.run("search", _payload({**INPUTS, "gpus": "8,16,32", "restrict": ""}), "s-search-cancel", {}, stop, stop)
+        worker.run("search", _payload(LONG), "s-search-cancel", {}, stop, stop)
     assert "s-search-cancel" not in worker._INFLIGHT
-    left = [p for p in mp.active_children() if p.name.startswith("Process")]
-    for p in left:
-        p.join(timeout=30)
-    assert not [p for p in left if p.is_alive() or p.exitcode >= 0]
+    assert_workers_killed()
 
 
 def test_a_search_has_its_own_time_limit(monkeypatch):
     from ui import worker
 
     monkeypatch.setattr(worker, "SEARCH_TIMEOUT_S", 0.2)
-    out = worker.run("search", _payload({**INPUTS, "gpus": "8,16,32", "restrict": ""}), "s-search-timeout", {})
+    out = worker.run("search", _payload(LONG), "s-search-timeout", {})
     assert not out["ok"] and "search took more than" in out["issues"][0][1]
 
 

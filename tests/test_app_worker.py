@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from app_walk import open_page, texts
+from app_walk import assert_workers_killed, open_page, texts
 from ui import heavy, worker
 from ui.config_io import apply_diff, dumps
 from ui.share import encode_token, size_canonical
@@ -60,12 +60,7 @@ def test_cancel_kills_the_child():
     with pytest.raises(Stop):
         worker.run("timeline", dumps(HEAVY), "s-cancel", spent, tick)
     assert ticks and "s-cancel" not in worker._INFLIGHT
-    # the cancelled child was killed: wait for it to be reaped (no fixed sleep: a loaded CI
-    # machine), and a child still listed must have died by a signal, not by finishing its work
-    left = [p for p in mp.active_children() if p.name.startswith("Process")]
-    for p in left:
-        p.join(timeout=30)
-    assert not [p for p in left if p.is_alive() or p.exitcode >= 0]
+    assert_workers_killed()
 
 
 def test_timeout_stops_the_call(monkeypatch):

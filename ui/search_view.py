@@ -11,13 +11,14 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
+from simengine.api import SEARCH_FLAG_LABELS as FLAG_LABELS
+
 from .search_inputs import (INPUT_KEYS, INPUT_RANGES, LINK_PARAM, MAX_TOKEN_CHARS, decode_inputs,  # noqa: F401 — re-exported
                             encode_inputs, parse_counts, parse_restrict)
 
 TABLE_COLUMNS = ["rank", "layout", "tokens_per_s", "band_lo", "band_hi", "tie", "mfu", "cost_per_million_tokens_usd",
                  "peak_memory_gib", "headroom_gib", "gpus", "tp", "pp", "vpp", "cp", "ep", "micro_batch_size", "zero_stage",
                  "recompute", "schedule", "overlap"]
-FLAG_NAMES = (("overlap_grad_reduce", "grad"), ("overlap_param_gather", "param"), ("tp_comm_overlap", "tp"))
 
 
 CACHE_ENTRIES = 16
@@ -68,7 +69,7 @@ def candidates_frame(cands: list[dict[str, Any]], ties: list[int]) -> pd.DataFra
                      "cost_per_million_tokens_usd": round(c["cost_per_million_tokens_usd"], 4),
                      "peak_memory_gib": round(c["peak_memory_gib"], 2), "headroom_gib": round(c["headroom_gib"], 2),
                      "gpus": c["gpus"], **{k: s.get(k) for k in TABLE_COLUMNS[11:-1]},
-                     "overlap": "+".join(n for f, n in FLAG_NAMES if s.get(f)) or "none"})
+                     "overlap": "+".join(n for f, n in FLAG_LABELS if s.get(f)) or "none"})
     return pd.DataFrame(rows, columns=TABLE_COLUMNS)
 
 

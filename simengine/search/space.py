@@ -214,7 +214,7 @@ def zero_stages(space: SearchSpace) -> list[int]:
     return hit
 
 
-_PER_SPACE: list = [None, {}]   # (space, its memo): the proposals that depend on the space alone
+_PER_SPACE: list = [None, {}]   # (space, its memo): what depends on the space alone (proposals, group sizes)
 
 
 def _per_space(space: SearchSpace) -> dict:
@@ -244,17 +244,13 @@ def group_size(space: SearchSpace, gpus: int, layout: dict[str, Any]) -> int:
     """Candidates in one (layout, micro-batch size) group: zero stages × recompute × flags; a
     function of the GPU count, pp (``recompute_options``) and tp, cp, ep (``flag_options``)
     alone, memoised per space object (huge spaces count millions of groups)."""
-    if _SIZES[0] is not space:
-        _SIZES[:] = [space, {}]
-    key = (gpus, layout["tp"], layout["pp"], layout["cp"], layout["ep"])
-    hit = _SIZES[1].get(key)
+    memo = _per_space(space)
+    key = ("size", gpus, layout["tp"], layout["pp"], layout["cp"], layout["ep"])
+    hit = memo.get(key)
     if hit is None:
-        hit = _SIZES[1][key] = len(zero_stages(space)) * len(recompute_options(space, layout)) * \
+        hit = memo[key] = len(zero_stages(space)) * len(recompute_options(space, layout)) * \
             len(flag_options(space, layout, replica_dp(gpus, layout)))
     return hit
-
-
-_SIZES: list = [None, {}]   # (space, {(gpus, tp, pp, cp, ep): group size})
 
 
 _INT_DIMS = ("tp", "pp", "vpp", "cp", "ep", "micro_batch_size")

@@ -6,6 +6,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+# the overlap flags as a layout's label names them (``Candidate.label``; the studio's overlap column)
+FLAG_LABELS = (("overlap_grad_reduce", "grad"), ("overlap_param_gather", "param"), ("tp_comm_overlap", "tp"))
 SEARCHED = ("tp", "pp", "vpp", "schedule", "cp", "cp_comm_type", "ep", "etp", "micro_batch_size", "zero_stage",
             "recompute", "recompute_num_layers", "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap",
             "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers")
@@ -46,8 +48,7 @@ class Candidate:
         parts += [f"mbs{s['micro_batch_size']}", f"zero{s['zero_stage']}", _recompute_label(s)]
         if s["pp"] > 1:
             parts.append(s["schedule"])
-        on = [n for f, n in (("overlap_grad_reduce", "grad"), ("overlap_param_gather", "param"), ("tp_comm_overlap", "tp"))
-              if s.get(f)]
+        on = [n for f, n in FLAG_LABELS if s.get(f)]
         parts.append("overlap " + "+".join(on) if on else "no overlap")
         return " ".join(parts)
 
