@@ -78,7 +78,8 @@ def test_shared_chunk_memory_gives_the_same_refinement_as_a_fresh_process(model,
 
 def test_search_through_both_refinement_steps_equals_brute_force(monkeypatch):
     """Every ZeRO stage and recompute level under tight memory, so groups stop at each step of
-    the frontier (refine, ZeRO collectives, screen): the best is still the brute force's best."""
+    the frontier (refine, ZeRO collectives, screen, an option's expansion): the best is still the
+    brute force's best."""
     from simengine.search import executors
 
     steps: set[str] = set()
@@ -98,7 +99,7 @@ def test_search_through_both_refinement_steps_equals_brute_force(monkeypatch):
     for top in (1, 4):
         res = search(space, top=top)
         assert res.candidates[0].tokens_per_s == pytest.approx(best, rel=1e-12)
-    assert {"bound", "refine", "zero", "screen", "time"} <= steps, steps
+    assert {"bound", "refine", "zero", "lazy", "expand", "time"} <= steps, steps   # lazy: the screen with a top
 
 
 def test_groups_never_reached_say_how_far_they_got():

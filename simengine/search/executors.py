@@ -41,8 +41,9 @@ def bound_batch(space: SearchSpace, batch: Batch) -> list[tuple]:
 def work_batch(space: SearchSpace, batch: Batch) -> list:
     """One branch-and-bound round: ("bound", group) items get their pipeline bound, ("refine",
     group) items the recompute their memory needs, ("zero", (group, limit)) items that with the
-    ZeRO-2/3 collectives, ("screen", group) items expand, ("flow", (candidate, bound, Flow))
-    items their data-flow bound, ("time", candidate) items time."""
+    ZeRO-2/3 collectives, ("screen", group) items expand (("lazy", group): into ``options.Option``s
+    left for the frontier, each expanded by an ("expand", (group, option)) item), ("flow",
+    (candidate, bound, Flow)) items their data-flow bound, ("time", candidate) items time."""
     with fewer_collections():
         return [r for kind, item in batch for r in _work_item(space, kind, item)]
 
@@ -65,6 +66,13 @@ def _work_item(space: SearchSpace, kind: str, item) -> list:
         return [Refined(item, lb, rej, "screen" if exact else "zero")]
     if kind == "bound":
         return [Refined(item, *bound_group(space, *item), "refine")]
+    if kind == "lazy":
+        from .prune import screen_group
+        return [screen_group(space, *item, lazy=True)]
+    if kind == "expand":
+        from .options import expand
+        (g, lay, mbs, order), opt = item
+        return [expand(space, g, lay, mbs, order, opt)]
     return screen_batch(space, [item]) if kind == "screen" else time_batch(space, [item])
 
 

@@ -27,8 +27,6 @@ from .a2a import hides_a2a, schedule_hides_a2a
 from .bound import ep_alone, phase_alone, pipe_of, pipeline_bound, schedule_chains, speed_factors
 from .candidate import (_SHARED_OF, _in_field_ranges, _recompute, _shared_key, _strategy,  # noqa: F401  (re-exported)
                         construct, quick_error, scenario, specs)
-from .flow import flow_of
-from .orders import order_terms
 from .plan_terms import dp_tail, dp_tails, plan_a2a, zero_chunk, zero_deltas  # noqa: F401  (re-exported)
 from .space import SearchSpace, flag_options, group_size, recompute_options, zero_stages
 from .types import Candidate, GroupScreen, Rejection
@@ -246,23 +244,28 @@ def _invalid(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int) ->
     return Rejection("invalid", err, group_size(space, gpus, layout), _ex(gpus, probe)) if err else None
 
 
-def screen_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, order: int) -> GroupScreen:
+def screen_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, order: int,
+                 lazy: bool = False) -> GroupScreen:
     """Phase 1 of a group (layout, micro-batch size): validity, the memory pre-filter and
-    recompute dominance; each surviving candidate gets a lower bound on its step time."""
+    recompute dominance; each surviving candidate gets a lower bound on its step time. With
+    ``lazy`` each fitting (ZeRO stage, recompute) stays one ``options.Option`` with a bound of
+    all its flag combinations, expanded only if the frontier reaches it (``options.py``)."""
+    from .options import Option, add_candidates, group_context, option_bound
+
     zs = zero_stages(space)
     rcs = recompute_options(space, layout)
     out = GroupScreen([], 0, [])
-    probe = _strategy(space, layout, mbs, zs[0] if zs else 1, rcs[0] if rcs else ("none", None), {})
     try:
-        sc0 = scenario(space, gpus, probe)
+        ctx = group_context(space, gpus, layout, mbs)
     except ConfigError as e:
+        probe = _strategy(space, layout, mbs, zs[0] if zs else 1, rcs[0] if rcs else ("none", None), {})
         out.rejections.append(Rejection("invalid", str(e), group_size(space, gpus, layout), _ex(gpus, probe)))
         return out
-    flags = flag_options(space, layout, sc0.dp)
-    has_dp = sc0.dp * layout["cp"] > 1 or sc0.edp > 1
+    probe, _, flags, has_dp = ctx
     seen_zero = False
     known: dict[tuple[str, int | None], tuple[float, float]] = {}
     plans: dict[tuple[str, int | None], tuple] = {}   # recompute option → (plan, memory, bounds), any ZeRO stage
+    n = 0
     for z in zs:
         if not has_dp and seen_zero:  # no data-parallel group: every ZeRO stage shards over 1 rank
             out.rejections.append(Rejection("dominated", f"zero_stage={z} is the same as zero_stage={zs[0]} without a data-parallel group",
@@ -270,30 +273,15 @@ def screen_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int
             continue
         seen_zero = True
         tails: dict[tuple[bool, bool], tuple[dict[int, float], dict[int, tuple[float, ...]]]] = {}
-        zero: dict[tuple, list[tuple[float, float, float]]] = {}
         for rc, _ in _fitting_recompute(space, gpus, layout, mbs, z, rcs, len(flags), out, known, plans):
-            plan, _, pipe, on, off, m, p2p, _ = plans[rc]
-            inline, a2a = not sc0.strategy.overlap_p2p_comm, plan_a2a(plan, sc0)
-            # combined 1F1B runs other orders (schedule/_combined.py): no order terms for it
-            orders = None if sc0.strategy.overlap_moe_expert_parallel_comm else order_terms(layout["schedule"], layout["pp"], m, layout["vpp"])
-            ub = _userbuffer_phases(space, gpus, probe, sc0, on) if any(f["tp_comm_overlap"] for f in flags) else on
-            for fl in flags:
-                dpf = (fl["overlap_grad_reduce"], fl["overlap_param_gather"])
-                if dpf not in tails:  # the DP work depends on the ZeRO stage and the DP flags, not on recompute
-                    # (cost/dp.py: without overlap_grad_reduce one bucket per buffer, Megatron DDP bucket_size=None)
-                    sc_z = scenario(space, gpus, _strategy(space, layout, mbs, z, rc, dict(zip(("overlap_grad_reduce", "overlap_param_gather"), dpf))))
-                    tails[dpf] = dp_tails(sc_z, plan, fl)
-                ph = ub if fl.get("tp_comm_overlap") else off
-                if z >= 2 and has_dp:  # the ZeRO-2/3 collectives of every micro-batch, as this candidate's flags price them
-                    if (rc, dpf) not in zero:
-                        zero[(rc, dpf)] = zero_deltas(Scenario.model_construct(
-                            model=sc0.model, system=sc0.system, strategy=construct(space, _strategy(space, layout, mbs, z, rc, fl))), plan)
-                    ph = [(f + a, b + c, w, r + d) for (f, b, w, r), (a, c, d) in zip(ph, zero[(rc, dpf)])]
-                lb = pipeline_bound(pipe, ph, m, tails[dpf][0], p2p, inline, order=orders, grads=tails[dpf][1], a2a=a2a)
-                out.entries.append((gpus, _strategy(space, layout, mbs, z, rc, fl), lb, order * 1000 + len(out.entries)))
-                # its data flow, bounded only if the frontier reaches it (run.py: a "flow" node)
-                out.flows.append(flow_of(layout["schedule"], layout["pp"], m, layout["vpp"], inline, ph, p2p, tails[dpf][0],
-                                         bool(sc0.strategy.overlap_moe_expert_parallel_comm), a2a, tails[dpf][1]))
+            plan, _, pipe, on, off, m, p2p, _, plan_z = plans[rc]
+            if lazy:
+                out.group = (gpus, layout, mbs, order)
+                out.options.append(Option(z, rc, plan_z, n, len(flags), option_bound(
+                    space, gpus, layout, mbs, z, rc, (plan, pipe, on, off, m, p2p), ctx, tails)))
+            else:
+                add_candidates(space, gpus, layout, mbs, order, z, rc, (plan, pipe, on, off, m, p2p), ctx, tails, out, n)
+            n += len(flags)
     return out
 
 
@@ -323,11 +311,13 @@ def _fitting_recompute(space: SearchSpace, gpus: int, layout: dict[str, Any], mb
     small test space through that the estimate then found OOM. ``plans`` keeps each option's
     priced plan, so another ZeRO stage only recomputes the model states (``memory_at_zero``),
     with the estimate's own ``memory_by_stage`` as the one owner of the peak."""
+    from .options import rc_scenario
+
     base = _strategy(space, layout, mbs, z, ("none", None), {})
 
     def check(rc):  # (GiB over capacity, stage, error)
         try:
-            sc = scenario(space, gpus, dict(base, recompute=rc[0], recompute_num_layers=rc[1]))
+            sc = rc_scenario(space, gpus, layout, mbs, z, rc)
         except ConfigError as e:
             return math.inf, -1, str(e)
         hit = plans.get(rc)
@@ -339,7 +329,7 @@ def _fitting_recompute(space: SearchSpace, gpus: int, layout: dict[str, Any], mb
             inline, a2a = not sc.strategy.overlap_p2p_comm, plan_a2a(plan, sc)
             hit = plans[rc] = (plan, mems, pipe, on, off, m, p2p,
                                (pipeline_bound(pipe, on, m, None, p2p, inline, a2a=a2a),
-                                pipeline_bound(pipe, off, m, None, p2p, inline, a2a=a2a)))
+                                pipeline_bound(pipe, off, m, None, p2p, inline, a2a=a2a)), z)
         o, stage = memory_at_zero(sc, hit[0], hit[1])
         if o <= 0:
             known[rc] = hit[7]

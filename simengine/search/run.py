@@ -10,8 +10,10 @@ node whose bound is above the top-th best timed step is out for good:
 3. ``refine.refine_memory``: the recompute its memory needs at the ZeRO stage that needs the
    least (no plan), or an OOM rejection; then, only for a group still in reach whose least
    option runs ZeRO-2/3 collectives, ``refine.refine_group``: per ZeRO stage, with them;
-4. ``prune.screen_group``: the memory pre-filter on the group's plans, each surviving candidate
-   with its own bound (p2p, DP tail, ZeRO collectives at its flags, zero-bubble tails);
+4. ``prune.screen_group``: the memory pre-filter on the group's plans; each fitting (ZeRO stage,
+   recompute) is one node (``options.Option``) at the least bound of its flag combinations, and
+   only when reached becomes its candidates, each with its own bound (p2p, DP tail, ZeRO
+   collectives at its flags, zero-bubble tails);
 5. ``flow.flow_bound``, for candidates of the schedules the estimate runs in full (DualPipe,
    DualPipeV, ZB-H1/H2): its schedule's data flow at the same lower-bound durations;
 6. the estimate itself.
@@ -173,6 +175,8 @@ def _best_first(ex, space: SearchSpace, groups: list, bounds: list, objective: s
                     heapq.heappush(heap, (lb * (grp[0] if w else 1), 0, grp[3], (first, grp)))
                 total += len(fam) - 1
                 continue
+            if kind == "screen" and first == "bound":  # with a top: options stay nodes (options.py)
+                kind = "lazy"
             # refine learns the round's threshold (deterministic: the same on every executor)
             batch.append((kind, (item, bound / (item[0] if w else 1))) if kind == "zero" else (kind, item))
         for part in ex.map(work_batch, space, _batches(batch), None):
@@ -189,7 +193,10 @@ def _best_first(ex, space: SearchSpace, groups: list, bounds: list, objective: s
                     for (g, strat, lb, order), fl in zip(o.entries, o.flows or [None] * len(o.entries)):
                         node = ("time", (g, strat, order)) if fl is None else ("flow", ((g, strat, order), lb, fl))
                         heapq.heappush(heap, (lb * (g if w else 1), 1, order, node))
-                    total += len(o.entries)
+                    grp = o.group
+                    for opt in o.options if grp is not None else ():  # each stands for its flag combinations
+                        heapq.heappush(heap, (opt.bound * (grp[0] if w else 1), 1, grp[3] * 1000 + opt.first, ("expand", (grp, opt))))
+                    total += len(o.entries) + len(o.options)
                 elif isinstance(o, Flowed):
                     g, _, order = o.cand
                     heapq.heappush(heap, (o.bound * (g if w else 1), 1, order, ("time", o.cand)))
@@ -202,15 +209,18 @@ def _best_first(ex, space: SearchSpace, groups: list, bounds: list, objective: s
             best_so_far(screens, timed)
         _tick(progress, done, total)
     _tick(progress, total, total)
-    left_groups = [(n[3][0], n[3][1]) for n in heap if n[3][0] not in ("time", "flow", "family")]
+    left_groups = [(n[3][0], n[3][1]) for n in heap if n[3][0] not in ("time", "flow", "family", "expand")]
+    left_groups += [("expand", n[3][1]) for n in heap if n[3][0] == "expand"]
     left_groups += [("family", [groups[i] for i in n[3][1][1]]) for n in heap if n[3][0] == "family"]
     left_cands = [n[3][1] if n[3][0] == "time" else n[3][1][0] for n in heap if n[3][0] in ("time", "flow")]
     return screens, timed, sorted(left_groups, key=_first_order), sorted(left_cands, key=lambda c: c[2]), refused
 
 
-def _first_order(node: tuple) -> int:
+def _first_order(node: tuple) -> tuple[int, int]:
     step, item = node
-    return item[0][3] if step == "family" else item[3]
+    if step == "expand":  # (group, option): after its group's other nodes, in the order of its candidates
+        return item[0][3], 1 + item[1].first
+    return (item[0][3] if step == "family" else item[3]), 0
 
 
 def search(space: SearchSpace, objective: str = "tokens_per_s", top: int | None = None,
@@ -328,6 +338,9 @@ def _bound_rejections(space: SearchSpace, groups: list, cands: list, top: int | 
 
     out = []
     for step, item in groups:
+        if step == "expand":  # a fitting option never reached: its candidates, all flag combinations
+            out.append(_option_left(space, item, top))
+            continue
         kind, why = _LEFT[step]
         if step == "family":  # one rejection for a family never reached: its size, its first group
             g, lay, mbs, _ = item[0]
@@ -340,3 +353,14 @@ def _bound_rejections(space: SearchSpace, groups: list, cands: list, top: int | 
           f"DP tail and collectives at its flags) is not below the {top}-th best timed candidate"
     out += [Rejection("bound", why, 1, {"num_gpus": g, **{k: strat.get(k) for k in SEARCHED}}) for g, strat, _ in cands]
     return out
+
+
+def _option_left(space: SearchSpace, item: tuple, top: int | None) -> Rejection:
+    """The rejection of a fitting option (options.py) the frontier never reached."""
+    from .options import example
+    from .prune import _ex
+
+    (g, lay, mbs, _), opt = item
+    why = f"passed the memory pre-filter; outside the top {top}: a lower bound on its step time (its pipeline with " \
+          f"the recompute it needs, at any overlap flags) is not below the {top}-th best timed candidate"
+    return Rejection("bound", why, opt.count, _ex(g, example(space, g, lay, mbs, opt)))

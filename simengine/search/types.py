@@ -89,6 +89,8 @@ class GroupScreen:
     memory_checked: int               # memory pre-filter calls
     entries: list[tuple[int, dict[str, Any], float, int]]   # (gpus, strategy, step-time lower bound, order), untimed
     flows: list[Any] = field(default_factory=list)          # per entry, its ``flow.Flow`` (None: its bound stands)
+    options: list[Any] = field(default_factory=list)        # ``options.Option``s not yet expanded into entries (a lazy screen)
+    group: tuple | None = None                              # (gpus, layout, mbs, order) of those options
 
 
 @dataclass(slots=True)
