@@ -68,7 +68,8 @@ def _work_item(space: SearchSpace, kind: str, item) -> list:
         return [Refined(item, *bound_group(space, *item), "refine")]
     if kind == "lazy":
         from .prune import screen_group
-        return [screen_group(space, *item, lazy=True)]
+        g, lay, mbs, order = item
+        return [screen_group(space, g, lay, mbs, order, lazy=True)]
     if kind == "expand":
         from .options import expand
         (g, lay, mbs, order), opt = item

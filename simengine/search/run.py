@@ -190,13 +190,7 @@ def _best_first(ex, space: SearchSpace, groups: list, bounds: list, objective: s
                         total += 1
                 elif isinstance(o, GroupScreen):
                     screens.append(o)
-                    for (g, strat, lb, order), fl in zip(o.entries, o.flows or [None] * len(o.entries)):
-                        node = ("time", (g, strat, order)) if fl is None else ("flow", ((g, strat, order), lb, fl))
-                        heapq.heappush(heap, (lb * (g if w else 1), 1, order, node))
-                    grp = o.group
-                    for opt in o.options if grp is not None else ():  # each stands for its flag combinations
-                        heapq.heappush(heap, (opt.bound * (grp[0] if w else 1), 1, grp[3] * 1000 + opt.first, ("expand", (grp, opt))))
-                    total += len(o.entries) + len(o.options)
+                    total += _push_screen(heap, o, w)
                 elif isinstance(o, Flowed):
                     g, _, order = o.cand
                     heapq.heappush(heap, (o.bound * (g if w else 1), 1, order, ("time", o.cand)))
@@ -214,6 +208,19 @@ def _best_first(ex, space: SearchSpace, groups: list, bounds: list, objective: s
     left_groups += [("family", [groups[i] for i in n[3][1][1]]) for n in heap if n[3][0] == "family"]
     left_cands = [n[3][1] if n[3][0] == "time" else n[3][1][0] for n in heap if n[3][0] in ("time", "flow")]
     return screens, timed, sorted(left_groups, key=_first_order), sorted(left_cands, key=lambda c: c[2]), refused
+
+
+def _push_screen(heap: list, o: GroupScreen, w: bool) -> int:
+    """A screen's candidates (to time, or to bound by their data flow first) and its options (to
+    expand, each standing for its flag combinations) onto the frontier; how many nodes."""
+    for (g, strat, lb, order), fl in zip(o.entries, o.flows or [None] * len(o.entries)):
+        node = ("time", (g, strat, order)) if fl is None else ("flow", ((g, strat, order), lb, fl))
+        heapq.heappush(heap, (lb * (g if w else 1), 1, order, node))
+    grp = o.group
+    if grp is not None:
+        for opt in o.options:
+            heapq.heappush(heap, (opt.bound * (grp[0] if w else 1), 1, grp[3] * 1000 + opt.first, ("expand", (grp, opt))))
+    return len(o.entries) + len(o.options)
 
 
 def _first_order(node: tuple) -> tuple[int, int]:
