@@ -83,3 +83,33 @@ def test_a_search_accounts_for_the_options_it_never_reached():
     full = search(space)
     assert res.candidates[0].strategy == full.candidates[0].strategy
     assert res.evaluated + sum(r.count for r in res.rejections) == res.space_size
+
+
+@pytest.mark.parametrize("model,system,choices", SPACES[:1] + SPACES[2:])
+def test_the_closed_form_memory_is_the_plans_memory(model, system, choices):
+    """The screen rejects an option that ``refine._Memory`` puts over capacity without pricing its
+    plan: that closed form must be the memory the plan gives (``prune.memory_at_zero``), stage
+    and all, for every recompute option and ZeRO stage."""
+    from simengine.errors import ConfigError
+    from simengine.search.options import rc_scenario
+    from simengine.search.prune import memory_at_zero, priced
+    from simengine.search.refine import _Group, _group
+
+    space = _space(model, system, {**choices, "recompute": ("none", "selective", "full")})
+    checked = 0
+    for g, lay, mbs, _ in _groups(space):
+        grp = _group(space, g, lay, mbs)
+        if not isinstance(grp, _Group):
+            continue
+        for rc in grp.rcs:
+            for z in grp.zs:
+                try:
+                    sc = rc_scenario(space, g, lay, mbs, z, rc)
+                except ConfigError:
+                    continue
+                over, stage = memory_at_zero(sc, *priced(sc))
+                lo, at = grp.memo.tightest(rc, z)
+                assert lo == pytest.approx(over, abs=1e-9)
+                assert at == stage
+                checked += 1
+    assert checked > 30

@@ -263,6 +263,7 @@ def screen_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int
         return out
     probe, _, flags, has_dp = ctx
     seen_zero = False
+    memo = _memory_memo(space, gpus, layout, mbs)
     known: dict[tuple[str, int | None], tuple[float, float]] = {}
     plans: dict[tuple[str, int | None], tuple] = {}   # recompute option → (plan, memory, bounds), any ZeRO stage
     n = 0
@@ -273,7 +274,7 @@ def screen_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int
             continue
         seen_zero = True
         tails: dict[tuple[bool, bool], tuple[dict[int, float], dict[int, tuple[float, ...]]]] = {}
-        for rc, _ in _fitting_recompute(space, gpus, layout, mbs, z, rcs, len(flags), out, known, plans):
+        for rc, _ in _fitting_recompute(space, gpus, layout, mbs, z, rcs, len(flags), out, known, plans, memo):
             plan, _, pipe, on, off, m, p2p, _, plan_z = plans[rc]
             if lazy:
                 out.group = (gpus, layout, mbs, order)
@@ -298,10 +299,21 @@ def _userbuffer_phases(space: SearchSpace, gpus: int, probe: dict[str, Any], sc0
     return [(f, b, w, o[3]) for (f, b, w, _), o in zip(ph, on)]
 
 
+def _memory_memo(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int):
+    """The group's closed-form memory (``refine._Memory``), or None when it has none."""
+    from .refine import _Group, _group
+
+    g = _group(space, gpus, layout, mbs)
+    return g.memo if isinstance(g, _Group) else None
+
+
+SURE_OOM_GIB = 1e-6   # refine's closed form over capacity by more than this: the plan's memory is too
+
+
 def _fitting_recompute(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, z: int,
                        rcs: list[tuple[str, int | None]], nflags: int, out: GroupScreen,
                        known: dict[tuple[str, int | None], tuple[float, float]],
-                       plans: dict[tuple[str, int | None], tuple]) -> list[tuple[tuple[str, int | None], tuple[float, float]]]:
+                       plans: dict[tuple[str, int | None], tuple], memo=None) -> list[tuple[tuple[str, int | None], tuple[float, float]]]:
     """The recompute options worth timing at ZeRO stage ``z``, each with a lower bound on its
     step time; the others become rejections (each standing for its ``nflags`` flag combinations).
     ``known`` maps the options that fitted to their bound. Every ZeRO stage is checked: a higher
@@ -310,7 +322,10 @@ def _fitting_recompute(space: SearchSpace, gpus: int, layout: dict[str, Any], mb
     pre-filter once assumed "fits at a lower stage ⇒ fits higher" and let two candidates of the
     small test space through that the estimate then found OOM. ``plans`` keeps each option's
     priced plan, so another ZeRO stage only recomputes the model states (``memory_at_zero``),
-    with the estimate's own ``memory_by_stage`` as the one owner of the peak."""
+    with the estimate's own ``memory_by_stage`` as the one owner of the peak. An option that
+    ``memo`` (``refine._Memory``: the same memory from its closed forms, without a plan) puts
+    over capacity by more than ``SURE_OOM_GIB`` is rejected without pricing its plan: only
+    options that may fit need one (their bounds read it)."""
     from .options import rc_scenario
 
     base = _strategy(space, layout, mbs, z, ("none", None), {})
@@ -321,6 +336,10 @@ def _fitting_recompute(space: SearchSpace, gpus: int, layout: dict[str, Any], mb
         except ConfigError as e:
             return math.inf, -1, str(e)
         hit = plans.get(rc)
+        if hit is None and memo is not None:
+            o, stage = memo.tightest(rc, z)
+            if o > SURE_OOM_GIB:
+                return o, stage, ""
         if hit is None:  # price once per recompute option; other ZeRO stages swap the model states
             out.memory_checked += 1
             plan, mems = priced(sc)

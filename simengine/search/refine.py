@@ -340,6 +340,15 @@ class _Memory:
                                             for static, (held, extra) in zip(self.static[z], peaks)) - self.cap
         return hit
 
+    def tightest(self, rc: tuple[str, int | None], z: int) -> tuple[float, int]:
+        """(``over``, the rank where it is reached): what ``prune.memory_at_zero`` says of the
+        candidate's plan, from the closed forms alone (equal to ~1e-14 GiB on the test spaces,
+        tests/test_search_options.py)."""
+        over = self.over(rc, z)
+        peaks = self._peaks[rc]
+        per = [(static + held + extra) for static, (held, extra) in zip(self.static[z], peaks)]
+        return over, self.ranks[max(range(len(per)), key=per.__getitem__)]
+
     def _activation_peaks(self, rc: tuple[str, int | None]) -> list[tuple[float, float]]:
         """Per rank, (held activation bytes, transient bytes) at its peak for recompute ``rc``."""
 
