@@ -155,6 +155,12 @@ def floor_key(gpus: int, layout: dict[str, Any], mbs: int) -> tuple:
             schedule_chains(layout["schedule"]), _hides(layout["schedule"]))
 
 
+def block_kind(gpus: int, layout: dict[str, Any], mbs: int) -> tuple:
+    """What ``work_floor`` prices once per process (``SharedBounds.floors``): the GPU count and
+    the block kind (tp, cp, its communication, ep, etp, the micro-batch size)."""
+    return (gpus, layout["tp"], layout["cp"], layout["cp_comm_type"], layout["ep"], str(layout["etp"]), mbs)
+
+
 _HIDES: dict[str, bool] = {}
 
 
@@ -173,12 +179,17 @@ def work_floor(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, 
     forward + backward through the whole model / pp (``bound.SharedBounds.model_work``, with its
     expert all-to-all: ``model_a2a``; with
     DualPipe's two chains each rank holds both directions, M/2 micro-batches each). Below
-    ``bound_group`` (its first term, averaged over the ranks). Validity is checked later, when
-    the group is looked at (``bound_group``); (inf, rejection) only when its blocks cannot be
-    priced (an invalid group)."""
+    ``bound_group`` (its first term, averaged over the ranks). (inf, rejection) when the group
+    is invalid: checked on every call, whatever the memo holds, so the answer is the group's
+    own and not this process's history (a pool's workers see other groups before it: a floor
+    handed to an invalid group whose block kind another group had priced made the rejections
+    differ between executors)."""
     tp, pp, cp = layout["tp"], layout["pp"], layout["cp"]
     if gpus % (tp * pp * cp):
         return bound_group(space, gpus, layout, mbs, order)
+    rej = _invalid(space, gpus, layout, mbs)   # an invalid layout (tp 256 of 128 heads, …): its reason, no pricing
+    if rej is not None:
+        return math.inf, rej
     # the floor is M(gpus, pp, mbs, the schedule's chains) × W / pp, where the whole model's work
     # W reads the block kind alone (``BLOCK_KEY``, and tp_comm_overlap's options: tp and the
     # choices, ``flag_options``) — not pp, vpp, the schedule or the split; W is memoised per block
@@ -187,9 +198,6 @@ def work_floor(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, 
     wkey = (gpus, tp, cp, layout["cp_comm_type"], layout["ep"], layout["etp"], mbs)
     hit = sb.floors.get(wkey)
     if hit is None:
-        rej = _invalid(space, gpus, layout, mbs)   # an invalid layout (tp 256 of 128 heads, …): its reason, no pricing
-        if rej is not None:
-            return math.inf, rej
         zs = zero_stages(space)
         base = _strategy(space, layout, mbs, zs[0] if zs else 1, ("none", None), {})
         tco = any(f["tp_comm_overlap"] for f in flag_options(space, layout, gpus // (tp * pp * cp)))
@@ -276,12 +284,12 @@ def screen_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int
         tails: dict[tuple[bool, bool], tuple[dict[int, float], dict[int, tuple[float, ...]]]] = {}
         for rc, _ in _fitting_recompute(space, gpus, layout, mbs, z, rcs, len(flags), out, known, plans, memo):
             plan, _, pipe, on, off, m, p2p, _, plan_z = plans[rc]
+            priced = (plan, pipe, on, off, m, p2p)
             if lazy:
                 out.group = (gpus, layout, mbs, order)
-                out.options.append(Option(z, rc, plan_z, n, len(flags), option_bound(
-                    space, gpus, layout, mbs, z, rc, (plan, pipe, on, off, m, p2p), ctx, tails)))
+                out.options.append(Option(z, rc, plan_z, n, len(flags), option_bound(space, gpus, layout, mbs, z, rc, priced, ctx, tails)))
             else:
-                add_candidates(space, gpus, layout, mbs, order, z, rc, (plan, pipe, on, off, m, p2p), ctx, tails, out, n)
+                add_candidates(space, gpus, layout, mbs, order, z, rc, priced, ctx, tails, out, n)
             n += len(flags)
     return out
 
