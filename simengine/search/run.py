@@ -38,7 +38,20 @@ from .types import Flowed, GroupScreen, Refined, Rejection, SearchResult, Timed
 
 BATCH_GROUPS = 16   # groups (or candidates) per executor task: enough work to amortise the transfer
 BOUND_SLACK = 1e-9  # relative: see _kth
-ROUND = 64          # frontier nodes (groups to screen, candidates to time) per branch-and-bound round
+ROUND = 64          # frontier nodes (groups to screen, candidates to time) per branch-and-bound round, at least
+ROUND_MAX = 256     # and at most: 1/25 of the first frontier in between (round_size)
+DEAL = 8            # a round goes out in at least this many batches (``_dealt``): up to 8 workers share it
+
+
+def round_size(frontier: int) -> int:
+    """Nodes per round for a search whose first frontier holds ``frontier`` nodes: 1/25 of it,
+    between ``ROUND`` and ``ROUND_MAX``. A round ends at a synchronisation point (a pool waits for
+    its slowest batch, then the driver alone updates the frontier) and a larger one looks at
+    more nodes before the top-th best can fall: small spaces (llama3-8b / 8 GPUs: 309 nodes,
+    70b / 64: 1,565) keep 64 (256 timed 65 candidates instead of 12 on 8b / 8); the 16,384-GPU
+    spaces (6,400 nodes and more) take 256 (llama3-405b on two processes: 11.2 s at 64, 9.9 s at
+    256). A function of the space alone, so every executor runs the same rounds."""
+    return min(ROUND_MAX, max(ROUND, frontier // 25))
 
 
 def make_space(model: dict[str, Any], system: dict[str, Any], *, global_batch: int | None = None,
@@ -137,7 +150,7 @@ def _best_first(ex, space: SearchSpace, groups: list, bounds: list, objective: s
                 progress: Progress | None, best_so_far=None) -> tuple[list[GroupScreen], list[Timed], list, list, list[Rejection]]:
     """Branch and bound over a frontier of groups (not yet screened) and candidates (screened,
     not yet timed), each keyed by a lower bound of its score. Each round takes the next ROUND
-    nodes whose bound does not exceed the top-th best score timed so far: groups are screened
+    nodes (``round_size``) whose bound does not exceed the top-th best score timed so far: groups are screened
     (memory pre-filter, dominance) and their candidates join the frontier, candidates are timed.
     Rounds have a fixed size and order, so every executor does exactly the same work. A family of
     groups sharing their floor (``_floors``) is one node until it is reached; then its groups join
@@ -161,12 +174,13 @@ def _best_first(ex, space: SearchSpace, groups: list, bounds: list, objective: s
     refused: list[Rejection] = []
     cands: list = []
     total, done = len(heap), 0
+    size = round_size(total)
     while heap:
         bound = _kth(cands, objective, top)
         if heap[0][0] > bound:
             break
         batch: list = []
-        while heap and len(batch) < ROUND and heap[0][0] <= bound:
+        while heap and len(batch) < size and heap[0][0] <= bound:
             kind, item = heapq.heappop(heap)[3]
             if kind == "family":  # reached: its groups join the frontier at the floor they share
                 lb, fam = item
@@ -179,7 +193,7 @@ def _best_first(ex, space: SearchSpace, groups: list, bounds: list, objective: s
                 kind = "lazy"
             # refine learns the round's threshold (deterministic: the same on every executor)
             batch.append((kind, (item, bound / (item[0] if w else 1))) if kind == "zero" else (kind, item))
-        for part in ex.map(work_batch, space, _batches(batch), None):
+        for part in ex.map(work_batch, space, _dealt(batch), None):
             for o in part:
                 if isinstance(o, Refined):
                     if o.rejection is not None:
@@ -296,11 +310,7 @@ def _floors(ex, space: SearchSpace, groups: list, progress: Progress | None) -> 
         fams.setdefault(floor_key(g, lay, mbs), []).append(i)
     order = list(fams.values())
     n1 = len(groups)
-    # phase 0 is a few additions per group once the blocks are priced: larger batches, so a pool or
-    # cluster spends its time pricing, not shipping the space (results do not depend on it)
-    size0 = max(BATCH_GROUPS, len(order) // 64)
-    firsts = [b for part in ex.map(bound_batch, space, _batches([groups[f[0]] for f in order], size0),
-                                   _scaled(progress, 0, n1 // 2, 2 * n1)) for b in part]
+    firsts = _by_kind(ex, space, [groups[f[0]] for f in order], _scaled(progress, 0, n1 // 2, 2 * n1))
     out: list[tuple[list[int], tuple]] = []
     alone: list[int] = []
     for fam, b in zip(order, firsts):
@@ -310,15 +320,42 @@ def _floors(ex, space: SearchSpace, groups: list, progress: Progress | None) -> 
             out.append(([fam[0]], b))
             alone += fam[1:]
     alone.sort()
-    size1 = max(BATCH_GROUPS, len(alone) // 64)
-    each = [b for part in ex.map(bound_batch, space, _batches([groups[i] for i in alone], size1),
-                                 _scaled(progress, n1 // 2, n1 - n1 // 2, 2 * n1)) for b in part]
+    each = _by_kind(ex, space, [groups[i] for i in alone], _scaled(progress, n1 // 2, n1 - n1 // 2, 2 * n1))
     out += [([i], b) for i, b in zip(alone, each)]
     return sorted(out, key=lambda fb: fb[0][0])
 
 
+def _by_kind(ex, space: SearchSpace, items: list, progress: Progress | None) -> list[tuple]:
+    """``prune.work_floor`` of each group, in the order given. Almost all of phase 0 is pricing
+    each block kind's model work once per process (``bound.SharedBounds``): the groups go out
+    sorted by block kind (``prune.block_kind``), so a pool's or cluster's workers each price
+    their own kinds instead of every worker pricing nearly all of them (measured on
+    llama3-405b / 16,384 H100: two processes took as long as one). Phase 0 is a few additions
+    per group once the blocks are priced: large batches, so a pool spends its time pricing, not
+    shipping the space. The floors do not depend on the batching."""
+    from .prune import block_kind
+
+    perm = sorted(range(len(items)), key=lambda i: (block_kind(*items[i][:3]), i))
+    size = max(BATCH_GROUPS, len(items) // 64)
+    done = [b for part in ex.map(bound_batch, space, _batches([items[i] for i in perm], size), progress) for b in part]
+    out: list = [None] * len(items)
+    for i, b in zip(perm, done):
+        out[i] = b
+    return out
+
+
 def _batches(items: list, size: int = BATCH_GROUPS) -> list[Batch]:
     return [items[i:i + size] for i in range(0, len(items), size)]
+
+
+def _dealt(items: list) -> list[Batch]:
+    """A round's nodes dealt round-robin into at least ``DEAL`` batches (at most ``BATCH_GROUPS``
+    each): the costly ones — an estimate that compiles a long pipeline takes ~0.5 s, a bound
+    ~50 µs — come in runs (the frontier pops a layout's flag variants together), so dealing
+    spreads them over a pool's workers where slices would hand a run to one. Fixed by the round
+    alone (not the executor): every executor merges the same batches in the same order."""
+    k = min(len(items), max(DEAL, -(-len(items) // BATCH_GROUPS)))
+    return [items[i::k] for i in range(k)]
 
 
 # what a group left on the frontier has been through, by the step it was waiting for
