@@ -110,7 +110,7 @@ def test_flow_applies_where_the_estimate_runs_in_full():
 def test_search_with_the_flow_bound_times_fewer_and_finds_the_brute_force_best(monkeypatch):
     """On a DualPipe / zero-bubble space the flow step prunes candidates the path bound let
     through; the best is the brute force's, and every candidate is still timed or rejected."""
-    from simengine.search import prune
+    from simengine.search import options
 
     choices = {"tp": (1, 2), "cp": (1,), "pp": (2, 4), "schedule": ("1f1b", "dualpipe", "dualpipev", "zb-h1", "zb-h2"),
                "zero_stage": (1,), "recompute": ("none",), "tp_comm_overlap": (False,)}
@@ -119,7 +119,7 @@ def test_search_with_the_flow_bound_times_fewer_and_finds_the_brute_force_best(m
     with_flow = search(space, top=2)
     assert with_flow.candidates[0].tokens_per_s == pytest.approx(best, rel=1e-12)
     assert with_flow.evaluated + sum(r.count for r in with_flow.rejections) == with_flow.space_size
-    monkeypatch.setattr(prune, "flow_of", lambda *a, **k: None)
+    monkeypatch.setattr(options, "flow_of", lambda *a, **k: None)   # where the screen's candidates get their flows
     without = search(space, top=2)
     assert [c.step_time_s for c in without.candidates] == [c.step_time_s for c in with_flow.candidates]
     assert with_flow.evaluated < without.evaluated
