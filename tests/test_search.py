@@ -170,14 +170,17 @@ def test_identical_on_ray():
     from simengine.search import RayExecutor
 
     space = tiny_space(choices={**CHOICES, "cp": (1,), "pp": (1,)})
-    a = search(space, top=5).to_json()
+    res_a = search(space, top=5)
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
-        b = search(space, top=5, executor=RayExecutor()).to_json()
+        res_b = search(space, top=5, executor=RayExecutor())
     finally:
         ray.shutdown()
+    a, b = res_a.to_json(), res_b.to_json()
     a.pop("seconds"), b.pop("seconds")
     assert a == b
+    assert [(r.kind, r.reason, r.count, sorted(r.example.items(), key=str)) for r in res_a.rejections] == \
+        [(r.kind, r.reason, r.count, sorted(r.example.items(), key=str)) for r in res_b.rejections]
 
 
 def test_pareto_front_is_non_dominated(full):
