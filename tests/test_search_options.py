@@ -113,3 +113,15 @@ def test_the_closed_form_memory_is_the_plans_memory(model, system, choices):
                 assert at == stage
                 checked += 1
     assert checked > 30
+
+
+@pytest.mark.parametrize("objective", ["tokens_per_s", "mfu", "cost_per_million_tokens", "time_to_train"])
+def test_a_top_search_returns_the_full_rankings_head(objective):
+    """Options keyed per objective (×GPUs where the score scales with them) never hide a better
+    candidate: the top three are the full ranking's first three, in order (two GPU counts)."""
+    space = make_space({**TINY, "num_layers": 8}, SMALL_GPU, global_batch=16, seq_len=4096, gpus=[4, 8],
+                       choices={"tp": (1, 2), "pp": (1, 2), "cp": (1,)}, token_budget=1e9)
+    full = search(space, objective=objective)
+    top = search(space, objective=objective, top=3)
+    assert [(c.gpus, c.strategy) for c in top.candidates] == [(c.gpus, c.strategy) for c in full.candidates[:3]]
+    assert top.evaluated < full.evaluated
