@@ -3,19 +3,21 @@ overlap-flag combination, each with its own step-time bound, built now or only w
 reaches the option.
 
 A fitting option of a group (``prune.screen_group``) stands for its flag combinations (up to 8:
-grad-reduce, param-gather and TP overlap). Each gets the bound of its own DP tail, ZeRO-2/3
-collectives at its flags and its schedule's order terms (``bound.pipeline_bound``), and a data
-flow for the frontier to bound later (``flow.flow_of``). Most never come near the top: on
-llama3-405b / 16,384 H100 a screen built 8,856 such candidates of which 226 were ever looked at
-again. So with a top to reach the screen leaves each option as one frontier node (``Option``)
-keyed by the bound of its pipeline without those terms — ``refine``'s no-tail bound of the
-option, already priced, with the TP collectives dropped (``on``) —, a lower bound of every one
-of its candidates: ``pipeline_bound`` is a maximum of sums of non-negative phase times, the DP
-tails, the ZeRO-2/3 collectives, the order terms and the bucket terms only add terms or time,
-and each candidate's phases are at least ``on`` (its TP collectives exposed, or hidden by
-userbuffers behind slower GEMMs: ``bound.TP_UB``; tests/test_search.py checks it on every
-option of the test spaces). ``expand`` then builds the option's candidates as the screen would
-have (the same order numbers, so ranking ties break the same way).
+grad-reduce, param-gather and TP overlap). Each gets the bound of its own phases, DP tail,
+gradient buckets and its schedule's order terms (``bound.pipeline_bound``), and a data flow for
+the frontier to bound later (``flow.flow_of``). Most never come near the top: on llama3-405b /
+16,384 H100 a screen built 8,856 such candidates of which 226 were ever looked at again. So
+with a top to reach the screen leaves each option as one frontier node (``Option``) keyed by
+``option_bound``: the pipeline bound at the least, stage by stage, of its combinations' phases
+(TP collectives exposed or under userbuffers, plus at ZeRO-2/3 the per-micro-batch collectives
+at each DP flag pair: ``flag_phases``), the least DP tail per rank over them and the order
+terms, without the bucket terms. ``pipeline_bound`` is a maximum of sums of non-negative times
+that only grow with each phase and tail, and the bucket terms only add terms, so that is below
+the bound of every candidate of the option (tests/test_search_options.py checks it, and the
+estimates, on every option of its test spaces). A key that left the ZeRO-2/3 collectives out
+was 3.3× below the candidates' bounds (median, 405B/16k) and expanded 836 of the ~1,100
+options; this one expands 233. ``expand`` builds the option's candidates as the eager screen
+does (the same order numbers, so ranking ties break the same way).
 """
 
 from __future__ import annotations
