@@ -147,18 +147,18 @@ def _shared(space: SearchSpace):
     return sb
 
 
-def floor_key(gpus: int, layout: dict[str, Any], mbs: int) -> tuple:
-    """What ``work_floor`` reads of a group: the GPU count, its block kind, pp, the schedule's
-    chains and whether its pairs may hide the all-to-all (not vpp, the schedule itself or the split). Groups with one key share their floor,
-    as long as it prices (``run.py``: one frontier node stands for all of them until it is reached)."""
-    return (gpus, layout["tp"], layout["cp"], layout["cp_comm_type"], layout["ep"], layout["etp"], mbs, layout["pp"],
-            schedule_chains(layout["schedule"]), _hides(layout["schedule"]))
-
-
 def block_kind(gpus: int, layout: dict[str, Any], mbs: int) -> tuple:
     """What ``work_floor`` prices once per process (``SharedBounds.floors``): the GPU count and
     the block kind (tp, cp, its communication, ep, etp, the micro-batch size)."""
-    return (gpus, layout["tp"], layout["cp"], layout["cp_comm_type"], layout["ep"], str(layout["etp"]), mbs)
+    return (gpus, layout["tp"], layout["cp"], layout["cp_comm_type"], layout["ep"], layout["etp"], mbs)
+
+
+def floor_key(gpus: int, layout: dict[str, Any], mbs: int) -> tuple:
+    """What ``work_floor`` reads of a group: its block kind, pp, the schedule's chains and whether
+    its pairs may hide the all-to-all (not vpp, the schedule itself or the split). Groups with one
+    key share their floor, as long as it prices (``run.py``: one frontier node stands for all of
+    them until it is reached)."""
+    return (*block_kind(gpus, layout, mbs), layout["pp"], schedule_chains(layout["schedule"]), _hides(layout["schedule"]))
 
 
 _HIDES: dict[str, bool] = {}
@@ -195,7 +195,7 @@ def work_floor(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, 
     # choices, ``flag_options``) — not pp, vpp, the schedule or the split; W is memoised per block
     # kind, so a group whose kind is priced costs a few integer operations
     sb = _shared(space)
-    wkey = (gpus, tp, cp, layout["cp_comm_type"], layout["ep"], layout["etp"], mbs)
+    wkey = block_kind(gpus, layout, mbs)
     hit = sb.floors.get(wkey)
     if hit is None:
         zs = zero_stages(space)
@@ -259,6 +259,7 @@ def screen_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int
     ``lazy`` each fitting (ZeRO stage, recompute) stays one ``options.Option`` with a bound of
     all its flag combinations, expanded only if the frontier reaches it (``options.py``)."""
     from .options import Option, add_candidates, group_context, option_bound
+    from .refine import memory_of
 
     zs = zero_stages(space)
     rcs = recompute_options(space, layout)
@@ -271,7 +272,7 @@ def screen_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int
         return out
     probe, _, flags, has_dp = ctx
     seen_zero = False
-    memo = _memory_memo(space, gpus, layout, mbs)
+    memo = memory_of(space, gpus, ctx[1], probe)   # the group's closed-form memory (refine.py)
     known: dict[tuple[str, int | None], tuple[float, float]] = {}
     plans: dict[tuple[str, int | None], tuple] = {}   # recompute option → (plan, memory, bounds), any ZeRO stage
     n = 0
@@ -307,21 +308,13 @@ def _userbuffer_phases(space: SearchSpace, gpus: int, probe: dict[str, Any], sc0
     return [(f, b, w, o[3]) for (f, b, w, _), o in zip(ph, on)]
 
 
-def _memory_memo(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int):
-    """The group's closed-form memory (``refine._Memory``), or None when it has none."""
-    from .refine import _Group, _group
-
-    g = _group(space, gpus, layout, mbs)
-    return g.memo if isinstance(g, _Group) else None
-
-
 SURE_OOM_GIB = 1e-6   # refine's closed form over capacity by more than this: the plan's memory is too
 
 
 def _fitting_recompute(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, z: int,
                        rcs: list[tuple[str, int | None]], nflags: int, out: GroupScreen,
                        known: dict[tuple[str, int | None], tuple[float, float]],
-                       plans: dict[tuple[str, int | None], tuple], memo=None) -> list[tuple[tuple[str, int | None], tuple[float, float]]]:
+                       plans: dict[tuple[str, int | None], tuple], memo) -> list[tuple[tuple[str, int | None], tuple[float, float]]]:
     """The recompute options worth timing at ZeRO stage ``z``, each with a lower bound on its
     step time; the others become rejections (each standing for its ``nflags`` flag combinations).
     ``known`` maps the options that fitted to their bound. Every ZeRO stage is checked: a higher
@@ -344,11 +337,10 @@ def _fitting_recompute(space: SearchSpace, gpus: int, layout: dict[str, Any], mb
         except ConfigError as e:
             return math.inf, -1, str(e)
         hit = plans.get(rc)
-        if hit is None and memo is not None:
-            o, stage = memo.tightest(rc, z)
-            if o > SURE_OOM_GIB:
-                return o, stage, ""
         if hit is None:  # price once per recompute option; other ZeRO stages swap the model states
+            o, stage = memo.tightest(rc, z)
+            if o > SURE_OOM_GIB:   # certainly over: no plan needed
+                return o, stage, ""
             out.memory_checked += 1
             plan, mems = priced(sc)
             pipe, on, off, p2p = plan_phases(plan, sc)

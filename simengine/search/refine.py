@@ -188,10 +188,20 @@ def _group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int) -> "
         sc0 = scenario(space, gpus, probe)
     except ConfigError as e:
         return Rejection("invalid", str(e), group_size(space, gpus, layout), _ex(gpus, probe))
+    memo = memory_of(space, gpus, sc0, probe)
+    secs = _shared(space).secs(gpus, probe, lambda: sc0)
+    return _Group(sc0, memo.placed, secs, memo, flag_options(space, layout, sc0.dp), zs, rcs, probe)
+
+
+def memory_of(space: SearchSpace, gpus: int, sc0: Scenario, probe: dict[str, Any]) -> "_Memory":
+    """The closed-form memory of the group whose first candidate is ``probe`` (scenario ``sc0``),
+    its pieces shared across the groups of the search (``bound.SharedBounds``)."""
+    from .prune import _shared
+
     sb = _shared(space)
     placed = sb.placed(probe, sc0.model, sc0.strategy)
-    memo = _Memory(sc0, placed, sb.priced_blocks(gpus, probe, lambda: sc0), zs, sb, (gpus, *(probe[k] for k in BLOCK_KEY)))
-    return _Group(sc0, placed, sb.secs(gpus, probe, lambda: sc0), memo, flag_options(space, layout, sc0.dp), zs, rcs, probe)
+    return _Memory(sc0, placed, sb.priced_blocks(gpus, probe, lambda: sc0), zero_stages(space), sb,
+                   (gpus, *(probe[k] for k in BLOCK_KEY)))
 
 
 def _may_fit(rcs: list[tuple[str, int | None]], over, lo: int = 0) -> list[tuple[str, int | None]]:

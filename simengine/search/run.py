@@ -335,7 +335,8 @@ def _by_kind(ex, space: SearchSpace, items: list, progress: Progress | None) -> 
     shipping the space. The floors do not depend on the batching."""
     from .prune import block_kind
 
-    perm = sorted(range(len(items)), key=lambda i: (block_kind(*items[i][:3]), i))
+    # etp may be None (no expert TP): compared as -1, so kinds sort and equal ones lie together
+    perm = sorted(range(len(items)), key=lambda i: (tuple(-1 if v is None else v for v in block_kind(*items[i][:3])), i))
     size = max(BATCH_GROUPS, len(items) // 64)
     done = [b for part in ex.map(bound_batch, space, _batches([items[i] for i in perm], size), progress) for b in part]
     out: list = [None] * len(items)
