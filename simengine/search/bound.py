@@ -111,8 +111,8 @@ def pipeline_bound(pipe: Pipe, phases: list[Phases], m: int, tails: dict[int, fl
     ``grads`` (with ``order``; only when ``overlap_grad_reduce`` launches the gradient buckets
     from the backward, graph.py ``_grad_piece``): per rank, its gradient buckets' seconds. A
     chunk's last gradient action (its last W, or its last B-full) launches that chunk's
-    contiguous group of buckets (graph.py ``_split``: groups in the order of those actions), one
-    per piece, on the rank's one DP stream, and the optimizer waits for the last bucket. So the
+    own group of buckets (graph.py ``_split``: contiguous groups in chunk order), one per
+    piece, on the rank's one DP stream, and the optimizer waits for the last bucket. So the
     step ends ≥ start + the work before the i-th such action + every bucket from group i on +
     ``tails[r]`` (the optimizer, and the parameter gathers it leaves behind without
     ``overlap_param_gather``): what DualPipe's two groups queue at the end of a step.
@@ -198,12 +198,22 @@ def pipeline_bound(pipe: Pipe, phases: list[Phases], m: int, tails: dict[int, fl
             g = grads.get(r) if grads else None
             if g:
                 befores = order.last_grad[r]
-                q, rem = divmod(len(g), len(befores))
-                for i, before in enumerate(befores):  # graph.py _split: the first rem groups hold q + 1
-                    queued = sum(g[i * q + min(i, rem):])
+                group = chunk_groups(g, order.last_grad_chunks[r])
+                for i, before in enumerate(befores):
+                    queued = sum(group[i:])
                     extra = a2a_work(before, order.last_grad_pairs[r][i], held, phases, full_b) if held is not None else 0.0
                     best = max(best, start + _work(before, cost) + extra + queued + tail_r)
     return best
+
+
+def chunk_groups(buckets: tuple[float, ...], chunks: tuple[int, ...]) -> list[float]:
+    """The seconds of each chunk's group of gradient buckets, in the order of ``chunks`` (each
+    chunk's last gradient action, in order). The engine gives chunk c the c-th of len(chunks)
+    contiguous near-equal groups (graph.py ``_split`` in chunk order)."""
+    k = len(chunks)
+    q, rem = divmod(len(buckets), k)
+    lo = [c * q + min(c, rem) for c in range(k + 1)]
+    return [sum(buckets[lo[c]:lo[c + 1]]) for c in chunks]
 
 
 def _costs(phases: list[Phases], own: float, sf: tuple[bool, ...], sb: tuple[bool, ...]) -> list[tuple[float, float, float]]:

@@ -36,6 +36,7 @@ from ..schedule import get_schedule
 from ..schedule._combined import fb_orders
 from ..sim.graph import _pair_types, _stages
 from ..sim.periodic import SCHEDULES as PERIODIC
+from .bound import chunk_groups
 
 
 class Flow(NamedTuple):
@@ -82,6 +83,7 @@ class Program(NamedTuple):
     what: np.ndarray
     last: list[tuple[int, int]]
     grad_acts: list[list[int]]    # per rank, each chunk's last gradient action, in order (graph.py last_g)
+    grad_chunks: list[tuple[int, ...]]   # per rank, the chunk of each of grad_acts
 
 
 def flow_bound(schedule: str, p: int, m: int, vpp: int, inline: bool, phases, p2p: float,
@@ -113,8 +115,8 @@ def flow_bound(schedule: str, p: int, m: int, vpp: int, inline: bool, phases, p2
 def _dp_stream(pg: Program, end: list[float], hops: list[list[float]], r: int, buckets: tuple[float, ...]) -> float:
     """When rank r's last gradient bucket ends, at the least. With ``overlap_grad_reduce`` each
     chunk's last gradient action (its last W, or its last B-full) is split into one piece per
-    bucket of that chunk's group (graph.py ``_split``: contiguous near-equal groups, the first to
-    the chunk whose action comes first; ``_grad_piece``), and each bucket's reduction waits for
+    bucket of that chunk's group (graph.py ``_split``: contiguous near-equal groups in chunk
+    order, ``bound.chunk_groups``; ``_grad_piece``), and each bucket's reduction waits for
     its piece on the rank's one DP stream, in that order. A piece ends no earlier than its
     action starts, here max(its inputs' arrivals) ≤ the engine's start, and each bucket takes at
     least its seconds alone (``prune.dp_tails``), so group i starts ≥ max(its action's start, the
@@ -122,16 +124,13 @@ def _dp_stream(pg: Program, end: list[float], hops: list[list[float]], r: int, b
     rank's tail follows this too. ``pipeline_bound``'s ``grads`` term is this with the start read
     off the rank's own work alone; here it holds the waits of the data flow too."""
     acts = pg.grad_acts[r]
-    q, rem = divmod(len(buckets), len(acts))
-    t, lo = 0.0, 0
-    for i, j in enumerate(acts):
-        hi = lo + q + (1 if i < rem else 0)
+    t = 0.0
+    for j, group in zip(acts, chunk_groups(buckets, pg.grad_chunks[r])):
         x = end[pg.prev[j]] + hops[0][j]
         y = end[pg.in_a[j]] + hops[1][j]
         z = end[pg.in_b[j]] + hops[2][j]
         start = max(x, y, z)
-        t = max(t, start) + sum(buckets[lo:hi])
-        lo = hi
+        t = max(t, start) + group
     return t
 
 
@@ -179,19 +178,21 @@ def _program(schedule: str, p: int, m: int, vpp: int, inline: bool) -> Program:
     what = np.array(w.what, dtype=np.int32).reshape(-1, 4)
     idx = [np.array(x, dtype=np.int32) for x in (w.prev, w.in_a, w.in_b)]
     sends = [np.array(x, dtype=np.int8) for x in (w.prev_sends, w.a_sends, w.b_sends)]   # at most two per action
+    acts = [_grad_acts(orders[r], w.at[r], wsets[r]) for r in range(p)]
     return Program(idx[0], sends[0], idx[1], sends[1], idx[2], sends[2], what,
                    [(w.tail.get(r, -1), w.tail_sends.get(r, 0)) for r in range(p)],
-                   [_grad_acts(orders[r], w.at[r], wsets[r]) for r in range(p)])
+                   [a for a, _ in acts], [c for _, c in acts])
 
 
-def _grad_acts(order, at: dict[int, int], wset: set) -> list[int]:
+def _grad_acts(order, at: dict[int, int], wset: set) -> tuple[list[int], tuple[int, ...]]:
     """Program indices of each chunk's last gradient action, in order: the last W, or the last
-    B with no W of its own (graph.py ``_Rank.__init__``, ``last_g``)."""
+    B with no W of its own (graph.py ``_Rank.__init__``, ``last_g``); and the chunk of each."""
     last: dict[int, int] = {}
     for pos, a in enumerate(order):
         if a.kind == "W" or (a.kind == "B" and (a.mb, a.chunk) not in wset):
             last[a.chunk] = pos
-    return sorted(at[pos] for pos in last.values())
+    acts = sorted((at[pos], c) for c, pos in last.items())
+    return [i for i, _ in acts], tuple(c for _, c in acts)
 
 
 class _Walk:

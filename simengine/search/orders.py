@@ -27,6 +27,7 @@ class Orders(NamedTuple):
     last_grad: tuple[tuple[Counts, ...], ...]  # per rank: the actions before each chunk's last gradient action, in their order
     last_b_pairs: tuple[tuple[tuple[Tally, Tally], ...], ...] = ()   # per rank, per term of last_b: the pairs of (up to it, the head's after)
     last_grad_pairs: tuple[tuple[Tally, ...], ...] = ()              # per rank, per entry of last_grad: the pairs before it
+    last_grad_chunks: tuple[tuple[int, ...], ...] = ()               # per rank, per entry of last_grad: its chunk
 
 
 @lru_cache(maxsize=256)
@@ -73,8 +74,9 @@ def order_terms(schedule: str, p: int, m: int, vpp: int) -> Orders:
     out = tuple(tuple((s, snap[r][i], _minus(snap[hr][len(orders[hr]) - 1], snap[hr][j])) for s, i, hr, j in row)
                 for r, row in enumerate(heads))
     grads = tuple(tuple(snap[r][i - 1] for i in sorted(last_g[r].values())) for r in range(p))
+    chunks = tuple(tuple(c for c, _ in sorted(last_g[r].items(), key=lambda ci: ci[1])) for r in range(p))
     if sched.pairs is None:
-        return Orders(out, grads)
+        return Orders(out, grads, last_grad_chunks=chunks)
     from ..sim.graph import _pair_types
 
     kept = [sorted(_pair_types(o, prs)[0]) for o, prs in zip(orders, sched.pairs(p, m, vpp))]
@@ -84,7 +86,7 @@ def order_terms(schedule: str, p: int, m: int, vpp: int) -> Orders:
         return _tally(orders[r], kept[r], stage[r], wsets[r], lo, hi)
     pb = tuple(tuple((tally(r, 0, i), tally(hr, j + 1, len(orders[hr]) - 1)) for _, i, hr, j in row) for r, row in enumerate(heads))
     pg = tuple(tuple(tally(r, 0, i - 1) for i in sorted(last_g[r].values())) for r in range(p))
-    return Orders(out, grads, pb, pg)
+    return Orders(out, grads, pb, pg, chunks)
 
 
 def _tally(o, kept: list[int], stage_of_chunk: list[int], wset: set, lo: int, hi: int) -> Tally:

@@ -52,16 +52,17 @@ def dp_tails(sc: Scenario, plan, flags: dict[str, bool]) -> tuple[dict[int, floa
     the buckets, follow the stage: cost/dp.py ``dp_work``; the plan's params and comm model do
     not), and, with ``overlap_grad_reduce``, its gradient buckets' seconds (``pipeline_bound``'s
     ``grads``; empty without it: the tail holds them all)."""
-    from ..cost.dp import dp_work
+    from ..cost.stage import rank_dp_work
 
     ogr = bool(flags.get("overlap_grad_reduce"))
-    memo: dict[int, tuple[float, tuple[float, ...]]] = {}
+    memo: dict[tuple[int, bool], tuple[float, tuple[float, ...]]] = {}
     tails, grads = {}, {}
     for st in plan.stages:
-        hit = memo.get(id(st.params))
+        key = (id(st.params), st.rank == 0)
+        hit = memo.get(key)
         if hit is None:
-            dw = dp_work(sc, plan.comm, st.params)
-            hit = memo[id(st.params)] = (dp_tail(dw, ogr, bool(flags.get("overlap_param_gather"))),
+            dw = rank_dp_work(sc, plan.comm, st.params, [c.work for c in st.chunks])
+            hit = memo[key] = (dp_tail(dw, ogr, bool(flags.get("overlap_param_gather"))),
                                          tuple(dw.grad_buckets_s) if ogr else ())
         tails[st.rank], grads[st.rank] = hit
     return tails, grads

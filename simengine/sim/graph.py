@@ -15,8 +15,10 @@ Rules (each task starts when its stream is free and its dependencies are done):
   exposed part on the compute stream right after the compute. Every later compute task of the
   rank waits for the hidden parts (a layer cannot continue before its collective).
 * DP (Megatron DDP / distributed optimizer, ``_ParamAndGradBuffer`` buckets): with
-  ``overlap_grad_reduce`` each chunk's buckets (last layers first) launch as the chunk's final
-  backward produces them — that task is split into one piece per bucket; otherwise all buckets
+  ``overlap_grad_reduce`` each chunk's group of buckets (its own, in chunk order; last layers
+  first; cost/dp.py ``dp_work``: only the first rank's first chunk is bucketed, any other chunk's
+  group is its one collective after zero-second entries) launch as the chunk's final backward
+  produces them — that task is split into one piece per bucket; otherwise all buckets
   run after the rank's last backward (``finalize_model_grads``). The optimizer follows the last
   bucket. With ``overlap_param_gather`` the param all-gathers open the step and the first F of
   each chunk is split into one piece per bucket, piece j waiting for bucket j; otherwise they
@@ -113,7 +115,8 @@ def validate_orders(orders: Sequence[Sequence[Action]], p: int, m: int, nch: int
 
 
 def _split(buckets: int, chunks_in_order: list[int]) -> dict[int, list[int]]:
-    """Contiguous, near-equal groups of bucket indices, first group to the first chunk."""
+    """Contiguous, near-equal groups of bucket indices, first group to the first chunk (the
+    priced plans give every chunk of a rank the same count, cost/dp.py ``dp_work``)."""
     k = len(chunks_in_order)
     q, rem = divmod(buckets, k)
     out, start = {}, 0
@@ -158,8 +161,9 @@ class _Rank:
                 last_g[c] = pos
         self.first_f, self.last_g = first_f, last_g
         nch = g.nch
-        self.pgroups = _split(self.npb, sorted(range(nch), key=first_f.__getitem__)) if opg and self.npb else {}
-        self.ggroups = _split(self.ng, sorted(range(nch), key=last_g.__getitem__)) if ogr and self.ng else {}
+        # each chunk's own group of buckets, in chunk order (cost/dp.py ``dp_work``: the same count per chunk)
+        self.pgroups = _split(self.npb, list(range(nch))) if opg and self.npb else {}
+        self.ggroups = _split(self.ng, list(range(nch))) if ogr and self.ng else {}
         self.prev_comm = -1  # latest hidden collective of this rank (later compute waits for it)
         self.last_dp = -1
         self.param_task: dict[int, int] = {}
