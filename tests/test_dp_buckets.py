@@ -119,3 +119,20 @@ def test_megatron_refuses_overlap_param_gather_without_overlap_grad_reduce():
     assert not any("overlap_param_gather" in w for w in api.estimate(cfg).warnings)
     cfg["strategy"].update(overlap_grad_reduce=False, framework="torch-native")
     assert not any("overlap_param_gather" in w for w in api.estimate(cfg).warnings)
+
+
+def test_the_chunks_share_the_rank_s_parameters():
+    """Per-chunk buffers hold the rank's parameters between them (cost/dp.py ``_chunk_params``):
+    dense, expert and the bf16 embedding/LM head, each summing to the rank's, the ends on the
+    chunks that hold them."""
+    from simengine.cost.dp import _chunk_params
+    from simengine.cost.static_memory import stage_params
+
+    sc = load_scenario(_large(zero_stage=1))
+    for rank_chunks in build_plan(sc).workload.ranks[:1] + build_plan(sc).workload.ranks[-1:]:
+        p = stage_params(sc, rank_chunks)
+        per = _chunk_params(p, tuple(stage_params(sc, (cw,)) for cw in rank_chunks))
+        for f in ("dense", "expert", "ends"):
+            assert sum(getattr(c, f) for c in per) == pytest.approx(getattr(p, f), rel=1e-12)
+        for c, cw in zip(per, rank_chunks):
+            assert (c.ends > 0) == (cw.first or cw.last)

@@ -139,26 +139,30 @@ def dp_work(sc: Scenario, comm: CommModel, p: StageParams, chunks: tuple[StagePa
     grads: list[tuple[float, ...]] = []
     params: list[tuple[float, ...]] = []
     cap = max(1, MAX_BUCKETS // len(per))
+    seen: dict[tuple, tuple[tuple[float, ...], tuple[float, ...]]] = {}  # interleaved chunks often hold the same
     for i, cp in enumerate(per):
-        g, pa = _chunk_collectives(sc, comm, cp, bool(st.overlap_grad_reduce) and rank == 0 and i == 0)
-        grads.append(_merge(g, cap))
-        params.append(_merge(pa, cap))
+        bucketed = bool(st.overlap_grad_reduce) and rank == 0 and i == 0
+        key = (cp.dense, cp.expert, cp.ends, bucketed)
+        hit = seen.get(key)
+        if hit is None:
+            g, pa = _chunk_collectives(sc, comm, cp, bucketed)
+            hit = seen[key] = (_merge(g, cap), _merge(pa, cap))
+        grads.append(hit[0])
+        params.append(hit[1])
     return DPWork(_padded(grads, front=True), _padded(params, front=False), _optimizer_s(sc, p))
 
 
 def _chunk_params(p: StageParams, chunks: tuple[StageParams, ...]) -> list[StageParams]:
-    """Each chunk's share of the rank's dense and expert parameters: its own count scaled so the
-    shares add up to the rank's (a tied embedding held once per rank is counted once)."""
+    """Each chunk's share of the rank's dense, expert and embedding/LM-head parameters: its own
+    counts scaled so the shares add up to the rank's (a tied embedding held once per rank is
+    counted once)."""
     if len(chunks) <= 1:
         return [p]
-    out = []
-    d = sum(c.dense for c in chunks)
-    e = sum(c.expert for c in chunks)
-    for c in chunks:
-        out.append(StageParams(p.dense * c.dense / d if d > 0 else p.dense / len(chunks),
-                               p.expert * c.expert / e if e > 0 else p.expert / len(chunks),
-                               c.gemm_shapes, p.ends * c.dense / d if d > 0 else 0.0))
-    return out
+    n = len(chunks)
+    d, e, x = (sum(getattr(c, f) for c in chunks) for f in ("dense", "expert", "ends"))
+    return [StageParams(p.dense * c.dense / d if d > 0 else p.dense / n,
+                        p.expert * c.expert / e if e > 0 else p.expert / n,
+                        c.gemm_shapes, p.ends * c.ends / x if x > 0 else 0.0) for c in chunks]
 
 
 def _padded(groups: list[tuple[float, ...]], front: bool) -> tuple[float, ...]:
