@@ -51,9 +51,34 @@ def test_only_the_first_chunk_of_the_first_rank_is_bucketed(zero):
 
 
 def test_without_overlap_grad_reduce_no_chunk_is_bucketed():
+    """Each chunk reduces and gathers its buffers in one collective: one non-zero entry per chunk
+    (the structure keeps the bucketed count, padded: the engine compiles one for every flag)."""
     plan = _plan(_large(zero_stage=1, overlap_grad_reduce=False, overlap_param_gather=False))
     for st in plan.stages:
-        assert len(st.dp.grad_buckets_s) == len(st.chunks) == len(st.dp.param_buckets_s)
+        n = len(st.chunks)
+        g, p = st.dp.grad_buckets_s, st.dp.param_buckets_s
+        k = len(g) // n
+        assert len(g) == len(p) == k * n
+        for c in range(n):
+            assert [t > 0 for t in g[c * k:(c + 1) * k]] == [False] * (k - 1) + [True]
+            assert [t > 0 for t in p[c * k:(c + 1) * k]] == [True] + [False] * (k - 1)
+
+
+def test_one_structure_for_every_dp_flag_and_zero_stage_0_to_2():
+    """The DP overlap flags and ZeRO 0–2 change only the bucket seconds, not the engine's
+    structure: one compiled structure serves all of them (sim/compiled.py ``structure_key``)."""
+    from simengine.pipeline import pipeline_input
+    from simengine.sim.compiled import structure_key
+
+    def key(z: int, ogr: bool, opg: bool) -> tuple:
+        sc = load_scenario(_large(zero_stage=z, overlap_grad_reduce=ogr, overlap_param_gather=opg and z > 0))
+        return structure_key(pipeline_input(sc, build_plan(sc)))
+
+    flags = list(itertools.product((False, True), (False, True)))
+    assert len({key(z, *f) for z in (0, 1) for f in flags}) == 1
+    # ZeRO-2 adds its per-micro-batch reduce-scatter to the chunks' collectives; the DP part is the same
+    dp_part = {tuple(s[:2] for s in key(z, *f)[-1]) for z in (0, 1, 2) for f in flags}
+    assert len(dp_part) == 1
 
 
 def test_bucketing_conserves_the_bytes_it_moves():

@@ -222,7 +222,7 @@ def test_a_program_is_reduced_only_where_that_removes_enough():
     """A reduction that removes less than ``MIN_REMOVED`` of the entries is not built (its loop
     saving is below its numpy overhead, and it costs up to ~0.2 s at pp 64): the 405B 'large'
     preset (16 micro-batches, a third of its entries in DP piece runs) runs its folded program
-    as it is, with the reference's metrics; its 1F1B at pp 2 and 8 micro-batches has them as
+    as it is, with the reference's metrics; its 1F1B at pp 2 and 4 micro-batches has them as
     most of its entries (the first rank's 25 + 25 buckets, cost/dp.py ``dp_work``), and is reduced."""
     from simengine.sim import closed
     from simengine.sim.closed import reduce_program, reduced_for
@@ -242,7 +242,7 @@ def test_a_program_is_reduced_only_where_that_removes_enough():
     assert red is not None and (len(prog.A) - red.n) < keep * len(prog.A)
     assert_fast_equals_reference(inp)
     cfg["strategy"].update(schedule="1f1b", vpp=1, pp=2)
-    short = replace(_inputs(cfg), num_microbatches=8)
+    short = replace(_inputs(cfg), num_microbatches=4)
     comp = compiled_for(short)
     prog = folded_for(comp)
     red = reduced_for(comp, prog)

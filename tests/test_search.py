@@ -902,7 +902,7 @@ def test_pair_counts_are_the_engines_pairs():
         vpp = 2 if name == "interleaved" else 1
         nch = sched.chunks_per_rank(vpp)
         sig = tuple((0, 0, tuple(((), (), False) for _ in range(nch))) for _ in range(p))
-        g = build_graph((name, p, m, vpp, False, False, True, combined, sig))
+        g = build_graph((name, p, m, vpp, True, combined, sig))
         counts = pair_counts(name, p, m, vpp, combined)
         for r in range(p):
             mine = {sched.stage_of(r, c, p, vpp) for c in range(nch)}

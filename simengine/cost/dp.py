@@ -133,7 +133,10 @@ def dp_work(sc: Scenario, comm: CommModel, p: StageParams, chunks: tuple[StagePa
     chunk's final backward and its first forward into one piece per entry of the chunk's group
     (sim/graph.py), so every chunk of a rank has the same number of entries: an unbucketed chunk's
     group is its one entry padded with zero-second entries — before it for the gradients (the
-    reduce follows the last piece), after it for the parameters (the first piece waits for it)."""
+    reduce follows the last piece), after it for the parameters (the first piece waits for it).
+    The counts do not depend on the DP overlap flags (the first rank's first chunk has as many
+    entries as its buckets whether it runs them or not) nor, at ZeRO 0–2, on the stage (both
+    lists have them): the engine compiles one structure for all of those candidates."""
     per = _chunk_params(p, chunks)
     st = sc.strategy
     grads: list[tuple[float, ...]] = []
@@ -141,15 +144,38 @@ def dp_work(sc: Scenario, comm: CommModel, p: StageParams, chunks: tuple[StagePa
     cap = max(1, MAX_BUCKETS // len(per))
     seen: dict[tuple, tuple[tuple[float, ...], tuple[float, ...]]] = {}  # interleaved chunks often hold the same
     for i, cp in enumerate(per):
-        bucketed = bool(st.overlap_grad_reduce) and rank == 0 and i == 0
-        key = (cp.dense, cp.expert, cp.ends, bucketed)
+        first = rank == 0 and i == 0
+        key = (cp.dense, cp.expert, cp.ends, first)
         hit = seen.get(key)
         if hit is None:
-            g, pa = _chunk_collectives(sc, comm, cp, bucketed)
-            hit = seen[key] = (_merge(g, cap), _merge(pa, cap))
+            g, pa = _chunk_collectives(sc, comm, cp, first and bool(st.overlap_grad_reduce))
+            g_m, p_m = _merge(g, cap), _merge(pa, cap)
+            k = max(len(g_m), len(p_m))
+            if k:
+                k = max(k, min(_bucket_entries(sc, cp), cap) if first else 1)
+            hit = seen[key] = (_pad(g_m, k, True), _pad(p_m, k, False))
         grads.append(hit[0])
         params.append(hit[1])
     return DPWork(_padded(grads, front=True), _padded(params, front=False), _optimizer_s(sc, p))
+
+
+def _pad(group: tuple[float, ...], k: int, front: bool) -> tuple[float, ...]:
+    pad = (0.0,) * (k - len(group))
+    return pad + group if front else group + pad
+
+
+def _bucket_entries(sc: Scenario, p: StageParams) -> int:
+    """How many entries ``_chunk_collectives`` gives a bucketed chunk's gradients (at least its
+    parameter gathers): one per bucket of each buffer with a DP group (``_repeat`` keeps at most
+    MAX_BUCKETS), two with HSDP's replica all-reduce."""
+    st = sc.strategy
+    n_out = 0
+    for n, size, replicas in ((p.dense, sc.dp_shard * st.cp, sc.dp_replicas), (p.expert, sc.edp, 1)):
+        if size * replicas <= 1 or n <= 0:
+            continue
+        full, rest = _buckets(n, size * replicas)
+        n_out += (min(full, MAX_BUCKETS) + (1 if rest > 0 else 0)) * (2 if replicas > 1 and st.zero_stage >= 1 else 1)
+    return n_out
 
 
 def _chunk_params(p: StageParams, chunks: tuple[StageParams, ...]) -> list[StageParams]:

@@ -43,7 +43,7 @@ from ..schedule._combined import fb_orders
 from .layout import (
     CHUNK_FIXED, K_B, K_DPG, K_DPP, K_EXP, K_F, K_GATE, K_HID, K_OPT, K_P2P, K_R, K_W, NSTREAM,
     PAIR_FIXED, S_COMM, S_COMPUTE, S_DP, S_PP, V_BF, V_BI, V_BUCKETS, V_F, V_OPT, V_P2P, V_R, V_W,
-    grad_piece_slot, layout, pair_kinds, param_piece_slot,
+    grad_piece_slot, grad_tail_slot, layout, pair_kinds, param_piece_slot, param_tail_slot,
 )
 
 
@@ -142,8 +142,7 @@ class _Links:
 class _Rank:
     """Builds one rank's tasks, one method per action kind."""
 
-    def __init__(self, g: TaskGraph, links: _Links, r: int, order, stage_rank: list[int], blocking: bool,
-                 ogr: bool, opg: bool):
+    def __init__(self, g: TaskGraph, links: _Links, r: int, order, stage_rank: list[int], blocking: bool):
         self.pairs = g.pairs[r]
         self.pair: tuple = ()  # the open pair: (value block, gate, comm before it, F's send)
         self.g, self.links, self.r, self.order = g, links, r, order
@@ -161,9 +160,11 @@ class _Rank:
                 last_g[c] = pos
         self.first_f, self.last_g = first_f, last_g
         nch = g.nch
-        # each chunk's own group of buckets, in chunk order (cost/dp.py ``dp_work``: the same count per chunk)
-        self.pgroups = _split(self.npb, list(range(nch))) if opg and self.npb else {}
-        self.ggroups = _split(self.ng, list(range(nch))) if ogr and self.ng else {}
+        # each chunk's own group of buckets, in chunk order (cost/dp.py ``dp_work``: the same count
+        # per chunk); built whatever the DP overlap flags (values.py puts the seconds in the launch
+        # slots or in the tail's: one structure for every flag combination)
+        self.pgroups = _split(self.npb, list(range(nch))) if self.npb else {}
+        self.ggroups = _split(self.ng, list(range(nch))) if self.ng else {}
         self.prev_comm = -1  # latest hidden collective of this rank (later compute waits for it)
         self.last_dp = -1
         self.param_task: dict[int, int] = {}
@@ -329,18 +330,17 @@ class _Rank:
             t = g.add(self.C, K_W, mb, c, 0, g.chunk_base[self.r][c] + V_W, -1, self.prev_comm)
             L.need.append((t, L.b_out, idx))
 
-    def tail(self, ogr: bool, opg: bool) -> None:
-        """finalize_model_grads (non-overlapped buckets), the optimizer, the param gathers."""
+    def tail(self) -> None:
+        """finalize_model_grads (the buckets not launched by their pieces: 0 s with
+        ``overlap_grad_reduce``), the optimizer, the param gathers (0 s with ``overlap_param_gather``)."""
         g, rb = self.g, self.rb
         last_compute = g.streams[self.C][-1]
-        if self.ng and not ogr:
-            for j in range(self.ng):
-                self.last_dp = g.add(self.DP, K_DPG, -1, -1, j, rb + V_BUCKETS + j,
-                                     last_compute if j == 0 else -1, self.prev_comm if j == 0 else -1)
+        for j in range(self.ng):
+            self.last_dp = g.add(self.DP, K_DPG, -1, -1, j, grad_tail_slot(rb, self.ng, self.npb, j),
+                                 last_compute if j == 0 else -1, self.prev_comm if j == 0 else -1)
         opt = g.add(self.C, K_OPT, -1, -1, 0, rb + V_OPT, self.last_dp, self.prev_comm)
-        if self.npb and not opg:
-            for j in range(self.npb):
-                g.add(self.DP, K_DPP, -1, -1, j, rb + V_BUCKETS + self.ng + j, opt if j == 0 else -1)
+        for j in range(self.npb):
+            g.add(self.DP, K_DPP, -1, -1, j, param_tail_slot(rb, self.ng, self.npb, j), opt if j == 0 else -1)
 
 
 def _any_beside(kinds) -> bool:
@@ -388,10 +388,11 @@ def _stages(sched, name: str, p: int, vpp: int, nch: int) -> tuple[list[list[int
 
 
 def build_graph(key: tuple, orders: Sequence[Sequence[Action]] | None = None) -> TaskGraph:
-    """``key = (schedule, p, m, vpp, overlap_grad_reduce, overlap_param_gather, p2p_blocking,
-    fb_overlap, sig)`` with ``sig`` as in ``layout.layout``; ``fb_overlap`` = Megatron-Core's
-    combined 1F1B (``schedule/_combined.py``). Explicit ``orders`` run without F&B pairs."""
-    name, p, m, vpp, ogr, opg, blocking, fb, sig = key
+    """``key = (schedule, p, m, vpp, p2p_blocking, fb_overlap, sig)`` with ``sig`` as in
+    ``layout.layout``; ``fb_overlap`` = Megatron-Core's combined 1F1B (``schedule/_combined.py``).
+    Explicit ``orders`` run without F&B pairs. The DP overlap flags are not in it: the structure
+    holds both places of every bucket (``_Rank.tail``), values.py fills the one the flags choose."""
+    name, p, m, vpp, blocking, fb, sig = key
     sched = get_schedule(name)
     sched.check(p, m, vpp)
     nch = sched.chunks_per_rank(vpp)
@@ -418,11 +419,11 @@ def build_graph(key: tuple, orders: Sequence[Sequence[Action]] | None = None) ->
     g.param_piece_of = [[None] * s[1] for s in sig]
     links = _Links(p * nch, m)
     for r in range(p):
-        rk = _Rank(g, links, r, orders[r], stage_rank, blocking, ogr, opg)
+        rk = _Rank(g, links, r, orders[r], stage_rank, blocking)
         rk.params_first()
         for pos, (kind, mb, c) in enumerate(orders[r]):
             _ACTIONS[kind](rk, pos, mb, c)
-        rk.tail(ogr, opg)
+        rk.tail()
     d1 = g.d1  # patched with the links known only once every rank is built
     for task, arr, i in links.need:
         d1[task] = arr[i]

@@ -5,8 +5,11 @@ the hidden part of in-layer collectives (overlap.py), a pp stream for non-blocki
 dp stream for gradient reduce-scatter / parameter all-gather buckets.
 
 Value table (durations in seconds, see ``values.py``): index 0 is 0.0; then per rank
-``[p2p, optimizer, grad buckets…, param buckets…, grad pieces…, param pieces…]`` (a piece is the
-part of a chunk's final backward / first forward that produces / waits for one DP bucket),
+``[p2p, optimizer, grad buckets…, param buckets…, grad pieces…, param pieces…, grad tail…,
+param tail…]`` (a piece is the part of a chunk's final backward / first forward that produces /
+waits for one DP bucket; a bucket launched by its piece and the same bucket in the step's tail
+both exist in every structure, and the DP overlap flags only say which of the two holds its
+seconds, so one structure serves every flag combination),
 followed per chunk by ``[F, R, B-full, B-input, W]`` and, per collective kind of the forward then
 of the backward, ``[hidden, exposed]``; then per kind of overlapped F&B pair on the rank
 (``pair_types``: forward chunk, backward chunk, whether the B leaves a W) ``[F, B]`` and the
@@ -57,7 +60,7 @@ def layout(sig, ptypes=None) -> tuple[list[int], list[list[int]], int, list[dict
     n = 1
     for r, (ng, npb, chunks) in enumerate(sig):
         rank_base.append(n)
-        n += V_BUCKETS + 2 * (ng + npb)
+        n += V_BUCKETS + 3 * (ng + npb)
         bases = []
         for fk, bk, _ in chunks:
             bases.append(n)
@@ -77,3 +80,14 @@ def grad_piece_slot(rank_base: int, ng: int, npb: int, j: int) -> int:
 
 def param_piece_slot(rank_base: int, ng: int, npb: int, j: int) -> int:
     return rank_base + V_BUCKETS + 2 * ng + npb + j
+
+
+def grad_tail_slot(rank_base: int, ng: int, npb: int, j: int) -> int:
+    """Bucket j's reduce after the rank's last backward (``finalize_model_grads``): its seconds
+    without ``overlap_grad_reduce``, 0 with it (the launch slot holds them then)."""
+    return rank_base + V_BUCKETS + 2 * (ng + npb) + j
+
+
+def param_tail_slot(rank_base: int, ng: int, npb: int, j: int) -> int:
+    """Bucket j's gather after the optimizer: its seconds without ``overlap_param_gather``."""
+    return rank_base + V_BUCKETS + 3 * ng + 2 * npb + j

@@ -38,8 +38,14 @@ def _rank_values(inp: PipelineInput, comp: Compiled, r: int, app, ext, memo: dic
     slow = float(inp.overlap_slowdown)
     app(st.p2p_s)
     app(st.optimizer_s)
-    ext(st.dp_grad_buckets_s)
-    ext(st.dp_param_buckets_s)
+    # every bucket has a launch slot (beside its piece) and a tail slot (graph.py ``_Rank.tail``):
+    # the DP overlap flags say which holds its seconds, the other is 0
+    gb, pb = st.dp_grad_buckets_s, st.dp_param_buckets_s
+    g_on, p_on = bool(inp.overlap_grad_reduce), bool(inp.overlap_param_gather)
+    g_launch, g_tail = (gb, (0.0,) * len(gb)) if g_on else ((0.0,) * len(gb), gb)
+    p_launch, p_tail = (pb, (0.0,) * len(pb)) if p_on else ((0.0,) * len(pb), pb)
+    ext(g_launch)
+    ext(p_launch)
     extras = _chunk_extras(st, slow, memo)
     chunks = st.chunks
 
@@ -55,8 +61,10 @@ def _rank_values(inp: PipelineInput, comp: Compiled, r: int, app, ext, memo: dic
         return (chunks[c].forward_s + extras[c][2]) / n
 
     grads, params = _piece_groups(comp)[r]
-    ext(piece_durations(grads, st.dp_grad_buckets_s, grad_base, slow))
-    ext(piece_durations(params, st.dp_param_buckets_s, param_base, slow))
+    ext(piece_durations(grads, g_launch, grad_base, slow))
+    ext(piece_durations(params, p_launch, param_base, slow))
+    ext(g_tail)
+    ext(p_tail)
     for ch, (fh, fe, fx, bh, be, bx, rx) in zip(chunks, extras):
         app(ch.forward_s + fx)
         app(ch.recompute_s + rx)
