@@ -1044,3 +1044,22 @@ def test_cli_time_limit_reports_the_best_timed_by_then(capsys, tmp_path, monkeyp
     assert err.startswith("error: --time-limit") and "no layout was timed" in err and len(err.strip().splitlines()) == 1
     assert main(argv + ["--time-limit", "-1"]) == 2
     assert capsys.readouterr().err.startswith("error: --time-limit")
+
+
+def test_the_search_never_proposes_what_megatron_refuses():
+    """Megatron-LM refuses overlap_param_gather without overlap_grad_reduce (arguments.py): on its
+    stack the space leaves that combination out, unless the user pinned exactly it; FSDP2
+    stacks prefetch parameters without it, so there it stays."""
+    lay = {"tp": 2, "pp": 1, "cp": 1, "ep": 1}
+    space = tiny_space(choices={"tp": (2,), "pp": (1,), "cp": (1,)})
+    combos = flag_options(space, lay, 4)
+    assert combos and not any(c["overlap_param_gather"] and not c["overlap_grad_reduce"] for c in combos)
+    assert len(combos) == 6   # 3 DP pairs × tp_comm_overlap on/off
+    torch = make_space(TINY, SMALL_GPU, global_batch=16, seq_len=8192, gpus=[8],
+                       choices={"tp": (2,), "pp": (1,), "cp": (1,)}, base={"framework": "torch-native"})
+    assert any(c["overlap_param_gather"] and not c["overlap_grad_reduce"] for c in flag_options(torch, lay, 4))
+    pinned = tiny_space(choices={"tp": (2,), "pp": (1,), "cp": (1,), "overlap_param_gather": (True,),
+                                 "overlap_grad_reduce": (False,)})
+    assert {(c["overlap_grad_reduce"], c["overlap_param_gather"]) for c in flag_options(pinned, lay, 4)} == {(False, True)}
+    for c in search(space, top=5).candidates:
+        assert c.strategy["overlap_grad_reduce"] or not c.strategy["overlap_param_gather"]

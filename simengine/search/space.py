@@ -225,14 +225,22 @@ def _per_space(space: SearchSpace) -> dict:
 
 def flag_options(space: SearchSpace, layout: dict[str, Any], dp_size: int) -> list[dict[str, bool]]:
     """Overlap-flag combinations that can make a difference: the DP flags only when there is a
-    data-parallel group (dp·cp > 1, or an expert-DP group), tp_comm_overlap only when tp > 1."""
+    data-parallel group (dp·cp > 1, or an expert-DP group), tp_comm_overlap only when tp > 1.
+    On Megatron-Core's stack not overlap_param_gather without overlap_grad_reduce: Megatron-LM
+    refuses it (arguments.py: "--overlap-grad-reduce should be turned on when using
+    --overlap-param-gather"; the estimate notes it, config/scenario.py ``_flag_notes``) — unless
+    the user pinned exactly that, which stays searched."""
     has_dp = dp_size * layout["cp"] > 1 or (layout["ep"] > 1)
     vals = {}
     for f in FLAG_DIMS:
         relevant = has_dp if f != "tp_comm_overlap" else layout["tp"] > 1
         default = [False, True] if relevant else [False]
         vals[f] = [bool(v) for v in _allowed(space, f, default)]
-    return [dict(zip(FLAG_DIMS, combo)) for combo in itertools.product(*(vals[f] for f in FLAG_DIMS))]
+    combos = [dict(zip(FLAG_DIMS, combo)) for combo in itertools.product(*(vals[f] for f in FLAG_DIMS))]
+    if space.base.get("framework", "megatron-te") == "megatron-te":
+        runnable = [c for c in combos if c["overlap_grad_reduce"] or not c["overlap_param_gather"]]
+        combos = runnable or combos
+    return combos
 
 
 def replica_dp(gpus: int, layout: dict[str, Any]) -> int:
