@@ -3,7 +3,8 @@ overlap-flag combination, each with its own step-time bound, built now or only w
 reaches the option.
 
 A fitting option of a group (``prune.screen_group``) stands for its flag combinations (up to 8:
-grad-reduce, param-gather and TP overlap). Each gets the bound of its own phases, DP tail,
+grad-reduce, param-gather and TP overlap; 6 on Megatron-Core's stack, which refuses param-gather
+overlap without grad-reduce overlap, ``space.flag_options``). Each gets the bound of its own phases, DP tail,
 gradient buckets and its schedule's order terms (``bound.pipeline_bound``), and a data flow for
 the frontier to bound later (``flow.flow_of``). Most never come near the top: on llama3-405b /
 16,384 H100 a screen built 8,856 such candidates of which 226 were ever looked at again. So
