@@ -29,3 +29,21 @@ def scenario_dict(model_preset="llama3-8b", system_preset="h100-sxm5-80gb", stra
 
 def make(*args, **kwargs):
     return load_scenario(scenario_dict(*args, **kwargs))
+
+
+def step_times_off_on(cfg: dict, flag: str, **fixed):
+    """(step time with ``flag`` off, with it on) of ``cfg`` with the strategy fields ``fixed``
+    set in both, or None when the scenario with it off is invalid (the overlap invariants:
+    turning an overlap on never makes a step slower)."""
+    from simengine import api
+    from simengine.errors import ConfigError
+
+    off, on = copy.deepcopy(cfg), copy.deepcopy(cfg)
+    for c, value in ((off, False), (on, True)):
+        c["strategy"].update(fixed)
+        c["strategy"][flag] = value
+    try:
+        t_off = api.estimate(off).step_time_s
+    except ConfigError:
+        return None
+    return t_off, api.estimate(on).step_time_s

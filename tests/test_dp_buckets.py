@@ -15,7 +15,7 @@ import pytest
 from simengine import api, presets
 from simengine.config import load_scenario
 from simengine.cost.stage import build_plan
-from simengine.errors import ConfigError
+from scenarios import step_times_off_on
 
 DP_FLAGS = ("overlap_grad_reduce", "overlap_param_gather")
 
@@ -94,18 +94,10 @@ def test_bucketing_conserves_the_bytes_it_moves():
 
 def _never_slower(cfg: dict, flag: str) -> None:
     for other in (False, True):
-        off, on = copy.deepcopy(cfg), copy.deepcopy(cfg)
-        for c in (off, on):
-            for f in DP_FLAGS:
-                if f != flag:
-                    c["strategy"][f] = other
-        off["strategy"][flag] = False
-        on["strategy"][flag] = True
-        try:
-            t_off = api.estimate(off).step_time_s
-        except ConfigError:
+        times = step_times_off_on(cfg, flag, **{f: other for f in DP_FLAGS if f != flag})
+        if times is None:
             continue
-        t_on = api.estimate(on).step_time_s
+        t_off, t_on = times
         assert t_on <= t_off * (1 + 1e-12), (cfg["strategy"], flag, other, t_off, t_on)
 
 

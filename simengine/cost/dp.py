@@ -168,14 +168,19 @@ def _bucket_entries(sc: Scenario, p: StageParams) -> int:
     """How many entries ``_chunk_collectives`` gives a bucketed chunk's gradients (at least its
     parameter gathers): one per bucket of each buffer with a DP group (``_repeat`` keeps at most
     MAX_BUCKETS), two with HSDP's replica all-reduce."""
-    st = sc.strategy
     n_out = 0
-    for n, size, replicas in ((p.dense, sc.dp_shard * st.cp, sc.dp_replicas), (p.expert, sc.edp, 1)):
-        if size * replicas <= 1 or n <= 0:
-            continue
+    for n, _, size, replicas in _dp_buffers(sc, p):
         full, rest = _buckets(n, size * replicas)
-        n_out += (min(full, MAX_BUCKETS) + (1 if rest > 0 else 0)) * (2 if replicas > 1 and st.zero_stage >= 1 else 1)
+        n_out += (min(full, MAX_BUCKETS) + (1 if rest > 0 else 0)) * (2 if replicas > 1 and sc.strategy.zero_stage >= 1 else 1)
     return n_out
+
+
+def _dp_buffers(sc: Scenario, p: StageParams):
+    """(parameters, group, group size, HSDP replicas) of each of a chunk's buffers that has a DP
+    group: the dense one on DP×CP (the HSDP shard), the expert one on EDP."""
+    for n, group, size, replicas in ((p.dense, "dps", sc.dp_shard * sc.strategy.cp, sc.dp_replicas), (p.expert, "edp", sc.edp, 1)):
+        if size * replicas > 1 and n > 0:
+            yield n, group, size, replicas
 
 
 def _chunk_params(p: StageParams, chunks: tuple[StageParams, ...]) -> list[StageParams]:
@@ -194,13 +199,7 @@ def _chunk_params(p: StageParams, chunks: tuple[StageParams, ...]) -> list[Stage
 def _padded(groups: list[tuple[float, ...]], front: bool) -> tuple[float, ...]:
     """The chunks' groups, each padded with zero-second entries to the longest (``dp_work``)."""
     k = max((len(g) for g in groups), default=0)
-    if k == 0:
-        return ()
-    out: list[float] = []
-    for g in groups:
-        pad = [0.0] * (k - len(g))
-        out.extend(pad + list(g) if front else list(g) + pad)
-    return tuple(out)
+    return tuple(t for g in groups for t in _pad(g, k, front))
 
 
 def _chunk_collectives(sc: Scenario, comm: CommModel, p: StageParams, bucketed: bool) -> tuple[list[float], list[float]]:
@@ -212,10 +211,7 @@ def _chunk_collectives(sc: Scenario, comm: CommModel, p: StageParams, bucketed: 
     grad_b = 4.0 if st.fp32_main_grads else 2.0
     grads: list[float] = []
     params: list[float] = []
-    dpcp = sc.dp_shard * st.cp  # the optimizer step runs on the HSDP shard
-    for n, group, size, replicas in ((p.dense, "dps", dpcp, sc.dp_replicas), (p.expert, "edp", sc.edp, 1)):
-        if size * replicas <= 1 or n <= 0:
-            continue
+    for n, group, size, replicas in _dp_buffers(sc, p):
         pb = param_gather_bytes(sc, p, group == "edp")
         full, rest = _buckets(n, size * replicas) if bucketed else (0, n)
         for b, count in ((float(max(MIN_BUCKET_PARAMS, 1_000_000 * size * replicas)), full), (rest, 1 if rest > 0 else 0)):

@@ -21,6 +21,7 @@ from typing import Any
 
 from ..config.scenario import Scenario
 from ..schedule import get_schedule
+from ..sim.graph import _split
 from .a2a import A2A, Phases, a2a_of, a2a_work, hides_a2a
 from .alone import _MAY_HIDE, ep_alone, phase_alone, zero_alone  # noqa: F401  (re-exported)
 from .orders import Counts, Orders
@@ -210,10 +211,8 @@ def chunk_groups(buckets: tuple[float, ...], chunks: tuple[int, ...]) -> list[fl
     """The seconds of each chunk's group of gradient buckets, in the order of ``chunks`` (each
     chunk's last gradient action, in order). The engine gives chunk c the c-th of len(chunks)
     contiguous near-equal groups (graph.py ``_split`` in chunk order)."""
-    k = len(chunks)
-    q, rem = divmod(len(buckets), k)
-    lo = [c * q + min(c, rem) for c in range(k + 1)]
-    return [sum(buckets[lo[c]:lo[c + 1]]) for c in chunks]
+    groups = _split(len(buckets), list(range(len(chunks))))
+    return [sum(buckets[j] for j in groups[c]) for c in chunks]
 
 
 def _costs(phases: list[Phases], own: float, sf: tuple[bool, ...], sb: tuple[bool, ...]) -> list[tuple[float, float, float]]:
