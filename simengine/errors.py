@@ -14,11 +14,17 @@ class ConfigError(ValueError):
 
     def __init__(self, issues: list[tuple[str, str]]):
         self.issues = list(issues)
-        super().__init__("; ".join(f"{f}: {m}" if f else m for f, m in self.issues))
+        super().__init__(issues_text(self.issues))
 
     @property
     def field(self) -> str:
         return self.issues[0][0] if self.issues else ""
+
+
+def issues_text(issues) -> str:
+    """A ConfigError's message: each (field, message) as "field: message", joined by "; " (so the
+    text of a concatenation of issue lists is its parts' texts joined by "; ")."""
+    return "; ".join(f"{f}: {m}" if f else m for f, m in issues)
 
 
 def from_pydantic(err, prefix: str = "", fields=()) -> ConfigError:

@@ -313,6 +313,54 @@ def test_quick_validity_agrees_with_the_scenario_checks(model, choices):
     assert quick_error(space, 4096, strat) == str(e.value)
 
 
+@pytest.mark.parametrize("model,choices", [(TINY, {"tp": (1, 2, 4), "pp": (1, 2, 4), "cp": (1, 2, 2048)}), (None, MOE_CHOICES)])
+def test_group_validity_checks_each_layout_once_with_the_scenarios_verdict(model, choices):
+    """``prune._invalid`` runs the layout's checks once for all its micro-batch sizes
+    (candidate.group_error): on every group of a brute-force space, and of a second space whose
+    batch changes the verdicts (the memo is the space's own), its reason and example are the
+    Scenario's own check on the group's first candidate; a micro-batch size outside its range or
+    not dividing the batch, and a field bound of StrategySpec itself (cp <= 1024), included."""
+    from simengine.search.prune import _invalid, _probe
+    from simengine.search.types import SEARCHED
+
+    model = model or TINY_MOE
+    seen = {True: 0, False: 0}
+    for gbs, mbs_extra in ((16, (3, 0)), (24, (5,))):
+        space = make_space(model, SMALL_GPU, global_batch=gbs, seq_len=4096, gpus=[8, 16], choices=choices)
+        groups = [(g, lay, mbs) for g, lay, mbs, _ in _groups(space)]
+        groups += [(g, lay, extra) for g, lay, _ in groups[:40] for extra in mbs_extra]
+        # groups failing checks before, among and after the batch's at once (their order is the message's)
+        odd = [{"tp": 3}, {"ep": 3}, {"schedule": "dualpipev", "pp": 2, "vpp": 1}, {"tp": 3, "ep": 3, "schedule": "dualpipev", "pp": 2}]
+        groups += [(g, {**lay, **o}, mbs) for g, lay, mbs in groups[:10] for o in odd]
+        groups += [(8, {**groups[0][1], "tp": t, "pp": 2, "cp": 1, "ep": 3, "schedule": "dualpipev", "vpp": 1}, 4) for t in (1, 3)]
+        for g, lay, mbs in groups:
+            strat = _probe(space, lay, mbs)
+            try:
+                scenario(space, g, strat)
+                want = ""
+            except ConfigError as e:
+                want = str(e)
+            rej = _invalid(space, g, lay, mbs)
+            assert (rej.reason if rej else "") == want
+            if rej:
+                assert rej.kind == "invalid" and rej.example == {"num_gpus": g, **{k: strat.get(k) for k in SEARCHED}}
+            seen[not want] += 1
+    assert seen[True] and seen[False] > 50
+
+
+def test_layout_checks_do_not_read_the_micro_batch_size():
+    """check_scenario is layout_checks' head + batch_checks + its tail; the layout part runs on a
+    strategy without a micro-batch size (the search's memo relies on it)."""
+    from simengine.config.scenario import batch_checks, check_scenario, layout_checks
+
+    sc = load_scenario(presets.size_scenario("medium"))
+    bad = sc.strategy.model_copy(update={"tp": 3, "global_batch_size": 7, "micro_batch_size": 2})
+    unset = bad.model_copy(update={"micro_batch_size": None})
+    head, tail, dp = layout_checks(sc.model, sc.system, unset)
+    assert head and head + batch_checks(sc.model, bad, dp, 2) + tail == check_scenario(sc.model, sc.system, bad)
+    assert any(f == "strategy.global_batch_size" for f, _ in batch_checks(sc.model, bad, dp, 2))
+
+
 @pytest.mark.parametrize("model,choices", [(TINY, {"tp": (1, 2), "pp": (1, 2, 4), "cp": (1, 2), "zero_stage": (0, 3)}),
                                            (TINY_MOE, MOE_CHOICES)])
 def test_shared_group_bound_equals_the_bound_of_the_groups_own_plan(model, choices):

@@ -36,7 +36,16 @@ def derived_dp(model: ModelSpec, system: SystemSpec, strategy: StrategySpec) -> 
 
 
 def check_scenario(model: ModelSpec, system: SystemSpec, strategy: StrategySpec) -> list[tuple[str, str]]:
-    """All cross-field problems; empty when the scenario is consistent."""
+    """All cross-field problems; empty when the scenario is consistent. The checks that read the
+    micro-batch size (``batch_checks``) sit between the layout's own (``layout_checks``), in one
+    fixed order; the search runs the layout's once for all its micro-batch sizes."""
+    head, tail, dp = layout_checks(model, system, strategy)
+    return head + batch_checks(model, strategy, dp, strategy.micro_batch_size) + tail
+
+
+def layout_checks(model: ModelSpec, system: SystemSpec, strategy: StrategySpec) -> tuple[list, list, int]:
+    """(the checks before the batch's, those after, dp) of ``check_scenario``: every check that does
+    not read ``micro_batch_size`` (tests/test_search_validity.py runs them with it unset)."""
     s = strategy
     issues: list[tuple[str, str]] = []
     add = issues.append
@@ -62,17 +71,29 @@ def check_scenario(model: ModelSpec, system: SystemSpec, strategy: StrategySpec)
         add(("strategy.dp_shard", f"dp_shard={s.dp_shard} does not divide dp={dp} (HSDP: dp = dp_shard*replicas)"))
     if s.dp_shard is not None and s.dp_shard < dp and s.zero_stage == 0:
         add(("strategy.dp_shard", f"dp_shard={s.dp_shard} needs zero_stage >= 1 (nothing is sharded with zero_stage=0)"))
-    m = None
-    if dp >= 1 and s.global_batch_size % (s.micro_batch_size * dp):
-        add(("strategy.global_batch_size", f"global_batch_size={s.global_batch_size} is not divisible by micro_batch_size*dp = {s.micro_batch_size}*{dp}"))
-    else:
-        m = s.global_batch_size // (s.micro_batch_size * dp)
-    issues += _pipeline_checks(model, s, m)
-    issues += _moe_checks(model, s, dp)
-    issues += _recompute_module_checks(model, s)
-    issues += _fp8_param_checks(s)
+    tail = _split_checks(model, s)
+    tail += _moe_checks(model, s, dp)
+    tail += _recompute_module_checks(model, s)
+    tail += _fp8_param_checks(s)
     if s.dtype == "fp8" and system.gpu.peak_tflops.fp8 is None:
-        add(("strategy.dtype", f"dtype='fp8' but system.gpu.peak_tflops.fp8 is not set ({system.gpu.name} has no FP8 peak)"))
+        tail.append(("strategy.dtype", f"dtype='fp8' but system.gpu.peak_tflops.fp8 is not set ({system.gpu.name} has no FP8 peak)"))
+    return issues, tail, dp
+
+
+def batch_checks(model: ModelSpec, s: StrategySpec, dp: int, micro_batch_size: int) -> list[tuple[str, str]]:
+    """The checks of ``check_scenario`` that read the micro-batch size: it divides the batch per
+    replica, and the schedule's own rules on the micro-batches per step
+    (simengine/schedule/<name>.py ``requirements``)."""
+    issues: list[tuple[str, str]] = []
+    m = None
+    if dp >= 1 and s.global_batch_size % (micro_batch_size * dp):
+        issues.append(("strategy.global_batch_size", f"global_batch_size={s.global_batch_size} is not divisible by "
+                                                     f"micro_batch_size*dp = {micro_batch_size}*{dp}"))
+    else:
+        m = s.global_batch_size // (micro_batch_size * dp)
+    explicit = s.pipeline_layers is not None or s.decoder_first_pipeline_num_layers is not None \
+        or s.decoder_last_pipeline_num_layers is not None
+    issues += get_schedule(s.schedule).requirements(s.pp, m, s.vpp, None if explicit else model.num_layers)
     return issues
 
 
@@ -170,22 +191,18 @@ def _cp_checks(model: ModelSpec, s: StrategySpec) -> list[tuple[str, str]]:
     return issues
 
 
-def _pipeline_checks(model: ModelSpec, s: StrategySpec, m: int | None) -> list[tuple[str, str]]:
-    """The schedule's own rules (simengine/schedule/<name>.py ``requirements``) and the layer split."""
-    explicit = s.pipeline_layers is not None or s.decoder_first_pipeline_num_layers is not None \
-        or s.decoder_last_pipeline_num_layers is not None
-    layers = None if explicit else model.num_layers
-    issues = list(get_schedule(s.schedule).requirements(s.pp, m, s.vpp, layers))
-    counts, layout_issues = strategy_stage_counts(s, model.num_layers)
-    issues += layout_issues
-    if s.recompute_num_layers is not None and not layout_issues:
+def _split_checks(model: ModelSpec, s: StrategySpec) -> list[tuple[str, str]]:
+    """The layer split (config/layout.py) and the recomputed layers it leaves room for (the
+    schedule's micro-batch rules are ``batch_checks``)."""
+    counts, issues = strategy_stage_counts(s, model.num_layers)
+    if s.recompute_num_layers is not None and not issues:
         sched = get_schedule(s.schedule)
         nch = sched.chunks_per_rank(s.vpp)
         most = max(sum(counts[sched.stage_of(r, c, s.pp, s.vpp) % len(counts)] for c in range(nch)) for r in range(s.pp))
         if s.recompute_num_layers > most:
-            issues.append(("strategy.recompute_num_layers", f"recompute_num_layers={s.recompute_num_layers} exceeds the "
-                                                            f"most layers on one pipeline rank = {most}"))
-    return issues
+            issues = issues + [("strategy.recompute_num_layers", f"recompute_num_layers={s.recompute_num_layers} exceeds the "
+                                                                 f"most layers on one pipeline rank = {most}")]
+    return list(issues)
 
 
 def _fp8_param_checks(s: StrategySpec) -> list[tuple[str, str]]:

@@ -12,10 +12,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..config.model import ModelSpec
-from ..config.scenario import Scenario, check_scenario, make_scenario
+from ..config.scenario import Scenario, batch_checks, check_scenario, layout_checks, make_scenario
 from ..config.strategy import StrategySpec
 from ..config.system import SystemSpec
-from ..errors import ConfigError, from_pydantic
+from ..errors import ConfigError, from_pydantic, issues_text
 from ..schedule import get_schedule
 from .space import SearchSpace
 
@@ -150,3 +150,74 @@ def quick_error(space: SearchSpace, gpus: int, strategy: dict[str, Any]) -> str:
         return ""
     issues = check_scenario(model, system, st)
     return str(ConfigError(issues)) if issues else ""
+
+
+# (space key, {(gpus, layout items): what ``group_error`` keeps of the layout}): every group of a
+# layout (one per micro-batch size) shares its layout's checks; bounded (a cache, refilled)
+_LAYOUTS: list = [None, {}]
+MAX_LAYOUTS = 1 << 16
+_MBS_OK: dict[int, bool] = {}   # per micro-batch size of that space: ``_mbs_ok``
+_OWN = ("own",)   # the layout breaks a strategy-level rule: its groups take the full validation
+
+
+def group_error(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, probe) -> tuple[str, dict[str, Any] | None]:
+    """(``quick_error`` of a group's first candidate ``probe(mbs)``, its searched fields when that
+    is not '') with the checks that do not read the micro-batch size run once per layout
+    (``config.scenario.layout_checks``, on a strategy whose ``micro_batch_size`` is unset: a check
+    that read it would fail loudly) and ``batch_checks`` per group, concatenated in
+    ``check_scenario``'s order: the same message. A layout that breaks a strategy-level rule, or
+    a micro-batch size outside its field range or not dividing the batch, takes ``quick_error``
+    itself (pydantic's exact message)."""
+    key = _shared_key(space)
+    if _LAYOUTS[0] != key or len(_LAYOUTS[1]) >= MAX_LAYOUTS:
+        _LAYOUTS[:] = [key, {}]
+        _MBS_OK.clear()
+    memo = _LAYOUTS[1]
+    lkey = (gpus, tuple(layout.items()))
+    hit = memo.get(lkey)
+    if hit is None:
+        hit = memo[lkey] = _layout_part(space, gpus, probe(mbs))
+    ok = _MBS_OK.get(mbs)
+    if ok is None:
+        ok = _MBS_OK[mbs] = _mbs_ok(space, mbs)
+    if hit is _OWN or not ok:
+        strategy = probe(mbs)
+        err = quick_error(space, gpus, strategy)
+        return err, (example(gpus, strategy) if err else None)
+    head, tail, st, dp, model, ex = hit
+    batch = batch_checks(model, st, dp, mbs)
+    if not (head or batch or tail):
+        return "", None
+    # ConfigError(head + batch + tail)'s text, the layout's parts written once (errors.issues_text)
+    msg = "; ".join(t for t in (head, issues_text(batch) if batch else "", tail) if t)
+    return msg, {**ex, "micro_batch_size": mbs}
+
+
+def example(gpus: int, strategy: dict[str, Any]) -> dict[str, Any]:
+    """The searched fields of a candidate and its GPU count: a rejection's example."""
+    from .types import SEARCHED
+
+    return {"num_gpus": gpus, **{k: strategy.get(k) for k in SEARCHED}}
+
+
+def _layout_part(space: SearchSpace, gpus: int, strategy: dict[str, Any]) -> tuple:
+    """(the text of the checks before the batch's, of those after them, the strategy without its
+    micro-batch size, dp, the model, the searched fields), or ``_OWN`` when a strategy-level rule other than the
+    micro-batch size's fails (``quick_error``)."""
+    unset = {**strategy, "micro_batch_size": None}
+    st = construct(space, unset)
+    if not _in_field_ranges(unset) or get_schedule(st.schedule).requirements(st.pp, None, st.vpp, None) \
+            or (st.recompute_num_layers is not None and st.recompute != "full") or (st.tp_comm_overlap and st.tp > 1):
+        return _OWN
+    model, system = specs(space, gpus)
+    head, tail, dp = layout_checks(model, system, st)
+    return issues_text(head), issues_text(tail), st, dp, model, example(gpus, unset)
+
+
+def _mbs_ok(space: SearchSpace, mbs: int) -> bool:
+    """The micro-batch size inside its field range and dividing the global batch (the strategy's own
+    rules ``quick_error`` sends to pydantic)."""
+    for k, lo, hi in _RANGES or _field_ranges():
+        if k == "micro_batch_size" and not lo <= mbs <= hi:
+            return False
+    return type(mbs) is int and not int(space.base["global_batch_size"]) % mbs

@@ -26,7 +26,7 @@ from ..pipeline import sim_microbatches
 from .a2a import hides_a2a, schedule_hides_a2a
 from .bound import ep_alone, phase_alone, pipe_of, pipeline_bound, schedule_chains, speed_factors
 from .candidate import (_SHARED_OF, _in_field_ranges, _recompute, _shared_key, _strategy,  # noqa: F401  (re-exported)
-                        construct, quick_error, scenario, specs)
+                        construct, example, group_error, quick_error, scenario, specs)
 from .plan_terms import dp_tail, dp_tails, plan_a2a, zero_chunk, zero_deltas  # noqa: F401  (re-exported)
 from .space import SearchSpace, flag_options, group_size, recompute_options, zero_stages
 from .types import Candidate, GroupScreen, Rejection
@@ -244,12 +244,17 @@ def bound_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int,
 
 def _invalid(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int) -> Rejection | None:
     """The group's rejection when its layout is invalid (the Scenario's own check on its first
-    candidate, ``quick_error``), else None."""
+    candidate, ``candidate.group_error``: the layout's checks once for all its micro-batch
+    sizes), else None."""
+    err, ex = group_error(space, gpus, layout, mbs, lambda m: _probe(space, layout, m))
+    return Rejection("invalid", err, group_size(space, gpus, layout), ex) if ex is not None else None
+
+
+def _probe(space: SearchSpace, layout: dict[str, Any], mbs: int) -> dict[str, Any]:
+    """The group's first candidate: the first ZeRO stage and recompute option of the space."""
     zs = zero_stages(space)
     rcs = recompute_options(space, layout)
-    probe = _strategy(space, layout, mbs, zs[0] if zs else 1, rcs[0] if rcs else ("none", None), {})
-    err = quick_error(space, gpus, probe)
-    return Rejection("invalid", err, group_size(space, gpus, layout), _ex(gpus, probe)) if err else None
+    return _strategy(space, layout, mbs, zs[0] if zs else 1, rcs[0] if rcs else ("none", None), {})
 
 
 def screen_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, order: int,
@@ -431,7 +436,4 @@ def time_candidate(space: SearchSpace, gpus: int, strat: dict[str, Any], order: 
         order=order)
 
 
-def _ex(gpus: int, strat: dict[str, Any]) -> dict[str, Any]:
-    from .types import SEARCHED
-
-    return {"num_gpus": gpus, **{k: strat.get(k) for k in SEARCHED}}
+_ex = example   # a rejection's example (candidate.example)
