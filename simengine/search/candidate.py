@@ -158,6 +158,7 @@ _LAYOUTS: list = [None, {}]
 MAX_LAYOUTS = 1 << 16
 _MBS_OK: dict[int, bool] = {}   # per micro-batch size of that space: ``_mbs_ok``
 _OWN = ("own",)   # the layout breaks a strategy-level rule: its groups take the full validation
+_OWN_MSG = object()   # ... which StrategySpec refuses with one text for every valid size: (_OWN_MSG, text, example)
 
 
 def group_error(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, probe) -> tuple[str, dict[str, Any] | None]:
@@ -180,6 +181,8 @@ def group_error(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int,
     ok = _MBS_OK.get(mbs)
     if ok is None:
         ok = _MBS_OK[mbs] = _mbs_ok(space, mbs)
+    if hit[0] is _OWN_MSG and ok:   # the strategy's own rules refuse the layout: the same text for every such size
+        return hit[1], {**hit[2], "micro_batch_size": mbs}
     if hit is _OWN or not ok:
         strategy = probe(mbs)
         err = quick_error(space, gpus, strategy)
@@ -208,6 +211,13 @@ def _layout_part(space: SearchSpace, gpus: int, strategy: dict[str, Any]) -> tup
     st = construct(space, unset)
     if not _in_field_ranges(unset) or get_schedule(st.schedule).requirements(st.pp, None, st.vpp, None) \
             or (st.recompute_num_layers is not None and st.recompute != "full") or (st.tp_comm_overlap and st.tp > 1):
+        # StrategySpec refuses it whatever the size (its field errors, or its _check's first failing
+        # rule: none reads the size but ``global_batch_size % micro_batch_size``, which passes for
+        # every size ``_mbs_ok`` lets through, as for 1): pydantic's text once for the layout
+        try:
+            StrategySpec.model_validate({**strategy, "micro_batch_size": 1})
+        except ValidationError as e:
+            return _OWN_MSG, str(from_pydantic(e, "strategy", StrategySpec.model_fields)), example(gpus, unset)
         return _OWN
     model, system = specs(space, gpus)
     head, tail, dp = layout_checks(model, system, st)

@@ -333,16 +333,21 @@ def _by_kind(ex, space: SearchSpace, items: list, progress: Progress | None) -> 
     llama3-405b / 16,384 H100: two processes took as long as one). Phase 0 is a few additions
     per group once the blocks are priced: large batches, so a pool spends its time pricing, not
     shipping the space. The floors do not depend on the batching."""
-    from .prune import block_kind
-
     # etp may be None (no expert TP): compared as -1, so kinds sort and equal ones lie together
-    perm = sorted(range(len(items)), key=lambda i: (tuple(-1 if v is None else v for v in block_kind(*items[i][:3])), i))
+    perm = sorted(range(len(items)), key=lambda i: (_kind_order(*items[i][:3]), i))
     size = max(BATCH_GROUPS, len(items) // 64)
     done = [b for part in ex.map(bound_batch, space, _batches([items[i] for i in perm], size), progress) for b in part]
     out: list = [None] * len(items)
     for i, b in zip(perm, done):
         out[i] = b
     return out
+
+
+def _kind_order(gpus: int, layout: dict[str, Any], mbs: int) -> tuple:
+    """``prune.block_kind`` with None (etp: no expert TP) as -1, so kinds sort and equal ones lie
+    together (written out: a search sorts every group by it)."""
+    etp = layout["etp"]
+    return (gpus, layout["tp"], layout["cp"], layout["cp_comm_type"], layout["ep"], -1 if etp is None else etp, mbs)
 
 
 def _batches(items: list, size: int = BATCH_GROUPS) -> list[Batch]:
