@@ -7,12 +7,14 @@ start from the ``StagePlan`` list it returns, so they price exactly the same wor
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 from ..config.scenario import Scenario
 from ..workload.builder import ChunkWork, Workload, build_workload
 from ..workload.dims import Dims
 from ..workload.ops import BF16, Attention
+from ..workload.phases import Phases
 from ..workload.recompute import recomputed_ops
 from .activations import (BlockActivations, attention_activations, head_activations, layer_input, mlp_activations,
                           moe_activations)
@@ -55,10 +57,53 @@ class Plan:
     comm: CommModel
 
 
-def _block_costs(wl: Workload, cm: ComputeModel, comm: CommModel,
-                 tp_overlap: bool) -> dict[str, tuple[PhaseCost, PhaseCost, PhaseCost]]:
-    return {k: (price_ops(ph.fwd, cm, comm, tp_overlap), price_ops(ph.bwd, cm, comm, tp_overlap),
-                price_ops(ph.wgt, cm, comm, tp_overlap)) for k, ph in wl.blocks.items()}
+def _block_costs(wl: Workload, cm: ComputeModel, comm: CommModel, tp_overlap: bool,
+                 system=None) -> dict[str, tuple[PhaseCost, PhaseCost, PhaseCost]]:
+    """Each block's forward, backward-input and backward-weight priced (``price_ops``). With
+    ``system`` (what ``cm`` and ``comm`` were built from) memoised on what pricing reads besides
+    the ops: the shared op lists (workload/builder.py ``block_phases``, by identity), the system,
+    dtype, ``tp_overlap`` and the placement of every group the blocks' collectives run on
+    (cost/comm.py ``group_placements``; search/blocks.py keys a block's sides alike). A search
+    or a page rerun prices the same blocks for many layouts (pp, vpp, the schedule, ZeRO, the DP
+    flags change no block). The result is shared: read it, never change it."""
+    blocks = wl.blocks
+    key = None
+    if system is not None:
+        try:
+            key = (id(blocks), system, cm.dtype, tp_overlap, tuple(comm.places[g] for g in _groups_of(blocks)))
+            hit = _PRICED.get(key)
+        except TypeError:  # a system holding a list (unhashable): priced every time
+            key = hit = None
+        if hit is not None and hit[0] is blocks:
+            return hit[1]
+    costs = {k: (price_ops(ph.fwd, cm, comm, tp_overlap), price_ops(ph.bwd, cm, comm, tp_overlap),
+                 price_ops(ph.wgt, cm, comm, tp_overlap)) for k, ph in blocks.items()}
+    if key is not None:
+        with _LOCK:
+            if len(_PRICED) >= MAX_PRICED:
+                _PRICED.clear()
+            _PRICED[key] = (blocks, costs)   # the blocks kept alive with their key: their id stays theirs
+    return costs
+
+
+# (id of a shared block dict, system, dtype, tp_overlap, placements) -> (that dict, its priced blocks)
+_PRICED: dict[tuple, tuple] = {}
+_GROUPS: dict[int, tuple] = {}   # id of a shared block dict -> (that dict, the groups its collectives run on)
+MAX_PRICED = 512
+_LOCK = threading.Lock()
+
+
+def _groups_of(blocks: dict[str, Phases]) -> tuple[str, ...]:
+    hit = _GROUPS.get(id(blocks))
+    if hit is not None and hit[0] is blocks:
+        return hit[1]
+    groups = tuple(sorted({op.group for ph in blocks.values() for ops in (ph.fwd, ph.bwd, ph.wgt)
+                           for op in ops if hasattr(op, "group")}))
+    with _LOCK:
+        if len(_GROUPS) >= MAX_PRICED:
+            _GROUPS.clear()
+        _GROUPS[id(blocks)] = (blocks, groups)
+    return groups
 
 
 @dataclass(slots=True)
@@ -91,7 +136,7 @@ def _priced(sc: Scenario, wl: Workload) -> _Priced:
             ops = recomputed_ops(key, wl.blocks[key].fwd, st.recompute_modules, m.attention == "mla") if key in wl.blocks else []
             if ops:
                 rc_blocks[key] = price_ops(ops, cm, comm, st.tp_comm_overlap)
-    return _Priced(sc, cm, comm, d, _block_costs(wl, cm, comm, st.tp_comm_overlap), attention_activations(d, m),
+    return _Priced(sc, cm, comm, d, _block_costs(wl, cm, comm, st.tp_comm_overlap, sc.system), attention_activations(d, m),
                    mlp_activations(d, d.ffn) if "mlp" in wl.blocks else None,
                    moe_activations(d, m) if "moe" in wl.blocks else None,
                    head_activations(d, st.fused_cross_entropy), core, core_w, rc_blocks)

@@ -44,23 +44,34 @@ class Workload:
 def build_workload(sc: Scenario) -> Workload:
     m, st = sc.model, sc.strategy
     d = dims_of(sc)
+    return Workload(d, block_phases(d, m, st.cp_comm_type, st.fused_cross_entropy, st.moe_dispatcher,
+                                    st.moe_shared_expert_overlap, st.dtype), place_layers(sc))
+
+
+@config_cache
+def block_phases(d: Dims, m: ModelSpec, cp_comm_type: str, fused_cross_entropy: bool, moe_dispatcher: str,
+                 moe_shared_expert_overlap: bool, dtype: str) -> dict[str, Phases]:
+    """The op lists of each block kind: a pure function of the per-rank dimensions, the model and
+    the strategy fields the block builders read, memoised on exactly those (``memo.config_cache``:
+    a search and a page rerun build the same blocks for many layouts). The result is shared:
+    read it, never change it (cost/stage.py keys its priced blocks on its identity)."""
     blocks: dict[str, Phases] = {
-        "attn": attention_block(d, m, st.cp_comm_type),
+        "attn": attention_block(d, m, cp_comm_type),
         "embed": embedding(d, m.position_embedding == "learned"),
-        "head": head(d, st.fused_cross_entropy),
+        "head": head(d, fused_cross_entropy),
     }
     if m.num_layers - m.num_moe_layers > 0:
         blocks["mlp"] = dense_mlp_block(d)
     if m.is_moe:
-        blocks["moe"] = moe_block(d, m, st.moe_dispatcher, st.moe_shared_expert_overlap)
+        blocks["moe"] = moe_block(d, m, moe_dispatcher, moe_shared_expert_overlap)
     if m.mtp_layers:
         blocks["mtp"] = mtp_projection(d)
     if m.full_attention_interval:  # mixed pattern (GPT-OSS): windowed layers get their own block
-        blocks["attn_window"] = window_attention_block(d, m, st.cp_comm_type)
-    if st.dtype == "fp8":
+        blocks["attn_window"] = window_attention_block(d, m, cp_comm_type)
+    if dtype == "fp8":
         for ph in blocks.values():
             add_fp8_casts(ph)
-    return Workload(d, blocks, place_layers(sc))
+    return blocks
 
 
 def place_layers(sc: Scenario) -> tuple[tuple[ChunkWork, ...], ...]:
