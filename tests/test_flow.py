@@ -30,7 +30,7 @@ def _bounds(schedule: str, pp: int, vpp: int, p2p: bool, ogr: bool, rc: str, gbs
     plan, _ = priced(sc)
     pipe, _, off, link = plan_phases(plan, sc)
     m, inline = sim_microbatches(sc), not p2p
-    tails, grads = dp_tails(sc, plan, strat)
+    tails, grads = dp_tails(lambda: sc, plan, strat)
     a2a = plan_a2a(plan, sc)
     path = pipeline_bound(pipe, off, m, tails, link, inline, order=order_terms(schedule, pp, m, vpp), grads=grads, a2a=a2a)
     flow = flow_bound(schedule, pp, m, vpp, inline, off, link, tails, None if a2a is None else a2a.stages,

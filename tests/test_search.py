@@ -584,6 +584,32 @@ def test_order_terms_count_the_orders_actions(schedule, p, m, vpp):
         assert [{x[0]: x[1:] for x in a} for a in got.last_grad[r]] == [count(r, o[:i]) for i in last_g]
 
 
+@pytest.mark.parametrize("schedule,vpp,zero", [("1f1b", 1, 1), ("interleaved", 2, 1), ("1f1b", 1, 0), ("zb-h1", 1, 2)])
+def test_dp_tails_share_each_rank_kinds_work_across_the_flags_as_computed_alone(schedule, vpp, zero):
+    """The DP flag combinations of one ZeRO stage share each rank kind's DPWork (plan_terms.dp_tails
+    ``works``: the flags change only the first rank's, through overlap_grad_reduce): in every
+    order of the combinations the tails and bucket terms are those of each combination's own
+    scenario with nothing shared, and the first rank's do differ between the two grad flags."""
+    from simengine.search.prune import dp_tails, priced
+
+    model = {**TINY, "num_layers": 16, "hidden_size": 4096, "ffn_hidden_size": 14336, "num_attention_heads": 32, "num_kv_heads": 8}
+    combos = list(itertools.product((False, True), (False, True)))
+    base = {"tp": 2, "pp": 4, "vpp": vpp, "cp": 1, "schedule": schedule, "micro_batch_size": 1, "zero_stage": zero,
+            "recompute": "none", "global_batch_size": 64, "seq_len": 2048, "tp_comm_overlap": False}
+    scs = {fl: load_scenario({"model": model, "system": dict(SYSTEM, num_gpus=64),
+                              "strategy": {**base, "overlap_grad_reduce": fl[0], "overlap_param_gather": fl[1]}}) for fl in combos}
+    plan, _ = priced(scs[(False, False)])
+    flags = {fl: {"overlap_grad_reduce": fl[0], "overlap_param_gather": fl[1]} for fl in combos}
+    alone = {fl: dp_tails(lambda fl=fl: scs[fl], plan, flags[fl]) for fl in combos}
+    for order in (combos, combos[::-1], [combos[1], combos[3], combos[0], combos[2]]):
+        works: dict = {}
+        for fl in order:
+            assert dp_tails(lambda fl=fl: scs[fl], plan, flags[fl], works) == alone[fl]
+    if zero:   # rank 0's buckets: several with overlap_grad_reduce, one per chunk without
+        assert alone[(True, False)][1][0] and not alone[(False, False)][1][0]
+        assert alone[(True, True)][0][0] != alone[(False, False)][0][0]
+
+
 @pytest.mark.parametrize("schedule,pp,vpp", [("dualpipe", 4, 1), ("dualpipev", 4, 1), ("interleaved", 4, 2),
                                              ("zb-h1", 4, 1), ("zb-h2", 4, 1), ("1f1b", 4, 1)])
 def test_order_terms_tighten_the_bound_and_stay_below_the_engine(schedule, pp, vpp):
@@ -609,7 +635,7 @@ def test_order_terms_tighten_the_bound_and_stay_below_the_engine(schedule, pp, v
         plan, _ = priced(sc)
         pipe, _, off, link = plan_phases(plan, sc)
         m, inline = sim_microbatches(sc), not p2p
-        tails, grads = dp_tails(sc, plan, strat)
+        tails, grads = dp_tails(lambda sc=sc: sc, plan, strat)
         assert bool(any(grads.values())) == ogr
         terms = order_terms(schedule, pp, m, vpp)
         plain = pipeline_bound(pipe, off, m, tails, link, inline)

@@ -144,13 +144,18 @@ def _tails(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, z: i
     """``plan_terms.dp_tails`` of a candidate at ZeRO stage ``z`` with flags ``fl``, memoised in
     ``tails`` by its DP flags: the DP work depends on the ZeRO stage and the DP flags, not on
     recompute (cost/dp.py: without overlap_grad_reduce one bucket per buffer, Megatron DDP
-    bucket_size=None)."""
+    bucket_size=None); the flag combinations share each rank kind's work where the flags do not
+    change it (``tails[_WORKS]``, plan_terms.dp_tails)."""
     dpf = (fl["overlap_grad_reduce"], fl["overlap_param_gather"])
     hit = tails.get(dpf)
     if hit is None:
-        sc_z = scenario(space, gpus, _strategy(space, layout, mbs, z, rc, dict(zip(("overlap_grad_reduce", "overlap_param_gather"), dpf))))
-        hit = tails[dpf] = dp_tails(sc_z, plan, fl)
+        def sc_z():
+            return scenario(space, gpus, _strategy(space, layout, mbs, z, rc, dict(zip(("overlap_grad_reduce", "overlap_param_gather"), dpf))))
+        hit = tails[dpf] = dp_tails(sc_z, plan, fl, tails.setdefault(_WORKS, {}))
     return hit
+
+
+_WORKS = "dp works"   # the key in ``tails`` of the DPWork per rank kind that its flag combinations share (plan_terms.dp_tails)
 
 
 def expand(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, order: int, opt: Option) -> GroupScreen:

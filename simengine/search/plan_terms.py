@@ -47,24 +47,34 @@ def dp_tail(dp, overlap_grad_reduce: bool, overlap_param_gather: bool) -> float:
     return tail
 
 
-def dp_tails(sc: Scenario, plan, flags: dict[str, bool]) -> tuple[dict[int, float], dict[int, tuple[float, ...]]]:
-    """Per rank, ``dp_tail`` of its DP work at ``sc``'s ZeRO stage (the model states, hence
-    the buckets, follow the stage: cost/dp.py ``dp_work``; the plan's params and comm model do
-    not), and, with ``overlap_grad_reduce``, its gradient buckets' seconds (``pipeline_bound``'s
-    ``grads``; empty without it: the tail holds them all)."""
+def dp_tails(sc_of, plan, flags: dict[str, bool], works: dict | None = None) -> tuple[dict[int, float], dict[int, tuple[float, ...]]]:
+    """Per rank, ``dp_tail`` of its DP work at the ZeRO stage of ``sc_of()`` (the candidate's
+    scenario, built only when a rank's work is not in ``works``; the model states, hence the
+    buckets, follow the stage: cost/dp.py ``dp_work``; the plan's params and comm model do not),
+    and, with ``overlap_grad_reduce``, its gradient buckets' seconds (``pipeline_bound``'s
+    ``grads``; empty without it: the tail holds them all). ``works`` keeps each rank kind's
+    DPWork across the DP flag combinations of one ZeRO stage: the flags change none but the first
+    rank's, and that one only through ``overlap_grad_reduce`` (``dp_work`` buckets pipeline rank
+    0's first chunk only with it; ``overlap_param_gather`` moves work, ``dp_tail``, and prices
+    none)."""
     from ..cost.stage import rank_dp_work
 
     ogr = bool(flags.get("overlap_grad_reduce"))
-    memo: dict[tuple[int, bool], tuple[float, tuple[float, ...]]] = {}
+    opg = bool(flags.get("overlap_param_gather"))
+    works = {} if works is None else works
+    sc = None
     tails, grads = {}, {}
     for st in plan.stages:
-        key = (id(st.params), st.rank == 0)
-        hit = memo.get(key)
-        if hit is None:
-            dw = rank_dp_work(sc, plan.comm, st.params, [c.work for c in st.chunks])
-            hit = memo[key] = (dp_tail(dw, ogr, bool(flags.get("overlap_param_gather"))),
-                                         tuple(dw.grad_buckets_s) if ogr else ())
-        tails[st.rank], grads[st.rank] = hit
+        first = st.rank == 0
+        key = (id(st.params), first, first and ogr)
+        hit = works.get(key)
+        if hit is None or hit[0] is not st.params:
+            if sc is None:
+                sc = sc_of()
+            # (the params kept alive with their key: its id stays theirs)
+            hit = works[key] = (st.params, rank_dp_work(sc, plan.comm, st.params, [c.work for c in st.chunks]))
+        dw = hit[1]
+        tails[st.rank], grads[st.rank] = dp_tail(dw, ogr, opg), (tuple(dw.grad_buckets_s) if ogr else ())
     return tails, grads
 
 
