@@ -1137,3 +1137,21 @@ def test_the_search_never_proposes_what_megatron_refuses():
     assert {(c["overlap_grad_reduce"], c["overlap_param_gather"]) for c in flag_options(pinned, lay, 4)} == {(False, True)}
     for c in search(space, top=5).candidates:
         assert c.strategy["overlap_grad_reduce"] or not c.strategy["overlap_param_gather"]
+
+
+def test_floor_key_is_the_block_kind_pp_chains_and_a2a_hiding_of_a_group():
+    """The family key phase 0 shares a floor under (prune.floor_key, built per layout from
+    floor_parts in run._floors): the group's block kind, pp, its schedule's chains and whether its
+    pairs may hide the all-to-all — vpp, the schedule's name and the split left out."""
+    from simengine.search.a2a import schedule_hides_a2a
+    from simengine.search.bound import schedule_chains
+    from simengine.search.prune import block_kind, floor_key, floor_parts
+
+    space = make_space(TINY_MOE, SMALL_GPU, global_batch=16, seq_len=4096, gpus=[8, 16], choices=MOE_CHOICES)
+    keys = set()
+    for g, lay, mbs, _ in _groups(space):
+        want = (*block_kind(g, lay, mbs), lay["pp"], schedule_chains(lay["schedule"]), schedule_hides_a2a(lay["schedule"], False))
+        head, tail = floor_parts(g, lay)
+        assert floor_key(g, lay, mbs) == want == head + (mbs,) + tail
+        keys.add(want)
+    assert 1 < len(keys) < len(_groups(space))

@@ -158,7 +158,16 @@ def floor_key(gpus: int, layout: dict[str, Any], mbs: int) -> tuple:
     its pairs may hide the all-to-all (not vpp, the schedule itself or the split). Groups with one
     key share their floor, as long as it prices (``run.py``: one frontier node stands for all of
     them until it is reached)."""
-    return (*block_kind(gpus, layout, mbs), layout["pp"], schedule_chains(layout["schedule"]), _hides(layout["schedule"]))
+    head, tail = floor_parts(gpus, layout)
+    return head + (mbs,) + tail
+
+
+def floor_parts(gpus: int, layout: dict[str, Any]) -> tuple[tuple, tuple]:
+    """``floor_key`` before and after the micro-batch size: a layout's groups differ only there
+    (``run._floors`` builds them once per layout)."""
+    sched = layout["schedule"]
+    return ((gpus, layout["tp"], layout["cp"], layout["cp_comm_type"], layout["ep"], layout["etp"]),
+            (layout["pp"], schedule_chains(sched), _hides(sched)))
 
 
 _HIDES: dict[str, bool] = {}

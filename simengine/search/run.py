@@ -303,11 +303,14 @@ def _floors(ex, space: SearchSpace, groups: list, progress: Progress | None) -> 
     ``prune.floor_key``, in order of first group. Each family's floor is priced on its first group;
     where that one cannot be priced (an invalid group; another of its kind may not be), each of
     its groups gets its own (its own rejection, or its floor)."""
-    from .prune import floor_key
+    from .prune import floor_parts
 
     fams: dict[tuple, list[int]] = {}
+    last: tuple = (None, None, (), ())
     for i, (g, lay, mbs, _) in enumerate(groups):
-        fams.setdefault(floor_key(g, lay, mbs), []).append(i)
+        if lay is not last[1] or g != last[0]:   # a layout's groups come together (plan_groups)
+            last = (g, lay, *floor_parts(g, lay))
+        fams.setdefault(last[2] + (mbs,) + last[3], []).append(i)   # prune.floor_key
     order = list(fams.values())
     n1 = len(groups)
     firsts = _by_kind(ex, space, [groups[f[0]] for f in order], _scaled(progress, 0, n1 // 2, 2 * n1))

@@ -187,9 +187,13 @@ def _experts(space: SearchSpace, moe: bool, gpus: int, tp: int, pp: int, cp: int
 def micro_batches(space: SearchSpace, gpus: int, layout: dict[str, Any]) -> list[int]:
     """Micro-batch sizes to try: divisors of the per-replica batch, up to MAX_MICRO_BATCH."""
     dp = replica_dp(gpus, layout)
-    gbs = int(space.base["global_batch_size"])
-    per = gbs // dp if gbs % dp == 0 else 1
-    return _allowed(space, "micro_batch_size", [d for d in divisors(max(per, 1)) if d <= MAX_MICRO_BATCH])
+    memo = _per_space(space)   # a function of dp alone: asked once per layout, of which there are 315k (V3/16k)
+    hit = memo.get(("mbs", dp))
+    if hit is None:
+        gbs = int(space.base["global_batch_size"])
+        per = gbs // dp if gbs % dp == 0 else 1
+        hit = memo[("mbs", dp)] = tuple(_allowed(space, "micro_batch_size", [d for d in divisors(max(per, 1)) if d <= MAX_MICRO_BATCH]))
+    return list(hit)
 
 
 def recompute_options(space: SearchSpace, layout: dict[str, Any]) -> list[tuple[str, int | None]]:
