@@ -59,3 +59,43 @@ def test_same_result_in_process_and_on_a_pool_with_large_rounds(monkeypatch):
     b = search(space, top=3, executor=ProcessPool(2))
     assert [c.strategy for c in a.candidates] == [c.strategy for c in b.candidates]
     assert [(r.kind, r.reason, r.count) for r in a.rejections] == [(r.kind, r.reason, r.count) for r in b.rejections]
+
+
+def test_searches_in_two_threads_return_what_each_returns_alone():
+    """A search's memos live in its process, keyed per space: two searches on two spaces in two
+    threads of one process ran interleaved and read each other's (wrong candidates and
+    rejections); ``search`` now runs one at a time per process (run._ONE_AT_A_TIME)."""
+    import sys
+    import threading
+
+    from simengine import presets
+    from simengine.search import make_space, search
+
+    tiny = {**presets.load_preset("models", "llama3-8b"), "name": "tiny", "hidden_size": 1024, "num_layers": 4,
+            "num_attention_heads": 16, "num_kv_heads": 4, "ffn_hidden_size": 4096, "vocab_size": 32000}
+    system = presets.load_preset("systems", "h100-sxm5-80gb")
+    small = {**system, "gpu": {**system["gpu"], "memory_gib": 4.5}}
+    spaces = [make_space(tiny, small, global_batch=16, seq_len=8192, gpus=[8]),
+              make_space(tiny, system, global_batch=32, seq_len=4096, gpus=[16])]
+
+    def sig(res):
+        return ([(c.label(), c.step_time_s) for c in res.candidates],
+                sorted((r.kind, r.reason, r.count, repr(sorted(r.example.items()))) for r in res.rejections))
+
+    alone = [sig(search(s, top=5)) for s in spaces]
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)   # the threads switch often: without the lock most runs mixed up
+    try:
+        for _ in range(2):
+            out: list = [None, None]
+
+            def run(i: int, out: list = out) -> None:
+                out[i] = sig(search(spaces[i], top=5))
+            threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            assert out == alone
+    finally:
+        sys.setswitchinterval(old)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import threading
 import time
 from typing import Any
 
@@ -255,8 +256,15 @@ def search(space: SearchSpace, objective: str = "tokens_per_s", top: int | None 
     search early (the studio's time limit) can still show; the final result does not depend on it."""
     check_objective(objective)
     check_top(top)
-    with fewer_collections():  # a long allocation burst over a growing heap (sim/nogc.py)
+    # one search at a time per process: the search's memos live in this process, keyed per space
+    # (candidate.py, space.py, prune.py, refine.py), so two searches in two threads would read
+    # each other's (two threads on two spaces returned wrong results). The studio runs each search
+    # in its own worker process; a pool's or a cluster's workers are processes too.
+    with _ONE_AT_A_TIME, fewer_collections():  # a long allocation burst over a growing heap (sim/nogc.py)
         return _search(space, objective, top, progress, executor, best_so_far)
+
+
+_ONE_AT_A_TIME = threading.RLock()
 
 
 def _search(space: SearchSpace, objective: str, top: int | None, progress: Progress | None, executor,
