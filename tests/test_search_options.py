@@ -10,7 +10,8 @@ import pytest
 from simengine import api
 from simengine.search import make_space, search
 from simengine.search.options import expand
-from simengine.search.prune import _ex, scenario, screen_group
+from simengine.search.prune import scenario, screen_group
+from simengine.search.types import example
 
 from test_search import SMALL_GPU, SYSTEM, TINY, TINY_MOE, _groups
 
@@ -78,7 +79,7 @@ def test_a_search_accounts_for_the_options_it_never_reached():
     for g, lay, mbs, order in _groups(space):
         for opt in screen_group(space, g, lay, mbs, order, lazy=True).options:
             _, strat, _, _ = expand(space, g, lay, mbs, order, opt).entries[0]
-            firsts.add(tuple(sorted(_ex(g, strat).items(), key=str)))
+            firsts.add(tuple(sorted(example(g, strat).items(), key=str)))
     assert all(tuple(sorted(r.example.items(), key=str)) in firsts for r in left)
     full = search(space)
     assert res.candidates[0].strategy == full.candidates[0].strategy

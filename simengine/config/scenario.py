@@ -45,7 +45,8 @@ def check_scenario(model: ModelSpec, system: SystemSpec, strategy: StrategySpec)
 
 def layout_checks(model: ModelSpec, system: SystemSpec, strategy: StrategySpec) -> tuple[list, list, int]:
     """(the checks before the batch's, those after, dp) of ``check_scenario``: every check that does
-    not read ``micro_batch_size`` (tests/test_search_validity.py runs them with it unset)."""
+    not read ``micro_batch_size`` (search/candidate.py ``group_error`` runs them with it unset;
+    tests/test_search.py ``test_layout_checks_do_not_read_the_micro_batch_size``)."""
     s = strategy
     issues: list[tuple[str, str]] = []
     add = issues.append
@@ -194,15 +195,15 @@ def _cp_checks(model: ModelSpec, s: StrategySpec) -> list[tuple[str, str]]:
 def _split_checks(model: ModelSpec, s: StrategySpec) -> list[tuple[str, str]]:
     """The layer split (config/layout.py) and the recomputed layers it leaves room for (the
     schedule's micro-batch rules are ``batch_checks``)."""
-    counts, issues = strategy_stage_counts(s, model.num_layers)
+    counts, issues = strategy_stage_counts(s, model.num_layers)   # lists of its own (config/layout.py)
     if s.recompute_num_layers is not None and not issues:
         sched = get_schedule(s.schedule)
         nch = sched.chunks_per_rank(s.vpp)
         most = max(sum(counts[sched.stage_of(r, c, s.pp, s.vpp) % len(counts)] for c in range(nch)) for r in range(s.pp))
         if s.recompute_num_layers > most:
-            issues = issues + [("strategy.recompute_num_layers", f"recompute_num_layers={s.recompute_num_layers} exceeds the "
-                                                                 f"most layers on one pipeline rank = {most}")]
-    return list(issues)
+            issues.append(("strategy.recompute_num_layers", f"recompute_num_layers={s.recompute_num_layers} exceeds the "
+                                                            f"most layers on one pipeline rank = {most}"))
+    return issues
 
 
 def _fp8_param_checks(s: StrategySpec) -> list[tuple[str, str]]:

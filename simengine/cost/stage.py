@@ -58,32 +58,34 @@ class Plan:
 
 
 def _block_costs(wl: Workload, cm: ComputeModel, comm: CommModel, tp_overlap: bool,
-                 system=None) -> dict[str, tuple[PhaseCost, PhaseCost, PhaseCost]]:
-    """Each block's forward, backward-input and backward-weight priced (``price_ops``). With
-    ``system`` (what ``cm`` and ``comm`` were built from) memoised on what pricing reads besides
+                 system) -> dict[str, tuple[PhaseCost, PhaseCost, PhaseCost]]:
+    """Each block's forward, backward-input and backward-weight priced (``price_ops``),
+    memoised on ``system`` (what ``cm`` and ``comm`` were built from) and what pricing reads besides
     the ops: the shared op lists (workload/builder.py ``block_phases``, by identity), the system,
     dtype, ``tp_overlap`` and the placement of every group the blocks' collectives run on
     (cost/comm.py ``group_placements``; search/blocks.py keys a block's sides alike). A search
     or a page rerun prices the same blocks for many layouts (pp, vpp, the schedule, ZeRO, the DP
     flags change no block). The result is shared: read it, never change it."""
     blocks = wl.blocks
-    key = None
-    if system is not None:
-        try:
-            key = (id(blocks), system, cm.dtype, tp_overlap, tuple(comm.places[g] for g in _groups_of(blocks)))
-            hit = _PRICED.get(key)
-        except TypeError:  # a system holding a list (unhashable): priced every time
-            key = hit = None
-        if hit is not None and hit[0] is blocks:
-            return hit[1]
-    costs = {k: (price_ops(ph.fwd, cm, comm, tp_overlap), price_ops(ph.bwd, cm, comm, tp_overlap),
-                 price_ops(ph.wgt, cm, comm, tp_overlap)) for k, ph in blocks.items()}
-    if key is not None:
-        with _LOCK:
-            if len(_PRICED) >= MAX_PRICED:
-                _PRICED.clear()
-            _PRICED[key] = (blocks, costs)   # the blocks kept alive with their key: their id stays theirs
+    key = (id(blocks), system, cm.dtype, tp_overlap, tuple(comm.places[g] for g in _groups_of(blocks)))
+    try:
+        hit = _PRICED.get(key)
+    except TypeError:  # a system holding a list (unhashable): priced every time
+        return _price_blocks(blocks, cm, comm, tp_overlap)
+    if hit is not None and hit[0] is blocks:
+        return hit[1]
+    costs = _price_blocks(blocks, cm, comm, tp_overlap)
+    with _LOCK:
+        if len(_PRICED) >= MAX_PRICED:
+            _PRICED.clear()
+        _PRICED[key] = (blocks, costs)   # the blocks kept alive with their key: their id stays theirs
     return costs
+
+
+def _price_blocks(blocks: dict[str, Phases], cm: ComputeModel, comm: CommModel,
+                  tp_overlap: bool) -> dict[str, tuple[PhaseCost, PhaseCost, PhaseCost]]:
+    return {k: (price_ops(ph.fwd, cm, comm, tp_overlap), price_ops(ph.bwd, cm, comm, tp_overlap),
+                price_ops(ph.wgt, cm, comm, tp_overlap)) for k, ph in blocks.items()}
 
 
 # (id of a shared block dict, system, dtype, tp_overlap, placements) -> (that dict, its priced blocks)

@@ -18,6 +18,7 @@ from ..config.system import SystemSpec
 from ..errors import ConfigError, from_pydantic, issues_text
 from ..schedule import get_schedule
 from .space import SearchSpace
+from .types import example
 
 _SHARED_OF: list = [None, ""]   # (space, its text): the key every per-space memo of the search uses
 
@@ -194,13 +195,6 @@ def group_error(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int,
     # ConfigError(head + batch + tail)'s text, the layout's parts written once (errors.issues_text)
     msg = "; ".join(t for t in (head, issues_text(batch) if batch else "", tail) if t)
     return msg, {**ex, "micro_batch_size": mbs}
-
-
-def example(gpus: int, strategy: dict[str, Any]) -> dict[str, Any]:
-    """The searched fields of a candidate and its GPU count: a rejection's example."""
-    from .types import SEARCHED
-
-    return {"num_gpus": gpus, **{k: strategy.get(k) for k in SEARCHED}}
 
 
 def _layout_part(space: SearchSpace, gpus: int, strategy: dict[str, Any]) -> tuple:

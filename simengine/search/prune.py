@@ -150,7 +150,12 @@ def _shared(space: SearchSpace):
 def block_kind(gpus: int, layout: dict[str, Any], mbs: int) -> tuple:
     """What ``work_floor`` prices once per process (``SharedBounds.floors``): the GPU count and
     the block kind (tp, cp, its communication, ep, etp, the micro-batch size)."""
-    return (gpus, layout["tp"], layout["cp"], layout["cp_comm_type"], layout["ep"], layout["etp"], mbs)
+    return _kind_head(gpus, layout) + (mbs,)
+
+
+def _kind_head(gpus: int, layout: dict[str, Any]) -> tuple:
+    """``block_kind`` before the micro-batch size (a layout's groups share it)."""
+    return (gpus, layout["tp"], layout["cp"], layout["cp_comm_type"], layout["ep"], layout["etp"])
 
 
 def floor_key(gpus: int, layout: dict[str, Any], mbs: int) -> tuple:
@@ -166,8 +171,7 @@ def floor_parts(gpus: int, layout: dict[str, Any]) -> tuple[tuple, tuple]:
     """``floor_key`` before and after the micro-batch size: a layout's groups differ only there
     (``run._floors`` builds them once per layout)."""
     sched = layout["schedule"]
-    return ((gpus, layout["tp"], layout["cp"], layout["cp_comm_type"], layout["ep"], layout["etp"]),
-            (layout["pp"], schedule_chains(sched), _hides(sched)))
+    return _kind_head(gpus, layout), (layout["pp"], schedule_chains(sched), _hides(sched))
 
 
 _HIDES: dict[str, bool] = {}
@@ -282,7 +286,7 @@ def screen_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int
         ctx = group_context(space, gpus, layout, mbs)
     except ConfigError as e:
         probe = _strategy(space, layout, mbs, zs[0] if zs else 1, rcs[0] if rcs else ("none", None), {})
-        out.rejections.append(Rejection("invalid", str(e), group_size(space, gpus, layout), _ex(gpus, probe)))
+        out.rejections.append(Rejection("invalid", str(e), group_size(space, gpus, layout), example(gpus, probe)))
         return out
     probe, _, flags, has_dp = ctx
     seen_zero = False
@@ -293,7 +297,7 @@ def screen_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int
     for z in zs:
         if not has_dp and seen_zero:  # no data-parallel group: every ZeRO stage shards over 1 rank
             out.rejections.append(Rejection("dominated", f"zero_stage={z} is the same as zero_stage={zs[0]} without a data-parallel group",
-                                            len(rcs) * len(flags), _ex(gpus, probe)))
+                                            len(rcs) * len(flags), example(gpus, probe)))
             continue
         seen_zero = True
         tails: dict[tuple[bool, bool], tuple[dict[int, float], dict[int, tuple[float, ...]]]] = {}
@@ -370,7 +374,7 @@ def _fitting_recompute(space: SearchSpace, gpus: int, layout: dict[str, Any], mb
 
     def reject(kind, reason, n, rc):
         if n:
-            ex = _ex(gpus, dict(base, recompute=rc[0], recompute_num_layers=rc[1]))
+            ex = example(gpus, dict(base, recompute=rc[0], recompute_num_layers=rc[1]))
             out.rejections.append(Rejection(kind, reason, n * nflags, ex))
 
     keep: list[tuple[tuple[str, int | None], tuple[float, float]]] = []
@@ -427,13 +431,13 @@ def time_candidate(space: SearchSpace, gpus: int, strat: dict[str, Any], order: 
         sc = scenario(space, gpus, strat)
         rep = api.estimate(sc)
     except ConfigError as e:
-        out.rejections.append(Rejection("invalid", str(e), 1, _ex(gpus, strat)))
+        out.rejections.append(Rejection("invalid", str(e), 1, example(gpus, strat)))
         return None
     gpu = sc.system.gpu
     worst = max(rep.memory_by_stage, key=lambda x: x.reserved_gib)
     head = gpu.memory_gib - worst.reserved_gib - gpu.non_torch_gib
     if head < 0:  # the estimate's verdict wins over the pre-filter's (each candidate counted once)
-        out.rejections.append(Rejection("oom", _oom(-head, worst.stage), 1, _ex(gpus, strat)))
+        out.rejections.append(Rejection("oom", _oom(-head, worst.stage), 1, example(gpus, strat)))
         return None
     out.timed += 1
     st = sc.strategy.model_dump(mode="json")
@@ -444,5 +448,3 @@ def time_candidate(space: SearchSpace, gpus: int, strat: dict[str, Any], order: 
         tight_stage=worst.stage, band={k: (float(v[0]), float(v[1])) for k, v in rep.uncertainty.items()},
         order=order)
 
-
-_ex = example   # a rejection's example (candidate.example)

@@ -149,11 +149,11 @@ class _Group:
         return self._options
 
     def oom(self, space: SearchSpace, gpus: int, layout: dict[str, Any]) -> Rejection:
-        from .prune import _ex
+        from .types import example
 
         worst = min(self.over_any(rc) for rc in self.rcs[:1] + self.rcs[-1:])
         return Rejection("oom", f"OOM by at least {max(worst, 0.0):.2f} GiB at every ZeRO stage and recompute (memory lower bound)",
-                         group_size(space, gpus, layout), _ex(gpus, self.probe))
+                         group_size(space, gpus, layout), example(gpus, self.probe))
 
 
 # (gpus, group order) → its _Group between refine_memory and refine_group, in this process (a
@@ -179,7 +179,8 @@ def _group_of(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, o
 
 def _group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int) -> "_Group | Rejection":
     """The group's ``_Group``, or its rejection when its scenario is invalid."""
-    from .prune import _ex, _shared, _strategy, scenario
+    from .prune import _shared, _strategy, scenario
+    from .types import example
 
     zs = zero_stages(space)
     rcs = recompute_options(space, layout)
@@ -187,7 +188,7 @@ def _group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int) -> "
     try:
         sc0 = scenario(space, gpus, probe)
     except ConfigError as e:
-        return Rejection("invalid", str(e), group_size(space, gpus, layout), _ex(gpus, probe))
+        return Rejection("invalid", str(e), group_size(space, gpus, layout), example(gpus, probe))
     memo = memory_of(space, gpus, sc0, probe)
     secs = _shared(space).secs(gpus, probe, lambda: sc0)
     return _Group(sc0, memo.placed, secs, memo, flag_options(space, layout, sc0.dp), zs, rcs, probe)

@@ -35,7 +35,7 @@ from ..sim.nogc import fewer_collections
 from .executors import Batch, InProcess, Progress, _tick, bound_batch, work_batch
 from .rank import check_objective, check_top, pareto, rank, ties
 from .space import SearchSpace, check_choices, group_size, layouts, micro_batches
-from .types import Flowed, GroupScreen, Refined, Rejection, SearchResult, Timed
+from .types import Flowed, GroupScreen, Refined, Rejection, SearchResult, Timed, example
 
 BATCH_GROUPS = 16   # groups (or candidates) per executor task: enough work to amortise the transfer
 BOUND_SLACK = 1e-9  # relative: see _kth
@@ -355,10 +355,12 @@ def _by_kind(ex, space: SearchSpace, items: list, progress: Progress | None) -> 
 
 
 def _kind_order(gpus: int, layout: dict[str, Any], mbs: int) -> tuple:
-    """``prune.block_kind`` with None (etp: no expert TP) as -1, so kinds sort and equal ones lie
-    together (written out: a search sorts every group by it)."""
-    etp = layout["etp"]
-    return (gpus, layout["tp"], layout["cp"], layout["cp_comm_type"], layout["ep"], -1 if etp is None else etp, mbs)
+    """``prune.block_kind`` with etp None (no expert TP) as -1, so kinds sort and equal ones lie
+    together."""
+    from .prune import block_kind
+
+    k = block_kind(gpus, layout, mbs)
+    return k if k[5] is not None else (*k[:5], -1, mbs)
 
 
 def _batches(items: list, size: int = BATCH_GROUPS) -> list[Batch]:
@@ -395,8 +397,6 @@ def _bound_rejections(space: SearchSpace, groups: list, cands: list, top: int | 
     waiting for its pipeline bound (``unevaluated``: not even checked for validity), one waiting
     for its memory refinement or its screening (valid; ``bound``), a screened candidate waiting
     to be timed (it passed the memory pre-filter; ``bound``)."""
-    from .types import SEARCHED
-
     out = []
     for step, item in groups:
         if step == "expand":  # a fitting option never reached: its candidates, all flag combinations
@@ -412,16 +412,15 @@ def _bound_rejections(space: SearchSpace, groups: list, cands: list, top: int | 
         out.append(Rejection(kind, why.format(top=top), n, {"num_gpus": g, **lay, "micro_batch_size": mbs}))
     why = f"passed the memory pre-filter; outside the top {top}: a lower bound on its step time (its pipeline, " \
           f"DP tail and collectives at its flags) is not below the {top}-th best timed candidate"
-    out += [Rejection("bound", why, 1, {"num_gpus": g, **{k: strat.get(k) for k in SEARCHED}}) for g, strat, _ in cands]
+    out += [Rejection("bound", why, 1, example(g, strat)) for g, strat, _ in cands]
     return out
 
 
 def _option_left(space: SearchSpace, item: tuple, top: int | None) -> Rejection:
     """The rejection of a fitting option (options.py) the frontier never reached."""
-    from .options import example
-    from .prune import _ex
+    from .options import example as first_candidate
 
     (g, lay, mbs, _), opt = item
     why = f"passed the memory pre-filter; outside the top {top}: a lower bound on its step time (its pipeline with " \
           f"the recompute it needs, at any overlap flags) is not below the {top}-th best timed candidate"
-    return Rejection("bound", why, opt.count, _ex(g, example(space, g, lay, mbs, opt)))
+    return Rejection("bound", why, opt.count, example(g, first_candidate(space, g, lay, mbs, opt)))

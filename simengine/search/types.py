@@ -13,6 +13,11 @@ SEARCHED = ("tp", "pp", "vpp", "schedule", "cp", "cp_comm_type", "ep", "etp", "m
             "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers")
 
 
+def example(gpus: int, strategy: dict[str, Any]) -> dict[str, Any]:
+    """The searched fields of a candidate and its GPU count: a rejection's example, a layout."""
+    return {"num_gpus": gpus, **{k: strategy.get(k) for k in SEARCHED}}
+
+
 @dataclass(slots=True)
 class Candidate:
     """One fitting, timed layout with the headline numbers of its estimate and their bands."""
@@ -32,7 +37,7 @@ class Candidate:
     order: int = 0                    # enumeration index: the deterministic tie-break
 
     def layout(self) -> dict[str, Any]:
-        return {"num_gpus": self.gpus, **{k: self.strategy.get(k) for k in SEARCHED}}
+        return example(self.gpus, self.strategy)
 
     def label(self) -> str:
         s = self.strategy
