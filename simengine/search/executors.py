@@ -14,7 +14,7 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 from ..errors import ConfigError
-from ..sim.nogc import fewer_collections
+from ..sim.nogc import paused_gc
 from .space import SearchSpace
 from .types import Flowed, GroupScreen, Refined, Timed
 
@@ -26,7 +26,7 @@ def screen_batch(space: SearchSpace, batch: Batch) -> list[GroupScreen]:
     """Phase 1 over groups (gpus, layout, micro-batch size, order)."""
     from .prune import screen_group
 
-    with fewer_collections():
+    with paused_gc():
         return [screen_group(space, g, lay, mbs, order) for g, lay, mbs, order in batch]
 
 
@@ -34,7 +34,7 @@ def bound_batch(space: SearchSpace, batch: Batch) -> list[tuple]:
     """Phase 0 over groups: (lower bound, rejection or None) of each (``prune.work_floor``)."""
     from .prune import work_floor
 
-    with fewer_collections():
+    with paused_gc():
         return [work_floor(space, g, lay, mbs, order) for g, lay, mbs, order in batch]
 
 
@@ -44,7 +44,7 @@ def work_batch(space: SearchSpace, batch: Batch) -> list:
     ZeRO-2/3 collectives, ("screen", group) items expand (("lazy", group): into ``options.Option``s
     left for the frontier, each expanded by an ("expand", (group, option)) item), ("flow",
     (candidate, bound, Flow)) items their data-flow bound, ("time", candidate) items time."""
-    with fewer_collections():
+    with paused_gc():
         return [r for kind, item in batch for r in _work_item(space, kind, item)]
 
 
@@ -82,7 +82,7 @@ def time_batch(space: SearchSpace, batch: Batch) -> list[Timed]:
     from .prune import time_candidate
 
     out = []
-    with fewer_collections():
+    with paused_gc():
         for g, strat, order in batch:
             t = Timed([], [])
             c = time_candidate(space, g, strat, order, t)

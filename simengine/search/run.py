@@ -31,7 +31,7 @@ import time
 from typing import Any
 
 from ..errors import ConfigError
-from ..sim.nogc import fewer_collections
+from ..sim.nogc import paused_gc
 from .executors import Batch, InProcess, Progress, _tick, bound_batch, work_batch
 from .rank import check_objective, check_top, pareto, rank, ties
 from .space import SearchSpace, check_choices, group_size, layouts, micro_batches
@@ -260,7 +260,7 @@ def search(space: SearchSpace, objective: str = "tokens_per_s", top: int | None 
     # (candidate.py, space.py, prune.py, refine.py), so two searches in two threads would read
     # each other's (two threads on two spaces returned wrong results). The studio runs each search
     # in its own worker process; a pool's or a cluster's workers are processes too.
-    with _ONE_AT_A_TIME, fewer_collections():  # a long allocation burst over a growing heap (sim/nogc.py)
+    with _ONE_AT_A_TIME, paused_gc():  # a long allocation burst over a growing heap, no cycles (sim/nogc.py)
         return _search(space, objective, top, progress, executor, best_so_far)
 
 
