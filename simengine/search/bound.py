@@ -373,6 +373,7 @@ class SharedBounds:
         self.statics: dict[tuple, dict[int, list[float]]] = {}                 # refine._Memory: model states per ZeRO stage, per rank
         self.floors: dict[tuple, float] = {}                                   # prune.work_floor: model work per block kind
         self.chains: dict[str, int] = {}                                       # prune.work_floor: chains per schedule
+        self.priced_rc: dict[tuple, dict[tuple, Any]] = {}                     # refine._Memory: priced blocks per recompute, per block kind
         self.zero: dict[tuple, dict[tuple, tuple[float, float, float]]] = {}  # refine._Memory: ZeRO-2/3 deltas per chunk, per block kind
         self.counts: dict[str, int] | None = None   # block kinds of the whole model (one stage)
         self.chunk_kinds: dict[int, tuple] = {}     # refine._chunk_kinds: per placed layout, its chunks for memory

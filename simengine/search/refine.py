@@ -92,7 +92,7 @@ def refine_memory(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: in
         return math.inf, g, True
     if not g.rcs or not g.zs:
         _GROUPS.pop((gpus, order), None)
-        return _bound(g.sc0, g.placed, g.secs, g.memo, ("none", None), g.tco, None), None, True
+        return g.plain(("none", None)), None, True
     fit = _may_fit(g.rcs, g.over_any)
     fulls = [rc for rc in g.rcs if rc[0] == "full"]
     if fit[-1:] and fit[-1][0] == "full":  # no full option before it fits at any ZeRO stage: nor at each one
@@ -102,7 +102,7 @@ def refine_memory(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: in
     if not fit:
         _GROUPS.pop((gpus, order), None)
         return math.inf, g.oom(space, gpus, layout), True
-    lb, rc = min(((_bound(g.sc0, g.placed, g.secs, g.memo, rc, g.tco, None), i, rc) for i, rc in enumerate(fit)))[::2]
+    lb, rc = min(((g.plain(rc), i, rc) for i, rc in enumerate(fit)))[::2]
     exact = any(g.memo.over(rc, z) <= 0 for z in g.zs if not g.zero_at(z))
     if exact:
         _GROUPS.pop((gpus, order), None)
@@ -120,11 +120,20 @@ class _Group:
         self.sharded = sc0.dp * sc0.strategy.cp * sc0.edp > 1   # cost/stage.py _plan_chunk: ZeRO-2/3 collectives per micro-batch
         self.zs = zs if self.sharded else zs[:1]                # without a DP group every ZeRO stage is the same
         self._options: list[tuple[float, bool, int, tuple[str, int | None]]] | None = None
+        self._plain: dict[tuple[str, int | None], float] = {}
         self.lo_full = 0   # the full recompute options before this index fit at no ZeRO stage (refine_memory)
 
     def zero_at(self, z: int) -> bool:
         """Whether candidates at ZeRO stage ``z`` run ZeRO-2/3 collectives every micro-batch."""
         return z >= 2 and self.sharded
+
+    def plain(self, rc: tuple[str, int | None]) -> float:
+        """``_bound`` of recompute ``rc`` without the ZeRO-2/3 collectives: it reads no ZeRO stage,
+        so the options of every stage with that recompute share it (memoised per group)."""
+        hit = self._plain.get(rc)
+        if hit is None:
+            hit = self._plain[rc] = _bound(self.sc0, self.placed, self.secs, self.memo, rc, self.tco, None)
+        return hit
 
     def over_any(self, rc: tuple[str, int | None]) -> float:
         """The least GiB over capacity of recompute ``rc`` over the group's ZeRO stages."""
@@ -136,14 +145,14 @@ class _Group:
         if self._options is None:
             out: list[tuple[float, bool, int, tuple[str, int | None]]]
             if not self.rcs or self.zs == []:
-                out = [(_bound(self.sc0, self.placed, self.secs, self.memo, ("none", None), self.tco, None), False, 0, ("none", None))]
+                out = [(self.plain(("none", None)), False, 0, ("none", None))]
             else:
                 # the stages without ZeRO-2/3 collectives bound their options alike (no z in
                 # _bound), so only the least of them counts: one bisection on their least excess
                 plain = [z for z in self.zs if not self.zero_at(z)]
-                out = [(_bound(self.sc0, self.placed, self.secs, self.memo, rc, self.tco, None), False, plain[0], rc)
+                out = [(self.plain(rc), False, plain[0], rc)
                        for rc in _may_fit(self.rcs, lambda rc: min(self.memo.over(rc, z) for z in plain), self.lo_full)] if plain else []
-                out += [(_bound(self.sc0, self.placed, self.secs, self.memo, rc, self.tco, None), True, z, rc)
+                out += [(self.plain(rc), True, z, rc)
                         for z in self.zs if self.zero_at(z) for rc in _may_fit(self.rcs, lambda rc, z=z: self.memo.over(rc, z), self.lo_full)]
             self._options = sorted(out, key=lambda o: o[0])
         return self._options
@@ -309,7 +318,10 @@ class _Memory:
         self._peaks: dict[tuple, list[tuple[float, float]]] = {}
         self._over: dict[tuple, float] = {}
         self._comm: Any = None
-        self._pf: dict[tuple, Any] = {}
+        # the block kind's priced blocks with each recompute option set: what _chunk_memory,
+        # _recomputed_layers and _recompute_cost read of their scenario is the recompute fields, the
+        # model and recompute_modules (the space's), so the groups of one block kind share them
+        self._pf: dict[tuple, Any] = shared.priced_rc.setdefault(block, {})
         self._inflight: list[int] | None = None
 
     def _scenario(self, **update) -> Scenario:
