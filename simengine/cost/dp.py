@@ -25,6 +25,7 @@ model weights (read 4, write 2 B): (8 + 8)·N + 42·N_shard bytes with fp32 grad
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass
 
 from ..config.framework import optimizer_adam_cost
@@ -119,6 +120,37 @@ def microbatch_dp(sc: Scenario, comm: CommModel, p: StageParams, ag_calls: int =
 
 def dp_work(sc: Scenario, comm: CommModel, p: StageParams, chunks: tuple[StageParams, ...] = (),
             rank: int = 0) -> DPWork:
+    """``_dp_work``, memoised on everything it reads: the rank's parameters and each chunk's, whether
+    it is pipeline rank 0, the strategy fields and DP group sizes below, the system (the
+    optimizer's HBM and launch costs; ``comm``'s tiers, built from it) and the placement of the
+    groups its collectives run on (``_DP_GROUPS``, ``comm.places``). ``build_plan`` asks for each rank
+    kind's every time; a what-if edit of the schedule, the micro-batch size or recompute, or a
+    search's next candidate of the same layout, changes none of it. DPWork is frozen: shared."""
+    st = sc.strategy
+    key = (p, chunks, rank == 0, st.zero_stage, st.fp32_main_grads, st.fp8_param_gather, st.overlap_grad_reduce,
+           st.cp, st.framework, sc.dp, sc.dp_shard, sc.dp_replicas, sc.edp, sc.system,
+           tuple(comm.places[g] for g in _DP_GROUPS))
+    try:
+        hit = _WORK.get(key)
+    except TypeError:  # a system holding a list (unhashable): computed every time
+        return _dp_work(sc, comm, p, chunks, rank)
+    if hit is None:
+        hit = _dp_work(sc, comm, p, chunks, rank)
+        with _LOCK:
+            if len(_WORK) >= MAX_WORK:
+                _WORK.clear()
+            _WORK[key] = hit
+    return hit
+
+
+_DP_GROUPS = ("dps", "dpr", "edp")   # the groups _chunk_collectives prices on (_dp_buffers, HSDP's replicas)
+_WORK: dict[tuple, DPWork] = {}
+MAX_WORK = 4096
+_LOCK = threading.Lock()
+
+
+def _dp_work(sc: Scenario, comm: CommModel, p: StageParams, chunks: tuple[StageParams, ...] = (),
+             rank: int = 0) -> DPWork:
     """The DP work of pipeline rank ``rank`` holding ``p`` over its model chunks ``chunks`` (their
     parameters in chunk order; () = one chunk). Each chunk is its own DDP module with its own
     buffers (Megatron ``get_model`` wraps every model chunk), and only the first chunk of the first
