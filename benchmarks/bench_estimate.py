@@ -9,9 +9,11 @@ GEMM-efficiency memo, the compiled pipeline structure and the priced blocks fill
 call rebuilds the workload, prices its chunks, runs the pipeline engine and the memory model from
 the validated Scenario. The blocks' op lists and prices are memoised on what they depend on
 (workload/builder.py ``block_phases``, cost/stage.py ``_block_costs``: tp, cp, the micro-batch,
-the sequence, the system, … — not pp, vpp, the schedule, ZeRO or the DP flags), so a what-if
-edit of those, or a search's next layout of the same block kind, reuses them; "blocks priced
-anew" times the same estimate with those memos emptied before each call (a new block kind).
+the sequence, the system, … — not pp, vpp, the schedule, ZeRO or the DP flags), and so are a
+chunk's plan (``_plan_chunk_kept``: those blocks, what the chunk holds and the recompute) and a
+rank's DP work (cost/dp.py ``dp_work``: its parameters, the DP groups and flags), so a what-if
+edit of the rest, or a search's next layout of the same block kind, reuses them; "blocks priced
+anew" times the same estimate with all those memos emptied before each call (a new block kind).
 Times are CPU time (``time.process_time``: steadier than wall time on a shared machine), median
 and minimum over the warm calls. Scenario validation (pydantic) is timed separately.
 """
@@ -62,12 +64,15 @@ def bench(label: str, cfg: dict, repeats: int) -> None:
 
 
 def _forget_blocks() -> None:
-    """Empty the memos of the blocks' op lists and prices (a new block kind each call)."""
-    from simengine.cost import stage
+    """Empty the memos of the blocks' op lists and prices, the chunks' plans and the ranks' DP
+    work (a new block kind each call)."""
+    from simengine.cost import dp, stage
     from simengine.workload.builder import block_phases
 
     stage._PRICED.clear()
     stage._GROUPS.clear()
+    stage._CHUNKS.clear()
+    dp._WORK.clear()
     block_phases.cache_clear()
 
 

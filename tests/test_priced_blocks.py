@@ -1,7 +1,8 @@
-"""The priced blocks are memoised on what pricing reads (workload/builder.py ``block_phases``,
-cost/stage.py ``_block_costs``): the memo changes no number, layouts that change no block share
-one pricing, and a change that does change a block's price (the network, tp_comm_overlap, the
-dtype, the group a collective runs on) is priced anew."""
+"""The priced blocks and chunks are memoised on what pricing reads (workload/builder.py
+``block_phases``, cost/stage.py ``_block_costs`` and ``_plan_chunk_kept``): the memo changes no
+number, layouts that change no block share one pricing, and a change that does change a block's
+or a chunk's price (the network, tp_comm_overlap, the dtype, the group a collective runs on, the
+recompute, ZeRO-3's flags) is priced anew."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ def _moe(**strategy) -> dict:
 def _fresh() -> None:
     stage._PRICED.clear()
     stage._GROUPS.clear()
+    stage._CHUNKS.clear()
     block_phases.cache_clear()
 
 
@@ -47,7 +49,9 @@ def _numbers(plan) -> list:
 
 
 CASES = [_cfg("small"), _cfg("medium"), _cfg("large"), _cfg("large", tp_comm_overlap=True), _cfg("medium", dtype="fp8"),
-         _cfg("medium", recompute="selective"), _moe(), _moe(moe_dispatcher="deepep", pp=1, ep=8)]
+         _cfg("medium", recompute="selective"), _cfg("medium", recompute="selective", recompute_modules=["mlp"]),
+         _cfg("large", recompute="full", recompute_num_layers=2), _cfg("large", zero_stage=3), _moe(),
+         _moe(moe_dispatcher="deepep", pp=1, ep=8)]
 
 
 @pytest.mark.parametrize("cfg", CASES)
@@ -78,6 +82,30 @@ def test_layouts_that_change_no_block_share_one_pricing():
 ])
 def test_a_change_that_changes_a_price_is_priced_anew(change):
     base = _cfg("large")
+    other = copy.deepcopy(base)
+    change(other)
+    _fresh()
+    a = build_plan(load_scenario(base))
+    b = build_plan(load_scenario(other))
+    _fresh()
+    b_alone = build_plan(load_scenario(other))
+    assert _numbers(b) == _numbers(b_alone)
+    assert _numbers(a) != _numbers(b)
+
+
+_RC = _cfg("large", schedule="1f1b", vpp=1, recompute="full", recompute_num_layers=2, zero_stage=1)
+
+
+@pytest.mark.parametrize("base, change", [
+    (_RC, lambda c: c["strategy"].update(recompute="full", recompute_num_layers=1)),
+    (_RC, lambda c: c["strategy"].update(recompute="full", recompute_num_layers=3)),
+    (_RC, lambda c: c["strategy"].update(recompute="selective", recompute_num_layers=None, recompute_modules=["core_attn"])),
+    (_cfg("large", recompute="selective", recompute_num_layers=None, recompute_modules=["core_attn"]),
+     lambda c: c["strategy"].update(recompute_modules=["mlp"])),
+    # ZeRO-3's collectives sit in the chunks: its flags change them
+    (_cfg("large", zero_stage=3), lambda c: c["strategy"].update(overlap_param_gather=False)),
+])
+def test_a_change_of_what_a_chunk_reads_is_priced_anew(base, change):
     other = copy.deepcopy(base)
     change(other)
     _fresh()

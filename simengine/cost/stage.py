@@ -261,9 +261,38 @@ def _plan_chunk_once(p: _Priced, cw: ChunkWork, priced: dict[tuple, ChunkPlan], 
     key = _chunk_key(p, cw) if key is None else key
     hit = priced.get(key)
     if hit is None:
-        hit = priced[key] = _plan_chunk(p, cw)
-        return hit
+        hit = priced[key] = _plan_chunk_kept(p, cw, key)
+        if hit.work is cw:
+            return hit
     return ChunkPlan(cw, hit.fwd, hit.bwd, hit.wgt, hit.recompute, hit.activation_bytes, hit.peak_extra_bytes)
+
+
+def _plan_chunk_kept(p: _Priced, cw: ChunkWork, key: tuple) -> ChunkPlan:
+    """``_plan_chunk``, memoised across calls on what it reads when no ZeRO-2/3 collective is
+    priced into the chunk: the priced blocks (``_block_costs``' result, by identity: it stands
+    for the op lists, hence the dims and the model, and the system, dtype, tp_comm_overlap and
+    placements they were priced with — the activations, attention cores and selective-recompute
+    blocks of ``_Priced`` come from the same), what the chunk holds (``_chunk_key``) and the
+    recompute fields. With ZeRO-2/3 collectives the chunk also reads the DP groups, flags and
+    FSDP pattern: priced every call. The phases are shared: read them, never change them."""
+    st = p.sc.strategy
+    sc = p.sc
+    if st.zero_stage >= 2 and sc.dp * st.cp * sc.edp > 1:
+        return _plan_chunk(p, cw)
+    mk = (id(p.costs), key, st.recompute, st.recompute_num_layers, tuple(st.recompute_modules or ()))
+    hit = _CHUNKS.get(mk)
+    if hit is not None and hit[0] is p.costs:
+        return hit[1]
+    plan = _plan_chunk(p, cw)
+    with _LOCK:
+        if len(_CHUNKS) >= MAX_PRICED:
+            _CHUNKS.clear()
+        _CHUNKS[mk] = (p.costs, plan)   # the priced blocks kept alive with their key: their id stays theirs
+    return plan
+
+
+# (id of priced blocks, chunk key, recompute fields) -> (those priced blocks, the chunk's plan)
+_CHUNKS: dict[tuple, tuple] = {}
 
 
 def build_plan(sc: Scenario) -> Plan:
