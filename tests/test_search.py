@@ -759,7 +759,7 @@ def test_work_floor_is_below_the_group_bound(model, choices):
 
 
 @pytest.mark.parametrize("model,choices", [(TINY, {"tp": (1, 2), "pp": (1, 2, 4), "cp": (1, 2),
-                                                    "schedule": ("1f1b", "interleaved", "zb-h1", "dualpipe")}),
+                                                    "schedule": ("1f1b", "gpipe", "interleaved", "zb-h1", "zb-h2", "dualpipe")}),
                                            (TINY_MOE, MOE_CHOICES)])
 def test_a_family_shares_its_first_groups_floor(model, choices):
     """Phase 0 floors a family of groups (``prune.floor_key``) once, on its first group (run.py
@@ -1141,8 +1141,11 @@ def test_the_search_never_proposes_what_megatron_refuses():
 
 def test_floor_key_is_the_block_kind_pp_chains_and_a2a_hiding_of_a_group():
     """The family key phase 0 shares a floor under (prune.floor_key, built per layout from
-    floor_parts in run._floors): the group's block kind, pp, its schedule's chains and whether its
-    pairs may hide the all-to-all — vpp, the schedule's name and the split left out."""
+    floor_parts in run._floors): the group's block kind, pp, its schedule's chains, whether its
+    pairs may hide the all-to-all and which fill-and-drain floor applies (one chunk per rank of
+    one chain, the weight gradient split off or not) — vpp, the schedule's name and the split
+    left out."""
+    from simengine.schedule import get_schedule
     from simengine.search.a2a import schedule_hides_a2a
     from simengine.search.bound import schedule_chains
     from simengine.search.prune import block_kind, floor_key, floor_parts
@@ -1150,7 +1153,9 @@ def test_floor_key_is_the_block_kind_pp_chains_and_a2a_hiding_of_a_group():
     space = make_space(TINY_MOE, SMALL_GPU, global_batch=16, seq_len=4096, gpus=[8, 16], choices=MOE_CHOICES)
     keys = set()
     for g, lay, mbs, _ in _groups(space):
-        want = (*block_kind(g, lay, mbs), lay["pp"], schedule_chains(lay["schedule"]), schedule_hides_a2a(lay["schedule"], False))
+        sched = get_schedule(lay["schedule"])
+        fills = 0 if sched.chains != 1 or (lay["vpp"] or 1) != 1 else 1 if sched.splits_weight_grad else 2
+        want = (*block_kind(g, lay, mbs), lay["pp"], schedule_chains(lay["schedule"]), schedule_hides_a2a(lay["schedule"], False), fills)
         head, tail = floor_parts(g, lay)
         assert floor_key(g, lay, mbs) == want == head + (mbs,) + tail
         keys.add(want)

@@ -367,11 +367,11 @@ class SharedBounds:
         self.blocks: dict[tuple, dict[str, Sides]] = {}
         self.places: dict[tuple, Placed] = {}
         self.priced: dict[tuple, Any] = {}
-        self.work: dict[tuple, float] = {}
+        self.work: dict[tuple, tuple[float, float]] = {}
         self.chunk_memory: dict[tuple, dict[tuple, tuple[float, float]]] = {}   # refine._Memory, per block kind
         self.order_peaks: dict[tuple, list[tuple[float, float]]] = {}          # refine._Memory: per-rank peaks of an order
         self.statics: dict[tuple, dict[int, list[float]]] = {}                 # refine._Memory: model states per ZeRO stage, per rank
-        self.floors: dict[tuple, float] = {}                                   # prune.work_floor: model work per block kind
+        self.floors: dict[tuple, tuple[float, float, float, float, float]] = {}  # prune.work_floor: model work per block kind
         self.chains: dict[str, int] = {}                                       # prune.work_floor: chains per schedule
         self.priced_rc: dict[tuple, dict[tuple, Any]] = {}                     # refine._Memory: priced blocks per recompute, per block kind
         self.zero: dict[tuple, dict[tuple, tuple[float, float, float]]] = {}  # refine._Memory: ZeRO-2/3 deltas per chunk, per block kind
@@ -404,11 +404,13 @@ class SharedBounds:
             hit = self.priced[bk] = _priced(sc, build_workload(sc))
         return hit
 
-    def model_work(self, gpus: int, strat: dict[str, Any], model, whole_strategy, scenario_of, tco: bool) -> float:
-        """Forward + backward-input + backward-weight seconds of one micro-batch through the whole
-        model (every block kind times its count over the layers of a one-stage placement,
-        ``whole_strategy()``), each block at the least of its sides (with ``tco``: with or without
-        userbuffers), the TP collectives as priced without userbuffers otherwise."""
+    def model_work(self, gpus: int, strat: dict[str, Any], model, whole_strategy, scenario_of,
+                   tco: bool) -> tuple[float, float]:
+        """(forward + backward-input + backward-weight seconds, forward + backward-input seconds)
+        of one micro-batch through the whole model (every block kind times its count over the
+        layers of a one-stage placement, ``whole_strategy()``), each block at the least of its
+        sides (with ``tco``: with or without userbuffers), the TP collectives as priced without
+        userbuffers otherwise."""
         key = (gpus, tco, *(strat[k] for k in BLOCK_KEY))
         hit = self.work.get(key)
         if hit is None:
@@ -419,7 +421,8 @@ class SharedBounds:
                     for k, c in chunk_parts(cw).items():
                         self.counts[k] = self.counts.get(k, 0) + c
             sides = (TP_OFF, TP_UB) if tco else (TP_OFF,)
-            hit = self.work[key] = sum(c * min(sum(secs[k][sd]) for sd in sides) for k, c in self.counts.items())
+            hit = self.work[key] = (sum(c * min(sum(secs[k][sd]) for sd in sides) for k, c in self.counts.items()),
+                                    sum(c * min(secs[k][sd][0] + secs[k][sd][1] for sd in sides) for k, c in self.counts.items()))
         return hit
 
     def model_a2a(self, gpus: int, strat: dict[str, Any], scenario_of, paired: bool) -> float:

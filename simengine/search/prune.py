@@ -23,6 +23,7 @@ from typing import Any
 from ..config.scenario import Scenario
 from ..errors import ConfigError
 from ..pipeline import sim_microbatches
+from ..schedule import get_schedule
 from .a2a import hides_a2a, schedule_hides_a2a
 from .bound import ep_alone, phase_alone, pipe_of, pipeline_bound, schedule_chains, speed_factors
 from .candidate import (_SHARED_OF, _in_field_ranges, _recompute, _shared_key, _strategy,  # noqa: F401  (re-exported)
@@ -159,10 +160,10 @@ def _kind_head(gpus: int, layout: dict[str, Any]) -> tuple:
 
 
 def floor_key(gpus: int, layout: dict[str, Any], mbs: int) -> tuple:
-    """What ``work_floor`` reads of a group: its block kind, pp, the schedule's chains and whether
-    its pairs may hide the all-to-all (not vpp, the schedule itself or the split). Groups with one
-    key share their floor, as long as it prices (``run.py``: one frontier node stands for all of
-    them until it is reached)."""
+    """What ``work_floor`` reads of a group: its block kind, pp, the schedule's chains, whether
+    its pairs may hide the all-to-all and whether one chain runs one chunk per rank (``_fills``;
+    not vpp itself, the schedule or the split). Groups with one key share their floor, as long as
+    it prices (``run.py``: one frontier node stands for all of them until it is reached)."""
     head, tail = floor_parts(gpus, layout)
     return head + (mbs,) + tail
 
@@ -171,7 +172,24 @@ def floor_parts(gpus: int, layout: dict[str, Any]) -> tuple[tuple, tuple]:
     """``floor_key`` before and after the micro-batch size: a layout's groups differ only there
     (``run._floors`` builds them once per layout)."""
     sched = layout["schedule"]
-    return _kind_head(gpus, layout), (layout["pp"], schedule_chains(sched), _hides(sched))
+    return _kind_head(gpus, layout), (layout["pp"], schedule_chains(sched), _hides(sched), _fills(sched, layout.get("vpp")))
+
+
+_FILLS: dict[str, int] = {}
+
+
+def _fills(schedule: str, vpp: int | None) -> int:
+    """Which fill-and-drain floor ``work_floor`` adds: 0 none (several chains or chunks per rank),
+    1 with the backward-input alone (the schedule splits the weight gradient off: ZB-H1/H2, whose
+    W may fill the drain), 2 with the whole backward (1F1B, GPipe: each B task carries its W,
+    ``bound.Pipe.full_b``)."""
+    if (vpp or 1) != 1:
+        return 0
+    hit = _FILLS.get(schedule)
+    if hit is None:
+        sched = get_schedule(schedule)
+        hit = _FILLS[schedule] = 0 if sched.chains != 1 else 1 if sched.splits_weight_grad else 2
+    return hit
 
 
 _HIDES: dict[str, bool] = {}
@@ -192,8 +210,21 @@ def work_floor(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, 
     forward + backward through the whole model / pp (``bound.SharedBounds.model_work``, with its
     expert all-to-all: ``model_a2a``; with
     DualPipe's two chains each rank holds both directions, M/2 micro-batches each). Below
-    ``bound_group`` (its first term, averaged over the ranks). (inf, rejection) when the group
-    is invalid: checked on every call, whatever the memo holds, so the answer is the group's
+    ``bound_group`` (its first term, averaged over the ranks).
+
+    With one chain and one chunk per rank (``floor_parts``' last field: 1F1B, GPipe, ZB-H1/H2 at
+    vpp 1), also the pipeline's fill and drain, whatever the split: ``bound.pipeline_bound``
+    holds for every rank r step ≥ Σ_{s<r} F_s (micro-batch 1's forward reaching r) + m·(F_r + B_r)
+    (its last backward after every forward and backward of r) + Σ_{s<r} B_s (that gradient's way
+    back), so with y_s = F_s + B_s (B the backward-input, with the weight gradient where each B
+    task carries it: ``_fills``; where no F&B pair may hide the expert all-to-all, each phase with
+    its all-to-all run alone: ``bound.stage_phases_of``'s ``ep``) step ≥ max_r (Σ_{s<r} y_s +
+    m·y_r). For
+    any y ≥ 0 with Σ y_s = Y this is ≥ Y / (1 − q^pp), q = 1 − 1/m: the weights w_r ∝ q^{−r} make
+    Σ_r w_r (Σ_{s<r} y_s + m·y_r) = Y / (1 − q^pp) for every y (each y_s gets m·w_s + Σ_{r>s} w_r,
+    the same for every s), and a maximum is at least a weighted average. Equal stages reach it
+    in the limit; m ≫ pp leaves the average share the larger (the 1F1B bubble, Narayanan et al.
+    2021 §2.2.1: (pp − 1) stage times on top of m). (inf, rejection) when the group is invalid: checked on every call, whatever the memo holds, so the answer is the group's
     own and not this process's history (a pool's workers see other groups before it: a floor
     handed to an invalid group whose block kind another group had priced made the rejections
     differ between executors)."""
@@ -217,9 +248,10 @@ def work_floor(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, 
         try:
             def sc_of():
                 return scenario(space, gpus, base)
-            work = sb.model_work(gpus, base, specs(space, gpus)[0], lambda: construct(space, dict(base, pp=1, vpp=1, schedule="1f1b",
-                                 decoder_first_pipeline_num_layers=None, decoder_last_pipeline_num_layers=None)), sc_of, tco)
-            hit = sb.floors[wkey] = (work + sb.model_a2a(gpus, base, sc_of, False), max(work, sb.model_a2a(gpus, base, sc_of, True)))
+            work, fb = sb.model_work(gpus, base, specs(space, gpus)[0], lambda: construct(space, dict(base, pp=1, vpp=1, schedule="1f1b",
+                                     decoder_first_pipeline_num_layers=None, decoder_last_pipeline_num_layers=None)), sc_of, tco)
+            a2a = sb.model_a2a(gpus, base, sc_of, True)   # the forward's and backward's all-to-all, each run alone
+            hit = sb.floors[wkey] = (work + sb.model_a2a(gpus, base, sc_of, False), max(work, a2a), fb + a2a, fb, work)
         except ConfigError:  # not priced (this group is invalid; another group of its kind may not be)
             return bound_group(space, gpus, layout, mbs, order)
     chains = sb.chains.get(layout["schedule"])
@@ -230,7 +262,12 @@ def work_floor(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, 
     # the expert all-to-all: each F, B and W holds it run alone where no pair can hide it; where
     # one may, each action or pair takes ≥ its compute and ≥ its all-to-all alone (bound.pipeline_bound's a2a)
     paired = _hides(layout["schedule"]) or bool(space.base.get("overlap_moe_expert_parallel_comm"))
-    return micro * hit[paired] / pp, None
+    floor = micro * hit[paired] / pp
+    fills = _fills(layout["schedule"], layout.get("vpp"))
+    if fills and micro >= 1:   # the fill and drain (docstring)
+        y = (hit[2 + paired] if fills == 1 else hit[0] if not paired else hit[4])
+        floor = max(floor, y / (1.0 - (1.0 - 1.0 / micro) ** pp))
+    return floor, None
 
 
 def bound_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, order: int) -> tuple[float, Rejection | None]:

@@ -4,8 +4,9 @@ With a top to reach, a branch and bound over a frontier keyed by lower bounds th
 a node is looked at more closely — each is below every fitting candidate it stands for, so a
 node whose bound is above the top-th best timed step is out for good:
 
-1. ``prune.work_floor``: the average rank's share of the step's work, once per family of groups
-   that share it (``prune.floor_key``; DeepSeek-V3 on 16,384 GPUs: 183k families of 1.67 M groups);
+1. ``prune.work_floor``: the average rank's share of the step's work and, with one chunk per
+   rank, the pipeline's fill and drain, once per family of groups that share it
+   (``prune.floor_key``; DeepSeek-V3 on 16,384 GPUs: 1.56 M groups);
 2. ``prune.bound_group``: validity and the pipeline bound of the no-recompute plan (``bound.py``);
 3. ``refine.refine_memory``: the recompute its memory needs at the ZeRO stage that needs the
    least (no plan), or an OOM rejection; then, only for a group still in reach whose least
@@ -380,9 +381,9 @@ def _dealt(items: list) -> list[Batch]:
 # what a group left on the frontier has been through, by the step it was waiting for
 _LEFT = {
     "family": ("unevaluated", "not evaluated (validity and memory not checked): a lower bound on its step time "
-                              "(the average rank's share of the step's work) is not below the {top}-th best timed candidate"),
+                              "(the average rank's share of the step's work, or the pipeline's fill and drain) is not below the {top}-th best timed candidate"),
     "bound": ("unevaluated", "not evaluated (validity and memory not checked): a lower bound on its step time "
-                             "(the average rank's share of the step's work) is not below the {top}-th best timed candidate"),
+                             "(the average rank's share of the step's work, or the pipeline's fill and drain) is not below the {top}-th best timed candidate"),
     "refine": ("bound", "layout valid, memory not checked; outside the top {top}: a lower bound on its step time "
                         "(its pipeline without recompute) is not below the {top}-th best timed candidate"),
     "zero": ("bound", "layout valid, may fit; outside the top {top}: a lower bound on its step time (its pipeline with the "
