@@ -115,3 +115,23 @@ def test_a_change_of_what_a_chunk_reads_is_priced_anew(base, change):
     b_alone = build_plan(load_scenario(other))
     assert _numbers(b) == _numbers(b_alone)
     assert _numbers(a) != _numbers(b)
+
+
+def test_no_dense_block_reads_the_moe_dims():
+    """workload/builder.py builds every block but the MoE one from the dims without their MoE
+    fields (``_without_moe``), memoised on those: each builder on the scenario's own dims holds
+    the same ops (frozen, compared by value)."""
+    from simengine.workload.builder import _build_block, _without_moe
+    from simengine.workload.dims import dims_of
+
+    checked = 0
+    for cfg in (_moe(), _moe(ep=8, pp=1, moe_dispatcher="deepep"), _moe(tp=1, ep=2, etp=2, dtype="fp8"),
+                _moe(cp=2, cp_comm_type="a2a")):
+        sc = load_scenario(cfg)
+        d, m, st = dims_of(sc), sc.model, sc.strategy
+        assert _without_moe(d) != d
+        for kind, arg in (("attn", st.cp_comm_type), ("embed", None), ("head", st.fused_cross_entropy), ("mlp", None), ("mtp", None)):
+            own, dense = _build_block(kind, d, m, arg, st.dtype), _build_block(kind, _without_moe(d), m, arg, st.dtype)
+            assert (own.fwd, own.bwd, own.wgt) == (dense.fwd, dense.bwd, dense.wgt)
+            checked += 1
+    assert checked == 20

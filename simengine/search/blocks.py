@@ -20,6 +20,8 @@ Equal keys price alike: the memo changes no number (``tests/test_search_blocks.p
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..config.scenario import Scenario
 from .a2a import ep_length
 from .alone import ep_alone, phase_alone
@@ -28,7 +30,7 @@ from .bound import Sides, speed_factors
 MAX_MEMO = 65_536   # distinct blocks kept per search (a cache: cleared when full)
 
 
-def block_seconds(sc: Scenario, memo: dict[tuple, Sides] | None = None) -> dict[str, Sides]:
+def block_seconds(sc: Scenario, memo: dict[tuple, Any] | None = None) -> dict[str, Sides]:
     """Per block kind, three sides of the seconds of one micro-batch's forward, backward-input
     and backward-weight, each run alone (``phase_alone`` at ``sc``'s slowdown and straggler
     factor), priced as ``build_plan`` prices them (cost/stage.py: _block_costs): ``NO_TP``
@@ -47,32 +49,53 @@ def block_seconds(sc: Scenario, memo: dict[tuple, Sides] | None = None) -> dict[
     models: tuple = ()
     out = {}
     for name, ph in wl.blocks.items():
-        ops = (tuple(ph.fwd), tuple(ph.bwd), tuple(ph.wgt))
-        key, hit = _lookup(memo, sc, name, ops, places, factors)
+        keys, hit = _lookup(memo, sc, name, ph, places, factors)
         if hit is None:
             if not models:
                 models = _models(sc)
-            hit = _sides(ops, models, factors)
-            if memo is not None and key is not None:
+            hit = _sides((tuple(ph.fwd), tuple(ph.bwd), tuple(ph.wgt)), models, factors)
+            if memo is not None and keys is not None:
                 if len(memo) >= MAX_MEMO:
                     memo.clear()
-                memo[key] = hit
+                memo[keys[0]] = (ph, hit)
+                memo[keys[1]] = hit
         out[name] = hit
     return out
 
 
-def _lookup(memo: dict[tuple, Sides] | None, sc: Scenario, name: str, ops: tuple, places,
+_BY_ID = object()   # tags a memo key that holds a block's op lists by identity (``_lookup``)
+_GROUPS: dict[int, tuple] = {}   # id of a block's Phases -> (them, the groups their collectives run on)
+
+
+def _lookup(memo: dict[tuple, Any] | None, sc: Scenario, name: str, ph, places,
             factors: tuple[float, float]) -> tuple[tuple | None, Sides | None]:
-    """(the block's key, its memoised sides or None): the key is what pricing one block reads
-    (module docstring); None when there is no memo or an op cannot be hashed."""
+    """((the block's key by identity, by content), its memoised sides or None); None keys when
+    there is no memo or an op cannot be hashed. The key is what pricing one block reads (module
+    docstring). The same op lists (one object: workload/builder.py builds each dense block once
+    for every layout that differs only in what it does not read) are looked up by identity
+    first, their entry holding them (so their id stays theirs); equal lists built apart (an MoE
+    block of two cp_comm_types) by value."""
     if memo is None:
         return None, None
-    groups = sorted({op.group for phase in ops for op in phase if hasattr(op, "group")})
-    key = (name, ops, tuple((g, places[g]) for g in groups), sc.system.num_gpus, sc.strategy.dtype, factors)
+    seen = _GROUPS.get(id(ph))
+    if seen is None or seen[0] is not ph:
+        if len(_GROUPS) >= MAX_MEMO:
+            _GROUPS.clear()
+        seen = _GROUPS[id(ph)] = (ph, tuple(sorted({op.group for phase in (ph.fwd, ph.bwd, ph.wgt) for op in phase
+                                                     if hasattr(op, "group")})))
+    rest = (tuple((g, places[g]) for g in seen[1]), sc.system.num_gpus, sc.strategy.dtype, factors)
+    by_id = (_BY_ID, name, id(ph), *rest)
+    hit = memo.get(by_id)
+    if hit is not None and hit[0] is ph:
+        return None, hit[1]
+    key = (name, (tuple(ph.fwd), tuple(ph.bwd), tuple(ph.wgt)), *rest)
     try:
-        return key, memo.get(key)
+        found = memo.get(key)
     except TypeError:
         return None, None
+    if found is not None:
+        memo[by_id] = (ph, found)
+    return (by_id, key), found
 
 
 def _models(sc: Scenario) -> tuple:

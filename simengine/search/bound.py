@@ -377,7 +377,7 @@ class SharedBounds:
         self.zero: dict[tuple, dict[tuple, tuple[float, float, float]]] = {}  # refine._Memory: ZeRO-2/3 deltas per chunk, per block kind
         self.counts: dict[str, int] | None = None   # block kinds of the whole model (one stage)
         self.chunk_kinds: dict[int, tuple] = {}     # refine._chunk_kinds: per placed layout, its chunks for memory
-        self.block_memo: dict[tuple, Sides] = {}    # blocks.block_seconds: one block's sides by what prices it
+        self.block_memo: dict[tuple, Any] = {}      # blocks.block_seconds: one block's sides by what prices it
 
     def secs(self, gpus: int, strat: dict[str, Any], scenario_of) -> dict[str, Sides]:
         """Block seconds of ``strat``'s block kind on ``gpus`` GPUs (the straggler factor and the

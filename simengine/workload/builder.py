@@ -3,7 +3,7 @@ of each block kind (built once per kind: every dense layer of a model is identic
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..config.model import ModelSpec
 from ..config.scenario import Scenario
@@ -54,24 +54,60 @@ def block_phases(d: Dims, m: ModelSpec, cp_comm_type: str, fused_cross_entropy: 
     """The op lists of each block kind: a pure function of the per-rank dimensions, the model and
     the strategy fields the block builders read, memoised on exactly those (``memo.config_cache``:
     a search and a page rerun build the same blocks for many layouts). The result is shared:
-    read it, never change it (cost/stage.py keys its priced blocks on its identity)."""
+    read it, never change it (cost/stage.py keys its priced blocks on its identity).
+
+    Every block but the MoE one is also memoised on its own, on the dims without their MoE
+    fields (``_without_moe``: none of those builders reads them), so the attention, MLP and
+    end blocks of a search's layouts that differ only in ep, etp or the dispatcher are one
+    object (search/blocks.py prices a block once per object)."""
+    dense = _without_moe(d) if m.is_moe else d
     blocks: dict[str, Phases] = {
-        "attn": attention_block(d, m, cp_comm_type),
-        "embed": embedding(d, m.position_embedding == "learned"),
-        "head": head(d, fused_cross_entropy),
+        "attn": _block("attn", dense, m, cp_comm_type, dtype),
+        "embed": _block("embed", dense, m, None, dtype),
+        "head": _block("head", dense, m, fused_cross_entropy, dtype),
     }
     if m.num_layers - m.num_moe_layers > 0:
-        blocks["mlp"] = dense_mlp_block(d)
+        blocks["mlp"] = _block("mlp", dense, m, None, dtype)
     if m.is_moe:
-        blocks["moe"] = moe_block(d, m, moe_dispatcher, moe_shared_expert_overlap)
+        blocks["moe"] = _cast(moe_block(d, m, moe_dispatcher, moe_shared_expert_overlap), dtype)
     if m.mtp_layers:
-        blocks["mtp"] = mtp_projection(d)
+        blocks["mtp"] = _block("mtp", dense, m, None, dtype)
     if m.full_attention_interval:  # mixed pattern (GPT-OSS): windowed layers get their own block
-        blocks["attn_window"] = window_attention_block(d, m, cp_comm_type)
-    if dtype == "fp8":
-        for ph in blocks.values():
-            add_fp8_casts(ph)
+        blocks["attn_window"] = _block("attn_window", dense, m, cp_comm_type, dtype)
     return blocks
+
+
+def _without_moe(d: Dims) -> Dims:
+    """The dims with the fields only the MoE block reads (workload/dims.py) at their dense values."""
+    return replace(d, experts_local=0, moe_ffn=0, moe_tokens=0, tokens_per_expert=0, shared_ffn=0,
+                   ep=1, etp=1, moe_dispatch_dtype="bf16", moe_imbalance=1.0)
+
+
+def _build_block(kind: str, d: Dims, m: ModelSpec, arg, dtype: str) -> Phases:
+    """One dense block's op lists (``block_phases``), with the FP8 casts; ``arg``: what its
+    builder takes besides the dims and model (cp_comm_type, fused cross-entropy, or None)."""
+    if kind == "attn":
+        ph = attention_block(d, m, arg)
+    elif kind == "attn_window":
+        ph = window_attention_block(d, m, arg)
+    elif kind == "embed":
+        ph = embedding(d, m.position_embedding == "learned")
+    elif kind == "head":
+        ph = head(d, arg)
+    elif kind == "mlp":
+        ph = dense_mlp_block(d)
+    else:
+        ph = mtp_projection(d)
+    return _cast(ph, dtype)
+
+
+_block = config_cache(_build_block, 1024)   # a search's dense blocks: one per (tp, cp, micro-batch, …)
+
+
+def _cast(ph: Phases, dtype: str) -> Phases:
+    if dtype == "fp8":
+        add_fp8_casts(ph)
+    return ph
 
 
 def place_layers(sc: Scenario) -> tuple[tuple[ChunkWork, ...], ...]:
@@ -122,3 +158,12 @@ def _elems(op, which: str) -> float:
     if isinstance(op, GroupedGemm):
         return float(op.groups * op.m * op.k)
     return float(op.b * op.m * op.k * op.count)
+
+
+def _clear_blocks(clear=block_phases.cache_clear) -> None:  # type: ignore[attr-defined]
+    """Empty both block memos (``block_phases``' and each dense block's)."""
+    clear()
+    _block.cache_clear()  # type: ignore[attr-defined]
+
+
+block_phases.cache_clear = _clear_blocks  # type: ignore[attr-defined]
