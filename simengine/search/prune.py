@@ -161,8 +161,8 @@ def _kind_head(gpus: int, layout: dict[str, Any]) -> tuple:
 
 def floor_key(gpus: int, layout: dict[str, Any], mbs: int) -> tuple:
     """What ``work_floor`` reads of a group: its block kind, pp, the schedule's chains, whether
-    its pairs may hide the all-to-all and whether one chain runs one chunk per rank (``_fills``;
-    not vpp itself, the schedule or the split). Groups with one key share their floor, as long as
+    its pairs may hide the all-to-all and which fill-and-drain floor applies (``_fills``; not vpp
+    itself, the schedule or the split). Groups with one key share their floor, as long as
     it prices (``run.py``: one frontier node stands for all of them until it is reached)."""
     head, tail = floor_parts(gpus, layout)
     return head + (mbs,) + tail
@@ -219,13 +219,14 @@ def work_floor(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, 
     back), so with y_s = F_s + B_s (B the backward-input, with the weight gradient where each B
     task carries it: ``_fills``; where no F&B pair may hide the expert all-to-all, each phase with
     its all-to-all run alone: ``bound.stage_phases_of``'s ``ep``) step ≥ max_r (Σ_{s<r} y_s +
-    m·y_r). For
-    any y ≥ 0 with Σ y_s = Y this is ≥ Y / (1 − q^pp), q = 1 − 1/m: the weights w_r ∝ q^{−r} make
-    Σ_r w_r (Σ_{s<r} y_s + m·y_r) = Y / (1 − q^pp) for every y (each y_s gets m·w_s + Σ_{r>s} w_r,
-    the same for every s), and a maximum is at least a weighted average. Equal stages reach it
-    in the limit; m ≫ pp leaves the average share the larger (the 1F1B bubble, Narayanan et al.
-    2021 §2.2.1: (pp − 1) stage times on top of m). (inf, rejection) when the group is invalid: checked on every call, whatever the memo holds, so the answer is the group's
-    own and not this process's history (a pool's workers see other groups before it: a floor
+    m·y_r). For any y ≥ 0 with Σ y_s = Y this is ≥ Y / (1 − q^pp), q = 1 − 1/m: the weights
+    w_r ∝ q^{−r} make Σ_r w_r (Σ_{s<r} y_s + m·y_r) = Y / (1 − q^pp) for every y (each y_s gets
+    m·w_s + Σ_{r>s} w_r, the same for every s), and a maximum is at least a weighted average.
+    Equal stages reach it in the limit; m ≫ pp leaves the average share the larger (the 1F1B
+    bubble, Narayanan et al. 2021 §2.2.1: (pp − 1) stage times on top of m).
+
+    (inf, rejection) when the group is invalid: checked on every call, whatever the memo holds,
+    so the answer is the group's own and not this process's history (a pool's workers see other groups before it: a floor
     handed to an invalid group whose block kind another group had priced made the rejections
     differ between executors)."""
     tp, pp, cp = layout["tp"], layout["pp"], layout["cp"]
@@ -251,6 +252,9 @@ def work_floor(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, 
             work, fb = sb.model_work(gpus, base, specs(space, gpus)[0], lambda: construct(space, dict(base, pp=1, vpp=1, schedule="1f1b",
                                      decoder_first_pipeline_num_layers=None, decoder_last_pipeline_num_layers=None)), sc_of, tco)
             a2a = sb.model_a2a(gpus, base, sc_of, True)   # the forward's and backward's all-to-all, each run alone
+            # per micro-batch through the whole model: [0] the work with every phase's all-to-all
+            # alone, [1] where pairs may hide it; the fill's y summed: [2] F + B with their
+            # all-to-all, [3] without it, [4] F + B + W without it ([0] is F + B + W with it)
             hit = sb.floors[wkey] = (work + sb.model_a2a(gpus, base, sc_of, False), max(work, a2a), fb + a2a, fb, work)
         except ConfigError:  # not priced (this group is invalid; another group of its kind may not be)
             return bound_group(space, gpus, layout, mbs, order)
@@ -265,7 +269,7 @@ def work_floor(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, 
     floor = micro * hit[paired] / pp
     fills = _fills(layout["schedule"], layout.get("vpp"))
     if fills and micro >= 1:   # the fill and drain (docstring)
-        y = (hit[2 + paired] if fills == 1 else hit[0] if not paired else hit[4])
+        y = (hit[3] if paired else hit[2]) if fills == 1 else (hit[4] if paired else hit[0])
         floor = max(floor, y / (1.0 - (1.0 - 1.0 / micro) ** pp))
     return floor, None
 
