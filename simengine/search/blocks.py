@@ -41,14 +41,14 @@ def block_seconds(sc: Scenario, memo: dict[tuple, Any] | None = None) -> dict[st
     (``ep_length``: what a pair runs beside the partner). ZeRO-2/3 collectives are not in the blocks.
     ``memo``: blocks already priced, by ``_key`` (module docstring)."""
     from ..cost.comm import group_placements
-    from ..workload.builder import build_workload
+    from ..workload.builder import scenario_blocks
 
-    wl = build_workload(sc)
+    blocks = scenario_blocks(sc)
     factors = speed_factors(sc)
     places = group_placements(sc) if memo is not None else None
     models: tuple = ()
     out = {}
-    for name, ph in wl.blocks.items():
+    for name, ph in blocks.items():
         keys, hit = _lookup(memo, sc, name, ph, places, factors)
         if hit is None:
             if not models:

@@ -346,7 +346,7 @@ def _by_kind(ex, space: SearchSpace, items: list, progress: Progress | None) -> 
     per group once the blocks are priced: large batches, so a pool spends its time pricing, not
     shipping the space. The floors do not depend on the batching."""
     # etp may be None (no expert TP): compared as -1, so kinds sort and equal ones lie together
-    perm = sorted(range(len(items)), key=lambda i: (_kind_order(*items[i][:3]), i))
+    perm = sorted(range(len(items)), key=_kind_order(items))
     size = max(BATCH_GROUPS, len(items) // 64)
     done = [b for part in ex.map(bound_batch, space, _batches([items[i] for i in perm], size), progress) for b in part]
     out: list = [None] * len(items)
@@ -355,13 +355,22 @@ def _by_kind(ex, space: SearchSpace, items: list, progress: Progress | None) -> 
     return out
 
 
-def _kind_order(gpus: int, layout: dict[str, Any], mbs: int) -> tuple:
-    """``prune.block_kind`` with etp None (no expert TP) as -1, so kinds sort and equal ones lie
-    together."""
-    from .prune import block_kind
+def _kind_order(items: list):
+    """The sort key of item i: (``prune.block_kind`` with etp None (no expert TP) as -1, so kinds
+    sort and equal ones lie together; i), its layout's part built once per layout (a layout's
+    groups share the dict, which ``items`` keeps alive while the key is in use)."""
+    from .prune import _kind_head
 
-    k = block_kind(gpus, layout, mbs)
-    return k if k[5] is not None else (*k[:5], -1, mbs)
+    heads: dict[tuple[int, int], tuple] = {}
+
+    def key(i: int) -> tuple:
+        g, lay, mbs = items[i][0], items[i][1], items[i][2]
+        head = heads.get((g, id(lay)))
+        if head is None:
+            k = _kind_head(g, lay)
+            head = heads[(g, id(lay))] = k if k[5] is not None else (*k[:5], -1)
+        return head, mbs, i
+    return key
 
 
 def _batches(items: list, size: int = BATCH_GROUPS) -> list[Batch]:

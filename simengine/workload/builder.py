@@ -42,10 +42,16 @@ class Workload:
 
 
 def build_workload(sc: Scenario) -> Workload:
-    m, st = sc.model, sc.strategy
     d = dims_of(sc)
-    return Workload(d, block_phases(d, m, st.cp_comm_type, st.fused_cross_entropy, st.moe_dispatcher,
-                                    st.moe_shared_expert_overlap, st.dtype), place_layers(sc))
+    return Workload(d, scenario_blocks(sc, d), place_layers(sc))
+
+
+def scenario_blocks(sc: Scenario, d: Dims | None = None) -> dict[str, Phases]:
+    """``build_workload(sc).blocks`` without placing the layers (what the search prices per block
+    kind: search/blocks.py)."""
+    m, st = sc.model, sc.strategy
+    return block_phases(dims_of(sc) if d is None else d, m, st.cp_comm_type, st.fused_cross_entropy, st.moe_dispatcher,
+                        st.moe_shared_expert_overlap, st.dtype)
 
 
 @config_cache
