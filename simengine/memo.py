@@ -8,6 +8,7 @@ computed once. Frozen pydantic models hash by value; one holding a list (e.g.
 
 from __future__ import annotations
 
+import threading
 from functools import lru_cache, wraps
 from typing import Callable, TypeVar
 
@@ -41,3 +42,15 @@ def _hashable(args: tuple) -> bool:
     except TypeError:
         return False
     return True
+
+
+_LOCK = threading.Lock()
+
+
+def remember(memo: dict, key, value, cap: int) -> None:
+    """``memo[key] = value`` for a module-level memo shared by threads, emptied first when it holds
+    ``cap`` entries (a cache: refilled on demand)."""
+    with _LOCK:
+        if len(memo) >= cap:
+            memo.clear()
+        memo[key] = value

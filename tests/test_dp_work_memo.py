@@ -7,23 +7,11 @@ import copy
 
 import pytest
 
-from simengine import presets
 from simengine.config import load_scenario
 from simengine.cost import dp
 from simengine.cost.stage import build_plan, stage_params
 
-
-def _cfg(size: str, **strategy) -> dict:
-    cfg = copy.deepcopy(presets.size_scenario(size))
-    cfg["strategy"].update(strategy)
-    return cfg
-
-
-def _moe(**strategy) -> dict:
-    m = presets.load_spec("models", "deepseek-v2-lite").model_dump(mode="json")
-    s = presets.load_spec("systems", "h100-sxm5-80gb").model_dump(mode="json")
-    st = {"tp": 2, "pp": 2, "ep": 4, "micro_batch_size": 1, "global_batch_size": 64, "seq_len": 4096, "sequence_parallel": True}
-    return {"model": m, "system": {**s, "num_gpus": 32}, "strategy": {**st, **strategy}}
+from test_priced_blocks import _cfg, _moe
 
 
 def _unmemoised(sc, plan) -> list:

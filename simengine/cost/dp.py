@@ -25,11 +25,11 @@ model weights (read 4, write 2 B): (8 + 8)·N + 42·N_shard bytes with fp32 grad
 from __future__ import annotations
 
 import math
-import threading
 from dataclasses import dataclass
 
 from ..config.framework import optimizer_adam_cost
 from ..config.scenario import Scenario
+from ..memo import remember
 from .comm import CommModel
 from .static_memory import StageParams
 
@@ -136,17 +136,13 @@ def dp_work(sc: Scenario, comm: CommModel, p: StageParams, chunks: tuple[StagePa
         return _dp_work(sc, comm, p, chunks, rank)
     if hit is None:
         hit = _dp_work(sc, comm, p, chunks, rank)
-        with _LOCK:
-            if len(_WORK) >= MAX_WORK:
-                _WORK.clear()
-            _WORK[key] = hit
+        remember(_WORK, key, hit, MAX_WORK)
     return hit
 
 
 _DP_GROUPS = ("dps", "dpr", "edp")   # the groups _chunk_collectives prices on (_dp_buffers, HSDP's replicas)
 _WORK: dict[tuple, DPWork] = {}
 MAX_WORK = 4096
-_LOCK = threading.Lock()
 
 
 def _dp_work(sc: Scenario, comm: CommModel, p: StageParams, chunks: tuple[StageParams, ...] = (),

@@ -7,10 +7,10 @@ start from the ``StagePlan`` list it returns, so they price exactly the same wor
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 
 from ..config.scenario import Scenario
+from ..memo import remember
 from ..workload.builder import ChunkWork, Workload, build_workload
 from ..workload.dims import Dims
 from ..workload.ops import BF16, Attention
@@ -75,10 +75,7 @@ def _block_costs(wl: Workload, cm: ComputeModel, comm: CommModel, tp_overlap: bo
     if hit is not None and hit[0] is blocks:
         return hit[1]
     costs = _price_blocks(blocks, cm, comm, tp_overlap)
-    with _LOCK:
-        if len(_PRICED) >= MAX_PRICED:
-            _PRICED.clear()
-        _PRICED[key] = (blocks, costs)   # the blocks kept alive with their key: their id stays theirs
+    remember(_PRICED, key, (blocks, costs), MAX_PRICED)   # the blocks kept alive with their key: their id stays theirs
     return costs
 
 
@@ -92,19 +89,14 @@ def _price_blocks(blocks: dict[str, Phases], cm: ComputeModel, comm: CommModel,
 _PRICED: dict[tuple, tuple] = {}
 _GROUPS: dict[int, tuple] = {}   # id of a shared block dict -> (that dict, the groups its collectives run on)
 MAX_PRICED = 512
-_LOCK = threading.Lock()
 
 
 def _groups_of(blocks: dict[str, Phases]) -> tuple[str, ...]:
     hit = _GROUPS.get(id(blocks))
     if hit is not None and hit[0] is blocks:
         return hit[1]
-    groups = tuple(sorted({op.group for ph in blocks.values() for ops in (ph.fwd, ph.bwd, ph.wgt)
-                           for op in ops if hasattr(op, "group")}))
-    with _LOCK:
-        if len(_GROUPS) >= MAX_PRICED:
-            _GROUPS.clear()
-        _GROUPS[id(blocks)] = (blocks, groups)
+    groups = tuple(sorted(set().union(*(ph.groups() for ph in blocks.values()))))
+    remember(_GROUPS, id(blocks), (blocks, groups), MAX_PRICED)
     return groups
 
 
@@ -237,13 +229,18 @@ def _recompute_cost(p: _Priced, cw: ChunkWork, n_rc: int) -> PhaseCost:
     return rc
 
 
+def _zero_in_chunks(sc: Scenario) -> bool:
+    """Whether ZeRO-2/3 collectives run every micro-batch, inside the chunks' phases."""
+    return sc.strategy.zero_stage >= 2 and sc.dp * sc.strategy.cp * sc.edp > 1
+
+
 def _plan_chunk(p: _Priced, cw: ChunkWork) -> ChunkPlan:
     sc = p.sc
     fwd, bwd, wgt = _chunk_phases(p, cw)
     n_rc = _recomputed_layers(p, cw)
     held, extra = _chunk_memory(p, cw, n_rc)
     rc = _recompute_cost(p, cw, n_rc)
-    if sc.strategy.zero_stage >= 2 and sc.dp * sc.strategy.cp * sc.edp > 1:
+    if _zero_in_chunks(sc):
         _zero_per_microbatch(sc, p.comm, cw, fwd, bwd, rc)
     return ChunkPlan(cw, fwd, bwd, wgt, rc, held, extra)
 
@@ -276,18 +273,14 @@ def _plan_chunk_kept(p: _Priced, cw: ChunkWork, key: tuple) -> ChunkPlan:
     recompute fields. With ZeRO-2/3 collectives the chunk also reads the DP groups, flags and
     FSDP pattern: priced every call. The phases are shared: read them, never change them."""
     st = p.sc.strategy
-    sc = p.sc
-    if st.zero_stage >= 2 and sc.dp * st.cp * sc.edp > 1:
+    if _zero_in_chunks(p.sc):
         return _plan_chunk(p, cw)
     mk = (id(p.costs), key, st.recompute, st.recompute_num_layers, tuple(st.recompute_modules or ()))
     hit = _CHUNKS.get(mk)
     if hit is not None and hit[0] is p.costs:
         return hit[1]
     plan = _plan_chunk(p, cw)
-    with _LOCK:
-        if len(_CHUNKS) >= MAX_PRICED:
-            _CHUNKS.clear()
-        _CHUNKS[mk] = (p.costs, plan)   # the priced blocks kept alive with their key: their id stays theirs
+    remember(_CHUNKS, mk, (p.costs, plan), MAX_PRICED)   # the priced blocks kept alive with their key: their id stays theirs
     return plan
 
 

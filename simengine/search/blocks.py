@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..config.scenario import Scenario
+from ..memo import remember
 from .a2a import ep_length
 from .alone import ep_alone, phase_alone
 from .bound import Sides, speed_factors
@@ -79,10 +80,8 @@ def _lookup(memo: dict[tuple, Any] | None, sc: Scenario, name: str, ph, places,
         return None, None
     seen = _GROUPS.get(id(ph))
     if seen is None or seen[0] is not ph:
-        if len(_GROUPS) >= MAX_MEMO:
-            _GROUPS.clear()
-        seen = _GROUPS[id(ph)] = (ph, tuple(sorted({op.group for phase in (ph.fwd, ph.bwd, ph.wgt) for op in phase
-                                                     if hasattr(op, "group")})))
+        seen = (ph, tuple(sorted(ph.groups())))
+        remember(_GROUPS, id(ph), seen, MAX_MEMO)
     rest = (tuple((g, places[g]) for g in seen[1]), sc.system.num_gpus, sc.strategy.dtype, factors)
     by_id = (_BY_ID, name, id(ph), *rest)
     hit = memo.get(by_id)

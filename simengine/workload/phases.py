@@ -25,6 +25,11 @@ class Phases:
     bwd: list[Op] = field(default_factory=list)   # backward w.r.t. inputs (B)
     wgt: list[Op] = field(default_factory=list)   # backward w.r.t. weights (W)
 
+    def groups(self) -> set[str]:
+        """The parallel groups this block's collectives run on (what their prices read of the
+        layout besides the ops: cost/comm.py ``group_placements``)."""
+        return {op.group for ops in (self.fwd, self.bwd, self.wgt) for op in ops if hasattr(op, "group")}
+
     def extend(self, other: "Phases") -> None:
         self.fwd.extend(other.fwd)
         self.bwd.extend(other.bwd)
