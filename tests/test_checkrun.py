@@ -232,6 +232,41 @@ def test_not_a_training_log_is_a_config_error():
     assert e.value.field == "log"
 
 
+@pytest.mark.parametrize("bad", ["1e309", "1e308", "0", "0.000001", "-5000"])
+def test_an_implausible_logged_step_time_names_its_line(bad):
+    # 1e309 parses as inf; 1e308 ms or 1e-6 ms printed a 300-digit residual or a 1e11 % error
+    text = _megatron_log([900, 500]).replace("(ms): 500.0", f"(ms): {bad}")
+    with pytest.raises(ConfigError) as e:
+        parse_training_log(text)
+    assert e.value.field == "log" and "line 4" in str(e.value) and "not a plausible value" in str(e.value)
+
+
+def test_a_torchtitan_line_with_a_negative_or_infinite_number_is_refused():
+    line = "[rank0]:[titan] 2025 - root - INFO - step: {s}  loss:  6.1  memory: {m}GiB(52.28%)  tps: {t}  tflops: 339.16  mfu: 34.29%"
+    ok = "\n".join(line.format(s=s, m="49.66", t="5,856") for s in (1, 2))
+    assert len(parse_training_log(ok).iterations) == 2
+    for m, t in (("49.66", "-5"), ("-1.0", "5,856"), ("49.66", "1e400")):
+        with pytest.raises(ConfigError, match="line 3: .* not a plausible value"):
+            parse_training_log(ok + "\n" + line.format(s=3, m=m, t=t))
+
+
+def test_an_explicit_warmup_that_leaves_nothing_is_refused_not_ignored():
+    # once: --warmup 1 on a log with one usable iteration compared with that warm-up iteration
+    log = parse_training_log(_megatron_log([900]))
+    with pytest.raises(ConfigError) as e:
+        measure(log, _cfg(), warmup=1)
+    assert e.value.field == "--warmup" and "leaves no iteration" in str(e.value)
+    assert measure(log, _cfg()).iterations_used == (1,)   # the default keeps at least one
+
+
+def test_cli_check_run_exits_2_on_an_infinite_logged_time(tmp_path, capsys):
+    log = tmp_path / "inf.log"
+    log.write_text(_megatron_log([900, 500]).replace("(ms): 500.0", "(ms): 1e309"))
+    code = main(["check-run", "--log", str(log), "--model", "small", "--system", "small", "--strategy", "small"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "line 4" in err
+
+
 def test_cli_check_run_on_real_log(capsys):
     code = main(["check-run", "--log", str(TITAN), "--model", "llama3-8b", "--system", "h100-sxm5-80gb",
                  "--strategy", "llama3-8b-fsdp", "--set", "system.num_gpus=8", "--refit"])

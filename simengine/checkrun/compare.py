@@ -78,6 +78,9 @@ def measure(log: RunLog, config: dict[str, Any], warmup: int | None = None,
     skip = max(1, len(times) // 10) if warmup is None else warmup
     if not isinstance(skip, int) or skip < 0:
         raise ConfigError([("--warmup", f"must be a non-negative integer, got {skip!r}")])
+    if warmup is not None and skip >= len(times):  # never compare with an iteration the user said to skip
+        raise ConfigError([("--warmup", f"--warmup {skip} leaves no iteration to compare: the log has {len(times)} "
+                                        f"with a positive step time")])
     skip = min(skip, len(times) - 1)
     steady = times[skip:]
     if part is not None:

@@ -21,8 +21,10 @@ non_data_parallel_size)``), so step time = global tokens per step / (tps × GPUs
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 from ..calibration.source import read_text
 from ..errors import ConfigError
@@ -30,8 +32,11 @@ from .stated import parse_stated
 
 FIELD = "log"
 MAX_LINES = 2_000_000
+# a logged step time outside these bounds is a corrupt or hand-edited line, not a training step:
+# no GPU step takes under a microsecond (one kernel launch takes several), and none a week
+STEP_S_RANGE = (1e-6, 7 * 24 * 3600.0)
 
-_NUM = r"([0-9][0-9,]*\.?[0-9]*(?:[eE][+-]?\d+)?)"
+_NUM = r"(-?[0-9][0-9,]*\.?[0-9]*(?:[eE][+-]?\d+)?)"
 _MEGATRON_ITER = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|.*?elapsed time per iteration \(ms\):\s*" + _NUM)
 _MEGATRON_DATE = re.compile(r"^\s*\[(\d{4}-\d{2}-\d{2})[ T]\d")  # training_log: [%Y-%m-%d %H:%M:%S]
 _MEGATRON_TFLOPS = re.compile(r"throughput per GPU \(TFLOP/s/GPU\):\s*" + _NUM)
@@ -66,6 +71,19 @@ def _f(raw: str | None) -> float | None:
     return None if raw is None else float(raw.replace(",", ""))
 
 
+def _checked(value: float | None, what: str, lineno: int, field_name: str, lo: float = 0.0, hi: float = math.inf) -> float | None:
+    """``value`` when it is absent or a finite number in [lo, hi]; else ConfigError naming the line
+    (``1e309`` parses as inf, and a time of 1e308 ms or 1e-9 ms would print a meaningless comparison)."""
+    if value is None or (math.isfinite(value) and lo <= value <= hi):
+        return value
+    expected = f"{lo:g} to {hi:g}" if hi < math.inf else f"a finite number ≥ {lo:g}"
+    return _bad(f"line {lineno}: {what} {value:g} is not a plausible value (expected {expected})", field_name)
+
+
+def _bad(msg: str, field_name: str) -> NoReturn:
+    raise ConfigError([(field_name, msg)])
+
+
 def parse_training_log(source, *, field_name: str = FIELD) -> RunLog:
     """Parse Megatron-LM or torchtitan stdout (text, bytes or a ``pathlib.Path``).
 
@@ -80,22 +98,27 @@ def parse_training_log(source, *, field_name: str = FIELD) -> RunLog:
     alloc: list[float] = []
     reserved: list[float] = []
     date = None
-    for line in lines:
+    lo_s, hi_s = STEP_S_RANGE
+    for no, line in enumerate(lines, 1):
         if m := _MEGATRON_ITER.search(line):
             step = int(m.group(1))
             if date is None and (d := _MEGATRON_DATE.search(line)):
                 date = d.group(1)
             t = _MEGATRON_TFLOPS.search(line)
-            mega.setdefault(step, Iteration(step, time_s=_f(m.group(3)) / 1e3,  # type: ignore[operator]
-                                            tflops_per_gpu=_f(t.group(1)) if t else None))
+            ms = _checked(_f(m.group(3)), "elapsed time per iteration (ms)", no, field_name, lo_s * 1e3, hi_s * 1e3)
+            mega.setdefault(step, Iteration(step, time_s=ms / 1e3,  # type: ignore[operator]
+                                            tflops_per_gpu=_checked(_f(t.group(1)), "TFLOP/s/GPU", no, field_name) if t else None))
         elif m := _MEGATRON_MEM.search(line):
-            alloc.append(_f(m.group(4)) / 1024.0)  # type: ignore[operator]  # MiB → GiB
+            alloc.append(_checked(_f(m.group(4)), "max allocated (MB)", no, field_name) / 1024.0)  # type: ignore[operator]  # MiB → GiB
             if m.group(6):
-                reserved.append(_f(m.group(6)) / 1024.0)  # type: ignore[operator]
+                reserved.append(_checked(_f(m.group(6)), "max reserved (MB)", no, field_name) / 1024.0)  # type: ignore[operator]
         elif m := _TITAN_STEP.search(line):
             step = int(m.group(1))
-            titan.setdefault(step, Iteration(step, tokens_per_s_per_gpu=_f(m.group(4)), tflops_per_gpu=_f(m.group(5)),
-                                             memory_gib=_f(m.group(2))))
+            tps = _checked(_f(m.group(4)), "tps", no, field_name)
+            if tps is not None and tps > 0:   # a step time from it: tokens / (tps · GPUs) (compare.step_times)
+                _checked(tps, "tps", no, field_name, 1e-3, 1e12)
+            titan.setdefault(step, Iteration(step, tokens_per_s_per_gpu=tps, tflops_per_gpu=_checked(_f(m.group(5)), "tflops", no, field_name),
+                                             memory_gib=_checked(_f(m.group(2)), "memory (GiB)", no, field_name)))
     warnings: list[str] = []
     if mega and titan:
         warnings.append("the log has both Megatron-LM and torchtitan lines; using the one with more iterations")
