@@ -83,6 +83,41 @@ def test_search_best_equals_brute_force_best():
     assert res.candidates[0].cost_per_million_tokens_usd == pytest.approx(best_cost, rel=1e-12)
 
 
+def test_headroom_search_equals_ranking_every_candidate_and_times_few(full):
+    """The headroom objective is known before timing (no flag changes the memory): the search
+    times only the candidates at or above the top-th best headroom — once it timed all 10,270
+    of a small space's (103 s) — and returns exactly the first ones of every fitting candidate
+    ranked by headroom, equal headrooms by throughput (once a layout without TP overlap ranked
+    above the same layout with it, at the same headroom and 33 % more throughput)."""
+    from simengine.search.rank import rank
+
+    ref = rank(full.candidates, "memory_headroom")
+    for a, b in zip(ref, ref[1:]):
+        assert a.headroom_gib > b.headroom_gib or (a.headroom_gib == b.headroom_gib and a.tokens_per_s >= b.tokens_per_s)
+    for top in (1, 4):
+        res = search(tiny_space(), objective="memory_headroom", top=top)
+        assert [(c.strategy, c.tokens_per_s) for c in res.candidates] == [(c.strategy, c.tokens_per_s) for c in ref[:top]]
+        assert res.evaluated < full.evaluated / 4
+        assert res.evaluated + sum(r.count for r in res.rejections) == res.space_size
+        assert any(r.kind == "bound" and "memory headroom" in r.reason for r in res.rejections)
+
+
+def test_equal_scores_rank_the_faster_candidate_first():
+    """The CLI once ranked ``tp8 … no overlap`` (44,072 tokens/s) first by headroom above the same
+    layout with TP overlap (58,666 tokens/s, the same 53.88 GiB free): it came first in enumeration."""
+    from simengine.search.rank import rank
+    from simengine.search.types import Candidate
+
+    def cand(order, tps, head):
+        return Candidate(gpus=8, strategy={"order": order}, tokens_per_s=tps, step_time_s=1 / tps, mfu=0.0,
+                         cost_per_million_tokens_usd=1.0, cost_per_step_usd=1.0, peak_memory_gib=80 - head,
+                         reserved_memory_gib=80 - head, headroom_gib=head, tight_stage=0, order=order)
+
+    slow, fast, roomy, same = cand(0, 44072.0, 53.88), cand(1, 58666.0, 53.88), cand(2, 100.0, 60.0), cand(3, 58666.0, 53.88)
+    assert [c.order for c in rank([slow, fast, roomy, same], "memory_headroom")] == [2, 1, 3, 0]
+    assert [c.order for c in rank([same, fast], "tokens_per_s")] == [1, 3]   # then enumeration order
+
+
 def test_lower_bound_never_exceeds_the_estimate():
     """The branch-and-bound rests on this: the bound (priced with the flags off) is below the
     estimate of every flag combination, with and without TP userbuffers overlap."""

@@ -332,7 +332,7 @@ def screen_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int
     probe, _, flags, has_dp = ctx
     seen_zero = False
     memo = memory_of(space, gpus, ctx[1], probe)   # the group's closed-form memory (refine.py)
-    known: dict[tuple[str, int | None], tuple[float, float]] = {}
+    known: dict[tuple[str, int | None], tuple[tuple[float, float], float]] = {}
     plans: dict[tuple[str, int | None], tuple] = {}   # recompute option → (plan, memory, bounds), any ZeRO stage
     n = 0
     for z in zs:
@@ -342,7 +342,7 @@ def screen_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int
             continue
         seen_zero = True
         tails: dict[tuple[bool, bool], tuple[dict[int, float], dict[int, tuple[float, ...]]]] = {}
-        for rc, _ in _fitting_recompute(space, gpus, layout, mbs, z, rcs, len(flags), out, known, plans, memo):
+        for rc, (_, head) in _fitting_recompute(space, gpus, layout, mbs, z, rcs, len(flags), out, known, plans, memo):
             plan, _, pipe, on, off, m, p2p, _, plan_z = plans[rc]
             priced = (plan, pipe, on, off, m, p2p)
             if lazy:
@@ -350,6 +350,7 @@ def screen_group(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int
                 out.options.append(Option(z, rc, plan_z, n, len(flags), option_bound(space, gpus, layout, mbs, z, rc, priced, ctx, tails)))
             else:
                 add_candidates(space, gpus, layout, mbs, order, z, rc, priced, ctx, tails, out, n)
+                out.heads += [head] * (len(out.entries) - len(out.heads))   # no flag changes the memory
             n += len(flags)
     return out
 
@@ -372,11 +373,12 @@ SURE_OOM_GIB = 1e-6   # refine's closed form over capacity by more than this: th
 
 def _fitting_recompute(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, z: int,
                        rcs: list[tuple[str, int | None]], nflags: int, out: GroupScreen,
-                       known: dict[tuple[str, int | None], tuple[float, float]],
-                       plans: dict[tuple[str, int | None], tuple], memo) -> list[tuple[tuple[str, int | None], tuple[float, float]]]:
-    """The recompute options worth timing at ZeRO stage ``z``, each with a lower bound on its
-    step time; the others become rejections (each standing for its ``nflags`` flag combinations).
-    ``known`` maps the options that fitted to their bound. Every ZeRO stage is checked: a higher
+                       known: dict[tuple[str, int | None], tuple[tuple[float, float], float]],
+                       plans: dict[tuple[str, int | None], tuple], memo) -> list[tuple[tuple[str, int | None], tuple[tuple[float, float], float]]]:
+    """The recompute options worth timing at ZeRO stage ``z``, each with (a lower bound on its
+    step time, its memory headroom in GiB: the estimate's own, ``memory_at_zero``); the others
+    become rejections (each standing for its ``nflags`` flag combinations). ``known`` maps the
+    options that fitted to those. Every ZeRO stage is checked: a higher
     stage shards more model state (Rajbhandari et al. 2020, Fig. 1) but ZeRO-3 adds its gather
     buffers (cost/static_memory.py), so on a small model ZeRO-3 can need more than ZeRO-2 — the
     pre-filter once assumed "fits at a lower stage ⇒ fits higher" and let two candidates of the
@@ -410,7 +412,7 @@ def _fitting_recompute(space: SearchSpace, gpus: int, layout: dict[str, Any], mb
                                 pipeline_bound(pipe, off, m, None, p2p, inline, a2a=a2a)), z)
         o, stage = memory_at_zero(sc, hit[0], hit[1])
         if o <= 0:
-            known[rc] = hit[7]
+            known[rc] = (hit[7], -o)
         return o, stage, ""
 
     def reject(kind, reason, n, rc):
@@ -418,7 +420,7 @@ def _fitting_recompute(space: SearchSpace, gpus: int, layout: dict[str, Any], mb
             ex = example(gpus, dict(base, recompute=rc[0], recompute_num_layers=rc[1]))
             out.rejections.append(Rejection(kind, reason, n * nflags, ex))
 
-    keep: list[tuple[tuple[str, int | None], tuple[float, float]]] = []
+    keep: list[tuple[tuple[str, int | None], tuple[tuple[float, float], float]]] = []
     if ("none", None) in rcs:
         o, stage, err = check(("none", None))
         if o <= 0:

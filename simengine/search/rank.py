@@ -38,9 +38,11 @@ def check_top(top: int | None) -> int | None:
 
 
 def rank(cands: list[Candidate], objective: str) -> list[Candidate]:
-    """Sorted best first; equal scores keep enumeration order (deterministic across executors)."""
+    """Sorted best first; equal scores go to the higher throughput (with the headroom objective
+    the flag variants of a layout have the same memory: the slower ones are dominated), then keep
+    enumeration order (deterministic across executors)."""
     key = OBJECTIVES[check_objective(objective)][0]
-    return sorted(cands, key=lambda c: (key(c), c.order))
+    return sorted(cands, key=lambda c: (key(c), -c.tokens_per_s, c.order))
 
 
 def _band(c: Candidate, objective: str) -> tuple[float, float]:

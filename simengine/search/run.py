@@ -40,6 +40,11 @@ from .types import Flowed, GroupScreen, Refined, Rejection, SearchResult, Timed,
 
 BATCH_GROUPS = 16   # groups (or candidates) per executor task: enough work to amortise the transfer
 BOUND_SLACK = 1e-9  # relative: see _kth
+HEADROOM = "memory_headroom"
+# the pre-filter's headroom (prune.memory_at_zero: the plan's peak with the model states swapped)
+# and the estimate's differ by float rounding of the swap (~1e-14 GiB): a key this much looser
+# never prunes a candidate that ties the top-th best
+HEADROOM_SLACK_GIB = 1e-6
 ROUND = 64          # frontier nodes (groups to screen, candidates to time) per branch-and-bound round, at least
 ROUND_MAX = 256     # and at most: 1/25 of the first frontier in between (round_size)
 DEAL = 8            # a round goes out in at least this many batches (``_dealt``): up to 8 workers share it
@@ -139,9 +144,14 @@ def _bound_weight(objective: str) -> bool:
 
 def _kth(cands: list, objective: str, top: int | None) -> float:
     """The top-th best score among timed candidates: a candidate whose lower bound is above it
-    cannot enter the top. inf when no bound applies (no top, headroom objective, too few yet)."""
-    if top is None or top < 1 or objective == "memory_headroom" or len(cands) < top:
+    cannot enter the top. inf when no bound applies (no top, too few yet). With the headroom
+    objective the score is −headroom, known exactly before timing (``_headroom_key``), so a
+    candidate whose headroom ties the top-th best is still timed (ranking breaks the tie by
+    throughput, rank.py)."""
+    if top is None or top < 1 or len(cands) < top:
         return math.inf
+    if objective == HEADROOM:
+        return sorted(-c.headroom_gib for c in cands)[top - 1] + HEADROOM_SLACK_GIB
     w = _bound_weight(objective)
     # a bound can equal its own estimate (uniform stages, nothing to hide): the slack keeps float
     # rounding of the two sums from pruning a candidate that ties the top-th best
@@ -165,12 +175,15 @@ def _best_first(ex, space: SearchSpace, groups: list, bounds: list, objective: s
     heap: list = []
     # with a top to reach, a group first gets the bound its memory allows (refine.py: cheap, no
     # plan); without one every group is screened anyway
-    first = "bound" if top is not None and top >= 1 and objective != "memory_headroom" else "screen"
+    first = "bound" if top is not None and top >= 1 and objective != HEADROOM else "screen"
+    # the headroom objective has no bound before a group's memory is checked: every group is
+    # screened first (key −inf, in order), then its candidates come at −headroom (_push_screen)
+    gkey = (lambda lb, grp: -math.inf) if objective == HEADROOM else (lambda lb, grp: lb * (grp[0] if w else 1))
     for fam, (lb, rej) in bounds:
         if rej is None:
             grp = groups[fam[0]]
             node = (first, grp) if len(fam) == 1 else ("family", (lb, fam))
-            heapq.heappush(heap, (lb * (grp[0] if w else 1), 0, grp[3], node))
+            heapq.heappush(heap, (gkey(lb, grp), 0, grp[3], node))
     screens: list[GroupScreen] = []
     timed: list[Timed] = []
     refused: list[Rejection] = []
@@ -188,7 +201,7 @@ def _best_first(ex, space: SearchSpace, groups: list, bounds: list, objective: s
                 lb, fam = item
                 for i in fam:
                     grp = groups[i]
-                    heapq.heappush(heap, (lb * (grp[0] if w else 1), 0, grp[3], (first, grp)))
+                    heapq.heappush(heap, (gkey(lb, grp), 0, grp[3], (first, grp)))
                 total += len(fam) - 1
                 continue
             if kind == "screen" and first == "bound":  # with a top: options stay nodes (options.py)
@@ -206,7 +219,7 @@ def _best_first(ex, space: SearchSpace, groups: list, bounds: list, objective: s
                         total += 1
                 elif isinstance(o, GroupScreen):
                     screens.append(o)
-                    total += _push_screen(heap, o, w)
+                    total += _push_screen(heap, o, w, objective == HEADROOM)
                 elif isinstance(o, Flowed):
                     g, _, order = o.cand
                     heapq.heappush(heap, (o.bound * (g if w else 1), 1, order, ("time", o.cand)))
@@ -226,9 +239,14 @@ def _best_first(ex, space: SearchSpace, groups: list, bounds: list, objective: s
     return screens, timed, sorted(left_groups, key=_first_order), sorted(left_cands, key=lambda c: c[2]), refused
 
 
-def _push_screen(heap: list, o: GroupScreen, w: bool) -> int:
+def _push_screen(heap: list, o: GroupScreen, w: bool, headroom: bool = False) -> int:
     """A screen's candidates (to time, or to bound by their data flow first) and its options (to
-    expand, each standing for its flag combinations) onto the frontier; how many nodes."""
+    expand, each standing for its flag combinations) onto the frontier; how many nodes. With the
+    headroom objective (an eager screen) each candidate goes to be timed at −its headroom."""
+    if headroom:
+        for (g, strat, _, order), head in zip(o.entries, o.heads):
+            heapq.heappush(heap, (-head, 1, order, ("time", (g, strat, order))))
+        return len(o.entries)
     for (g, strat, lb, order), fl in zip(o.entries, o.flows or [None] * len(o.entries)):
         node = ("time", (g, strat, order)) if fl is None else ("flow", ((g, strat, order), lb, fl))
         heapq.heappush(heap, (lb * (g if w else 1), 1, order, node))
@@ -287,7 +305,7 @@ def _search(space: SearchSpace, objective: str, top: int | None, progress: Progr
         if close is not None:
             close()
     rejections = [r for _, (_, r) in bounds if r is not None] + [r for s in screens for r in s.rejections]
-    rejections += [r for t in timed for r in t.rejections] + refused + _bound_rejections(space, left_groups, left_cands, top)
+    rejections += [r for t in timed for r in t.rejections] + refused + _bound_rejections(space, left_groups, left_cands, top, objective)
     return _result(objective, top, screens, timed, rejections, size, t0)
 
 
@@ -402,11 +420,13 @@ _LEFT = {
 }
 
 
-def _bound_rejections(space: SearchSpace, groups: list, cands: list, top: int | None) -> list[Rejection]:
+def _bound_rejections(space: SearchSpace, groups: list, cands: list, top: int | None,
+                      objective: str = "tokens_per_s") -> list[Rejection]:
     """The nodes the branch and bound never reached, each with what is known of it: a group
     waiting for its pipeline bound (``unevaluated``: not even checked for validity), one waiting
     for its memory refinement or its screening (valid; ``bound``), a screened candidate waiting
-    to be timed (it passed the memory pre-filter; ``bound``)."""
+    to be timed (it passed the memory pre-filter; ``bound``: by its step-time bound, or with the
+    headroom objective by its headroom)."""
     out = []
     for step, item in groups:
         if step == "expand":  # a fitting option never reached: its candidates, all flag combinations
@@ -422,6 +442,9 @@ def _bound_rejections(space: SearchSpace, groups: list, cands: list, top: int | 
         out.append(Rejection(kind, why.format(top=top), n, {"num_gpus": g, **lay, "micro_batch_size": mbs}))
     why = f"passed the memory pre-filter; outside the top {top}: a lower bound on its step time (its pipeline, " \
           f"DP tail and collectives at its flags) is not below the {top}-th best timed candidate"
+    if objective == HEADROOM:
+        why = f"fits; outside the top {top}: its memory headroom (from the memory pre-filter, before timing) " \
+              f"is below the {top}-th best timed candidate's"
     out += [Rejection("bound", why, 1, example(g, strat)) for g, strat, _ in cands]
     return out
 

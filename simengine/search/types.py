@@ -96,6 +96,7 @@ class GroupScreen:
     flows: list[Any] = field(default_factory=list)          # per entry, its ``flow.Flow`` (None: its bound stands)
     options: list[Any] = field(default_factory=list)        # ``options.Option``s not yet expanded into entries (a lazy screen)
     group: tuple | None = None                              # (gpus, layout, mbs, order) of those options
+    heads: list[float] = field(default_factory=list)        # per entry of an eager screen, its memory headroom (GiB)
 
 
 @dataclass(slots=True)
