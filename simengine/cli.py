@@ -217,6 +217,8 @@ def _main(argv: list[str] | None) -> int:
             rep = api.estimate(cfg)
             emit(json.dumps(_report_json(rep)) if args.json else _table(rep))
             return 0
+        if args.trace is not None and not args.trace.strip():   # checked before the work, not silently skipped after it
+            raise ConfigError([("--trace", "an empty path: give the file to write the trace to")])
         tl = api.simulate(cfg)
         if args.trace:
             _write_trace(args.trace, tl, cfg["model"].get("name", "simengine"))

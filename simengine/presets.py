@@ -71,7 +71,7 @@ def _parse_file(path: Path, field: str) -> Any:
     try:
         if path.stat().st_size > MAX_SPEC_BYTES:
             raise ConfigError([(field, f"{path}: larger than {MAX_SPEC_BYTES // 2**20} MiB; not a spec file")])
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")   # a byte-order mark (Windows editors) is dropped
     except OSError as e:
         raise ConfigError([(field, f"cannot read {path}: {e.strerror or e}")]) from None
     except UnicodeDecodeError:
@@ -137,8 +137,9 @@ def load_spec(kind: str, name_or_path: str | Path, *, user_systems: str | Path |
     section = _SECTION[kind]
     if _looks_like_path(name_or_path):
         path = Path(name_or_path)
-        if not path.is_file():
-            raise ConfigError([(section, f"no such file: {path}")])
+        if not path.is_file():   # a directory or a device (/dev/zero would never end) is no spec file either
+            what = "no such file" if not path.exists() else ("a directory, not a file" if path.is_dir() else "not a regular file")
+            raise ConfigError([(section, f"{what}: {path}")])
         data = _parse_file(path, section)
         origin = str(path)
     elif kind == "systems" and user_systems is not None and str(name_or_path) not in _names(kind):

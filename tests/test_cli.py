@@ -54,7 +54,10 @@ def test_presets_listing(capsys):
     (["estimate", "--model", "small", "--system", "small", "--strategy", "small", "--set", "strategy.tp=abc"], "strategy.tp"),
     (["estimate", "--model", "small", "--system", "small", "--strategy", "small", "--set", "bogus"], "--set"),
     (["estimate", "--model", "small"], "arguments"),
-    (["estimate", "--model", "/nonexistent/x.json", "--system", "small", "--strategy", "small"], ""),
+    (["estimate", "--model", "/nonexistent/x.json", "--system", "small", "--strategy", "small"], "no such file"),
+    (["estimate", "--model", "/", "--system", "small", "--strategy", "small"], "a directory, not a file"),
+    (["estimate", "--model", "/dev/zero", "--system", "small", "--strategy", "small"], "not a regular file"),
+    (["simulate", "--model", "small", "--system", "small", "--strategy", "small", "--trace", " "], "--trace"),
     ([], "arguments"),
 ])
 def test_bad_input_exits_2_with_one_line(argv, field, capsys):
@@ -91,3 +94,13 @@ def test_schema_export(section, capsys):
 def test_schema_rejects_unknown_section(capsys):
     code, _, err = run(["schema", "cluster"], capsys)
     assert code == 2 and err.startswith("error: arguments")
+
+
+def test_a_spec_file_with_a_byte_order_mark_is_read(tmp_path, capsys):
+    from simengine import presets
+
+    path = tmp_path / "strategy.json"
+    path.write_text("\ufeff" + json.dumps(presets.load_preset("strategies", "small")), encoding="utf-8")
+    code, out, err = run(["estimate", "--model", "small", "--system", "small", "--strategy", str(path), "--json"], capsys)
+    assert code == 0, err
+    assert json.loads(out)["step_time_s"] > 0

@@ -127,3 +127,14 @@ def test_schedule_rules_come_from_the_schedule_module():
     assert any(f == "strategy.global_batch_size" and "m=4 >= 2*pp = 8" in m for f, m in iss)
     iss = issues_of(strategy={"vpp": 2, "schedule": "zb-h1"})
     assert any(f == "strategy.vpp" and "vpp=2 needs schedule='interleaved'" in m for f, m in iss)
+
+
+def test_a_sequence_longer_than_the_learned_position_table_is_noted():
+    """Megatron-LM asserts max_position_embeddings >= seq_length; the estimate said nothing when a
+    learned-position model (gpt-1.7b, 2,048 positions) ran at 65,536 tokens."""
+    learned = {"position_embedding": "learned", "max_position_embeddings": 2048}
+    sc = load_scenario(scenario_dict(model=learned, system={"num_gpus": 8}, strategy={"seq_len": 4096, "global_batch_size": 8}))
+    assert any(f == "strategy.seq_len" and "max_position_embeddings=2048" in m for f, m in sc.notes)
+    for model, seq in ((learned, 2048), ({"position_embedding": "rope", "max_position_embeddings": 2048}, 4096)):
+        sc = load_scenario(scenario_dict(model=model, system={"num_gpus": 8}, strategy={"seq_len": seq, "global_batch_size": 8}))
+        assert not any(f == "strategy.seq_len" for f, _ in sc.notes)

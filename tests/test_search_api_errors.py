@@ -51,3 +51,21 @@ def test_cli_exits_2_with_one_line_on_a_bad_top_or_worker_count(capsys):
         assert main(base + extra) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and field in err[0]
+
+
+def test_an_address_without_the_ray_executor_is_refused_not_ignored(capsys):
+    for name in (None, "inprocess", "process"):
+        with pytest.raises(ConfigError) as e:
+            make_executor(name, None, "ray://head:10001")
+        assert e.value.issues[0][0] == "address" and "--executor ray" in str(e.value)
+    assert main(["search", "--model", "small", "--system", "small", "--global-batch", "64", "--seq-len", "8192",
+                 "--address", "foo"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "address" in err[0]
+
+
+def test_a_space_where_nothing_fits_says_so(capsys):
+    code = main(["search", "--model", "small", "--system", "small", "--global-batch", "64", "--seq-len", "8192",
+                 "--space", "strategy.pp=3"])
+    out = capsys.readouterr().out
+    assert code == 0 and "no layout of this space is valid and fits" in out and "invalid:" in out

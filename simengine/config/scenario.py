@@ -102,7 +102,18 @@ def scenario_notes(model: ModelSpec, strategy: StrategySpec) -> list[tuple[str, 
     """Accepted layouts that Megatron-LM itself would refuse, each with what simengine does instead
     (the Report shows them as warnings). Only the default (even) split: an explicit
     decoder_first/last_pipeline_num_layers or pipeline_layers already follows Megatron's rules."""
-    return _flag_notes(strategy) + _split_notes(model, strategy)
+    return _flag_notes(strategy) + _split_notes(model, strategy) + _position_notes(model, strategy)
+
+
+def _position_notes(model: ModelSpec, s: StrategySpec) -> list[tuple[str, str]]:
+    """Megatron-LM arguments.py validate_args asserts ``max_position_embeddings >= seq_length``: a
+    learned position table has no row for the positions beyond it (RoPE has no table)."""
+    if model.position_embedding != "learned" or s.seq_len <= model.max_position_embeddings:
+        return []
+    return [("strategy.seq_len", f"seq_len={s.seq_len} is longer than the learned position table "
+                                 f"(model.max_position_embeddings={model.max_position_embeddings}): Megatron-LM refuses it "
+                                 "(arguments.py asserts max_position_embeddings >= seq_length); simengine prices the table as "
+                                 "given and attention over the whole sequence")]
 
 
 def _flag_notes(s: StrategySpec) -> list[tuple[str, str]]:

@@ -184,6 +184,8 @@ def _table(res, budget: float | None, fits: list[dict[str, Any]]) -> str:
         if budget:
             lines.append(f"     to train {budget:.3g} tokens: {budget / c.tokens_per_s / 86400:.2f} days, "
                          f"{budget / 1e6 * c.cost_per_million_tokens_usd:,.0f} USD")
+    if not res.candidates:
+        lines.append("  no layout of this space is valid and fits: the rejections below say why")
     if len(res.ties) > 1:
         lines.append(f"'=' : within the best one's uncertainty band ({len(res.ties)} candidates): a tie, not a winner")
     lines += ["", f"space {res.space_size:,} candidates, {res.memory_checked:,} memory checks, {res.evaluated:,} timed, "

@@ -203,6 +203,8 @@ def make_executor(name: str | None = None, workers: int | None = None, address: 
     if workers is not None:
         check_workers(workers)
     name = name or ("process" if workers and workers > 1 else "inprocess")
+    if address is not None and name != "ray":   # never silently run elsewhere than the user asked
+        raise ConfigError([("address", f"a cluster address needs the ray executor (--executor ray), not '{name}'")])
     if name == "inprocess":
         return InProcess()
     if name == "process":
