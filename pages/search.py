@@ -142,8 +142,9 @@ def _results(sc: dict, res: dict) -> None:
                 st.switch_page("pages/strategy.py")
 
     with st.expander("Rejected candidates and why", expanded=not cands):
-        st.dataframe(pd.DataFrame([{"reason": k, "candidates": v} for k, v in res["rejected"].items()]), hide_index=True,
-                     width="stretch")
+        eg = res.get("rejected_examples", {})
+        st.dataframe(pd.DataFrame([{"reason": k, "candidates": v, "for example": eg.get(k, {}).get("reason", "")}
+                                   for k, v in res["rejected"].items()]), hide_index=True, width="stretch")
 
     st.subheader("Smallest changes to make the current scenario fit")
     fit_list(state.scenario_json())

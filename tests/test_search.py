@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 
 import pytest
 
@@ -301,6 +302,9 @@ def test_cli_json_contract(capsys, tmp_path):
     assert code == 0, out.err
     data = json.loads(out.out)
     assert {"candidates", "pareto", "rejected", "space_size", "evaluated", "seconds"} <= set(data)
+    assert set(data["rejected_examples"]) == set(data["rejected"])
+    for key, eg in data["rejected_examples"].items():   # the first rejection of that key, its numbers kept
+        assert re.sub(r"(?<![A-Za-z_\d])\d+(\.\d+)?(?![A-Za-z_\d])", "N", eg["reason"]) == key.split(": ", 1)[1] and eg["example"]
     assert len(data["candidates"]) == 3 and all(c["strategy"]["cp"] == 1 for c in data["candidates"])
     assert {"strategy", "band", "tokens_per_s"} <= set(data["candidates"][0])
     code = main(["search", "--model", str(mpath), "--system", "h100-sxm5-80gb", "--global-batch", "16",

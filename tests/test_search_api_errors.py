@@ -69,3 +69,5 @@ def test_a_space_where_nothing_fits_says_so(capsys):
                  "--space", "strategy.pp=3"])
     out = capsys.readouterr().out
     assert code == 0 and "no layout of this space is valid and fits" in out and "invalid:" in out
+    # each generalised reason (numbers as N) comes with one case in its own numbers
+    assert "tp*pp*cp = N*N*N = N" in out and "e.g. strategy.tp: tp*pp*cp = 1*3*1 = 3 does not divide system.num_gpus = 8" in out

@@ -145,9 +145,18 @@ class SearchResult:
             out[r.key()] = out.get(r.key(), 0) + r.count
         return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
 
+    def rejected_examples(self) -> dict[str, dict[str, Any]]:
+        """Per key of ``rejected_counts``, its first rejection's own reason (numbers kept: the key's
+        ``tp*pp*cp = N*N*N = N`` reads as ``tp*pp*cp = 3*1*1 = 3``) and example layout."""
+        out: dict[str, dict[str, Any]] = {}
+        for r in self.rejections:
+            out.setdefault(r.key(), {"reason": r.reason, "example": r.example})
+        return out
+
     def to_json(self, top: int | None = None) -> dict[str, Any]:
         cands = self.candidates if top is None else self.candidates[:top]
         return {"objective": self.objective, "candidates": [c.to_json() for c in cands],
                 "pareto": [c.to_json() for c in self.pareto], "ties": self.ties,
-                "rejected": self.rejected_counts(), "space_size": self.space_size, "evaluated": self.evaluated,
+                "rejected": self.rejected_counts(), "rejected_examples": self.rejected_examples(),
+                "space_size": self.space_size, "evaluated": self.evaluated,
                 "memory_checked": self.memory_checked, "feasible": len(self.candidates), "seconds": self.seconds}
