@@ -20,7 +20,7 @@ OBJECTIVES: dict[str, tuple[Callable[[Candidate], float], str]] = {
     # time to train a token budget = budget / tokens_per_s; cost = budget · cost per token
     "time_to_train": (lambda c: -c.tokens_per_s, "shortest time to train the token budget"),
     "cost_to_train": (lambda c: c.cost_per_million_tokens_usd, "cheapest to train the token budget"),
-    "memory_headroom": (lambda c: -c.headroom_gib, "most memory headroom"),
+    "memory_headroom": (lambda c: -c.headroom_gib, "most memory headroom (no more recompute than fitting needs)"),
 }
 
 
