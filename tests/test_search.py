@@ -524,6 +524,18 @@ def test_every_screened_candidates_bound_is_below_its_estimate():
     assert checked > 50
 
 
+def test_tp_comm_overlap_is_searched_only_on_a_stack_that_has_it():
+    """Eager torchtitan has no async TP: its space offered tp_comm_overlap candidates the scenario
+    then refused (each timed candidate an 'invalid' rejection); a pin still stays searched."""
+    lay = {"tp": 2, "cp": 1, "ep": 1}
+    for framework, offered in (("megatron-te", {False, True}), ("torch-compile", {False, True}), ("torch-native", {False})):
+        space = make_space(TINY, SYSTEM, global_batch=16, seq_len=8192, gpus=[8], base={"framework": framework})
+        assert {f["tp_comm_overlap"] for f in flag_options(space, lay, 4)} == offered, framework
+    pinned = make_space(TINY, SYSTEM, global_batch=16, seq_len=8192, gpus=[8], base={"framework": "torch-native"},
+                        choices={"tp_comm_overlap": (True,)})
+    assert {f["tp_comm_overlap"] for f in flag_options(pinned, lay, 4)} == {True}
+
+
 @pytest.mark.parametrize("schedule", ["dualpipe", "dualpipev", "1f1b"])
 def test_moe_bound_is_safe_where_f_and_b_pairs_hide_the_all_to_all(schedule):
     """DualPipe's two directions are two pipelines (a rank starts its second direction at once),

@@ -233,7 +233,8 @@ def _per_space(space: SearchSpace) -> dict:
 
 def flag_options(space: SearchSpace, layout: dict[str, Any], dp_size: int) -> list[dict[str, bool]]:
     """Overlap-flag combinations that can make a difference: the DP flags only when there is a
-    data-parallel group (dp·cp > 1, or an expert-DP group), tp_comm_overlap only when tp > 1.
+    data-parallel group (dp·cp > 1, or an expert-DP group), tp_comm_overlap only when tp > 1 on a
+    stack that has it (``Stack.tp_overlap``).
     On Megatron-Core's stack not overlap_param_gather without overlap_grad_reduce: Megatron-LM
     refuses it (arguments.py: "--overlap-grad-reduce should be turned on when using
     --overlap-param-gather"; the estimate notes it, config/scenario.py ``_flag_notes``) — unless
@@ -241,7 +242,9 @@ def flag_options(space: SearchSpace, layout: dict[str, Any], dp_size: int) -> li
     has_dp = dp_size * layout["cp"] > 1 or (layout["ep"] > 1)
     vals = {}
     for f in FLAG_DIMS:
-        relevant = has_dp if f != "tp_comm_overlap" else layout["tp"] > 1
+        # tp_comm_overlap only on a stack that overlaps TP communication with its GEMMs (the
+        # StrategySpec refuses it elsewhere: eager torchtitan has no async TP)
+        relevant = has_dp if f != "tp_comm_overlap" else layout["tp"] > 1 and _tp_overlaps(space)
         default = [False, True] if relevant else [False]
         vals[f] = [bool(v) for v in _allowed(space, f, default)]
     combos = [dict(zip(FLAG_DIMS, combo)) for combo in itertools.product(*(vals[f] for f in FLAG_DIMS))]
@@ -249,6 +252,13 @@ def flag_options(space: SearchSpace, layout: dict[str, Any], dp_size: int) -> li
         runnable = [c for c in combos if c["overlap_grad_reduce"] or not c["overlap_param_gather"]]
         combos = runnable or combos
     return combos
+
+
+def _tp_overlaps(space: SearchSpace) -> bool:
+    from ..config.framework import FRAMEWORKS
+
+    stack = FRAMEWORKS.get(space.base.get("framework") or "megatron-te")
+    return stack is None or stack.tp_overlap
 
 
 def replica_dp(gpus: int, layout: dict[str, Any]) -> int:
