@@ -138,3 +138,51 @@ def test_narayanan_zero3_throughput_falls_as_the_per_gpu_batch_shrinks():
     tput = {n: 1.0 / (t * n) for n, t in steps.items()}
     assert tput[384] > tput[768] > tput[1536]
     assert tput[768] / tput[1536] > 1.5  # measured 2.0
+
+
+def _titan(pp, zero_stage=3, **kw):
+    return cfg_of("llama3-8b", 64, tp=1, pp=pp, zero_stage=zero_stage, framework="torch-native",
+                  overlap_grad_reduce=True, overlap_param_gather=True, global_batch_size=256, **kw)
+
+
+def test_fsdp2_under_a_pipeline_gathers_once_per_step_as_zero1_does():
+    """torchtitan: reshard_after_forward = not pp_enabled, and the pipeline's backwards run without
+    gradient sync but the last: one gather before the first forward, one reduce-scatter after the
+    last backward — ZeRO-1's collectives — and none per micro-batch (cost/dp.py keeps_gathered)."""
+    from simengine.cost.dp import keeps_gathered
+    from simengine.cost.stage import rank_dp_work
+
+    sc3, sc1 = load_scenario(_titan(2)), load_scenario(_titan(2, zero_stage=1))
+    assert keeps_gathered(sc3) and not keeps_gathered(sc1)
+    p3, p1 = build_plan(sc3), build_plan(sc1)
+    for st in p3.stages:
+        for c in st.chunks:
+            assert all(ph.comm_s.get("dp_comm", 0.0) == 0.0 for ph in (c.fwd, c.bwd, c.recompute))
+    for s3, s1 in zip(p3.stages, p1.stages):
+        w3 = rank_dp_work(sc3, p3.comm, s3.params, [c.work for c in s3.chunks])
+        w1 = rank_dp_work(sc1, p1.comm, s1.params, [c.work for c in s1.chunks])
+        assert w3.grad_buckets_s == w1.grad_buckets_s and w3.param_buckets_s == w1.param_buckets_s
+        assert sum(w3.grad_buckets_s) > 0 and sum(w3.param_buckets_s) > 0
+    # without a pipeline, or with another ZeRO-3 implementation, every micro-batch gathers again
+    for cfg in (_titan(1), _titan(2, fsdp_pattern="megatron-fsdp")):
+        sc = load_scenario(cfg)
+        assert not keeps_gathered(sc)
+        c = build_plan(sc).stages[0].chunks[0]
+        assert c.fwd.comm_s.get("dp_comm", 0.0) > 0 and c.bwd.comm_s.get("dp_comm", 0.0) > 0
+
+
+def test_fsdp2_under_a_pipeline_holds_the_stage_gathered_and_its_unsharded_gradients():
+    """The stage's bf16 parameters stay gathered the whole step and its gradients accumulate
+    unsharded (fp32, the reduce dtype) over the micro-batches: both at the peak."""
+    from simengine.cost.static_memory import static_memory
+
+    sc = load_scenario(_titan(2))
+    other = load_scenario(_titan(2, fsdp_pattern="megatron-fsdp"))   # resharded after each forward
+    plan = build_plan(sc)
+    p = plan.stages[0].params
+    a, b = static_memory(sc, p), static_memory(other, p)
+    per_layer = 2.0 * p.total / (sc.model.num_layers // 2)
+    assert a.buffers - b.buffers == pytest.approx(2.0 * p.total - 2 * per_layer, rel=1e-12)
+    assert a.grads - b.grads == pytest.approx(4.0 * p.total, rel=1e-12)
+    assert a.weights == b.weights and a.optimizer == b.optimizer
+

@@ -536,6 +536,27 @@ def test_tp_comm_overlap_is_searched_only_on_a_stack_that_has_it():
     assert {f["tp_comm_overlap"] for f in flag_options(pinned, lay, 4)} == {True}
 
 
+def test_bound_is_below_the_estimate_for_fsdp2_kept_gathered_under_a_pipeline():
+    """torchtitan's FSDP2 under a pipeline gathers once per step (cost/dp.py keeps_gathered): the
+    search's bounds, which add each ZeRO-3 candidate's per-micro-batch collectives
+    (plan_terms.zero_deltas) and its DP tail, must follow, or they would exceed its estimate and
+    prune it; and the search still finds the brute force's best."""
+    from simengine.search.prune import screen_group
+
+    space = make_space(TINY, SYSTEM, global_batch=16, seq_len=8192, gpus=[8], base={"framework": "torch-native"},
+                       choices={"tp": (1, 2), "pp": (1, 2), "cp": (1,), "zero_stage": (1, 3), "recompute": ("none",)})
+    checked = kept = 0
+    for g, lay, mbs, order in _groups(space):
+        for _, strat, lb, _ in screen_group(space, g, lay, mbs, order).entries:
+            sc = scenario(space, g, strat)
+            assert lb <= api.estimate(sc).step_time_s * (1 + 1e-12), strat
+            checked += 1
+            kept += sc.strategy.zero_stage == 3 and sc.strategy.pp > 1
+    assert checked > 50 and kept > 10
+    best = max(b[0] for b in brute_force(space))
+    assert search(space, top=1).candidates[0].tokens_per_s == pytest.approx(best, rel=1e-12)
+
+
 @pytest.mark.parametrize("schedule", ["dualpipe", "dualpipev", "1f1b"])
 def test_moe_bound_is_safe_where_f_and_b_pairs_hide_the_all_to_all(schedule):
     """DualPipe's two directions are two pipelines (a rank starts its second direction at once),

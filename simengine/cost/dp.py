@@ -13,7 +13,8 @@ would only slow the cool-down's backwards by contention.
 - ZeRO-2: the sharded grads are reduce-scattered in every micro-batch's backward; the updated
   bf16 parameters are all-gathered after the optimizer.
 - ZeRO-3 (FSDP): per micro-batch, the bf16 parameters are all-gathered before the forward and
-  again before the backward, and the grads reduce-scattered (``microbatch_dp``).
+  again before the backward, and the grads reduce-scattered (``microbatch_dp``) — except FSDP2
+  under a pipeline (``keeps_gathered``): once per step, as ZeRO-1's collectives run.
 
 Optimizer (Megatron ``DistributedOptimizer.step`` with Apex/TE FusedAdam, memory-bound): zero and
 NaN-check the grad buffer (4 + 4 B/param over the whole buffer), scale it by 1/dp before the
@@ -34,6 +35,22 @@ from .comm import CommModel
 from .static_memory import StageParams
 
 MIN_BUCKET_PARAMS = 40_000_000
+
+
+def keeps_gathered(sc: Scenario) -> bool:
+    """ZeRO-3 as FSDP2 runs it under a pipeline: the parameters are gathered once per step and kept
+    until the step's last backward, the gradients accumulate unsharded and are reduce-scattered
+    once. torchtitan ``apply_fsdp``: ``reshard_after_forward_policy="default"`` sets
+    ``reshard_after_forward = not pp_enabled`` ("to avoid per-microbatch all-gathers");
+    torch.distributed.pipelining ``stage.py`` ``backward_maybe_with_nosync`` runs every backward
+    but the last with ``set_requires_gradient_sync(False)`` and ``set_reshard_after_backward(False)``,
+    and FSDP2 keeps the unsharded gradient in the reduce dtype meanwhile
+    (``FSDPParam.to_accumulated_grad_if_needed``; torchtitan reduces in fp32). So the step runs
+    ZeRO-1's collectives — one gather of the parameters before the first forward, one
+    reduce-scatter of the gradients after the last backward (``_chunk_collectives``) — and holds
+    the stage's unsharded parameters and gradients (``static_memory``)."""
+    st = sc.strategy
+    return st.zero_stage >= 3 and st.pp > 1 and st.fsdp_pattern_name == "fsdp2"
 OPTIMIZER_KERNELS = 12  # multi-tensor-apply launches per step (zero, norm, clip, adam, copy, …)
 
 
@@ -127,7 +144,7 @@ def dp_work(sc: Scenario, comm: CommModel, p: StageParams, chunks: tuple[StagePa
     kind's every time; a what-if edit of the schedule, the micro-batch size or recompute, or a
     search's next candidate of the same layout, changes none of it. DPWork is frozen: shared."""
     st = sc.strategy
-    key = (p, chunks, rank == 0, st.zero_stage, st.fp32_main_grads, st.fp8_param_gather, st.overlap_grad_reduce,
+    key = (p, chunks, rank == 0, st.zero_stage, keeps_gathered(sc), st.fp32_main_grads, st.fp8_param_gather, st.overlap_grad_reduce,
            st.cp, st.framework, sc.dp, sc.dp_shard, sc.dp_replicas, sc.edp, sc.system,
            tuple(comm.places[g] for g in _DP_GROUPS))
     try:
@@ -235,7 +252,7 @@ def _chunk_collectives(sc: Scenario, comm: CommModel, p: StageParams, bucketed: 
     bucket of bucket_size = max(40M, 1M·dp) parameters when ``bucketed``, else one entry each
     holding the chunk's whole buffers run back to back."""
     st = sc.strategy
-    z = st.zero_stage
+    z = 1 if keeps_gathered(sc) else st.zero_stage   # FSDP2 under a pipeline: ZeRO-1's collectives, once per step
     grad_b = 4.0 if st.fp32_main_grads else 2.0
     grads: list[float] = []
     params: list[float] = []

@@ -21,7 +21,7 @@ from .activations import (BlockActivations, attention_activations, head_activati
 from .comm import CommModel
 from .compute import ComputeModel
 from . import deepspeed_v03
-from .dp import DPWork, dp_work, microbatch_dp, zero_units
+from .dp import DPWork, dp_work, keeps_gathered, microbatch_dp, zero_units
 from .phase import PhaseCost, price_ops
 from .static_memory import StageParams, StaticMemory, stage_params, static_memory
 
@@ -230,8 +230,9 @@ def _recompute_cost(p: _Priced, cw: ChunkWork, n_rc: int) -> PhaseCost:
 
 
 def _zero_in_chunks(sc: Scenario) -> bool:
-    """Whether ZeRO-2/3 collectives run every micro-batch, inside the chunks' phases."""
-    return sc.strategy.zero_stage >= 2 and sc.dp * sc.strategy.cp * sc.edp > 1
+    """Whether ZeRO-2/3 collectives run every micro-batch, inside the chunks' phases (not FSDP2
+    under a pipeline: once per step, ``dp.keeps_gathered``)."""
+    return sc.strategy.zero_stage >= 2 and sc.dp * sc.strategy.cp * sc.edp > 1 and not keeps_gathered(sc)
 
 
 def _plan_chunk(p: _Priced, cw: ChunkWork) -> ChunkPlan:
@@ -340,6 +341,8 @@ def _zero_per_microbatch(sc: Scenario, comm: CommModel, cw: ChunkWork, fwd: Phas
     Without overlap every gather and reduce-scatter runs alone. The simulator decides how much
     hides (sim/overlap.py, with its contention)."""
     st = sc.strategy
+    if keeps_gathered(sc):   # gathered once per step and kept (dp.keeps_gathered): nothing per micro-batch
+        return
     params = stage_params(sc, (cw,))
     if st.zero_stage >= 3 and st.fsdp_pattern_name == "zero3-2021" and not sc.model.is_moe:
         _deepspeed_v03(sc, comm, cw, params, fwd, bwd, rc)

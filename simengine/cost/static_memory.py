@@ -119,6 +119,12 @@ class StaticMemory:
     buffers: float    # framework buffers (TE dummy wgrad, ZeRO-3 gathered layers, fp8 weight casts)
 
 
+def _keeps_gathered(sc: Scenario) -> bool:
+    from .dp import keeps_gathered   # cost/dp.py imports StageParams from here
+
+    return keeps_gathered(sc)
+
+
 def static_memory(sc: Scenario, p: StageParams) -> StaticMemory:
     st = sc.strategy
     dpcp, edp = sc.dp_shard * st.cp, sc.edp  # ZeRO shards over the HSDP shard group (all of DP by default)
@@ -141,10 +147,17 @@ def static_memory(sc: Scenario, p: StageParams) -> StaticMemory:
         # gradients accumulate into main_grad (te/pytorch/module/base.py get_dummy_wgrad;
         # peer_model_notes.md §5).
         buffers += sum(2.0 * a * b for a, b in p.gemm_shapes)
-    if z >= 3:
+    gathered_b = 1.0 if st.fp8_param_gather else 2.0   # gathered in fp8 with FP8 primary weights
+    if z >= 3 and _keeps_gathered(sc):
+        # FSDP2 under a pipeline (cost/dp.py keeps_gathered): the stage's parameters stay gathered
+        # for the whole step, and its gradients accumulate unsharded in the reduce dtype across the
+        # micro-batches (fp32: FSDPParam.to_accumulated_grad_if_needed) until the last backward
+        # reduce-scatters them — both are held at the peak, the last backwards
+        buffers += gathered_b * p.total
+        g += grad_b * p.total
+    elif z >= 3:
         # FSDP keeps the gathered weights of the running and the prefetched layer.
-        # (gathered in fp8 with FP8 primary weights: 1 B/param)
-        per_layer = (1.0 if st.fp8_param_gather else 2.0) * p.total / max(1, sc.model.num_layers // st.pp)
+        per_layer = gathered_b * p.total / max(1, sc.model.num_layers // st.pp)
         buffers += 2 * per_layer
     if st.dtype == "fp8":
         # TE caches an fp8 copy and its transpose of every transformer-block GEMM weight (1 B + 1 B
