@@ -98,8 +98,13 @@ def rendered_strings(at: AppTest) -> list[str]:
     return out
 
 
+# a code span: a run of backticks, text, the same run (CommonMark 6.1); it takes precedence over
+# links, so a link inside one is drawn as literal code (ui/text.py md_code shows user keys so)
+CODE_SPAN = re.compile(r"(?<![`\\])(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.S)   # an escaped backtick opens none
+
+
 def unescaped_links(at: AppTest) -> list[str]:
-    return [s[:200] for s in rendered_strings(at) if LINK_OR_IMAGE.search(s)]
+    return [s[:200] for s in rendered_strings(at) if LINK_OR_IMAGE.search(CODE_SPAN.sub("", s))]
 
 
 def assert_workers_killed() -> None:

@@ -83,13 +83,40 @@ json_values = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), st
 @SETTINGS
 @given(data=st.one_of(json_values, st.dictionaries(st.sampled_from(["model", "system", "strategy", "x"]), json_values,
                                                     max_size=3)),
-       file_name=sendable)
+       file_name=sendable.map(lambda s: s.replace("\x00", "")))   # no file system names a file with a NUL byte
 def test_hostile_scenario_uploads(engine_calls, data, file_name):
     engine_calls.clear()
     at = open_app()
     raw = json.dumps(data).encode()
     at.file_uploader(key="upl.scenario").upload((file_name or "x")[:60] + ".json", raw, "application/json").run()
     _check(at, engine_calls)
+
+
+def test_an_upload_field_that_is_a_link_is_shown_as_code():
+    """An uploaded file's unknown section named like a Markdown link is listed as a code span
+    (ui/text.py md_code), which CommonMark draws as literal text."""
+    at = open_app()
+    name = "[Session expired, sign in](https://evil.example/login)"
+    at.file_uploader(key="upl.scenario").upload(name + ".json", json.dumps({name: None}).encode(), "application/json").run()
+    shown = [e.value for e in at.error]
+    assert any("`" + name + "`" in v for v in shown), shown
+    _check(at, [])
+
+
+def test_a_crafted_upload_name_with_a_nul_byte_shows_no_traceback():
+    """Only a crafted request sends a file name with a NUL byte: Streamlit refuses it itself
+    (file_uploader_utils.enforce_filename_restriction) before any studio code runs, and the
+    studio's config shows such an escaped exception as a generic message, no traceback."""
+    import tomllib
+
+    from app_walk import ROOT
+
+    cfg = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
+    assert cfg["client"]["showErrorDetails"] == "none"
+    at = open_app()
+    at.file_uploader(key="upl.scenario").upload("\x00x.json", b"{}", "application/json").run()
+    (exc,) = at.exception
+    assert "redacted" in exc.value and "null" not in exc.value and not exc.stack_trace
 
 
 @SETTINGS
