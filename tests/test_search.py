@@ -544,7 +544,7 @@ def test_bound_is_below_the_estimate_for_fsdp2_kept_gathered_under_a_pipeline():
     from simengine.search.prune import screen_group
 
     space = make_space(TINY, SYSTEM, global_batch=16, seq_len=8192, gpus=[8], base={"framework": "torch-native"},
-                       choices={"tp": (1, 2), "pp": (1, 2), "cp": (1,), "zero_stage": (1, 3), "recompute": ("none",)})
+                       choices={"tp": (1, 2), "pp": (1, 2), "cp": (1,), "zero_stage": (1, 3), "recompute": ("none", "selective")})
     checked = kept = 0
     for g, lay, mbs, order in _groups(space):
         for _, strat, lb, _ in screen_group(space, g, lay, mbs, order).entries:

@@ -82,6 +82,9 @@ class Stack:
     fused_cross_entropy: bool
     grad_accumulation_fusion: bool
     summary: str          # one line for StrategySpec.framework's description (the studio's help)
+    # what recompute="selective" runs: Megatron-Core's recompute_modules, or torchtitan's per-op
+    # selective AC (workload/recompute.py ``op_sac``; torchtitan's llama3 configs default to it)
+    selective_ac: Literal["modules", "op"] = "modules"
 
 
 # Fused kernels: norm reads x and writes y (2+2 B), bwd reads x, dy and writes dx (6 B);
@@ -104,10 +107,11 @@ FRAMEWORKS: dict[str, Stack] = {
                          "Megatron-Core + TransformerEngine fused kernels"),
     "torch-native": Stack("torch-native", _EAGER_NORM, _EAGER_SWIGLU, _FUSED_GELU, _EAGER_ROPE,
                           False, False, "sdpa", False, "fsdp2", "foreach", False, False,
-                          "torchtitan eager: unfused norms/SwiGLU/RoPE, separate q/k/v and w1/w3 GEMMs, SDPA, foreach AdamW"),
+                          "torchtitan eager: unfused norms/SwiGLU/RoPE, separate q/k/v and w1/w3 GEMMs, SDPA, foreach AdamW, "
+                          "per-op selective AC", selective_ac="op"),
     "torch-compile": Stack("torch-compile", _FUSED_NORM, _FUSED_SWIGLU, _FUSED_GELU, _FUSED_ROPE,
                            False, False, "sdpa", True, "fsdp2", "foreach", False, False,
-                           "the same with torch.compile fusing the pointwise ops"),
+                           "the same with torch.compile fusing the pointwise ops", selective_ac="op"),
     "deepspeed": Stack("deepspeed", _FUSED_NORM, _FUSED_SWIGLU, _FUSED_GELU, _FUSED_ROPE,
                        True, True, "flash2", False, "zero3", "fused", False, True,
                        "Megatron-DeepSpeed kernels, flash-attention-2, no TP overlap"),

@@ -42,7 +42,7 @@ class StrategySpec(BaseModel):
         "optimizer, num_distributed_optimizer_instances = dp/dp_shard). Weights/grads/optimizer states shard over "
         "dp_shard·cp; the dp/dp_shard replicas all-reduce the sharded gradients once per step. None = all of DP."))
     zero_stage: int = Field(1, ge=0, le=3, description="0 = DDP; 1 = optimizer states sharded (Megatron distributed optimizer); 2 = + gradients; 3 = + weights (FSDP).")
-    recompute: Literal["none", "selective", "full"] = Field("none", description="Activation recomputation: selective = the recompute_modules (default the attention core, Korthikanti et al. 2022); full = whole block.")
+    recompute: Literal["none", "selective", "full"] = Field("none", description="Activation recomputation: selective = the recompute_modules (default the attention core, Korthikanti et al. 2022) on Megatron's and DeepSpeed's stacks, torchtitan's per-op selective AC on the torch stacks (every other GEMM output and SDPA kept, the rest re-run); full = whole block.")
     recompute_num_layers: int | None = Field(None, ge=0, le=1024, description="With full recompute: layers per stage that are recomputed (None = all).")
     recompute_modules: tuple[RecomputeModule, ...] = Field(("core_attn",), description=(
         "With selective recompute: the Megatron-Core submodules re-run in backward (--recompute-modules; "

@@ -44,6 +44,8 @@ class BlockActivations:
     # (recompute module, bytes of ``saved`` it drops) for the other Megatron-Core recompute_modules;
     # a whole-module checkpoint ("mlp", "moe") keeps its input and drops the rest (module docstring)
     modules: tuple[tuple[str, float], ...] = ()
+    # bytes of ``saved`` that torchtitan's per-op selective AC drops (``kept_outputs``; cost/stage.py)
+    op_sac: float = 0.0
 
     def dropped(self, modules: tuple[str, ...]) -> float:
         """Bytes of ``saved`` the selective ``modules`` drop. "moe" checkpoints the whole MoE layer,
@@ -54,6 +56,23 @@ class BlockActivations:
             mods -= {"moe_act", "shared_experts"}
         out = sum(b for m, b in parts.items() if m in mods)
         return out + (self.selective if "core_attn" in mods else 0.0)
+
+
+def kept_outputs(ops) -> float:
+    """Bytes of the outputs of ``ops`` that a selective checkpoint keeps (workload/recompute.py
+    ``op_sac``): a GEMM's bf16 output, SDPA's output and its fp32 log-sum-exp, a reduce-scatter's
+    shard."""
+    from ..workload.ops import Attention, Collective, Gemm
+
+    out = 0.0
+    for op in ops:
+        if isinstance(op, Gemm):
+            out += BF16 * op.b * op.m * op.n * op.count
+        elif isinstance(op, Attention):
+            out += op.b * op.s_q * op.heads * (BF16 * op.d_v + 4.0)
+        elif isinstance(op, Collective):
+            out += op.bytes / max(op.size, 1)
+    return out
 
 
 def fp8_gemm_input(d: Dims) -> float:

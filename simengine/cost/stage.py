@@ -7,17 +7,18 @@ start from the ``StagePlan`` list it returns, so they price exactly the same wor
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from ..config.framework import FRAMEWORKS
 from ..config.scenario import Scenario
 from ..memo import remember
 from ..workload.builder import ChunkWork, Workload, build_workload
 from ..workload.dims import Dims
 from ..workload.ops import BF16, Attention
 from ..workload.phases import Phases
-from ..workload.recompute import recomputed_ops
-from .activations import (BlockActivations, attention_activations, head_activations, layer_input, mlp_activations,
-                          moe_activations)
+from ..workload.recompute import gemms, op_sac, recomputed_ops
+from .activations import (BlockActivations, attention_activations, head_activations, kept_outputs, layer_input,
+                          mlp_activations, moe_activations)
 from .comm import CommModel
 from .compute import ComputeModel
 from . import deepspeed_v03
@@ -124,16 +125,33 @@ def _priced(sc: Scenario, wl: Workload) -> _Priced:
     comm = CommModel(sc)
     core = tuple(op for op in wl.blocks["attn"].fwd if isinstance(op, Attention))
     core_w = tuple(op for op in wl.blocks["attn_window"].fwd if isinstance(op, Attention)) if "attn_window" in wl.blocks else ()
+    sac = _sac_stack(sc)
+    first = {"mlp": 1 + gemms(wl.blocks["attn"].fwd)}   # op_sac counts a TransformerBlock's GEMMs from its attention's
     rc_blocks: dict[str, PhaseCost] = {}
     if st.recompute == "selective":
         for key in ("attn", "attn_window", "mlp", "moe"):
-            ops = recomputed_ops(key, wl.blocks[key].fwd, st.recompute_modules, m.attention == "mla") if key in wl.blocks else []
+            if key not in wl.blocks:
+                continue
+            fwd = wl.blocks[key].fwd
+            ops = op_sac(fwd, first.get(key, 1))[0] if sac and key != "moe" else \
+                recomputed_ops(key, fwd, st.recompute_modules, m.attention == "mla")
             if ops:
                 rc_blocks[key] = price_ops(ops, cm, comm, st.tp_comm_overlap)
-    return _Priced(sc, cm, comm, d, _block_costs(wl, cm, comm, st.tp_comm_overlap, sc.system), attention_activations(d, m),
-                   mlp_activations(d, d.ffn) if "mlp" in wl.blocks else None,
+    att = attention_activations(d, m)
+    mlp = mlp_activations(d, d.ffn) if "mlp" in wl.blocks else None
+    if sac:   # what torchtitan's per-op selective AC drops: all but the block input and the kept outputs
+        att = replace(att, op_sac=max(att.saved - layer_input(d) - kept_outputs(op_sac(wl.blocks["attn"].fwd)[1]), 0.0))
+        if mlp is not None:
+            mlp = replace(mlp, op_sac=max(mlp.saved - kept_outputs(op_sac(wl.blocks["mlp"].fwd, first["mlp"])[1]), 0.0))
+    return _Priced(sc, cm, comm, d, _block_costs(wl, cm, comm, st.tp_comm_overlap, sc.system), att, mlp,
                    moe_activations(d, m) if "moe" in wl.blocks else None,
                    head_activations(d, st.fused_cross_entropy), core, core_w, rc_blocks)
+
+
+def _sac_stack(sc: Scenario) -> bool:
+    """Whether recompute="selective" means torchtitan's per-op selective AC here (``Stack.selective_ac``;
+    its dense blocks only: MLA and the MoE layers keep the recompute_modules' meaning)."""
+    return FRAMEWORKS[sc.strategy.framework].selective_ac == "op" and sc.model.attention != "mla"
 
 
 def _layer_blocks(cw: ChunkWork) -> tuple[tuple[str, int], ...]:
@@ -177,7 +195,11 @@ def _chunk_memory(p: _Priced, cw: ChunkWork, n_rc: int) -> tuple[float, float]:
     n_layers = len(cw.layers)
     per_dense = p.att.saved + (p.mlp.saved if p.mlp else 0.0)
     per_moe = p.att.saved + (p.moe.saved if p.moe else 0.0)
-    if st.recompute == "selective":  # the recompute_modules' saved tensors (activations.py)
+    if st.recompute == "selective" and _sac_stack(p.sc):  # torchtitan's per-op selective AC (_priced)
+        mods = st.recompute_modules
+        per_dense -= p.att.op_sac + (p.mlp.op_sac if p.mlp else 0.0)
+        per_moe -= p.att.op_sac + (p.moe.dropped(mods) if p.moe else 0.0)
+    elif st.recompute == "selective":  # the recompute_modules' saved tensors (activations.py)
         mods = st.recompute_modules
         per_dense -= p.att.dropped(mods) + (p.mlp.dropped(mods) if p.mlp else 0.0)
         per_moe -= p.att.dropped(mods) + (p.moe.dropped(mods) if p.moe else 0.0)
@@ -218,7 +240,8 @@ def _recompute_cost(p: _Priced, cw: ChunkWork, n_rc: int) -> PhaseCost:
             if n:
                 rc.add(p.costs[key][0], n * share)
     elif p.sc.strategy.recompute == "selective":
-        if "core_attn" in p.sc.strategy.recompute_modules:
+        # (torchtitan's per-op selective AC keeps SDPA's output: the attention core is not re-run)
+        if "core_attn" in p.sc.strategy.recompute_modules and not _sac_stack(p.sc):
             for ops, n in ((p.core, n_layers - cw.window_layers), (p.core_w, cw.window_layers)):
                 for op in ops if n else ():
                     rc.compute_s += p.cm.attention(op) * n
@@ -276,7 +299,7 @@ def _plan_chunk_kept(p: _Priced, cw: ChunkWork, key: tuple) -> ChunkPlan:
     st = p.sc.strategy
     if _zero_in_chunks(p.sc):
         return _plan_chunk(p, cw)
-    mk = (id(p.costs), key, st.recompute, st.recompute_num_layers, tuple(st.recompute_modules or ()))
+    mk = (id(p.costs), key, st.recompute, st.recompute_num_layers, tuple(st.recompute_modules or ()), _sac_stack(p.sc))
     hit = _CHUNKS.get(mk)
     if hit is not None and hit[0] is p.costs:
         return hit[1]

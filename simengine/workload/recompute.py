@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .ops import Op
+from .ops import Attention, Collective, Gemm, Op
 
 _MLA_UP = ("norm:q_norm", "ag:q_up", "fwd:q_up", "norm:kv_norm", "ag:kv_up", "fwd:kv_up", "rope")
 
@@ -50,3 +50,31 @@ def recomputed_ops(block: str, fwd: Sequence[Op], modules: Sequence[str], mla: b
                 or ("shared_experts" in mods and n.endswith(":shared")):
             out.append(op)
     return out
+
+
+def op_sac(fwd: Sequence[Op], first_mm: int = 1) -> tuple[list[Op], list[Op]]:
+    """(ops re-run in backward, ops whose outputs are kept) of a block's forward under torchtitan's
+    per-op selective activation checkpointing (torchtitan/models/llama3/parallelize_llama.py
+    ``_apply_ac_to_transformer_block``, ``selective_ac_option = "op"``, at the commit of its 2024-12
+    benchmarks): each TransformerBlock is checkpointed with a policy that saves the outputs of the
+    ops in ``_save_list`` — ``aten.mm`` except every second one (``mm_count % 2 == 0``, counted per
+    block from its first GEMM: ``first_mm`` numbers this block's first within the TransformerBlock),
+    SDPA (flash / memory-efficient) and ``_c10d_functional.reduce_scatter_tensor`` — and re-runs
+    every other op (norms, RoPE, activations, residual adds, the SP all-gathers)."""
+    rerun: list[Op] = []
+    kept: list[Op] = []
+    n = first_mm
+    for op in fwd:
+        if isinstance(op, Gemm):
+            (kept if n % 2 else rerun).append(op)
+            n += 1
+        elif isinstance(op, Attention) or (isinstance(op, Collective) and op.kind == "reduce_scatter"):
+            kept.append(op)
+        else:
+            rerun.append(op)
+    return rerun, kept
+
+
+def gemms(fwd: Sequence[Op]) -> int:
+    """GEMM ops of a block's forward (``op_sac``'s count)."""
+    return sum(1 for op in fwd if isinstance(op, Gemm))
