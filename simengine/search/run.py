@@ -145,7 +145,7 @@ def _bound_weight(objective: str) -> bool:
 def _kth(cands: list, objective: str, top: int | None) -> float:
     """The top-th best score among timed candidates: a candidate whose lower bound is above it
     cannot enter the top. inf when no bound applies (no top, too few yet). With the headroom
-    objective the score is −headroom, known exactly before timing (``_headroom_key``), so a
+    objective the score is −headroom, known exactly before timing (``_push_screen``), so a
     candidate whose headroom ties the top-th best is still timed (ranking breaks the tie by
     throughput, rank.py)."""
     if top is None or top < 1 or len(cands) < top:
