@@ -43,6 +43,28 @@ def test_a_round_is_dealt_whole_and_its_estimates_spread():
     assert batches == _dealt(list(nodes))   # a function of the round alone
 
 
+def test_a_rounds_group_steps_go_by_block_kind():
+    """Each block kind's group steps land in consecutive batches, one or two for a kind that fills
+    no more (a pool's workers then price each kind's blocks once, not each of them), whatever order
+    the frontier popped them in."""
+    from simengine.search.prune import block_kind
+
+    groups = _groups(_space())
+    nodes = [(("refine", g) if i % 3 else ("zero", (g, 1.0))) for i, g in enumerate(groups[:96])][::-1]
+    batches = _dealt(nodes)
+    assert len(batches) >= DEAL and sorted(map(repr, (n for b in batches for n in b))) == sorted(map(repr, nodes))
+    where: dict = {}
+    for b, batch in enumerate(batches):
+        for kind, item in batch:
+            g = item[0] if kind == "zero" else item
+            where.setdefault(block_kind(g[0], g[1], g[2]), set()).add(b)
+    assert len(where) > 3 and all(max(bs) - min(bs) + 1 == len(bs) for bs in where.values())
+    size = max(map(len, batches))
+    counts = {k: sum(1 for b in batches for kind, item in b
+                     if block_kind(*(item[0] if kind == "zero" else item)[:3]) == k) for k in where}
+    assert all(len(where[k]) <= 2 for k, n in counts.items() if n <= size)
+
+
 def test_the_round_size_follows_the_first_frontier_between_its_bounds():
     assert round_size(10) == ROUND and round_size(10**7) == ROUND_MAX
     sizes = [round_size(n) for n in range(0, 20000, 97)]
