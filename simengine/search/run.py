@@ -404,8 +404,9 @@ def _dealt(items: list) -> list[Batch]:
 
     * A group's steps go sorted by block kind (``_deal_key``) in consecutive slices: a kind's groups
       land in consecutive batches (one or two for a kind that fills no more), so a pool's workers
-      each price their own kinds' blocks instead of every worker pricing most of them (two processes, back to back: DeepSeek-V3 on 16,384 GPUs
-      29.0 → 27.9 s, the workers' CPU 43.2 → 40.8 s; llama3-405b 7.1 → 6.9 s).
+      each price their own kinds' blocks instead of every worker pricing most of them (two
+      processes, back to back: DeepSeek-V3 on 16,384 GPUs 29.0 → 27.9 s, the workers' CPU
+      43.2 → 40.8 s; llama3-405b 7.1 → 6.9 s).
     * The costly ones — an estimate that compiles a long pipeline takes ~0.5 s, a bound ~50 µs —
       come in runs (the frontier pops a layout's flag variants together): dealt round-robin,
       so a run is spread over the workers instead of handed to one."""
