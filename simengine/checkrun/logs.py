@@ -114,8 +114,8 @@ def parse_training_log(source, *, field_name: str = FIELD) -> RunLog:
                 reserved.append(_checked(_f(m.group(6)), "max reserved (MB)", no, field_name) / 1024.0)  # type: ignore[operator]
         elif m := _TITAN_STEP.search(line):
             step = int(m.group(1))
-            tps = _checked(_f(m.group(4)), "tps", no, field_name)
-            if tps is not None and tps > 0:   # a step time from it: tokens / (tps · GPUs) (compare.step_times)
+            tps = _f(m.group(4))
+            if tps != 0:   # a step time comes from it, tokens / (tps · GPUs); a 0 is skipped (compare.step_times)
                 _checked(tps, "tps", no, field_name, 1e-3, 1e12)
             titan.setdefault(step, Iteration(step, tokens_per_s_per_gpu=tps, tflops_per_gpu=_checked(_f(m.group(5)), "tflops", no, field_name),
                                              memory_gib=_checked(_f(m.group(2)), "memory (GiB)", no, field_name)))

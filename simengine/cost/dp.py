@@ -32,25 +32,9 @@ from ..config.framework import optimizer_adam_cost
 from ..config.scenario import Scenario
 from ..memo import remember
 from .comm import CommModel
-from .static_memory import StageParams
+from .static_memory import StageParams, keeps_gathered
 
 MIN_BUCKET_PARAMS = 40_000_000
-
-
-def keeps_gathered(sc: Scenario) -> bool:
-    """ZeRO-3 as FSDP2 runs it under a pipeline: the parameters are gathered once per step and kept
-    until the step's last backward, the gradients accumulate unsharded and are reduce-scattered
-    once. torchtitan ``apply_fsdp``: ``reshard_after_forward_policy="default"`` sets
-    ``reshard_after_forward = not pp_enabled`` ("to avoid per-microbatch all-gathers");
-    torch.distributed.pipelining ``stage.py`` ``backward_maybe_with_nosync`` runs every backward
-    but the last with ``set_requires_gradient_sync(False)`` and ``set_reshard_after_backward(False)``,
-    and FSDP2 keeps the unsharded gradient in the reduce dtype meanwhile
-    (``FSDPParam.to_accumulated_grad_if_needed``; torchtitan reduces in fp32). So the step runs
-    ZeRO-1's collectives — one gather of the parameters before the first forward, one
-    reduce-scatter of the gradients after the last backward (``_chunk_collectives``) — and holds
-    the stage's unsharded parameters and gradients (``static_memory``)."""
-    st = sc.strategy
-    return st.zero_stage >= 3 and st.pp > 1 and st.fsdp_pattern_name == "fsdp2"
 OPTIMIZER_KERNELS = 12  # multi-tensor-apply launches per step (zero, norm, clip, adam, copy, …)
 
 

@@ -22,9 +22,9 @@ from .activations import (BlockActivations, attention_activations, head_activati
 from .comm import CommModel
 from .compute import ComputeModel
 from . import deepspeed_v03
-from .dp import DPWork, dp_work, keeps_gathered, microbatch_dp, zero_units
+from .dp import DPWork, dp_work, microbatch_dp, zero_units
 from .phase import PhaseCost, price_ops
-from .static_memory import StageParams, StaticMemory, stage_params, static_memory
+from .static_memory import StageParams, StaticMemory, keeps_gathered, stage_params, static_memory
 
 
 @dataclass(slots=True)
@@ -195,14 +195,13 @@ def _chunk_memory(p: _Priced, cw: ChunkWork, n_rc: int) -> tuple[float, float]:
     n_layers = len(cw.layers)
     per_dense = p.att.saved + (p.mlp.saved if p.mlp else 0.0)
     per_moe = p.att.saved + (p.moe.saved if p.moe else 0.0)
-    if st.recompute == "selective" and _sac_stack(p.sc):  # torchtitan's per-op selective AC (_priced)
-        mods = st.recompute_modules
-        per_dense -= p.att.op_sac + (p.mlp.op_sac if p.mlp else 0.0)
-        per_moe -= p.att.op_sac + (p.moe.dropped(mods) if p.moe else 0.0)
-    elif st.recompute == "selective":  # the recompute_modules' saved tensors (activations.py)
-        mods = st.recompute_modules
-        per_dense -= p.att.dropped(mods) + (p.mlp.dropped(mods) if p.mlp else 0.0)
-        per_moe -= p.att.dropped(mods) + (p.moe.dropped(mods) if p.moe else 0.0)
+    if st.recompute == "selective":
+        # the recompute_modules' saved tensors (activations.py), or what torchtitan's per-op
+        # selective AC drops of the attention and dense MLP blocks (_priced)
+        mods, sac = st.recompute_modules, _sac_stack(p.sc)
+        att = p.att.op_sac if sac else p.att.dropped(mods)
+        per_dense -= att + ((p.mlp.op_sac if sac else p.mlp.dropped(mods)) if p.mlp else 0.0)
+        per_moe -= att + (p.moe.dropped(mods) if p.moe else 0.0)
     if cw.moe_layers:
         kinds = [m.is_moe_layer(layer) for layer in cw.layers]
         held = n_rc * layer_input(d) + sum(per_moe if k else per_dense for k in kinds[n_rc:])
@@ -254,7 +253,7 @@ def _recompute_cost(p: _Priced, cw: ChunkWork, n_rc: int) -> PhaseCost:
 
 def _zero_in_chunks(sc: Scenario) -> bool:
     """Whether ZeRO-2/3 collectives run every micro-batch, inside the chunks' phases (not FSDP2
-    under a pipeline: once per step, ``dp.keeps_gathered``)."""
+    under a pipeline: once per step, ``static_memory.keeps_gathered``)."""
     return sc.strategy.zero_stage >= 2 and sc.dp * sc.strategy.cp * sc.edp > 1 and not keeps_gathered(sc)
 
 
@@ -364,7 +363,7 @@ def _zero_per_microbatch(sc: Scenario, comm: CommModel, cw: ChunkWork, fwd: Phas
     Without overlap every gather and reduce-scatter runs alone. The simulator decides how much
     hides (sim/overlap.py, with its contention)."""
     st = sc.strategy
-    if keeps_gathered(sc):   # gathered once per step and kept (dp.keeps_gathered): nothing per micro-batch
+    if keeps_gathered(sc):   # gathered once per step and kept (static_memory.keeps_gathered): nothing per micro-batch
         return
     params = stage_params(sc, (cw,))
     if st.zero_stage >= 3 and st.fsdp_pattern_name == "zero3-2021" and not sc.model.is_moe:

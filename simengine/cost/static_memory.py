@@ -119,10 +119,20 @@ class StaticMemory:
     buffers: float    # framework buffers (TE dummy wgrad, ZeRO-3 gathered layers, fp8 weight casts)
 
 
-def _keeps_gathered(sc: Scenario) -> bool:
-    from .dp import keeps_gathered   # cost/dp.py imports StageParams from here
-
-    return keeps_gathered(sc)
+def keeps_gathered(sc: Scenario) -> bool:
+    """ZeRO-3 as FSDP2 runs it under a pipeline: the parameters are gathered once per step and kept
+    until the step's last backward, the gradients accumulate unsharded and are reduce-scattered
+    once. torchtitan ``apply_fsdp``: ``reshard_after_forward_policy="default"`` sets
+    ``reshard_after_forward = not pp_enabled`` ("to avoid per-microbatch all-gathers");
+    torch.distributed.pipelining ``stage.py`` ``backward_maybe_with_nosync`` runs every backward
+    but the last with ``set_requires_gradient_sync(False)`` and ``set_reshard_after_backward(False)``,
+    and FSDP2 keeps the unsharded gradient in the reduce dtype meanwhile
+    (``FSDPParam.to_accumulated_grad_if_needed``; torchtitan reduces in fp32). So the step runs
+    ZeRO-1's collectives — one gather of the parameters before the first forward, one
+    reduce-scatter of the gradients after the last backward (cost/dp.py ``_chunk_collectives``) — and holds
+    the stage's unsharded parameters and gradients (``static_memory``)."""
+    st = sc.strategy
+    return st.zero_stage >= 3 and st.pp > 1 and st.fsdp_pattern_name == "fsdp2"
 
 
 def static_memory(sc: Scenario, p: StageParams) -> StaticMemory:
@@ -148,8 +158,8 @@ def static_memory(sc: Scenario, p: StageParams) -> StaticMemory:
         # peer_model_notes.md §5).
         buffers += sum(2.0 * a * b for a, b in p.gemm_shapes)
     gathered_b = 1.0 if st.fp8_param_gather else 2.0   # gathered in fp8 with FP8 primary weights
-    if z >= 3 and _keeps_gathered(sc):
-        # FSDP2 under a pipeline (cost/dp.py keeps_gathered): the stage's parameters stay gathered
+    if z >= 3 and keeps_gathered(sc):
+        # FSDP2 under a pipeline (``keeps_gathered``): the stage's parameters stay gathered
         # for the whole step, and its gradients accumulate unsharded in the reduce dtype across the
         # micro-batches (fp32: FSDPParam.to_accumulated_grad_if_needed) until the last backward
         # reduce-scatters them — both are held at the peak, the last backwards

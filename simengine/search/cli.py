@@ -190,11 +190,10 @@ def _table(res, budget: float | None, fits: list[dict[str, Any]]) -> str:
         lines.append(f"'=' : within the best one's uncertainty band ({len(res.ties)} candidates): a tie, not a winner")
     lines += ["", f"space {res.space_size:,} candidates, {res.memory_checked:,} memory checks, {res.evaluated:,} timed, "
               f"{res.seconds:.2f} s; Pareto front {len(res.pareto)}", "rejected:"]
-    examples = res.rejected_examples()
-    for k, n in list(res.rejected_counts().items())[:10]:
+    for k, (n, first) in list(res.rejected_by_key().items())[:10]:
         lines.append(f"  {n:>9,}  {k}")
-        if examples[k]["reason"] not in k:   # the numbers generalised away: one case with its own
-            lines.append(f"{'':13s}e.g. {examples[k]['reason']}")
+        if first.reason not in k:   # the numbers generalised away: one case with its own
+            lines.append(f"{'':13s}e.g. {first.reason}")
     if fits:
         lines += ["", "smallest changes to fit --strategy:"]
         lines += [f"  {f['change']:50s} {f['tokens_per_s']:10,.0f} tokens/s ({f['throughput_lost'] * 100:+.1f} % lost)" for f in fits]

@@ -385,10 +385,14 @@ def _kind_order(items: list):
         g, lay, mbs = items[i][0], items[i][1], items[i][2]
         head = heads.get((g, id(lay)))
         if head is None:
-            k = _kind_head(g, lay)
-            head = heads[(g, id(lay))] = k if k[5] is not None else (*k[:5], -1)
+            head = heads[(g, id(lay))] = _sortable(_kind_head(g, lay))
         return head, mbs, i
     return key
+
+
+def _sortable(kind: tuple) -> tuple:
+    """A block kind (``prune.block_kind`` or its head) with etp None (no expert TP) as -1, so kinds sort."""
+    return tuple(-1 if v is None else v for v in kind)
 
 
 def _batches(items: list, size: int = BATCH_GROUPS) -> list[Batch]:
@@ -422,12 +426,12 @@ def _dealt(items: list) -> list[Batch]:
 
 
 def _deal_key(node: tuple) -> tuple:
-    """A group step's block kind (``prune.block_kind``; etp None as -1, so kinds sort)."""
+    """A group step's block kind (``prune.block_kind``), sortable."""
     from .prune import block_kind
 
     kind, item = node
     g, lay, mbs, _ = item[0] if kind == "zero" else item
-    return tuple(-1 if v is None else v for v in block_kind(g, lay, mbs))
+    return _sortable(block_kind(g, lay, mbs))
 
 
 # what a group left on the frontier has been through, by the step it was waiting for

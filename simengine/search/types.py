@@ -140,23 +140,36 @@ class SearchResult:
     ties: list[int] = field(default_factory=list)   # indices (in candidates) within the best one's band
 
     def rejected_counts(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for r in self.rejections:
-            out[r.key()] = out.get(r.key(), 0) + r.count
-        return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
+        return _counts(self.rejected_by_key())
 
     def rejected_examples(self) -> dict[str, dict[str, Any]]:
         """Per key of ``rejected_counts``, its first rejection's own reason (numbers kept: the key's
         ``tp*pp*cp = N*N*N = N`` reads as ``tp*pp*cp = 3*1*1 = 3``) and example layout."""
-        out: dict[str, dict[str, Any]] = {}
+        return _examples(self.rejected_by_key())
+
+    def rejected_by_key(self) -> dict[str, tuple[int, Rejection]]:
+        """Per ``Rejection.key`` (each computed once: a 16,384-GPU space holds ~700k rejections), the
+        candidates it counts and its first rejection; most candidates first, then by key."""
+        out: dict[str, tuple[int, Rejection]] = {}
         for r in self.rejections:
-            out.setdefault(r.key(), {"reason": r.reason, "example": r.example})
-        return out
+            k = r.key()
+            n, first = out.get(k, (0, r))
+            out[k] = (n + r.count, first)
+        return dict(sorted(out.items(), key=lambda kv: (-kv[1][0], kv[0])))
 
     def to_json(self, top: int | None = None) -> dict[str, Any]:
         cands = self.candidates if top is None else self.candidates[:top]
+        by = self.rejected_by_key()
         return {"objective": self.objective, "candidates": [c.to_json() for c in cands],
                 "pareto": [c.to_json() for c in self.pareto], "ties": self.ties,
-                "rejected": self.rejected_counts(), "rejected_examples": self.rejected_examples(),
+                "rejected": _counts(by), "rejected_examples": _examples(by),
                 "space_size": self.space_size, "evaluated": self.evaluated,
                 "memory_checked": self.memory_checked, "feasible": len(self.candidates), "seconds": self.seconds}
+
+
+def _counts(by: dict[str, tuple[int, Rejection]]) -> dict[str, int]:
+    return {k: n for k, (n, _) in by.items()}
+
+
+def _examples(by: dict[str, tuple[int, Rejection]]) -> dict[str, dict[str, Any]]:
+    return {k: {"reason": r.reason, "example": r.example} for k, (_, r) in by.items()}
