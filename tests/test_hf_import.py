@@ -61,12 +61,16 @@ def test_published_parameter_counts(name, total_b, active_b):
 
 
 def test_unknown_family_names_every_field_it_could_not_map():
-    cfg = dict(load("gpt2"), model_type="gpt_neox_like", partial_rotary_factor=0.25, use_parallel_residual=True)
+    cfg = dict(load("gpt2"), model_type="gpt_neox_like", rotary_pct=0.25, use_parallel_residual=True)
     res = api.import_hf_config(cfg)
-    assert res.unmapped == ["partial_rotary_factor", "use_parallel_residual"]
+    assert res.unmapped == ["rotary_pct", "use_parallel_residual"]
     text = " ".join(res.warnings)
     assert "gpt_neox_like" in text and "not a family this importer knows" in text
-    assert "partial_rotary_factor" in text and "use_parallel_residual" in text
+    assert "rotary_pct" in text and "use_parallel_residual" in text
+    # partial_rotary_factor is read (Nemotron, Phi): priced as full RoPE, and said so
+    res = api.import_hf_config(dict(cfg, partial_rotary_factor=0.25))
+    assert "partial_rotary_factor" not in res.unmapped
+    assert any("partial_rotary_factor=0.25" in w for w in res.warnings)
 
 
 def test_features_not_modelled_are_warned():

@@ -3,6 +3,9 @@ mapped run estimates, and the current accuracy per source pinned as a regression
 
 from __future__ import annotations
 
+import csv
+import io
+
 import pytest
 
 from simengine.validation.data import read_text
@@ -27,8 +30,37 @@ def evaluated(mapped):
 def test_counts(mapped):
     runs, skipped = mapped
     assert len(runs) + len(skipped) == 186
-    assert len(runs) == 148
-    assert len(skipped) == 38
+    assert len(runs) == 153
+    assert len(skipped) == 33
+
+
+def test_nemo_models_named_but_not_spelled_out_come_from_presets(mapped):
+    """NeMo 24.07's GPT3-5B/20B and Nemotron rows give only the model's name: the NeMo recipes'
+    architectures (presets/models/gpt3-*.json, nemotron*.json) stand in, with a note."""
+    runs, skipped = mapped
+    for rid, preset, layout in (("nemo2407_Pretraining_GPT3-5B_pretrain_64gpu", "gpt3-5b", (1, 1, 64, 1)),
+                                ("nemo2407_Pretraining_GPT3-20B_pretrain_64gpu", "gpt3-20b", (2, 1, 32, 1)),
+                                ("nemo2407_Pretraining_Nemotron-8B_pretrain_64gpu", "nemotron3-8b", (2, 1, 32, 1)),
+                                ("nemo2407_Pretraining_Nemotron-22B_pretrain_64gpu", "nemotron3-22b", (2, 4, 8, 10)),
+                                ("nemo2407_Pretraining_Nemotron-340B_pretrain_128gpu", "nemotron4-340b", (8, 8, 2, 12))):
+        run = runs[rid]
+        st, m = run.config["strategy"], run.config["model"]
+        assert f"architecture from preset {preset}" in run.assumptions
+        assert m["source"].endswith(f"(preset {preset})")
+        assert (st["tp"], st["pp"], st["dp"], st["vpp"]) == layout
+    assert runs["nemo2407_Pretraining_Nemotron-340B_pretrain_128gpu"].config["model"]["activation"] == "squared_relu"
+    nano = [s for rid, s in skipped.items() if "nemotron_3_nano" in rid.lower()]
+    assert nano and all("Mamba" in s.reason for s in nano)
+
+
+def test_a_row_contradicting_its_preset_is_skipped():
+    head, *rows = read_text("published_runs.csv").splitlines()
+    cells = next(csv.reader([r for r in rows if r.startswith("nemo2407_Pretraining_Nemotron-8B_pretrain_64gpu,")][0:1]))
+    cells[head.split(",").index("layers")] = "40"  # the 8B recipe has 32
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerow(cells)
+    runs, skipped = published_runs(head + "\n" + buf.getvalue())
+    assert not runs and "layers=40 in the row but 32 in preset nemotron3-8b" in skipped[0].reason
 
 
 def test_narayanan_1_7b(mapped):

@@ -85,6 +85,10 @@ class Stack:
     # what recompute="selective" runs: Megatron-Core's recompute_modules, or torchtitan's per-op
     # selective AC (workload/recompute.py ``op_sac``; torchtitan's llama3 configs default to it)
     selective_ac: Literal["modules", "op"] = "modules"
+    # per element of the activation output: relu(x)² as Megatron-Core runs it
+    # (megatron/core/activations.py ``squared_relu`` = ``torch.pow(F.relu(x), 2)``, called by
+    # MLP.forward with bias_activation_fusion off, as every Nemotron recipe sets it)
+    squared_relu: Pass = Pass(8, 2, 14, 3)
 
 
 # Fused kernels: norm reads x and writes y (2+2 B), bwd reads x, dy and writes dx (6 B);
@@ -94,6 +98,12 @@ _FUSED_NORM = Pass(4, 1, 6, 1)
 _FUSED_SWIGLU = Pass(6, 1, 10, 1)
 _FUSED_GELU = Pass(4, 1, 6, 1)
 _FUSED_ROPE = Pass(4, 1, 4, 1)
+
+# Squared ReLU, eager: relu reads x and writes r (4 B), pow reads r and writes y (4 B); backward
+# (autograd) pow_backward reads dy and r and writes dr (6 B, two kernels: r·2, ·dy), relu's
+# threshold_backward reads dr and r and writes dx (6 B) — 14 B, 3 kernels. Fused (torch.compile):
+# one kernel each way, GeLU's bytes.
+_SQRELU_FUSED = Pass(4, 1, 6, 1)
 
 # Eager PyTorch (torchtitan @ba24697, counted op by op as in the module docstring). GeLU eager is
 # one ``F.gelu`` kernel each way: the same bytes as the fused count.
@@ -111,7 +121,8 @@ FRAMEWORKS: dict[str, Stack] = {
                           "per-op selective AC", selective_ac="op"),
     "torch-compile": Stack("torch-compile", _FUSED_NORM, _FUSED_SWIGLU, _FUSED_GELU, _FUSED_ROPE,
                            False, False, "sdpa", True, "fsdp2", "foreach", False, False,
-                           "the same with torch.compile fusing the pointwise ops", selective_ac="op"),
+                           "the same with torch.compile fusing the pointwise ops", selective_ac="op",
+                           squared_relu=_SQRELU_FUSED),
     "deepspeed": Stack("deepspeed", _FUSED_NORM, _FUSED_SWIGLU, _FUSED_GELU, _FUSED_ROPE,
                        True, True, "flash2", False, "zero3", "fused", False, True,
                        "Megatron-DeepSpeed kernels, flash-attention-2, no TP overlap"),

@@ -36,7 +36,9 @@ class ModelSpec(_Frozen):
     head_dim: int | None = Field(None, ge=1, le=4096, description="Per-head dimension; None = hidden_size / num_attention_heads.")
     ffn_hidden_size: int = Field(..., ge=1, le=1_048_576, description="Dense MLP intermediate size f (per gate for SwiGLU).")
     vocab_size: int = Field(..., ge=2, le=4_194_304, description="Tokenizer vocabulary V before padding (Megatron pads to a multiple of 128·tp).")
-    activation: Literal["swiglu", "gelu", "relu"] = Field("swiglu", description="MLP activation; SwiGLU has two input projections (gate and up).")
+    activation: Literal["swiglu", "gelu", "relu", "squared_relu"] = Field(
+        "swiglu", description="MLP activation; SwiGLU has two input projections (gate and up); squared_relu = relu(x)² "
+        "(Nemotron-3/4, Primer), two unfused pointwise kernels in Megatron-Core.")
     norm: Literal["rmsnorm", "layernorm"] = Field("rmsnorm", description="Normalisation layer kind.")
     tie_embeddings: bool = Field(False, description="Share input embedding and output (LM head) weights.")
     attention: Literal["mha", "gqa", "mla"] = Field("gqa", description="Attention kind: multi-head, grouped-query or multi-head latent (DeepSeek).")

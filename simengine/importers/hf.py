@@ -83,8 +83,10 @@ def _block(cfg: dict, out: dict, notes: list[str], model_type: str) -> None:
         notes.append(f"hidden_act={act!r}: mapped to a plain (non-gated) GELU MLP")
     elif a == "relu":
         out["activation"] = "relu"
+    elif a in ("relu2", "squared_relu", "squared-relu"):  # transformers ACT2FN "relu2" (NemotronConfig)
+        out["activation"] = "squared_relu"
     else:
-        raise HFImportError(f"unsupported hidden_act {act[:40]!r}; supported: silu/swish (SwiGLU), gelu*, relu")
+        raise HFImportError(f"unsupported hidden_act {act[:40]!r}; supported: silu/swish (SwiGLU), gelu*, relu, relu2")
     tie = cfg.get("tie_word_embeddings", fam["tie_default"] if fam else False)
     if not isinstance(tie, bool):
         raise HFImportError(f"'tie_word_embeddings' must be true or false, got {json.dumps(tie)[:40]}")
@@ -101,6 +103,9 @@ def _block(cfg: dict, out: dict, notes: list[str], model_type: str) -> None:
     mpe, _ = _first(cfg, "max_position_embeddings", minimum=1)
     if mpe is not None:
         out["max_position_embeddings"] = min(mpe, 16_777_216)
+    prf = _float(cfg, "partial_rotary_factor")
+    if prf is not None and prf != 1.0:
+        notes.append(f"partial_rotary_factor={prf}: RoPE priced on the whole head (one pointwise pass, under 0.1% of a step)")
     if cfg.get("attention_bias") is True or cfg.get("mlp_bias") is True or model_type.startswith("qwen2"):
         notes.append("bias terms on some projections (attention_bias / Qwen2 qkv bias) are ignored: they are < 0.01% of parameters")
     for field, keys in (("hidden_dropout", ("resid_pdrop", "hidden_dropout")), ("attention_dropout", ("attn_pdrop", "attention_dropout"))):

@@ -25,6 +25,7 @@ class Dims:
     d_v: int
     ffn: int          # dense FFN width per rank
     gated: bool       # SwiGLU: FC1 produces 2·ffn
+    activation: str   # ModelSpec.activation: which pointwise kernels run between FC1 and FC2
     vocab: int        # padded vocab per rank
     dropout: bool
     attn_dropout: bool
@@ -83,7 +84,7 @@ def dims_of(sc: Scenario) -> Dims:
         h=m.hidden_size, tokens=tokens, sp_tokens=tokens // tp if sp else tokens,
         b=st.micro_batch_size, s=st.seq_len, tp=tp, cp=cp, sp=sp,
         heads=heads, kv_heads=kv_local, d_qk=m.qk_head_dim, d_v=m.v_dim,
-        ffn=m.ffn_hidden_size // tp, gated=m.activation == "swiglu",
+        ffn=m.ffn_hidden_size // tp, gated=m.activation == "swiglu", activation=m.activation,
         vocab=sc.vocab_padded // tp, dropout=m.hidden_dropout > 0,
         attn_dropout=m.attention_dropout > 0, unfused_attention=st.attention_impl == "unfused", fp8=st.dtype == "fp8",
         experts_local=experts_local, moe_ffn=moe_ffn, moe_tokens=moe_tokens,

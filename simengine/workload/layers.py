@@ -185,9 +185,13 @@ def _mla_projections(ph: Phases, d: Dims, model: ModelSpec) -> None:
     _passes(ph, "rope", S * (d.heads + 1) * rope, d.stack.rope)
 
 
-def _activation(ph: Phases, name: str, tokens: int, width: int, gated: bool, stack: Stack = _FUSED) -> None:
-    if gated:
+def _activation(ph: Phases, name: str, tokens: int, width: int, kind: str, stack: Stack = _FUSED) -> None:
+    """The pointwise step between FC1 and FC2 (ModelSpec.activation); plain ReLU is one kernel
+    each way like GeLU, squared ReLU two forward and three backward (config/framework.py)."""
+    if kind == "swiglu":
         _passes(ph, "swiglu:" + name, tokens * width, stack.swiglu)
+    elif kind == "squared_relu":
+        _passes(ph, "sqrelu:" + name, tokens * width, stack.squared_relu)
     else:
         _passes(ph, "gelu:" + name, tokens * width, stack.gelu)
 
@@ -226,7 +230,7 @@ def _mlp_body(ph: Phases, d: Dims, name: str, f: int) -> None:
         _column_group(ph, S, h, (("fc1:" + name, f), ("fc3:" + name, f)), tp, sp)
     else:
         column_linear(ph, "fc1:" + name, S, h, (2 if d.gated else 1) * f, tp, sp)
-    _activation(ph, name, S, f, d.gated, d.stack)
+    _activation(ph, name, S, f, d.activation, d.stack)
     row_linear(ph, "fc2:" + name, S, f, h, tp, sp)
 
 
@@ -289,7 +293,7 @@ def moe_block(d: Dims, model: ModelSpec, dispatcher: str, shared_overlap: bool =
         ph.fwd.append(GroupedGemm("fwd:expert_fc1", g, mt, fc1_out, h, "TN"))
         ph.bwd.append(GroupedGemm("dgrad:expert_fc1", g, mt, h, fc1_out, "NN"))
         ph.wgt.append(GroupedGemm("wgrad:expert_fc1", g, fc1_out, h, mt, "NT"))
-        _activation(ph, "experts", g * mt, f, d.gated)
+        _activation(ph, "experts", g * mt, f, d.activation)
         ph.fwd.append(GroupedGemm("fwd:expert_fc2", g, mt, h, f, "TN"))
         ph.bwd.append(GroupedGemm("dgrad:expert_fc2", g, mt, f, h, "NN"))
         ph.wgt.append(GroupedGemm("wgrad:expert_fc2", g, h, f, mt, "NT"))

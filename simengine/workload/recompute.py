@@ -46,7 +46,7 @@ def recomputed_ops(block: str, fwd: Sequence[Op], modules: Sequence[str], mla: b
         if n == "norm:ln2":
             if "layernorm" in mods:
                 out.append(op)
-        elif "moe" in mods or ("moe_act" in mods and _is(n, "swiglu:experts", "gelu:experts")) \
+        elif "moe" in mods or ("moe_act" in mods and _is(n, "swiglu:experts", "gelu:experts", "sqrelu:experts")) \
                 or ("shared_experts" in mods and n.endswith(":shared")):
             out.append(op)
     return out

@@ -26,6 +26,13 @@ _MODEL_PRESETS: dict[str, str] = {
     "llama3-8b": "llama3-8b", "llama3-70b": "llama3-70b", "llama3.1-405b": "llama3-405b",
     "deepseekv3": "deepseek-v3", "qwen3-30b-a3b": "qwen3-30b-a3b", "qwen3-235b-a22b": "qwen3-235b-a22b",
     "gpt3-175b": "gpt3-175b", "gpt-3175b": "gpt3-175b", "gpt-oss-120b": "gpt-oss-120b",
+    "gpt3-5b": "gpt3-5b", "gpt3-20b": "gpt3-20b",
+    # NeMo's names: "Nemotron-8B"/"22B" are the Nemotron-3 recipes (nemotron_8b.yaml / nemotron_22b.yaml,
+    # run names nemotron3-8B / nemotron3-22B), "15B"/"340B" the Nemotron-4 ones
+    "nemotron-8b": "nemotron3-8b", "nemotron-22b": "nemotron3-22b", "nemotron-15b": "nemotron4-15b",
+    "nemotron-340b": "nemotron4-340b", "nemotron3-8b": "nemotron3-8b", "nemotron3-22b": "nemotron3-22b",
+    "nemotron4-15b": "nemotron4-15b", "nemotron4-340b": "nemotron4-340b",
+    "nemotron-4-15b": "nemotron4-15b", "nemotron-4-340b": "nemotron4-340b",
 }
 
 _GPU_PEAK_BF16 = {"a100": 312.0, "h100": 989.0}  # dense bf16 TFLOP/s, as torchtitan counts MFU
@@ -112,7 +119,10 @@ def _gpt_model(row: dict[str, str], a: list[str]) -> dict[str, Any]:
     embeddings, MHA, ffn = 4h, hidden/attention dropout 0.1 (Megatron defaults)."""
     h, L, heads = _int(row, "hidden"), _int(row, "layers"), _int(row, "heads")
     if not (h and L and heads):
-        raise _Skip("architecture (hidden/layers/heads) not given and no preset of that model")
+        preset = _MODEL_PRESETS.get(_norm_name(_s(row, "model")))
+        if not preset:
+            raise _Skip("architecture (hidden/layers/heads) not given and no preset of that model")
+        return _from_preset(row, preset, a)
     kv = _int(row, "kv_heads") or heads
     ffn = _int(row, "ffn") or 4 * h
     vocab = _int(row, "vocab")
@@ -183,10 +193,33 @@ def _moe_model(row: dict[str, str], a: list[str]) -> dict[str, Any]:
     return m
 
 
+def _from_preset(row: dict[str, str], preset: str, a: list[str]) -> dict[str, Any]:
+    """A model the row names but does not spell out: its preset, architecture cells checked."""
+    m = load_preset("models", preset)
+    a.append(f"architecture from preset {preset}")
+    keys = {"hidden": "hidden_size", "layers": "num_layers", "heads": "num_attention_heads",
+            "kv_heads": "num_kv_heads", "ffn": "ffn_hidden_size"}
+    for cell, field in keys.items():
+        v = _int(row, cell)
+        if v is not None and v != int(m[field]):
+            raise _Skip(f"{cell}={v} in the row but {m[field]} in preset {preset}")
+    m["source"] = f"published_runs.csv {row['run_id']} (preset {preset})"
+    return m
+
+
+def _nemotron_model(row: dict[str, str], a: list[str]) -> dict[str, Any]:
+    """Nemotron-3 (8B, 22B) and Nemotron-4 (15B, 340B): dense squared-ReLU GPTs with presets.
+    The Nemotron-3 Nano/Super of 2025 (hybrid Mamba-Transformer MoE) have no Mamba layer here."""
+    preset = _MODEL_PRESETS.get(_norm_name(_s(row, "model")))
+    if preset is None:
+        raise _Skip("Nemotron-3 Nano/Super are hybrid Mamba-Transformer MoE models: simengine has no Mamba layer")
+    return _from_preset(row, preset, a)
+
+
 def _model(row: dict[str, str], a: list[str]) -> dict[str, Any]:
     name = _s(row, "model").lower()
     if "nemotron" in name:
-        raise _Skip("Nemotron architecture not given in the row and no preset (Nemotron-4 dense / Nemotron-3 hybrid Mamba-MoE)")
+        return _nemotron_model(row, a)
     if "deepseek" in name or "qwen3" in name or "gpt oss" in name or "gpt-oss" in name:
         return _moe_model(row, a)
     if "llama" in name:
