@@ -225,3 +225,16 @@ def test_expert_tp_gather_is_the_rows_the_local_experts_process(etp):
     # the routing probabilities are gathered beside the tokens (fp32 per row), their gradient scattered back
     probs = sorted((op.kind, op.bytes) for op in etp_ops if "probs" in op.name)
     assert probs == [("all_gather", rows * 4), ("reduce_scatter", rows * 4)]
+
+
+@pytest.mark.parametrize("dispatcher", ["alltoall", "deepep"])
+def test_dispatch_op_fields_are_the_models(dispatcher):
+    """Every field of the dispatch all-to-all by name: a field added to Collective must not shift
+    the subclass's (a positional construction once read the dispatcher into ``decomposable``)."""
+    sc = _dsv3(ep=64, domain=8, dispatcher=dispatcher)
+    op = _dispatch_op(sc)
+    m = sc.model
+    assert (op.kind, op.group, op.size, op.overlap_with, op.decomposable) == ("all_to_all", "ep", 64, "", True)
+    assert (op.dispatcher, op.top_k, op.experts, op.n_group, op.topk_group) == (dispatcher, m.top_k, m.num_experts,
+                                                                                m.n_group, m.topk_group)
+    assert op.tokens > 0 and op.row_bytes > 0 and op.imbalance >= 1.0 and op.wire in ("bf16", "fp8")

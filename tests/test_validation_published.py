@@ -30,8 +30,24 @@ def evaluated(mapped):
 def test_counts(mapped):
     runs, skipped = mapped
     assert len(runs) + len(skipped) == 186
-    assert len(runs) == 153
-    assert len(skipped) == 33
+    assert len(runs) == 165
+    assert len(skipped) == 21
+
+
+def test_torchtitan_async_tp_page_rows(mapped):
+    """benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md runs llama3_{8b,70b}.toml without a
+    seq_len override (8192 at torchtitan 820504e); async TP only where the run says so, in its
+    dtype cell or, as llama3_h100_202412 Table 4's "2D + AsyncTP", its name."""
+    runs, _ = mapped
+    page = [r for rid, r in runs.items() if rid.startswith("torchtitan202506_asynctp_")]
+    assert len(page) == 12
+    for r in page:
+        st = r.config["strategy"]
+        assert st["seq_len"] == 8192 and any("820504e" in a for a in r.assumptions)
+        assert st["tp_comm_overlap"] is r.run_id.endswith("asyncTP"), r.run_id
+        assert st["framework"] == "torch-compile" and st["tp"] == 8
+    assert runs["torchtitan202412_70B_256gpu_2D_AsyncTP"].config["strategy"]["tp_comm_overlap"] is True
+    assert runs["torchtitan202412_70B_256gpu_2D"].config["strategy"]["tp_comm_overlap"] is False
 
 
 def test_nemo_models_named_but_not_spelled_out_come_from_presets(mapped):

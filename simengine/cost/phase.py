@@ -86,14 +86,14 @@ def price_ops(ops: list[Op], cm: ComputeModel, comm: CommModel, tp_overlap: bool
         partner = c.overlap_with
         share = 1.0
         if partner.startswith(("fwd:", "dgrad:", "wgrad:")):
-            share = 1.0 if (tp_overlap and c.group == "tp") else async_share
+            share = 1.0 if (tp_overlap and c.group == "tp" and c.decomposable) else async_share
             if c.group == "ep":
                 # the shared expert beside the token all-to-all runs with CUDA_DEVICE_MAX_CONNECTIONS > 1
                 # (token_dispatcher.py: "overlapped with dispatch A2A when CUDA_DEVICE_MAX_CONNECTIONS>1"):
                 # both kernels really run at once, sharing the SMs (the contention of sim/overlap.py).
                 # async_share is for TE's async TP collectives under CUDA_DEVICE_MAX_CONNECTIONS=1.
                 share = 1.0
-        if not partner and tp_overlap and c.group == "tp":
+        if not partner and tp_overlap and c.group == "tp" and c.decomposable:
             partner = _neighbour_gemm(ops, c)
         pc.add_comm(COMM_KIND[c.group], t, gemm_t.get(partner, 0.0), share)
     return pc

@@ -64,8 +64,9 @@ def _op(name: str, d: Dims, m: ModelSpec, dispatcher: str, row_bytes: float, imb
     if padded and dispatcher != "deepep":
         imbalance = 1.0  # padded to capacity: every rank receives the same count, however routing goes
     flat = rows * row_bytes * imbalance
-    return ExpertAllToAll(name, "all_to_all", flat, "ep", d.ep, "", dispatcher, d.moe_tokens, m.top_k,
-                          m.num_experts, m.n_group or 1, m.topk_group or 1, row_bytes, imbalance, wire)
+    return ExpertAllToAll(name, "all_to_all", flat, "ep", d.ep, dispatcher=dispatcher, tokens=d.moe_tokens,
+                          top_k=m.top_k, experts=m.num_experts, n_group=m.n_group or 1,
+                          topk_group=m.topk_group or 1, row_bytes=row_bytes, imbalance=imbalance, wire=wire)
 
 
 def ep_alltoall(ph: Phases, d: Dims, m: ModelSpec, dispatcher: str, dispatch_dtype: str, imbalance: float) -> None:

@@ -200,18 +200,24 @@ def _column_group(ph: Phases, tokens: int, k_in: int, outs: tuple[tuple[str, int
     """Several column-parallel linears reading the same input (torchtitan's separate wq/wk/wv and
     w1/w3): the input is all-gathered once (``PrepareModuleInput`` to Replicate, SP) and its
     gradient reduced once after all their dgrads — the collectives of one ``column_linear``,
-    the GEMMs of each."""
+    the GEMMs of each. That gradient is the sum of several dgrads (autograd accumulates them
+    into the shared input's grad), so no single GEMM can carry its reduction in chunks: TP
+    overlap decomposes the forward all-gather with the GEMMs that read it, not this one
+    (``Collective.decomposable``)."""
     full = tokens * k_in * BF16
     first = outs[0][0]
+    one = len(outs) == 1
     if tp > 1 and sp:
         ph.fwd.append(Collective("ag:" + first, "all_gather", full, "tp", tp))
     for name, n in outs:
         gemm_triple(ph, name, tokens, k_in, n)
     if tp > 1 and sp:
         ph.bwd.append(Collective("ag-bwd:" + first, "all_gather", full, "tp", tp, overlap_with="dgrad:" + first))
-        ph.wgt.append(Collective("rs-bwd:" + first, "reduce_scatter", full, "tp", tp, overlap_with="wgrad:" + first))
+        ph.wgt.append(Collective("rs-bwd:" + first, "reduce_scatter", full, "tp", tp, overlap_with="wgrad:" + first,
+                                 decomposable=one))
     elif tp > 1:
-        ph.wgt.append(Collective("ar-bwd:" + first, "all_reduce", full, "tp", tp, overlap_with="wgrad:" + first))
+        ph.wgt.append(Collective("ar-bwd:" + first, "all_reduce", full, "tp", tp, overlap_with="wgrad:" + first,
+                                 decomposable=one))
 
 
 def dense_mlp_block(d: Dims, name: str = "mlp", width: int | None = None) -> Phases:

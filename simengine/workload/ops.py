@@ -144,6 +144,12 @@ class Collective:
     group: GroupName
     size: int
     overlap_with: str = ""  # name of the GEMM this comm runs beside (TE/Megatron async backward)
+    # whether ``tp_comm_overlap`` can decompose it with one GEMM: a reduce-scatter of a *sum* of
+    # several GEMMs' outputs cannot be split into per-chunk GEMM + send steps (torch's
+    # micro-pipeline TP fuses a reduce-scatter only with its single producer matmul:
+    # torch/_inductor/fx_passes/micro_pipeline_tp.py ``fuse_matmul_reduce_scatter`` →
+    # ``_find_producer_matmul``, which gives up on anything but mm / reshape-mm-reshape)
+    decomposable: bool = True
 
 
 Op = Gemm | GroupedGemm | Attention | Memory | Collective

@@ -21,12 +21,10 @@ def _draft(rows: list[dict[str, str]], src: str) -> Draft:
         raise _Skip("tp/pp not stated (strong-scaling text gives only MFU endpoints)")
     if "lora" in rid.lower():
         raise _Skip("LoRA fine-tuning: frozen base weights and adapter GEMMs are not modelled")
-    if src == "torchtitan" and not _int(row, "seq_len"):
-        raise _Skip("seq_len not stated (torchtitan asyncTP benchmark page)")
+    seq = _int(row, "seq_len") or _recipe_seq_len(src, rid, a)
     model = _model(row, a)
     gpus, tp, pp, cp, dp = _layout(row)
     layers = int(model["num_layers"])
-    seq = _int(row, "seq_len")
     if not seq:
         raise _Skip("seq_len not stated")
     dtype = _dtype(row, a)
@@ -42,6 +40,22 @@ def _draft(rows: list[dict[str, str]], src: str) -> Draft:
     sp_cell = _s(row, "sp").lower()
     sp = sp_cell.startswith("yes") if sp_cell else None
     return Draft(row, rid, model, gpus, layers, seq, dtype, tp, pp, dp, mb, gbs, sp, _vpp(row), strat, {"gpus": gpus}, a)
+
+
+# Runs whose page gives the command but not the sequence: the train config the command loads.
+# torchtitan's asyncTP page (benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md) runs
+# train_configs/llama3_70b.toml and llama3_8b.toml without a --training.seq_len override; both
+# set ``seq_len = 8192`` at the torchtitan commit the page names (820504e).
+_RECIPE_SEQ_LEN = {("torchtitan", "torchtitan202506_asynctp_"): (8192, "seq_len 8192 from the page's train config "
+                                                               "(llama3_*.toml at torchtitan 820504e; the commands do not override it)")}
+
+
+def _recipe_seq_len(src: str, rid: str, a: list[str]) -> int | None:
+    for (source, prefix), (seq, note) in _RECIPE_SEQ_LEN.items():
+        if src == source and rid.startswith(prefix):
+            a.append(note)
+            return seq
+    return None
 
 
 def _map_run(rows: list[dict[str, str]]) -> PublishedRun:

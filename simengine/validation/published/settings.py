@@ -125,6 +125,12 @@ def _megatron_readme(d: Draft) -> None:
                         kv=int(model["num_kv_heads"]), ffn=int(model["ffn_hidden_size"]), V=int(model["vocab_size"]))
 
 
+def _async_tp(dtype_cell: str, rid: str) -> bool:
+    """torchtitan's async TP (``enable_async_tensor_parallel``): named in the dtype cell, or only in
+    the run's name where the table's column does ("2D + AsyncTP", llama3_h100_202412 Table 4)."""
+    return "asynctp" in dtype_cell.replace(" ", "") or rid.lower().endswith("asynctp")
+
+
 def _torchtitan(d: Draft) -> None:
     """torchtitan benchmark pages: the local batch, FSDP (ZeRO-3), per-op SAC, asyncTP."""
     row, pp, a = d.row, d.pp, d.a
@@ -145,7 +151,7 @@ def _torchtitan(d: Draft) -> None:
     dt = _s(row, "dtype").lower()
     d.strat.update(rec)
     d.strat.update(sequence_parallel=d.tp > 1, zero_stage=zero, overlap_grad_reduce=True, overlap_param_gather=True,
-                   tp_comm_overlap="asynctp" in dt.replace(" ", ""), fused_cross_entropy=False,
+                   tp_comm_overlap=_async_tp(dt, d.rid), fused_cross_entropy=False,
                    gradient_accumulation_fusion=False, cp_comm_type="allgather")
     if rec["recompute"] == "selective":
         a.append("torchtitan per-op SAC mapped to selective (attention core) recompute")
