@@ -15,6 +15,7 @@ from .pipeline import max_inflight, order_memory_peaks, pipeline_input, sim_micr
 from .report import Report, StageMemory
 from .sim import pipeline_metrics
 from .uncertainty import bands
+from .workload.lora import adapter_params
 from .workload.window import attention_flops_ratio
 from .workload.params import count_parameters, gemm_parameters_active, layer_params
 
@@ -28,13 +29,18 @@ def model_flops_per_step(sc: Scenario, causal: bool = False) -> float:
     halves it as current Megatron-LM's ``num_floating_point_operations`` does. N = GEMM parameters
     active per token, the LM head included and the embedding lookup excluded; multi-token-prediction
     modules add one block, their 2h×h projection and another LM-head pass each (Megatron counts them)."""
-    return float(sc.tokens_per_step) * _model_flops_per_token(sc.model, sc.vocab_padded, sc.strategy.seq_len, causal)
+    st = sc.strategy
+    lora = (st.lora_targets, st.lora_rank) if st.peft == "lora" else None
+    return float(sc.tokens_per_step) * _model_flops_per_token(sc.model, sc.vocab_padded, st.seq_len, causal, lora)
 
 
 @config_cache
-def _model_flops_per_token(m: ModelSpec, vocab_padded: int, seq_len: int, causal: bool) -> float:
+def _model_flops_per_token(m: ModelSpec, vocab_padded: int, seq_len: int, causal: bool,
+                           lora: tuple[str, int] | None = None) -> float:
     """``model_flops_per_step`` / tokens: a pure function of the model and the sequence length
-    (memoised: the attention-window ratio walks every layer)."""
+    (memoised: the attention-window ratio walks every layer). Under LoRA (``lora`` = targets,
+    rank) the frozen weights run forward and input-gradient GEMMs only, 4·N, and the adapters
+    all three, 6·N_adapters (workload/lora.py); attention is unchanged (no weights)."""
     n = gemm_parameters_active(m, vocab_padded)
     per_layer_attn = 3 * 2 * seq_len * m.num_attention_heads * (m.qk_head_dim + m.v_dim) * (0.5 if causal else 1.0)
     # sliding-window layers attend over their band only (workload/window.py: causal pairs)
@@ -43,6 +49,9 @@ def _model_flops_per_token(m: ModelSpec, vocab_padded: int, seq_len: int, causal
         last = layer_params(m, m.num_layers - 1)
         norms = 2 * m.hidden_size * (2 if m.norm == "layernorm" else 1)
         n += m.mtp_layers * (last.active - norms + 2 * m.hidden_size**2 + m.vocab_size * m.hidden_size)
+    if lora is not None:
+        a_attn, a_mlp = adapter_params(m, *lora)
+        return 4.0 * n + 6.0 * (m.num_layers * a_attn + (m.num_layers - m.num_moe_layers) * a_mlp) + attn
     return 6.0 * n + attn
 
 

@@ -76,6 +76,7 @@ def layout_checks(model: ModelSpec, system: SystemSpec, strategy: StrategySpec) 
     tail += _moe_checks(model, s, dp)
     tail += _recompute_module_checks(model, s)
     tail += _fp8_param_checks(s)
+    tail += _peft_checks(model, s)
     if s.dtype == "fp8" and system.gpu.peak_tflops.fp8 is None:
         tail.append(("strategy.dtype", f"dtype='fp8' but system.gpu.peak_tflops.fp8 is not set ({system.gpu.name} has no FP8 peak)"))
     return issues, tail, dp
@@ -215,6 +216,23 @@ def _split_checks(model: ModelSpec, s: StrategySpec) -> list[tuple[str, str]]:
             issues.append(("strategy.recompute_num_layers", f"recompute_num_layers={s.recompute_num_layers} exceeds the "
                                                             f"most layers on one pipeline rank = {most}"))
     return issues
+
+
+def _peft_checks(model: ModelSpec, s: StrategySpec) -> list[tuple[str, str]]:
+    """What LoRA is modelled for (workload/lora.py): dense models (expert adapters and MLA's
+    projections are not), frozen weights replicated over DP (FSDP-sharded frozen weights, QLoRA
+    and FP8 primary weights — which need an fp32 master to cast from — are not)."""
+    if s.peft == "none":
+        return []
+    f = "strategy.peft"
+    out = []
+    if model.is_moe or model.attention == "mla":
+        out.append((f, "LoRA is modelled for dense models only (no adapters on experts or MLA projections)"))
+    if s.zero_stage >= 3:
+        out.append((f, "LoRA with ZeRO-3 / FSDP (sharded frozen weights) is not modelled: use zero_stage <= 2"))
+    if s.fp8_param_gather:
+        out.append((f, "fp8_param_gather casts trained weights from their fp32 master; LoRA's base weights are frozen"))
+    return out
 
 
 def _fp8_param_checks(s: StrategySpec) -> list[tuple[str, str]]:

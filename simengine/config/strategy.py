@@ -83,6 +83,16 @@ class StrategySpec(BaseModel):
         "FP8 primary weights (Megatron --fp8-param-gather; every Megatron-Bridge FP8 recipe but subchannel): "
         "transformer-block weights live only in TE's fp8 storage (no bf16 copy) and the distributed optimizer "
         "all-gathers them in fp8 (1 B/param). Needs dtype='fp8' and zero_stage >= 1."))
+    # ---- parameter-efficient fine-tuning (workload/lora.py) ----
+    peft: Literal["none", "lora"] = Field("none", description=(
+        "Fine-tuning with LoRA (Hu et al. 2021): the base weights are frozen (bf16, no gradients, no optimizer "
+        "states, no weight-gradient GEMMs, no DP gradient traffic) and a rank-r adapter A·B beside each target "
+        "linear trains (NeMo ParallelLinearAdapter / Megatron-Bridge LoRALinear). Dense models; not with ZeRO-3."))
+    lora_rank: int = Field(32, ge=1, le=4096, description="LoRA adapter rank r (NeMo lora_tuning.adapter_dim, Megatron-Bridge LoRA dim: 32).")
+    lora_targets: Literal["qkv", "all"] = Field("qkv", description=(
+        "Linears with an adapter: qkv = the fused QKV projection (NeMo 1.0 target_modules ['attention_qkv'], "
+        "Megatron-Bridge performance recipes ['linear_qkv']); all = QKV, out-projection, FC1 and FC2 "
+        "(NeMo 2.0 / Megatron-Bridge LoRA default). The other linears are frozen without one."))
     allocator_overhead: float = Field(0.05, ge=0.0, le=1.0, description="Reserved/allocated − 1 of PyTorch's caching allocator (fragmentation).")
     straggler_factor: float = Field(1.0, ge=1.0, le=3.0, description="Multiplier on the pipeline time for node-to-node variation.")
     # ---- software stack and overheads at scale (simengine/config/framework.py, cost/scale.py) ----

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from ..config.model import ModelSpec
 from ..workload.dims import Dims
+from ..workload.lora import TARGETS
 
 BF16 = 2
 
@@ -122,13 +123,20 @@ def attention_activations(d: Dims, m: ModelSpec) -> BlockActivations:
 
 
 def mlp_activations(d: Dims, width: int) -> BlockActivations:
+    """Norm input, FC1 input, activation input, FC2 input (and the dropout mask). Under LoRA a
+    frozen FC1 / FC2 without an adapter keeps no input (workload/lora.py: TE saves a linear's
+    input only for its wgrad), and FC1's input is not gathered again in backward."""
     S, Ssp, h = d.tokens, d.sp_tokens, d.h
     f_in = (2 if d.gated else 1) * width
+    keep1 = keep2 = 1.0
+    if d.lora:
+        targets = TARGETS[d.lora]
+        keep1, keep2 = float("fc1" in targets), float("fc2" in targets)
     if d.fp8:  # fc1 input: the fp8 local shard (module docstring), fc2 input in fp8; the activation input stays bf16
-        saved = BF16 * Ssp * h + fp8_gemm_input(d) + BF16 * S * f_in + S * width + (Ssp * h if d.dropout else 0)
+        saved = BF16 * Ssp * h + keep1 * fp8_gemm_input(d) + BF16 * S * f_in + keep2 * S * width + (Ssp * h if d.dropout else 0)
     else:
-        saved = BF16 * (Ssp * h + Ssp * h + S * f_in + S * width) + (Ssp * h if d.dropout else 0)
-    gathered = BF16 * S * h if d.sp else 0  # all-gathered input re-made for the wgrad GEMM
+        saved = BF16 * (Ssp * h + keep1 * Ssp * h + S * f_in + keep2 * S * width) + (Ssp * h if d.dropout else 0)
+    gathered = keep1 * BF16 * S * h if d.sp else 0  # all-gathered input re-made for the wgrad GEMM
     # "mlp": a checkpoint of the whole MLP (its pre-MLP norm is fused into TE's fc1) keeps its input
     return BlockActivations(saved, 0.0, BF16 * S * f_in + gathered, (("mlp", saved - BF16 * Ssp * h),))
 
@@ -165,7 +173,7 @@ def head_activations(d: Dims, fused_ce: bool) -> BlockActivations:
     bf16 logits-grad buffer it computes in forward; unfused Megatron CE keeps the fp32 softmax and
     has the bf16 logits plus an fp32 copy alive at its forward peak."""
     S, Ssp, h, V = d.tokens, d.sp_tokens, d.h, d.vocab
-    base = BF16 * (2 * Ssp * h)
+    base = BF16 * ((1 if d.lora else 2) * Ssp * h)  # a frozen LM head keeps no input (workload/lora.py)
     if fused_ce:
         return BlockActivations(base + BF16 * S * V, 0.0, BF16 * S * h + 16.0 * S)
     return BlockActivations(base + 4.0 * S * V, 0.0, (BF16 + 4.0) * S * V)

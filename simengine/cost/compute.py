@@ -32,12 +32,11 @@ from __future__ import annotations
 import math
 
 from ..config.system import SystemSpec
-from ..workload.ops import BF16, Attention, Gemm, GroupedGemm, Memory
+from ..workload.ops import BF16, BF16_ONLY_GEMMS, Attention, Gemm, GroupedGemm, Memory
 from ..calibration.table import gemm_efficiency as _table_lookup  # measured-table interpolation
 from .attention_kernels import kernel_scale
 
 
-BF16_ONLY_GEMMS = (":lm_head",)  # GEMM names (suffix) that stay in bf16 in fp8 recipes
 
 
 class ComputeModel:

@@ -15,6 +15,7 @@ from ..config.model import ModelSpec
 from ..config.scenario import Scenario, padded_vocab
 from ..memo import config_cache
 from ..workload.builder import ChunkWork
+from ..workload.lora import adapter_params
 from ..workload.params import attention_params, dense_mlp_params, embedding_params, head_params, moe_params
 
 
@@ -24,6 +25,10 @@ class StageParams:
     expert: float   # routed-expert parameters on this rank (EDP grid)
     gemm_shapes: tuple[tuple[int, int], ...]  # unique (out, in) weight shapes for TE wgrad buffers
     ends: float = 0.0  # embedding and LM-head parameters among ``dense``
+    # LoRA (workload/lora.py): ``dense`` holds the trainable adapters, and the frozen base
+    # weights — bf16, no gradient, no optimizer state, no DP traffic — are counted here
+    frozen: float = 0.0
+    frozen_ends: float = 0.0  # embedding and LM-head parameters among ``frozen``
 
     @property
     def total(self) -> float:
@@ -36,7 +41,20 @@ def stage_params(sc: Scenario, chunks: tuple[ChunkWork, ...]) -> StageParams:
     result is immutable). Keyed on the only strategy fields it reads (tp, ep, etp): a search
     asks for the same chunks under many ZeRO stages, flags and schedules."""
     st = sc.strategy
-    return _stage_params(sc.model, st.tp, st.ep, st.etp_size, tuple(chunks))
+    p = _stage_params(sc.model, st.tp, st.ep, st.etp_size, tuple(chunks))
+    if st.peft == "lora":
+        return _lora_params(sc.model, st.tp, st.lora_targets, st.lora_rank, tuple(chunks), p)
+    return p
+
+
+@config_cache
+def _lora_params(m: ModelSpec, tp: int, targets: str, rank: int, chunks: tuple[ChunkWork, ...],
+                 base: StageParams) -> StageParams:
+    """LoRA: the base parameters frozen, the adapters of the rank's layers trained, split over TP
+    (workload/lora.py ``adapter_params``)."""
+    attn, mlp = adapter_params(m, targets, rank)
+    adapters = sum(len(c.layers) * attn + c.dense_layers * mlp for c in chunks) / tp
+    return StageParams(adapters, 0.0, (), 0.0, frozen=base.total, frozen_ends=base.ends)
 
 
 @config_cache
@@ -141,7 +159,7 @@ def static_memory(sc: Scenario, p: StageParams) -> StaticMemory:
     z = st.zero_stage
     grad_b = 4.0 if st.fp32_main_grads else 2.0
     opt_b = 12.0  # fp32 master + Adam m + v
-    w = 2.0 * (p.dense / (dpcp if z >= 3 else 1) + p.expert / (edp if z >= 3 else 1))
+    w = 2.0 * (p.dense / (dpcp if z >= 3 else 1) + p.expert / (edp if z >= 3 else 1)) + 2.0 * p.frozen
     if st.fp8_param_gather:
         # FP8 primary weights: the transformer-block GEMM weights exist only as TE fp8 tensors (the
         # fp8 data and its transpose, counted in ``buffers`` below), with no bf16 copy — Megatron-Core
@@ -172,5 +190,9 @@ def static_memory(sc: Scenario, p: StageParams) -> StaticMemory:
     if st.dtype == "fp8":
         # TE caches an fp8 copy and its transpose of every transformer-block GEMM weight (1 B + 1 B
         # per param); the embedding and the LM head (a plain ColumnParallelLinear) stay bf16.
-        buffers += 2.0 * max(p.total - p.ends, 0.0) / (dpcp if z >= 3 else 1)
+        # Under LoRA those are the frozen weights' (the bf16 adapters are plain Megatron linears).
+        if p.frozen:
+            buffers += 2.0 * max(p.frozen - p.frozen_ends, 0.0)
+        else:
+            buffers += 2.0 * max(p.total - p.ends, 0.0) / (dpcp if z >= 3 else 1)
     return StaticMemory(w, g, o, buffers)

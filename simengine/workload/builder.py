@@ -15,7 +15,8 @@ from .ends import embedding, head, mtp_projection
 from .layers import attention_block, dense_mlp_block, moe_block
 from ..config.layout import strategy_stage_counts
 from .partition import layer_ranges
-from .ops import Gemm, GroupedGemm, Memory
+from .lora import frozen
+from .ops import BF16_ONLY_GEMMS, Gemm, GroupedGemm, Memory
 from .phases import Phases
 from .window import window_attention_block, windowed_layers
 
@@ -104,6 +105,8 @@ def _build_block(kind: str, d: Dims, m: ModelSpec, arg, dtype: str) -> Phases:
         ph = dense_mlp_block(d)
     else:
         ph = mtp_projection(d)
+    if d.lora:
+        ph = frozen(ph, d)  # LoRA: base weights frozen, adapters on the targets (workload/lora.py)
     return _cast(ph, dtype)
 
 
@@ -153,7 +156,7 @@ def add_fp8_casts(ph: Phases) -> None:
     the activation (read bf16, write fp8 and its transpose for the wgrad: 4 B per element), backward
     casts the output gradient the same way. Weights are cast once per step and cached across
     micro-batches (TE ``is_first_microbatch``), which is negligible per micro-batch."""
-    fp8 = [op for op in ph.fwd + ph.bwd if isinstance(op, (Gemm, GroupedGemm)) and not op.name.endswith(":lm_head")]
+    fp8 = [op for op in ph.fwd + ph.bwd if isinstance(op, (Gemm, GroupedGemm)) and not op.name.endswith(BF16_ONLY_GEMMS)]
     casts_f = [Memory("fp8-cast:" + op.name, 4.0 * _elems(op, "in")) for op in fp8 if op.name.startswith("fwd:")]
     casts_b = [Memory("fp8-cast:" + op.name, 4.0 * _elems(op, "in")) for op in fp8 if op.name.startswith("dgrad:")]
     ph.fwd.extend(casts_f)

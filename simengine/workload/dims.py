@@ -45,6 +45,8 @@ class Dims:
     moe_dispatch_dtype: str = "bf16"   # forward dispatch precision (StrategySpec.moe_dispatch_dtype)
     moe_imbalance: float = 1.0         # hottest rank's tokens / mean (StrategySpec.moe_load_imbalance)
     attention_window: int = 0          # sliding window of the block's core attention (0 = full)
+    lora: str = ""                     # LoRA targets (StrategySpec.lora_targets) when peft="lora", else ""
+    lora_rank: int = 0
 
 
 def dims_of(sc: Scenario) -> Dims:
@@ -92,6 +94,7 @@ def dims_of(sc: Scenario) -> Dims:
         stack=FRAMEWORKS[st.framework], attention_kernel=st.attention_kernel_name,
         moe_dispatch_dtype=st.moe_dispatch_dtype, moe_imbalance=_hot_rank_load(m, st.moe_load_imbalance),
         attention_window=_uniform_window(m),
+        lora=st.lora_targets if st.peft == "lora" else "", lora_rank=st.lora_rank if st.peft == "lora" else 0,
     )
 
 

@@ -153,3 +153,7 @@ class Collective:
 
 
 Op = Gemm | GroupedGemm | Attention | Memory | Collective
+
+# GEMM names (suffix) that stay in bf16 in fp8 recipes: Megatron's LM head (a plain
+# ColumnParallelLinear outside TE's fp8_autocast) and LoRA adapters (workload/lora.py)
+BF16_ONLY_GEMMS = (":lm_head", ":lora_a", ":lora_b")

@@ -98,10 +98,17 @@ def _torchtitan(run: PublishedRun, report: Any, metric: str, layer_times: LayerT
     return None
 
 
+def _lora(run: PublishedRun) -> bool:
+    """A LoRA run: its page's TFLOP/s counts about 4·N per token (NeMo 24.07 LLAMA2-7B: 663 TFLOP/s at
+    24,824 tokens/s = 26.7 GFLOP/token, 4·N = 27.0), a convention neither source documents, so only
+    its tokens/s is compared."""
+    return run.config["strategy"].get("peft") == "lora"
+
+
 def _nemo(run: PublishedRun, report: Any, metric: str, layer_times: LayerTimes | None) -> float | None:
     if metric == "tokens_per_sec_per_gpu":
         return report.tokens_per_s_per_gpu
-    if metric == "model_tflops_per_gpu":
+    if metric == "model_tflops_per_gpu" and not _lora(run):
         return report.model_flops_per_step / report.step_time_s / run.flop_basis["gpus"] / 1e12
     return None
 
@@ -110,6 +117,8 @@ def _megatron_bridge(run: PublishedRun, report: Any, metric: str, layer_times: L
     """As NeMo, but ``model_tflops_per_gpu`` in Megatron-Bridge's own FLOP count (flops_megatron_bridge:
     flop_utils.num_floating_point_operations, causal attention halved, MTP and padded vocab counted)."""
     if metric == "model_tflops_per_gpu":
+        if _lora(run):
+            return None
         st = run.config["strategy"]
         F = flops_megatron_bridge(run.config["model"], st["seq_len"], st["tp"],
                                   run.flop_basis.get("glu_silu", True)) * st["global_batch_size"]

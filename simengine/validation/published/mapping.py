@@ -19,8 +19,6 @@ def _draft(rows: list[dict[str, str]], src: str) -> Draft:
     a: list[str] = []
     if src == "megatron-readme" and "strong" in rid:
         raise _Skip("tp/pp not stated (strong-scaling text gives only MFU endpoints)")
-    if "lora" in rid.lower():
-        raise _Skip("LoRA fine-tuning: frozen base weights and adapter GEMMs are not modelled")
     seq = _int(row, "seq_len") or _recipe_seq_len(src, rid, a)
     model = _model(row, a)
     gpus, tp, pp, cp, dp = _layout(row)
@@ -32,6 +30,10 @@ def _draft(rows: list[dict[str, str]], src: str) -> Draft:
     gbs = _int(row, "global_batch_seqs")
     strat: dict[str, Any] = {"name": rid, "tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": _int(row, "ep") or 1,
                              "seq_len": seq, "dtype": dtype}
+    if "lora" in rid.lower():
+        strat.update(peft="lora", lora_rank=32, lora_targets="qkv")
+        a.append("LoRA rank 32 on the fused QKV projection: NeMo 1.0 lora_tuning (adapter_dim 32, target_modules "
+                 "['attention_qkv']) and Megatron-Bridge's performance recipes (peft.target_modules = ['linear_qkv'])")
     if strat["ep"] > 1:
         # NeMo / Megatron-Bridge MoE recipes set expert_tensor_parallel_size=1 explicitly (the
         # Megatron default would be tp); the rows do not print it

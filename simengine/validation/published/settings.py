@@ -203,7 +203,7 @@ def _megatron_bridge(d: Draft) -> None:
     # quantization granularity" rows (128x128 weights / 1x128 activations, the notes column)
     label = _s(d.row, "dtype").lower()
     subchannel = "alternate" in label and "h100" in _s(d.row, "gpu_type").lower()
-    if d.dtype == "fp8" and not subchannel and d.strat.get("zero_stage", 1) >= 1:
+    if d.dtype == "fp8" and not subchannel and d.strat.get("zero_stage", 1) >= 1 and d.strat.get("peft") != "lora":
         d.strat["fp8_param_gather"] = True
         d.a.append("FP8 primary weights (fp8_param_gather, the recipe's mixed-precision config)")
     apply_recipe(d)
