@@ -28,7 +28,7 @@ UNIT_BY_NAME: dict[str, str] = {
     "moe_layer_freq": "layers",
     "decoder_first_pipeline_num_layers": "layers", "decoder_last_pipeline_num_layers": "layers",
     "tp": "GPUs", "pp": "stages", "dp": "replicas", "cp": "GPUs", "ep": "GPUs", "etp": "GPUs",
-    "vpp": "chunks/rank", "zero_stage": "stage", "dp_shard": "GPUs",
+    "vpp": "chunks/rank", "zero_stage": "stage", "dp_shard": "GPUs", "lora_rank": "rank",
 }
 UNIT_BY_SUFFIX: tuple[tuple[str, str], ...] = (
     ("_gib", "GiB"), ("_gbs", "GB/s"), ("_us", "µs"), ("_w", "W"), ("_ms", "ms"), ("_s", "s"), ("_bytes", "B"),
