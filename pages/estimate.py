@@ -10,7 +10,7 @@ from ui.engine import estimate_report
 from ui.layout import boot, issues_box
 from ui.compare import compare_section
 from ui.report_io import budget, report_csv, report_json
-from ui.labels import HFU_HELP, MFU_HELP, PEAK_LABEL, memory_help, mfu_causal_note
+from ui.labels import HFU_HELP, MFU_HELP, PEAK_LABEL, memory_help, mfu_causal_note, trained_note
 from ui.text import md
 from ui.units import fmt_count, fmt_flops, fmt_gib, fmt_num, fmt_pct, fmt_time, fmt_usd
 
@@ -89,7 +89,7 @@ for w in r.get("warnings", []):
         st.warning(md(w, 600))
 st.caption(f"{r['num_gpus']:,} GPUs · dp {r['dp']} · {r['num_microbatches']} micro-batches/step · "
            f"{fmt_count(r['tokens_per_step'])} tokens/step · {fmt_count(r['num_parameters'])} parameters "
-           f"({fmt_count(r['num_active_parameters'])} active) · {fmt_flops(r['model_flops_per_step'])} model FLOPs/step · "
+           f"({fmt_count(r['num_active_parameters'])} active{trained_note(r)}) · {fmt_flops(r['model_flops_per_step'])} model FLOPs/step · "
            f"bubble {fmt_pct(r['bubble_fraction'])}")
 
 specs = estimate_specs(state.scenario_json(), r)

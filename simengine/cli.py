@@ -77,7 +77,8 @@ def _table(rep) -> str:
         f"tokens/s         {rep.tokens_per_s:12,.0f}   ({rep.tokens_per_s_per_gpu:,.0f} per GPU)",
         f"MFU / HFU        {rep.mfu * 100:11.1f}% / {rep.hfu * 100:.1f}%",
         f"peak memory      {rep.peak_memory_gib:12.2f} GiB allocated, {rep.reserved_memory_gib:.2f} reserved of {rep.memory_capacity_gib:.1f}  -> {'fits' if rep.fits else 'DOES NOT FIT'}",
-        f"parameters       {rep.num_parameters / 1e9:12.2f} B  ({rep.num_active_parameters / 1e9:.2f} B active)",
+        f"parameters       {rep.num_parameters / 1e9:12.2f} B  ({rep.num_active_parameters / 1e9:.2f} B active"
+        + (f", {rep.num_trainable_parameters / 1e6:.1f} M trained" if rep.num_trainable_parameters < rep.num_parameters else "") + ")",
         f"micro-batches    {rep.num_microbatches:12d}   dp={rep.dp}, gpus={rep.num_gpus}",
         f"cost             {rep.cost_per_step_usd:12.4f} USD/step, {rep.cost_per_million_tokens_usd:.4f} USD per 1M tokens",
         f"energy           {rep.energy_per_step_j / 1e3:12.1f} kJ/step",

@@ -55,6 +55,15 @@ def _model_flops_per_token(m: ModelSpec, vocab_padded: int, seq_len: int, causal
     return 6.0 * n + attn
 
 
+def trainable_parameters(sc: Scenario) -> int:
+    """Parameters the optimizer updates: every one, or under LoRA the adapters (workload/lora.py)."""
+    m, st = sc.model, sc.strategy
+    if st.peft != "lora":
+        return _count_parameters(m)[0]
+    a_attn, a_mlp = adapter_params(m, st.lora_targets, st.lora_rank)
+    return m.num_layers * a_attn + (m.num_layers - m.num_moe_layers) * a_mlp
+
+
 _count_parameters = config_cache(count_parameters)  # a pure function of the (frozen) model
 
 
@@ -136,7 +145,7 @@ def estimate_plan(sc: Scenario, plan: Plan) -> Report:
         mfu_causal=model_flops_per_step(sc, causal=True) / (step * peak * gpus),
         peak_memory_gib=peak_gib, reserved_memory_gib=reserved_gib, memory_capacity_gib=sysm.gpu.memory_gib,
         fits=all(x.fits for x in mems), memory_by_stage=mems, breakdown_s=parts,
-        num_parameters=total, num_active_parameters=active,
+        num_parameters=total, num_active_parameters=active, num_trainable_parameters=trainable_parameters(sc),
         model_flops_per_token=mflops / tokens, model_flops_per_step=mflops, hardware_flops_per_step=hflops,
         cost_per_step_usd=cost, cost_per_million_tokens_usd=cost / tokens * 1e6,
         energy_per_step_j=step * gpus * sysm.gpu.tdp_w,

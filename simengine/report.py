@@ -44,6 +44,7 @@ class Report(BaseModel):
         "recompute, tp_comm, cp_comm, ep_comm, dp_comm, pp_comm (exposed communication by kind), optimizer, bubble."))
     num_parameters: int
     num_active_parameters: int = Field(..., description="Parameters touched per token (MoE: top-k routed + shared experts).")
+    num_trainable_parameters: int = Field(..., description="Parameters the optimizer updates: all of them, or the LoRA adapters (strategy.peft).")
     model_flops_per_token: float = Field(..., description="Model FLOPs per token (6·N_active + attention), the MFU numerator per token.")
     model_flops_per_step: float
     hardware_flops_per_step: float

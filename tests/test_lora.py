@@ -109,3 +109,20 @@ def test_the_search_refuses_lora_rather_than_prune_unsoundly():
         api.make_search_space(load_preset("models", "llama2-7b"), dict(load_preset("systems", "h100-sxm5-80gb"), num_gpus=8),
                        global_batch=32, seq_len=4096, base={"peft": "lora"})
     assert e.value.issues[0][0] == "strategy.peft"
+
+
+def test_the_report_says_how_many_parameters_train():
+    from ui.labels import trained_note
+
+    full, lora = api.estimate(_sc(peft="none")), api.estimate(_sc())
+    assert full.num_trainable_parameters == full.num_parameters
+    assert lora.num_trainable_parameters == 16_777_216 and lora.num_parameters == full.num_parameters
+    assert trained_note(lora.model_dump()) == ", 16.78 M trained" and trained_note(full.model_dump()) == ""
+
+
+def test_cli_prints_the_trained_parameters(capsys):
+    from simengine.cli import main
+
+    assert main(["estimate", "--model", "llama2-7b", "--system", "h100-sxm5-80gb", "--strategy", "small",
+                 "--set", "strategy.peft=lora"]) == 0
+    assert "16.8 M trained" in capsys.readouterr().out

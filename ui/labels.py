@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .units import fmt_num, fmt_pct
+from .units import fmt_count, fmt_num, fmt_pct
 
 PEAK_LABEL = "Peak memory (allocated)"
 SIM_PEAK_LABEL = "Peak memory (allocated, worst rank)"
@@ -46,3 +46,11 @@ def fits(allocated_gib: float, strategy: dict[str, Any], system: dict[str, Any])
     gpu = system["gpu"]
     need = reserved_gib(allocated_gib, float(strategy.get("allocator_overhead", 0.0))) + float(gpu.get("non_torch_gib", 0.0))
     return need <= float(gpu["memory_gib"])
+
+
+def trained_note(r: dict) -> str:
+    """", 16.8M trained" after the parameter counts when fewer than all are trained (LoRA), else ""."""
+    n, t = r.get("num_parameters"), r.get("num_trainable_parameters")
+    if isinstance(n, int) and isinstance(t, int) and t < n:
+        return f", {fmt_count(t)} trained"
+    return ""

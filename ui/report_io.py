@@ -12,7 +12,7 @@ from .units import unit_for
 _HEADLINE_UNITS = {
     "step_time_s": "s", "tokens_per_s": "tokens/s", "tokens_per_s_per_gpu": "tokens/s/GPU", "mfu": "fraction",
     "hfu": "fraction", "peak_memory_gib": "GiB", "reserved_memory_gib": "GiB", "memory_capacity_gib": "GiB",
-    "num_parameters": "parameters", "num_active_parameters": "parameters", "model_flops_per_step": "FLOP",
+    "num_parameters": "parameters", "num_active_parameters": "parameters", "num_trainable_parameters": "parameters", "model_flops_per_step": "FLOP",
     "hardware_flops_per_step": "FLOP", "cost_per_step_usd": "USD", "cost_per_million_tokens_usd": "USD",
     "energy_per_step_j": "J", "num_microbatches": "micro-batches", "dp": "replicas", "num_gpus": "GPUs",
     "tokens_per_step": "tokens", "bubble_fraction": "fraction", "fits": "bool",
