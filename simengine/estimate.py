@@ -31,14 +31,15 @@ def model_flops_per_step(sc: Scenario, causal: bool = False) -> float:
     modules add one block, their 2h×h projection and another LM-head pass each (Megatron counts them)."""
     st = sc.strategy
     lora = (st.lora_targets, st.lora_rank) if st.peft == "lora" else None
-    return float(sc.tokens_per_step) * _model_flops_per_token(sc.model, sc.vocab_padded, st.seq_len, causal, lora)
+    attn_len = st.packed_doc_len or st.seq_len  # packed sequences attend within each document
+    return float(sc.tokens_per_step) * _model_flops_per_token(sc.model, sc.vocab_padded, attn_len, causal, lora)
 
 
 @config_cache
 def _model_flops_per_token(m: ModelSpec, vocab_padded: int, seq_len: int, causal: bool,
                            lora: tuple[str, int] | None = None) -> float:
-    """``model_flops_per_step`` / tokens: a pure function of the model and the sequence length
-    (memoised: the attention-window ratio walks every layer). Under LoRA (``lora`` = targets,
+    """``model_flops_per_step`` / tokens: a pure function of the model and the length attention
+    spans (the sequence, or a packed document; memoised: the attention-window ratio walks every layer). Under LoRA (``lora`` = targets,
     rank) the frozen weights run forward and input-gradient GEMMs only, 4·N, and the adapters
     all three, 6·N_adapters (workload/lora.py); attention is unchanged (no weights)."""
     n = gemm_parameters_active(m, vocab_padded)

@@ -1232,3 +1232,17 @@ def test_floor_key_is_the_block_kind_pp_chains_and_a2a_hiding_of_a_group():
         assert floor_key(g, lay, mbs) == want == head + (mbs,) + tail
         keys.add(want)
     assert 1 < len(keys) < len(_groups(space))
+
+
+def test_search_of_packed_sequences_equals_brute_force():
+    """Packed sequences change only the attention blocks' work, which the search prices through the
+    same block builders: its best is still the brute force's, and cp > 1 is refused as invalid."""
+    choices = {"tp": (1, 2), "pp": (1, 2), "cp": (1, 2), "cp_comm_type": ("p2p",), "overlap_param_gather": (True,),
+               "tp_comm_overlap": (False,), "recompute": ("none", "full"), "recompute_num_layers": (None,)}
+    space = make_space(TINY, SMALL_GPU, global_batch=16, seq_len=8192, gpus=[8], choices=choices,
+                       base={"packed_doc_len": 512})
+    brute = brute_force(space)
+    assert brute and all(b[2]["cp"] == 1 for b in brute)
+    res = search(space, top=2)
+    assert res.candidates[0].tokens_per_s == pytest.approx(max(b[0] for b in brute), rel=1e-12)
+    assert any("packed" in r.reason for r in res.rejections if r.kind == "invalid")

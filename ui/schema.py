@@ -213,7 +213,7 @@ GROUPS: dict[str, list[tuple[str, list[str]]]] = {
                                   "recompute_modules", "attention_impl",
                                   "fused_cross_entropy", "gradient_accumulation_fusion", "fp32_main_grads", "fp8_param_gather",
                                   "allocator_overhead"]),
-        ("Fine-tuning (LoRA)", ["peft", "lora_rank", "lora_targets"]),
+        ("Fine-tuning (packing, LoRA)", ["packed_doc_len", "peft", "lora_rank", "lora_targets"]),
         ("MoE and expert parallelism", ["ep", "etp", "moe_dispatcher", "moe_dispatch_dtype", "moe_shared_expert_overlap",
                  "overlap_moe_expert_parallel_comm", "moe_load_imbalance"]),
         ("Software stack and overheads", ["framework", "attention_kernel", "fsdp_pattern", "step_overhead_ms",

@@ -8,7 +8,7 @@ import math
 UNIT_BY_NAME: dict[str, str] = {
     "price_per_hour": "USD/GPU·h",
     "bf16": "TFLOP/s", "fp8": "TFLOP/s", "fp32": "TFLOP/s",
-    "seq_len": "tokens", "micro_batch_size": "sequences", "global_batch_size": "sequences",
+    "seq_len": "tokens", "packed_doc_len": "tokens", "micro_batch_size": "sequences", "global_batch_size": "sequences",
     "num_gpus": "GPUs", "gpus_per_node": "GPUs", "domain_size": "GPUs",
     "hidden_dropout": "probability", "attention_dropout": "probability",
     "allocator_overhead": "fraction", "overlap_slowdown": "×", "straggler_factor": "×", "async_overlap": "fraction",

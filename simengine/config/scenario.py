@@ -77,6 +77,12 @@ def layout_checks(model: ModelSpec, system: SystemSpec, strategy: StrategySpec) 
     tail += _recompute_module_checks(model, s)
     tail += _fp8_param_checks(s)
     tail += _peft_checks(model, s)
+    if s.packed_doc_len is not None:
+        f = "strategy.packed_doc_len"
+        if s.seq_len % s.packed_doc_len:
+            tail.append((f, f"packed_doc_len={s.packed_doc_len} must divide seq_len={s.seq_len} (whole documents per sequence)"))
+        if s.cp > 1:
+            tail.append((f, "packed sequences with context parallelism (THD across cp ranks) are not modelled: use cp=1"))
     if s.dtype == "fp8" and system.gpu.peak_tflops.fp8 is None:
         tail.append(("strategy.dtype", f"dtype='fp8' but system.gpu.peak_tflops.fp8 is not set ({system.gpu.name} has no FP8 peak)"))
     return issues, tail, dp

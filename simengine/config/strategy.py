@@ -83,6 +83,12 @@ class StrategySpec(BaseModel):
         "FP8 primary weights (Megatron --fp8-param-gather; every Megatron-Bridge FP8 recipe but subchannel): "
         "transformer-block weights live only in TE's fp8 storage (no bf16 copy) and the distributed optimizer "
         "all-gathers them in fp8 (1 B/param). Needs dtype='fp8' and zero_stage >= 1."))
+    packed_doc_len: int | None = Field(None, ge=1, le=16_777_216, description=(
+        "Sequence packing (SFT): documents of this many tokens packed into each seq_len sequence, attention "
+        "confined to each document (THD layout with cu_seqlens, TransformerEngine fused attention; Megatron-Bridge "
+        "packed_sequence_specs). Attention work then grows with the document, not the sequence: s·L/2 causal "
+        "pairs instead of s²/2. The mean document length; varied lengths cost more (Σ L² ≥ n·mean²). "
+        "Must divide seq_len; not with cp > 1. None = one document per sequence."))
     # ---- parameter-efficient fine-tuning (workload/lora.py) ----
     peft: Literal["none", "lora"] = Field("none", description=(
         "Fine-tuning with LoRA (Hu et al. 2021): the base weights are frozen (bf16, no gradients, no optimizer "

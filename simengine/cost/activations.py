@@ -87,7 +87,7 @@ def attention_activations(d: Dims, m: ModelSpec) -> BlockActivations:
     ln_in = BF16 * Ssp * h
     qkv_in = fp8_gemm_input(d) if d.fp8 else BF16 * Ssp * h
     mask = Ssp * h if d.dropout else 0  # 1-byte dropout mask after the out-projection
-    s_kv = d.s
+    s_kv = d.doc_len or d.s  # packed sequences: the unfused scores are per document
     if m.attention == "mla":
         qr, kvr = m.mla.q_lora_rank, m.mla.kv_lora_rank
         latent = BF16 * Ssp * (2 * qr + 2 * kvr)   # q_norm in, q_up in, kv_norm in, kv_up in (SP shards)

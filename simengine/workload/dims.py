@@ -47,6 +47,7 @@ class Dims:
     attention_window: int = 0          # sliding window of the block's core attention (0 = full)
     lora: str = ""                     # LoRA targets (StrategySpec.lora_targets) when peft="lora", else ""
     lora_rank: int = 0
+    doc_len: int = 0                   # packed documents' length (StrategySpec.packed_doc_len), 0 = not packed
 
 
 def dims_of(sc: Scenario) -> Dims:
@@ -95,6 +96,7 @@ def dims_of(sc: Scenario) -> Dims:
         moe_dispatch_dtype=st.moe_dispatch_dtype, moe_imbalance=_hot_rank_load(m, st.moe_load_imbalance),
         attention_window=_uniform_window(m),
         lora=st.lora_targets if st.peft == "lora" else "", lora_rank=st.lora_rank if st.peft == "lora" else 0,
+        doc_len=st.packed_doc_len if st.packed_doc_len and st.packed_doc_len < st.seq_len else 0,
     )
 
 

@@ -100,8 +100,13 @@ def _core_attention(ph: Phases, d: Dims, model: ModelSpec, cp_comm: str) -> None
     # sliding-window attention (Dims.attention_window, ModelSpec.attention_window) skips the key
     # blocks outside the band: FLOPs ~ s·w instead of s²/2 (ops.window_tile_pairs)
     k, w = d.attention_kernel, d.attention_window
-    fwd = Attention("attn", d.b, heads, kv, s_q, s_kv, d.d_qk, d.d_v, True, "fwd", impl, kernel=k, window=w)
-    bwd = Attention("attn-bwd", d.b, heads, kv, s_q, s_kv, d.d_qk, d.d_v, True, "bwd", impl, kernel=k, window=w)
+    b = d.b
+    if d.doc_len:
+        # packed sequences (StrategySpec.packed_doc_len; cp = 1): the varlen kernel attends within each
+        # document, i.e. s/L sequences of L tokens per micro-batch sequence (TE THD, cu_seqlens)
+        b, s_q, s_kv = d.b * (d.s // d.doc_len), d.doc_len, d.doc_len
+    fwd = Attention("attn", b, heads, kv, s_q, s_kv, d.d_qk, d.d_v, True, "fwd", impl, kernel=k, window=w)
+    bwd = Attention("attn-bwd", b, heads, kv, s_q, s_kv, d.d_qk, d.d_v, True, "bwd", impl, kernel=k, window=w)
     if cp > 1:
         qkv_bytes = d.tokens * (d.heads * d.d_qk + d.kv_heads * (d.d_qk + d.d_v)) * BF16
         o_bytes = d.tokens * d.heads * d.d_v * BF16
