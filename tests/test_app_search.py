@@ -258,15 +258,3 @@ def test_the_sidebar_share_link_carries_the_search():
     assert at.session_state["search.token"] == new and f"&search={new}" in at.sidebar.code[0].value
     bad = open_search(search="<script>alert(1)</script>")
     assert "search=" not in bad.sidebar.code[0].value
-
-
-def test_a_lora_scenario_is_refused_by_the_search_with_a_message():
-    """The search's bounds count every weight as trained, so it refuses LoRA (strategy.peft) before
-    any worker starts, and the page says so instead of failing."""
-    from ui.share import link_params, size_canonical
-
-    cfg = size_canonical("small")
-    cfg["strategy"]["peft"] = "lora"
-    at = open_search(**link_params(cfg), search=encode_inputs({**INPUTS, "top": 3}))
-    assert not at.exception, [e.value for e in at.exception]
-    assert any("LoRA" in e.value for e in at.error), [e.value for e in at.error]

@@ -104,13 +104,6 @@ def test_what_lora_is_not_modelled_for_is_refused_naming_the_field(model, strate
     assert any(f == "strategy.peft" and text in msg for f, msg in e.value.issues)
 
 
-def test_the_search_refuses_lora_rather_than_prune_unsoundly():
-    with pytest.raises(ConfigError) as e:
-        api.make_search_space(load_preset("models", "llama2-7b"), dict(load_preset("systems", "h100-sxm5-80gb"), num_gpus=8),
-                       global_batch=32, seq_len=4096, base={"peft": "lora"})
-    assert e.value.issues[0][0] == "strategy.peft"
-
-
 def test_the_report_says_how_many_parameters_train():
     from ui.labels import trained_note
 

@@ -3,6 +3,7 @@ executors, Pareto, ties, smallest change to fit, CLI contract."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import re
@@ -1246,3 +1247,19 @@ def test_search_of_packed_sequences_equals_brute_force():
     res = search(space, top=2)
     assert res.candidates[0].tokens_per_s == pytest.approx(max(b[0] for b in brute), rel=1e-12)
     assert any("packed" in r.reason for r in res.rejections if r.kind == "invalid")
+
+
+@pytest.mark.parametrize("targets", ["qkv", "all"])
+@pytest.mark.parametrize("system", [SMALL_GPU, SYSTEM], ids=["tight", "roomy"])
+def test_search_of_lora_fine_tuning_equals_brute_force(targets, system):
+    """LoRA changes the blocks (no base wgrad, adapters), the model states (frozen weights) and the
+    DP work, all of which the search reads through the estimate's own functions (block builders,
+    stage_params, static_memory, dp_work): its best by throughput and by cost is the brute force's."""
+    space = tiny_space(system=system)
+    space = dataclasses.replace(space, base={**space.base, "peft": "lora", "lora_targets": targets, "lora_rank": 8})
+    brute = brute_force(space)
+    assert brute and all(b[2]["zero_stage"] <= 2 for b in brute)  # ZeRO-3 is refused under LoRA
+    for top in (1, 3):
+        assert search(space, top=top).candidates[0].tokens_per_s == pytest.approx(max(b[0] for b in brute), rel=1e-12)
+    res = search(space, objective="cost_per_million_tokens", top=2)
+    assert res.candidates[0].cost_per_million_tokens_usd == pytest.approx(min(b[1] for b in brute), rel=1e-12)

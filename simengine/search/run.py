@@ -85,11 +85,6 @@ def make_space(model: dict[str, Any], system: dict[str, Any], *, global_batch: i
     for k in ("name", "dp"):
         b.pop(k, None)
     b.update(global_batch_size=global_batch, seq_len=seq_len)
-    if b.get("peft", "none") != "none":
-        # the search's memory and time bounds (prune.py, bound.py, refine.py) count every weight as
-        # trained; LoRA's frozen ones would make them unsound
-        raise ConfigError([("strategy.peft", "the strategy search does not cover LoRA fine-tuning yet: "
-                                             "estimate LoRA layouts one at a time")])
     if token_budget is not None and not (isinstance(token_budget, (int, float)) and token_budget > 0):
         raise ConfigError([("token_budget", f"token_budget={token_budget!r} must be a positive number")])
     return SearchSpace(model=dict(model), system=dict(system), base=b, gpus=tuple(sorted(set(counts))),
