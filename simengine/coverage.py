@@ -58,7 +58,7 @@ def coverage(sc: Scenario, measured_fields: Collection[str] = ()) -> dict[str, d
 
 
 def _block_counts(ch, blocks) -> dict[str, int]:
-    counts = {"attn": ch.dense_layers + ch.moe_layers, "mlp": ch.dense_layers, "moe": ch.moe_layers,
+    counts = {"attn": ch.attn_layers, "mlp": ch.dense_layers, "moe": ch.moe_layers, "mamba": ch.mamba_layers,
               "embed": int(ch.first), "head": int(ch.last), "mtp": ch.mtp}
     return {b: n for b, n in counts.items() if n and b in blocks}
 

@@ -16,6 +16,7 @@ from .report import Report, StageMemory
 from .sim import pipeline_metrics
 from .uncertainty import bands
 from .workload.lora import adapter_params
+from .workload.mamba import ssd_flops_per_token
 from .workload.window import attention_flops_ratio
 from .workload.params import count_parameters, gemm_parameters_active, layer_params
 
@@ -45,14 +46,16 @@ def _model_flops_per_token(m: ModelSpec, vocab_padded: int, seq_len: int, causal
     n = gemm_parameters_active(m, vocab_padded)
     per_layer_attn = 3 * 2 * seq_len * m.num_attention_heads * (m.qk_head_dim + m.v_dim) * (0.5 if causal else 1.0)
     # sliding-window layers attend over their band only (workload/window.py: causal pairs)
-    attn = per_layer_attn * (m.num_layers + m.mtp_layers) * attention_flops_ratio(m, seq_len)
+    attn = per_layer_attn * (m.num_attention_layers + m.mtp_layers) * attention_flops_ratio(m, seq_len)
+    if m.num_mamba_layers:  # the SSD scan, forward and twice that backward (workload/mamba.py)
+        attn += 3.0 * m.num_mamba_layers * ssd_flops_per_token(m)
     if m.mtp_layers:
         last = layer_params(m, m.num_layers - 1)
         norms = 2 * m.hidden_size * (2 if m.norm == "layernorm" else 1)
         n += m.mtp_layers * (last.active - norms + 2 * m.hidden_size**2 + m.vocab_size * m.hidden_size)
     if lora is not None:
         a_attn, a_mlp = adapter_params(m, *lora)
-        return 4.0 * n + 6.0 * (m.num_layers * a_attn + (m.num_layers - m.num_moe_layers) * a_mlp) + attn
+        return 4.0 * n + 6.0 * (m.num_attention_layers * a_attn + m.num_dense_layers * a_mlp) + attn
     return 6.0 * n + attn
 
 
@@ -62,7 +65,7 @@ def trainable_parameters(sc: Scenario) -> int:
     if st.peft != "lora":
         return _count_parameters(m)[0]
     a_attn, a_mlp = adapter_params(m, st.lora_targets, st.lora_rank)
-    return m.num_layers * a_attn + (m.num_layers - m.num_moe_layers) * a_mlp
+    return m.num_attention_layers * a_attn + m.num_dense_layers * a_mlp
 
 
 _count_parameters = config_cache(count_parameters)  # a pure function of the (frozen) model

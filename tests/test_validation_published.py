@@ -30,8 +30,8 @@ def evaluated(mapped):
 def test_counts(mapped):
     runs, skipped = mapped
     assert len(runs) + len(skipped) == 186
-    assert len(runs) == 169
-    assert len(skipped) == 17
+    assert len(runs) == 174
+    assert len(skipped) == 12
 
 
 def test_torchtitan_async_tp_page_rows(mapped):
@@ -65,8 +65,10 @@ def test_nemo_models_named_but_not_spelled_out_come_from_presets(mapped):
         assert m["source"].endswith(f"(preset {preset})")
         assert (st["tp"], st["pp"], st["dp"], st["vpp"]) == layout
     assert runs["nemo2407_Pretraining_Nemotron-340B_pretrain_128gpu"].config["model"]["activation"] == "squared_relu"
-    nano = [s for rid, s in skipped.items() if "nemotron_3_nano" in rid.lower()]
-    assert nano and all("Mamba" in s.reason for s in nano)
+    nano = [r for rid, r in runs.items() if "nemotron_3_nano" in rid.lower()]
+    assert len(nano) == 5 and all(r.config["model"]["hybrid_pattern"].count("M") == 23 for r in nano)
+    super_ = [s for rid, s in skipped.items() if "nemotron_3_super" in rid.lower()]
+    assert super_ and all("Super" in s.reason for s in super_)
 
 
 def test_a_row_contradicting_its_preset_is_skipped():
@@ -237,6 +239,9 @@ def test_megatron_bridge_flop_count_reproduces_the_table(mapped):
             continue
         st = r.config["strategy"]
         table = r.measured["model_tflops_per_gpu"] * 1e12 / r.measured["tokens_per_sec_per_gpu"]
+        if r.config["model"].get("hybrid_pattern"):  # Bridge's Mamba FLOP branch is not reproduced: not compared
+            assert "model_tflops_per_gpu" not in predict_metrics(r, type("R", (), {"step_time_s": 1.0, "tokens_per_s_per_gpu": 1.0})())
+            continue
         if st.get("peft") == "lora":  # its page counts LoRA otherwise (1.56x fewer): not compared (evaluate._lora)
             assert "model_tflops_per_gpu" not in predict_metrics(r, type("R", (), {"step_time_s": 1.0, "tokens_per_s_per_gpu": 1.0})())
             continue

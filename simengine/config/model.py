@@ -72,6 +72,17 @@ class ModelSpec(_Frozen):
     attention_window: int | None = Field(None, ge=1, le=16_777_216, description="Sliding-window attention: each query attends to the last attention_window keys (HF sliding_window). None = full causal attention.")
     full_attention_interval: int | None = Field(None, ge=2, le=1024, description="With attention_window: every n-th layer (layer i with (i+1) % n == 0) uses full attention, the others the window (GPT-OSS: 2, alternating). None = every layer windowed.")
     attention_sinks: bool = Field(False, description="A learned sink logit per attention head in the softmax denominator (GPT-OSS): one parameter per head and layer.")
+    # --- hybrid Mamba-2 / attention / MLP / MoE stacks (Nemotron-H, Nemotron-3; workload/mamba.py) ---
+    hybrid_pattern: str | None = Field(None, min_length=1, max_length=1024, pattern=r"^[M*\-E]+$", description=(
+        "One character per layer, each layer a single mixer with its own pre-norm and residual (Megatron-Core "
+        "MambaModel hybrid_override_pattern): M = Mamba-2, * = self-attention, - = MLP, E = MoE. Its length is "
+        "num_layers. None = every layer is attention + MLP (or MoE)."))
+    mamba_num_heads: int | None = Field(None, ge=1, le=65_536, description="Mamba-2 SSM heads H (d_inner = H·mamba_head_dim).")
+    mamba_head_dim: int = Field(64, ge=1, le=4096, description="Mamba-2 head dimension P.")
+    mamba_state_dim: int = Field(128, ge=1, le=4096, description="Mamba-2 state size N per head.")
+    mamba_num_groups: int = Field(8, ge=1, le=4096, description="Mamba-2 groups G sharing B and C (like GQA's KV groups).")
+    mamba_conv_kernel: int = Field(4, ge=1, le=64, description="Width of Mamba's causal depthwise convolution.")
+    mamba_chunk_size: int = Field(128, ge=1, le=65_536, description="SSD chunk length Q of the chunked scan (Megatron-Core MambaMixer chunk_size).")
 
     @model_validator(mode="after")
     def _check(self) -> "ModelSpec":
@@ -97,9 +108,25 @@ class ModelSpec(_Frozen):
         elif self.top_k:
             raise ValueError(f"top_k={self.top_k} needs num_experts > 0")
         self._check_groups()
+        self._check_hybrid()
         if self.full_attention_interval is not None and self.attention_window is None:
             raise ValueError("full_attention_interval needs attention_window")
         return self
+
+    def _check_hybrid(self) -> None:
+        pat = self.hybrid_pattern
+        if pat is None:
+            return
+        if len(pat) != self.num_layers:
+            raise ValueError(f"hybrid_pattern has {len(pat)} layers but num_layers={self.num_layers}")
+        if "M" in pat and self.mamba_num_heads is None:
+            raise ValueError("hybrid_pattern with Mamba layers (M) needs mamba_num_heads")
+        if "M" in pat and self.mamba_num_heads is not None and self.mamba_num_heads % self.mamba_num_groups:
+            raise ValueError(f"mamba_num_groups={self.mamba_num_groups} does not divide mamba_num_heads={self.mamba_num_heads}")
+        if ("E" in pat) != self.is_moe:
+            raise ValueError("hybrid_pattern has MoE layers (E) exactly when num_experts > 0")
+        if self.attention == "mla" or self.mtp_layers or self.attention_window is not None:
+            raise ValueError("hybrid_pattern is modelled with MHA/GQA attention, no MTP and no sliding window")
 
     def _check_groups(self) -> None:
         if self.n_group is None and self.topk_group is None:
@@ -159,8 +186,35 @@ class ModelSpec(_Frozen):
             return self.shared_expert_ffn_hidden_size
         return self.num_shared_experts * int(self.moe_ffn_hidden_size or 0)
 
+    def layer_kind(self, index: int) -> str:
+        """A hybrid layer's one mixer (``hybrid_pattern``: M, *, - or E), or "" for an attention + MLP
+        (or MoE) layer."""
+        return self.hybrid_pattern[index] if self.hybrid_pattern is not None else ""
+
+    @property
+    def num_attention_layers(self) -> int:
+        """Layers with self-attention: every one, or the hybrid pattern's *."""
+        return self.hybrid_pattern.count("*") if self.hybrid_pattern is not None else self.num_layers
+
+    @property
+    def num_dense_layers(self) -> int:
+        """Layers with a dense MLP: the non-MoE ones, or the hybrid pattern's -."""
+        return self.hybrid_pattern.count("-") if self.hybrid_pattern is not None else self.num_layers - self.num_moe_layers
+
+    @property
+    def num_mamba_layers(self) -> int:
+        return self.hybrid_pattern.count("M") if self.hybrid_pattern is not None else 0
+
+    @property
+    def mamba_inner(self) -> int:
+        """d_inner = H·P of a Mamba-2 layer (0 without Mamba layers)."""
+        return (self.mamba_num_heads or 0) * self.mamba_head_dim
+
     def is_moe_layer(self, index: int) -> bool:
-        """Layer ``index`` (0-based) uses an MoE MLP (Megatron moe_layer_freq / DeepSeek first_k_dense_replace)."""
+        """Layer ``index`` (0-based) uses an MoE MLP (Megatron moe_layer_freq / DeepSeek first_k_dense_replace;
+        a hybrid pattern's E)."""
+        if self.hybrid_pattern is not None:
+            return self.hybrid_pattern[index] == "E"
         if not self.is_moe or index < self.first_k_dense_layers:
             return False
         return (index - self.first_k_dense_layers) % self.moe_layer_freq == 0
@@ -179,6 +233,8 @@ class ModelSpec(_Frozen):
 
     @property
     def num_moe_layers(self) -> int:
+        if self.hybrid_pattern is not None:
+            return self.hybrid_pattern.count("E")
         if not self.is_moe or self.num_layers <= self.first_k_dense_layers:
             return 0
         return -(-(self.num_layers - self.first_k_dense_layers) // self.moe_layer_freq)

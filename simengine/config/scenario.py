@@ -77,6 +77,7 @@ def layout_checks(model: ModelSpec, system: SystemSpec, strategy: StrategySpec) 
     tail += _recompute_module_checks(model, s)
     tail += _fp8_param_checks(s)
     tail += _peft_checks(model, s)
+    tail += _hybrid_checks(model, s)
     if s.packed_doc_len is not None:
         f = "strategy.packed_doc_len"
         if s.seq_len % s.packed_doc_len:
@@ -224,6 +225,26 @@ def _split_checks(model: ModelSpec, s: StrategySpec) -> list[tuple[str, str]]:
     return issues
 
 
+def _hybrid_checks(model: ModelSpec, s: StrategySpec) -> list[tuple[str, str]]:
+    """What a hybrid Mamba stack is modelled with (workload/mamba.py): Megatron-Core's MambaModel
+    splits Mamba heads and groups over TP (mamba_mixer.py asserts both divide), has no virtual
+    pipeline stages (Megatron-Bridge MambaModelProvider.provide asserts vpp is None) and its own
+    context parallelism is not modelled here."""
+    if model.hybrid_pattern is None or "M" not in model.hybrid_pattern:
+        return []
+    out = []
+    heads, groups = model.mamba_num_heads or 0, model.mamba_num_groups
+    if heads % s.tp or groups % s.tp:
+        out.append(("strategy.tp", f"tp={s.tp} must divide mamba_num_heads={heads} and mamba_num_groups={groups}"))
+    if s.cp > 1:
+        out.append(("strategy.cp", "context parallelism for Mamba layers is not modelled: use cp=1"))
+    if s.vpp > 1 or s.schedule not in ("1f1b", "gpipe"):
+        out.append(("strategy.schedule", "Megatron-Core's MambaModel runs without virtual stages: use 1f1b (or gpipe)"))
+    if s.framework != "megatron-te":
+        out.append(("strategy.framework", "hybrid Mamba stacks are modelled as Megatron-Core's MambaModel (megatron-te)"))
+    return out
+
+
 def _peft_checks(model: ModelSpec, s: StrategySpec) -> list[tuple[str, str]]:
     """What LoRA is modelled for (workload/lora.py): dense models (expert adapters and MLA's
     projections are not), frozen weights replicated over DP (FSDP-sharded frozen weights, QLoRA
@@ -232,8 +253,8 @@ def _peft_checks(model: ModelSpec, s: StrategySpec) -> list[tuple[str, str]]:
         return []
     f = "strategy.peft"
     out = []
-    if model.is_moe or model.attention == "mla":
-        out.append((f, "LoRA is modelled for dense models only (no adapters on experts or MLA projections)"))
+    if model.is_moe or model.attention == "mla" or model.hybrid_pattern is not None:
+        out.append((f, "LoRA is modelled for dense transformers only (no adapters on experts, MLA or Mamba projections)"))
     if s.zero_stage >= 3:
         out.append((f, "LoRA with ZeRO-3 / FSDP (sharded frozen weights) is not modelled: use zero_stage <= 2"))
     if s.fp8_param_gather:

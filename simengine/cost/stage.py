@@ -8,6 +8,7 @@ start from the ``StagePlan`` list it returns, so they price exactly the same wor
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from ..config.framework import FRAMEWORKS
 from ..config.scenario import Scenario
@@ -17,7 +18,7 @@ from ..workload.dims import Dims
 from ..workload.ops import BF16, Attention
 from ..workload.phases import Phases
 from ..workload.recompute import gemms, op_sac, recomputed_ops
-from .activations import (BlockActivations, attention_activations, head_activations, kept_outputs, layer_input,
+from .activations import (BlockActivations, attention_activations, head_activations, kept_outputs, layer_input, mamba_activations,
                           mlp_activations, moe_activations)
 from .comm import CommModel
 from .compute import ComputeModel
@@ -114,6 +115,7 @@ class _Priced:
     mlp: BlockActivations | None
     moe: BlockActivations | None
     head: BlockActivations
+    mamba: BlockActivations | None
     core: tuple[Attention, ...]    # the attention core kernels of a full-attention layer (CP ring: one per step)
     core_w: tuple[Attention, ...]  # ... of a sliding-window layer (empty = no windowed layers)
     rc_blocks: dict[str, PhaseCost]  # per block, the forward it re-runs under selective recompute_modules
@@ -145,7 +147,8 @@ def _priced(sc: Scenario, wl: Workload) -> _Priced:
             mlp = replace(mlp, op_sac=max(mlp.saved - kept_outputs(op_sac(wl.blocks["mlp"].fwd, first["mlp"])[1]), 0.0))
     return _Priced(sc, cm, comm, d, _block_costs(wl, cm, comm, st.tp_comm_overlap, sc.system), att, mlp,
                    moe_activations(d, m) if "moe" in wl.blocks else None,
-                   head_activations(d, st.fused_cross_entropy), core, core_w, rc_blocks)
+                   head_activations(d, st.fused_cross_entropy),
+                   mamba_activations(d, m) if "mamba" in wl.blocks else None, core, core_w, rc_blocks)
 
 
 def _sac_stack(sc: Scenario) -> bool:
@@ -156,8 +159,8 @@ def _sac_stack(sc: Scenario) -> bool:
 
 def _layer_blocks(cw: ChunkWork) -> tuple[tuple[str, int], ...]:
     """(block key, layers of the chunk built from it) for the transformer layers of a chunk."""
-    return (("attn", len(cw.layers) - cw.window_layers), ("attn_window", cw.window_layers),
-            ("mlp", cw.dense_layers), ("moe", cw.moe_layers))
+    return (("attn", cw.attn_layers - cw.window_layers), ("attn_window", cw.window_layers),
+            ("mlp", cw.dense_layers), ("moe", cw.moe_layers), ("mamba", cw.mamba_layers))
 
 
 def _chunk_phases(p: _Priced, cw: ChunkWork) -> tuple[PhaseCost, PhaseCost, PhaseCost]:
@@ -195,26 +198,35 @@ def _chunk_memory(p: _Priced, cw: ChunkWork, n_rc: int) -> tuple[float, float]:
     n_layers = len(cw.layers)
     per_dense = p.att.saved + (p.mlp.saved if p.mlp else 0.0)
     per_moe = p.att.saved + (p.moe.saved if p.moe else 0.0)
+    drops = (0.0, 0.0, 0.0)  # what selective recompute drops of the attention, MLP and MoE blocks
     if st.recompute == "selective":
         # the recompute_modules' saved tensors (activations.py), or what torchtitan's per-op
         # selective AC drops of the attention and dense MLP blocks (_priced)
         mods, sac = st.recompute_modules, _sac_stack(p.sc)
         att = p.att.op_sac if sac else p.att.dropped(mods)
-        per_dense -= att + ((p.mlp.op_sac if sac else p.mlp.dropped(mods)) if p.mlp else 0.0)
-        per_moe -= att + (p.moe.dropped(mods) if p.moe else 0.0)
-    if cw.moe_layers:
+        drops = (att, (p.mlp.op_sac if sac else p.mlp.dropped(mods)) if p.mlp else 0.0, p.moe.dropped(mods) if p.moe else 0.0)
+        per_dense -= att + drops[1]
+        per_moe -= att + drops[2]
+    if m.hybrid_pattern is not None:  # one mixer per layer (ModelSpec.hybrid_pattern): its own block's tensors
+        per_kind = {"*": p.att.saved - drops[0], "-": (p.mlp.saved if p.mlp else 0.0) - drops[1],
+                    "E": (p.moe.saved if p.moe else 0.0) - drops[2], "M": p.mamba.saved if p.mamba else 0.0}
+        held = n_rc * layer_input(d) + sum(per_kind[m.layer_kind(i)] for i in cw.layers[n_rc:])
+        per_dense, per_moe = max((per_kind[m.layer_kind(i)] for i in cw.layers), default=0.0), 0.0
+    elif cw.moe_layers:
         kinds = [m.is_moe_layer(layer) for layer in cw.layers]
         held = n_rc * layer_input(d) + sum(per_moe if k else per_dense for k in kinds[n_rc:])
     else:
         held = n_rc * layer_input(d) + (n_layers - n_rc) * per_dense
-    transients = [p.att.bwd_transient]
+    transients = [p.att.bwd_transient] if cw.attn_layers or m.hybrid_pattern is None else []
     if p.mlp and cw.dense_layers:
         transients.append(p.mlp.bwd_transient)
     if p.moe and cw.moe_layers:
         transients.append(p.moe.bwd_transient)
-    extra = max(transients)
+    if p.mamba and cw.mamba_layers:
+        transients.append(p.mamba.bwd_transient)
+    extra = max(transients, default=0.0)
     if n_rc:
-        biggest = max(per_dense if cw.dense_layers else 0.0, per_moe if cw.moe_layers else 0.0)
+        biggest = max(per_dense if (cw.dense_layers or m.hybrid_pattern is not None) else 0.0, per_moe if cw.moe_layers else 0.0)
         extra += biggest - layer_input(d)
     if cw.last:
         held += p.head.saved
@@ -241,7 +253,7 @@ def _recompute_cost(p: _Priced, cw: ChunkWork, n_rc: int) -> PhaseCost:
     elif p.sc.strategy.recompute == "selective":
         # (torchtitan's per-op selective AC keeps SDPA's output: the attention core is not re-run)
         if "core_attn" in p.sc.strategy.recompute_modules and not _sac_stack(p.sc):
-            for ops, n in ((p.core, n_layers - cw.window_layers), (p.core_w, cw.window_layers)):
+            for ops, n in ((p.core, cw.attn_layers - cw.window_layers), (p.core_w, cw.window_layers)):
                 for op in ops if n else ():
                     rc.compute_s += p.cm.attention(op) * n
                     rc.flops += op.flops * n
@@ -271,7 +283,11 @@ def _plan_chunk(p: _Priced, cw: ChunkWork) -> ChunkPlan:
 def _chunk_key(p: _Priced, cw: ChunkWork) -> tuple:
     """What a chunk's cost depends on: the kind of each layer, the ends, MTP and windowed layers."""
     # the kind of each layer; a chunk without MoE layers is all dense, so its length says it all
-    kinds = tuple(p.sc.model.is_moe_layer(i) for i in cw.layers) if cw.moe_layers else len(cw.layers)
+    m = p.sc.model
+    if m.hybrid_pattern is not None:
+        kinds: Any = "".join(m.layer_kind(i) for i in cw.layers)
+    else:
+        kinds = tuple(m.is_moe_layer(i) for i in cw.layers) if cw.moe_layers else len(cw.layers)
     return (kinds, cw.first, cw.last, cw.mtp, cw.mtp_moe, cw.window_layers)
 
 
@@ -331,7 +347,8 @@ def build_plan(sc: Scenario) -> Plan:
         chunks = [_plan_chunk_once(p, cw, priced, key) for cw, key in zip(rank_chunks, keys)]
         # ranks that hold the same blocks have the same model states and DP work (middle stages)
         # (the first rank alone buckets its DP buffers: cost/dp.py ``dp_work``)
-        sig = (rank_chunks[0].rank == 0, *((len(c.layers), c.dense_layers, c.moe_layers, c.first, c.last) for c in rank_chunks))
+        sig = (rank_chunks[0].rank == 0, *((len(c.layers), c.dense_layers, c.moe_layers, c.mamba_layers, c.attn_layers,
+                                              c.first, c.last) for c in rank_chunks))
         states = memo.get(sig)
         if states is None:
             params = stage_params(sc, rank_chunks)

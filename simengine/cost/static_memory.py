@@ -16,7 +16,8 @@ from ..config.scenario import Scenario, padded_vocab
 from ..memo import config_cache
 from ..workload.builder import ChunkWork
 from ..workload.lora import adapter_params
-from ..workload.params import attention_params, dense_mlp_params, embedding_params, head_params, moe_params
+from ..workload.mamba import mamba_dims
+from ..workload.params import attention_params, dense_mlp_params, embedding_params, head_params, mamba_params, moe_params
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +54,7 @@ def _lora_params(m: ModelSpec, tp: int, targets: str, rank: int, chunks: tuple[C
     """LoRA: the base parameters frozen, the adapters of the rank's layers trained, split over TP
     (workload/lora.py ``adapter_params``)."""
     attn, mlp = adapter_params(m, targets, rank)
-    adapters = sum(len(c.layers) * attn + c.dense_layers * mlp for c in chunks) / tp
+    adapters = sum(c.attn_layers * attn + c.dense_layers * mlp for c in chunks) / tp
     return StageParams(adapters, 0.0, (), 0.0, frozen=base.total, frozen_ends=base.ends)
 
 
@@ -61,10 +62,14 @@ def _lora_params(m: ModelSpec, tp: int, targets: str, rank: int, chunks: tuple[C
 def _stage_params(m: ModelSpec, tp: int, ep: int, etp: int, chunks: tuple[ChunkWork, ...]) -> StageParams:
     att, dense = attention_params(m), dense_mlp_params(m)
     moe = moe_params(m) if m.is_moe else None
-    n_layers = sum(len(c.layers) for c in chunks)
+    n_attn = sum(c.attn_layers for c in chunks)
     n_moe = sum(c.moe_layers for c in chunks)
-    n_dense = n_layers - n_moe
-    p_dense = n_layers * (att.tp_sharded / tp + att.replicated) + n_dense * (dense.tp_sharded / tp + dense.replicated)
+    n_dense = sum(c.dense_layers for c in chunks)
+    p_dense = n_attn * (att.tp_sharded / tp + att.replicated) + n_dense * (dense.tp_sharded / tp + dense.replicated)
+    n_mamba = sum(c.mamba_layers for c in chunks)
+    if n_mamba:
+        mb = mamba_params(m)
+        p_dense += n_mamba * (mb.tp_sharded / tp + mb.replicated)
     p_expert = 0.0
     if moe is not None and n_moe:
         p_dense += n_moe * (moe.tp_sharded / tp + moe.replicated)
@@ -98,14 +103,17 @@ def _stage_params(m: ModelSpec, tp: int, ep: int, etp: int, chunks: tuple[ChunkW
                 blk += dense.tp_sharded / tp + dense.replicated
             p_dense += c.mtp * (glue + blk)
     p_dense += ends
-    shapes = _gemm_shapes(m, tp, V, n_dense > 0, n_moe > 0, any(c.last for c in chunks))
+    shapes = _gemm_shapes(m, tp, V, n_dense > 0, n_moe > 0, any(c.last for c in chunks), n_mamba > 0)
     return StageParams(p_dense, p_expert, shapes, ends)
 
 
 def _gemm_shapes(m: ModelSpec, tp: int, vocab_padded: int, has_dense: bool, has_moe: bool,
-                 has_head: bool) -> tuple[tuple[int, int], ...]:
+                 has_head: bool, has_mamba: bool = False) -> tuple[tuple[int, int], ...]:
     h = m.hidden_size
     shapes: set[tuple[int, int]] = set()
+    if has_mamba:  # in_proj and out_proj (workload/mamba.py)
+        di, _, _, w_in = mamba_dims(m, tp)
+        shapes |= {(w_in, h), (h, di)}
     if m.attention == "mla":
         a = m.num_attention_heads // tp
         qr, kvr, nope, rope, dv = m.mla

@@ -16,6 +16,7 @@ from .layers import attention_block, dense_mlp_block, moe_block
 from ..config.layout import strategy_stage_counts
 from .partition import layer_ranges
 from .lora import frozen
+from .mamba import mamba_block
 from .ops import BF16_ONLY_GEMMS, Gemm, GroupedGemm, Memory
 from .phases import Phases
 from .window import window_attention_block, windowed_layers
@@ -33,6 +34,13 @@ class ChunkWork:
     mtp: int = 0             # multi-token-prediction modules on this chunk (last chunk only)
     mtp_moe: bool = False    # their transformer block uses an MoE MLP (as the last main layer)
     window_layers: int = 0   # of ``layers``, those with sliding-window attention ("attn_window" block)
+    mamba_layers: int = 0    # hybrid stacks: Mamba-2 layers ("mamba" block)
+    hybrid_attn: int = -1    # hybrid stacks: self-attention layers; -1 = every layer has attention
+
+    @property
+    def attn_layers(self) -> int:
+        """Layers of the chunk with a self-attention block."""
+        return len(self.layers) if self.hybrid_attn < 0 else self.hybrid_attn
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,8 +81,10 @@ def block_phases(d: Dims, m: ModelSpec, cp_comm_type: str, fused_cross_entropy: 
         "embed": _block("embed", dense, m, None, dtype),
         "head": _block("head", dense, m, fused_cross_entropy, dtype),
     }
-    if m.num_layers - m.num_moe_layers > 0:
+    if m.num_dense_layers > 0:
         blocks["mlp"] = _block("mlp", dense, m, None, dtype)
+    if m.num_mamba_layers:
+        blocks["mamba"] = _block("mamba", dense, m, None, dtype)
     if m.is_moe:
         blocks["moe"] = _cast(moe_block(d, m, moe_dispatcher, moe_shared_expert_overlap), dtype)
     if m.mtp_layers:
@@ -103,6 +113,8 @@ def _build_block(kind: str, d: Dims, m: ModelSpec, arg, dtype: str) -> Phases:
         ph = head(d, arg)
     elif kind == "mlp":
         ph = dense_mlp_block(d)
+    elif kind == "mamba":
+        ph = mamba_block(d, m)
     else:
         ph = mtp_projection(d)
     if d.lora:
@@ -145,6 +157,11 @@ def _place_layers(m: ModelSpec, st: StrategySpec) -> tuple[tuple[ChunkWork, ...]
             is_last = c == last
             mtp = m.mtp_layers if is_last else 0
             win = windowed_layers(m, layers) if m.full_attention_interval else 0
+            if m.hybrid_pattern is not None:  # one mixer per layer (ModelSpec.hybrid_pattern)
+                kinds = [m.layer_kind(i) for i in layers]
+                mine.append(ChunkWork(g, r, layers, kinds.count("-"), n_moe, c == 0, is_last, 0, False, 0,
+                                      kinds.count("M"), kinds.count("*")))
+                continue
             mine.append(ChunkWork(g, r, layers, len(layers) - n_moe, n_moe, c == 0, is_last, mtp,
                                   m.is_moe_layer(m.num_layers - 1), win))
         ranks.append(tuple(mine))

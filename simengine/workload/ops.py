@@ -155,5 +155,6 @@ class Collective:
 Op = Gemm | GroupedGemm | Attention | Memory | Collective
 
 # GEMM names (suffix) that stay in bf16 in fp8 recipes: Megatron's LM head (a plain
-# ColumnParallelLinear outside TE's fp8_autocast) and LoRA adapters (workload/lora.py)
-BF16_ONLY_GEMMS = (":lm_head", ":lora_a", ":lora_b")
+# ColumnParallelLinear outside TE's fp8_autocast), LoRA adapters (workload/lora.py) and the SSD
+# scan's Triton GEMMs (workload/mamba.py)
+BF16_ONLY_GEMMS = (":lm_head", ":lora_a", ":lora_b", ":ssd")

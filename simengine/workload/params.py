@@ -78,6 +78,17 @@ def moe_params(m: ModelSpec) -> BlockParams:
     return BlockParams(shared, _norm_params(m, h) + router, E * expert, m.top_k * expert)
 
 
+def mamba_params(m: ModelSpec) -> BlockParams:
+    """A Mamba-2 layer (Dao & Gu 2024, §7 "Mamba-2 architecture"; Megatron-Core ssm/mamba_mixer.py
+    MambaMixer): pre-norm; in_proj h → [z, x, B, C, dt] = 2·d_inner + 2·G·N + H; the depthwise causal
+    conv over x, B, C (weight and bias); per-head dt_bias, A_log and D; the gated RMSNorm over
+    d_inner; out_proj d_inner → h. Everything but the pre-norm is split over TP (heads and groups)."""
+    h, di, G, N, H = m.hidden_size, m.mamba_inner, m.mamba_num_groups, m.mamba_state_dim, m.mamba_num_heads or 0
+    conv_dim = di + 2 * G * N
+    shard = h * (2 * di + 2 * G * N + H) + conv_dim * (m.mamba_conv_kernel + 1) + 3 * H + di + di * h
+    return BlockParams(shard, _norm_params(m, h))
+
+
 def embedding_params(m: ModelSpec, vocab: int) -> int:
     pos = m.max_position_embeddings * m.hidden_size if m.position_embedding == "learned" else 0
     return vocab * m.hidden_size + pos
@@ -89,6 +100,9 @@ def head_params(m: ModelSpec, vocab: int) -> int:
 
 
 def layer_params(m: ModelSpec, index: int) -> BlockParams:
+    kind = m.layer_kind(index)
+    if kind:  # a hybrid layer: one mixer
+        return {"M": mamba_params, "*": attention_params, "-": dense_mlp_params, "E": moe_params}[kind](m)
     att = attention_params(m)
     mlp = moe_params(m) if m.is_moe_layer(index) else dense_mlp_params(m)
     return BlockParams(att.tp_sharded + mlp.tp_sharded, att.replicated + mlp.replicated, mlp.experts, mlp.active_experts)
@@ -99,8 +113,9 @@ def count_parameters(m: ModelSpec) -> tuple[int, int]:
     att = attention_params(m)
     dense = dense_mlp_params(m)
     n_moe = m.num_moe_layers
-    n_dense = m.num_layers - n_moe
-    total = m.num_layers * att.total + n_dense * dense.total
+    total = m.num_attention_layers * att.total + m.num_dense_layers * dense.total
+    if m.num_mamba_layers:
+        total += m.num_mamba_layers * mamba_params(m).total
     active = total
     if n_moe:
         moe = moe_params(m)
@@ -116,11 +131,21 @@ def gemm_parameters_active(m: ModelSpec, vocab: int) -> int:
     _, active = count_parameters(m)
     del vocab  # counted unpadded, as the published MFU formulas do
     tied_head = m.vocab_size * m.hidden_size if m.tie_embeddings else 0
-    return active - embedding_params(m, m.vocab_size) - _norms_total(m) + tied_head
+    return active - embedding_params(m, m.vocab_size) - _norms_total(m) - _mamba_pointwise(m) + tied_head
+
+
+def _mamba_pointwise(m: ModelSpec) -> int:
+    """Mamba parameters outside a GEMM: the depthwise conv (weight and bias), dt_bias, A_log, D."""
+    if not m.num_mamba_layers:
+        return 0
+    conv_dim = m.mamba_inner + 2 * m.mamba_num_groups * m.mamba_state_dim
+    return m.num_mamba_layers * (conv_dim * (m.mamba_conv_kernel + 1) + 3 * (m.mamba_num_heads or 0))
 
 
 def _norms_total(m: ModelSpec) -> int:
     per = _norm_params(m, m.hidden_size)
+    if m.hybrid_pattern is not None:  # one pre-norm per layer, and each Mamba layer's gated norm over d_inner
+        return m.num_layers * per + per + m.num_mamba_layers * m.mamba_inner
     n = 2 * m.num_layers * per + per
     if m.attention == "mla":
         n += m.num_layers * (m.mla.kv_lora_rank + m.mla.q_lora_rank)

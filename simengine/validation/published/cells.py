@@ -33,6 +33,7 @@ _MODEL_PRESETS: dict[str, str] = {
     "nemotron-340b": "nemotron4-340b", "nemotron3-8b": "nemotron3-8b", "nemotron3-22b": "nemotron3-22b",
     "nemotron4-15b": "nemotron4-15b", "nemotron4-340b": "nemotron4-340b",
     "nemotron-4-15b": "nemotron4-15b", "nemotron-4-340b": "nemotron4-340b",
+    "nemotron-3-nano": "nemotron3-nano-30b-a3b",  # Megatron-Bridge's rows: the 30B-A3B hybrid Mamba MoE
 }
 
 _GPU_PEAK_BF16 = {"a100": 312.0, "h100": 989.0}  # dense bf16 TFLOP/s, as torchtitan counts MFU
@@ -208,11 +209,12 @@ def _from_preset(row: dict[str, str], preset: str, a: list[str]) -> dict[str, An
 
 
 def _nemotron_model(row: dict[str, str], a: list[str]) -> dict[str, Any]:
-    """Nemotron-3 (8B, 22B) and Nemotron-4 (15B, 340B): dense squared-ReLU GPTs with presets.
-    The Nemotron-3 Nano/Super of 2025 (hybrid Mamba-Transformer MoE) have no Mamba layer here."""
+    """Nemotron-3 (8B, 22B) and Nemotron-4 (15B, 340B): dense squared-ReLU GPTs; Nemotron 3 Nano
+    (2025): the hybrid Mamba-2 / attention / MoE stack of Megatron-Bridge's Nemotron3NanoProvider.
+    Nemotron 3 Super's architecture is not in the sources read here."""
     preset = _MODEL_PRESETS.get(_norm_name(_s(row, "model")))
     if preset is None:
-        raise _Skip("Nemotron-3 Nano/Super are hybrid Mamba-Transformer MoE models: simengine has no Mamba layer")
+        raise _Skip("Nemotron 3 Super: its hybrid Mamba MoE architecture is not in the sources read here (no preset)")
     return _from_preset(row, preset, a)
 
 

@@ -117,7 +117,9 @@ def _megatron_bridge(run: PublishedRun, report: Any, metric: str, layer_times: L
     """As NeMo, but ``model_tflops_per_gpu`` in Megatron-Bridge's own FLOP count (flops_megatron_bridge:
     flop_utils.num_floating_point_operations, causal attention halved, MTP and padded vocab counted)."""
     if metric == "model_tflops_per_gpu":
-        if _lora(run):
+        if _lora(run) or run.config["model"].get("hybrid_pattern"):
+            # LoRA (above) and hybrid Mamba stacks: flops_megatron_bridge reproduces the transformer
+            # branch of Bridge's count only; its Mamba branch is not read here
             return None
         st = run.config["strategy"]
         F = flops_megatron_bridge(run.config["model"], st["seq_len"], st["tp"],
