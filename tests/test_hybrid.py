@@ -92,13 +92,6 @@ def test_what_hybrids_are_not_modelled_with_is_refused_naming_the_field(strategy
     assert any(f == field for f, _ in e.value.issues), e.value.issues
 
 
-def test_the_search_refuses_hybrid_stacks():
-    with pytest.raises(ConfigError) as e:
-        api.make_search_space(load_preset("models", "nemotron-h-8b"), dict(load_preset("systems", "h100-sxm5-80gb"), num_gpus=8),
-                              global_batch=16, seq_len=8192)
-    assert e.value.issues[0][0] == "model.hybrid_pattern"
-
-
 def test_non_hybrid_models_are_unchanged_by_the_hybrid_fields():
     m = ModelSpec.model_validate(load_preset("models", "llama3-8b"))
     assert (m.num_attention_layers, m.num_dense_layers, m.num_mamba_layers) == (32, 32, 0)

@@ -1263,3 +1263,31 @@ def test_search_of_lora_fine_tuning_equals_brute_force(targets, system):
         assert search(space, top=top).candidates[0].tokens_per_s == pytest.approx(max(b[0] for b in brute), rel=1e-12)
     res = search(space, objective="cost_per_million_tokens", top=2)
     assert res.candidates[0].cost_per_million_tokens_usd == pytest.approx(min(b[1] for b in brute), rel=1e-12)
+
+
+TINY_HYBRID = {**presets.load_preset("models", "nemotron3-nano-30b-a3b"), "name": "tiny-hybrid", "hidden_size": 1024,
+               "num_layers": 6, "hybrid_pattern": "ME*EME", "num_attention_heads": 16, "num_kv_heads": 4, "head_dim": 64,
+               "ffn_hidden_size": 1024, "vocab_size": 32000, "mamba_num_heads": 32, "mamba_num_groups": 4,
+               "num_experts": 16, "top_k": 2, "moe_ffn_hidden_size": 512, "shared_expert_ffn_hidden_size": 1024}
+
+
+@pytest.mark.parametrize("pattern", ["M-*-M-", "ME*EME"], ids=["mamba-mlp", "mamba-moe"])
+@pytest.mark.parametrize("system", [SMALL_GPU, SYSTEM], ids=["tight", "roomy"])
+def test_search_of_hybrid_mamba_stacks_equals_brute_force(pattern, system):
+    """A hybrid layer is one mixer: the bound's parts (bound.chunk_parts), the chunk memory kinds
+    (refine._chunk_kinds) and the stage pricer count attention, Mamba, MLP and MoE layers apart;
+    the pruned search still finds the brute force's best by throughput and by cost."""
+    model = dict(TINY_HYBRID, hybrid_pattern=pattern)
+    if "E" not in pattern:
+        model.update(num_experts=0, top_k=0, moe_ffn_hidden_size=None, shared_expert_ffn_hidden_size=None,
+                     router="softmax", router_expert_bias="auto")
+    choices = {"tp": (1, 2), "pp": (1, 2), "cp": (1,), "overlap_param_gather": (True,), "tp_comm_overlap": (False,)}
+    if "E" in pattern:
+        choices["ep"] = (1, 2, 4)
+    space = make_space(model, system, global_batch=16, seq_len=4096, gpus=[8], choices=choices)
+    brute = brute_force(space)
+    assert brute
+    for top in (1, 3):
+        assert search(space, top=top).candidates[0].tokens_per_s == pytest.approx(max(b[0] for b in brute), rel=1e-12)
+    res = search(space, objective="cost_per_million_tokens", top=2)
+    assert res.candidates[0].cost_per_million_tokens_usd == pytest.approx(min(b[1] for b in brute), rel=1e-12)

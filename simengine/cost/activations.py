@@ -165,15 +165,15 @@ def moe_activations(d: Dims, m: ModelSpec) -> BlockActivations:
 
 def mamba_activations(d: Dims, m: ModelSpec) -> BlockActivations:
     """A Mamba-2 layer (workload/mamba.py): the norm input, in_proj's input (TE LayerNormLinear keeps
-    it), its output z·xBC·dt (the conv keeps xBC, the gated norm z, the scan dt), the conv output
-    x·B·C the scan keeps (``mamba_chunk_scan_combined`` saves its inputs and recomputes the chunk
-    states in backward), the scan output y (for the gated norm) and out_proj's input."""
+    it), in_proj's output z·xBC·dt and the scan output y — Megatron-Core's memory-efficient path
+    (``use_mamba_mem_eff_path``, default on) runs conv, scan and gated norm as mamba_ssm's
+    ``MambaSplitConv1dScanCombinedFn``, which saves zxbcdt and out_x and re-makes the conv output
+    and the chunk states in backward — and out_proj's input (the normed y)."""
     from ..workload.mamba import mamba_dims
 
     S, Ssp, h = d.tokens, d.sp_tokens, d.h
-    di, _, G, w_in = mamba_dims(m, d.tp)
-    conv = di + 2 * G * m.mamba_state_dim
-    saved = BF16 * (2 * Ssp * h + S * (w_in + conv + 2 * di)) + (Ssp * h if d.dropout else 0)
+    di, _, _, w_in = mamba_dims(m, d.tp)
+    saved = BF16 * (2 * Ssp * h + S * (w_in + 2 * di)) + (Ssp * h if d.dropout else 0)
     return BlockActivations(saved, 0.0, BF16 * S * w_in)
 
 

@@ -270,8 +270,9 @@ def a2a_terms(placed: "Placed", secs: dict[str, "Sides"], strategy, m: int) -> t
 def chunk_parts(cw) -> dict[str, int]:
     """How many times each block kind runs per micro-batch in one chunk: the parts
     ``cost/stage.py: _chunk_phases`` adds up."""
-    parts = [("attn", len(cw.layers) - cw.window_layers), ("attn_window", cw.window_layers),
-             ("mlp", cw.dense_layers), ("moe", cw.moe_layers), ("embed", int(cw.first)), ("head", int(cw.last))]
+    parts = [("attn", cw.attn_layers - cw.window_layers), ("attn_window", cw.window_layers),
+             ("mlp", cw.dense_layers), ("moe", cw.moe_layers), ("mamba", cw.mamba_layers),
+             ("embed", int(cw.first)), ("head", int(cw.last))]
     if cw.mtp:
         parts += [(k, cw.mtp) for k in ("mtp", "attn", "moe" if cw.mtp_moe else "mlp", "head")]
     n: dict[str, int] = {}

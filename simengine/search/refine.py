@@ -280,7 +280,10 @@ def _chunk_kinds(shared, placed, model) -> tuple:
     for chunks in by_rank:
         idx = []
         for cw in chunks:
-            kinds = tuple(model.is_moe_layer(i) for i in cw.layers) if cw.moe_layers else len(cw.layers)
+            if model.hybrid_pattern is not None:  # cost/stage.py _chunk_key: the chunk's mixers in order
+                kinds: Any = "".join(model.layer_kind(i) for i in cw.layers)
+            else:
+                kinds = tuple(model.is_moe_layer(i) for i in cw.layers) if cw.moe_layers else len(cw.layers)
             base = (kinds, cw.first, cw.last, cw.mtp, cw.mtp_moe, cw.window_layers)
             if base not in index:
                 index[base] = len(mem_kinds)

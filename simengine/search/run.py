@@ -81,11 +81,6 @@ def make_space(model: dict[str, Any], system: dict[str, Any], *, global_batch: i
     if not counts or any(not isinstance(g, int) or g < 1 for g in counts) or len(counts) > 64:
         raise ConfigError([("system.num_gpus", "GPU counts must be 1 to 64 positive integers")])
     model, system = _validated(model, system)
-    if model.get("hybrid_pattern"):
-        # the search's bound, refinement and screening (bound.py, refine.py, prune.py) read a layer
-        # as attention + MLP/MoE; a hybrid layer is one mixer
-        raise ConfigError([("model.hybrid_pattern", "the strategy search does not cover hybrid Mamba stacks yet: "
-                                                    "estimate their layouts one at a time")])
     b = dict(base or {})
     for k in ("name", "dp"):
         b.pop(k, None)
