@@ -117,8 +117,10 @@ def moe_tier_table(res: dict) -> str:
         for disp in ("alltoall", "deepep", "allgather"):
             line("", disp, [r for r in sel if r["scenario"]["strategy"].get("moe_dispatcher", "alltoall") == disp])
     gpt_oss = [r for r in rows if "gpt-oss" in r["scenario"]["model"].get("source", "").lower()]
-    line("DeepSeek-V3 and Qwen3", "all", [r for r in rows if r not in gpt_oss])
+    hybrid = [r for r in rows if r["scenario"]["model"].get("hybrid_pattern")]
+    line("DeepSeek-V3 and Qwen3", "all", [r for r in rows if r not in gpt_oss and r not in hybrid])
     line("GPT-OSS-120B", "all", gpt_oss)
+    line("Nemotron 3 Nano (hybrid Mamba MoE)", "all", hybrid)
     line("**all MoE**", "", rows)
     return "\n".join(lines)
 
