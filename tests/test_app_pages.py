@@ -423,3 +423,23 @@ def test_timeline_and_estimate_show_the_same_bubble_on_medium():
     key = next(k for k in shown if k.startswith("Bubble (critical rank"))
     assert key == f"Bubble (critical rank {rep.critical_rank})"
     assert shown[key] == fmt_pct(rep.bubble_fraction)
+
+
+@pytest.mark.parametrize("page", ["pages/model.py", "pages/strategy.py", "pages/estimate.py", "pages/timeline.py"])
+def test_this_rounds_new_scenario_kinds_render(page):
+    """This round's new scenario kinds through the pages a user opens: a packed LoRA fine-tune, and a
+    hybrid Mamba-2 / MoE stack (Nemotron 3 Nano) — no exception, no error, the estimate shown."""
+    from simengine.presets import load_preset
+
+    lora = size_canonical("small")
+    lora["strategy"].update(peft="lora", lora_targets="all", packed_doc_len=512)
+    hybrid = size_canonical("small")
+    hybrid["model"] = load_preset("models", "nemotron3-nano-30b-a3b")
+    hybrid["system"] = dict(load_preset("systems", "h100-sxm5-80gb"), num_gpus=16)
+    hybrid["strategy"].update(tp=1, pp=1, ep=8, etp=1, vpp=1, schedule="1f1b", micro_batch_size=1,
+                              global_batch_size=64, seq_len=4096, recompute="full", zero_stage=1)
+    for cfg in (lora, hybrid):
+        at = open_page(page, s=encode_token(cfg))
+        assert not at.error, [e.value for e in at.error]
+        if page == "pages/estimate.py":
+            assert metric(at, "Step time")
