@@ -39,7 +39,7 @@ def test_nemotron_3_nano_parameter_counts():
 @pytest.mark.parametrize("update, text", [({"hybrid_pattern": "M*-"}, "num_layers"),
                                           ({"mamba_num_heads": None}, "mamba_num_heads"),
                                           ({"hybrid_pattern": "E" + "M-" * 25 + "*"}, "MoE layers"),
-                                          ({"hybrid_pattern": "M*X" * 17 + "M"}, "pattern")])
+                                          ({"hybrid_pattern": "M*X" * 17 + "M"}, "not 'X'")])
 def test_a_bad_pattern_names_itself(update, text):
     with pytest.raises(ValidationError) as e:
         ModelSpec.model_validate({**load_preset("models", "nemotron-h-8b"), **update})

@@ -73,7 +73,7 @@ class ModelSpec(_Frozen):
     full_attention_interval: int | None = Field(None, ge=2, le=1024, description="With attention_window: every n-th layer (layer i with (i+1) % n == 0) uses full attention, the others the window (GPT-OSS: 2, alternating). None = every layer windowed.")
     attention_sinks: bool = Field(False, description="A learned sink logit per attention head in the softmax denominator (GPT-OSS): one parameter per head and layer.")
     # --- hybrid Mamba-2 / attention / MLP / MoE stacks (Nemotron-H, Nemotron-3; workload/mamba.py) ---
-    hybrid_pattern: str | None = Field(None, min_length=1, max_length=1024, pattern=r"^[M*\-E]+$", description=(
+    hybrid_pattern: str | None = Field(None, min_length=1, max_length=1024, description=(
         "One character per layer, each layer a single mixer with its own pre-norm and residual (Megatron-Core "
         "MambaModel hybrid_override_pattern): M = Mamba-2, * = self-attention, - = MLP, E = MoE. Its length is "
         "num_layers. None = every layer is attention + MLP (or MoE)."))
@@ -117,6 +117,9 @@ class ModelSpec(_Frozen):
         pat = self.hybrid_pattern
         if pat is None:
             return
+        bad = sorted(set(pat) - set("M*-E"))
+        if bad:
+            raise ValueError(f"hybrid_pattern takes M (Mamba-2), * (attention), - (MLP) and E (MoE) only, not {''.join(bad)[:8]!r}")
         if len(pat) != self.num_layers:
             raise ValueError(f"hybrid_pattern has {len(pat)} layers but num_layers={self.num_layers}")
         if "M" in pat and self.mamba_num_heads is None:
