@@ -93,7 +93,7 @@ def test_more_targets_cost_more():
 
 
 @pytest.mark.parametrize("model, strategy, text", [
-    ("mixtral-8x7b", {"ep": 2}, "dense models only"),
+    ("mixtral-8x7b", {"ep": 2}, "dense transformers only"),
     ("llama2-7b", {"zero_stage": 3}, "ZeRO-3"),
     ("llama2-7b", {"dtype": "fp8", "zero_stage": 1, "fp8_param_gather": True}, "frozen"),
 ])
