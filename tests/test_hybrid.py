@@ -97,3 +97,32 @@ def test_non_hybrid_models_are_unchanged_by_the_hybrid_fields():
     assert (m.num_attention_layers, m.num_dense_layers, m.num_mamba_layers) == (32, 32, 0)
     assert all(c.attn_layers == len(c.layers) and c.mamba_layers == 0
                for rank in build_workload(make("llama3-8b", system={"num_gpus": 8}, strategy={**H8, "pp": 2})).ranks for c in rank)
+
+
+# NVIDIA's configuration_nemotron_h.py NemotronHConfig defaults (Nemotron-H 8B) as its config.json
+# stores them (the attributes: n_groups, conv_kernel, chunk_size, ...), max_position_embeddings 8192
+NEMOTRON_H_8B_CONFIG = {
+    "architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h", "vocab_size": 131072,
+    "tie_word_embeddings": False, "hidden_size": 4096, "intermediate_size": 21504, "num_hidden_layers": 52,
+    "hybrid_override_pattern": "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-", "num_attention_heads": 32,
+    "head_dim": 128, "num_key_value_heads": 8, "mlp_hidden_act": "relu2", "attention_bias": False, "mlp_bias": False,
+    "use_bias": False, "initializer_range": 0.02, "layer_norm_epsilon": 1e-5, "residual_in_fp32": False,
+    "use_cache": True, "num_logits_to_keep": 1, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2,
+    "sliding_window": None, "max_position_embeddings": 8192, "attention_dropout": 0.0, "hidden_dropout": 0.0,
+    "use_mamba_kernels": True, "n_groups": 8, "mamba_head_dim": 64, "ssm_state_size": 128, "mamba_num_heads": 128,
+    "conv_kernel": 4, "expand": 2, "mamba_hidden_act": "silu", "time_step_min": 0.001, "time_step_max": 0.1,
+    "time_step_limit": [0.0, 1e9], "time_step_floor": 1e-4, "use_conv_bias": True, "mamba_proj_bias": False,
+    "chunk_size": 128, "rescale_prenorm_residual": True, "torch_dtype": "bfloat16",
+}
+
+
+def test_hf_nemotron_h_config_maps_to_the_nemotron_h_8b_preset():
+    res = api.import_hf_config(NEMOTRON_H_8B_CONFIG)
+    ref = ModelSpec.model_validate(load_preset("models", "nemotron-h-8b")).model_dump(mode="json")
+    assert {k: res.model[k] for k in ref if k not in ("name", "source")} == {k: v for k, v in ref.items() if k not in ("name", "source")}
+    assert res.unmapped == []
+    assert any("no position embedding" in w for w in res.warnings)
+    bad = api.import_hf_config(dict(NEMOTRON_H_8B_CONFIG, expand=3))
+    assert any("expand=3" in w for w in bad.warnings)
+    with pytest.raises(ConfigError):
+        api.import_hf_config(dict(NEMOTRON_H_8B_CONFIG, hybrid_override_pattern=["M"]))

@@ -72,7 +72,7 @@ def _names(cfg: dict, out: dict) -> str:
 def _block(cfg: dict, out: dict, notes: list[str], model_type: str) -> None:
     """Activation, norm, positions, biases, tied embeddings, dropout: from the file, else the family's layout."""
     fam = FAMILIES.get(model_type)
-    act = cfg.get("hidden_act", cfg.get("activation_function", "silu"))
+    act = cfg.get("hidden_act", cfg.get("activation_function", cfg.get("mlp_hidden_act", "silu")))
     if not isinstance(act, str):
         raise HFImportError(f"'hidden_act' must be a string, got {json.dumps(act)[:40]}")
     a = act.lower()
@@ -209,6 +209,31 @@ def _routing_and_window(cfg: dict[str, Any], out: dict[str, Any], notes: list[st
         notes[:] = [n for n in notes if not n.startswith("bias terms")]
 
 
+def _hybrid(cfg: dict, out: dict, notes: list[str]) -> None:
+    """A hybrid Mamba-2 stack (NVIDIA's NemotronHConfig): the layer pattern and the Mamba dims; its
+    MoE layers route with sigmoid scores and a selection bias (modeling_nemotron_h.py
+    ``NemotronHTopkRouter``: ``e_score_correction_bias``); its attention layers have no position
+    embedding, priced as one RoPE pass (under 0.1 % of a step)."""
+    pattern = cfg.get("hybrid_override_pattern")
+    if pattern is None:
+        return
+    if not isinstance(pattern, str):
+        raise HFImportError(f"'hybrid_override_pattern' must be a string, got {_echo(pattern)}")
+    out["hybrid_pattern"] = pattern
+    for field in ("mamba_num_heads", "mamba_head_dim", "mamba_state_dim", "mamba_num_groups", "mamba_conv_kernel",
+                  "mamba_chunk_size"):
+        value, _ = _first(cfg, field, minimum=1)
+        if value is not None:
+            out[field] = value
+    expand = _int(cfg, "expand", minimum=1)
+    d_inner = out.get("mamba_num_heads", 0) * out.get("mamba_head_dim", 64)
+    if expand is not None and d_inner and expand * out["hidden_size"] != d_inner:
+        notes.append(f"expand={expand} x hidden_size differs from mamba_num_heads x mamba_head_dim = {d_inner}: the heads are used")
+    if out.get("num_experts"):
+        out["router"], out["router_expert_bias"] = "sigmoid", "on"
+    notes.append("Nemotron-H attention layers have no position embedding: priced as one RoPE pass")
+
+
 def _features(cfg: dict, notes: list[str]) -> None:
     """Features the file turns on that simengine does not model (priced as the plain layout)."""
     if cfg.get("add_cross_attention") is True:
@@ -254,6 +279,7 @@ def import_hf_config(cfg: dict[str, Any] | str | bytes) -> HFImport:
     _attention(cfg, out)
     _moe(cfg, out, notes)
     _routing_and_window(cfg, out, notes)
+    _hybrid(cfg, out, notes)
     _features(cfg, notes)
     unmapped = _unmapped(cfg)
     if unmapped:

@@ -24,6 +24,9 @@ FAMILIES: dict[str, dict[str, Any]] = {
     # zero-centred weight), rotary positions on partial_rotary_factor of each head, bias-free
     # projections, ACT2FN["relu2"] between up_proj and down_proj (no gate), untied lm_head
     "nemotron": {"norm": "layernorm", "position_embedding": "rope", "linear_bias": False, "tie_default": False},
+    # NVIDIA's modeling_nemotron_h.py (remote code): RMSNorm, bias-free, untied; the layer pattern and
+    # Mamba-2 dims are read by hf.py ``_hybrid``
+    "nemotron_h": {"norm": "rmsnorm", "position_embedding": "rope", "linear_bias": False, "tie_default": False},
     **dict.fromkeys(("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "deepseek_v2", "deepseek_v3", "kimi_k2"), _LLAMA_STYLE),
 }
 
@@ -33,6 +36,7 @@ READ: frozenset[str] = frozenset({
     "layer_norm_epsilon", "attention_bias", "mlp_bias", "mlp_only_layers", "resid_pdrop", "attn_pdrop",
     "attention_dropout", "hidden_dropout", "embd_pdrop", "n_ctx", "sliding_window", "use_sliding_window",
     "quantization_config", "add_cross_attention", "n_group", "topk_group", "layer_types", "partial_rotary_factor",
+    "expand",
 })
 
 # Keys with no effect on a training step's compute, communication or memory shape: token ids,
@@ -43,6 +47,11 @@ IGNORED: frozenset[str] = frozenset({
     "initializer_range", "initializer_factor", "use_cache", "rope_theta", "rope_scaling", "pretraining_tp",
     "auto_map", "output_router_logits", "router_aux_loss_coef", "aux_loss_alpha", "seq_aux", "norm_topk_prob",
     "routed_scaling_factor", "topk_method", "ep_size", "max_window_layers", "norm_eps",
+    # Mamba-2 settings with no effect on the step's shapes (time-step init and limits, kernel
+    # switches, the residual dtype, the derived per-layer labels)
+    "use_mamba_kernels", "time_step_min", "time_step_max", "time_step_limit", "time_step_floor", "use_conv_bias",
+    "mamba_proj_bias", "rescale_prenorm_residual", "residual_in_fp32", "layers_block_type", "num_logits_to_keep",
+    "mamba_hidden_act", "use_bias",
     "summary_activation", "summary_first_dropout", "summary_proj_to_labels", "summary_type", "summary_use_proj",
     "task_specific_params", "scale_attn_weights", "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn",
     "tokenizer_class", "use_bfloat16",

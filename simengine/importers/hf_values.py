@@ -23,7 +23,7 @@ FIELD_MAP: dict[str, tuple[str, ...]] = {
     "head_dim": ("head_dim",),
     "ffn_hidden_size": ("intermediate_size", "n_inner", "ffn_dim"),
     "vocab_size": ("vocab_size",),
-    "activation": ("hidden_act", "activation_function"),
+    "activation": ("hidden_act", "activation_function", "mlp_hidden_act"),
     "tie_embeddings": ("tie_word_embeddings",),
     "max_position_embeddings": ("max_position_embeddings", "n_positions"),
     "q_lora_rank": ("q_lora_rank",),
@@ -35,11 +35,20 @@ FIELD_MAP: dict[str, tuple[str, ...]] = {
     "top_k": ("num_experts_per_tok",),
     "moe_ffn_hidden_size": ("moe_intermediate_size",),
     "num_shared_experts": ("n_shared_experts",),
-    "shared_expert_ffn_hidden_size": ("shared_expert_intermediate_size",),
+    "shared_expert_ffn_hidden_size": ("shared_expert_intermediate_size", "moe_shared_expert_intermediate_size"),
     "first_k_dense_layers": ("first_k_dense_replace",),
     "moe_layer_freq": ("decoder_sparse_step", "moe_layer_freq"),
     "router": ("scoring_func",),
     "mtp_layers": ("num_nextn_predict_layers",),
+    # hybrid Mamba-2 stacks (NVIDIA's configuration_nemotron_h.py NemotronHConfig: the attributes
+    # its config.json stores, then the constructor's argument names)
+    "hybrid_pattern": ("hybrid_override_pattern",),
+    "mamba_num_heads": ("mamba_num_heads",),
+    "mamba_head_dim": ("mamba_head_dim",),
+    "mamba_state_dim": ("ssm_state_size",),
+    "mamba_num_groups": ("n_groups", "mamba_n_groups"),
+    "mamba_conv_kernel": ("conv_kernel", "mamba_d_conv"),
+    "mamba_chunk_size": ("chunk_size", "mamba_chunk_size"),
 }
 
 _GATED = {"silu", "swish", "swiglu"}
