@@ -211,10 +211,11 @@ def _from_preset(row: dict[str, str], preset: str, a: list[str]) -> dict[str, An
 def _nemotron_model(row: dict[str, str], a: list[str]) -> dict[str, Any]:
     """Nemotron-3 (8B, 22B) and Nemotron-4 (15B, 340B): dense squared-ReLU GPTs; Nemotron 3 Nano
     (2025): the hybrid Mamba-2 / attention / MoE stack of Megatron-Bridge's Nemotron3NanoProvider.
-    Nemotron 3 Super's architecture is not in the sources read here."""
+    Nemotron 3 Super adds a latent MoE (Megatron-Bridge recipe tests: ``moe_latent_size``) and MTP
+    to its hybrid stack, neither modelled for hybrids here."""
     preset = _MODEL_PRESETS.get(_norm_name(_s(row, "model")))
     if preset is None:
-        raise _Skip("Nemotron 3 Super: its hybrid Mamba MoE architecture is not in the sources read here (no preset)")
+        raise _Skip("Nemotron 3 Super: its latent MoE (moe_latent_size) and MTP in a hybrid stack are not modelled (no preset)")
     return _from_preset(row, preset, a)
 
 
