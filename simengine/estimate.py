@@ -15,7 +15,7 @@ from .pipeline import max_inflight, order_memory_peaks, pipeline_input, sim_micr
 from .report import Report, StageMemory
 from .sim import pipeline_metrics
 from .uncertainty import bands
-from .workload.lora import adapter_params
+from .workload.lora import model_adapter_params
 from .workload.mamba import ssd_flops_per_token
 from .workload.window import attention_flops_ratio
 from .workload.params import count_parameters, gemm_parameters_active, layer_params
@@ -54,8 +54,7 @@ def _model_flops_per_token(m: ModelSpec, vocab_padded: int, seq_len: int, causal
         norms = 2 * m.hidden_size * (2 if m.norm == "layernorm" else 1)
         n += m.mtp_layers * (last.active - norms + 2 * m.hidden_size**2 + m.vocab_size * m.hidden_size)
     if lora is not None:
-        a_attn, a_mlp = adapter_params(m, *lora)
-        return 4.0 * n + 6.0 * (m.num_attention_layers * a_attn + m.num_dense_layers * a_mlp) + attn
+        return 4.0 * n + 6.0 * model_adapter_params(m, *lora) + attn
     return 6.0 * n + attn
 
 
@@ -64,8 +63,7 @@ def trainable_parameters(sc: Scenario) -> int:
     m, st = sc.model, sc.strategy
     if st.peft != "lora":
         return _count_parameters(m)[0]
-    a_attn, a_mlp = adapter_params(m, st.lora_targets, st.lora_rank)
-    return m.num_attention_layers * a_attn + m.num_dense_layers * a_mlp
+    return model_adapter_params(m, st.lora_targets, st.lora_rank)
 
 
 _count_parameters = config_cache(count_parameters)  # a pure function of the (frozen) model

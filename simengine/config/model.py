@@ -213,6 +213,16 @@ class ModelSpec(_Frozen):
         """d_inner = H·P of a Mamba-2 layer (0 without Mamba layers)."""
         return (self.mamba_num_heads or 0) * self.mamba_head_dim
 
+    @property
+    def mamba_conv_dim(self) -> int:
+        """Channels of Mamba-2's depthwise conv: x, B and C (d_inner + 2·G·N; Megatron-Core MambaMixer)."""
+        return self.mamba_inner + 2 * self.mamba_num_groups * self.mamba_state_dim
+
+    @property
+    def mamba_in_proj(self) -> int:
+        """in_proj's output width: z, x, B, C and dt (2·d_inner + 2·G·N + H)."""
+        return self.mamba_inner + self.mamba_conv_dim + (self.mamba_num_heads or 0)
+
     def is_moe_layer(self, index: int) -> bool:
         """Layer ``index`` (0-based) uses an MoE MLP (Megatron moe_layer_freq / DeepSeek first_k_dense_replace;
         a hybrid pattern's E)."""

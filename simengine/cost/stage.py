@@ -207,11 +207,14 @@ def _chunk_memory(p: _Priced, cw: ChunkWork, n_rc: int) -> tuple[float, float]:
         drops = (att, (p.mlp.op_sac if sac else p.mlp.dropped(mods)) if p.mlp else 0.0, p.moe.dropped(mods) if p.moe else 0.0)
         per_dense -= att + drops[1]
         per_moe -= att + drops[2]
+    # the largest layer's tensors: what re-running one recomputed layer holds on top of its input
+    biggest = max(per_dense if cw.dense_layers else 0.0, per_moe if cw.moe_layers else 0.0)
     if m.hybrid_pattern is not None:  # one mixer per layer (ModelSpec.hybrid_pattern): its own block's tensors
         per_kind = {"*": p.att.saved - drops[0], "-": (p.mlp.saved if p.mlp else 0.0) - drops[1],
                     "E": (p.moe.saved if p.moe else 0.0) - drops[2], "M": p.mamba.saved if p.mamba else 0.0}
-        held = n_rc * layer_input(d) + sum(per_kind[m.layer_kind(i)] for i in cw.layers[n_rc:])
-        per_dense, per_moe = max((per_kind[m.layer_kind(i)] for i in cw.layers), default=0.0), 0.0
+        layer_saved = [per_kind[m.layer_kind(i)] for i in cw.layers]
+        held = n_rc * layer_input(d) + sum(layer_saved[n_rc:])
+        biggest = max(layer_saved, default=0.0)
     elif cw.moe_layers:
         kinds = [m.is_moe_layer(layer) for layer in cw.layers]
         held = n_rc * layer_input(d) + sum(per_moe if k else per_dense for k in kinds[n_rc:])
@@ -226,7 +229,6 @@ def _chunk_memory(p: _Priced, cw: ChunkWork, n_rc: int) -> tuple[float, float]:
         transients.append(p.mamba.bwd_transient)
     extra = max(transients, default=0.0)
     if n_rc:
-        biggest = max(per_dense if (cw.dense_layers or m.hybrid_pattern is not None) else 0.0, per_moe if cw.moe_layers else 0.0)
         extra += biggest - layer_input(d)
     if cw.last:
         held += p.head.saved

@@ -45,6 +45,12 @@ def adapter_params(m: ModelSpec, targets: str, rank: int) -> tuple[int, int]:
     return rank * attn, rank * mlp
 
 
+def model_adapter_params(m: ModelSpec, targets: str, rank: int) -> int:
+    """Every adapter of the model: one per attention block and per dense MLP block."""
+    attn, mlp = adapter_params(m, targets, rank)
+    return m.num_attention_layers * attn + m.num_dense_layers * mlp
+
+
 def family(linear: str) -> str:
     """The LoRA target a linear belongs to: Megatron's fused qkv or torchtitan's q, k, v; the
     out-projection; FC1 (SwiGLU's gate and up, torchtitan's w1 and w3); FC2; '' for the rest

@@ -25,8 +25,7 @@ from .phases import Phases, column_linear, row_linear
 
 def mamba_dims(m: ModelSpec, tp: int) -> tuple[int, int, int, int]:
     """(d_inner, heads, groups, in_proj width) per TP rank."""
-    return m.mamba_inner // tp, (m.mamba_num_heads or 0) // tp, m.mamba_num_groups // tp, \
-        (2 * m.mamba_inner + 2 * m.mamba_num_groups * m.mamba_state_dim + (m.mamba_num_heads or 0)) // tp
+    return m.mamba_inner // tp, (m.mamba_num_heads or 0) // tp, m.mamba_num_groups // tp, m.mamba_in_proj // tp
 
 
 def mamba_block(d: Dims, m: ModelSpec) -> Phases:
@@ -34,7 +33,7 @@ def mamba_block(d: Dims, m: ModelSpec) -> Phases:
     S, tp, sp = d.tokens, d.tp, d.sp
     di, H, G, w_in = mamba_dims(m, tp)
     N, P, Q = m.mamba_state_dim, m.mamba_head_dim, m.mamba_chunk_size
-    conv = di + 2 * G * N
+    conv = m.mamba_conv_dim // tp
     _norm(ph, "ln:mamba", d.sp_tokens, d.h, d.stack)
     column_linear(ph, "in_proj:mamba", S, d.h, w_in, tp, sp)
     ph.fwd.append(Memory("conv1d:mamba", 2 * BF16 * S * conv))

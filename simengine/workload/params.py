@@ -83,9 +83,8 @@ def mamba_params(m: ModelSpec) -> BlockParams:
     MambaMixer): pre-norm; in_proj h → [z, x, B, C, dt] = 2·d_inner + 2·G·N + H; the depthwise causal
     conv over x, B, C (weight and bias); per-head dt_bias, A_log and D; the gated RMSNorm over
     d_inner; out_proj d_inner → h. Everything but the pre-norm is split over TP (heads and groups)."""
-    h, di, G, N, H = m.hidden_size, m.mamba_inner, m.mamba_num_groups, m.mamba_state_dim, m.mamba_num_heads or 0
-    conv_dim = di + 2 * G * N
-    shard = h * (2 * di + 2 * G * N + H) + conv_dim * (m.mamba_conv_kernel + 1) + 3 * H + di + di * h
+    h, di = m.hidden_size, m.mamba_inner
+    shard = h * m.mamba_in_proj + di * h + di + _mamba_pointwise_per_layer(m)
     return BlockParams(shard, _norm_params(m, h))
 
 
@@ -135,11 +134,13 @@ def gemm_parameters_active(m: ModelSpec, vocab: int) -> int:
 
 
 def _mamba_pointwise(m: ModelSpec) -> int:
-    """Mamba parameters outside a GEMM: the depthwise conv (weight and bias), dt_bias, A_log, D."""
-    if not m.num_mamba_layers:
-        return 0
-    conv_dim = m.mamba_inner + 2 * m.mamba_num_groups * m.mamba_state_dim
-    return m.num_mamba_layers * (conv_dim * (m.mamba_conv_kernel + 1) + 3 * (m.mamba_num_heads or 0))
+    """Mamba parameters outside a GEMM, over the model."""
+    return m.num_mamba_layers * _mamba_pointwise_per_layer(m) if m.num_mamba_layers else 0
+
+
+def _mamba_pointwise_per_layer(m: ModelSpec) -> int:
+    """One Mamba layer's parameters outside a GEMM: the depthwise conv (weight and bias), dt_bias, A_log, D."""
+    return m.mamba_conv_dim * (m.mamba_conv_kernel + 1) + 3 * (m.mamba_num_heads or 0)
 
 
 def _norms_total(m: ModelSpec) -> int:
