@@ -90,7 +90,7 @@ for w in r.get("warnings", []):
 st.caption(f"{r['num_gpus']:,} GPUs · dp {r['dp']} · {r['num_microbatches']} micro-batches/step · "
            f"{fmt_count(r['tokens_per_step'])} tokens/step · {fmt_count(r['num_parameters'])} parameters "
            f"({fmt_count(r['num_active_parameters'])} active{trained_note(r)}) · {fmt_flops(r['model_flops_per_step'])} model FLOPs/step · "
-           f"bubble {fmt_pct(r['bubble_fraction'])}")
+           f"bubble {fmt_pct(r['bubble_fraction'])} · {fmt_num(r.get('gpu_us_per_launch', 0.0), ',.0f')} µs GPU work per kernel launch")
 
 specs = estimate_specs(state.scenario_json(), r)
 

@@ -80,6 +80,7 @@ def _table(rep) -> str:
         f"parameters       {rep.num_parameters / 1e9:12.2f} B  ({rep.num_active_parameters / 1e9:.2f} B active"
         + (f", {rep.num_trainable_parameters / 1e6:.1f} M trained" if rep.num_trainable_parameters < rep.num_parameters else "") + ")",
         f"micro-batches    {rep.num_microbatches:12d}   dp={rep.dp}, gpus={rep.num_gpus}",
+        f"per launch       {rep.gpu_us_per_launch:12.1f} µs of GPU work per kernel (critical rank)",
         f"cost             {rep.cost_per_step_usd:12.4f} USD/step, {rep.cost_per_million_tokens_usd:.4f} USD per 1M tokens",
         f"energy           {rep.energy_per_step_j / 1e3:12.1f} kJ/step",
         "",

@@ -10,6 +10,7 @@ from __future__ import annotations
 from .config.model import ModelSpec
 from .config.scenario import Scenario
 from .memo import config_cache
+from .cost.launch import gpu_us_per_launch, launch_warning
 from .cost.stage import Plan, StagePlan, build_plan
 from .pipeline import max_inflight, order_memory_peaks, pipeline_input, sim_microbatches
 from .report import Report, StageMemory
@@ -138,6 +139,10 @@ def estimate_plan(sc: Scenario, plan: Plan) -> Report:
     warnings = [msg for _, msg in sc.notes]  # layouts Megatron itself would refuse (config/scenario.py)
     if s.pp > 1 and m_mb < s.pp:
         warnings.append(f"only {m_mb} micro-batches for pp={s.pp}: the pipeline is mostly bubble")
+    us, launched = gpu_us_per_launch(plan.stages[met.critical_rank])
+    launch = launch_warning(us, launched, met.critical_rank, sc.model.is_moe)
+    if launch:
+        warnings.append(launch)
     if not all(x.fits for x in mems):
         warnings.append(f"does not fit: {reserved_gib:.1f} GiB reserved + {sysm.gpu.non_torch_gib:.1f} GiB outside PyTorch "
                         f"> {sysm.gpu.memory_gib:.1f} GiB on stage {max(mems, key=lambda x: x.reserved_gib).stage}")
@@ -153,7 +158,7 @@ def estimate_plan(sc: Scenario, plan: Plan) -> Report:
         energy_per_step_j=step * gpus * sysm.gpu.tdp_w,
         num_microbatches=m_mb, dp=sc.dp, num_gpus=gpus, tokens_per_step=tokens,
         bubble_fraction=met.bubble_fraction(), critical_rank=met.critical_rank,
-        hidden_comm_s=met.comm(met.critical_rank, "hidden"),
+        hidden_comm_s=met.comm(met.critical_rank, "hidden"), gpu_us_per_launch=us,
         uncertainty=bands(step, parts, sysm, tokens, mflops / (step * peak * gpus), peak_gib),
         warnings=warnings,
     )

@@ -58,6 +58,10 @@ class Report(BaseModel):
     bubble_fraction: float = Field(..., description="Bubble / step time on the critical rank (sim/metrics.py: step − compute − exposed communication).")
     critical_rank: int = Field(0, description="Pipeline rank the breakdown describes: the one with the least bubble (the most work).")
     hidden_comm_s: dict[str, float] = Field(default_factory=dict, description="Communication hidden under compute on the critical rank, by kind.")
+    gpu_us_per_launch: float = Field(0.0, description=(
+        "GPU compute time per kernel launch on the critical rank (one micro-batch's compute seconds / the kernels it "
+        "launches, cost/launch.py). Below ~50 µs eager training risks waiting on the host, which the estimate does not "
+        "model: warnings says so."))
     uncertainty: dict[str, tuple[float, float]] = Field(
         default_factory=dict,
         description="(low, high) of step_time_s, tokens_per_s, mfu and peak_memory_gib from the relative "

@@ -16,9 +16,11 @@ from simengine.api import SEARCH_FLAG_LABELS as FLAG_LABELS
 from .search_inputs import (INPUT_KEYS, INPUT_RANGES, LINK_PARAM, MAX_TOKEN_CHARS, decode_inputs,  # noqa: F401 — re-exported
                             encode_inputs, parse_counts, parse_restrict)
 
-TABLE_COLUMNS = ["rank", "layout", "tokens_per_s", "band_lo", "band_hi", "tie", "mfu", "cost_per_million_tokens_usd",
-                 "peak_memory_gib", "headroom_gib", "gpus", "tp", "pp", "vpp", "cp", "ep", "micro_batch_size", "zero_stage",
-                 "recompute", "schedule", "overlap"]
+# the strategy fields the table shows as they are (after the GPU count, before the overlap flags)
+STRATEGY_COLUMNS = ["tp", "pp", "vpp", "cp", "ep", "micro_batch_size", "zero_stage", "recompute", "schedule"]
+LAYOUT_COLUMNS = ["gpus", *STRATEGY_COLUMNS, "overlap"]
+TABLE_COLUMNS = ["rank", "layout", "tokens_per_s", "band_lo", "band_hi", "tie", "mfu", "us_per_launch",
+                 "cost_per_million_tokens_usd", "peak_memory_gib", "headroom_gib", *LAYOUT_COLUMNS]
 
 
 CACHE_ENTRIES = 16
@@ -66,9 +68,10 @@ def candidates_frame(cands: list[dict[str, Any]], ties: list[int]) -> pd.DataFra
         lo, hi = c["band"].get("tokens_per_s", [c["tokens_per_s"]] * 2)
         rows.append({"rank": i + 1, "layout": c["label"], "tokens_per_s": round(c["tokens_per_s"]), "band_lo": round(lo),
                      "band_hi": round(hi), "tie": i in ties, "mfu": round(c["mfu"] * 100, 2),
+                     "us_per_launch": round(c.get("gpu_us_per_launch", 0.0), 1),
                      "cost_per_million_tokens_usd": round(c["cost_per_million_tokens_usd"], 4),
                      "peak_memory_gib": round(c["peak_memory_gib"], 2), "headroom_gib": round(c["headroom_gib"], 2),
-                     "gpus": c["gpus"], **{k: s.get(k) for k in TABLE_COLUMNS[11:-1]},
+                     "gpus": c["gpus"], **{k: s.get(k) for k in STRATEGY_COLUMNS},
                      "overlap": "+".join(n for f, n in FLAG_LABELS if s.get(f)) or "none"})
     return pd.DataFrame(rows, columns=TABLE_COLUMNS)
 
@@ -94,10 +97,14 @@ def grid_options(df: pd.DataFrame) -> dict[str, Any]:
         # that differ only in their overlap flags must not read alike; the full label on hover too
         col("rank", "#", width=70, pinned="left"), col("layout", "layout", width=590, pinned="left", tooltipField="layout"),
         {"headerName": "throughput", "children": [col("tokens_per_s", "tokens/s"), col("band_lo", "band low"),
-                                                  col("band_hi", "band high"), col("tie", "tie with #1"), col("mfu", "MFU %")]},
+                                                  col("band_hi", "band high"), col("tie", "tie with #1"), col("mfu", "MFU %"),
+                                                  # below ~50 µs the run risks waiting on the host (cost/launch.py)
+                                                  col("us_per_launch", "µs / kernel", headerTooltip=(
+                                                      "GPU work per kernel launch; below ~50 µs eager training risks "
+                                                      "waiting on the host (not modelled)"))]},
         {"headerName": "cost & memory", "children": [col("cost_per_million_tokens_usd", "$ / 1M tokens"),
                                                      col("peak_memory_gib", "peak GiB"), col("headroom_gib", "free GiB")]},
-        {"headerName": "layout", "children": [col(k, k) for k in TABLE_COLUMNS[10:]]},
+        {"headerName": "layout", "children": [col(k, k) for k in LAYOUT_COLUMNS]},
     ], "defaultColDef": {"sortable": True, "filter": True}, "rowSelection": "single"}
 
 

@@ -179,3 +179,23 @@ class ComputeModel:
 
     def memory(self, op: Memory) -> float:
         return op.bytes / self.hbm + op.kernels * self.overhead
+
+    @staticmethod
+    def launches(op: Gemm | GroupedGemm | Attention | Memory) -> int:
+        """Kernels the op launches on the compute stream: a GEMM ``count`` cuBLAS calls; a grouped
+        GEMM one cuBLAS GEMM per local expert (TransformerEngine ``GroupedLinear`` →
+        ``general_grouped_gemm`` → ``multi_stream_cublas_gemm``, transformer_engine/common/gemm/
+        cublaslt_gemm.cpp: a loop over the GEMMs on four compute streams; Megatron's legacy
+        ``grouped_gemm`` package loops over cuBLAS the same way); fused attention 1 forward, 2
+        backward (``attention``), unfused 4 and 8 (``_unfused_attention``); a memory-bound step its
+        ``kernels``. The host issues each one (``cost/launch.py``)."""
+        if isinstance(op, Gemm):
+            return op.count
+        if isinstance(op, GroupedGemm):
+            return op.groups
+        if isinstance(op, Attention):
+            fwd = op.phase == "fwd"
+            if op.impl == "unfused":
+                return 4 if fwd else 8
+            return 1 if fwd else 2
+        return op.kernels

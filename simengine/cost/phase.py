@@ -64,19 +64,16 @@ def price_ops(ops: list[Op], cm: ComputeModel, comm: CommModel, tp_overlap: bool
     for op in ops:  # (the op classes are disjoint: workload/ops.py)
         if isinstance(op, Gemm):
             t = gemm_t[op.name] = cm.gemm(op)
-            kernels += 1
         elif isinstance(op, Memory):
             t = cm.memory(op)
-            kernels += op.kernels
         elif isinstance(op, Attention):
             t = gemm_t[op.name] = cm.attention(op)
-            kernels += 1
         elif isinstance(op, GroupedGemm):
             t = cm.grouped_gemm(op)
-            kernels += 1
         else:
             pending.append(op)
             continue
+        kernels += cm.launches(op)
         compute_s += t
         flops += op.flops
     pc.compute_s, pc.flops, pc.kernels = compute_s, flops, kernels

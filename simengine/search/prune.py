@@ -489,5 +489,5 @@ def time_candidate(space: SearchSpace, gpus: int, strat: dict[str, Any], order: 
         cost_per_million_tokens_usd=rep.cost_per_million_tokens_usd, cost_per_step_usd=rep.cost_per_step_usd,
         peak_memory_gib=rep.peak_memory_gib, reserved_memory_gib=rep.reserved_memory_gib, headroom_gib=head,
         tight_stage=worst.stage, band={k: (float(v[0]), float(v[1])) for k, v in rep.uncertainty.items()},
-        order=order)
+        order=order, gpu_us_per_launch=rep.gpu_us_per_launch)
 

@@ -35,6 +35,7 @@ class Candidate:
     tight_stage: int
     band: dict[str, tuple[float, float]] = field(default_factory=dict)
     order: int = 0                    # enumeration index: the deterministic tie-break
+    gpu_us_per_launch: float = 0.0    # Report.gpu_us_per_launch: below ~50 µs a launch-bound risk (cost/launch.py)
 
     def layout(self) -> dict[str, Any]:
         return example(self.gpus, self.strategy)
