@@ -72,6 +72,7 @@ class ModelSpec(_Frozen):
     attention_window: int | None = Field(None, ge=1, le=16_777_216, description="Sliding-window attention: each query attends to the last attention_window keys (HF sliding_window). None = full causal attention.")
     full_attention_interval: int | None = Field(None, ge=2, le=1024, description="With attention_window: every n-th layer (layer i with (i+1) % n == 0) uses full attention, the others the window (GPT-OSS: 2, alternating). None = every layer windowed.")
     attention_sinks: bool = Field(False, description="A learned sink logit per attention head in the softmax denominator (GPT-OSS): one parameter per head and layer.")
+    qk_norm: bool = Field(False, description="RMSNorm over each head of the queries and keys before RoPE (Qwen3 q_norm/k_norm; Megatron-Core qk_layernorm): two norm kernels each way, their inputs saved, 2·head_dim parameters per layer. Not with MLA.")
     # --- hybrid Mamba-2 / attention / MLP / MoE stacks (Nemotron-H, Nemotron-3; workload/mamba.py) ---
     hybrid_pattern: str | None = Field(None, min_length=1, max_length=1024, description=(
         "One character per layer, each layer a single mixer with its own pre-norm and residual (Megatron-Core "
@@ -98,6 +99,8 @@ class ModelSpec(_Frozen):
             missing = [n for n in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim") if getattr(self, n) is None]
             if missing:
                 raise ValueError("attention='mla' needs " + ", ".join(missing))
+            if self.qk_norm:
+                raise ValueError("qk_norm is for MHA/GQA heads; MLA normalises its latents instead")
         if self.num_experts:
             if not 1 <= self.top_k <= self.num_experts:
                 raise ValueError(f"top_k={self.top_k} must be between 1 and num_experts={self.num_experts}")

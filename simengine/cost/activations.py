@@ -102,6 +102,12 @@ def attention_activations(d: Dims, m: ModelSpec) -> BlockActivations:
         v = BF16 * S * d.kv_heads * d.d_v
         core = q + k + v
         extra = 0.0
+        if m.qk_norm:
+            # q_layernorm / k_layernorm (TE RMSNorm over head_dim): each keeps its input, the
+            # pre-norm q and k, and an fp32 rsigma per (token, head) for its backward
+            # (transformer_engine/pytorch/module/rmsnorm.py → ops/basic/rmsnorm.py save_for_backward)
+            rows = S * (d.heads + d.kv_heads)
+            extra = BF16 * rows * d.d_qk + 4.0 * rows
     out_in = (1 + BF16) * S * d.heads * d.d_v if d.fp8 else BF16 * S * d.heads * d.d_v
     softmax: float
     selective: float

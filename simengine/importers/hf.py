@@ -95,6 +95,8 @@ def _block(cfg: dict, out: dict, notes: list[str], model_type: str) -> None:
         out["norm"] = fam["norm"]
         out["position_embedding"] = fam["position_embedding"]
         out["linear_bias"] = fam["linear_bias"]
+        if fam.get("qk_norm"):
+            out["qk_norm"] = True
     else:
         out["norm"] = "layernorm" if ("layer_norm_eps" in cfg or "layer_norm_epsilon" in cfg) and "rms_norm_eps" not in cfg else "rmsnorm"
         known = ", ".join(sorted(FAMILIES))

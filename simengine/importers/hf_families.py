@@ -27,7 +27,10 @@ FAMILIES: dict[str, dict[str, Any]] = {
     # NVIDIA's modeling_nemotron_h.py (remote code): RMSNorm, bias-free, untied; the layer pattern and
     # Mamba-2 dims are read by hf.py ``_hybrid``
     "nemotron_h": {"norm": "rmsnorm", "position_embedding": "rope", "linear_bias": False, "tie_default": False},
-    **dict.fromkeys(("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "deepseek_v2", "deepseek_v3", "kimi_k2"), _LLAMA_STYLE),
+    **dict.fromkeys(("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "deepseek_v2", "deepseek_v3", "kimi_k2"), _LLAMA_STYLE),
+    # transformers models/qwen3(_moe)/modeling_qwen3(_moe).py Qwen3Attention: q_norm and k_norm,
+    # Qwen3RMSNorm(head_dim) on each head's query and key before the rotary embedding; no config key
+    **dict.fromkeys(("qwen3", "qwen3_moe"), {**_LLAMA_STYLE, "qk_norm": True}),
 }
 
 # Keys read by the mapping itself, beyond FIELD_MAP (norm kind, biases, dropout, MoE layer lists).

@@ -159,6 +159,12 @@ def attention_block(d: Dims, model: ModelSpec, cp_comm: str) -> Phases:
             column_linear(ph, "qkv", S, h, (d.heads + 2 * d.kv_heads) * d.d_qk, tp, sp)
         else:  # torchtitan Attention: wq, wk, wv (models/llama/model.py)
             _column_group(ph, S, h, (("q", d.heads * d.d_qk), ("k", d.kv_heads * d.d_qk), ("v", d.kv_heads * d.d_qk)), tp, sp)
+        if model.qk_norm:
+            # per-head RMSNorm of q and of k before RoPE, two norm modules (Megatron-Core
+            # SelfAttention.get_query_key_value_tensors: q_layernorm(query), k_layernorm(key);
+            # HF Qwen3Attention.forward: q_norm, k_norm), over this rank's heads
+            _norm(ph, "q", S, d.heads * d.d_qk, d.stack)
+            _norm(ph, "k", S, d.kv_heads * d.d_qk, d.stack)
         if model.position_embedding == "rope":
             _passes(ph, "rope", S * (d.heads + d.kv_heads) * d.d_qk, d.stack.rope)
     _core_attention(ph, d, model, cp_comm)

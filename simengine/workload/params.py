@@ -49,6 +49,11 @@ def attention_params(m: ModelSpec) -> BlockParams:
     shard = h * a * d + 2 * h * kv * d + a * d * h
     if m.attention_sinks:
         shard += a  # one learned sink logit per head (GPT-OSS GptOssAttention.sinks)
+    if m.qk_norm:
+        # q_norm and k_norm: one RMSNorm weight of head_dim each, shared by every head and replicated
+        # over TP (HF Qwen3Attention q_norm/k_norm = Qwen3RMSNorm(head_dim); Megatron-Core
+        # SelfAttention q_layernorm/k_layernorm built with hidden_size=head_dim)
+        norm += 2 * d
     if m.linear_bias:
         shard += (a + 2 * kv) * d
         norm += h  # row-parallel output bias is replicated
