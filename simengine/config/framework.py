@@ -89,6 +89,11 @@ class Stack:
     # (megatron/core/activations.py ``squared_relu`` = ``torch.pow(F.relu(x), 2)``, called by
     # MLP.forward with bias_activation_fusion off, as every Nemotron recipe sets it)
     squared_relu: Pass = Pass(8, 2, 14, 3)
+    # context parallelism: TransformerEngine's ring/all-gather/all-to-all attention
+    # (attn_forward_func_with_cp), or PyTorch's ``context_parallel`` ring attention that torchtitan
+    # uses (torch/distributed/tensor/experimental/_attention.py; workload/layers.py ``_torch_cp``),
+    # eager (its collectives overlap the next kernel) or traced by torch.compile (waited at once)
+    cp_impl: Literal["te", "torch-eager", "torch-compiled"] = "te"
 
 
 # Fused kernels: norm reads x and writes y (2+2 B), bwd reads x, dy and writes dx (6 B);
@@ -118,10 +123,10 @@ FRAMEWORKS: dict[str, Stack] = {
     "torch-native": Stack("torch-native", _EAGER_NORM, _EAGER_SWIGLU, _FUSED_GELU, _EAGER_ROPE,
                           False, False, "sdpa", False, "fsdp2", "foreach", False, False,
                           "torchtitan eager: unfused norms/SwiGLU/RoPE, separate q/k/v and w1/w3 GEMMs, SDPA, foreach AdamW, "
-                          "per-op selective AC", selective_ac="op"),
+                          "per-op selective AC", selective_ac="op", cp_impl="torch-eager"),
     "torch-compile": Stack("torch-compile", _FUSED_NORM, _FUSED_SWIGLU, _FUSED_GELU, _FUSED_ROPE,
                            False, False, "sdpa", True, "fsdp2", "foreach", False, False,
-                           "the same with torch.compile fusing the pointwise ops", selective_ac="op",
+                           "the same with torch.compile fusing the pointwise ops", selective_ac="op", cp_impl="torch-compiled",
                            squared_relu=_SQRELU_FUSED),
     "deepspeed": Stack("deepspeed", _FUSED_NORM, _FUSED_SWIGLU, _FUSED_GELU, _FUSED_ROPE,
                        True, True, "flash2", False, "zero3", "fused", False, True,
