@@ -24,7 +24,7 @@ NARAYANAN_T1: dict[str, tuple[int, int | None, str]] = {
 _MODEL_PRESETS: dict[str, str] = {
     "llama2-7b": "llama2-7b", "llama2-13b": "llama2-13b", "llama2-70b": "llama2-70b",
     "llama3-8b": "llama3-8b", "llama3-70b": "llama3-70b", "llama3.1-405b": "llama3-405b",
-    "deepseekv3": "deepseek-v3", "qwen3-30b-a3b": "qwen3-30b-a3b", "qwen3-235b-a22b": "qwen3-235b-a22b",
+    "deepseekv3": "deepseek-v3", "deepseek-v3": "deepseek-v3", "qwen3-30b-a3b": "qwen3-30b-a3b", "qwen3-235b-a22b": "qwen3-235b-a22b",
     "gpt3-175b": "gpt3-175b", "gpt-3175b": "gpt3-175b", "gpt-oss-120b": "gpt-oss-120b",
     "gpt3-5b": "gpt3-5b", "gpt3-20b": "gpt3-20b",
     # NeMo's names: "Nemotron-8B"/"22B" are the Nemotron-3 recipes (nemotron_8b.yaml / nemotron_22b.yaml,
@@ -67,6 +67,8 @@ def _source_key(source: str, run_id: str) -> str:
         return "megatron-bridge"
     if "nemo" in s:
         return "nemo"
+    if "deepseek-v3 technical report" in s:
+        return "deepseek-v3-report"
     return "other"
 
 
@@ -85,6 +87,8 @@ def _system(row: dict[str, str], gpus: int) -> dict[str, Any]:
         name = "h100-sxm5-80gb"
     elif "b200" in g and "gb200" not in g:
         name = "b200-sxm-180gb"
+    elif "h800" in g:
+        name = "h800-sxm5-80gb"
     else:
         raise _Skip(f"no system preset for gpu_type {row.get('gpu_type')!r}")
     sysd = load_preset("systems", name)

@@ -132,6 +132,7 @@ def _megatron_bridge(run: PublishedRun, report: Any, metric: str, layer_times: L
 _METRIC_OF: dict[str, Callable[[PublishedRun, Any, str, LayerTimes | None], float | None]] = {
     "narayanan21": _narayanan21, "korthikanti22": _korthikanti22, "megatron-readme": _megatron_readme,
     "torchtitan": _torchtitan, "nemo": _nemo, "megatron-bridge": _megatron_bridge,
+    "deepseek-v3-report": _nemo,  # tokens/s per GPU only
 }
 
 

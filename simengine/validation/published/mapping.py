@@ -72,7 +72,8 @@ def _map_run(rows: list[dict[str, str]]) -> PublishedRun:
     if mb is None or gbs is None:
         raise _Skip("micro-batch or global batch not stated")
     strat["framework"] = _framework(src, row, strat, a)  # the software stack the source ran (H7)
-    strat.update(micro_batch_size=mb, global_batch_size=gbs, vpp=d.vpp, schedule="interleaved" if d.vpp > 1 else "1f1b")
+    strat.update(micro_batch_size=mb, global_batch_size=gbs, vpp=d.vpp)
+    strat.setdefault("schedule", "interleaved" if d.vpp > 1 else "1f1b")  # a source may name its own (DualPipe)
     system = _system(row, d.gpus)
     measured: dict[str, float] = {}
     units: dict[str, str] = {}

@@ -209,7 +209,27 @@ def _megatron_bridge(d: Draft) -> None:
     apply_recipe(d)
 
 
+def _deepseek_v3_report(d: Draft) -> None:
+    """The DeepSeek-V3 technical report's pre-training run (arXiv:2412.19437): §3.2.1 DualPipe over
+    the 16 pipeline stages, §3.2 "64-way Expert Parallelism spanning 8 nodes, and ZeRO-1 Data
+    Parallelism", no tensor parallelism (§3.2.3: "we can train DeepSeek-V3 without using costly
+    Tensor Parallelism"), §3.2.3 "Recomputation of RMSNorm and MLA Up-Projection", §3.2.2 its own
+    all-to-all kernels (warp-specialised, 20 SMs; DeepEP is their open-source release: the deepep
+    dispatcher), §3.3 FP8 training. Its HAI-LLM framework's other kernels are priced as Megatron-Core's.
+    Not modelled, and said so: the FP8-cached activations, BF16 AdamW moments and CPU-held EMA of
+    §3.2.3 / §3.3.4 (memory only)."""
+    if d.mb is None:
+        d.mb = 1
+        d.a.append("micro-batch size not stated: 1")
+    d.strat.update(schedule="dualpipe", zero_stage=1, recompute="selective",
+                   recompute_modules=["layernorm", "mla_up_proj"], moe_dispatcher="deepep",
+                   overlap_grad_reduce=True, overlap_param_gather=True, sequence_parallel=False)
+    d.a.append("HAI-LLM's kernels priced as Megatron-Core + TransformerEngine's; its all-to-all as DeepEP's")
+    d.a.append("FP8-cached activations and BF16 optimizer moments (report §3.3) not modelled: memory only")
+
+
 SOURCE_SETTINGS: dict[str, Callable[[Draft], None]] = {
     "narayanan21": _narayanan21, "korthikanti22": _korthikanti22, "megatron-readme": _megatron_readme,
     "torchtitan": _torchtitan, "nemo": _nemo, "megatron-bridge": _megatron_bridge,
+    "deepseek-v3-report": _deepseek_v3_report,
 }

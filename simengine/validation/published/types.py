@@ -10,7 +10,8 @@ from typing import Any
 # Data types
 # ---------------------------------------------------------------------------------------------
 
-SOURCES: tuple[str, ...] = ("narayanan21", "korthikanti22", "megatron-readme", "torchtitan", "nemo", "megatron-bridge")
+SOURCES: tuple[str, ...] = ("narayanan21", "korthikanti22", "megatron-readme", "torchtitan", "nemo", "megatron-bridge",
+                             "deepseek-v3-report")
 
 
 @dataclass(frozen=True)
