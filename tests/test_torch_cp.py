@@ -111,3 +111,29 @@ def test_torchtitan_405b_cp_rows_land_near_their_measurement():
         rep = estimate(r.config)
         measured = r.measured["tokens_per_sec_per_gpu"]
         assert abs(rep.tokens_per_s_per_gpu / measured - 1) < 0.12, r.run_id
+
+
+@pytest.mark.parametrize("framework", ["torch-compile", "torch-native"])
+def test_alltoall_rotation_hops_the_local_kv_each_step(framework):
+    """torchtitan's other rotate method ("alltoall", ``cp_comm_type="p2p"`` here): no all-gather;
+    before each step after the first, the local K,V (expanded, bf16) go one rank on — cp − 1
+    hops forward, cp − 1 again in backward beside the cp fp32 dK,dV hops."""
+    sc = _sc(framework, cp_comm_type="p2p")
+    m, cp = sc.model, sc.strategy.cp
+    tokens = sc.strategy.seq_len // cp
+    kv = tokens * m.num_attention_heads * 2 * m.d_head * 2
+    fwd = _ops(sc, "fwd", Collective)
+    assert [(c.kind, c.bytes) for c in fwd] == [("p2p", kv)] * (cp - 1)
+    bwd = _ops(sc, "bwd", Collective)
+    assert sorted(c.bytes for c in bwd) == [kv] * (cp - 1) + [2 * kv] * cp
+    kernels = [k.name for k in _ops(sc, "fwd", Attention)]
+    want = [""] * (cp - 1) if framework == "torch-compile" else kernels[:-1]
+    assert [c.overlap_with for c in fwd] == want
+
+
+def test_a_sliding_window_keeps_the_one_kernel_path():
+    """PyTorch's ring has no sliding window: a windowed model on the torch stacks keeps the band
+    kernel (workload/layers.py) instead of the ring's full blocks."""
+    sc = make("llama3-8b", system={"num_gpus": 8}, model={"attention_window": 4096},
+              strategy={**STRAT, "framework": "torch-compile", "cp_comm_type": "p2p"})
+    assert len(_ops(sc, "fwd", Attention)) == 1

@@ -80,20 +80,24 @@ def _ring_ops(phase: Literal["fwd", "bwd"], cp: int, L: int, b: int, heads: int,
     return tuple(out)
 
 
-def _torch_cp(ph: Phases, d: Dims, heads: int, impl: AttentionImpl, kernel: str, compiled: bool) -> None:
+def _torch_cp(ph: Phases, d: Dims, heads: int, impl: AttentionImpl, kernel: str, compiled: bool,
+              allgather: bool) -> None:
     """PyTorch's ``context_parallel`` ring attention as torchtitan runs it (torch 2.6,
     torch/distributed/tensor/experimental/_attention.py; torchtitan train.py
-    ``create_context_parallel_ctx``, rotate method "allgather", load balancing on):
+    ``create_context_parallel_ctx``, load balancing on), with its rotate method "allgather"
+    (torchtitan's default: ``cp_comm_type="allgather"``) or "alltoall" (a ring of permutes, one
+    hop of the local K,V per step: ``cp_comm_type="p2p"``):
 
     - K and V reach the ring already expanded to the query heads: torchtitan's Attention calls
       ``repeat_kv`` before ``F.scaled_dot_product_attention`` (models/llama/model.py), so the
       all-gather moves ``heads``, not ``kv_heads``, per token;
-    - forward: one all-gather of the concatenated K,V, then cp SDPA calls — the causal local block
+    - forward: one all-gather of the concatenated K,V (alltoall: a hop of the local K,V before
+      each step after the first, issued as the step before starts), then cp SDPA calls — the causal local block
       (L × L) and cp − 1 non-causal half blocks (L × L/2) — each merged into an fp32 output by
       ``_SDPAMerger`` (``out.to(float32)``, ``out − sigmoid(lse_b − lse)·(out − out_b)``,
       ``lse − logsigmoid(lse − lse_b)``: about 38 B per output element and 7 kernels a step on
       the slowest rank of the group, whose merges are all full), the result cast back to bf16;
-    - backward (``_templated_ring_attention_backward``): the K,V all-gather again, fp32 zero
+    - backward (``_templated_ring_attention_backward``): the K,V all-gather (or hops) again, fp32 zero
       buffers for dQ and dK,dV, cp flash backward calls of the same shapes, each step's dQ and
       dK,dV added into the fp32 buffers (~10 B per element), and dK,dV passed to the next rank
       in fp32 after every step (``dkv_rotater``: an all-to-all permute whatever the rotate
@@ -113,19 +117,33 @@ def _torch_cp(ph: Phases, d: Dims, heads: int, impl: AttentionImpl, kernel: str,
         return [local] + [Attention(f"{tag}:ring{j}", b, heads, heads, L, L // 2, d.d_qk, d.d_v, False, phase, impl,
                                     kernel=kernel) for j in range(1, cp)]
 
-    def gather(name: str, beside: str) -> Collective:
-        return Collective(name, "all_gather", kv_el * BF16 * cp, "cp", cp, overlap_with="" if compiled else beside)
+    def beside(kernel_name: str) -> str:
+        return "" if compiled else kernel_name
+
+    def kv_ring(ops: list, kernels: list[Attention], name: str) -> None:
+        """The K,V of the other ranks: one all-gather beside the local step, or a hop of the
+        local K,V before each step j ≥ 1, issued as step j − 1 starts (``exchange_buffers``)."""
+        if allgather:
+            ops.append(Collective(f"cp-ag:{name}", "all_gather", kv_el * BF16 * cp, "cp", cp, overlap_with=beside(kernels[0].name)))
+            ops.extend(kernels)
+            return
+        ops.append(kernels[0])
+        for j in range(1, cp):
+            ops.append(Collective(f"cp-ring:{name}{j}", "p2p", kv_el * BF16, "cp", cp, overlap_with=beside(kernels[j - 1].name)))
+            ops.append(kernels[j])
 
     fwd = steps("fwd", "attn")
-    ph.fwd.append(gather("cp-ag:kv", "attn"))
-    ph.fwd.extend(fwd)
+    kv_ring(ph.fwd, fwd, "kv")
     ph.fwd.append(Memory("cp-merge", out_el * (6 + 38 * (cp - 1) + 6), kernels=2 + 7 * (cp - 1)))
     bwd = steps("bwd", "attn-bwd")
-    ph.bwd.append(gather("cp-ag:kv-bwd", "attn-bwd"))
-    ph.bwd.append(Memory("cp-grad-zeros", 4 * (q_el + kv_el), kernels=2))
-    ph.bwd.append(bwd[0])
+    zeros = Memory("cp-grad-zeros", 4 * (q_el + kv_el), kernels=2)  # fp32 dQ and dK,dV buffers
+    if allgather:
+        ph.bwd.append(Collective("cp-ag:kv-bwd", "all_gather", kv_el * BF16 * cp, "cp", cp, overlap_with=beside(bwd[0].name)))
+    ph.bwd.extend((zeros, bwd[0]))
     for j in range(1, cp):  # step j−1's dK,dV go to the next rank while step j computes
-        ph.bwd.append(Collective(f"cp-ring:dkv{j}", "p2p", kv_el * 4, "cp", cp, overlap_with="" if compiled else bwd[j].name))
+        if not allgather:
+            ph.bwd.append(Collective(f"cp-ring:kv-bwd{j}", "p2p", kv_el * BF16, "cp", cp, overlap_with=beside(bwd[j - 1].name)))
+        ph.bwd.append(Collective(f"cp-ring:dkv{j}", "p2p", kv_el * 4, "cp", cp, overlap_with=beside(bwd[j].name)))
         ph.bwd.append(bwd[j])
     ph.bwd.append(Collective(f"cp-ring:dkv{cp}", "p2p", kv_el * 4, "cp", cp))  # the last hop, waited at the end
     ph.bwd.append(Memory("cp-grad-accum", 10 * (q_el + kv_el) * cp + 6 * (q_el + kv_el), kernels=2 * cp + 2))
@@ -181,8 +199,8 @@ def _core_attention(ph: Phases, d: Dims, model: ModelSpec, cp_comm: str) -> None
             ph.bwd.append(bwd)
             for x, size in (("dq", q_bytes), ("dk", k_bytes), ("dv", v_bytes)):
                 ph.bwd.append(Collective(f"cp-a2a:{x}", "all_to_all", size, "cp", cp))
-        elif cp_comm == "allgather" and d.stack.cp_impl != "te":
-            _torch_cp(ph, d, heads, impl, k, d.stack.cp_impl == "torch-compiled")
+        elif cp_comm in ("allgather", "p2p") and d.stack.cp_impl != "te" and not w:
+            _torch_cp(ph, d, heads, impl, k, d.stack.cp_impl == "torch-compiled", cp_comm == "allgather")
         elif cp_comm == "allgather":
             ph.fwd.append(Collective("cp-ag:kv", "all_gather", kv_bytes * cp, "cp", cp))
             ph.fwd.append(fwd)
