@@ -140,7 +140,7 @@ def estimate_plan(sc: Scenario, plan: Plan) -> Report:
     if s.pp > 1 and m_mb < s.pp:
         warnings.append(f"only {m_mb} micro-batches for pp={s.pp}: the pipeline is mostly bubble")
     us, launched = gpu_us_per_launch(plan.stages[met.critical_rank])
-    launch = launch_warning(us, launched, met.critical_rank, sc.model.is_moe)
+    launch = launch_warning(us, launched, met.critical_rank, sc.model.is_moe and sc.model.capacity_factor is None)
     if launch:
         warnings.append(launch)
     if not all(x.fits for x in mems):

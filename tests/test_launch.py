@@ -38,25 +38,39 @@ def test_each_op_launches_what_its_implementation_issues():
     assert launches(Memory("norm", 1e6, kernels=8)) == 8
 
 
-def test_a_phase_counts_its_compute_launches_and_no_collective():
-    sc = _qwen()
+def test_a_phase_counts_the_kernels_of_its_layer_by_hand():
+    """Llama-3 8B's attention block under Megatron-Core + TE, bf16, tp 1, counted from its op list
+    (workload/layers.py attention_block): forward norm, QKV GEMM, RoPE, flash attention, out-proj,
+    bias-dropout-add = 6; backward norm, QKV dgrad, RoPE, attention (2 kernels), out-proj dgrad
+    = 6; weight gradients 2. Qwen3-30B-A3B's MoE block at ep 8 (16 local experts) launches 16
+    GEMMs for each grouped GEMM, and no collective counts."""
+    sc = make("llama3-8b", system={"num_gpus": 8}, strategy={"tp": 1, "pp": 1, "micro_batch_size": 1,
+                                                             "global_batch_size": 8, "seq_len": 4096})
     plan = build_plan(sc)
     cm = ComputeModel(sc.system, sc.strategy.dtype)
     from simengine.workload.builder import scenario_blocks
-    ops = scenario_blocks(sc)["moe"].fwd
-    assert any(isinstance(op, Collective) for op in ops)
-    pc = price_ops(list(ops), cm, plan.comm)
-    assert pc.kernels == sum(ComputeModel.launches(op) for op in ops if not isinstance(op, Collective))
+    attn = scenario_blocks(sc)["attn"]
+    assert [price_ops(list(getattr(attn, ph)), cm, plan.comm).kernels for ph in ("fwd", "bwd", "wgt")] == [6, 6, 2]
+    moe_sc = _qwen()
+    moe = scenario_blocks(moe_sc)["moe"]
+    grouped = [op for op in moe.fwd if isinstance(op, GroupedGemm)]
+    assert [op.groups for op in grouped] == [16, 16]
+    others = [op for op in moe.fwd if not isinstance(op, (GroupedGemm, Collective))]
+    pc = price_ops(list(moe.fwd), ComputeModel(moe_sc.system, moe_sc.strategy.dtype), build_plan(moe_sc).comm)
+    assert pc.kernels == 32 + sum(ComputeModel.launches(op) for op in others)
 
 
 def test_report_gives_the_critical_stages_work_per_launch():
-    """Σ compute seconds / Σ kernels of one micro-batch through the critical rank's chunks,
-    recomputed here from the plan's phases."""
+    """Σ compute seconds / Σ kernels of one micro-batch through the critical rank's chunks — the
+    selective recompute of the attention cores counting its kernels (one flash forward per layer)
+    as well as its seconds."""
     sc = make("llama3-70b", system={"num_gpus": 16},
               strategy={"tp": 4, "pp": 4, "micro_batch_size": 1, "global_batch_size": 16, "seq_len": 4096,
-                        "recompute": "full"})
+                        "recompute": "selective"})
     rep = estimate(sc)
     stage = build_plan(sc).stages[rep.critical_rank]
+    (chunk,) = stage.chunks
+    assert chunk.recompute.kernels == len(chunk.work.layers) and chunk.recompute.compute_s > 0
     phases = [ph for c in stage.chunks for ph in (c.fwd, c.bwd, c.wgt, c.recompute)]
     want = sum(ph.compute_s for ph in phases) / sum(ph.kernels for ph in phases) * 1e6
     assert rep.gpu_us_per_launch == pytest.approx(want, rel=1e-12)

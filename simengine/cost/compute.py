@@ -161,8 +161,7 @@ class ComputeModel:
         eff = self.attention_efficiency(op) * kernel_scale(op.kernel, self.gpu_name)  # kernel family (H7)
         peak = self.peak_bf16
         t = max(op.flops / (peak * eff), op.bytes / self.hbm)
-        n_kernels = 1 if op.phase == "fwd" else 2  # bwd: dot(do,o) preprocess + main kernel
-        return t + n_kernels * self.overhead
+        return t + self.launches(op) * self.overhead  # bwd: dot(do,o) preprocess + main kernel
 
     def _unfused_attention(self, op: Attention) -> float:
         """Unfused attention (Megatron's core attention before flash attention): two batched
@@ -175,7 +174,7 @@ class ComputeModel:
         t_qk = per * op.d_qk / (peak * self.gemm_efficiency(op.s_q, op.s_kv, op.d_qk, bh, "TN"))
         t_pv = per * op.d_v / (peak * self.gemm_efficiency(op.s_q, op.d_v, op.s_kv, bh, "TN"))
         times = 1.0 if op.phase == "fwd" else 2.0
-        return times * (t_qk + t_pv) + op.bytes / self.hbm + (4 if op.phase == "fwd" else 8) * self.overhead
+        return times * (t_qk + t_pv) + op.bytes / self.hbm + self.launches(op) * self.overhead
 
     def memory(self, op: Memory) -> float:
         return op.bytes / self.hbm + op.kernels * self.overhead
@@ -186,9 +185,12 @@ class ComputeModel:
         GEMM one cuBLAS GEMM per local expert (TransformerEngine ``GroupedLinear`` →
         ``general_grouped_gemm`` → ``multi_stream_cublas_gemm``, transformer_engine/common/gemm/
         cublaslt_gemm.cpp: a loop over the GEMMs on four compute streams; Megatron's legacy
-        ``grouped_gemm`` package loops over cuBLAS the same way); fused attention 1 forward, 2
-        backward (``attention``), unfused 4 and 8 (``_unfused_attention``); a memory-bound step its
-        ``kernels``. The host issues each one (``cost/launch.py``)."""
+        ``grouped_gemm`` package loops over cuBLAS the same way — ``grouped_gemm`` still charges
+        the fixed per-kernel cost once, a simplification kept from before this count); fused
+        attention 1 forward, 2 backward (the dot(dO, O) preprocess and the main kernel), unfused 4
+        and 8 (two batched GEMMs, softmax, dropout; twice each backward); a memory-bound step its
+        ``kernels``. ``attention`` and ``_unfused_attention`` charge the fixed cost per launch
+        counted here. The host issues each one (``cost/launch.py``)."""
         if isinstance(op, Gemm):
             return op.count
         if isinstance(op, GroupedGemm):

@@ -28,7 +28,7 @@ class PhaseCost:
     # (kind, seconds, window_s, share) → repeats: the communication of the phase
     comm: dict[tuple[str, float, float, float], float] = field(default_factory=dict)
     flops: float = 0.0
-    kernels: int = 0
+    kernels: float = 0.0  # compute-stream launches (ComputeModel.launches); fractional under a recompute share
 
     @property
     def comm_s(self) -> dict[str, float]:
@@ -48,7 +48,7 @@ class PhaseCost:
         for k, n in other.comm.items():
             self.comm[k] = self.comm.get(k, 0.0) + n * times
         self.flops += other.flops * times
-        self.kernels += int(other.kernels * times)
+        self.kernels += other.kernels * times
 
     def tasks(self) -> tuple[tuple[str, float, float, float, float], ...]:
         """(kind, seconds, window_s, share, count) in a stable order: ``sim.CommTask`` fields."""

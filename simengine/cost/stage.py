@@ -259,6 +259,7 @@ def _recompute_cost(p: _Priced, cw: ChunkWork, n_rc: int) -> PhaseCost:
                 for op in ops if n else ():
                     rc.compute_s += p.cm.attention(op) * n
                     rc.flops += op.flops * n
+                    rc.kernels += p.cm.launches(op) * n
         for key, n in _layer_blocks(cw):
             if n and key in p.rc_blocks:
                 rc.add(p.rc_blocks[key], n)

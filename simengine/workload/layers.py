@@ -99,9 +99,11 @@ def _torch_cp(ph: Phases, d: Dims, heads: int, impl: AttentionImpl, kernel: str,
       the slowest rank of the group, whose merges are all full), the result cast back to bf16;
     - backward (``_templated_ring_attention_backward``): the K,V all-gather (or hops) again, fp32 zero
       buffers for dQ and dK,dV, cp flash backward calls of the same shapes, each step's dQ and
-      dK,dV added into the fp32 buffers (~10 B per element), and dK,dV passed to the next rank
-      in fp32 after every step (``dkv_rotater``: an all-to-all permute whatever the rotate
-      method), the grads cast to bf16 at the end.
+      dK,dV added into the fp32 buffers (~10 B per element), the ``torch.cat`` copies of K,V and
+      of dK,dV (also inside ``_partial_update``), and dK,dV passed to the next rank in fp32 after
+      every step (``dkv_rotater``: an all-to-all permute whatever the rotate method), the grads
+      cast to bf16 at the end. Two hops beside one kernel run one after the other on the CP
+      group: they are one collective here (a partner kernel hides at most its own length).
 
     Eager, a collective's wait comes at its first use, so the all-gather overlaps the local
     causal step and each dK,dV hop the next step's kernel. Under torch.compile the trace waits
@@ -134,19 +136,29 @@ def _torch_cp(ph: Phases, d: Dims, heads: int, impl: AttentionImpl, kernel: str,
 
     fwd = steps("fwd", "attn")
     kv_ring(ph.fwd, fwd, "kv")
+    # the K,V buffer is concatenated once for the all-gather, before each hop for alltoall
+    ph.fwd.append(Memory("cp-kv-cat", 4 * kv_el * (1 if allgather else cp - 1)))
     ph.fwd.append(Memory("cp-merge", out_el * (6 + 38 * (cp - 1) + 6), kernels=2 + 7 * (cp - 1)))
     bwd = steps("bwd", "attn-bwd")
-    zeros = Memory("cp-grad-zeros", 4 * (q_el + kv_el), kernels=2)  # fp32 dQ and dK,dV buffers
+    zeros = Memory("cp-grad-zeros", 4 * (q_el + kv_el), kernels=3)  # fp32 dQ, dK and dV buffers
     if allgather:
         ph.bwd.append(Collective("cp-ag:kv-bwd", "all_gather", kv_el * BF16 * cp, "cp", cp, overlap_with=beside(bwd[0].name)))
     ph.bwd.extend((zeros, bwd[0]))
-    for j in range(1, cp):  # step j−1's dK,dV go to the next rank while step j computes
-        if not allgather:
-            ph.bwd.append(Collective(f"cp-ring:kv-bwd{j}", "p2p", kv_el * BF16, "cp", cp, overlap_with=beside(bwd[j - 1].name)))
-        ph.bwd.append(Collective(f"cp-ring:dkv{j}", "p2p", kv_el * 4, "cp", cp, overlap_with=beside(bwd[j].name)))
+    if not allgather and cp > 1:  # the K,V for step 1 travel while step 0 computes
+        ph.bwd.append(Collective("cp-ring:kv-bwd1", "p2p", kv_el * BF16, "cp", cp, overlap_with=beside(bwd[0].name)))
+    for j in range(1, cp):
+        # beside step j, on the same group one after the other: step j−1's dK,dV (fp32) and, for
+        # alltoall, the K,V step j+1 needs
+        nxt = kv_el * BF16 if not allgather and j + 1 < cp else 0.0
+        ph.bwd.append(Collective(f"cp-ring:dkv{j}", "p2p", kv_el * 4 + nxt, "cp", cp, overlap_with=beside(bwd[j].name)))
         ph.bwd.append(bwd[j])
     ph.bwd.append(Collective(f"cp-ring:dkv{cp}", "p2p", kv_el * 4, "cp", cp))  # the last hop, waited at the end
-    ph.bwd.append(Memory("cp-grad-accum", 10 * (q_el + kv_el) * cp + 6 * (q_el + kv_el), kernels=2 * cp + 2))
+    # per step: dQ and dK,dV added into the fp32 buffers (~10 B per element, 4 kernels), the K,V
+    # concatenated for the next step (bf16, all steps but the last), dK,dV concatenated in fp32
+    # before its hop and again by ``_partial_update`` on the slowest rank (8 B each); the grads
+    # cast to bf16 at the end (6 B)
+    accum = 10 * (q_el + kv_el) * cp + 4 * kv_el * (cp - 1) + 16 * kv_el * cp + 6 * (q_el + kv_el)
+    ph.bwd.append(Memory("cp-grad-accum", accum, kernels=4 * cp + (cp - 1) + 2 * cp + 2))
 
 
 def _core_attention(ph: Phases, d: Dims, model: ModelSpec, cp_comm: str) -> None:
