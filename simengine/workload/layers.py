@@ -19,7 +19,7 @@ from ..config.framework import FRAMEWORKS, Pass, Stack
 from ..config.model import ModelSpec
 from .dims import Dims
 from .dispatch import ep_alltoall
-from .ops import BF16, Attention, AttentionImpl, Collective, GroupedGemm, Memory
+from .ops import BF16, Attention, AttentionImpl, Collective, CollectiveKind, GroupedGemm, Memory
 from .phases import Phases, column_linear, gemm_triple, row_linear
 
 _FUSED = FRAMEWORKS["megatron-te"]
@@ -110,8 +110,6 @@ def _torch_cp(ph: Phases, d: Dims, heads: int, impl: AttentionImpl, kernel: str,
     at once (``_maybe_wrap_tensor`` → ``wait_tensor``; Inductor's
     ``reorder_for_compute_comm_overlap`` is off by default): every collective is exposed."""
     cp, L, b = d.cp, d.s // d.cp, d.b
-    q_el = d.tokens * heads * d.d_qk
-    out_el = d.tokens * heads * d.d_v
     kv_el = d.tokens * heads * (d.d_qk + d.d_v)  # expanded to the query heads (repeat_kv)
 
     def steps(phase: Literal["fwd", "bwd"], tag: str) -> list[Attention]:
@@ -119,46 +117,53 @@ def _torch_cp(ph: Phases, d: Dims, heads: int, impl: AttentionImpl, kernel: str,
         return [local] + [Attention(f"{tag}:ring{j}", b, heads, heads, L, L // 2, d.d_qk, d.d_v, False, phase, impl,
                                     kernel=kernel) for j in range(1, cp)]
 
-    def beside(kernel_name: str) -> str:
-        return "" if compiled else kernel_name
+    def hop(name: str, kind: CollectiveKind, nbytes: float, kernel_beside: Attention | None) -> Collective:
+        partner = "" if compiled or kernel_beside is None else kernel_beside.name
+        return Collective(name, kind, nbytes, "cp", cp, overlap_with=partner)
 
-    def kv_ring(ops: list, kernels: list[Attention], name: str) -> None:
-        """The K,V of the other ranks: one all-gather beside the local step, or a hop of the
-        local K,V before each step j ≥ 1, issued as step j − 1 starts (``exchange_buffers``)."""
-        if allgather:
-            ops.append(Collective(f"cp-ag:{name}", "all_gather", kv_el * BF16 * cp, "cp", cp, overlap_with=beside(kernels[0].name)))
-            ops.extend(kernels)
-            return
-        ops.append(kernels[0])
-        for j in range(1, cp):
-            ops.append(Collective(f"cp-ring:{name}{j}", "p2p", kv_el * BF16, "cp", cp, overlap_with=beside(kernels[j - 1].name)))
-            ops.append(kernels[j])
+    ph.fwd.extend(_torch_cp_forward(steps("fwd", "attn"), hop, d, heads, kv_el, allgather))
+    ph.bwd.extend(_torch_cp_backward(steps("bwd", "attn-bwd"), hop, d, heads, kv_el, allgather))
 
-    fwd = steps("fwd", "attn")
-    kv_ring(ph.fwd, fwd, "kv")
-    # the K,V buffer is concatenated once for the all-gather, before each hop for alltoall
-    ph.fwd.append(Memory("cp-kv-cat", 4 * kv_el * (1 if allgather else cp - 1)))
-    ph.fwd.append(Memory("cp-merge", out_el * (6 + 38 * (cp - 1) + 6), kernels=2 + 7 * (cp - 1)))
-    bwd = steps("bwd", "attn-bwd")
-    zeros = Memory("cp-grad-zeros", 4 * (q_el + kv_el), kernels=3)  # fp32 dQ, dK and dV buffers
+
+def _torch_cp_forward(fwd: list[Attention], hop, d: Dims, heads: int, kv_el: float, allgather: bool) -> list:
+    """``_torch_cp``'s forward: the K,V of the other ranks (one all-gather beside the local step,
+    or a hop of the local K,V before each step j ≥ 1, issued as step j − 1 starts), the cp
+    kernels, the K,V concatenation (once for the all-gather, before each hop for alltoall) and
+    the fp32 merges."""
+    cp = len(fwd)
     if allgather:
-        ph.bwd.append(Collective("cp-ag:kv-bwd", "all_gather", kv_el * BF16 * cp, "cp", cp, overlap_with=beside(bwd[0].name)))
-    ph.bwd.extend((zeros, bwd[0]))
+        ops: list = [hop("cp-ag:kv", "all_gather", kv_el * BF16 * cp, fwd[0]), *fwd]
+    else:
+        ops = [fwd[0]]
+        for j in range(1, cp):
+            ops += [hop(f"cp-ring:kv{j}", "p2p", kv_el * BF16, fwd[j - 1]), fwd[j]]
+    out_el = d.tokens * heads * d.d_v
+    ops.append(Memory("cp-kv-cat", 4 * kv_el * (1 if allgather else cp - 1)))
+    ops.append(Memory("cp-merge", out_el * (6 + 38 * (cp - 1) + 6), kernels=2 + 7 * (cp - 1)))
+    return ops
+
+
+def _torch_cp_backward(bwd: list[Attention], hop, d: Dims, heads: int, kv_el: float, allgather: bool) -> list:
+    """``_torch_cp``'s backward: the K,V again, fp32 zero buffers, and beside each step j ≥ 1,
+    on the CP group one after the other, step j − 1's dK,dV (fp32) and, for alltoall, the K,V
+    step j + 1 needs; the last dK,dV hop waited at the end; then the memory passes."""
+    cp = len(bwd)
+    q_el = d.tokens * heads * d.d_qk
+    ops: list = [hop("cp-ag:kv-bwd", "all_gather", kv_el * BF16 * cp, bwd[0])] if allgather else []
+    ops += [Memory("cp-grad-zeros", 4 * (q_el + kv_el), kernels=3), bwd[0]]  # fp32 dQ, dK and dV buffers
     if not allgather and cp > 1:  # the K,V for step 1 travel while step 0 computes
-        ph.bwd.append(Collective("cp-ring:kv-bwd1", "p2p", kv_el * BF16, "cp", cp, overlap_with=beside(bwd[0].name)))
+        ops.append(hop("cp-ring:kv-bwd1", "p2p", kv_el * BF16, bwd[0]))
     for j in range(1, cp):
-        # beside step j, on the same group one after the other: step j−1's dK,dV (fp32) and, for
-        # alltoall, the K,V step j+1 needs
         nxt = kv_el * BF16 if not allgather and j + 1 < cp else 0.0
-        ph.bwd.append(Collective(f"cp-ring:dkv{j}", "p2p", kv_el * 4 + nxt, "cp", cp, overlap_with=beside(bwd[j].name)))
-        ph.bwd.append(bwd[j])
-    ph.bwd.append(Collective(f"cp-ring:dkv{cp}", "p2p", kv_el * 4, "cp", cp))  # the last hop, waited at the end
+        ops += [hop(f"cp-ring:dkv{j}", "p2p", kv_el * 4 + nxt, bwd[j]), bwd[j]]
+    ops.append(hop(f"cp-ring:dkv{cp}", "p2p", kv_el * 4, None))
     # per step: dQ and dK,dV added into the fp32 buffers (~10 B per element, 4 kernels), the K,V
     # concatenated for the next step (bf16, all steps but the last), dK,dV concatenated in fp32
     # before its hop and again by ``_partial_update`` on the slowest rank (8 B each); the grads
     # cast to bf16 at the end (6 B)
     accum = 10 * (q_el + kv_el) * cp + 4 * kv_el * (cp - 1) + 16 * kv_el * cp + 6 * (q_el + kv_el)
-    ph.bwd.append(Memory("cp-grad-accum", accum, kernels=4 * cp + (cp - 1) + 2 * cp + 2))
+    ops.append(Memory("cp-grad-accum", accum, kernels=4 * cp + (cp - 1) + 2 * cp + 2))
+    return ops
 
 
 def _core_attention(ph: Phases, d: Dims, model: ModelSpec, cp_comm: str) -> None:
