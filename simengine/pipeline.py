@@ -12,6 +12,7 @@ from .cost.phase import PhaseCost
 from .cost.scale import scenario_straggler_factor, step_overhead_s
 from .cost.stage import Plan
 from .errors import ConfigError
+from .memo import remember
 from .schedule import count_max_inflight, get_schedule
 from .schedule._combined import fb_orders
 from .sim import ChunkCost, CommTask, PipelineInput, StageCost
@@ -38,6 +39,11 @@ def _chunk(c, k: float, made: dict[tuple, ChunkCost]) -> ChunkCost:
     ch = made.get(ident)
     if ch is not None:
         return ch
+    phases = (c.fwd, c.bwd, c.wgt, c.recompute)
+    hit = _CHUNK_COSTS.get(ident + (k,))
+    if hit is not None and all(a is b for a, b in zip(hit[0], phases)):
+        made[ident] = hit[1]
+        return hit[1]
     bwd = _backward(c)
     ft, bt, rt = c.fwd.tasks(), bwd.tasks(), c.recompute.tasks()
     key = (c.fwd.compute_s, c.bwd.compute_s, c.wgt.compute_s, c.recompute.compute_s, c.activation_bytes,
@@ -51,7 +57,30 @@ def _chunk(c, k: float, made: dict[tuple, ChunkCost]) -> ChunkCost:
             activation_bytes=c.activation_bytes, peak_extra_bytes=c.peak_extra_bytes,
         )
     made[ident] = ch
+    remember(_CHUNK_COSTS, ident + (k,), (phases, ch), MAX_COSTS)  # the phases kept alive with their key
     return ch
+
+
+def _stage(chunks: tuple[ChunkCost, ...], p2p_s: float, static: float, grads: tuple, params: tuple, opt_s: float) -> StageCost:
+    """The StageCost of these fields, shared across calls (its value table is too: sim/values.py)."""
+    key = (tuple(map(id, chunks)), p2p_s, static, grads, params, opt_s)
+    hit = _STAGE_COSTS.get(key)
+    if hit is not None and all(a is b for a, b in zip(hit[0], chunks)):
+        return hit[1]
+    stage = StageCost(chunks=chunks, p2p_s=p2p_s, static_bytes=static, dp_grad_buckets_s=grads,
+                      dp_param_buckets_s=params, optimizer_s=opt_s)
+    remember(_STAGE_COSTS, key, (chunks, stage), MAX_COSTS)
+    return stage
+
+
+# Across calls (a what-if edit, a search's next layout): a ChunkCost is a pure function of the
+# priced phases it is read from — shared by identity while the chunk plans' memo holds them
+# (cost/stage.py ``_plan_chunk_kept``; the phases are never changed once priced) — its bytes and
+# the straggler factor; a StageCost of its ChunkCosts and fields. Each entry keeps what its key
+# names by id alive, so an id in a key is never another object's.
+_CHUNK_COSTS: dict[tuple, tuple] = {}
+_STAGE_COSTS: dict[tuple, tuple] = {}
+MAX_COSTS = 512
 
 
 def sim_microbatches(sc: Scenario) -> int:
@@ -92,12 +121,11 @@ def pipeline_input(sc: Scenario, plan: Plan, *, with_dp: bool = True) -> Pipelin
         if stage is not None:
             same[ident] = stage
         else:
-            stage = same[key] = StageCost(
-                chunks=chunks, p2p_s=st.p2p_s, static_bytes=static,
-                dp_grad_buckets_s=st.dp.grad_buckets_s if with_dp else (),
-                dp_param_buckets_s=st.dp.param_buckets_s if with_dp else (),
+            stage = same[key] = _stage(
+                chunks, st.p2p_s, static,
+                tuple(st.dp.grad_buckets_s) if with_dp else (), tuple(st.dp.param_buckets_s) if with_dp else (),
                 # the optimizer task also carries the per-step host work (data loader, logging)
-                optimizer_s=(st.dp.optimizer_s if with_dp else 0.0) + host,
+                (st.dp.optimizer_s if with_dp else 0.0) + host,
             )
             same[ident] = stage
         stages.append(stage)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..memo import remember
 from .compiled import Compiled
 from .inputs import PipelineInput
 from .layout import K_W, PAIRED_KIND
@@ -112,10 +113,6 @@ def _piece_layout(comp: Compiled) -> tuple[list[int], list[tuple]]:
     return comp.piece_class
 
 
-def _piece_classes(comp: Compiled) -> list[int]:
-    return _piece_layout(comp)[0]
-
-
 def _piece_groups(comp: Compiled) -> list[tuple]:
     return _piece_layout(comp)[1]
 
@@ -123,16 +120,25 @@ def _piece_groups(comp: Compiled) -> list[tuple]:
 def build_values(inp: PipelineInput, comp: Compiled) -> np.ndarray:
     """The value table: slot 0 = 0.0, then every rank's block (``layout.py``)."""
     memo: dict[int, tuple] = {}
-    ranks: dict[tuple, np.ndarray] = {}  # a rank's values depend on its StageCost and its pieces only
-    pieces = _piece_classes(comp)
+    pieces = _piece_groups(comp)
     pair_base = comp.pair_base
+    flags = (float(inp.overlap_slowdown), bool(inp.overlap_grad_reduce), bool(inp.overlap_param_gather))
     blocks = [_ZERO]
     for r, st in enumerate(inp.stages):
-        key = (id(st), pieces[r], tuple(pair_base[r]))
-        block = ranks.get(key)
-        if block is None:
+        # a rank's values are a function of its StageCost, its DP pieces, its F&B pair types and
+        # the overlap fields: identical ranks, and the same rank in the next call, reuse them
+        key = (id(st), id(pieces[r]), tuple(pair_base[r]), flags)
+        hit = _RANKS.get(key)
+        if hit is None or hit[0] is not st or hit[1] is not pieces[r]:
             vals: list[float] = []
             _rank_values(inp, comp, r, vals.append, vals.extend, memo)
-            block = ranks[key] = np.fromiter(vals, dtype=float, count=len(vals))
-        blocks.append(block)
+            hit = (st, pieces[r], np.fromiter(vals, dtype=float, count=len(vals)))
+            remember(_RANKS, key, hit, MAX_RANKS)   # keeps the StageCost and pieces its key names alive
+        blocks.append(hit[2])
     return np.concatenate(blocks)
+
+
+# (id of a StageCost, id of its rank's DP piece groups, pair types, overlap fields) -> (that
+# StageCost, those groups, the rank's value block: never written to)
+_RANKS: dict[tuple, tuple] = {}
+MAX_RANKS = 1024
