@@ -151,20 +151,31 @@ def moe_activations(d: Dims, m: ModelSpec) -> BlockActivations:
     """MoE MLP: norm input, router input (shared with the shared experts' FC1 input), routing
     probabilities and map (fp32 + int/bool, 8 B per token·expert as in Megatron-Core's
     ``MoEAlltoAllTokenDispatcher``), and per routed token the grouped FC1 input, activation input
-    and FC2 input."""
+    and FC2 input.
+
+    FP8 on TransformerEngine: the expert GEMMs (``GroupedLinear``, or one TE Linear per expert)
+    save their inputs quantised, the columnwise fp8 copy the wgrad GEMM reads, 1 B per element
+    (transformer_engine/pytorch/module/grouped_linear.py ``_GroupedLinear.forward``:
+    ``inputmat.update_usage(rowwise_usage=False, columnwise_usage=True)`` before
+    ``save_for_backward``); the activation function keeps its bf16 input. With ``moe_act``
+    recompute Megatron-Core has FC2 save its original input instead (moe/experts.py:
+    ``set_save_original_input(self.linear_fc2)`` under fp8), the checkpointed activation output
+    that is freed after FC2 and re-made in backward: nothing held."""
     T, Ssp, h = d.moe_tokens, d.sp_tokens, d.h
     R = d.tokens_per_expert * d.experts_local
     f_in = (2 if d.gated else 1) * d.moe_ffn
     kept = BF16 * (Ssp * h + T * h)  # the pre-MLP norm's input and output (the MoE layer's input)
     saved = kept + 8.0 * T * m.num_experts
-    saved += BF16 * R * (h + f_in + d.moe_ffn)
+    gemm_in = 1.0 if d.fp8 and d.stack.name == "megatron-te" else BF16   # FC1's and FC2's saved inputs
+    fc2_in = gemm_in * R * d.moe_ffn
+    saved += gemm_in * R * h + BF16 * R * f_in + fc2_in
     shared = 0.0
     if d.shared_ffn:
         fs = (2 if d.gated else 1) * d.shared_ffn
         shared = BF16 * d.tokens * (fs + d.shared_ffn)
         saved += shared
     saved += Ssp * h if d.dropout else 0
-    parts = (("layernorm", BF16 * T * h), ("moe_act", BF16 * R * d.moe_ffn), ("shared_experts", shared),
+    parts = (("layernorm", BF16 * T * h), ("moe_act", fc2_in), ("shared_experts", shared),
              ("moe", saved - kept))
     return BlockActivations(saved, 0.0, BF16 * R * f_in, parts)
 
