@@ -26,7 +26,7 @@ def _unmemoised(sc, plan) -> list:
 
 CASES = [_cfg("small"), _cfg("medium"), _cfg("large"), _cfg("large", zero_stage=3), _cfg("medium", zero_stage=0),
          _cfg("medium", zero_stage=2, overlap_grad_reduce=False), _cfg("medium", fp8_param_gather=True, dtype="fp8"),
-         _moe(), _moe(zero_stage=3), _moe(fp32_main_grads=False)]
+         _moe(), _moe(zero_stage=3), _moe(fp32_main_grads=False), _moe(adam_moments_dtype="bf16")]
 
 
 @pytest.mark.parametrize("cfg", CASES)
@@ -50,6 +50,7 @@ def _half(section: str, field: str):
     (_cfg("large"), _half("gpu", "hbm_bandwidth_gbs")),           # the optimizer step
     (_cfg("large"), lambda c: c["strategy"].update(overlap_grad_reduce=False)),
     (_cfg("large"), lambda c: c["strategy"].update(fp32_main_grads=False)),
+    (_cfg("large"), lambda c: c["strategy"].update(adam_moments_dtype="bf16")),   # the optimizer step's bytes
     (_cfg("large"), lambda c: c["strategy"].update(zero_stage=0)),
     (_cfg("large"), lambda c: c["strategy"].update(framework="torch-native")),
     (_cfg("medium", zero_stage=1), lambda c: c["strategy"].update(fp8_param_gather=True, dtype="fp8")),

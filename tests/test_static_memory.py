@@ -10,9 +10,9 @@ from simengine.workload.builder import build_workload
 from scenarios import make
 
 
-def per_param(zero, dp):
+def per_param(zero, dp, **strategy):
     sc = make("llama3-8b", system={"num_gpus": dp},
-              strategy={"zero_stage": zero, "gradient_accumulation_fusion": False, "global_batch_size": dp})
+              strategy={"zero_stage": zero, "gradient_accumulation_fusion": False, "global_batch_size": dp, **strategy})
     wl = build_workload(sc)
     p = stage_params(sc, wl.ranks[0])
     mem = static_memory(sc, p)
@@ -36,6 +36,27 @@ def test_zero2_and_zero3(dp):
     assert per_param(2, dp)[0] == pytest.approx(2.0 + 16.0 / dp)
     b3, mem = per_param(3, dp)
     assert (mem.weights + mem.grads + mem.optimizer) / (mem.weights / 2 * dp) == pytest.approx(18.0 / dp)
+
+
+@pytest.mark.parametrize("zero, dp", [(0, 8), (1, 8), (1, 64), (3, 8)])
+def test_bf16_adam_moments_are_8_bytes_of_optimizer_state(zero, dp):
+    """Megatron-Core's precision-aware optimizer with bf16 exp_avg / exp_avg_sq: fp32 master (4) +
+    m (2) + v (2) = 8 B/param of optimizer state instead of 12, sharded as before."""
+    _, fp32 = per_param(zero, dp)
+    _, bf16 = per_param(zero, dp, adam_moments_dtype="bf16")
+    assert bf16.optimizer == pytest.approx(fp32.optimizer * 8.0 / 12.0)
+    assert (bf16.weights, bf16.grads, bf16.buffers) == (fp32.weights, fp32.grads, fp32.buffers)
+
+
+def test_bf16_adam_moments_read_and_write_8_fewer_bytes_per_sharded_param():
+    """The Adam update reads and writes m and v at 2 B (cost/dp.py ``_optimizer_s``)."""
+    from simengine.cost.dp import _optimizer_s
+
+    sc = make("llama3-8b", system={"num_gpus": 8}, strategy={"zero_stage": 1, "global_batch_size": 8})
+    sc16 = make("llama3-8b", system={"num_gpus": 8}, strategy={"zero_stage": 1, "global_batch_size": 8, "adam_moments_dtype": "bf16"})
+    p = stage_params(sc, build_workload(sc).ranks[0])
+    hbm = sc.system.gpu.hbm_bandwidth_gbs * 1e9 * sc.system.efficiency.hbm
+    assert _optimizer_s(sc, p) - _optimizer_s(sc16, p) == pytest.approx(8.0 * p.total / 8 / hbm, rel=1e-9)
 
 
 def test_te_dummy_wgrad_buffer_per_unique_shape():

@@ -37,13 +37,14 @@ def test_counts(mapped):
 def test_deepseek_v3_report_run(mapped, evaluated):
     """The DeepSeek-V3 technical report's pre-training (arXiv:2412.19437 §3.2): 2048 H800s, DualPipe
     over 16 stages, ep 64 across 8 nodes, ZeRO-1, no TP, RMSNorm and MLA up-projections recomputed,
-    SwiGLU inputs cached and outputs recomputed (§3.3.2), FP8, MTP depth 1; 180K GPU hours per
+    SwiGLU inputs cached and outputs recomputed, AdamW moments in BF16 (§3.3), FP8, MTP depth 1; 180K GPU hours per
     trillion tokens = 1543 tokens/s/GPU."""
     runs, _ = mapped
     r = runs["deepseekv3_report_2048xH800"]
     st = r.config["strategy"]
     assert (st["tp"], st["pp"], st["ep"], st["dp"], st["schedule"], st["zero_stage"]) == (1, 16, 64, 128, "dualpipe", 1)
     assert st["recompute_modules"] == ["layernorm", "mla_up_proj", "moe_act"] and st["dtype"] == "fp8"
+    assert st["adam_moments_dtype"] == "bf16"
     assert r.config["system"]["gpu"]["name"].startswith("NVIDIA H800") and r.config["model"]["mtp_layers"] == 1
     assert r.measured["tokens_per_sec_per_gpu"] == pytest.approx(1e12 / (180e3 * 3600), abs=0.5)
     assert r.weak and any("micro-batch" in x for x in r.assumptions)

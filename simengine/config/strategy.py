@@ -79,6 +79,11 @@ class StrategySpec(BaseModel):
     fused_cross_entropy: bool = Field(True, description="Fused vocab-parallel cross-entropy (no fp32 copy of the logits).")
     gradient_accumulation_fusion: bool = Field(True, description="wgrad GEMMs accumulate straight into fp32 main grads (Megatron).")
     fp32_main_grads: bool = Field(True, description="Gradients kept and reduced in fp32 (4 B/param); False = bf16.")
+    adam_moments_dtype: Literal["fp32", "bf16"] = Field("fp32", description=(
+        "Adam's first and second moments: fp32 (4 + 4 B/param) or bf16 (2 + 2 B/param; Megatron-Core "
+        "--use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16, TE FusedAdam; the "
+        "DeepSeek-V3 report §3.3 and Megatron-Bridge's DeepSeek/Qwen3 MoE perf recipes). The fp32 master "
+        "weights stay: the optimizer states go from 12 to 8 B/param."))
     fp8_param_gather: bool = Field(False, description=(
         "FP8 primary weights (Megatron --fp8-param-gather; every Megatron-Bridge FP8 recipe but subchannel): "
         "transformer-block weights live only in TE's fp8 storage (no bf16 copy) and the distributed optimizer "

@@ -19,8 +19,8 @@ would only slow the cool-down's backwards by contention.
 Optimizer (Megatron ``DistributedOptimizer.step`` with Apex/TE FusedAdam, memory-bound): zero and
 NaN-check the grad buffer (4 + 4 B/param over the whole buffer), scale it by 1/dp before the
 reduce (read+write, when dp > 1), then on the local shard: grad-norm read (4 B), clip scale
-(read+write 8 B), Adam (read grad 4, read/write master, m, v 24 B) and the bf16 copy back to the
-model weights (read 4, write 2 B): (8 + 8)·N + 42·N_shard bytes with fp32 grads.
+(read+write 8 B), Adam (read grad 4, read/write master, m, v 24 B; 16 B with bf16 moments) and the
+bf16 copy back to the model weights (read 4, write 2 B): (8 + 8)·N + 42·N_shard bytes with fp32 grads.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from ..config.framework import optimizer_adam_cost
 from ..config.scenario import Scenario
 from ..memo import remember
 from .comm import CommModel
-from .static_memory import StageParams, keeps_gathered
+from .static_memory import StageParams, keeps_gathered, optimizer_state_bytes
 
 MIN_BUCKET_PARAMS = 40_000_000
 OPTIMIZER_KERNELS = 12  # multi-tensor-apply launches per step (zero, norm, clip, adam, copy, …)
@@ -128,7 +128,7 @@ def dp_work(sc: Scenario, comm: CommModel, p: StageParams, chunks: tuple[StagePa
     kind's every time; a what-if edit of the schedule, the micro-batch size or recompute, or a
     search's next candidate of the same layout, changes none of it. DPWork is frozen: shared."""
     st = sc.strategy
-    key = (p, chunks, rank == 0, st.zero_stage, keeps_gathered(sc), st.fp32_main_grads, st.fp8_param_gather, st.overlap_grad_reduce,
+    key = (p, chunks, rank == 0, st.zero_stage, keeps_gathered(sc), st.fp32_main_grads, st.adam_moments_dtype, st.fp8_param_gather, st.overlap_grad_reduce,
            st.cp, st.framework, sc.dp, sc.dp_shard, sc.dp_replicas, sc.edp, sc.system,
            tuple(comm.places[g] for g in _DP_GROUPS))
     try:
@@ -279,6 +279,8 @@ def _optimizer_s(sc: Scenario, p: StageParams) -> float:
     # does not average) — 4 + 4 + 8 B per local gradient element of 4 B
     scaled = (p.dense / (dpcp if z >= 2 else 1) if dp * st.cp > 1 else 0.0) + (p.expert / (edp if z >= 2 else 1) if edp > 1 else 0.0)
     opt_bytes = grad_b * (2 * local + 2 * scaled) + (42.0 if grad_b == 4.0 else 40.0) * shard
+    # bf16 moments (precision-aware optimizer): Adam reads and writes m and v at 2 B, not 4
+    opt_bytes -= 2.0 * (12.0 - optimizer_state_bytes(st.adam_moments_dtype)) * shard
     # the Adam update itself as the framework implements it (fused multi-tensor Adam: 28 B per
     # local parameter in one launch; PyTorch foreach AdamW: more passes and launches —
     # config/framework.py::optimizer_adam_cost)

@@ -36,6 +36,13 @@ class StageParams:
         return self.dense + self.expert
 
 
+def optimizer_state_bytes(moments: str) -> float:
+    """Optimizer-state bytes per parameter: the fp32 master weight and Adam's two moments, fp32
+    (4 + 4 + 4) or bf16 moments (4 + 2 + 2: Megatron-Core's precision-aware optimizer,
+    megatron/core/optimizer/optimizer_config.py ``exp_avg_dtype``/``exp_avg_sq_dtype``)."""
+    return 4.0 + 2.0 * (2.0 if moments == "bf16" else 4.0)
+
+
 def stage_params(sc: Scenario, chunks: tuple[ChunkWork, ...]) -> StageParams:
     """Parameters held by the rank running ``chunks``: a pure function of the frozen model and
     strategy and of the (frozen) chunks, memoised on exactly those (``memo.config_cache``; the
@@ -166,7 +173,7 @@ def static_memory(sc: Scenario, p: StageParams) -> StaticMemory:
     dpcp, edp = sc.dp_shard * st.cp, sc.edp  # ZeRO shards over the HSDP shard group (all of DP by default)
     z = st.zero_stage
     grad_b = 4.0 if st.fp32_main_grads else 2.0
-    opt_b = 12.0  # fp32 master + Adam m + v
+    opt_b = optimizer_state_bytes(st.adam_moments_dtype)  # fp32 master + Adam m + v
     w = 2.0 * (p.dense / (dpcp if z >= 3 else 1) + p.expert / (edp if z >= 3 else 1)) + 2.0 * p.frozen
     if st.fp8_param_gather:
         # FP8 primary weights: the transformer-block GEMM weights exist only as TE fp8 tensors (the

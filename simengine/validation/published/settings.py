@@ -213,21 +213,23 @@ def _deepseek_v3_report(d: Draft) -> None:
     """The DeepSeek-V3 technical report's pre-training run (arXiv:2412.19437): §3.2.1 DualPipe over
     the 16 pipeline stages, §3.2 "64-way Expert Parallelism spanning 8 nodes, and ZeRO-1 Data
     Parallelism", no tensor parallelism (§3.2.3: "we can train DeepSeek-V3 without using costly
-    Tensor Parallelism"), §3.2.3 "Recomputation of RMSNorm and MLA Up-Projection", §3.3.2 (2) "we only
-    cache the inputs of the SwiGLU operator and recompute its output in the backward pass"
-    (Megatron-Core's ``moe_act``), §3.2.2 its own all-to-all kernels (warp-specialised, 20 SMs;
+    Tensor Parallelism"), §3.2.3 "Recomputation of RMSNorm and MLA Up-Projection", §3.3 (low-precision
+    storage) "we only cache the inputs of the SwiGLU operator and recompute its output in the
+    backward pass" (Megatron-Core's ``moe_act``) and "BF16 ... to track the first and second moments
+    in the AdamW optimizer" (``adam_moments_dtype``), §3.2.2 its own all-to-all kernels (warp-specialised, 20 SMs;
     DeepEP is their open-source release: the deepep dispatcher), §3.3 FP8 training (Linear inputs
     cached in fp8, as TransformerEngine's). Its HAI-LLM framework's other kernels are priced as
     Megatron-Core's. Not modelled, and said so: the E5M6 cache of the attention output projection's
-    input, BF16 AdamW moments and the CPU-held EMA of §3.2.3 / §3.3 (memory only)."""
+    input and the CPU-held EMA of §3.2.3 / §3.3 (memory only)."""
     if d.mb is None:
         d.mb = 1
         d.a.append("micro-batch size not stated: 1")
     d.strat.update(schedule="dualpipe", zero_stage=1, recompute="selective",
                    recompute_modules=["layernorm", "mla_up_proj", "moe_act"], moe_dispatcher="deepep",
-                   overlap_grad_reduce=True, overlap_param_gather=True, sequence_parallel=False)
+                   overlap_grad_reduce=True, overlap_param_gather=True, sequence_parallel=False,
+                   adam_moments_dtype="bf16")
     d.a.append("HAI-LLM's kernels priced as Megatron-Core + TransformerEngine's; its all-to-all as DeepEP's")
-    d.a.append("E5M6-cached attention outputs and BF16 optimizer moments (report §3.3) not modelled: memory only")
+    d.a.append("E5M6-cached attention outputs (report §3.3) not modelled: memory only")
 
 
 SOURCE_SETTINGS: dict[str, Callable[[Draft], None]] = {
