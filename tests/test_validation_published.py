@@ -393,3 +393,16 @@ def test_bridge_fp8_rows_keep_fp8_primary_weights_except_subchannel(mapped):
         lora = s.get("peft") == "lora"  # frozen weights have no fp32 master to cast from
         assert s.get("fp8_param_gather", False) is (s["dtype"] == "fp8" and not sub and not lora), r.run_id
     assert any("alternate_quantization" in r.run_id.lower() and "h100" in r.run_id.lower() for r in bridge)
+
+
+def test_the_deepseek_v3_recipe_keeps_adam_moments_in_bf16(mapped):
+    """recipes/deepseek/deepseek_v3.py (r0.1.0 … r0.5.0) sets the precision-aware optimizer with bf16
+    exp_avg / exp_avg_sq; the Qwen3 and GPT-OSS recipes leave the moments in fp32."""
+    runs, _ = mapped
+    bridge = [r for r in runs.values() if r.source == "megatron-bridge" and r.config["model"].get("num_experts")]
+    dsv3 = [r for r in bridge if "DeepSeekV3" in r.run_id]
+    others = [r for r in bridge if "Qwen3" in r.run_id or "GPT_OSS" in r.run_id]
+    assert len(dsv3) >= 8 and len(others) >= 20
+    recipe = [r for r in dsv3 if any(a.startswith("MoE mechanisms from the recipe") for a in r.assumptions)]
+    assert recipe and all(r.config["strategy"].get("adam_moments_dtype") == "bf16" for r in recipe)
+    assert all(r.config["strategy"].get("adam_moments_dtype", "fp32") == "fp32" for r in others)

@@ -24,7 +24,7 @@ Mechanisms the recipes set that every release shares:
   ``moe_shared_expert_overlap = False`` (utils/overrides.py _set_moe_a2a_overlap_overrides; r0.2.0
   utils/helpers.py set_moe_a2a_overlap_overrides; r0.1.0 run_script.py ``A2A_1F1B`` for DeepSeek H100).
 - DeepSeek-V3: ``mtp_num_layers = 1`` (recipes/deepseek/deepseek_v3.py, every release; no perf script
-  turns it off), ``moe_shared_expert_overlap = True`` unless flex or the a2a overlap turned it off
+  turns it off), the precision-aware optimizer with bf16 ``exp_avg_dtype`` / ``exp_avg_sq_dtype`` (same file), ``moe_shared_expert_overlap = True`` unless flex or the a2a overlap turned it off
   (DeepSeekModelProvider default), ``CommOverlapConfig(tp_comm_overlap=False)`` (deepseek_v3.py), the
   pipeline layout of set_deepseek_v3_pipeline_model_parallel_layout's (pp, vp) map or the H100
   ``pp_layout="Et|(tt|)*30mL"``; H100 ``overlap_grad_reduce = False``, B200 True (deepseek_llm_pretrain.py).
@@ -211,9 +211,15 @@ def apply_recipe(d: "Draft") -> None:
     modules = r.recompute_modules or (_DSV3_RECOMPUTE[key[1]] if r.dsv3 else ())
     if modules:
         upd.update(recompute="selective", recompute_modules=list(modules))
+    if r.dsv3:
+        # the DeepSeek-V3 recipe's precision-aware optimizer with bf16 moments (recipes/deepseek/
+        # deepseek_v3.py, r0.1.0 … r0.5.0: exp_avg_dtype = exp_avg_sq_dtype = torch.bfloat16), kept by
+        # every perf script (only the Megatron-FSDP path turns the precision-aware optimizer off)
+        upd["adam_moments_dtype"] = "bf16"
     s.update(upd)
     if r.dsv3:
         d.model["mtp_layers"] = 0 if "w/o mtp" in (d.row.get("model") or "").lower() else 1
+        a.append("AdamW moments in bf16 (the recipe's precision-aware optimizer)")
     a.append(f"MoE mechanisms from the recipe: {r.cite}")
     if modules:
         a.append(f"selective recompute of {', '.join(modules)} (the recipe's recompute_modules)")
