@@ -94,10 +94,14 @@ def _system(row: dict[str, str], gpus: int) -> dict[str, Any]:
     sysd = load_preset("systems", name)
     sysd["num_gpus"] = gpus
     if "h100" in g and ("96gb" in g or "95gb" in g):
-        # Grand Teton H100 with 96 GB HBM2e (six 16 GiB stacks; torch reports about 95 GiB).
-        # Its 500 W power limit (lower clocks than the 700 W SXM5) is not modelled.
+        # Grand Teton H100 with 96 GB HBM2e (six 16 GiB stacks; torch reports about 95 GiB) "with
+        # 2.4 TB/sec peak memory bandwidth" (torchtitan benchmarks/llama3_h100_202412_torchtitan.md,
+        # asyncTP_llama3_h100_2025-06_torchtitan.md: the SXM5's HBM3 gives 3.35). Its 500 W power
+        # limit is not modelled: "the actual peak TFLOPs number is between SXM and NVL, and we don't
+        # know its exact value" (same page), so the SXM5 peak stays, an upper bound.
         gpu = dict(sysd["gpu"])
         gpu["memory_gib"] = 95.0
+        gpu["hbm_bandwidth_gbs"] = 2400.0
         gpu["name"] = "NVIDIA H100 96GB HBM2e (Grand Teton, power-limited)"
         sysd["gpu"] = gpu
     return sysd
