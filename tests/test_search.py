@@ -388,6 +388,56 @@ def test_group_validity_checks_each_layout_once_with_the_scenarios_verdict(model
     assert seen[True] and seen[False] > 50
 
 
+def test_group_validity_by_layout_identity_is_each_layouts_own():
+    """candidate.group_error finds a layout's checks by the dict's identity first: fresh copies
+    made and dropped one after another (CPython reuses a freed dict's address at once), one
+    layout dict asked for two GPU counts, and equal copies all get their own group's verdict."""
+    from simengine.search.prune import _invalid, _probe
+
+    space = make_space(TINY_MOE, SMALL_GPU, global_batch=16, seq_len=4096, gpus=[8, 16], choices=MOE_CHOICES)
+    groups = [(lay, mbs) for _, lay, mbs, _ in _groups(space)]
+    checked = {True: 0, False: 0}
+    for g in (16, 8):
+        for lay, mbs in groups[::-1] + groups:
+            for copy in (lay, dict(lay)):
+                try:
+                    scenario(space, g, _probe(space, lay, mbs))
+                    want = ""
+                except ConfigError as e:
+                    want = str(e)
+                rej = _invalid(space, g, copy, mbs)
+                assert (rej.reason if rej else "") == want
+                checked[not want] += 1
+    assert checked[True] > 20 and checked[False] > 20
+
+
+def test_batch_checks_read_only_their_key():
+    """config.scenario.batch_key names everything batch_checks reads of the model and the
+    strategy (search/candidate.py shares its text between layouts with one key)."""
+    from simengine.config.scenario import batch_checks, batch_key
+
+    class Reads:
+        def __init__(self, obj):
+            self.obj, self.names = obj, set()
+
+        def __getattr__(self, name):
+            self.names.add(name)
+            return getattr(self.obj, name)
+
+    sc = load_scenario(presets.size_scenario("medium"))
+    for update in ({}, {"schedule": "dualpipev", "pp": 2}, {"schedule": "interleaved", "pp": 2, "vpp": 2},
+                   {"decoder_first_pipeline_num_layers": 1}, {"global_batch_size": 7}):
+        st = sc.strategy.model_copy(update=update)
+        model, strat = Reads(sc.model), Reads(st)
+        batch_checks(model, strat, 2, 2)
+        assert model.names <= {"num_layers"}
+        assert strat.names <= {"global_batch_size", "schedule", "pp", "vpp", "pipeline_layers",
+                               "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers"}
+        keyed = Reads(st)
+        batch_key(sc.model, keyed, 2)
+        assert strat.names <= keyed.names
+
+
 def test_layout_checks_do_not_read_the_micro_batch_size():
     """check_scenario is layout_checks' head + batch_checks + its tail; the layout part runs on a
     strategy without a micro-batch size (the search's memo relies on it)."""

@@ -106,6 +106,16 @@ def batch_checks(model: ModelSpec, s: StrategySpec, dp: int, micro_batch_size: i
     return issues
 
 
+def batch_key(model: ModelSpec, s: StrategySpec, dp: int) -> tuple:
+    """Everything ``batch_checks`` reads but the micro-batch size (a schedule's ``requirements``
+    is a pure function of its arguments, schedule/base.py): strategies with one key get the same
+    checks for every micro-batch size (search/candidate.py shares them across layouts;
+    tests/test_search.py ``test_batch_checks_read_only_their_key``)."""
+    explicit = s.pipeline_layers is not None or s.decoder_first_pipeline_num_layers is not None \
+        or s.decoder_last_pipeline_num_layers is not None
+    return s.global_batch_size, dp, s.schedule, s.pp, s.vpp, explicit, model.num_layers
+
+
 def scenario_notes(model: ModelSpec, strategy: StrategySpec) -> list[tuple[str, str]]:
     """Accepted layouts that Megatron-LM itself would refuse, each with what simengine does instead
     (the Report shows them as warnings). Only the default (even) split: an explicit

@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..config.model import ModelSpec
-from ..config.scenario import Scenario, batch_checks, check_scenario, layout_checks, make_scenario
+from ..config.scenario import Scenario, batch_checks, batch_key, check_scenario, layout_checks, make_scenario
 from ..config.strategy import StrategySpec
 from ..config.system import SystemSpec
 from ..errors import ConfigError, from_pydantic, issues_text
@@ -157,7 +157,14 @@ def quick_error(space: SearchSpace, gpus: int, strategy: dict[str, Any]) -> str:
 # layout (one per micro-batch size) shares its layout's checks; bounded (a cache, refilled)
 _LAYOUTS: list = [None, {}]
 MAX_LAYOUTS = 1 << 16
+# id(layout) → (the layout, gpus, its entry of _LAYOUTS): a layout's groups share one dict object
+# (``run.plan_groups``; one unpickled batch too) and the search never changes one, so most groups
+# find their layout by identity, without building and hashing its items. The layout is kept alive
+# with its entry: its id stays its own (tests/test_search.py ``test_group_validity_by_layout_identity_is_each_layouts_own``)
+_BY_ID: dict[int, tuple] = {}
 _MBS_OK: dict[int, bool] = {}   # per micro-batch size of that space: ``_mbs_ok``
+_BATCH: dict[tuple, str] = {}   # (``batch_key`` number, mbs) → the text of ``batch_checks``: ``_batch_text``
+_BATCH_KEYS: dict[tuple, int] = {}   # ``scenario.batch_key`` → a small number
 _OWN = ("own",)   # the layout breaks a strategy-level rule: its groups take the full validation
 _OWN_MSG = object()   # ... which StrategySpec refuses with one text for every valid size: (_OWN_MSG, text, example)
 
@@ -170,15 +177,7 @@ def group_error(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int,
     ``check_scenario``'s order: the same message. A layout that breaks a strategy-level rule, or
     a micro-batch size outside its field range or not dividing the batch, takes ``quick_error``
     itself (pydantic's exact message)."""
-    key = _shared_key(space)
-    if _LAYOUTS[0] != key or len(_LAYOUTS[1]) >= MAX_LAYOUTS:
-        _LAYOUTS[:] = [key, {}]
-        _MBS_OK.clear()
-    memo = _LAYOUTS[1]
-    lkey = (gpus, tuple(layout.items()))
-    hit = memo.get(lkey)
-    if hit is None:
-        hit = memo[lkey] = _layout_part(space, gpus, probe(mbs))
+    hit = _layout_of(space, gpus, layout, mbs, probe)
     ok = _MBS_OK.get(mbs)
     if ok is None:
         ok = _MBS_OK[mbs] = _mbs_ok(space, mbs)
@@ -188,18 +187,49 @@ def group_error(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int,
         strategy = probe(mbs)
         err = quick_error(space, gpus, strategy)
         return err, (example(gpus, strategy) if err else None)
-    head, tail, st, dp, model, ex = hit
-    batch = batch_checks(model, st, dp, mbs)
+    head, tail, st, dp, model, ex, bkey = hit
+    batch = _batch_text(model, st, dp, mbs, bkey)
     if not (head or batch or tail):
         return "", None
     # ConfigError(head + batch + tail)'s text, the layout's parts written once (errors.issues_text)
-    msg = "; ".join(t for t in (head, issues_text(batch) if batch else "", tail) if t)
+    msg = "; ".join(t for t in (head, batch, tail) if t)
     return msg, {**ex, "micro_batch_size": mbs}
+
+
+def _layout_of(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, probe) -> tuple:
+    """The layout's entry of ``_LAYOUTS`` (``_layout_part``), found by the layout's identity
+    first (``_BY_ID``), else by its items; the memos start afresh with another space or when full."""
+    key = _shared_key(space)
+    if _LAYOUTS[0] != key or len(_LAYOUTS[1]) >= MAX_LAYOUTS or len(_BY_ID) >= MAX_LAYOUTS:
+        _LAYOUTS[:] = [key, {}]
+        for memo in (_BY_ID, _MBS_OK, _BATCH, _BATCH_KEYS):
+            memo.clear()
+    seen = _BY_ID.get(id(layout))
+    if seen is not None and seen[0] is layout and seen[1] == gpus:
+        return seen[2]
+    memo = _LAYOUTS[1]
+    lkey = (gpus, tuple(layout.items()))
+    hit = memo.get(lkey)
+    if hit is None:
+        hit = memo[lkey] = _layout_part(space, gpus, probe(mbs))
+    _BY_ID[id(layout)] = (layout, gpus, hit)
+    return hit
+
+
+def _batch_text(model: ModelSpec, st: StrategySpec, dp: int, mbs: int, bkey: int) -> str:
+    """The text of ``batch_checks(model, st, dp, mbs)`` ('' when it passes), once per (what it
+    reads, ``scenario.batch_key``, numbered per layout in ``_layout_part``; mbs): layouts that
+    differ in tp, cp, ep, … with the same dp, pp, vpp and schedule share it."""
+    hit = _BATCH.get((bkey, mbs))
+    if hit is None:
+        batch = batch_checks(model, st, dp, mbs)
+        hit = _BATCH[(bkey, mbs)] = issues_text(batch) if batch else ""
+    return hit
 
 
 def _layout_part(space: SearchSpace, gpus: int, strategy: dict[str, Any]) -> tuple:
     """(the text of the checks before the batch's, of those after them, the strategy without its
-    micro-batch size, dp, the model, the searched fields), or ``_OWN`` when a strategy-level rule other than the
+    micro-batch size, dp, the model, the searched fields, the number of its ``batch_key``), or ``_OWN`` when a strategy-level rule other than the
     micro-batch size's fails (``quick_error``)."""
     unset = {**strategy, "micro_batch_size": None}
     st = construct(space, unset)
@@ -215,7 +245,8 @@ def _layout_part(space: SearchSpace, gpus: int, strategy: dict[str, Any]) -> tup
         return _OWN
     model, system = specs(space, gpus)
     head, tail, dp = layout_checks(model, system, st)
-    return issues_text(head), issues_text(tail), st, dp, model, example(gpus, unset)
+    bkey = _BATCH_KEYS.setdefault(batch_key(model, st, dp), len(_BATCH_KEYS))
+    return issues_text(head), issues_text(tail), st, dp, model, example(gpus, unset), bkey
 
 
 def _mbs_ok(space: SearchSpace, mbs: int) -> bool:
