@@ -478,7 +478,9 @@ def _bound_rejections(space: SearchSpace, groups: list, cands: list, top: int | 
         kind, why = _LEFT[step]
         if step == "family":  # one rejection for a family never reached: its size, its first group
             g, lay, mbs, _ = item[0]
-            n = sum(group_size(space, x[0], x[1]) for x in item)
+            # group_size reads the GPU count, tp, pp, cp and ep alone, which a family's groups
+            # share (prune.floor_key): its size is its first group's times its count
+            n = len(item) * group_size(space, g, lay)
         else:
             g, lay, mbs, _ = item
             n = group_size(space, g, lay)
