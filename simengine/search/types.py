@@ -14,8 +14,14 @@ SEARCHED = ("tp", "pp", "vpp", "schedule", "cp", "cp_comm_type", "ep", "etp", "m
 
 
 def example(gpus: int, strategy: dict[str, Any]) -> dict[str, Any]:
-    """The searched fields of a candidate and its GPU count: a rejection's example, a layout."""
-    return {"num_gpus": gpus, **{k: strategy.get(k) for k in SEARCHED}}
+    """The searched fields of a candidate and its GPU count: a rejection's example, a layout.
+    Filled in place, in the same key order (no intermediate dict: a 16,384-GPU search builds
+    ~180k of them)."""
+    get = strategy.get
+    out: dict[str, Any] = {"num_gpus": gpus}
+    for k in SEARCHED:
+        out[k] = get(k)
+    return out
 
 
 @dataclass(slots=True)
