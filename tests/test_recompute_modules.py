@@ -135,12 +135,14 @@ def test_modules_as_text_and_twice():
 
 @pytest.mark.parametrize("framework, gemm_in", [("megatron-te", 1.0), ("torch-native", BF16)])
 def test_fp8_expert_gemms_save_their_inputs_in_fp8_on_transformer_engine(framework, gemm_in):
-    """TE's GroupedLinear saves the columnwise fp8 copy of FC1's and FC2's inputs (1 B); the
-    activation keeps its bf16 input; other stacks keep the bf16 accounting."""
+    """TE's GroupedLinear saves the columnwise fp8 copy of FC1's and FC2's inputs (1 B), the shared
+    expert's FC2 too; the activations keep their bf16 inputs; other stacks keep the bf16 accounting."""
     bf16, fp8 = _dsv3(["core_attn"], framework=framework), _dsv3(["core_attn"], framework=framework, dtype="fp8")
     d, d8 = dims_of(bf16), dims_of(fp8)
     R = d.tokens_per_expert * d.experts_local
     saved, saved8 = moe_activations(d, bf16.model).saved, moe_activations(d8, fp8.model).saved
-    assert saved - saved8 == pytest.approx((BF16 - gemm_in) * R * (d.h + d.moe_ffn), rel=1e-12)
+    # the routed experts' FC1 and FC2 inputs and the shared expert's FC2 input (DeepSeek-V3 has one)
+    assert d.shared_ffn > 0
+    assert saved - saved8 == pytest.approx((BF16 - gemm_in) * (R * (d.h + d.moe_ffn) + d.tokens * d.shared_ffn), rel=1e-12)
     # moe_act: FC2 saves the checkpointed activation output, which is freed: what FC2 held goes
     assert dict(moe_activations(d8, fp8.model).modules)["moe_act"] == pytest.approx(gemm_in * R * d.moe_ffn, rel=1e-12)

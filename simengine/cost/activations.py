@@ -160,7 +160,8 @@ def moe_activations(d: Dims, m: ModelSpec) -> BlockActivations:
     ``save_for_backward``); the activation function keeps its bf16 input. With ``moe_act``
     recompute Megatron-Core has FC2 save its original input instead (moe/experts.py:
     ``set_save_original_input(self.linear_fc2)`` under fp8), the checkpointed activation output
-    that is freed after FC2 and re-made in backward: nothing held."""
+    that is freed after FC2 and re-made in backward: nothing held. The shared experts' FC2 (a TE
+    row-parallel Linear) saves its fp8 input the same way."""
     T, Ssp, h = d.moe_tokens, d.sp_tokens, d.h
     R = d.tokens_per_expert * d.experts_local
     f_in = (2 if d.gated else 1) * d.moe_ffn
@@ -172,7 +173,7 @@ def moe_activations(d: Dims, m: ModelSpec) -> BlockActivations:
     shared = 0.0
     if d.shared_ffn:
         fs = (2 if d.gated else 1) * d.shared_ffn
-        shared = BF16 * d.tokens * (fs + d.shared_ffn)
+        shared = d.tokens * (BF16 * fs + gemm_in * d.shared_ffn)   # activation input, FC2 input (a TE Linear too)
         saved += shared
     saved += Ssp * h if d.dropout else 0
     parts = (("layernorm", BF16 * T * h), ("moe_act", fc2_in), ("shared_experts", shared),
