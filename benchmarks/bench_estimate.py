@@ -66,9 +66,11 @@ def bench(label: str, cfg: dict, repeats: int) -> None:
 
 
 def _forget_blocks() -> None:
-    """Empty the memos of the blocks' op lists and prices, the chunks' plans and the ranks' DP
-    work (a new block kind each call)."""
+    """Empty the memos of the blocks' op lists and prices, the chunks' plans, the ranks' DP
+    work and the pipeline inputs read off them (a new block kind each call)."""
+    from simengine import pipeline
     from simengine.cost import dp, stage
+    from simengine.sim import values
     from simengine.workload.builder import block_phases
 
     stage._PRICED.clear()
@@ -76,6 +78,9 @@ def _forget_blocks() -> None:
     stage._CHUNKS.clear()
     dp._WORK.clear()
     block_phases.cache_clear()
+    pipeline._CHUNK_COSTS.clear()
+    pipeline._STAGE_COSTS.clear()
+    values._RANKS.clear()
 
 
 def narayanan_530b() -> dict:

@@ -61,26 +61,32 @@ def _chunk(c, k: float, made: dict[tuple, ChunkCost]) -> ChunkCost:
     return ch
 
 
-def _stage(chunks: tuple[ChunkCost, ...], p2p_s: float, static: float, grads: tuple, params: tuple, opt_s: float) -> StageCost:
-    """The StageCost of these fields, shared across calls (its value table is too: sim/values.py)."""
-    key = (tuple(map(id, chunks)), p2p_s, static, grads, params, opt_s)
+def _stage(chunks: tuple[ChunkCost, ...], st, static: float, with_dp: bool, host: float) -> StageCost:
+    """The StageCost of plan stage ``st`` with these ChunkCosts, shared across calls (its value
+    table is too: sim/values.py). Its DP work is found by identity: DPWork is frozen and memoised
+    (cost/dp.py ``dp_work``), so a repeated rank kind hands over the same object."""
+    dp = st.dp if with_dp else None
+    key = (tuple(map(id, chunks)), st.p2p_s, static, id(dp), host)
     hit = _STAGE_COSTS.get(key)
-    if hit is not None and all(a is b for a, b in zip(hit[0], chunks)):
-        return hit[1]
-    stage = StageCost(chunks=chunks, p2p_s=p2p_s, static_bytes=static, dp_grad_buckets_s=grads,
-                      dp_param_buckets_s=params, optimizer_s=opt_s)
-    remember(_STAGE_COSTS, key, (chunks, stage), MAX_COSTS)
+    if hit is not None and hit[1] is dp and all(a is b for a, b in zip(hit[0], chunks)):
+        return hit[2]
+    stage = StageCost(chunks=chunks, p2p_s=st.p2p_s, static_bytes=static,
+                      dp_grad_buckets_s=dp.grad_buckets_s if dp is not None else (),
+                      dp_param_buckets_s=dp.param_buckets_s if dp is not None else (),
+                      # the optimizer task also carries the per-step host work (data loader, logging)
+                      optimizer_s=(dp.optimizer_s if dp is not None else 0.0) + host)
+    remember(_STAGE_COSTS, key, (chunks, dp, stage), MAX_COSTS)   # keeps what the key names by id alive
     return stage
 
 
 # Across calls (a what-if edit, a search's next layout): a ChunkCost is a pure function of the
 # priced phases it is read from — shared by identity while the chunk plans' memo holds them
 # (cost/stage.py ``_plan_chunk_kept``; the phases are never changed once priced) — its bytes and
-# the straggler factor; a StageCost of its ChunkCosts and fields. Each entry keeps what its key
+# the straggler factor; a StageCost of its ChunkCosts, DP work and fields. Each entry keeps what its key
 # names by id alive, so an id in a key is never another object's.
 _CHUNK_COSTS: dict[tuple, tuple] = {}
 _STAGE_COSTS: dict[tuple, tuple] = {}
-MAX_COSTS = 512
+MAX_COSTS = 64
 
 
 def sim_microbatches(sc: Scenario) -> int:
@@ -121,12 +127,7 @@ def pipeline_input(sc: Scenario, plan: Plan, *, with_dp: bool = True) -> Pipelin
         if stage is not None:
             same[ident] = stage
         else:
-            stage = same[key] = _stage(
-                chunks, st.p2p_s, static,
-                tuple(st.dp.grad_buckets_s) if with_dp else (), tuple(st.dp.param_buckets_s) if with_dp else (),
-                # the optimizer task also carries the per-step host work (data loader, logging)
-                (st.dp.optimizer_s if with_dp else 0.0) + host,
-            )
+            stage = same[key] = _stage(chunks, st, static, with_dp, host)
             same[ident] = stage
         stages.append(stage)
     return PipelineInput(

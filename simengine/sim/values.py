@@ -141,4 +141,4 @@ def build_values(inp: PipelineInput, comp: Compiled) -> np.ndarray:
 # (id of a StageCost, id of its rank's DP piece groups, pair types, overlap fields) -> (that
 # StageCost, those groups, the rank's value block: never written to)
 _RANKS: dict[tuple, tuple] = {}
-MAX_RANKS = 1024
+MAX_RANKS = 128
