@@ -66,21 +66,10 @@ def bench(label: str, cfg: dict, repeats: int) -> None:
 
 
 def _forget_blocks() -> None:
-    """Empty the memos of the blocks' op lists and prices, the chunks' plans, the ranks' DP
-    work and the pipeline inputs read off them (a new block kind each call)."""
-    from simengine import pipeline
-    from simengine.cost import dp, stage
-    from simengine.sim import values
-    from simengine.workload.builder import block_phases
+    """A new block kind each call (``estimate.forget_priced``)."""
+    from simengine.estimate import forget_priced
 
-    stage._PRICED.clear()
-    stage._GROUPS.clear()
-    stage._CHUNKS.clear()
-    dp._WORK.clear()
-    block_phases.cache_clear()
-    pipeline._CHUNK_COSTS.clear()
-    pipeline._STAGE_COSTS.clear()
-    values._RANKS.clear()
+    forget_priced()
 
 
 def narayanan_530b() -> dict:

@@ -180,3 +180,19 @@ def layer_times(sc: Scenario) -> tuple[float, float]:
 def estimate(sc: Scenario) -> Report:
     """Estimate one training step of ``sc``."""
     return estimate_plan(sc, build_plan(sc))
+
+
+def forget_priced() -> None:
+    """Empty the memos an estimate fills per block kind — the blocks' op lists and prices, the
+    chunks' plans, the ranks' DP work and the pipeline inputs read off them — so the next estimate
+    prices its blocks anew (benchmarks/bench_estimate.py "a new block kind"; tests that check a memo
+    changes no number). The compiled pipeline structures and the efficiency curves stay."""
+    from . import pipeline
+    from .cost import dp, stage
+    from .sim import values
+    from .workload.builder import block_phases
+
+    for memo in (stage._PRICED, stage._GROUPS, stage._CHUNKS, dp._WORK, pipeline._CHUNK_COSTS,
+                 pipeline._STAGE_COSTS, values._RANKS):
+        memo.clear()
+    block_phases.cache_clear()  # type: ignore[attr-defined]

@@ -5,42 +5,20 @@ straggler factor, the DP buckets, the overlap fields — makes new ones."""
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 
-from simengine import pipeline, presets
+from simengine import pipeline
 from simengine.config import load_scenario
-from simengine.cost import dp, stage
 from simengine.cost.stage import build_plan
-from simengine.estimate import estimate
+from simengine.estimate import estimate, forget_priced
 from simengine.pipeline import pipeline_input
 from simengine.sim import values
-from simengine.workload.builder import block_phases
 
-
-def _cfg(size: str, **strategy) -> dict:
-    cfg = copy.deepcopy(presets.size_scenario(size))
-    cfg["strategy"].update(strategy)
-    return cfg
-
-
-def _moe(**strategy) -> dict:
-    m = presets.load_spec("models", "deepseek-v2-lite").model_dump(mode="json")
-    s = presets.load_spec("systems", "h100-sxm5-80gb").model_dump(mode="json")
-    st = {"tp": 2, "pp": 2, "ep": 4, "micro_batch_size": 1, "global_batch_size": 64, "seq_len": 4096, "sequence_parallel": True}
-    return {"model": m, "system": {**s, "num_gpus": 32}, "strategy": {**st, **strategy}}
+from test_priced_blocks import _cfg, _moe
 
 
 def _forget() -> None:
-    stage._PRICED.clear()
-    stage._GROUPS.clear()
-    stage._CHUNKS.clear()
-    dp._WORK.clear()
-    block_phases.cache_clear()
-    pipeline._CHUNK_COSTS.clear()
-    pipeline._STAGE_COSTS.clear()
-    values._RANKS.clear()
+    forget_priced()
 
 
 CASES = [_cfg("small"), _cfg("medium"), _cfg("large"), _cfg("large", schedule="1f1b", vpp=1),
