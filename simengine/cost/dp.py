@@ -278,9 +278,11 @@ def _optimizer_s(sc: Scenario, p: StageParams) -> float:
     # reduced (Megatron DDP: check_for_nan_in_grad, gradient_scaling_factor when the collective
     # does not average) — 4 + 4 + 8 B per local gradient element of 4 B
     scaled = (p.dense / (dpcp if z >= 2 else 1) if dp * st.cp > 1 else 0.0) + (p.expert / (edp if z >= 2 else 1) if edp > 1 else 0.0)
-    opt_bytes = grad_b * (2 * local + 2 * scaled) + (42.0 if grad_b == 4.0 else 40.0) * shard
-    # bf16 moments (precision-aware optimizer): Adam reads and writes m and v at 2 B, not 4
-    opt_bytes -= 2.0 * (12.0 - optimizer_state_bytes(st.adam_moments_dtype)) * shard
+    # per shard parameter: grad-norm read, clip read+write, Adam's grad read and the bf16 copy back
+    # (18 B with fp32 grads, 16 with bf16), and Adam's states read and written (2 × 12 B; 2 × 8
+    # with bf16 moments) — the module docstring's 42 B
+    state_rw = 2.0 * optimizer_state_bytes(st.adam_moments_dtype)
+    opt_bytes = grad_b * (2 * local + 2 * scaled) + ((18.0 if grad_b == 4.0 else 16.0) + state_rw) * shard
     # the Adam update itself as the framework implements it (fused multi-tensor Adam: 28 B per
     # local parameter in one launch; PyTorch foreach AdamW: more passes and launches —
     # config/framework.py::optimizer_adam_cost)
