@@ -19,7 +19,7 @@ from .uncertainty import bands
 from .workload.lora import model_adapter_params
 from .workload.mamba import ssd_flops_per_token
 from .workload.window import attention_flops_ratio
-from .workload.params import count_parameters, gemm_parameters_active, layer_params
+from .workload.params import count_parameters, gemm_parameters_active, mtp_block_params
 
 GIB = float(1 << 30)
 
@@ -51,7 +51,7 @@ def _model_flops_per_token(m: ModelSpec, vocab_padded: int, seq_len: int, causal
     if m.num_mamba_layers:  # the SSD scan, forward and twice that backward (workload/mamba.py)
         attn += 3.0 * m.num_mamba_layers * ssd_flops_per_token(m)
     if m.mtp_layers:
-        last = layer_params(m, m.num_layers - 1)
+        last = mtp_block_params(m)  # per depth: a repeated module computes at every one
         norms = 2 * m.hidden_size * (2 if m.norm == "layernorm" else 1)
         n += m.mtp_layers * (last.active - norms + 2 * m.hidden_size**2 + m.vocab_size * m.hidden_size)
     if lora is not None:

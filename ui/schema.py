@@ -189,7 +189,7 @@ GROUPS: dict[str, list[tuple[str, list[str]]]] = {
         ("Mixture of experts (MoE)", ["num_experts", "top_k", "moe_ffn_hidden_size", "num_shared_experts",
                                       "shared_expert_ffn_hidden_size", "first_k_dense_layers", "moe_layer_freq",
                                       "router", "capacity_factor", "pad_to_capacity", "n_group", "topk_group",
-                                      "router_expert_bias", "mtp_layers"]),
+                                      "router_expert_bias", "moe_latent_size", "mtp_layers", "mtp_repeated_layer"]),
         ("Hybrid Mamba-2 stack", ["hybrid_pattern", "mamba_num_heads", "mamba_head_dim", "mamba_state_dim",
                                   "mamba_num_groups", "mamba_conv_kernel", "mamba_chunk_size"]),
         ("Regularisation", ["hidden_dropout", "attention_dropout"]),

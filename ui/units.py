@@ -19,7 +19,7 @@ UNIT_BY_NAME: dict[str, str] = {
     "collective_scale_out": "× link BW", "efficiency": "× peak", "sustained_clock_ratio": "× boost clock",
     "gemm_half_dim": "elements", "max_position_embeddings": "positions",
     "hidden_size": "elements", "ffn_hidden_size": "elements", "moe_ffn_hidden_size": "elements",
-    "shared_expert_ffn_hidden_size": "elements", "head_dim": "elements", "vocab_size": "tokens",
+    "shared_expert_ffn_hidden_size": "elements", "head_dim": "elements", "vocab_size": "tokens", "moe_latent_size": "elements",
     "q_lora_rank": "elements", "kv_lora_rank": "elements", "qk_nope_head_dim": "elements",
     "qk_rope_head_dim": "elements", "v_head_dim": "elements",
     "num_layers": "layers", "first_k_dense_layers": "layers", "recompute_num_layers": "layers per stage",

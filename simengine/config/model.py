@@ -65,6 +65,13 @@ class ModelSpec(_Frozen):
     capacity_factor: float | None = Field(None, gt=0, le=64, description="Expert capacity factor; with padding every expert processes ceil(tokens·top_k/E·cf) tokens. None = dropless.")
     pad_to_capacity: bool = Field(True, description="With capacity_factor: pad every expert's input to its capacity (Megatron --moe-pad-expert-input-to-capacity); False = drop the tokens above capacity and send the rest unpadded.")
     mtp_layers: int = Field(0, ge=0, le=16, description="Multi-token-prediction modules (DeepSeek-V3), each one extra block plus projection.")
+    mtp_repeated_layer: bool = Field(False, description=(
+        "The MTP depths run one shared module (Megatron-Core mtp_use_repeated_layer; Nemotron 3 Super: one "
+        "*E block run twice): compute per depth, weights, gradients and optimizer state once."))
+    moe_latent_size: int | None = Field(None, ge=1, le=262_144, description=(
+        "Latent MoE (Megatron-Core moe_latent_size; HF moe_latent_size; Nemotron 3 Super: 1024): each MoE layer "
+        "projects its tokens h → latent before the dispatch and latent → h after the combine; the routed experts, "
+        "the permutation and the all-to-all run at the latent width. None = the hidden size."))
     n_group: int | None = Field(None, ge=1, le=65_536, description="Group-limited routing: experts split into this many equal groups (HF n_group, Megatron --moe-router-num-groups); None = no groups. DeepSeek-V3: 8 (one group per node).")
     topk_group: int | None = Field(None, ge=1, le=65_536, description="Groups a token may route into (HF topk_group, Megatron --moe-router-group-topk). DeepSeek-V3: 4, i.e. each token reaches at most 4 nodes.")
     router_expert_bias: Literal["auto", "on", "off"] = Field("auto", description="Auxiliary-loss-free balancing: a per-expert bias added to the scores for top-k selection, updated each step (DeepSeek-V3 report §2.1.2; Megatron --moe-router-enable-expert-bias). auto = on with the sigmoid router (HF topk_method noaux_tc, e_score_correction_bias).")
@@ -110,6 +117,10 @@ class ModelSpec(_Frozen):
                 raise ValueError(f"first_k_dense_layers={self.first_k_dense_layers} exceeds num_layers={self.num_layers}")
         elif self.top_k:
             raise ValueError(f"top_k={self.top_k} needs num_experts > 0")
+        if self.moe_latent_size is not None and not self.num_experts:
+            raise ValueError("moe_latent_size needs num_experts > 0")
+        if self.mtp_repeated_layer and not self.mtp_layers:
+            raise ValueError("mtp_repeated_layer needs mtp_layers > 0")
         self._check_groups()
         self._check_hybrid()
         if self.full_attention_interval is not None and self.attention_window is None:
@@ -131,8 +142,8 @@ class ModelSpec(_Frozen):
             raise ValueError(f"mamba_num_groups={self.mamba_num_groups} does not divide mamba_num_heads={self.mamba_num_heads}")
         if ("E" in pat) != self.is_moe:
             raise ValueError("hybrid_pattern has MoE layers (E) exactly when num_experts > 0")
-        if self.attention == "mla" or self.mtp_layers or self.attention_window is not None:
-            raise ValueError("hybrid_pattern is modelled with MHA/GQA attention, no MTP and no sliding window")
+        if self.attention == "mla" or self.attention_window is not None:
+            raise ValueError("hybrid_pattern is modelled with MHA/GQA attention and no sliding window")
 
     def _check_groups(self) -> None:
         if self.n_group is None and self.topk_group is None:
@@ -173,6 +184,23 @@ class ModelSpec(_Frozen):
         if self.moe_ffn_hidden_size is None:
             raise ValueError(f"model {self.name!r} has no moe_ffn_hidden_size (num_experts={self.num_experts})")
         return self.moe_ffn_hidden_size
+
+    @property
+    def moe_dim(self) -> int:
+        """Width of the routed tokens: the latent size of a latent MoE (``moe_latent_size``), else h."""
+        return self.moe_latent_size if self.moe_latent_size is not None else self.hidden_size
+
+    @property
+    def mtp_moe(self) -> bool:
+        """Whether an MTP module's block uses an MoE MLP: as the last main layer (DeepSeek-V3 report
+        §2.2); in a hybrid stack attention + MoE on an MoE model (Megatron-Bridge Nemotron 3 Super:
+        ``mtp_hybrid_override_pattern`` "*E"), attention + MLP otherwise."""
+        return self.is_moe if self.hybrid_pattern is not None else self.is_moe_layer(self.num_layers - 1)
+
+    @property
+    def mtp_weight_copies(self) -> int:
+        """MTP modules with their own weights: one when the depths share it (``mtp_repeated_layer``)."""
+        return min(self.mtp_layers, 1) if self.mtp_repeated_layer else self.mtp_layers
 
     @property
     def qk_head_dim(self) -> int:

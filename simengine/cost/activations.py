@@ -161,15 +161,21 @@ def moe_activations(d: Dims, m: ModelSpec) -> BlockActivations:
     recompute Megatron-Core has FC2 save its original input instead (moe/experts.py:
     ``set_save_original_input(self.linear_fc2)`` under fp8), the checkpointed activation output
     that is freed after FC2 and re-made in backward: nothing held. The shared experts' FC2 (a TE
-    row-parallel Linear) saves its fp8 input the same way."""
-    T, Ssp, h = d.moe_tokens, d.sp_tokens, d.h
+    row-parallel Linear) saves its fp8 input the same way.
+
+    Latent MoE (``ModelSpec.moe_latent_size``): the routed rows are latent-wide, so is the experts'
+    FC1 input; ``fc1_latent_proj`` reads the norm output already kept for the router, and
+    ``fc2_latent_proj`` (a TE Linear) saves its latent-wide input, the unpermuted combine output."""
+    T, Ssp, h, x = d.moe_tokens, d.sp_tokens, d.h, d.moe_dim
     R = d.tokens_per_expert * d.experts_local
     f_in = (2 if d.gated else 1) * d.moe_ffn
     kept = BF16 * (Ssp * h + T * h)  # the pre-MLP norm's input and output (the MoE layer's input)
     saved = kept + 8.0 * T * m.num_experts
     gemm_in = 1.0 if d.fp8 and d.stack.name == "megatron-te" else BF16   # FC1's and FC2's saved inputs
     fc2_in = gemm_in * R * d.moe_ffn
-    saved += gemm_in * R * h + BF16 * R * f_in + fc2_in
+    saved += gemm_in * R * x + BF16 * R * f_in + fc2_in
+    if x != h:
+        saved += gemm_in * T * x   # fc2_latent_proj's input
     shared = 0.0
     if d.shared_ffn:
         fs = (2 if d.gated else 1) * d.shared_ffn

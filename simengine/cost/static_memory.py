@@ -95,20 +95,22 @@ def _stage_params(m: ModelSpec, tp: int, ep: int, etp: int, chunks: tuple[ChunkW
             if not m.tie_embeddings or not holds_first:
                 ends += V * m.hidden_size / tp
         if c.mtp:
-            # MTP module: two norms + 2h×h projection + one block (DeepSeek-V3 report §2.2); the MTP
+            # MTP module: three norms (enorm, hnorm and the final one) + 2h×h projection + one block
+            # (DeepSeek-V3 report §2.2; Megatron-Core multi_token_prediction.py MultiTokenPredictionLayer); the MTP
             # stage also builds its own copy of the input embedding (Megatron-Core
             # ``pre_process or mtp_process``), kept in sync with the first stage's
             h = m.hidden_size
-            glue = 2 * h + 2 * h * h / tp
+            glue = 3 * h * (2 if m.norm == "layernorm" else 1) + 2 * h * h / tp
             if not holds_first:
                 ends += embed
             blk = att.tp_sharded / tp + att.replicated
+            copies = m.mtp_weight_copies  # one module run at every depth (mtp_repeated_layer): one copy
             if c.mtp_moe and moe is not None:
                 blk += moe.tp_sharded / tp + moe.replicated
-                p_expert += c.mtp * moe.experts / (ep * etp)
+                p_expert += copies * moe.experts / (ep * etp)
             else:
                 blk += dense.tp_sharded / tp + dense.replicated
-            p_dense += c.mtp * (glue + blk)
+            p_dense += copies * (glue + blk)
     p_dense += ends
     shapes = _gemm_shapes(m, tp, V, n_dense > 0, n_moe > 0, any(c.last for c in chunks), n_mamba > 0)
     return StageParams(p_dense, p_expert, shapes, ends)
@@ -139,6 +141,8 @@ def _gemm_shapes(m: ModelSpec, tp: int, vocab_padded: int, has_dense: bool, has_
     if has_moe and m.shared_ffn:
         f = m.shared_ffn // tp
         shapes |= {(g * f, h), (h, f)}
+    if has_moe and m.moe_latent_size is not None:  # fc1_latent_proj / fc2_latent_proj (TE Linears, replicated over TP)
+        shapes |= {(m.moe_latent_size, h), (h, m.moe_latent_size)}
     if has_head:
         shapes.add((vocab_padded // tp, h))
     return tuple(sorted(shapes))

@@ -30,12 +30,16 @@ class HFImport(BaseModel):
     unmapped: list[str] = []
 
 
-def _float(cfg: dict, key: str) -> float | None:
+def _float(cfg: dict, key: str, share: bool = False) -> float | None:
+    """A probability in [0, 1), or with ``share`` a fraction in (0, 1] (``partial_rotary_factor``:
+    1.0 is the whole head, as Nemotron-H configs state it)."""
     v = cfg.get(key)
     if v is None:
         return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not 0 <= v < 1:
-        raise HFImportError(f"'{key}' must be a probability in [0, 1), got {json.dumps(v)[:40]}")
+    ok = (0 < v <= 1) if share else (0 <= v < 1)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not ok:
+        want = "a fraction in (0, 1]" if share else "a probability in [0, 1)"
+        raise HFImportError(f"'{key}' must be {want}, got {json.dumps(v)[:40]}")
     return float(v)
 
 
@@ -105,7 +109,7 @@ def _block(cfg: dict, out: dict, notes: list[str], model_type: str) -> None:
     mpe, _ = _first(cfg, "max_position_embeddings", minimum=1)
     if mpe is not None:
         out["max_position_embeddings"] = min(mpe, 16_777_216)
-    prf = _float(cfg, "partial_rotary_factor")
+    prf = _float(cfg, "partial_rotary_factor", share=True)
     if prf is not None and prf != 1.0:
         notes.append(f"partial_rotary_factor={prf}: RoPE priced on the whole head (one pointwise pass, under 0.1% of a step)")
     if cfg.get("attention_bias") is True or cfg.get("mlp_bias") is True or model_type.startswith("qwen2"):
@@ -175,6 +179,9 @@ def _moe(cfg: dict, out: dict, notes: list[str]) -> None:
         mlp_only = cfg.get("mlp_only_layers")
         if isinstance(mlp_only, list) and mlp_only:
             notes.append(f"mlp_only_layers={_echo(mlp_only)} is not modelled; those layers are treated as MoE")
+        latent, _ = _first(cfg, "moe_latent_size", minimum=1)
+        if latent is not None:
+            out["moe_latent_size"] = latent
         scoring = cfg.get("scoring_func")
         if scoring is not None:
             if scoring not in ("softmax", "sigmoid"):
@@ -233,7 +240,22 @@ def _hybrid(cfg: dict, out: dict, notes: list[str]) -> None:
         notes.append(f"expand={expand} x hidden_size differs from mamba_num_heads x mamba_head_dim = {d_inner}: the heads are used")
     if out.get("num_experts"):
         out["router"], out["router_expert_bias"] = "sigmoid", "on"
+    _hybrid_mtp(cfg, out, notes)
     notes.append("Nemotron-H attention layers have no position embedding: priced as one RoPE pass")
+
+
+def _hybrid_mtp(cfg: dict, out: dict, notes: list[str]) -> None:
+    """A hybrid stack's MTP module: its block is ``mtp_hybrid_override_pattern`` (Nemotron 3 Super:
+    "*E"), priced as attention + MoE on an MoE model, attention + MLP otherwise
+    (``ModelSpec.mtp_moe``)."""
+    if not out.get("mtp_layers"):
+        return
+    want = "*E" if out.get("num_experts") else "*-"
+    pat = cfg.get("mtp_hybrid_override_pattern")
+    if pat is not None and pat != want:
+        notes.append(f"mtp_hybrid_override_pattern={_echo(pat)}: the MTP block is priced as {want!r}")
+    notes.append(f"num_nextn_predict_layers={out['mtp_layers']}: MTP modules with their own weights (Megatron-Bridge's "
+                 "Nemotron 3 Super recipe runs one at two depths: mtp_layers 2 with mtp_repeated_layer)")
 
 
 def _features(cfg: dict, notes: list[str]) -> None:

@@ -39,7 +39,7 @@ READ: frozenset[str] = frozenset({
     "layer_norm_epsilon", "attention_bias", "mlp_bias", "mlp_only_layers", "resid_pdrop", "attn_pdrop",
     "attention_dropout", "hidden_dropout", "embd_pdrop", "n_ctx", "sliding_window", "use_sliding_window",
     "quantization_config", "add_cross_attention", "n_group", "topk_group", "layer_types", "partial_rotary_factor",
-    "expand",
+    "expand", "mtp_hybrid_override_pattern",
 })
 
 # Keys with no effect on a training step's compute, communication or memory shape: token ids,

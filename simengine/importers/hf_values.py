@@ -40,6 +40,7 @@ FIELD_MAP: dict[str, tuple[str, ...]] = {
     "moe_layer_freq": ("decoder_sparse_step", "moe_layer_freq"),
     "router": ("scoring_func",),
     "mtp_layers": ("num_nextn_predict_layers",),
+    "moe_latent_size": ("moe_latent_size",),
     # hybrid Mamba-2 stacks (NVIDIA's configuration_nemotron_h.py NemotronHConfig: the attributes
     # its config.json stores, then the constructor's argument names)
     "hybrid_pattern": ("hybrid_override_pattern",),

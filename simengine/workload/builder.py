@@ -32,7 +32,7 @@ class ChunkWork:
     first: bool              # holds the input embedding
     last: bool               # holds the final norm, LM head, loss (and MTP modules)
     mtp: int = 0             # multi-token-prediction modules on this chunk (last chunk only)
-    mtp_moe: bool = False    # their transformer block uses an MoE MLP (as the last main layer)
+    mtp_moe: bool = False    # their transformer block uses an MoE MLP (ModelSpec.mtp_moe)
     window_layers: int = 0   # of ``layers``, those with sliding-window attention ("attn_window" block)
     mamba_layers: int = 0    # hybrid stacks: Mamba-2 layers ("mamba" block)
     hybrid_attn: int = -1    # hybrid stacks: self-attention layers; -1 = every layer has attention
@@ -97,7 +97,7 @@ def block_phases(d: Dims, m: ModelSpec, cp_comm_type: str, fused_cross_entropy: 
 def _without_moe(d: Dims) -> Dims:
     """The dims with the fields only the MoE block reads (workload/dims.py) at their dense values."""
     return replace(d, experts_local=0, moe_ffn=0, moe_tokens=0, tokens_per_expert=0, shared_ffn=0,
-                   ep=1, etp=1, moe_dispatch_dtype="bf16", moe_imbalance=1.0)
+                   ep=1, etp=1, moe_dispatch_dtype="bf16", moe_imbalance=1.0, moe_dim=0)
 
 
 def _build_block(kind: str, d: Dims, m: ModelSpec, arg, dtype: str) -> Phases:
@@ -159,11 +159,11 @@ def _place_layers(m: ModelSpec, st: StrategySpec) -> tuple[tuple[ChunkWork, ...]
             win = windowed_layers(m, layers) if m.full_attention_interval else 0
             if m.hybrid_pattern is not None:  # one mixer per layer (ModelSpec.hybrid_pattern)
                 kinds = [m.layer_kind(i) for i in layers]
-                mine.append(ChunkWork(g, r, layers, kinds.count("-"), n_moe, c == 0, is_last, 0, False, 0,
+                mine.append(ChunkWork(g, r, layers, kinds.count("-"), n_moe, c == 0, is_last, mtp, m.mtp_moe, 0,
                                       kinds.count("M"), kinds.count("*")))
                 continue
             mine.append(ChunkWork(g, r, layers, len(layers) - n_moe, n_moe, c == 0, is_last, mtp,
-                                  m.is_moe_layer(m.num_layers - 1), win))
+                                  m.mtp_moe, win))
         ranks.append(tuple(mine))
     return tuple(ranks)
 

@@ -48,6 +48,7 @@ class Dims:
     lora: str = ""                     # LoRA targets (StrategySpec.lora_targets) when peft="lora", else ""
     lora_rank: int = 0
     doc_len: int = 0                   # packed documents' length (StrategySpec.packed_doc_len), 0 = not packed
+    moe_dim: int = 0                   # width of the routed tokens (ModelSpec.moe_dim: h, or the latent size); 0 on dense models
 
 
 def dims_of(sc: Scenario) -> Dims:
@@ -97,6 +98,7 @@ def dims_of(sc: Scenario) -> Dims:
         attention_window=_uniform_window(m),
         lora=st.lora_targets if st.peft == "lora" else "", lora_rank=st.lora_rank if st.peft == "lora" else 0,
         doc_len=st.packed_doc_len if st.packed_doc_len and st.packed_doc_len < st.seq_len else 0,
+        moe_dim=m.moe_dim if m.is_moe else 0,
     )
 
 

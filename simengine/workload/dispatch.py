@@ -73,8 +73,10 @@ def ep_alltoall(ph: Phases, d: Dims, m: ModelSpec, dispatcher: str, dispatch_dty
     """Forward dispatch + combine and their backward (gradients travel bf16 the opposite way).
     The hottest rank receives ``imbalance`` × the mean in dispatch and sends as much back in
     combine, and every rank waits for it (an all-to-all ends when its slowest peer does)."""
-    bf16 = d.h * BF16
-    fwd_row = d.h * FP8_ROW_FACTOR if dispatch_dtype == "fp8" else bf16
+    # a row is one token at the routed width: h, or a latent MoE's latent size (Megatron-Core
+    # token_dispatcher.py: hidden_dim = moe_latent_size or hidden_size; fc1_latent_proj runs first)
+    bf16 = d.moe_dim * BF16
+    fwd_row = d.moe_dim * FP8_ROW_FACTOR if dispatch_dtype == "fp8" else bf16
     ph.fwd.append(_op("ep-a2a:dispatch", d, m, dispatcher, fwd_row, imbalance, "fp8" if dispatch_dtype == "fp8" else "bf16"))
     if dispatcher == "alltoall":
         # MoEAlltoAllTokenDispatcher.token_dispatch sends the permuted routing probabilities in a

@@ -347,12 +347,21 @@ def moe_block(d: Dims, model: ModelSpec, dispatcher: str, shared_overlap: bool =
     them (per-tier pricing in simengine/cost/moe_comm.py). The all-gather dispatcher
     (``MoEAllGatherTokenDispatcher``) gathers all ep ranks' tokens instead and reduce-scatters the
     expert outputs.
+
+    Latent MoE (``ModelSpec.moe_latent_size``; Megatron-Core ``MoELayer.preprocess`` /
+    ``postprocess``): the router reads the h-wide tokens, ``fc1_latent_proj`` (h → latent) runs
+    before the permutation, and everything routed — permute, all-to-all, expert GEMMs, combine,
+    unpermute — is ``latent`` wide, then ``fc2_latent_proj`` (latent → h); the shared experts read
+    the h-wide tokens (moe_layer.py: "the shared expert must run on the full hidden_states").
     """
     ph = Phases()
     T, h = d.moe_tokens, d.h
+    x = d.moe_dim  # the routed width: h, or the latent size
     routed = d.tokens_per_expert * d.experts_local  # tokens processed on the hottest rank
     _norm(ph, "ln2", d.sp_tokens, h)
     gemm_triple(ph, "router", T, h, model.num_experts)
+    if x != h:
+        gemm_triple(ph, "latent_fc1", T, h, x)
     # Router after the gating GEMM (Megatron-Core TopKRouter / moe_utils): softmax or sigmoid,
     # group-limited top-k (group max, top groups, mask, masked fill, top-k), probability scaling,
     # scatter of the gates and of the routing map, tokens-per-expert count, and the auxiliary
@@ -365,15 +374,15 @@ def moe_block(d: Dims, model: ModelSpec, dispatcher: str, shared_overlap: bool =
         # moe_router_enable_expert_bias): scores + bias for the top-k choice (read the fp32 scores,
         # write the biased copy) and the per-expert token count kept for the step's bias update
         ph.fwd.append(Memory("router-expert-bias", 2 * T * model.num_experts * 4 + model.num_experts * 4, kernels=2))
-    permute = (T + routed) * h * BF16
+    permute = (T + routed) * x * BF16
     ph.fwd.append(Memory("permute", 2 * permute, kernels=2))  # TE moe_permute: row-id map + gather
     ph.bwd.append(Memory("permute-bwd", 2 * permute, kernels=2))
     if d.ep > 1:
         if dispatcher == "allgather":
-            ph.fwd.append(Collective("ep-ag:dispatch", "all_gather", T * h * BF16 * d.ep, "ep", d.ep))
-            ph.fwd.append(Collective("ep-rs:combine", "reduce_scatter", T * h * BF16 * d.ep, "ep", d.ep))
-            ph.bwd.append(Collective("ep-ag:dcombine", "all_gather", T * h * BF16 * d.ep, "ep", d.ep))
-            ph.bwd.append(Collective("ep-rs:ddispatch", "reduce_scatter", T * h * BF16 * d.ep, "ep", d.ep))
+            ph.fwd.append(Collective("ep-ag:dispatch", "all_gather", T * x * BF16 * d.ep, "ep", d.ep))
+            ph.fwd.append(Collective("ep-rs:combine", "reduce_scatter", T * x * BF16 * d.ep, "ep", d.ep))
+            ph.bwd.append(Collective("ep-ag:dcombine", "all_gather", T * x * BF16 * d.ep, "ep", d.ep))
+            ph.bwd.append(Collective("ep-rs:ddispatch", "reduce_scatter", T * x * BF16 * d.ep, "ep", d.ep))
         else:
             ep_alltoall(ph, d, model, dispatcher, d.moe_dispatch_dtype, d.moe_imbalance)
     if d.etp > 1:
@@ -382,7 +391,7 @@ def moe_block(d: Dims, model: ModelSpec, dispatcher: str, shared_overlap: bool =
         # expert-TP group (gather_from_sequence_parallel_region, group=tp_group) and the expert
         # output reduce-scattered back. The full buffer is etp × the rows received, i.e. ``routed``,
         # the rows the local experts process (tokens_per_expert already counts the etp gather).
-        gathered = routed * h * BF16
+        gathered = routed * x * BF16
         ph.fwd.append(Collective("etp-ag", "all_gather", gathered, "etp", d.etp))
         ph.fwd.append(Collective("etp-rs", "reduce_scatter", gathered, "etp", d.etp))
         ph.bwd.append(Collective("etp-ag-bwd", "all_gather", gathered, "etp", d.etp))
@@ -395,15 +404,17 @@ def moe_block(d: Dims, model: ModelSpec, dispatcher: str, shared_overlap: bool =
     g, mt, f = d.experts_local, d.tokens_per_expert, d.moe_ffn
     if g and mt:
         fc1_out = (2 if d.gated else 1) * f
-        ph.fwd.append(GroupedGemm("fwd:expert_fc1", g, mt, fc1_out, h, "TN"))
-        ph.bwd.append(GroupedGemm("dgrad:expert_fc1", g, mt, h, fc1_out, "NN"))
-        ph.wgt.append(GroupedGemm("wgrad:expert_fc1", g, fc1_out, h, mt, "NT"))
+        ph.fwd.append(GroupedGemm("fwd:expert_fc1", g, mt, fc1_out, x, "TN"))
+        ph.bwd.append(GroupedGemm("dgrad:expert_fc1", g, mt, x, fc1_out, "NN"))
+        ph.wgt.append(GroupedGemm("wgrad:expert_fc1", g, fc1_out, x, mt, "NT"))
         _activation(ph, "experts", g * mt, f, d.activation)
-        ph.fwd.append(GroupedGemm("fwd:expert_fc2", g, mt, h, f, "TN"))
-        ph.bwd.append(GroupedGemm("dgrad:expert_fc2", g, mt, f, h, "NN"))
-        ph.wgt.append(GroupedGemm("wgrad:expert_fc2", g, h, f, mt, "NT"))
+        ph.fwd.append(GroupedGemm("fwd:expert_fc2", g, mt, x, f, "TN"))
+        ph.bwd.append(GroupedGemm("dgrad:expert_fc2", g, mt, f, x, "NN"))
+        ph.wgt.append(GroupedGemm("wgrad:expert_fc2", g, x, f, mt, "NT"))
     ph.fwd.append(Memory("unpermute", 2 * permute, kernels=2))
     ph.bwd.append(Memory("unpermute-bwd", 2 * permute, kernels=2))
+    if x != h:
+        gemm_triple(ph, "latent_fc2", T, x, h)
     if d.shared_ffn:
         _mlp_body(ph, d, "shared", d.shared_ffn)
         if shared_overlap and d.ep > 1:

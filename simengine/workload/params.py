@@ -60,11 +60,13 @@ def attention_params(m: ModelSpec) -> BlockParams:
     return BlockParams(shard, norm)
 
 
-def mlp_params(m: ModelSpec, width: int) -> int:
+def mlp_params(m: ModelSpec, width: int, dim: int | None = None) -> int:
+    """An MLP of intermediate ``width`` on inputs of ``dim`` (default h; a latent MoE's experts: the latent size)."""
     gated = m.activation == "swiglu"
-    p = (3 if gated else 2) * m.hidden_size * width
+    dim = m.hidden_size if dim is None else dim
+    p = (3 if gated else 2) * dim * width
     if m.linear_bias:
-        p += (2 if gated else 1) * width + m.hidden_size  # FC1 (gate+up) and FC2 biases
+        p += (2 if gated else 1) * width + dim  # FC1 (gate+up) and FC2 biases
     return p
 
 
@@ -78,9 +80,26 @@ def moe_params(m: ModelSpec) -> BlockParams:
     h, E = m.hidden_size, m.num_experts
     # DeepSeek-V3 e_score_correction_bias (sigmoid router) / a Linear router bias (GPT-OSS)
     router = h * E + (E if m.expert_bias or m.linear_bias else 0)
-    expert = mlp_params(m, m.expert_ffn)
+    expert = mlp_params(m, m.expert_ffn, m.moe_dim)
     shared = mlp_params(m, m.shared_ffn) if m.shared_ffn else 0
-    return BlockParams(shared, _norm_params(m, h) + router, E * expert, m.top_k * expert)
+    rep = _norm_params(m, h) + router
+    if m.moe_latent_size is not None:
+        # Megatron-Core MoELayer fc1_latent_proj (h → latent) and fc2_latent_proj (latent → h):
+        # TELinear with parallel_mode="duplicated", i.e. replicated over TP (moe/moe_layer.py)
+        lat = m.moe_latent_size
+        rep += 2 * h * lat + ((lat + h) if m.linear_bias else 0)
+    return BlockParams(shared, rep, E * expert, m.top_k * expert)
+
+
+def mtp_block_params(m: ModelSpec) -> BlockParams:
+    """The transformer block of one MTP module: as the last main layer (DeepSeek-V3 report §2.2), or
+    in a hybrid stack attention + MoE / MLP (``ModelSpec.mtp_moe``: Megatron-Bridge Nemotron 3
+    Super's ``mtp_hybrid_override_pattern`` "*E"), each mixer with its pre-norm."""
+    if m.hybrid_pattern is None:
+        return layer_params(m, m.num_layers - 1)
+    att = attention_params(m)
+    mlp = moe_params(m) if m.mtp_moe else dense_mlp_params(m)
+    return BlockParams(att.tp_sharded + mlp.tp_sharded, att.replicated + mlp.replicated, mlp.experts, mlp.active_experts)
 
 
 def mamba_params(m: ModelSpec) -> BlockParams:
