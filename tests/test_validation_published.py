@@ -9,7 +9,8 @@ import io
 import pytest
 
 from simengine.validation.data import read_text
-from simengine.validation.published import (evaluate, flops_eq3, flops_eq7, flops_megatron, flops_megatron_bridge, predict_metrics,
+from simengine.validation.published import (evaluate, flops_eq3, flops_eq7, flops_megatron, flops_megatron_bridge,
+                                            flops_megatron_bridge_hybrid, predict_metrics,
                                             published_runs, summarize, torchtitan_flops_per_token)
 
 
@@ -30,8 +31,8 @@ def evaluated(mapped):
 def test_counts(mapped):
     runs, skipped = mapped
     assert len(runs) + len(skipped) == 187
-    assert len(runs) == 175
-    assert len(skipped) == 12
+    assert len(runs) == 177
+    assert len(skipped) == 10
 
 
 def test_deepseek_v3_report_run(mapped, evaluated):
@@ -107,8 +108,13 @@ def test_nemo_models_named_but_not_spelled_out_come_from_presets(mapped):
     assert runs["nemo2407_Pretraining_Nemotron-340B_pretrain_128gpu"].config["model"]["activation"] == "squared_relu"
     nano = [r for rid, r in runs.items() if "nemotron_3_nano" in rid.lower()]
     assert len(nano) == 5 and all(r.config["model"]["hybrid_pattern"].count("M") == 23 for r in nano)
-    super_ = [s for rid, s in skipped.items() if "nemotron_3_super" in rid.lower()]
-    assert super_ and all("Super" in s.reason for s in super_)
+    # Nemotron 3 Super: the MXFP8 rows from the latent-MoE preset (40 Mamba, 40 MoE layers, MTP "*E" run at
+    # two depths); the NVFP4 ones need an FP4 GEMM precision simengine does not have
+    super_ = [r for rid, r in runs.items() if "nemotron_3_super" in rid.lower()]
+    assert len(super_) == 2 and all(r.config["model"]["moe_latent_size"] == 1024 and r.config["model"]["mtp_repeated_layer"]
+                                    and r.config["model"]["hybrid_pattern"].count("M") == 40 for r in super_)
+    fp4 = [s for rid, s in skipped.items() if "nemotron_3_super" in rid.lower()]
+    assert len(fp4) == 2 and all("FP4" in s.reason for s in fp4)
 
 
 def test_a_row_contradicting_its_preset_is_skipped():
@@ -265,7 +271,7 @@ def test_bridge_moe_cross_node_tokens(mapped, evaluated):
         return s["ep"] * s.get("etp", 1) > runs[rid].config["system"]["scale_up"]["domain_size"]
 
     rows = [c for c in comps if c.source == "megatron-bridge" and c.metric == "tokens_per_sec_per_gpu" and cross(c.run_id)]
-    assert len(rows) == 13
+    assert len(rows) == 15
     assert abs(statistics.median(c.error_pct for c in rows)) <= 15.0
 
 
@@ -273,14 +279,14 @@ def test_megatron_bridge_flop_count_reproduces_the_table(mapped):
     """Megatron-Bridge's own FLOP count (flop_utils.num_floating_point_operations) gives the table's
     model TFLOP/s per token/s for every row — dense, MoE, MLA, and DeepSeek-V3 only with its MTP block."""
     runs, _ = mapped
-    ratios = []
+    ratios, hybrid = [], []
     for r in runs.values():
         if r.source != "megatron-bridge" or "model_tflops_per_gpu" not in r.measured:
             continue
         st = r.config["strategy"]
         table = r.measured["model_tflops_per_gpu"] * 1e12 / r.measured["tokens_per_sec_per_gpu"]
-        if r.config["model"].get("hybrid_pattern"):  # Bridge's Mamba FLOP branch is not reproduced: not compared
-            assert "model_tflops_per_gpu" not in predict_metrics(r, type("R", (), {"step_time_s": 1.0, "tokens_per_s_per_gpu": 1.0})())
+        if r.config["model"].get("hybrid_pattern"):  # Bridge's hybrid branch (hybrid_flops): Nemotron 3 Nano and Super
+            hybrid.append(flops_megatron_bridge_hybrid(r.config["model"], st["seq_len"], st["tp"]) / st["seq_len"] / table)
             continue
         if st.get("peft") == "lora":  # its page counts LoRA otherwise (1.56x fewer): not compared (evaluate._lora)
             assert "model_tflops_per_gpu" not in predict_metrics(r, type("R", (), {"step_time_s": 1.0, "tokens_per_s_per_gpu": 1.0})())
@@ -288,6 +294,8 @@ def test_megatron_bridge_flop_count_reproduces_the_table(mapped):
         ratios.append(flops_megatron_bridge(r.config["model"], st["seq_len"], st["tp"], r.flop_basis.get("glu_silu", True))
                       / st["seq_len"] / table)
     assert len(ratios) == 65
+    # the hybrid rows (five Nano, two Super): the tables print TFLOP/s and tokens/s to 3–5 digits
+    assert len(hybrid) == 7 and max(abs(x - 1) for x in hybrid) <= 0.006
     assert max(abs(x - 1) for x in ratios) <= 0.025  # two rows' printed figures round to 2 %
     assert sorted(ratios)[len(ratios) // 2] == pytest.approx(1.0, abs=0.002)
     ds = runs["mbridge_26.04_Pre-Training_DeepSeekV3_DGX-B200_MXFP8_256gpu_v0"]

@@ -11,9 +11,10 @@ makes the run ``weak``. Rows that cannot be mapped are returned in ``skipped`` w
 """
 
 from .evaluate import Comparison, evaluate, predict_metrics, summarize
-from .flops import flops_eq3, flops_eq7, flops_eq8, flops_megatron, flops_megatron_bridge, torchtitan_flops_per_token
+from .flops import (flops_eq3, flops_eq7, flops_eq8, flops_megatron, flops_megatron_bridge, flops_megatron_bridge_hybrid,
+                    torchtitan_flops_per_token)
 from .mapping import published_runs
 from .types import SOURCES, PublishedRun, SkippedRun
 
 __all__ = ["SOURCES", "Comparison", "PublishedRun", "SkippedRun", "evaluate", "flops_eq3", "flops_eq7", "flops_eq8",
-           "flops_megatron", "flops_megatron_bridge", "predict_metrics", "published_runs", "summarize", "torchtitan_flops_per_token"]
+           "flops_megatron", "flops_megatron_bridge", "flops_megatron_bridge_hybrid", "predict_metrics", "published_runs", "summarize", "torchtitan_flops_per_token"]

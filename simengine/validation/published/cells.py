@@ -34,6 +34,7 @@ _MODEL_PRESETS: dict[str, str] = {
     "nemotron4-15b": "nemotron4-15b", "nemotron4-340b": "nemotron4-340b",
     "nemotron-4-15b": "nemotron4-15b", "nemotron-4-340b": "nemotron4-340b",
     "nemotron-3-nano": "nemotron3-nano-30b-a3b",  # Megatron-Bridge's rows: the 30B-A3B hybrid Mamba MoE
+    "nemotron-3-super": "nemotron3-super-120b-a12b",  # ... and the 120B-A12B one with a latent MoE and MTP
 }
 
 _GPU_PEAK_BF16 = {"a100": 312.0, "h100": 989.0}  # dense bf16 TFLOP/s, as torchtitan counts MFU
@@ -218,12 +219,11 @@ def _from_preset(row: dict[str, str], preset: str, a: list[str]) -> dict[str, An
 
 def _nemotron_model(row: dict[str, str], a: list[str]) -> dict[str, Any]:
     """Nemotron-3 (8B, 22B) and Nemotron-4 (15B, 340B): dense squared-ReLU GPTs; Nemotron 3 Nano
-    (2025): the hybrid Mamba-2 / attention / MoE stack of Megatron-Bridge's Nemotron3NanoProvider.
-    Nemotron 3 Super adds a latent MoE (Megatron-Bridge recipe tests: ``moe_latent_size``) and MTP
-    to its hybrid stack, neither modelled for hybrids here."""
+    (2025): the hybrid Mamba-2 / attention / MoE stack of Megatron-Bridge's Nemotron3NanoProvider;
+    Nemotron 3 Super (2026): a hybrid stack with a latent MoE and a repeated MTP module."""
     preset = _MODEL_PRESETS.get(_norm_name(_s(row, "model")))
     if preset is None:
-        raise _Skip("Nemotron 3 Super: its latent MoE (moe_latent_size) and MTP in a hybrid stack are not modelled (no preset)")
+        raise _Skip(f"no preset of {_s(row, 'model')!r}")
     return _from_preset(row, preset, a)
 
 

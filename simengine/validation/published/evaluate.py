@@ -7,7 +7,8 @@ from typing import Any, Callable
 
 from ...errors import ConfigError
 from .types import PublishedRun, SkippedRun
-from .flops import flops_eq3, flops_eq7, flops_eq8, flops_megatron, flops_megatron_bridge, torchtitan_flops_per_token
+from .flops import (flops_eq3, flops_eq7, flops_eq8, flops_megatron, flops_megatron_bridge, flops_megatron_bridge_hybrid,
+                    torchtitan_flops_per_token)
 
 
 LayerTimes = Callable[[dict[str, Any]], tuple[float, float]]  # config → (forward, backward) seconds of one layer
@@ -117,13 +118,13 @@ def _megatron_bridge(run: PublishedRun, report: Any, metric: str, layer_times: L
     """As NeMo, but ``model_tflops_per_gpu`` in Megatron-Bridge's own FLOP count (flops_megatron_bridge:
     flop_utils.num_floating_point_operations, causal attention halved, MTP and padded vocab counted)."""
     if metric == "model_tflops_per_gpu":
-        if _lora(run) or run.config["model"].get("hybrid_pattern"):
-            # LoRA (above) and hybrid Mamba stacks: flops_megatron_bridge reproduces the transformer
-            # branch of Bridge's count only; its Mamba branch is not read here
+        if _lora(run):  # (above)
             return None
-        st = run.config["strategy"]
-        F = flops_megatron_bridge(run.config["model"], st["seq_len"], st["tp"],
-                                  run.flop_basis.get("glu_silu", True)) * st["global_batch_size"]
+        st, model = run.config["strategy"], run.config["model"]
+        if model.get("hybrid_pattern"):  # Bridge's hybrid branch
+            F = flops_megatron_bridge_hybrid(model, st["seq_len"], st["tp"]) * st["global_batch_size"]
+        else:
+            F = flops_megatron_bridge(model, st["seq_len"], st["tp"], run.flop_basis.get("glu_silu", True)) * st["global_batch_size"]
         return F / report.step_time_s / run.flop_basis["gpus"] / 1e12
     return _nemo(run, report, metric, layer_times)
 

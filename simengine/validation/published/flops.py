@@ -72,3 +72,38 @@ def flops_megatron_bridge(model: dict[str, Any], seq: int, tp: int, glu_silu: bo
     div = 128 * tp
     v_pad = -(-m.vocab_size // div) * div
     return seq * (mlp + attn + 6.0 * mtp * (3 * h + 2 * h * h) + 6.0 * h * v_pad * (mtp + 1))
+
+
+def flops_megatron_bridge_hybrid(model: dict[str, Any], seq: int, tp: int) -> float:
+    """Megatron-Bridge ``num_floating_point_operations`` for a hybrid Mamba stack, per sequence
+    (src/megatron/bridge/training/utils/flop_utils.py ``hybrid_flops``, r0.4.0): 3 × the forward of
+    its attention layers 4·s·h·p·(h + h·g/heads + s/2) (p = heads·kv_channels/h, g the query groups),
+    MLP layers 4·(ffn/h)·s·h², Mamba layers 2·s·h·(2·d_in + 2·G·N + H) + 7·s·d_in·N + 2·s·d_in·h
+    (d_in = 2h), MoE layers 4·s·(x·ffn_moe·k + h·ffn_shared) with x the latent size (+ 4·s·h·x for
+    the latent projections) or h, and the logits 2·s·h·V_pad·(1 + mtp); each MTP depth counts its
+    block's layers (Megatron-Core ``parse_hybrid_pattern``: mtp_pattern × mtp_num_depths — Nemotron
+    3 Super's "*E", our ``ModelSpec.mtp_moe``). Squared-ReLU MLPs (no GLU): scale 1. Reproduces the
+    TFLOP per token of every Nemotron 3 Nano and Super row of the tables (tests/test_latent_moe.py)."""
+    from ...config.model import ModelSpec
+
+    m = ModelSpec(**{k: v for k, v in model.items() if k in ModelSpec.model_fields})
+    h, pat, mtp = m.hidden_size, m.hybrid_pattern or "", m.mtp_layers
+    n_attn, n_mamba, n_mlp, n_moe = pat.count("*") + mtp, pat.count("M"), pat.count("-"), pat.count("E")
+    n_moe, n_mlp = (n_moe + mtp, n_mlp) if m.mtp_moe else (n_moe, n_mlp + mtp)
+    g = 1.5 if m.activation == "swiglu" else 1.0
+    heads = m.num_attention_heads
+    attn = 4.0 * seq * h * (m.d_head * heads / h) * (h + h * m.kv_heads / heads + seq / 2)
+    mlp = 4.0 * (m.ffn_hidden_size / h) * g * seq * h * h
+    d_in = 2 * h
+    mamba = (2.0 * seq * h * (2 * d_in + 2 * m.mamba_num_groups * m.mamba_state_dim + (m.mamba_num_heads or 0))
+             + 7.0 * seq * d_in * m.mamba_state_dim + 2.0 * seq * d_in * h)
+    x = m.moe_dim
+    moe = 0.0
+    if m.is_moe:
+        moe = 4.0 * seq * x * m.expert_ffn * m.top_k * g + 4.0 * seq * h * m.shared_ffn * g
+        if m.moe_latent_size is not None:
+            moe += 4.0 * seq * h * x
+    div = 128 * tp
+    v_pad = -(-m.vocab_size // div) * div
+    fwd = n_attn * attn + n_mlp * mlp + n_mamba * mamba + n_moe * moe + 2.0 * seq * h * v_pad * (1 + mtp)
+    return 3.0 * fwd

@@ -160,10 +160,27 @@ RECIPES: dict[tuple[str, str, str], Recipe] = {
     **{("gpt-oss-120b", "h100", rel): Recipe(_WB.format(tag, "gpt_oss/gpt_oss", "GPT_OSS_120B_PRETRAIN_CONFIG_H100_BF16_V2"),
                                              1, 4, 8, tp_comm_overlap=False, quick_gelu_glu=True, recompute_modules=_OSS_RECOMPUTE)
        for rel, tag in (("26.02", "c0b9a0003"), ("26.02.01", "r0.3.0"), ("26.04", "r0.4.0"), ("26.04.01", "r0.4.0"))},
+    # ---- Nemotron 3 Nano (configs/nemotronh/nemotron_3{,_nano}_workload_base_configs.py, the same in r0.3.0,
+    # r0.4.0 and 63b08b397: hybridep everywhere; H100 FP8_CS_V1 recompute_modules moe, layernorm, core_attn, moe_act;
+    # B200 FP8_MX_V1 = BF16_V1, micro-batch 2) ----
+    **{("nemotron-3-nano", "h100", rel): Recipe(_WB.format(tag, f"nemotronh/{base}", "NEMOTRON_3_NANO_PRETRAIN_CONFIG_H100_FP8_CS_V1 (hybridep)"),
+                                                1, 1, 8, flex=True, tp_comm_overlap=False,
+                                                recompute_modules=("moe", "layernorm", "core_attn", "moe_act"))
+       for rel, tag, base in (("26.02.01", "r0.3.0", "nemotron_3_nano"), ("26.04", "r0.4.0", "nemotron_3"),
+                              ("26.04.01", "r0.4.0", "nemotron_3"), ("26.06", "63b08b397", "nemotron_3"))},
+    ("nemotron-3-nano", "b200", "26.04.01"): Recipe(_WB.format("r0.4.0", "nemotronh/nemotron_3", "NEMOTRON_3_NANO_PRETRAIN_CONFIG_B200_FP8_MX_V1 "
+                                                               "= B200_BF16_V1 (hybridep)"), 1, 1, 8, mb=2, flex=True, tp_comm_overlap=False),
+    # ---- Nemotron 3 Super (recipes/nemotronh/nemotron_3_super.py nemotron_3_super_pretrain_config: mtp_num_layers 2
+    # with mtp_use_repeated_layer — the preset's —, overlap_grad_reduce; configs/nemotronh/nemotron_3_llm_pretrain.py
+    # set_nemotron_3_super_common_configs: grad_reduce_in_fp32 False, forced load balancing) ----
+    **{("nemotron-3-super", "b200", rel): Recipe(_WB.format("r0.4.0", "nemotronh/nemotron_3",
+                                                            "NEMOTRON_3_SUPER_PRETRAIN_CONFIG_B200_FP8_MX_V1 (hybridep, no CUDA graphs)"),
+                                                 1, 1, 64, flex=True, tp_comm_overlap=False, recompute_modules=("moe_act", "layernorm"))
+       for rel in ("26.04", "26.04.01")},
 }
 
 _MODEL_KEYS = (("deepseek", "deepseek-v3"), ("qwen3_235b", "qwen3-235b-a22b"), ("qwen3_30b", "qwen3-30b-a3b"),
-               ("gpt_oss_120b", "gpt-oss-120b"))
+               ("gpt_oss_120b", "gpt-oss-120b"), ("nemotron_3_super", "nemotron-3-super"), ("nemotron_3_nano", "nemotron-3-nano"))
 
 
 def recipe_key(run_id: str, model: str, gpu_type: str) -> tuple[str, str, str] | None:
