@@ -1,6 +1,6 @@
-"""Atomic file writes: the new content goes to a temporary file in the target's folder, then
-``os.replace`` swaps it in (atomic on POSIX and Windows), so a failure part-way leaves the old file
-intact and never a truncated one."""
+"""Files the user names: atomic writes (the new content goes to a temporary file in the target's
+folder, then ``os.replace`` swaps it in, atomic on POSIX and Windows, so a failure part-way leaves
+the old file intact and never a truncated one), and why a path to read is no regular file."""
 
 from __future__ import annotations
 
@@ -38,3 +38,17 @@ def write_atomic(path: str | os.PathLike, write: Callable[[IO[str]], object]) ->
         with contextlib.suppress(OSError):
             Path(tmp).unlink()
         raise
+
+
+def not_a_file(path: str | os.PathLike) -> str:
+    """Why ``path`` is no regular file to read ("" when it is one): "no such file", "a directory,
+    not a file", "not a regular file" (a device or pipe: /dev/zero would never end), or the
+    operating system's reason (a name too long for the file system). Never raises, where
+    ``Path.is_file`` raises OSError on a name longer than the system's limit."""
+    try:
+        given = Path(path)
+        if given.is_file():
+            return ""
+        return "no such file" if not given.exists() else ("a directory, not a file" if given.is_dir() else "not a regular file")
+    except (OSError, ValueError) as e:   # ENAMETOOLONG, an embedded NUL
+        return str(getattr(e, "strerror", None) or e)[:200]

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 
 from .config import ModelSpec, StrategySpec, SystemSpec
 from .errors import ConfigError, from_pydantic
+from .fileio import not_a_file
 
 
 def _preset_dir() -> Path:
@@ -118,7 +119,7 @@ def _looks_like_path(name_or_path: str | Path) -> bool:
     s = str(name_or_path)
     if "/" in s or "\\" in s:
         return True
-    return s.endswith(".json") and Path(s).is_file()
+    return s.endswith(".json") and not not_a_file(s)
 
 
 def load_spec(kind: str, name_or_path: str | Path, *, user_systems: str | Path | None = None,
@@ -137,9 +138,8 @@ def load_spec(kind: str, name_or_path: str | Path, *, user_systems: str | Path |
     section = _SECTION[kind]
     if _looks_like_path(name_or_path):
         path = Path(name_or_path)
-        if not path.is_file():   # a directory or a device (/dev/zero would never end) is no spec file either
-            what = "no such file" if not path.exists() else ("a directory, not a file" if path.is_dir() else "not a regular file")
-            raise ConfigError([(section, f"{what}: {path}")])
+        if what := not_a_file(path):   # a directory or a device (/dev/zero would never end) is no spec file either
+            raise ConfigError([(section, f"{what}: {str(path)[:200]}")])
         data = _parse_file(path, section)
         origin = str(path)
     elif kind == "systems" and user_systems is not None and str(name_or_path) not in _names(kind):
@@ -169,7 +169,8 @@ def size_scenario(size: str) -> dict[str, dict[str, Any]]:
 
 
 __all__ = [
-    "KINDS", "PRESET_DIR", "SCENARIO_SIZES", "list_presets", "load_calibration", "load_preset", "load_spec", "size_scenario",
+    "KINDS", "PRESET_DIR", "SCENARIO_SIZES", "list_presets", "load_calibration", "load_preset", "load_spec", "not_a_file",
+    "size_scenario",
 ]
 
 

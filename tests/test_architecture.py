@@ -32,7 +32,7 @@ ONLY = {
     "validation": FRONT_DOOR | {"calibration"},                   # measured runs evaluated through the API
     # the catalogue resolves names: presets, then the user's saved systems (calibration/store.py,
     # itself importing only config and errors)
-    "presets": {"config", "errors", "calibration"},
+    "presets": {"config", "errors", "calibration", "fileio"},   # fileio: why a named path is no file
     "errors": set(),
     "fileio": set(),
 }

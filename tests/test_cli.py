@@ -67,6 +67,22 @@ def test_bad_input_exits_2_with_one_line(argv, field, capsys):
     assert field in err
 
 
+LONG = "a" * 5000 + ".json"   # one name beyond every file system's limit (255 bytes): ENAMETOOLONG
+SCENARIO = ["--model", "small", "--system", "small", "--strategy", "small"]
+
+
+@pytest.mark.parametrize("argv,field", [
+    (["estimate", "--model", f"/tmp/{LONG}", "--system", "small", "--strategy", "small"], "model: File name too long"),
+    (["estimate", "--model", LONG, "--system", "small", "--strategy", "small"], "models: invalid preset name"),
+    (["calibrate", "--base", "small", "--name", "x", "--gemm", f"/tmp/{LONG}"], "--gemm: File name too long"),
+    (["check-run", "--log", f"/tmp/{LONG}", *SCENARIO], "--log: File name too long"),
+])
+def test_a_path_too_long_for_the_file_system_exits_2_naming_the_option(argv, field, capsys):
+    # once: Path.is_file raised OSError (errno 36) and the CLI printed "internal error", status 1
+    code, _, err = run(argv, capsys)
+    assert code == 2 and err.count("\n") == 1 and err.startswith(f"error: {field}")
+
+
 def test_simulate_writes_a_trace(tmp_path, capsys):
     trace = tmp_path / "t.json"
     code, out, err = run(["simulate", "--model", "small", "--system", "small", "--strategy", "small",

@@ -47,10 +47,11 @@ def _path(raw: str | None, field: str) -> Path | None:
 
 
 def _file(raw: str, field: str) -> Path:
-    p = Path(raw)
-    if not p.is_file():
-        raise ConfigError([(field, f"no such file: {raw[:200]}")])
-    return p
+    from ..presets import not_a_file  # why a named path is no regular file (fileio.py)
+
+    if what := not_a_file(raw):
+        raise ConfigError([(field, f"{what}: {raw[:200]}")])
+    return Path(raw)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -43,11 +43,12 @@ def add_parser(sub) -> None:
 
 
 def _read_log(raw: str, field: str):
+    from ..presets import not_a_file  # why a named path is no regular file (fileio.py)
     from .logs import parse_training_log
 
+    if what := not_a_file(raw):
+        raise ConfigError([(field, f"{what}: {raw[:200]}")])
     path = Path(raw)
-    if not path.is_file():
-        raise ConfigError([(field, f"no such file: {raw[:200]}")])
     return parse_training_log(path, field_name=field), path
 
 
