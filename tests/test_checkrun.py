@@ -250,6 +250,25 @@ def test_a_torchtitan_line_with_a_negative_or_infinite_number_is_refused():
             parse_training_log(ok + "\n" + line.format(s=3, m=m, t=t))
 
 
+@pytest.mark.parametrize("line", [
+    " iteration {n}/     100 | elapsed time per iteration (ms): 500.0 |",
+    "[rank0]:[titan] 2025 - root - INFO - step: {n}  loss:  6.1  memory: 49.66GiB(52.28%)  tps: 5,856",
+])
+def test_an_iteration_number_of_thousands_of_digits_names_its_line(line):
+    # once: int() raised ValueError (more than 4300 digits) and the CLI printed "internal error"
+    with pytest.raises(ConfigError, match="line 2: iteration number of 5000 digits is not a plausible value"):
+        parse_training_log("banner\n" + line.format(n="9" * 5000))
+
+
+def test_stated_numbers_int_cannot_take_are_not_stated():
+    from simengine.checkrun.stated import parse_stated
+
+    # once: '²'.isdigit() is True but int('²') raises, as does int() of 5000 digits
+    lines = ["  world_size ........ \u00b2", "  num_layers ........ " + "9" * 5000, "  hidden_size ........ 4096",
+             "using world size: " + "9" * 5000 + ", data-parallel size: 4"]
+    assert parse_stated(lines) == {"hidden_size": 4096, "data_parallel_size": 4}
+
+
 def test_an_explicit_warmup_that_leaves_nothing_is_refused_not_ignored():
     # once: --warmup 1 on a log with one usable iteration compared with that warm-up iteration
     log = parse_training_log(_megatron_log([900]))

@@ -28,7 +28,7 @@ from typing import NoReturn
 
 from ..calibration.source import read_text
 from ..errors import ConfigError
-from .stated import parse_stated
+from .stated import MAX_DIGITS, parse_stated
 
 FIELD = "log"
 MAX_LINES = 2_000_000
@@ -80,6 +80,14 @@ def _checked(value: float | None, what: str, lineno: int, field_name: str, lo: f
     return _bad(f"line {lineno}: {what} {value:g} is not a plausible value (expected {expected})", field_name)
 
 
+def _step(raw: str, lineno: int, field_name: str) -> int:
+    """The iteration number of a line: at most ``MAX_DIGITS`` digits (an int64, as the frameworks
+    count; int() raises ValueError beyond 4300)."""
+    if len(raw) > MAX_DIGITS:
+        _bad(f"line {lineno}: iteration number of {len(raw)} digits is not a plausible value", field_name)
+    return int(raw)
+
+
 def _bad(msg: str, field_name: str) -> NoReturn:
     raise ConfigError([(field_name, msg)])
 
@@ -101,7 +109,7 @@ def parse_training_log(source, *, field_name: str = FIELD) -> RunLog:
     lo_s, hi_s = STEP_S_RANGE
     for no, line in enumerate(lines, 1):
         if m := _MEGATRON_ITER.search(line):
-            step = int(m.group(1))
+            step = _step(m.group(1), no, field_name)
             if date is None and (d := _MEGATRON_DATE.search(line)):
                 date = d.group(1)
             t = _MEGATRON_TFLOPS.search(line)
@@ -113,7 +121,7 @@ def parse_training_log(source, *, field_name: str = FIELD) -> RunLog:
             if m.group(6):
                 reserved.append(_checked(_f(m.group(6)), "max reserved (MB)", no, field_name) / 1024.0)  # type: ignore[operator]
         elif m := _TITAN_STEP.search(line):
-            step = int(m.group(1))
+            step = _step(m.group(1), no, field_name)
             tps = _f(m.group(4))
             if tps != 0:   # a step time comes from it, tokens / (tps · GPUs); a 0 is skipped (compare.step_times)
                 _checked(tps, "tps", no, field_name, 1e-3, 1e12)

@@ -26,6 +26,9 @@ _ARG_LINE = re.compile(r"^\s*([a-z][a-z0-9_]*) \.{3,}\s*(\S+)\s*$")
 ARGS = ("world_size", "data_parallel_size", "tensor_model_parallel_size", "pipeline_model_parallel_size",
         "context_parallel_size", "expert_model_parallel_size", "seq_length", "micro_batch_size",
         "global_batch_size", "num_layers", "hidden_size", "num_experts", "moe_router_topk")
+# a stated number int() takes: decimal digits (isdigit() also admits '²', which int() refuses) and
+# at most an int64's 18 (int() refuses more than 4300); a longer one is no setting and is not stated
+MAX_DIGITS = 18
 SWITCHES = ("sequence_parallel", "use_distributed_optimizer", "recompute_granularity", "cp_comm_type")
 
 
@@ -36,10 +39,11 @@ def parse_stated(lines) -> dict[str, int | str]:
     for line in lines:
         if _LAYOUT_LINE.search(line):
             for name, value in _LAYOUT_FIELD.findall(line):
-                out[_LAYOUT_KEY[name]] = int(value)
+                if len(value) <= MAX_DIGITS:
+                    out[_LAYOUT_KEY[name]] = int(value)
         elif m := _ARG_LINE.match(line):
             name, value = m.group(1), m.group(2)
-            if name in ARGS and value.isdigit():
+            if name in ARGS and value.isdecimal() and len(value) <= MAX_DIGITS:
                 out[name] = int(value)
             elif name in SWITCHES:
                 out[name] = value.strip("[]'\"")  # cp_comm_type prints as a list: ['a2a']
