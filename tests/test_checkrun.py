@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import copy
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -267,6 +269,30 @@ def test_stated_numbers_int_cannot_take_are_not_stated():
     lines = ["  world_size ........ \u00b2", "  num_layers ........ " + "9" * 5000, "  hidden_size ........ 4096",
              "using world size: " + "9" * 5000 + ", data-parallel size: 4"]
     assert parse_stated(lines) == {"hidden_size": 4096, "data_parallel_size": 4}
+
+
+# lines of about 2 MB on which the patterns once backtracked quadratically: every 'iteration N/M |'
+# (or 'step: N loss: x') head of a line without a tail re-scanned the rest of the line; a digit run
+# split between [0-9,]* and [0-9]* every way; '\\.{3,}\\s*(\\S+)' gave the dots back one at a time.
+# Each took from 15 minutes to hours (measured on 8,000-repeat lines: 0.5 to 4 s, growing 4x per doubling)
+HOSTILE_LINES = ["iteration 1/1 |" * 140_000, "step: 1 loss: x " * 130_000,
+                 "[Rank 0] (after 1 iterations) memory (MB) | allocated: " + "1" * 2_000_000,
+                 "  world_size " + "." * 2_000_000 + "y z", "  hidden_size " + "." * 2_000_000 + " 4096"]
+
+
+def test_hostile_log_lines_are_read_in_linear_time(tmp_path):
+    log = tmp_path / "hostile.log"
+    log.write_text("\n".join([*HOSTILE_LINES, _megatron_log([900, 500])]))
+    argv = [sys.executable, "-m", "simengine", "check-run", "--log", str(log), "--model", "small", "--system", "small",
+            "--strategy", "small"]
+    try:   # the timeout only stops a hang (the old patterns); no assertion on the time taken
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=Path(__file__).resolve().parents[1])
+    except subprocess.TimeoutExpired:
+        pytest.fail("check-run did not finish reading the hostile log in 10 minutes")
+    assert p.returncode == 0 and "log states      hidden_size 4096" in p.stdout, p.stderr
+    parsed = parse_training_log(log)
+    assert [i.time_s for i in parsed.iterations] == [0.9, 0.5] and parsed.stated == {"hidden_size": 4096}
+    assert parsed.max_allocated_gib is None   # the digits line has no 'max allocated'
 
 
 def test_an_explicit_warmup_that_leaves_nothing_is_refused_not_ignored():

@@ -36,14 +36,19 @@ MAX_LINES = 2_000_000
 # no GPU step takes under a microsecond (one kernel launch takes several), and none a week
 STEP_S_RANGE = (1e-6, 7 * 24 * 3600.0)
 
-_NUM = r"(-?[0-9][0-9,]*\.?[0-9]*(?:[eE][+-]?\d+)?)"
-_MEGATRON_ITER = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|.*?elapsed time per iteration \(ms\):\s*" + _NUM)
+# one way to split a digit run (``[0-9,]*\.?[0-9]*`` had n: a long run not followed by what the
+# pattern wants took quadratic time)
+_NUM = r"(-?[0-9][0-9,]*(?:\.[0-9]*)?(?:[eE][+-]?\d+)?)"
+# an iteration line is a head and, further on, a tail; ``_after`` finds the pair
+_MEGATRON_HEAD = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|")
+_MEGATRON_TIME = re.compile(r"elapsed time per iteration \(ms\):\s*" + _NUM)
 _MEGATRON_DATE = re.compile(r"^\s*\[(\d{4}-\d{2}-\d{2})[ T]\d")  # training_log: [%Y-%m-%d %H:%M:%S]
 _MEGATRON_TFLOPS = re.compile(r"throughput per GPU \(TFLOP/s/GPU\):\s*" + _NUM)
 _MEGATRON_MEM = re.compile(r"\[Rank\s+(\d+)\]\s+\(after\s+(\d+)\s+iterations\)\s+memory \(MB\)\s*\|\s*allocated:\s*"
                            + _NUM + r"\s*\|\s*max allocated:\s*" + _NUM
                            + r"(?:\s*\|\s*(?:reserved|cached):\s*" + _NUM + r"\s*\|\s*max (?:reserved|cached):\s*" + _NUM + ")?")
-_TITAN_STEP = re.compile(r"\bstep:\s*(\d+)\s+loss:\s*\S+.*?memory:\s*" + _NUM + r"\s*GiB\(\s*" + _NUM + r"%\)\s+tps:\s*" + _NUM
+_TITAN_HEAD = re.compile(r"\bstep:\s*(\d+)\s+loss:\s*\S")
+_TITAN_TAIL = re.compile(r"memory:\s*" + _NUM + r"\s*GiB\(\s*" + _NUM + r"%\)\s+tps:\s*" + _NUM
                          + r"(?:\s+tflops:\s*" + _NUM + r")?(?:\s+mfu:\s*" + _NUM + "%)?")
 
 
@@ -88,6 +93,15 @@ def _step(raw: str, lineno: int, field_name: str) -> int:
     return int(raw)
 
 
+def _after(head: re.Pattern, tail: re.Pattern, line: str) -> tuple[re.Match, re.Match] | None:
+    """The line's first ``head`` and the first ``tail`` after it, or None: what ``head.*?tail``
+    finds, in linear time (as one pattern, every head of a line without a tail re-scanned the rest
+    of the line: a 64 MB line of 'iteration 1/1 |' would have taken days)."""
+    h = head.search(line)
+    t = tail.search(line, h.end()) if h else None
+    return (h, t) if h and t else None
+
+
 def _bad(msg: str, field_name: str) -> NoReturn:
     raise ConfigError([(field_name, msg)])
 
@@ -108,25 +122,25 @@ def parse_training_log(source, *, field_name: str = FIELD) -> RunLog:
     date = None
     lo_s, hi_s = STEP_S_RANGE
     for no, line in enumerate(lines, 1):
-        if m := _MEGATRON_ITER.search(line):
-            step = _step(m.group(1), no, field_name)
+        if it := _after(_MEGATRON_HEAD, _MEGATRON_TIME, line):
+            step, tail = _step(it[0].group(1), no, field_name), it[1]
             if date is None and (d := _MEGATRON_DATE.search(line)):
                 date = d.group(1)
             t = _MEGATRON_TFLOPS.search(line)
-            ms = _checked(_f(m.group(3)), "elapsed time per iteration (ms)", no, field_name, lo_s * 1e3, hi_s * 1e3)
+            ms = _checked(_f(tail.group(1)), "elapsed time per iteration (ms)", no, field_name, lo_s * 1e3, hi_s * 1e3)
             mega.setdefault(step, Iteration(step, time_s=ms / 1e3,  # type: ignore[operator]
                                             tflops_per_gpu=_checked(_f(t.group(1)), "TFLOP/s/GPU", no, field_name) if t else None))
         elif m := _MEGATRON_MEM.search(line):
             alloc.append(_checked(_f(m.group(4)), "max allocated (MB)", no, field_name) / 1024.0)  # type: ignore[operator]  # MiB → GiB
             if m.group(6):
                 reserved.append(_checked(_f(m.group(6)), "max reserved (MB)", no, field_name) / 1024.0)  # type: ignore[operator]
-        elif m := _TITAN_STEP.search(line):
-            step = _step(m.group(1), no, field_name)
-            tps = _f(m.group(4))
+        elif it := _after(_TITAN_HEAD, _TITAN_TAIL, line):
+            step, tail = _step(it[0].group(1), no, field_name), it[1]
+            tps = _f(tail.group(3))
             if tps != 0:   # a step time comes from it, tokens / (tps · GPUs); a 0 is skipped (compare.step_times)
                 _checked(tps, "tps", no, field_name, 1e-3, 1e12)
-            titan.setdefault(step, Iteration(step, tokens_per_s_per_gpu=tps, tflops_per_gpu=_checked(_f(m.group(5)), "tflops", no, field_name),
-                                             memory_gib=_checked(_f(m.group(2)), "memory (GiB)", no, field_name)))
+            titan.setdefault(step, Iteration(step, tokens_per_s_per_gpu=tps, tflops_per_gpu=_checked(_f(tail.group(4)), "tflops", no, field_name),
+                                             memory_gib=_checked(_f(tail.group(1)), "memory (GiB)", no, field_name)))
     warnings: list[str] = []
     if mega and titan:
         warnings.append("the log has both Megatron-LM and torchtitan lines; using the one with more iterations")

@@ -21,7 +21,10 @@ _LAYOUT_FIELD = re.compile(r"(world|data-parallel|context-parallel|tensor-model-
 _LAYOUT_KEY = {"world": "world_size", "data-parallel": "data_parallel_size",
                "context-parallel": "context_parallel_size", "tensor-model-parallel": "tensor_model_parallel_size",
                "pipeline-model-parallel": "pipeline_model_parallel_size"}
-_ARG_LINE = re.compile(r"^\s*([a-z][a-z0-9_]*) \.{3,}\s*(\S+)\s*$")
+# "  name ........ value": the value follows the dots after a space, right after them, or is the last
+# dot of a run of dots; one way to read each line (``\.{3,}\s*(\S+)\s*$`` had as many as the line
+# had dots: a long run of dots followed by two words took quadratic time)
+_ARG_LINE = re.compile(r"^\s*([a-z][a-z0-9_]*) \.{3,}(?:\s+(\S+)|([^\s.]\S*)|(\.))\s*$")
 # the arguments check-run compares: integers, and the few switches the scenario has a field for
 ARGS = ("world_size", "data_parallel_size", "tensor_model_parallel_size", "pipeline_model_parallel_size",
         "context_parallel_size", "expert_model_parallel_size", "seq_length", "micro_batch_size",
@@ -42,7 +45,7 @@ def parse_stated(lines) -> dict[str, int | str]:
                 if len(value) <= MAX_DIGITS:
                     out[_LAYOUT_KEY[name]] = int(value)
         elif m := _ARG_LINE.match(line):
-            name, value = m.group(1), m.group(2)
+            name, value = m.group(1), m.group(2) or m.group(3) or m.group(4)
             if name in ARGS and value.isdecimal() and len(value) <= MAX_DIGITS:
                 out[name] = int(value)
             elif name in SWITCHES:
