@@ -46,6 +46,8 @@ def estimate_json(config_json: str) -> dict[str, Any]:
         data = json.loads(config_json)
     except (TypeError, ValueError) as e:
         raise ConfigError([("", f"not valid JSON: {e}")]) from e
+    except RecursionError:   # arrays or objects nested thousands deep
+        raise ConfigError([("", "not valid JSON: nested too deeply")]) from None
     return estimate(data).model_dump(mode="json")
 
 

@@ -123,6 +123,12 @@ def test_bad_input_names_the_field():
         api.estimate_json("{not json")
 
 
+def test_json_nested_too_deeply_is_a_config_error():
+    # once: json.loads' RecursionError escaped estimate_json (the studio's entry for JSON text)
+    with pytest.raises(ConfigError, match="nested too deeply"):
+        api.estimate_json("[" * 100_000)
+
+
 def test_causal_mfu_and_mtp_flops():
     sc = base()
     rep = api.estimate(sc)
