@@ -10,7 +10,7 @@ import pytest
 
 from app_walk import open_app, open_fold, open_page, texts
 from ui.config_io import dumps
-from ui.pins import decode_pins, encode_pins, parse_budget
+from ui.pins import budget_text, decode_pins, encode_pins, parse_budget
 from ui.share import ShareLinkError, pack, size_canonical
 
 
@@ -48,6 +48,16 @@ def test_token_budget_is_kept_across_pages_and_in_the_link():
     assert at.query_params["budget"] == "50"
     again = open_app("pages/estimate.py", preset="small", budget="50")
     assert again.number_input(key="budget.tokens").value == 50.0
+
+
+@pytest.mark.parametrize("value", [15000.25, 1234.5678, 0.0012345678, 50.0])
+def test_the_link_reproduces_the_token_budget_exactly(value):
+    """%g keeps six digits: a budget of 15000.25 reached a colleague as 15000.2 (another cost)."""
+    at = open_app("pages/estimate.py")
+    at.number_input(key="budget.tokens").set_value(value).run()
+    again = open_app("pages/estimate.py", **dict(at.query_params))
+    assert again.number_input(key="budget.tokens").value == value
+    assert parse_budget(budget_text(value)) == value
 
 
 @pytest.mark.parametrize("query", [{"s": "v1.garbage!"}, {"preset": "evil"}, {"preset": "small", "pins": "junk"},

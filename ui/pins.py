@@ -64,7 +64,10 @@ def parse_budget(text: str) -> float:
 
 
 def budget_text(value: float) -> str:
-    return f"{value:g}"
+    """The budget as the link writes it: short (``50``, ``1e+06``) when that reads back as the same
+    number, else every digit needed (``15000.25``: ``%g`` would send ``15000.2``)."""
+    short = f"{value:g}"
+    return short if float(short) == value else repr(float(value))
 
 
 def extra_params(pins: list[dict[str, str]], budget_b: float) -> dict[str, Any]:
