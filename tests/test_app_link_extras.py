@@ -5,6 +5,7 @@ bar with its message instead of being replaced by ``?preset=small``."""
 from __future__ import annotations
 
 import json
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -58,6 +59,19 @@ def test_the_link_reproduces_the_token_budget_exactly(value):
     again = open_app("pages/estimate.py", **dict(at.query_params))
     assert again.number_input(key="budget.tokens").value == value
     assert parse_budget(budget_text(value)) == value
+
+
+def test_the_share_url_opens_the_largest_token_budget():
+    """The sidebar's share URL wrote budget=1e+06 unencoded: the '+' reads back as a space, so the
+    link opened with "the token budget '1e 06' in the link is not a number"."""
+    at = open_app("pages/estimate.py")
+    at.number_input(key="budget.tokens").set_value(1e6).run()
+    url = next(c.value for c in at.sidebar.code if "budget=" in c.value)
+    query = {k: v[-1] for k, v in parse_qs(urlsplit(url).query).items()}
+    assert query["budget"] == budget_text(1e6)
+    again = open_app(f"pages/{query.pop('page')}.py", **query)
+    assert "Could not open" not in texts(again.error)
+    assert again.number_input(key="budget.tokens").value == 1e6
 
 
 @pytest.mark.parametrize("query", [{"s": "v1.garbage!"}, {"preset": "evil"}, {"preset": "small", "pins": "junk"},

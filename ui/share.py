@@ -35,6 +35,7 @@ import re
 import zlib
 from functools import lru_cache
 from typing import Any
+from urllib.parse import quote, urlencode
 
 from simengine.errors import ConfigError
 from simengine.presets import SCENARIO_SIZES, size_scenario
@@ -258,5 +259,6 @@ def decode_params(params: dict[str, Any]) -> tuple[dict[str, dict[str, Any]] | N
 
 
 def link_query(params: dict[str, str]) -> str:
-    """``?key=value`` text of link parameters (values are URL-safe already)."""
-    return "?" + "&".join(f"{k}={v}" for k, v in params.items())
+    """``?key=value`` text of link parameters, percent-encoded: tokens are URL-safe already, but a
+    budget such as ``1e+06`` is not (an unencoded ``+`` reads back as a space)."""
+    return "?" + urlencode(params, quote_via=quote)
