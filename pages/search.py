@@ -39,6 +39,7 @@ defaults = inputs or {"gpus": str(sc["system"]["num_gpus"]), "global_batch": int
 with st.form("search.form"):
     c = st.columns([2, 2, 2, 3, 1])
     gpus = c[0].text_input("GPU counts", defaults["gpus"], help="64, or 64,128, or 64..512 (doubling).", key="search.gpus")
+    slots = {"search.gpus": c[0].empty()}  # an input's error goes right under it (_searched)
     gbs = c[1].number_input("Global batch (sequences)", *INPUT_RANGES["global_batch"], int(defaults["global_batch"]), key="search.gbs")
     seq = c[2].number_input("Sequence length", *INPUT_RANGES["seq_len"], int(defaults["seq_len"]), key="search.seq")
     objs = list(OBJECTIVES)
@@ -46,6 +47,7 @@ with st.form("search.form"):
     top = c[4].number_input("Top", *INPUT_RANGES["top"], int(defaults["top"]), key="search.top")
     restrict = st.text_area("Pin or restrict dimensions (one per line)", defaults["restrict"], height=80, key="search.restrict",
                             help=f"e.g. tp=4,8 or pp=1,2,4 or recompute=none. Dimensions: {', '.join(DIMS)}.")
+    slots["search.restrict"] = st.empty()
     go = st.form_submit_button("Search", type="primary", icon=":material/search:")
 if go:
     inputs = {"gpus": gpus, "global_batch": int(gbs), "seq_len": int(seq), "objective": obj, "top": int(top), "restrict": restrict}
@@ -57,14 +59,18 @@ if go:
     st.rerun()  # the sidebar's share link (drawn before this form) then carries the new search
 
 
-def _searched(sc: dict, inputs: dict) -> dict | None:
+def _searched(sc: dict, inputs: dict, slots: dict) -> dict | None:
     """The search's result (JSON), or None once a message says why there is none (bad inputs,
     cancelled, failed). The search runs in a worker process (ui/heavy.py ``run_search``)."""
-    try:  # the inputs' own errors, next to what they name, before any worker starts
-        parse_counts(inputs["gpus"])
-        parse_restrict(inputs["restrict"])
-    except ConfigError as e:
-        issues_box(list(e.issues), "The search could not run")
+    issues = []  # the inputs' own errors, under the field they name, before any worker starts
+    for parse, key in ((parse_counts, "gpus"), (parse_restrict, "restrict")):
+        try:
+            parse(inputs[key])
+        except ConfigError as e:
+            issues += e.issues
+    for field, msg in issues:
+        slots.get(field, st).error(md(msg, 600), icon="⚠️")
+    if issues:
         return None
     base = {k: v for k, v in sc["strategy"].items() if k not in DIMS and k not in ("global_batch_size", "seq_len", "dp", "name")}
     payload = search_payload(dumps(sc["model"]), dumps(sc["system"]), dumps(base), json.dumps(inputs, sort_keys=True))
@@ -155,6 +161,6 @@ def _results(sc: dict, res: dict) -> None:
 if not inputs:
     st.info("Set the inputs and press **Search**.")
 else:
-    result = _searched(sc, inputs)
+    result = _searched(sc, inputs, slots)
     if result is not None:
         _results(sc, result)

@@ -162,6 +162,20 @@ def test_bad_search_inputs_are_a_message_before_any_worker(monkeypatch):
     assert any("tpp=4" in e.value for e in at.error)
 
 
+def test_bad_search_inputs_are_shown_under_their_fields():
+    """They were a box below the form titled "The search could not run" with links to fix the
+    Model, System or Strategy page: the wrong place for a typo in the GPU counts."""
+    at = open_search(search=encode_inputs({**INPUTS, "gpus": "abc", "restrict": "tpp=4"}))
+    form = at.get("form")[0]
+    gpus_column = form.children[0].children[0]
+    assert [type(e).__name__ for e in gpus_column.children.values()] == ["TextInput", "Error"]
+    assert "'abc' is not a GPU count list" in gpus_column.children[1].value
+    after_restrict = list(form.children.values())[2]
+    assert type(after_restrict).__name__ == "Error" and "tpp=4" in after_restrict.value
+    assert len(at.error) == 2
+    assert [p.label for p in at.main.get("page_link")] == []  # no "Fix on the Model page"
+
+
 def test_cancelled_search_waits_for_the_user():
     """Cancel stops the search for good (the rerun that the click causes does not start it again)
     until "Run it after all"."""
