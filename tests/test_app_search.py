@@ -176,6 +176,24 @@ def test_bad_search_inputs_are_shown_under_their_fields():
     assert [p.label for p in at.main.get("page_link")] == []  # no "Fix on the Model page"
 
 
+def test_a_bad_restriction_value_is_shown_under_the_field_before_any_worker(monkeypatch):
+    """tp=abc passed the page's parser, started a worker, and came back as "The search could not
+    run: strategy.tp: 'abc' is not a valid value of tp" below the form, with Model/System/Strategy links."""
+    from ui import worker
+
+    def boom(*_a, **_k):
+        raise AssertionError("a worker started for inputs that cannot run")
+
+    monkeypatch.setattr(worker, "run", boom)
+    at = open_search(search=encode_inputs({**INPUTS, "restrict": "tp=abc"}))
+    after_restrict = list(at.get("form")[0].children.values())[2]
+    assert type(after_restrict).__name__ == "Error" and "'abc' is not a valid value of tp" in after_restrict.value
+    assert len(at.error) == 1 and not at.main.get("page_link")
+    with pytest.raises(ConfigError) as e:
+        parse_restrict("pp=1,2\nschedule=1f1b,nope")
+    assert e.value.issues[0][0] == "search.restrict" and "nope" in e.value.issues[0][1]
+
+
 def test_cancelled_search_waits_for_the_user():
     """Cancel stops the search for good (the rerun that the click causes does not start it again)
     until "Run it after all"."""

@@ -11,6 +11,7 @@ from typing import Any
 
 from simengine.api import SEARCH_DIMS as DIMS
 from simengine.api import SEARCH_OBJECTIVES as OBJECTIVES
+from simengine.api import check_search_choices
 from simengine.errors import ConfigError
 
 LINK_PARAM = "search"
@@ -53,6 +54,10 @@ def parse_restrict(text: str) -> dict[str, list[Any]]:
         out[name] = [_value(v.strip()) for v in vals.split(",") if v.strip()]
         if not out[name]:
             raise ConfigError([("search.restrict", f"'{part[:60]}' lists no value")])
+    try:  # the values too (tp=abc), so the message is under the field, not the search's failure
+        check_search_choices(out)
+    except ConfigError as e:
+        raise ConfigError([("search.restrict", m) for _, m in e.issues]) from None
     return out
 
 
