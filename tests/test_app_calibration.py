@@ -62,6 +62,9 @@ def test_upload_calibrate_shows_fits_plots_and_coverage(systems_dir):
     assert gemm["default"] == 0 and gemm["measured"] + gemm["interpolated"] + gemm["extrapolated"] == pytest.approx(100)
     prov = next(f for f in frames if "sha256" in f.columns)
     assert "efficiency.gemm_table" in set(prov["field"])
+    # every fit names the file it came from (the GEMM sweep's was blank: the engine gets bytes only)
+    assert dict(zip(prov["field"], prov["file"]))["efficiency.gemm_table"] == "sweep.csv"
+    assert all(prov["file"]), prov
     # the scenario is untouched until "Use in this scenario"
     system = json.loads(at.session_state["cfg.system"])
     assert not system["efficiency"]["gemm_table"]
@@ -76,6 +79,7 @@ def test_save_named_system_then_pick_it_on_the_system_page(systems_dir):
     at.text_input(key="cal.name").input("lab-h100").run()
     at.button(key="cal.save").click().run()
     assert (systems_dir / "lab-h100.json").is_file(), texts(at.error)
+    assert '"sweep.csv"' in (systems_dir / "lab-h100.json").read_text()  # the GEMM fit's file, kept
     assert "Saved as" in texts(at.success)
     at.switch_page("pages/system.py").run()
     pick = at.selectbox(key="pick.system")

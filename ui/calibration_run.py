@@ -74,8 +74,20 @@ def run(gemm, nccl, attention, grouped, memory=None) -> None:
     if canon is None:
         st.session_state[RESULT_KEY] = json.dumps({"error": "Calibration produced an invalid system:  \n" + _issues_text(issues)})
         return
-    st.session_state[RESULT_KEY] = json.dumps({"system": canon, "summary": summary.model_dump(mode="json"),
-                                               "gemm_points": len(table), "files": [f.name[:200] for f in files]})
+    st.session_state[RESULT_KEY] = json.dumps({"system": canon, "summary": named(summary.model_dump(mode="json"), {
+        "efficiency.gemm_table": gemm, "efficiency.attention_table": attention,
+        "efficiency.grouped_gemm_table": grouped, "efficiency.hbm": memory}),
+        "gemm_points": len(table), "files": [f.name[:200] for f in files]})
+
+
+def named(summary: dict[str, Any], uploads: dict[str, Any]) -> dict[str, Any]:
+    """``summary`` with each sweep's file name in its provenance: the engine is handed the upload's
+    bytes (never a path), so it knows no name for them (nccl logs go with theirs)."""
+    for p in summary.get("provenance", []):
+        f = uploads.get(p["target"])
+        if f is not None and not p.get("file"):
+            p["file"] = f.name[:200]
+    return summary
 
 
 def result() -> dict[str, Any] | None:
