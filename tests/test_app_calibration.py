@@ -93,6 +93,16 @@ def test_save_named_system_then_pick_it_on_the_system_page(systems_dir):
     assert not at.exception and not at.error, texts(at.error)
 
 
+def test_the_saved_names_command_line_hint_is_literal(systems_dir):
+    """A name such as lab_h100_ was put in the code span escaped for Markdown: the hint read
+    `--system lab_h100\\_`, which names no saved system when copied."""
+    at = calibrate(open_cal())
+    at.text_input(key="cal.name").input("_lab_h100_").run()
+    at.button(key="cal.save").click().run()
+    assert (systems_dir / "_lab_h100_.json").is_file(), texts(at.error)
+    assert "`--system _lab_h100_`" in texts(at.success)
+
+
 @pytest.mark.parametrize("name", ["../escape", "a/b", ".x"])
 def test_bad_name_saves_nothing(systems_dir, name):
     at = calibrate(open_cal())

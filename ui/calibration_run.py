@@ -135,7 +135,7 @@ def save(name: str) -> None:
         return
     state.notify("success", f"Saved as {md_code(name, 64)} ({md(path.name, 80)}); pick it as "
                             f"'{USER_PREFIX}{md(name, 64)}' in the System editor's preset list or use "
-                            f"`--system {md(name, 64)}` on the command line.", "cal.save")
+                            f"{md_code('--system ' + name, 80)} on the command line.", "cal.save")
 
 
 def coverage_rows(system: dict[str, Any], measured_fields=()) -> list[dict[str, Any]] | str:
