@@ -87,6 +87,14 @@ def test_a_bad_link_stays_in_the_address_bar_with_its_message(query):
     assert at.query_params["preset"] == "medium" and "Could not open" not in texts(at.error)
 
 
+@pytest.mark.parametrize("query", [{"s": "v1.not_base64!"}, {"s": "v1.eNqrVkpSslIqzk3"}, {"preset": "small", "pins": "v1.x!"},
+                                   {"preset": "small", "budget": "x"}])
+def test_a_link_error_reads_as_one_sentence(query):
+    """"…was it cut short?. Showing the small preset instead." — one stop after the question."""
+    shown = texts(open_page("pages/home.py", **query).error)
+    assert "Could not open" in shown and "?." not in shown and ".." not in shown
+
+
 def test_pins_round_trip_and_hostile_entries():
     pins = [{"label": "a", "json": dumps(size_canonical("small"))}, {"label": "b" * 200, "json": dumps(size_canonical("large"))}]
     got, notes = decode_pins(encode_pins(pins))

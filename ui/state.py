@@ -220,12 +220,18 @@ def _incoming() -> tuple[dict[str, list[str]], dict[str, list[str]], list[str]]:
     return link, extra, unknown
 
 
+def _sentence(e: Exception) -> str:
+    """A link error's message, escaped, ending with one full stop (not "was it cut short?.")."""
+    text = md(e)
+    return text if text.endswith((".", "?", "!")) else text + "."
+
+
 def _open_scenario(link: dict[str, list[str]], have: bool) -> list[str]:
     """Load the scenario a link names; returns error messages (nothing loaded then)."""
     try:
         cfg, notes = share.decode_params(link)
     except share.ShareLinkError as e:
-        return [f"Could not open the link: {md(e)}. " + (
+        return [f"Could not open the link: {_sentence(e)} " + (
             "Keeping the current scenario." if have else f"Showing the {DEFAULT_SIZE} preset instead.")]
     except ConfigError as e:  # a broken preset file on the server
         return [f"Could not open the link: {md(e)}"]
@@ -246,7 +252,7 @@ def _open_extras(extra: dict[str, list[str]]) -> list[str]:
         try:
             got, notes = pin_link.decode_pins(value)
         except share.ShareLinkError as e:
-            errors.append(f"Could not open the pinned scenarios of the link: {md(e)}.")
+            errors.append(f"Could not open the pinned scenarios of the link: {_sentence(e)}")
         else:
             _ss()["pins"] = got
             for n in notes:
@@ -256,7 +262,7 @@ def _open_extras(extra: dict[str, list[str]]) -> list[str]:
         try:
             set_budget(pin_link.parse_budget(value), sync=False)
         except share.ShareLinkError as e:
-            errors.append(f"Could not open the link: {md(e)}.")
+            errors.append(f"Could not open the link: {_sentence(e)}")
     return errors
 
 
