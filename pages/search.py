@@ -31,7 +31,8 @@ if token and st.session_state.get("search.token") != token:
         inputs = decode_inputs(token)
         st.session_state["search.inputs"] = inputs
     except Exception as e:  # noqa: BLE001 — a bad link is a message, never a traceback
-        st.error(f"Could not open the search link: {md(e)}")
+        said = "; ".join(m for _, m in e.issues) if isinstance(e, ConfigError) else e  # not "search: the search link…"
+        st.error(f"Could not open the search link: {md(said)}.")
     st.session_state["search.token"] = token
 defaults = inputs or {"gpus": str(sc["system"]["num_gpus"]), "global_batch": int(sc["strategy"]["global_batch_size"]),
                       "seq_len": int(sc["strategy"]["seq_len"]), "objective": "tokens_per_s", "top": 25, "restrict": ""}

@@ -65,7 +65,7 @@ def test_search_from_link_runs_and_loads_a_layout():
 
 def test_damaged_search_link_is_a_message():
     at = open_search(search="not-a-token")
-    assert any("search link" in e.value for e in at.error)
+    assert [e.value for e in at.error] == ["Could not open the search link: the search link is damaged."]
 
 
 # -- the search runs in a bounded worker process, never on the server's script thread ---------
