@@ -84,7 +84,7 @@ with top[0]:
                          on_change=_switch_schedule, required=True,
                          help="Switching changes the scenario (and its link); interleaved uses vpp chunks per rank.")
 with top[1]:
-    st.caption(f"pp = {strategy['pp']} stages · vpp = {strategy['vpp']} · the schedule orders forward (F), "
+    st.caption(f"pp = {strategy['pp']} stage{'' if strategy['pp'] == 1 else 's'} · vpp = {strategy['vpp']} · the schedule orders forward (F), "
                "backward (B), weight-gradient (W) and recompute (R) work per micro-batch on each rank.")
 
 issues = state.scenario_issues()

@@ -126,3 +126,9 @@ def test_memory_curve_reaches_the_step_end_and_keeps_each_peak():
     assert (ends >= step_ms - 1e-3).all(), (ends.to_dict(), step_ms)
     peaks = tl["memory"].groupby("rank")["bytes"].max() / 2**30
     assert np.allclose(shown.groupby("rank")["GiB"].max().to_numpy(), peaks.to_numpy(), atol=1e-3)
+
+
+def test_the_schedule_caption_counts_stages_in_words():
+    """It read "pp = 1 stages" for the small preset."""
+    assert "pp = 1 stage · vpp = 1" in texts(open_app("pages/timeline.py").caption)
+    assert "pp = 4 stages · vpp = 5" in texts(open_app("pages/timeline.py", preset="medium").caption)
