@@ -139,10 +139,17 @@ def write_chrome_trace(timeline, path, name: str = "simengine") -> None:
 
 def chunks_per_rank(schedule: str, vpp: int = 1) -> int:
     """Model chunks each pipeline rank holds under ``schedule`` (the schedule registry's
-    ``Schedule.chunks_per_rank``: vpp for interleaved, 2 for dualpipe/dualpipev, else 1)."""
+    ``Schedule.chunks_per_rank``: vpp for interleaved, 2 for dualpipe/dualpipev, else 1).
+    Raises ConfigError for an unknown schedule or a vpp that is no positive integer."""
     from .schedule import get_schedule
 
-    return int(get_schedule(schedule).chunks_per_rank(vpp))
+    if type(vpp) is not int or vpp < 1:
+        raise ConfigError([("strategy.vpp", f"vpp={str(vpp)[:40]!r} must be a positive integer")])
+    try:
+        sched = get_schedule(schedule)
+    except (ValueError, KeyError, TypeError) as e:
+        raise ConfigError([("strategy.schedule", str(e)[:200])]) from None
+    return int(sched.chunks_per_rank(vpp))
 
 
 def validation_sources() -> tuple[str, ...]:

@@ -178,3 +178,16 @@ def test_interleaved_stage_mapping():
 def test_invalid_parameters(name, p, m, v, msg):
     with pytest.raises(ValueError, match=msg):
         get_schedule(name).orders(p, m, v)
+
+
+@pytest.mark.parametrize("schedule, vpp", [("nope", 1), (["1f1b"], 1), ("interleaved", -5), ("interleaved", 0),
+                                           ("interleaved", "x"), ("interleaved", True)])
+def test_api_chunks_per_rank_refuses_bad_input_with_a_config_error(schedule, vpp):
+    """simengine.api's contract: bad input is a ConfigError naming the field, never a ValueError or a
+    negative count handed back."""
+    from simengine import api
+    from simengine.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="strategy"):
+        api.chunks_per_rank(schedule, vpp)
+    assert api.chunks_per_rank("interleaved", 4) == 4 and api.chunks_per_rank("dualpipev") == 2

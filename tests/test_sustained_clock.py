@@ -62,7 +62,7 @@ def test_ratio_scales_attention_and_grouped_gemm_not_dense_gemm(tables):
 def test_ratio_is_a_bounded_gpu_field_defaulting_to_no_derate():
     base = scenario_dict("llama3-8b", "h100-sxm5-80gb")["system"]["gpu"]
     assert GPUSpec.model_validate(base).sustained_clock_ratio == 1.0
-    for bad in (0.0, -0.1, 1.2):
+    for bad in (0.0, -0.1, 1.2, 1e-300, 0.049):
         with pytest.raises(ValidationError):
             GPUSpec.model_validate({**base, "sustained_clock_ratio": bad})
 

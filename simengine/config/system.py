@@ -28,10 +28,11 @@ class GPUSpec(_Frozen):
     hbm_bandwidth_gbs: float = Field(..., ge=0.001, le=1e6, description="HBM bandwidth, GB/s.")
     tdp_w: float = Field(700.0, gt=0, le=1e5, description="Board power used for energy estimates, W.")
     price_per_hour: float = Field(2.0, ge=0, le=1e5, description="Price of one GPU-hour, USD.")
-    sustained_clock_ratio: float = Field(1.0, gt=0, le=1.0, description=(
+    sustained_clock_ratio: float = Field(1.0, ge=0.05, le=1.0, description=(
         "SM clock a training step sustains at the board power limit / the clock of a short isolated kernel "
         "benchmark (boost). Scales attention and grouped-GEMM efficiencies (measured per shape or scalar); dense "
-        "GEMM efficiencies are used as measured (cost/compute.py). 1 = no derate."))
+        "GEMM efficiencies are used as measured (cost/compute.py). 1 = no derate; at least 0.05 (a GPU held "
+        "below a twentieth of its boost clock is not training: measured ratios are 0.6–1)."))
     non_torch_gib: float = Field(2.5, ge=0, le=1e4, description=(
         "Memory outside PyTorch's allocator: CUDA context, NCCL buffers, cuBLAS/cuDNN workspaces, GiB "
         "(SimuMax keeps a 6 GiB margin for the same; nvidia-smi minus torch reserved is typically 1.5–4 GiB)."))
