@@ -40,3 +40,27 @@ def test_all_full_layer_types_mean_no_window():
     cfg = {**GPT_OSS_120B, "model_type": "other", "layer_types": ["full_attention"] * 36}
     model, _ = hf_to_model(cfg)
     assert model["attention_window"] is None
+
+
+def test_glm45_air_imports_as_its_family_builds_it():
+    """zai-org/GLM-4.5-Air's config.json (tests/data/hf/glm-4.5-air.json): transformers' Glm4Moe
+    routes with DeepSeek-V3's sigmoid router and selection bias (its config has no scoring_func), has
+    q/k norms only where use_qk_norm says so, a dense first layer and one MTP module. The model card:
+    106 B parameters, 12 B active (without the embedding and the output layer)."""
+    import json
+    from pathlib import Path
+
+    from simengine.workload.params import embedding_params, head_params
+
+    cfg = json.loads((Path(__file__).parent / "data" / "hf" / "glm-4.5-air.json").read_text())
+    model, notes = hf_to_model(cfg)
+    m = ModelSpec.model_validate(model)
+    assert (m.router, m.expert_bias, m.qk_norm, m.first_k_dense_layers, m.mtp_layers) == ("sigmoid", True, False, 1, 1)
+    assert (m.head_dim, m.num_experts, m.top_k, m.shared_ffn) == (128, 128, 8, 1408)
+    assert not any("is not a family this importer knows" in n for n in notes)
+    total, active = count_parameters(m)
+    assert abs(total / 106e9 - 1) < 0.01
+    ends = embedding_params(m, m.vocab_size) + head_params(m, m.vocab_size)
+    assert abs((active - ends) / 12e9 - 1) < 0.02
+    qk, _ = hf_to_model({**cfg, "use_qk_norm": True})   # GLM-4.5's larger sibling turns them on
+    assert qk["qk_norm"] is True

@@ -1,7 +1,8 @@
 """Hugging Face ``config.json`` → ModelSpec dict, with what could not be mapped.
 
-Covers GPT-2 and the Llama, Qwen (2, 2-MoE, 3, 3-MoE), Mistral/Mixtral and DeepSeek (V2, V3,
-Kimi-K2) families (``hf_families.FAMILIES``). Every mapped field is listed in ``FIELD_MAP``; a
+Covers GPT-2 and the Llama, Qwen (2, 2-MoE, 3, 3-MoE), Mistral/Mixtral, DeepSeek (V2, V3,
+Kimi-K2), GLM-4.5 (glm4_moe), Nemotron-3/4 and Nemotron-H (hybrid Mamba, latent MoE) families
+(``hf_families.FAMILIES``). Every mapped field is listed in ``FIELD_MAP``; a
 default the file does not state, a key the importer does not know, and a feature it does not
 model become warnings; bad input raises :class:`HFImportError` with one clear message.
 """
@@ -99,7 +100,8 @@ def _block(cfg: dict, out: dict, notes: list[str], model_type: str) -> None:
         out["norm"] = fam["norm"]
         out["position_embedding"] = fam["position_embedding"]
         out["linear_bias"] = fam["linear_bias"]
-        if fam.get("qk_norm"):
+        qk = fam.get("qk_norm")  # True, or the config key that says it (GLM-4.5's use_qk_norm)
+        if qk is True or (isinstance(qk, str) and cfg.get(qk) is True):
             out["qk_norm"] = True
     else:
         out["norm"] = "layernorm" if ("layer_norm_eps" in cfg or "layer_norm_epsilon" in cfg) and "rms_norm_eps" not in cfg else "rmsnorm"
@@ -182,7 +184,7 @@ def _moe(cfg: dict, out: dict, notes: list[str]) -> None:
         latent, _ = _first(cfg, "moe_latent_size", minimum=1)
         if latent is not None:
             out["moe_latent_size"] = latent
-        scoring = cfg.get("scoring_func")
+        scoring = cfg.get("scoring_func", FAMILIES.get(_text(cfg, "model_type"), {}).get("router"))
         if scoring is not None:
             if scoring not in ("softmax", "sigmoid"):
                 raise HFImportError(f"unsupported scoring_func {str(scoring)[:40]!r}; supported: softmax, sigmoid")

@@ -31,6 +31,10 @@ FAMILIES: dict[str, dict[str, Any]] = {
     # transformers models/qwen3(_moe)/modeling_qwen3(_moe).py Qwen3Attention: q_norm and k_norm,
     # Qwen3RMSNorm(head_dim) on each head's query and key before the rotary embedding; no config key
     **dict.fromkeys(("qwen3", "qwen3_moe"), {**_LLAMA_STYLE, "qk_norm": True}),
+    # transformers models/glm4_moe/modular_glm4_moe.py (GLM-4.5, 4.6, 4.7): Llama-style layers, q/k/v
+    # biases (attention_bias), q_norm/k_norm only with use_qk_norm, DeepseekV3TopkRouter (sigmoid
+    # scores with e_score_correction_bias: no scoring_func key), SwiGLU experts, MTP layers
+    "glm4_moe": {**_LLAMA_STYLE, "qk_norm": "use_qk_norm", "router": "sigmoid"},
 }
 
 # Keys read by the mapping itself, beyond FIELD_MAP (norm kind, biases, dropout, MoE layer lists).
@@ -39,7 +43,7 @@ READ: frozenset[str] = frozenset({
     "layer_norm_epsilon", "attention_bias", "mlp_bias", "mlp_only_layers", "resid_pdrop", "attn_pdrop",
     "attention_dropout", "hidden_dropout", "embd_pdrop", "n_ctx", "sliding_window", "use_sliding_window",
     "quantization_config", "add_cross_attention", "n_group", "topk_group", "layer_types", "partial_rotary_factor",
-    "expand", "mtp_hybrid_override_pattern",
+    "expand", "mtp_hybrid_override_pattern", "use_qk_norm",
 })
 
 # Keys with no effect on a training step's compute, communication or memory shape: token ids,
