@@ -120,7 +120,7 @@ def moe_tier_table(res: dict) -> str:
     hybrid = [r for r in rows if r["scenario"]["model"].get("hybrid_pattern")]
     line("DeepSeek-V3 and Qwen3", "all", [r for r in rows if r not in gpt_oss and r not in hybrid])
     line("GPT-OSS-120B", "all", gpt_oss)
-    line("Nemotron 3 Nano (hybrid Mamba MoE)", "all", hybrid)
+    line("Nemotron 3 Nano and Super (hybrid Mamba MoE)", "all", hybrid)
     line("**all MoE**", "", rows)
     return "\n".join(lines)
 
