@@ -251,3 +251,25 @@ def test_formatting():
     assert fmt_time(6.4328) == "6.433 s" and fmt_time(0.0123) == "12.30 ms" and fmt_time(3 * 86400) == "3.0 d"
     assert fmt_count(8.03e9) == "8.03 B" and fmt_count(float("nan")) == "—"
     assert isinstance(alt.Chart(pd.DataFrame({"a": [1]})).mark_bar().to_dict(), dict)
+
+
+def test_the_measured_collectives_table_labels_every_column(monkeypatch):
+    """The System page's collective_table editor (ui/tables.py): every field of a measured fit has
+    its own labelled column, with its unit where it has one (step_latency_us and group_size were
+    shown as bare field names)."""
+    import streamlit as st
+
+    from ui import tables
+
+    seen = {}
+
+    def editor(df, **kw):
+        seen.update(kw["column_config"])
+        return df
+    monkeypatch.setattr(st, "data_editor", editor)
+    monkeypatch.setattr(tables.state, "generation", lambda section: 0)
+    tables.collective_editor("system", [])
+    assert set(seen) == set(tables.COLL_COLUMNS)
+    labels = {k: v["label"] for k, v in seen.items()}
+    assert labels["step_latency_us"].endswith("[µs]") and labels["latency_us"].endswith("[µs]")
+    assert labels["group_size"].endswith("[ranks]")

@@ -104,6 +104,10 @@ def collective_editor(section: str, rows: list[dict[str, Any]]) -> list[dict[str
             "tier": st.column_config.SelectboxColumn("tier", options=["scale_up", "scale_out"], required=True),
             "efficiency": st.column_config.NumberColumn("efficiency [× link BW]", min_value=0.0, max_value=2.0, format="%.3f"),
             "latency_us": st.column_config.NumberColumn("latency [µs]", min_value=0.0, format="%.2f"),
+            "step_latency_us": st.column_config.NumberColumn("step latency [µs]", min_value=0.0, format="%.2f",
+                                                             help="Latency per ring step (×2(n−1) for all-reduce, ×(n−1) otherwise)."),
+            "group_size": st.column_config.NumberColumn("group size [ranks]", min_value=2, step=1,
+                                                        help="Ranks the fit was measured on (empty = any); the closest size is used."),
         })
     return rows_from_frame(edited, COLL_COLUMNS)
 
