@@ -218,6 +218,20 @@ def test_catalogue_preset_picker():
     assert _expander(at, "Mixture of experts").proto.expanded
 
 
+def test_the_preset_picker_names_no_preset_for_an_edited_section():
+    """After an edit the picker shows none picked (its placeholder says where the section came
+    from), not the first size preset, which read as if the section were that preset; picking one
+    and loading it still works, and a preset section shows its own name."""
+    at = open_page("pages/model.py")
+    assert at.selectbox(key="pick.model").value == "small"
+    widget(at, "model.num_layers").set_value(6).run()
+    pick = at.selectbox(key="pick.model")
+    assert pick.value is None and "edited" in pick.placeholder
+    pick.set_value("medium")
+    at.button(key="load.model").click().run()
+    assert at.selectbox(key="pick.model").value == "medium"
+
+
 @pytest.mark.parametrize("section", ["model", "system", "strategy"])
 def test_json_upload_and_download(section):
     at = open_page(f"pages/{section}.py")

@@ -99,8 +99,11 @@ def toolbar(section: str) -> None:
     current = state.origin(section).removeprefix("preset ")
     c1, c2, c3, c4 = st.columns([3, 1.1, 3, 1.4], vertical_alignment="bottom")
     with c1:
+        # a section that is no preset (edited, uploaded, calibrated, from a link) shows none picked,
+        # not the first preset, which read as if that were the current one
         st.selectbox("Preset (size presets first, then the catalogue)", options,
-                     index=options.index(current) if current in options else 0, key=f"pick.{section}",
+                     index=options.index(current) if current in options else None, key=f"pick.{section}",
+                     placeholder=f"{current or 'custom'} — pick a preset to load"[:80],
                      format_func=lambda n: f"{n} (size preset)" if n in SCENARIO_SIZES else n)
     with c2:
         st.button("Load preset", key=f"load.{section}", on_click=_load_preset, args=(section,), width="stretch")

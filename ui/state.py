@@ -93,6 +93,7 @@ def set_section(section: str, canonical: dict[str, Any], origin_label: str, *, r
     ss = _ss()
     ss[f"cfg.{section}"] = dumps(canonical)
     ss[f"cfg.origin.{section}"] = origin_label
+    ss.pop(f"pick.{section}", None)   # the editor's preset picker follows the new origin (ui/editor.py toolbar)
     if reset_widgets:
         ss[f"cfg.gen.{section}"] = generation(section) + 1
 
