@@ -1321,13 +1321,16 @@ TINY_HYBRID = {**presets.load_preset("models", "nemotron3-nano-30b-a3b"), "name"
                "num_experts": 16, "top_k": 2, "moe_ffn_hidden_size": 512, "shared_expert_ffn_hidden_size": 1024}
 
 
-@pytest.mark.parametrize("pattern", ["M-*-M-", "ME*EME"], ids=["mamba-mlp", "mamba-moe"])
+@pytest.mark.parametrize("pattern, extra", [("M-*-M-", {}), ("ME*EME", {}),
+                                            ("ME*EME", {"moe_latent_size": 256, "mtp_layers": 2, "mtp_repeated_layer": True})],
+                         ids=["mamba-mlp", "mamba-moe", "latent-moe-mtp"])
 @pytest.mark.parametrize("system", [SMALL_GPU, SYSTEM], ids=["tight", "roomy"])
-def test_search_of_hybrid_mamba_stacks_equals_brute_force(pattern, system):
+def test_search_of_hybrid_mamba_stacks_equals_brute_force(pattern, extra, system):
     """A hybrid layer is one mixer: the bound's parts (bound.chunk_parts), the chunk memory kinds
     (refine._chunk_kinds) and the stage pricer count attention, Mamba, MLP and MoE layers apart;
-    the pruned search still finds the brute force's best by throughput and by cost."""
-    model = dict(TINY_HYBRID, hybrid_pattern=pattern)
+    the pruned search still finds the brute force's best by throughput and by cost — also with a
+    latent MoE and a repeated MTP module on the last stage (Nemotron 3 Super's shape)."""
+    model = dict(TINY_HYBRID, hybrid_pattern=pattern, **extra)
     if "E" not in pattern:
         model.update(num_experts=0, top_k=0, moe_ffn_hidden_size=None, shared_expert_ffn_hidden_size=None,
                      router="softmax", router_expert_bias="auto")
