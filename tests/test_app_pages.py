@@ -442,7 +442,8 @@ def test_timeline_and_estimate_show_the_same_bubble_on_medium():
 @pytest.mark.parametrize("page", ["pages/model.py", "pages/strategy.py", "pages/estimate.py", "pages/timeline.py"])
 def test_this_rounds_new_scenario_kinds_render(page):
     """This round's new scenario kinds through the pages a user opens: a packed LoRA fine-tune, and a
-    hybrid Mamba-2 / MoE stack (Nemotron 3 Nano) — no exception, no error, the estimate shown."""
+    hybrid Mamba-2 / MoE stack (Nemotron 3 Nano), and one with a latent MoE and a repeated MTP module
+    (Nemotron 3 Super) — no exception, no error, the estimate shown."""
     from simengine.presets import load_preset
 
     lora = size_canonical("small")
@@ -452,7 +453,12 @@ def test_this_rounds_new_scenario_kinds_render(page):
     hybrid["system"] = dict(load_preset("systems", "h100-sxm5-80gb"), num_gpus=16)
     hybrid["strategy"].update(tp=1, pp=1, ep=8, etp=1, vpp=1, schedule="1f1b", micro_batch_size=1,
                               global_batch_size=64, seq_len=4096, recompute="full", zero_stage=1)
-    for cfg in (lora, hybrid):
+    latent = size_canonical("small")   # Nemotron 3 Super: a latent MoE with a repeated MTP module
+    latent["model"] = load_preset("models", "nemotron3-super-120b-a12b")
+    latent["system"] = dict(load_preset("systems", "b200-sxm-180gb"), num_gpus=64)
+    latent["strategy"].update(tp=1, pp=1, ep=64, etp=1, vpp=1, schedule="1f1b", micro_batch_size=1, dtype="fp8",
+                              global_batch_size=64, seq_len=8192, recompute="full", zero_stage=1)
+    for cfg in (lora, hybrid, latent):
         at = open_page(page, s=encode_token(cfg))
         assert not at.error, [e.value for e in at.error]
         if page == "pages/estimate.py":
