@@ -139,6 +139,7 @@ def estimate_plan(sc: Scenario, plan: Plan) -> Report:
     warnings = [msg for _, msg in sc.notes]  # layouts Megatron itself would refuse (config/scenario.py)
     if s.pp > 1 and m_mb < s.pp:
         warnings.append(f"only {m_mb} micro-batches for pp={s.pp}: the pipeline is mostly bubble")
+    hidden = met.comm(met.critical_rank, "hidden")
     us, launched = gpu_us_per_launch(plan.stages[met.critical_rank])
     launch = launch_warning(us, launched, met.critical_rank, sc.model.is_moe and sc.model.capacity_factor is None)
     if launch:
@@ -158,8 +159,8 @@ def estimate_plan(sc: Scenario, plan: Plan) -> Report:
         energy_per_step_j=step * gpus * sysm.gpu.tdp_w,
         num_microbatches=m_mb, dp=sc.dp, num_gpus=gpus, tokens_per_step=tokens,
         bubble_fraction=met.bubble_fraction(), critical_rank=met.critical_rank,
-        hidden_comm_s=met.comm(met.critical_rank, "hidden"), gpu_us_per_launch=us,
-        uncertainty=bands(step, parts, sysm, tokens, mflops / (step * peak * gpus), peak_gib),
+        hidden_comm_s=hidden, gpu_us_per_launch=us,
+        uncertainty=bands(step, parts, sysm, tokens, mflops / (step * peak * gpus), peak_gib, sum(hidden.values())),
         warnings=warnings,
     )
 
