@@ -65,7 +65,7 @@ def _import_paste() -> None:
 
 
 def hf_box() -> None:
-    box, is_open = fold.group("Import a Hugging Face config.json (Llama, Qwen, Mistral/Mixtral, DeepSeek, Nemotron)", "hf.box",
+    box, is_open = fold.group("Import a Hugging Face config.json (Llama, Qwen, Mistral/Mixtral, DeepSeek, GLM-4.5, Nemotron)", "hf.box",
                               st.session_state.setdefault("hf.box.open", {}), False)
     if is_open:
         _hf_form(box)
