@@ -113,6 +113,9 @@ def test_nemo_models_named_but_not_spelled_out_come_from_presets(mapped):
     super_ = [r for rid, r in runs.items() if "nemotron_3_super" in rid.lower()]
     assert len(super_) == 2 and all(r.config["model"]["moe_latent_size"] == 1024 and r.config["model"]["mtp_repeated_layer"]
                                     and r.config["model"]["hybrid_pattern"].count("M") == 40 for r in super_)
+    # the recipe's own settings, and what of it is not priced, said per row
+    assert all(r.config["strategy"]["moe_dispatcher"] == "deepep" and r.config["strategy"]["recompute_modules"] == ["moe_act", "layernorm"]
+               and any("keep_mtp_spec_in_bf16" in x for x in r.assumptions) for r in super_)
     fp4 = [s for rid, s in skipped.items() if "nemotron_3_super" in rid.lower()]
     assert len(fp4) == 2 and all("FP4" in s.reason for s in fp4)
 

@@ -238,5 +238,7 @@ def apply_recipe(d: "Draft") -> None:
         d.model["mtp_layers"] = 0 if "w/o mtp" in (d.row.get("model") or "").lower() else 1
         a.append("AdamW moments in bf16 (the recipe's precision-aware optimizer)")
     a.append(f"MoE mechanisms from the recipe: {r.cite}")
+    if key[0] == "nemotron-3-super":  # recipes/nemotronh/nemotron_3_super.py: keep_mtp_spec_in_bf16 = True
+        a.append("the recipe keeps the MTP block in bf16 (keep_mtp_spec_in_bf16); priced in fp8 like the other layers")
     if modules:
         a.append(f"selective recompute of {', '.join(modules)} (the recipe's recompute_modules)")
