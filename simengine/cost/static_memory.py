@@ -17,7 +17,8 @@ from ..memo import config_cache
 from ..workload.builder import ChunkWork
 from ..workload.lora import adapter_params
 from ..workload.mamba import mamba_dims
-from ..workload.params import attention_params, dense_mlp_params, embedding_params, head_params, mamba_params, moe_params
+from ..workload.params import (attention_params, dense_mlp_params, embedding_params, head_params, mamba_params, moe_params,
+                              mtp_module_params)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,22 +96,14 @@ def _stage_params(m: ModelSpec, tp: int, ep: int, etp: int, chunks: tuple[ChunkW
             if not m.tie_embeddings or not holds_first:
                 ends += V * m.hidden_size / tp
         if c.mtp:
-            # MTP module: three norms (enorm, hnorm and the final one) + 2h×h projection + one block
-            # (DeepSeek-V3 report §2.2; Megatron-Core multi_token_prediction.py MultiTokenPredictionLayer); the MTP
-            # stage also builds its own copy of the input embedding (Megatron-Core
-            # ``pre_process or mtp_process``), kept in sync with the first stage's
-            h = m.hidden_size
-            glue = 3 * h * (2 if m.norm == "layernorm" else 1) + 2 * h * h / tp
+            # MTP modules (workload/params.py mtp_module_params; one copy when the depths share one,
+            # mtp_repeated_layer); the MTP stage also builds its own copy of the input embedding
+            # (Megatron-Core ``pre_process or mtp_process``), kept in sync with the first stage's
             if not holds_first:
                 ends += embed
-            blk = att.tp_sharded / tp + att.replicated
-            copies = m.mtp_weight_copies  # one module run at every depth (mtp_repeated_layer): one copy
-            if c.mtp_moe and moe is not None:
-                blk += moe.tp_sharded / tp + moe.replicated
-                p_expert += copies * moe.experts / (ep * etp)
-            else:
-                blk += dense.tp_sharded / tp + dense.replicated
-            p_dense += copies * (glue + blk)
+            mod, copies = mtp_module_params(m), m.mtp_weight_copies
+            p_dense += copies * (mod.tp_sharded / tp + mod.replicated)
+            p_expert += copies * mod.experts / (ep * etp)
     p_dense += ends
     shapes = _gemm_shapes(m, tp, V, n_dense > 0, n_moe > 0, any(c.last for c in chunks), n_mamba > 0)
     return StageParams(p_dense, p_expert, shapes, ends)

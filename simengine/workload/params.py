@@ -92,13 +92,23 @@ def moe_params(m: ModelSpec) -> BlockParams:
 
 
 def mtp_block_params(m: ModelSpec) -> BlockParams:
-    """The transformer block of one MTP module: as the last main layer (DeepSeek-V3 report §2.2), or
-    in a hybrid stack attention + MoE / MLP (``ModelSpec.mtp_moe``: Megatron-Bridge Nemotron 3
-    Super's ``mtp_hybrid_override_pattern`` "*E"), each mixer with its pre-norm."""
-    if m.hybrid_pattern is None:
-        return layer_params(m, m.num_layers - 1)
+    """The transformer block of one MTP module: attention + MoE or MLP (``ModelSpec.mtp_moe``: as the
+    last main layer, DeepSeek-V3 report §2.2; in a hybrid stack Megatron-Bridge Nemotron 3 Super's
+    ``mtp_hybrid_override_pattern`` "*E"), each with its pre-norm."""
+    return _with_attention(m, moe_params(m) if m.mtp_moe else dense_mlp_params(m))
+
+
+def mtp_module_params(m: ModelSpec) -> BlockParams:
+    """One whole MTP module: its block, three norms (enorm, hnorm and the final one; replicated) and
+    the 2h×h projection eh_proj (column-parallel) — Megatron-Core multi_token_prediction.py
+    ``MultiTokenPredictionLayer``."""
+    b, h = mtp_block_params(m), m.hidden_size
+    return BlockParams(b.tp_sharded + 2 * h * h, b.replicated + 3 * _norm_params(m, h), b.experts, b.active_experts)
+
+
+def _with_attention(m: ModelSpec, mlp: BlockParams) -> BlockParams:
+    """A transformer layer: the attention block and ``mlp`` (dense or MoE)."""
     att = attention_params(m)
-    mlp = moe_params(m) if m.mtp_moe else dense_mlp_params(m)
     return BlockParams(att.tp_sharded + mlp.tp_sharded, att.replicated + mlp.replicated, mlp.experts, mlp.active_experts)
 
 
@@ -126,9 +136,7 @@ def layer_params(m: ModelSpec, index: int) -> BlockParams:
     kind = m.layer_kind(index)
     if kind:  # a hybrid layer: one mixer
         return {"M": mamba_params, "*": attention_params, "-": dense_mlp_params, "E": moe_params}[kind](m)
-    att = attention_params(m)
-    mlp = moe_params(m) if m.is_moe_layer(index) else dense_mlp_params(m)
-    return BlockParams(att.tp_sharded + mlp.tp_sharded, att.replicated + mlp.replicated, mlp.experts, mlp.active_experts)
+    return _with_attention(m, moe_params(m) if m.is_moe_layer(index) else dense_mlp_params(m))
 
 
 def count_parameters(m: ModelSpec) -> tuple[int, int]:

@@ -83,7 +83,7 @@ def flops_megatron_bridge_hybrid(model: dict[str, Any], seq: int, tp: int) -> fl
     the latent projections) or h, and the logits 2·s·h·V_pad·(1 + mtp); each MTP depth counts its
     block's layers (Megatron-Core ``parse_hybrid_pattern``: mtp_pattern × mtp_num_depths — Nemotron
     3 Super's "*E", our ``ModelSpec.mtp_moe``). Squared-ReLU MLPs (no GLU): scale 1. Reproduces the
-    TFLOP per token of every Nemotron 3 Nano and Super row of the tables (tests/test_latent_moe.py)."""
+    TFLOP per token of every Nemotron 3 Nano and Super row of the tables (tests/test_validation_published.py)."""
     from ...config.model import ModelSpec
 
     m = ModelSpec(**{k: v for k, v in model.items() if k in ModelSpec.model_fields})

@@ -80,6 +80,7 @@ class Recipe:
     # selective recompute of these Megatron-Core submodules (the workload config's recompute_modules;
     # utils/overrides.py _set_recompute_overrides also sets recompute_granularity = "selective")
     recompute_modules: tuple[str, ...] = ()
+    note: str = ""              # a setting of the recipe simengine does not price, said on the row
 
 
 _R1 = "r0.1.0 scripts/performance/run_script.py main() + configs/{}/{}_llm_pretrain.yaml perf_matrix.{}"
@@ -175,7 +176,9 @@ RECIPES: dict[tuple[str, str, str], Recipe] = {
     # set_nemotron_3_super_common_configs: grad_reduce_in_fp32 False, forced load balancing) ----
     **{("nemotron-3-super", "b200", rel): Recipe(_WB.format("r0.4.0", "nemotronh/nemotron_3",
                                                             "NEMOTRON_3_SUPER_PRETRAIN_CONFIG_B200_FP8_MX_V1 (hybridep, no CUDA graphs)"),
-                                                 1, 1, 64, flex=True, tp_comm_overlap=False, recompute_modules=("moe_act", "layernorm"))
+                                                 1, 1, 64, flex=True, tp_comm_overlap=False, recompute_modules=("moe_act", "layernorm"),
+                                                 note="the recipe keeps the MTP block in bf16 (keep_mtp_spec_in_bf16); priced in fp8 "
+                                                      "like the other layers")
        for rel in ("26.04", "26.04.01")},
 }
 
@@ -238,7 +241,7 @@ def apply_recipe(d: "Draft") -> None:
         d.model["mtp_layers"] = 0 if "w/o mtp" in (d.row.get("model") or "").lower() else 1
         a.append("AdamW moments in bf16 (the recipe's precision-aware optimizer)")
     a.append(f"MoE mechanisms from the recipe: {r.cite}")
-    if key[0] == "nemotron-3-super":  # recipes/nemotronh/nemotron_3_super.py: keep_mtp_spec_in_bf16 = True
-        a.append("the recipe keeps the MTP block in bf16 (keep_mtp_spec_in_bf16); priced in fp8 like the other layers")
+    if r.note:
+        a.append(r.note)
     if modules:
         a.append(f"selective recompute of {', '.join(modules)} (the recipe's recompute_modules)")
