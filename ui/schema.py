@@ -211,7 +211,7 @@ GROUPS: dict[str, list[tuple[str, list[str]]]] = {
                                   "overlap_p2p_comm", "p2p_scatter_gather"]),
         ("Pipeline layout", ["decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
                              "pipeline_layers"]),
-        ("Precision and memory", ["dtype", "zero_stage", "dp_shard", "recompute", "recompute_num_layers",
+        ("Precision and memory", ["dtype", "fp8_recipe", "zero_stage", "dp_shard", "recompute", "recompute_num_layers",
                                   "recompute_modules", "attention_impl",
                                   "fused_cross_entropy", "gradient_accumulation_fusion", "fp32_main_grads", "adam_moments_dtype", "fp8_param_gather",
                                   "allocator_overhead"]),

@@ -75,7 +75,7 @@ def layout_checks(model: ModelSpec, system: SystemSpec, strategy: StrategySpec) 
     tail = _split_checks(model, s)
     tail += _moe_checks(model, s, dp)
     tail += _recompute_module_checks(model, s)
-    tail += _fp8_param_checks(s)
+    tail += _fp8_param_checks(s) + _fp8_recipe_checks(s)
     tail += _peft_checks(model, s)
     tail += _hybrid_checks(model, s)
     if s.packed_doc_len is not None:
@@ -287,6 +287,16 @@ def _fp8_param_checks(s: StrategySpec) -> list[tuple[str, str]]:
     if s.framework != "megatron-te":
         out.append((f, f"fp8_param_gather is Megatron-Core + TransformerEngine's FP8 primary weights; framework={s.framework!r}"))
     return out
+
+
+def _fp8_recipe_checks(s: StrategySpec) -> list[tuple[str, str]]:
+    """Rowwise scaling is torchao's recipe (torchao/float8/config.py ``Float8LinearRecipeName.ROWWISE``),
+    which the torch stacks run; TransformerEngine's recipes are per-tensor (delayed, current), block
+    and MX scaling (transformer_engine/common/recipe/__init__.py), none of them rowwise."""
+    if s.dtype == "fp8" and s.fp8_recipe == "rowwise" and s.framework not in ("torch-native", "torch-compile"):
+        return [("strategy.fp8_recipe", f"fp8_recipe='rowwise' is torchao's Float8 recipe (framework torch-native or "
+                                        f"torch-compile); framework={s.framework!r} has no rowwise recipe")]
+    return []
 
 
 def _recompute_module_checks(model: ModelSpec, s: StrategySpec) -> list[tuple[str, str]]:

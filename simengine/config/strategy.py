@@ -37,6 +37,11 @@ class StrategySpec(BaseModel):
     global_batch_size: int = Field(..., ge=1, le=100_000_000, description="Sequences per optimizer step.")
     seq_len: int = Field(..., ge=1, le=16_777_216, description="Tokens per sequence.")
     dtype: Literal["bf16", "fp8"] = Field("bf16", description="GEMM precision (fp8: TransformerEngine delayed/current scaling; master weights stay fp32).")
+    fp8_recipe: Literal["tensorwise", "rowwise"] = Field("tensorwise", description=(
+        "With dtype='fp8', how tensors are scaled: tensorwise = one scale per tensor (TransformerEngine delayed/current "
+        "scaling, torchao TENSORWISE); rowwise = torchao's ROWWISE recipe on the torch stacks (a scale per row: each "
+        "GEMM operand cast twice, along each axis, a rescale after each backward GEMM, and no async-TP fusion of the "
+        "all-gathers; workload/fp8_recipes.py). Ignored for bf16."))
     dp_shard: int | None = Field(None, ge=1, le=10_000_000, description=(
         "HSDP: the ZeRO shard group inside DP (torchtitan data_parallel_shard_degree; Megatron partial distributed "
         "optimizer, num_distributed_optimizer_instances = dp/dp_shard). Weights/grads/optimizer states shard over "

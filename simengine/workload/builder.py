@@ -17,7 +17,7 @@ from ..config.layout import strategy_stage_counts
 from .partition import layer_ranges
 from .lora import frozen
 from .mamba import mamba_block
-from .ops import BF16_ONLY_GEMMS, Gemm, GroupedGemm, Memory
+from .fp8_recipes import add_fp8_ops
 from .phases import Phases
 from .window import window_attention_block, windowed_layers
 
@@ -86,7 +86,7 @@ def block_phases(d: Dims, m: ModelSpec, cp_comm_type: str, fused_cross_entropy: 
     if m.num_mamba_layers:
         blocks["mamba"] = _block("mamba", dense, m, None, dtype)
     if m.is_moe:
-        blocks["moe"] = _cast(moe_block(d, m, moe_dispatcher, moe_shared_expert_overlap), dtype)
+        blocks["moe"] = _cast(moe_block(d, m, moe_dispatcher, moe_shared_expert_overlap), dtype, d)
     if m.mtp_layers:
         blocks["mtp"] = _block("mtp", dense, m, None, dtype)
     if m.full_attention_interval:  # mixed pattern (GPT-OSS): windowed layers get their own block
@@ -119,15 +119,15 @@ def _build_block(kind: str, d: Dims, m: ModelSpec, arg, dtype: str) -> Phases:
         ph = mtp_projection(d)
     if d.lora:
         ph = frozen(ph, d)  # LoRA: base weights frozen, adapters on the targets (workload/lora.py)
-    return _cast(ph, dtype)
+    return _cast(ph, dtype, d)
 
 
 _block = config_cache(_build_block, 1024)   # a search's dense blocks: one per (tp, cp, micro-batch, …)
 
 
-def _cast(ph: Phases, dtype: str) -> Phases:
+def _cast(ph: Phases, dtype: str, d: Dims) -> Phases:
     if dtype == "fp8":
-        add_fp8_casts(ph)
+        add_fp8_ops(ph, d)
     return ph
 
 
@@ -166,24 +166,6 @@ def _place_layers(m: ModelSpec, st: StrategySpec) -> tuple[tuple[ChunkWork, ...]
                                   m.mtp_moe, win))
         ranks.append(tuple(mine))
     return tuple(ranks)
-
-
-def add_fp8_casts(ph: Phases) -> None:
-    """FP8 GEMMs need their inputs quantised (TransformerEngine ``Float8Quantizer``): forward casts
-    the activation (read bf16, write fp8 and its transpose for the wgrad: 4 B per element), backward
-    casts the output gradient the same way. Weights are cast once per step and cached across
-    micro-batches (TE ``is_first_microbatch``), which is negligible per micro-batch."""
-    fp8 = [op for op in ph.fwd + ph.bwd if isinstance(op, (Gemm, GroupedGemm)) and not op.name.endswith(BF16_ONLY_GEMMS)]
-    casts_f = [Memory("fp8-cast:" + op.name, 4.0 * _elems(op, "in")) for op in fp8 if op.name.startswith("fwd:")]
-    casts_b = [Memory("fp8-cast:" + op.name, 4.0 * _elems(op, "in")) for op in fp8 if op.name.startswith("dgrad:")]
-    ph.fwd.extend(casts_f)
-    ph.bwd.extend(casts_b)
-
-
-def _elems(op, which: str) -> float:
-    if isinstance(op, GroupedGemm):
-        return float(op.groups * op.m * op.k)
-    return float(op.b * op.m * op.k * op.count)
 
 
 def _clear_blocks(clear=block_phases.cache_clear) -> None:  # type: ignore[attr-defined]

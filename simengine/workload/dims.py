@@ -49,6 +49,7 @@ class Dims:
     lora_rank: int = 0
     doc_len: int = 0                   # packed documents' length (StrategySpec.packed_doc_len), 0 = not packed
     moe_dim: int = 0                   # width of the routed tokens (ModelSpec.moe_dim: h, or the latent size); 0 on dense models
+    fp8_recipe: str = "tensorwise"     # StrategySpec.fp8_recipe when fp8, else "tensorwise" (workload/fp8_recipes.py)
 
 
 def dims_of(sc: Scenario) -> Dims:
@@ -99,6 +100,7 @@ def dims_of(sc: Scenario) -> Dims:
         lora=st.lora_targets if st.peft == "lora" else "", lora_rank=st.lora_rank if st.peft == "lora" else 0,
         doc_len=st.packed_doc_len if st.packed_doc_len and st.packed_doc_len < st.seq_len else 0,
         moe_dim=m.moe_dim if m.is_moe else 0,
+        fp8_recipe=st.fp8_recipe if st.dtype == "fp8" else "tensorwise",
     )
 
 

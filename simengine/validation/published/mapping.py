@@ -30,6 +30,8 @@ def _draft(rows: list[dict[str, str]], src: str) -> Draft:
     gbs = _int(row, "global_batch_seqs")
     strat: dict[str, Any] = {"name": rid, "tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": _int(row, "ep") or 1,
                              "seq_len": seq, "dtype": dtype}
+    if dtype == "fp8" and "rowwise" in _s(row, "dtype").lower():
+        strat["fp8_recipe"] = "rowwise"  # torchao Float8LinearRecipeName.ROWWISE (the page's "float8 rowwise")
     if "lora" in rid.lower():
         strat.update(peft="lora", lora_rank=32, lora_targets="qkv")
         a.append("LoRA rank 32 on the fused QKV projection: NeMo 1.0 lora_tuning (adapter_dim 32, target_modules "

@@ -1,0 +1,128 @@
+"""What an FP8 scaling recipe adds to a block's op lists (``StrategySpec.fp8_recipe``).
+
+The GEMMs themselves run at the FP8 rate either way (``cost/compute.py``); the recipes differ in
+the memory-bound kernels around them and in which TP collectives async TP can fuse.
+
+- ``tensorwise`` — one scale per tensor (TransformerEngine delayed / current scaling,
+  ``Float8Quantizer``; torchao ``Float8LinearRecipeName.TENSORWISE``). Forward casts the GEMM
+  input (read bf16, write fp8 and its transpose for the wgrad: 4 B per element), backward casts
+  the output gradient the same way. Weights are cast once per step and cached across
+  micro-batches (TE ``is_first_microbatch``), which is negligible per micro-batch.
+- ``rowwise`` — torchao's ``ROWWISE`` recipe (torchao/float8/config.py; the torch stacks only,
+  config/scenario.py ``_fp8_recipe_checks``). Each GEMM is fed operands scaled along its own
+  reduction dimension (torchao/float8/float8_linear.py ``matmul_with_hp_or_float8_args``: x along
+  dim −1 for the forward, dy along dim −1 for dgrad, both along dim 0 for wgrad), always cast from
+  the saved bf16 tensor, so x and dy are each quantised twice. torchao's own roofline model
+  (torchao/testing/training/roofline_utils.py ``get_tensor_memory_traffic_ovhd_s``) counts 8 B
+  per element for each: a cast (read 2, write fp8 1) and a transposed bf16 copy (write 2) then a
+  second cast (read 2, write 1). Here: 3 B per element of x in the forward, 3 B per element of
+  dy before dgrad, 5 B per element of each of x and dy before wgrad.
+  Backward GEMMs run without fast accumulation, which torchao routes through the tensorwise cuBLAS
+  kernel with unit scales followed by ``output *= post_inverse_scale`` (torchao/float8/float8_ops.py
+  ``addmm_float8_unwrapped``: "The rowwise CUTLASS-based kernel is so slow without fast-accum
+  that we'd rather use the tensorwise cuBLAS-based kernel and do the scaling manually
+  afterwards"): one more read and write of each dgrad and wgrad output (4 B per element; ao issue
+  #2184: "at least one extra triton kernel per GEMM"). The forward's CUTLASS rowwise kernel runs
+  at 90–100 % of the tensorwise one on most shapes (pytorch/pytorch#147971), priced as equal.
+  There is no float8 all-gather for rowwise (torchao ``Float8LinearConfig.__post_init__``:
+  "float8 all-gather only supports tensorwise scaling granularity"): TP collectives move bf16,
+  as they already do here. With async TP, Inductor's micro-pipeline pass fuses the matmul →
+  reduce-scatter with rowwise scales (pytorch/pytorch#149247) but not the all-gather → matmul
+  (pytorch/pytorch#149990 "all-gather-matmuls not fusing properly when rowwise scales are used"),
+  so the TP all-gathers are not decomposable.
+
+Where the cast runs under TP differs by stack. TransformerEngine's casts are priced on the GEMM's
+gathered input. torchao's tensorwise TP classes (torchao/float8/float8_tensor_parallel.py, which
+torchtitan applies whenever float8 is tensorwise: ``parallelize_llama.py``
+``enable_float8_tensorwise_tp``) cast first and communicate fp8: ``Float8ColwiseParallel`` and
+``PrepareFloat8ModuleInput`` cast the sequence-parallel shard "before the all-gather (i.e. Shard ->
+Replicate) so that if there are multiple float8 users of the input activation, we perform fp8
+allgather only once"; ``Float8RowwiseParallel`` applies ``_NoopFwToFloat8BwDynamic`` after the
+reduce-scatter, so in backward the output gradient is cast on its shard and all-gathered in fp8.
+So on the torch stacks with SP: one cast of tokens/tp rows per gathered input (shared by the
+column-parallel GEMMs that read it), the dgrad casts of row-parallel layers on tokens/tp rows,
+and those all-gathers at 1 B per element instead of 2. Rowwise communicates bf16 (above).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+from typing import TypeGuard
+
+from .dims import Dims
+from .ops import BF16, BF16_ONLY_GEMMS, Collective, Gemm, GroupedGemm, Memory, Op
+from .phases import Phases
+
+TENSORWISE_CAST = 4.0      # B per element of a GEMM input: read bf16 2, write fp8 + its transpose 2
+ROWWISE_FIRST_CAST = 3.0   # read bf16 2, write fp8 1 (roofline_utils: the cast half of kernel 1)
+ROWWISE_SECOND_CAST = 5.0  # transposed bf16 copy (write 2), then read 2 and write fp8 1
+RESCALE = 4.0              # read and write the bf16 GEMM output once more
+
+
+def add_fp8_ops(ph: Phases, d: Dims) -> None:
+    """The recipe's casts (and rowwise's rescales and unfused all-gathers) on a block's op lists."""
+    fp8 = [op for op in ph.fwd + ph.bwd + ph.wgt
+           if isinstance(op, (Gemm, GroupedGemm)) and not op.name.endswith(BF16_ONLY_GEMMS)]
+    if d.fp8_recipe == "rowwise":
+        _rowwise(ph, fp8)
+        return
+    share = _torchao_tp(ph, d.tp) if d.stack.name.startswith("torch") and d.sp else {}
+    for ops, pre in ((ph.fwd, "fwd:"), (ph.bwd, "dgrad:")):
+        ops.extend(Memory("fp8-cast:" + op.name, TENSORWISE_CAST * _elems(op, "a") * share.get(op.name, 1.0))
+                   for op in fp8 if op.name.startswith(pre) and share.get(op.name, 1.0) > 0)
+
+
+def _torchao_tp(ph: Phases, tp: int) -> dict[str, float]:
+    """torchao's tensorwise TP (module docstring): the all-gathers that carry fp8 drop to 1 B per
+    element (in place), and the share of each GEMM input's elements its cast touches — 1/tp for the
+    first GEMM reading a gathered input, 0 for the others reading the same one (cast once), 1/tp
+    for the dgrad reading a row-parallel layer's gathered output gradient."""
+    share: dict[str, float] = {}
+    fwd = ph.fwd
+    for i, op in enumerate(fwd):
+        if _tp_gather(op) and op.name.startswith("ag:"):  # a column-parallel input
+            fwd[i] = replace(op, bytes=op.bytes / BF16)
+            readers = itertools.takewhile(lambda o: isinstance(o, Gemm) and o.name.startswith("fwd:"), fwd[i + 1:])
+            for j, g in enumerate(readers):
+                share[g.name] = 0.0 if j else 1.0 / tp
+    for i, op in enumerate(ph.bwd):
+        if _tp_gather(op) and op.name.startswith("ag-bwd:") and not op.overlap_with:  # row-parallel output grad
+            ph.bwd[i] = replace(op, bytes=op.bytes / BF16)
+            share["dgrad:" + op.name.split(":", 1)[1]] = 1.0 / tp
+    return share
+
+
+def _rowwise(ph: Phases, fp8: list) -> None:
+    """torchao ROWWISE (module docstring): per GEMM, its operands' casts and, in backward, the rescale."""
+    for op in fp8:
+        if op.name.startswith("fwd:"):
+            ph.fwd.append(Memory("fp8-cast:" + op.name, ROWWISE_FIRST_CAST * _elems(op, "a")))
+        elif op.name.startswith("dgrad:"):
+            ph.bwd.append(Memory("fp8-cast:" + op.name, ROWWISE_FIRST_CAST * _elems(op, "a")))
+            ph.bwd.append(Memory("fp8-rescale:" + op.name, RESCALE * _elems(op, "out")))
+        elif op.name.startswith("wgrad:"):
+            ph.wgt.append(Memory("fp8-cast:" + op.name, ROWWISE_SECOND_CAST * (_elems(op, "a") + _elems(op, "b"))))
+            ph.wgt.append(Memory("fp8-rescale:" + op.name, RESCALE * _elems(op, "out")))
+    for ops in (ph.fwd, ph.bwd, ph.wgt):
+        ops[:] = [_unfused(op) for op in ops]
+
+
+def _unfused(op: Op) -> Op:
+    """A TP all-gather async TP cannot fuse with its matmul under rowwise scales (module docstring)."""
+    return replace(op, decomposable=False) if _tp_gather(op) else op
+
+
+def _tp_gather(op: Op) -> TypeGuard[Collective]:
+    """A TP all-gather of a linear layer's input or output gradient whose GEMMs run in fp8 (not the
+    embedding's, not the bf16 LM head's: ``BF16_ONLY_GEMMS``)."""
+    return (isinstance(op, Collective) and op.group == "tp" and op.kind == "all_gather"
+            and op.name.startswith(("ag:", "ag-bwd:")) and not op.name.endswith(BF16_ONLY_GEMMS))
+
+
+def _elems(op, which: str) -> float:
+    """Elements of a GEMM's operand A (m×k), operand B (k×n) or output (m×n), over its count or groups."""
+    rows, cols = {"a": (op.m, op.k), "b": (op.k, op.n), "out": (op.m, op.n)}[which]
+    if isinstance(op, GroupedGemm):
+        return float(op.groups * rows * cols)
+    return float(op.b * rows * cols * op.count)
