@@ -30,8 +30,8 @@ def evaluated(mapped):
 
 def test_counts(mapped):
     runs, skipped = mapped
-    assert len(runs) + len(skipped) == 187
-    assert len(runs) == 177
+    assert len(runs) + len(skipped) == 190
+    assert len(runs) == 180
     assert len(skipped) == 10
 
 
