@@ -18,6 +18,8 @@ from simengine.workload.ops import Collective, Gemm, Memory
 def _blocks(tp: int = 1, framework: str = "torch-compile", recipe: str = "tensorwise", dtype: str = "fp8", **kw):
     st = {"tp": tp, "dtype": dtype, "fp8_recipe": recipe, "framework": framework, "sequence_parallel": True,
           "global_batch_size": 64, **kw}
+    if framework == "deepspeed":
+        st["zero_stage"] = 1
     return scenario_blocks(make(strategy=st))
 
 
@@ -67,33 +69,34 @@ def test_rowwise_all_gathers_are_not_fused_by_async_tp_but_reduce_scatters_are()
         assert all(c.bytes == bf_bytes[c.name] for c in gathers)  # bf16: no float8 all-gather for rowwise
 
 
-def test_torchao_tensorwise_tp_casts_the_shard_once_and_gathers_fp8():
-    """Float8ColwiseParallel / PrepareFloat8ModuleInput cast the SP shard before the all-gather,
-    once for the q, k, v (and w1, w3) that read it; Float8RowwiseParallel casts the output gradient
-    on its shard: those all-gathers move 1 B per element."""
+@pytest.mark.parametrize("framework,first", [("torch-compile", "q"), ("megatron-te", "qkv")])
+def test_tensorwise_tp_casts_the_shard_once_and_gathers_fp8(framework, first):
+    """Quantize, then gather: torchao's Float8ColwiseParallel / PrepareFloat8ModuleInput and TE's
+    gather_along_first_dim(quantizer=...) cast the SP shard (3 B per element on tokens/tp rows) once
+    for every column-parallel GEMM reading it (torchtitan's separate q, k, v; TE's fused qkv), the
+    row-parallel output gradient likewise (Float8RowwiseParallel; TE grad_output_preprocess), gather
+    fp8 (half the bf16 bytes, the backward re-gather of the input too), and the wgrads read a
+    transpose of the gathered fp8 copy (2 B per gathered element). The row-parallel input is local:
+    its own 4 B cast-transpose."""
     tp = 8
-    f8, bf = _blocks(tp=tp)["attn"], _blocks(tp=tp, dtype="bf16")["attn"]
+    f8, bf = _blocks(tp=tp, framework=framework)["attn"], _blocks(tp=tp, framework=framework, dtype="bf16")["attn"]
     g = _gemms(f8)
-    casts = _mem(f8, "fp8-cast:", "fwd")
-    q = g["fwd:q"]
-    assert casts == {"fp8-cast:fwd:q": 4.0 * q.m * q.k / tp, "fp8-cast:fwd:proj": 4.0 * g["fwd:proj"].m * g["fwd:proj"].k}
-    assert _mem(f8, "fp8-cast:", "bwd")["fp8-cast:dgrad:proj"] == 4.0 * g["dgrad:proj"].m * g["dgrad:proj"].k / tp
+    x, dy, o = g["fwd:" + first], g["dgrad:proj"], g["fwd:proj"]
+    assert _mem(f8, "fp8-cast:", "fwd") == {"fp8-cast:fwd:" + first: 3.0 * x.m * x.k / tp, "fp8-cast:fwd:proj": 4.0 * o.m * o.k}
+    assert _mem(f8, "fp8-cast:", "bwd")["fp8-cast:dgrad:proj"] == 3.0 * dy.m * dy.k / tp
+    assert _mem(f8, "fp8-transpose:", "wgt") == {"fp8-transpose:fwd:" + first: 2.0 * x.m * x.k,
+                                                 "fp8-transpose:dgrad:proj": 2.0 * dy.m * dy.k}
     ag = {op.name: op.bytes for op in f8.fwd + f8.bwd if isinstance(op, Collective) and op.kind == "all_gather"}
     ag_bf = {op.name: op.bytes for op in bf.fwd + bf.bwd if isinstance(op, Collective) and op.kind == "all_gather"}
-    assert ag["ag:q"] == ag_bf["ag:q"] / 2 and ag["ag-bwd:proj"] == ag_bf["ag-bwd:proj"] / 2
-    assert ag["ag-bwd:q"] == ag_bf["ag-bwd:q"]   # the wgrad's re-gather of the input: not a float8 TP class's
+    assert ag == {k: v / 2 for k, v in ag_bf.items()} and len(ag) == 3
 
 
-def test_transformer_engine_casts_the_gathered_input_and_gathers_bf16():
-    """Megatron + TE is unchanged by the torchao placement: every fp8 GEMM casts its own (gathered) input."""
-    tp = 8
-    ph = _blocks(tp=tp, framework="megatron-te")["attn"]
-    g = _gemms(ph)
-    qkv = g["fwd:qkv"]
-    assert _mem(ph, "fp8-cast:", "fwd")["fp8-cast:fwd:qkv"] == 4.0 * qkv.m * qkv.k
-    bf = _blocks(tp=tp, framework="megatron-te", dtype="bf16")["attn"]
-    gather = [op.bytes for ph_ in (ph, bf) for op in ph_.fwd if isinstance(op, Collective) and op.name == "ag:qkv"]
-    assert gather[0] == gather[1]
+def test_without_sequence_parallel_or_on_deepspeed_each_gemm_casts_its_gathered_input():
+    for kw in ({"framework": "megatron-te", "sequence_parallel": False}, {"framework": "deepspeed"}):
+        ph = _blocks(tp=8, **kw)["mlp"]
+        g = _gemms(ph)
+        assert _mem(ph, "fp8-cast:", "fwd") == {"fp8-cast:" + n: 4.0 * g[n].m * g[n].k for n in g if n.startswith("fwd:")}
+        assert not _mem(ph, "fp8-transpose:")
 
 
 def test_the_lm_head_stays_bf16_under_either_recipe():

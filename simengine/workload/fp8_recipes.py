@@ -31,17 +31,24 @@ the memory-bound kernels around them and in which TP collectives async TP can fu
   (pytorch/pytorch#149990 "all-gather-matmuls not fusing properly when rowwise scales are used"),
   so the TP all-gathers are not decomposable.
 
-Where the cast runs under TP differs by stack. TransformerEngine's casts are priced on the GEMM's
-gathered input. torchao's tensorwise TP classes (torchao/float8/float8_tensor_parallel.py, which
+Under TP with sequence parallelism both stacks quantize the *shard* and all-gather fp8 (1 B per
+element instead of 2): TransformerEngine's ``gather_along_first_dim(inp, group, quantizer=...)``
+(transformer_engine/pytorch/distributed.py, v2.x: "Cast input tensor" then ``_all_gather_fp8`` /
+``_all_gather_mxfp8`` / ``_all_gather_fp8_blockwise``; v1.9 casts the norm output to fp8 and
+gathers it) for the LayerNorm-fused column-parallel inputs (module/layernorm_linear.py, also the
+backward re-gather of the saved input) and the row-parallel layers' output gradients
+(module/base.py ``grad_output_preprocess``: "FP8 with all-gather: unfused bgrad, fused cast +
+transpose"); torchao's tensorwise TP classes (torchao/float8/float8_tensor_parallel.py, which
 torchtitan applies whenever float8 is tensorwise: ``parallelize_llama.py``
-``enable_float8_tensorwise_tp``) cast first and communicate fp8: ``Float8ColwiseParallel`` and
-``PrepareFloat8ModuleInput`` cast the sequence-parallel shard "before the all-gather (i.e. Shard ->
-Replicate) so that if there are multiple float8 users of the input activation, we perform fp8
-allgather only once"; ``Float8RowwiseParallel`` applies ``_NoopFwToFloat8BwDynamic`` after the
-reduce-scatter, so in backward the output gradient is cast on its shard and all-gathered in fp8.
-So on the torch stacks with SP: one cast of tokens/tp rows per gathered input (shared by the
-column-parallel GEMMs that read it), the dgrad casts of row-parallel layers on tokens/tp rows,
-and those all-gathers at 1 B per element instead of 2. Rowwise communicates bf16 (above).
+``enable_float8_tensorwise_tp``) the same way — ``Float8ColwiseParallel`` and
+``PrepareFloat8ModuleInput`` cast "before the all-gather (i.e. Shard -> Replicate) so that if there
+are multiple float8 users of the input activation, we perform fp8 allgather only once",
+``Float8RowwiseParallel`` casts the output gradient on its shard. So a gathered input is cast once
+on tokens/tp rows (read bf16 2, write fp8 1: 3 B per element), shared by the column-parallel GEMMs
+that read it, and its wgrad reads a transpose of the gathered fp8 copy (TE v1.9
+``tex.fp8_transpose`` of the gathered gradient, ``_create_transpose`` in v2; read 1, write 1: 2 B
+per gathered element). Rowwise communicates bf16 (above); DeepSpeed's stack keeps the cast on the
+gathered input.
 """
 
 from __future__ import annotations
@@ -58,6 +65,9 @@ TENSORWISE_CAST = 4.0      # B per element of a GEMM input: read bf16 2, write f
 ROWWISE_FIRST_CAST = 3.0   # read bf16 2, write fp8 1 (roofline_utils: the cast half of kernel 1)
 ROWWISE_SECOND_CAST = 5.0  # transposed bf16 copy (write 2), then read 2 and write fp8 1
 RESCALE = 4.0              # read and write the bf16 GEMM output once more
+SHARD_CAST = 3.0           # read bf16 2, write fp8 1, on the tokens/tp shard before an fp8 all-gather
+GATHERED_TRANSPOSE = 2.0   # read fp8 1, write its transpose 1, on the gathered copy (the wgrad's operand)
+_SHARD_STACKS = ("megatron-te", "torch-native", "torch-compile")
 
 
 def add_fp8_ops(ph: Phases, d: Dims) -> None:
@@ -67,30 +77,46 @@ def add_fp8_ops(ph: Phases, d: Dims) -> None:
     if d.fp8_recipe == "rowwise":
         _rowwise(ph, fp8)
         return
-    share = _torchao_tp(ph, d.tp) if d.stack.name.startswith("torch") and d.sp else {}
+    done = _sharded_casts(ph, d.tp, {op.name for op in fp8}) if d.sp and d.stack.name in _SHARD_STACKS else set()
     for ops, pre in ((ph.fwd, "fwd:"), (ph.bwd, "dgrad:")):
-        ops.extend(Memory("fp8-cast:" + op.name, TENSORWISE_CAST * _elems(op, "a") * share.get(op.name, 1.0))
-                   for op in fp8 if op.name.startswith(pre) and share.get(op.name, 1.0) > 0)
+        ops.extend(Memory("fp8-cast:" + op.name, TENSORWISE_CAST * _elems(op, "a"))
+                   for op in fp8 if op.name.startswith(pre) and op.name not in done)
 
 
-def _torchao_tp(ph: Phases, tp: int) -> dict[str, float]:
-    """torchao's tensorwise TP (module docstring): the all-gathers that carry fp8 drop to 1 B per
-    element (in place), and the share of each GEMM input's elements its cast touches — 1/tp for the
-    first GEMM reading a gathered input, 0 for the others reading the same one (cast once), 1/tp
-    for the dgrad reading a row-parallel layer's gathered output gradient."""
-    share: dict[str, float] = {}
-    fwd = ph.fwd
-    for i, op in enumerate(fwd):
-        if _tp_gather(op) and op.name.startswith("ag:"):  # a column-parallel input
-            fwd[i] = replace(op, bytes=op.bytes / BF16)
-            readers = itertools.takewhile(lambda o: isinstance(o, Gemm) and o.name.startswith("fwd:"), fwd[i + 1:])
-            for j, g in enumerate(readers):
-                share[g.name] = 0.0 if j else 1.0 / tp
-    for i, op in enumerate(ph.bwd):
-        if _tp_gather(op) and op.name.startswith("ag-bwd:") and not op.overlap_with:  # row-parallel output grad
+def _sharded_casts(ph: Phases, tp: int, fp8: set[str]) -> set[str]:
+    """Quantize-then-gather under SP (module docstring): each TP all-gather feeding fp8 GEMMs drops
+    to 1 B per element (in place), its tensor gets one cast on the shard and one transpose of the
+    gathered copy; returns the GEMMs whose input that cast covers (no cast of their own)."""
+    done: set[str] = set()
+    for ops, phase in ((ph.fwd, "fwd:"), (ph.bwd, "dgrad:")):
+        for i, op in enumerate(list(ops)):
+            # forward: a column-parallel input; backward: a row-parallel output gradient (no partner GEMM)
+            if not _tp_gather(op) or (phase == "dgrad:" and op.overlap_with):
+                continue
+            readers = _readers(ops, i, phase, fp8)
+            if not readers:
+                continue
+            ops[i] = replace(op, bytes=op.bytes / BF16)
+            first = readers[0]
+            elems = _elems(first, "a")
+            ops.append(Memory("fp8-cast:" + first.name, SHARD_CAST * elems / tp))
+            ph.wgt.append(Memory("fp8-transpose:" + first.name, GATHERED_TRANSPOSE * elems))
+            done.update(g.name for g in readers)
+    for i, op in enumerate(ph.bwd):   # the column-parallel re-gather of a saved fp8 input (wgrad's)
+        if _tp_gather(op) and op.name.startswith("ag-bwd:") and op.overlap_with and "fwd:" + op.name.split(":", 1)[1] in done:
             ph.bwd[i] = replace(op, bytes=op.bytes / BF16)
-            share["dgrad:" + op.name.split(":", 1)[1]] = 1.0 / tp
-    return share
+    return done
+
+
+def _readers(ops: list, i: int, phase: str, fp8: set[str]) -> list:
+    """The fp8 GEMMs of ``phase`` that read what the all-gather ``ops[i]`` gathers: forward, the
+    GEMMs right after it (the column-parallel linears sharing one input); backward, the dgrad of the
+    row-parallel layer whose output gradient it gathers."""
+    if phase == "fwd:":
+        run = itertools.takewhile(lambda o: isinstance(o, Gemm) and o.name.startswith("fwd:"), ops[i + 1:])
+        return [g for g in run if g.name in fp8]
+    name = "dgrad:" + ops[i].name.split(":", 1)[1]
+    return [g for g in ops if isinstance(g, (Gemm, GroupedGemm)) and g.name == name and name in fp8]
 
 
 def _rowwise(ph: Phases, fp8: list) -> None:
