@@ -15,12 +15,13 @@ from simengine.workload.builder import scenario_blocks
 from simengine.workload.ops import Collective, Gemm, Memory
 
 
-def _blocks(tp: int = 1, framework: str = "torch-compile", recipe: str = "tensorwise", dtype: str = "fp8", **kw):
+def _blocks(tp: int = 1, framework: str = "torch-compile", recipe: str = "tensorwise", dtype: str = "fp8",
+            system: str = "h100-sxm5-80gb", **kw):
     st = {"tp": tp, "dtype": dtype, "fp8_recipe": recipe, "framework": framework, "sequence_parallel": True,
           "global_batch_size": 64, **kw}
     if framework == "deepspeed":
         st["zero_stage"] = 1
-    return scenario_blocks(make(strategy=st))
+    return scenario_blocks(make(system_preset=system, strategy=st))
 
 
 def _mem(ph, prefix: str, phase: str | None = None) -> dict[str, float]:
@@ -89,6 +90,15 @@ def test_tensorwise_tp_casts_the_shard_once_and_gathers_fp8(framework, first):
     ag = {op.name: op.bytes for op in f8.fwd + f8.bwd if isinstance(op, Collective) and op.kind == "all_gather"}
     ag_bf = {op.name: op.bytes for op in bf.fwd + bf.bwd if isinstance(op, Collective) and op.kind == "all_gather"}
     assert ag == {k: v / 2 for k, v in ag_bf.items()} and len(ag) == 3
+
+
+def test_datacenter_blackwell_needs_no_transpose_of_the_gathered_fp8_copy():
+    """TE utils.py is_non_tn_fp8_gemm_supported (sm100–sm119): the wgrad reads the gathered FP8
+    tensor in any layout, so only Hopper-and-older pay the transpose; the shard cast and the fp8
+    all-gather are the same."""
+    b200, h100 = (_blocks(tp=8, framework="megatron-te", system=s)["attn"] for s in ("b200-sxm-180gb", "h100-sxm5-80gb"))
+    assert not _mem(b200, "fp8-transpose:") and _mem(h100, "fp8-transpose:")
+    assert _mem(b200, "fp8-cast:") == _mem(h100, "fp8-cast:")
 
 
 def test_without_sequence_parallel_or_on_deepspeed_each_gemm_casts_its_gathered_input():

@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 
 from ..config.framework import FRAMEWORKS, Stack
+from ..cost.attention_kernels import gpu_generation
 from ..config.scenario import Scenario
 
 
@@ -50,6 +51,7 @@ class Dims:
     doc_len: int = 0                   # packed documents' length (StrategySpec.packed_doc_len), 0 = not packed
     moe_dim: int = 0                   # width of the routed tokens (ModelSpec.moe_dim: h, or the latent size); 0 on dense models
     fp8_recipe: str = "tensorwise"     # StrategySpec.fp8_recipe when fp8, else "tensorwise" (workload/fp8_recipes.py)
+    fp8_tn_only: bool = True           # the GPU's FP8 GEMMs take only the TN layout (all but datacenter Blackwell)
 
 
 def dims_of(sc: Scenario) -> Dims:
@@ -101,6 +103,9 @@ def dims_of(sc: Scenario) -> Dims:
         doc_len=st.packed_doc_len if st.packed_doc_len and st.packed_doc_len < st.seq_len else 0,
         moe_dim=m.moe_dim if m.is_moe else 0,
         fp8_recipe=st.fp8_recipe if st.dtype == "fp8" else "tensorwise",
+        # TransformerEngine utils.py is_non_tn_fp8_gemm_supported: sm100–sm119 (and sm130+) run FP8
+        # GEMMs in any layout, so a gathered FP8 tensor needs no transposed copy there
+        fp8_tn_only=st.dtype != "fp8" or gpu_generation(sc.system.gpu.name) != "blackwell",
     )
 
 

@@ -47,7 +47,9 @@ are multiple float8 users of the input activation, we perform fp8 allgather only
 on tokens/tp rows (read bf16 2, write fp8 1: 3 B per element), shared by the column-parallel GEMMs
 that read it, and its wgrad reads a transpose of the gathered fp8 copy (TE v1.9
 ``tex.fp8_transpose`` of the gathered gradient, ``_create_transpose`` in v2; read 1, write 1: 2 B
-per gathered element). Rowwise communicates bf16 (above); DeepSpeed's stack keeps the cast on the
+per gathered element) — on GPUs whose FP8 GEMMs take only the TN layout: datacenter Blackwell runs
+any layout (TE utils.py ``is_non_tn_fp8_gemm_supported``: sm100–sm119) and skips it. Not modelled:
+MXFP8 gathers its columnwise copy too (``_all_gather_mxfp8``). Rowwise communicates bf16 (above); DeepSpeed's stack keeps the cast on the
 gathered input.
 """
 
@@ -77,16 +79,17 @@ def add_fp8_ops(ph: Phases, d: Dims) -> None:
     if d.fp8_recipe == "rowwise":
         _rowwise(ph, fp8)
         return
-    done = _sharded_casts(ph, d.tp, {op.name for op in fp8}) if d.sp and d.stack.name in _SHARD_STACKS else set()
+    done = _sharded_casts(ph, d, {op.name for op in fp8}) if d.sp and d.stack.name in _SHARD_STACKS else set()
     for ops, pre in ((ph.fwd, "fwd:"), (ph.bwd, "dgrad:")):
         ops.extend(Memory("fp8-cast:" + op.name, TENSORWISE_CAST * _elems(op, "a"))
                    for op in fp8 if op.name.startswith(pre) and op.name not in done)
 
 
-def _sharded_casts(ph: Phases, tp: int, fp8: set[str]) -> set[str]:
+def _sharded_casts(ph: Phases, d: Dims, fp8: set[str]) -> set[str]:
     """Quantize-then-gather under SP (module docstring): each TP all-gather feeding fp8 GEMMs drops
     to 1 B per element (in place), its tensor gets one cast on the shard and one transpose of the
-    gathered copy; returns the GEMMs whose input that cast covers (no cast of their own)."""
+    gathered copy where FP8 GEMMs are TN-only; returns the GEMMs whose input that cast covers (no
+    cast of their own)."""
     done: set[str] = set()
     for ops, phase in ((ph.fwd, "fwd:"), (ph.bwd, "dgrad:")):
         for i, op in enumerate(list(ops)):
@@ -99,8 +102,9 @@ def _sharded_casts(ph: Phases, tp: int, fp8: set[str]) -> set[str]:
             ops[i] = replace(op, bytes=op.bytes / BF16)
             first = readers[0]
             elems = _elems(first, "a")
-            ops.append(Memory("fp8-cast:" + first.name, SHARD_CAST * elems / tp))
-            ph.wgt.append(Memory("fp8-transpose:" + first.name, GATHERED_TRANSPOSE * elems))
+            ops.append(Memory("fp8-cast:" + first.name, SHARD_CAST * elems / d.tp))
+            if d.fp8_tn_only:
+                ph.wgt.append(Memory("fp8-transpose:" + first.name, GATHERED_TRANSPOSE * elems))
             done.update(g.name for g in readers)
     for i, op in enumerate(ph.bwd):   # the column-parallel re-gather of a saved fp8 input (wgrad's)
         if _tp_gather(op) and op.name.startswith("ag-bwd:") and op.overlap_with and "fwd:" + op.name.split(":", 1)[1] in done:
