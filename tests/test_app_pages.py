@@ -463,3 +463,16 @@ def test_this_rounds_new_scenario_kinds_render(page):
         assert not at.error, [e.value for e in at.error]
         if page == "pages/estimate.py":
             assert metric(at, "Step time")
+
+
+def test_fp8_recipe_error_sits_under_precision_and_clears_on_a_torch_stack():
+    """strategy.fp8_recipe (workload/fp8_recipes.py): rowwise is torchao's recipe, so on the default
+    Megatron + TE stack the error names the field in its own group; the torch stack takes it."""
+    at = open_groups(open_page("pages/strategy.py"), "strategy", ["Precision", "Software"])
+    widget(at, "strategy.dtype").set_value("fp8").run()
+    widget(at, "strategy.fp8_recipe").set_value("rowwise").run()
+    assert "fp8_recipe='rowwise' is torchao's Float8 recipe" in texts(_expander(at, "Precision and memory").error)
+    widget(at, "strategy.framework").set_value("torch-compile").run()
+    assert not at.error and scenario(at)["strategy"]["fp8_recipe"] == "rowwise"
+    at.switch_page("pages/estimate.py").run()
+    assert not at.exception and not at.error
