@@ -1344,3 +1344,20 @@ def test_search_of_hybrid_mamba_stacks_equals_brute_force(pattern, extra, system
         assert search(space, top=top).candidates[0].tokens_per_s == pytest.approx(max(b[0] for b in brute), rel=1e-12)
     res = search(space, objective="cost_per_million_tokens", top=2)
     assert res.candidates[0].cost_per_million_tokens_usd == pytest.approx(min(b[1] for b in brute), rel=1e-12)
+
+
+@pytest.mark.parametrize("base", [{"dtype": "fp8"}, {"dtype": "fp8", "framework": "torch-compile", "fp8_recipe": "rowwise"}])
+def test_search_with_fp8_recipes_under_tp_equals_brute_force(base):
+    """FP8 under sequence parallelism changes the TP collectives' bytes, where the casts run and,
+    for rowwise, which all-gathers async TP can fuse (workload/fp8_recipes.py): the bounds price the
+    same op lists, so the pruned search still finds the brute force's best."""
+    choices = {"tp": (1, 2), "pp": (1, 2), "cp": (1,), "zero_stage": (1,), "overlap_param_gather": (True,),
+               "recompute": ("none", "full"), "recompute_num_layers": (None,)}
+    space = make_space(TINY, SYSTEM, global_batch=16, seq_len=4096, gpus=[8], choices=choices, base=base)
+    brute = brute_force(space)
+    assert {b[2]["tp"] for b in brute} == {1, 2}
+    best = max(b[0] for b in brute)
+    for top in (1, 3):
+        res = search(space, top=top)
+        assert res.candidates[0].tokens_per_s == pytest.approx(best, rel=1e-12)
+        assert all(c.strategy.get("fp8_recipe", "tensorwise") == base.get("fp8_recipe", "tensorwise") for c in res.candidates)
