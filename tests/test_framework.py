@@ -13,7 +13,8 @@ from scenarios import scenario_dict as _scenario_dict
 from simengine.api import estimate
 from simengine.config import load_scenario
 from simengine.config.framework import FRAMEWORKS, FrameworkName, optimizer_adam_cost
-from simengine.cost.attention_kernels import FA2_ON_HOPPER, gpu_generation, kernel_scale
+from simengine.config.generation import gpu_generation
+from simengine.cost.attention_kernels import FA2_ON_HOPPER, kernel_scale
 from simengine.cost.compute import ComputeModel
 from simengine.errors import ConfigError
 from simengine.workload.builder import build_workload

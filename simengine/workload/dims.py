@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 
 from ..config.framework import FRAMEWORKS, Stack
-from ..cost.attention_kernels import gpu_generation
+from ..config.generation import gpu_generation
 from ..config.scenario import Scenario
 
 
