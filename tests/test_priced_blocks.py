@@ -128,7 +128,7 @@ def test_no_dense_block_reads_the_moe_dims():
         d, m, st = dims_of(sc), sc.model, sc.strategy
         assert _without_moe(d) != d
         for kind, arg in (("attn", st.cp_comm_type), ("embed", None), ("head", st.fused_cross_entropy), ("mlp", None), ("mtp", None)):
-            own, dense = _build_block(kind, d, m, arg, st.dtype), _build_block(kind, _without_moe(d), m, arg, st.dtype)
+            own, dense = _build_block(kind, d, m, arg), _build_block(kind, _without_moe(d), m, arg)
             assert (own.fwd, own.bwd, own.wgt) == (dense.fwd, dense.bwd, dense.wgt)
             checked += 1
     assert checked == 20

@@ -28,6 +28,7 @@ from ..config.generation import gpu_generation
 
 FA2_ON_HOPPER = 1.0 / 1.75  # Shah et al. 2024 abstract: FA3 is 1.5–2.0× FA2 on H100 (midpoint)
 
+
 @lru_cache(maxsize=64)
 def kernel_scale(kernel: str, gpu_name: str) -> float:
     """Throughput of attention kernel family ``kernel`` relative to the system's reference

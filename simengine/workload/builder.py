@@ -60,12 +60,12 @@ def scenario_blocks(sc: Scenario, d: Dims | None = None) -> dict[str, Phases]:
     kind: search/blocks.py)."""
     m, st = sc.model, sc.strategy
     return block_phases(dims_of(sc) if d is None else d, m, st.cp_comm_type, st.fused_cross_entropy, st.moe_dispatcher,
-                        st.moe_shared_expert_overlap, st.dtype)
+                        st.moe_shared_expert_overlap)
 
 
 @config_cache
 def block_phases(d: Dims, m: ModelSpec, cp_comm_type: str, fused_cross_entropy: bool, moe_dispatcher: str,
-                 moe_shared_expert_overlap: bool, dtype: str) -> dict[str, Phases]:
+                 moe_shared_expert_overlap: bool) -> dict[str, Phases]:
     """The op lists of each block kind: a pure function of the per-rank dimensions, the model and
     the strategy fields the block builders read, memoised on exactly those (``memo.config_cache``:
     a search and a page rerun build the same blocks for many layouts). The result is shared:
@@ -77,20 +77,20 @@ def block_phases(d: Dims, m: ModelSpec, cp_comm_type: str, fused_cross_entropy: 
     object (search/blocks.py prices a block once per object)."""
     dense = _without_moe(d) if m.is_moe else d
     blocks: dict[str, Phases] = {
-        "attn": _block("attn", dense, m, cp_comm_type, dtype),
-        "embed": _block("embed", dense, m, None, dtype),
-        "head": _block("head", dense, m, fused_cross_entropy, dtype),
+        "attn": _block("attn", dense, m, cp_comm_type),
+        "embed": _block("embed", dense, m, None),
+        "head": _block("head", dense, m, fused_cross_entropy),
     }
     if m.num_dense_layers > 0:
-        blocks["mlp"] = _block("mlp", dense, m, None, dtype)
+        blocks["mlp"] = _block("mlp", dense, m, None)
     if m.num_mamba_layers:
-        blocks["mamba"] = _block("mamba", dense, m, None, dtype)
+        blocks["mamba"] = _block("mamba", dense, m, None)
     if m.is_moe:
-        blocks["moe"] = _cast(moe_block(d, m, moe_dispatcher, moe_shared_expert_overlap), dtype, d)
+        blocks["moe"] = _cast(moe_block(d, m, moe_dispatcher, moe_shared_expert_overlap), d)
     if m.mtp_layers:
-        blocks["mtp"] = _block("mtp", dense, m, None, dtype)
+        blocks["mtp"] = _block("mtp", dense, m, None)
     if m.full_attention_interval:  # mixed pattern (GPT-OSS): windowed layers get their own block
-        blocks["attn_window"] = _block("attn_window", dense, m, cp_comm_type, dtype)
+        blocks["attn_window"] = _block("attn_window", dense, m, cp_comm_type)
     return blocks
 
 
@@ -100,7 +100,7 @@ def _without_moe(d: Dims) -> Dims:
                    ep=1, etp=1, moe_dispatch_dtype="bf16", moe_imbalance=1.0, moe_dim=0)
 
 
-def _build_block(kind: str, d: Dims, m: ModelSpec, arg, dtype: str) -> Phases:
+def _build_block(kind: str, d: Dims, m: ModelSpec, arg) -> Phases:
     """One dense block's op lists (``block_phases``), with the FP8 casts; ``arg``: what its
     builder takes besides the dims and model (cp_comm_type, fused cross-entropy, or None)."""
     if kind == "attn":
@@ -119,14 +119,15 @@ def _build_block(kind: str, d: Dims, m: ModelSpec, arg, dtype: str) -> Phases:
         ph = mtp_projection(d)
     if d.lora:
         ph = frozen(ph, d)  # LoRA: base weights frozen, adapters on the targets (workload/lora.py)
-    return _cast(ph, dtype, d)
+    return _cast(ph, d)
 
 
 _block = config_cache(_build_block, 1024)   # a search's dense blocks: one per (tp, cp, micro-batch, …)
 
 
-def _cast(ph: Phases, dtype: str, d: Dims) -> Phases:
-    if dtype == "fp8":
+def _cast(ph: Phases, d: Dims) -> Phases:
+    """The block with its FP8 recipe's casts when its GEMMs run in fp8 (``Dims.fp8``)."""
+    if d.fp8:
         add_fp8_ops(ph, d)
     return ph
 
