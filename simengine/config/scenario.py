@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from ..errors import ConfigError, from_pydantic
 from ..memo import config_cache
 from ..schedule import get_schedule
+from .generation import gpu_generation
 from .layout import strategy_stage_counts
 from .model import ModelSpec
 from .strategy import StrategySpec
@@ -75,7 +76,7 @@ def layout_checks(model: ModelSpec, system: SystemSpec, strategy: StrategySpec) 
     tail = _split_checks(model, s)
     tail += _moe_checks(model, s, dp)
     tail += _recompute_module_checks(model, s)
-    tail += _fp8_param_checks(s) + _fp8_recipe_checks(s)
+    tail += _fp8_param_checks(s) + _fp8_recipe_checks(s, system.gpu.name)
     tail += _peft_checks(model, s)
     tail += _hybrid_checks(model, s)
     if s.packed_doc_len is not None:
@@ -289,13 +290,24 @@ def _fp8_param_checks(s: StrategySpec) -> list[tuple[str, str]]:
     return out
 
 
-def _fp8_recipe_checks(s: StrategySpec) -> list[tuple[str, str]]:
-    """Rowwise scaling is torchao's recipe (torchao/float8/config.py ``Float8LinearRecipeName.ROWWISE``),
-    which the torch stacks run; TransformerEngine's recipes are per-tensor (delayed, current), block
-    and MX scaling (transformer_engine/common/recipe/__init__.py), none of them rowwise."""
-    if s.dtype == "fp8" and s.fp8_recipe == "rowwise" and s.framework not in ("torch-native", "torch-compile"):
-        return [("strategy.fp8_recipe", f"fp8_recipe='rowwise' is torchao's Float8 recipe (framework torch-native or "
-                                        f"torch-compile); framework={s.framework!r} has no rowwise recipe")]
+def _fp8_recipe_checks(s: StrategySpec, gpu_name: str) -> list[tuple[str, str]]:
+    """The recipes each stack runs. Rowwise scaling is torchao's (torchao/float8/config.py
+    ``Float8LinearRecipeName.ROWWISE``), which the torch stacks run; TransformerEngine's are per-tensor
+    delayed and current scaling, block and MX scaling (transformer_engine/common/recipe/__init__.py;
+    Megatron-Core transformer_config.py ``fp8_recipe``), none of them rowwise. MXFP8 is Blackwell's
+    (transformer_engine/pytorch/fp8.py ``check_mxfp8_support``: compute capability 10.0 or later)."""
+    if s.dtype != "fp8":
+        return []
+    f, r = "strategy.fp8_recipe", s.fp8_recipe
+    if r == "rowwise" and s.framework not in ("torch-native", "torch-compile"):
+        return [(f, f"fp8_recipe='rowwise' is torchao's Float8 recipe (framework torch-native or "
+                    f"torch-compile); framework={s.framework!r} has no rowwise recipe")]
+    if r in ("delayed", "mxfp8") and s.framework != "megatron-te":
+        return [(f, f"fp8_recipe={r!r} is a TransformerEngine recipe (framework megatron-te); "
+                    f"framework={s.framework!r} runs tensorwise or rowwise scaling")]
+    if r == "mxfp8" and gpu_generation(gpu_name) != "blackwell":
+        return [(f, f"fp8_recipe='mxfp8' needs a Blackwell GPU (MXFP8 GEMMs); {gpu_name} is not one: "
+                    "use tensorwise or delayed")]
     return []
 
 

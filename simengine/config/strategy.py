@@ -36,12 +36,16 @@ class StrategySpec(BaseModel):
     micro_batch_size: int = Field(1, ge=1, le=65_536, description="Sequences per micro-batch.")
     global_batch_size: int = Field(..., ge=1, le=100_000_000, description="Sequences per optimizer step.")
     seq_len: int = Field(..., ge=1, le=16_777_216, description="Tokens per sequence.")
-    dtype: Literal["bf16", "fp8"] = Field("bf16", description="GEMM precision (fp8: TransformerEngine delayed/current scaling; master weights stay fp32).")
-    fp8_recipe: Literal["tensorwise", "rowwise"] = Field("tensorwise", description=(
-        "With dtype='fp8', how tensors are scaled: tensorwise = one scale per tensor (TransformerEngine delayed/current "
-        "scaling, torchao TENSORWISE); rowwise = torchao's ROWWISE recipe on the torch stacks (a scale per row: each "
-        "GEMM operand cast twice, along each axis, a rescale after each backward GEMM, and no async-TP fusion of the "
-        "all-gathers; workload/fp8_recipes.py). Ignored for bf16."))
+    dtype: Literal["bf16", "fp8"] = Field("bf16", description="GEMM precision (fp8: the scaling recipe is fp8_recipe; master weights stay fp32).")
+    fp8_recipe: Literal["tensorwise", "delayed", "mxfp8", "rowwise"] = Field("tensorwise", description=(
+        "With dtype='fp8', how tensors are scaled (workload/fp8_recipes.py). tensorwise = one scale per tensor from "
+        "the tensor itself (TransformerEngine Float8CurrentScaling, Megatron --fp8-recipe tensorwise; torchao "
+        "TENSORWISE): an amax pass before each cast. delayed = TransformerEngine DelayedScaling (Megatron's default "
+        "--fp8-recipe delayed): scales from past amaxes, so the LayerNorm-fused linears' norm writes fp8 itself. "
+        "mxfp8 = TransformerEngine MXFP8BlockScaling on Blackwell (a scale per 32 values, both axes quantized at "
+        "once). delayed and mxfp8 need framework megatron-te; rowwise = torchao's ROWWISE recipe on the torch "
+        "stacks (a scale per row: each GEMM operand cast twice, along each axis, a rescale after each backward "
+        "GEMM, and no async-TP fusion of the all-gathers). Ignored for bf16."))
     dp_shard: int | None = Field(None, ge=1, le=10_000_000, description=(
         "HSDP: the ZeRO shard group inside DP (torchtitan data_parallel_shard_degree; Megatron partial distributed "
         "optimizer, num_distributed_optimizer_instances = dp/dp_shard). Weights/grads/optimizer states shard over "

@@ -3,11 +3,36 @@
 The GEMMs themselves run at the FP8 rate either way (``cost/compute.py``); the recipes differ in
 the memory-bound kernels around them and in which TP collectives async TP can fuse.
 
-- ``tensorwise`` — one scale per tensor (TransformerEngine delayed / current scaling,
-  ``Float8Quantizer``; torchao ``Float8LinearRecipeName.TENSORWISE``). Forward casts the GEMM
-  input (read bf16, write fp8 and its transpose for the wgrad: 4 B per element), backward casts
-  the output gradient the same way. Weights are cast once per step and cached across
+- ``tensorwise`` — one scale per tensor, computed from the tensor itself (TransformerEngine
+  ``Float8CurrentScaling``, Megatron ``--fp8-recipe tensorwise``; torchao
+  ``Float8LinearRecipeName.TENSORWISE``). A cast reads bf16 and writes fp8 and its transpose for the
+  wgrad (4 B per element) after an amax pass over the same tensor (read 2 B): TE
+  ``Float8CurrentScalingQuantizer::quantize_impl`` (pytorch/csrc/quantizer.cpp, v2.7) runs
+  ``nvte_compute_amax`` and then ``nvte_quantize_v2``, except on a LayerNorm-fused linear's input,
+  whose norm kernel writes the amax itself (pytorch/csrc/extensions/normalization.cpp
+  ``FUSED_NORM_AMAX_FP8`` / ``create_hp_tensor_with_amax`` then ``quantize_with_amax``); torch
+  eager runs torchao's amax as its own kernel (torchao/testing/training/roofline_utils.py
+  ``get_tensor_memory_traffic_ovhd_s``, tensorwise kernel 1: "x_bf16 -> max_abs_stage_1"), which
+  Inductor fuses into the producer under torch.compile (the same function's ``fuse_with_prev``:
+  kernel 1 costs 0). So 6 B per element on megatron-te (4 B on the norm-fused inputs) and
+  torch-native, 4 B on torch-compile. Weights are cast once per step and cached across
   micro-batches (TE ``is_first_microbatch``), which is negligible per micro-batch.
+- ``delayed`` — TransformerEngine ``DelayedScaling`` (Megatron-Core's default ``fp8_recipe``,
+  transformer_config.py; the only TE recipe before v2.2, so NeMo 24.x): the scale comes from past
+  amaxes, so a cast is one pass (``fp8_cast_transpose_fused``: 4 B) and the LayerNorm-fused
+  linears' norm writes fp8 itself (normalization.cpp: "Always used fused kernel for FP8 delayed
+  scaling"; v1.9 module/layernorm_linear.py ``ln_out_dtype = torch.uint8``): no cast, only the
+  transpose the norm API adds for the wgrad on TN-only GPUs (common/normalization/rmsnorm/
+  rmsnorm_api.cpp ``nvte_transpose``: read 1, write 1).
+- ``mxfp8`` — TransformerEngine ``MXFP8BlockScaling`` on Blackwell: a scale per 32 values, the
+  rowwise and columnwise copies quantized from bf16 in one kernel (read 2, write 1 + 1: 4 B, no
+  amax pass, no transpose). The norm is not fused by default (normalization.cpp: the fused MXFP8
+  norm is cuDNN's, only under ``NVTE_NORM_FWD_USE_CUDNN``), so its inputs pay the 4 B cast too.
+- The LayerNorm-fused linears are Megatron-Core's ``TELayerNormColumnParallelLinear`` (models/gpt/
+  gpt_layer_specs.py: ``linear_qkv``, the dense MLP's ``linear_fc1``, MLA's ``linear_q_up_proj``
+  and ``linear_kv_up_proj`` with q/kv layernorm; models/mamba/mamba_layer_specs.py ``in_proj``).
+  The MoE layer's ``pre_mlp_layernorm`` and MLA's ``input_layernorm`` are separate ``TENorm``
+  modules: the router, experts and down projections cast their input like any other.
 - ``rowwise`` — torchao's ``ROWWISE`` recipe (torchao/float8/config.py; the torch stacks only,
   config/scenario.py ``_fp8_recipe_checks``). Each GEMM is fed operands scaled along its own
   reduction dimension (torchao/float8/float8_linear.py ``matmul_with_hp_or_float8_args``: x along
@@ -48,9 +73,15 @@ on tokens/tp rows (read bf16 2, write fp8 1: 3 B per element), shared by the col
 that read it, and its wgrad reads a transpose of the gathered fp8 copy (TE v1.9
 ``tex.fp8_transpose`` of the gathered gradient, ``_create_transpose`` in v2; read 1, write 1: 2 B
 per gathered element) — on GPUs whose FP8 GEMMs take only the TN layout: datacenter Blackwell runs
-any layout (TE utils.py ``is_non_tn_fp8_gemm_supported``: sm100–sm119) and skips it. Not modelled:
-MXFP8 gathers its columnwise copy too (``_all_gather_mxfp8``). Rowwise communicates bf16 (above); DeepSpeed's stack keeps the cast on the
-gathered input.
+any layout (TE utils.py ``is_non_tn_fp8_gemm_supported``: sm100–sm119) and skips it. MXFP8 quantizes
+the shard along both axes (4 B per element) and gathers the rowwise copy in the forward and the
+columnwise one in the backward re-gather, 1 B each (distributed.py ``_all_gather_mxfp8``: one
+all-gather per usage the quantizer holds); a row-parallel output gradient is gathered for dgrad
+and wgrad at once, both copies (layernorm_linear.py / linear.py backward:
+``grad_output_quantizer.set_usage(rowwise=True, columnwise=True)``), as many bytes as bf16.
+Delayed scaling's norm writes the fp8 shard itself (no shard cast on the LayerNorm-fused inputs);
+current scaling adds the amax read of the shards it casts. Rowwise communicates bf16 (above);
+DeepSpeed's stack keeps the cast on the gathered input.
 """
 
 from __future__ import annotations
@@ -64,12 +95,18 @@ from .ops import BF16, BF16_ONLY_GEMMS, Collective, Gemm, GroupedGemm, Memory, O
 from .phases import Phases
 
 TENSORWISE_CAST = 4.0      # B per element of a GEMM input: read bf16 2, write fp8 + its transpose 2
+AMAX_READ = 2.0            # current scaling's amax pass over the bf16 tensor (TE nvte_compute_amax)
+MX_CAST = 4.0              # MXFP8: read bf16 2, write the rowwise and the columnwise copy 1 + 1
+NORM_TRANSPOSE = 2.0       # delayed scaling's fused norm: the fp8 output's transpose (read 1, write 1)
 ROWWISE_FIRST_CAST = 3.0   # read bf16 2, write fp8 1 (roofline_utils: the cast half of kernel 1)
 ROWWISE_SECOND_CAST = 5.0  # transposed bf16 copy (write 2), then read 2 and write fp8 1
 RESCALE = 4.0              # read and write the bf16 GEMM output once more
 SHARD_CAST = 3.0           # read bf16 2, write fp8 1, on the tokens/tp shard before an fp8 all-gather
 GATHERED_TRANSPOSE = 2.0   # read fp8 1, write its transpose 1, on the gathered copy (the wgrad's operand)
 _SHARD_STACKS = ("megatron-te", "torch-native", "torch-compile")
+_AMAX_STACKS = ("megatron-te", "torch-native")   # tensorwise's amax pass is its own kernel (docstring)
+# the inputs of Megatron-Core's TELayerNormColumnParallelLinear modules (docstring)
+_NORM_FUSED = ("fwd:qkv", "fwd:fc1:mlp", "fwd:q_up", "fwd:kv_up", "fwd:in_proj:mamba")
 
 
 def add_fp8_ops(ph: Phases, d: Dims) -> None:
@@ -81,15 +118,44 @@ def add_fp8_ops(ph: Phases, d: Dims) -> None:
         return
     done = _sharded_casts(ph, d, {op.name for op in fp8}) if d.sp and d.stack.name in _SHARD_STACKS else set()
     for ops, pre in ((ph.fwd, "fwd:"), (ph.bwd, "dgrad:")):
-        ops.extend(Memory("fp8-cast:" + op.name, TENSORWISE_CAST * _elems(op, "a"))
-                   for op in fp8 if op.name.startswith(pre) and op.name not in done)
+        for op in fp8:
+            nbytes = cast_bytes(d, op.name)
+            if op.name.startswith(pre) and op.name not in done and nbytes:
+                ops.append(Memory("fp8-cast:" + op.name, nbytes * _elems(op, "a")))
+
+
+def cast_bytes(d: Dims, gemm: str) -> float:
+    """B per element to quantize the input of ``gemm`` (a fwd or dgrad GEMM) on the whole tensor
+    under the tensorwise, delayed or mxfp8 recipe (module docstring)."""
+    fused = _norm_fused(d, gemm)
+    if d.fp8_recipe == "mxfp8":
+        return MX_CAST
+    if d.fp8_recipe == "delayed":
+        return (NORM_TRANSPOSE if d.fp8_tn_only else 0.0) if fused else TENSORWISE_CAST
+    return TENSORWISE_CAST + (AMAX_READ if d.stack.name in _AMAX_STACKS and not fused else 0.0)
+
+
+def shard_cast_bytes(d: Dims, gemm: str) -> float:
+    """B per shard element to quantize the input of ``gemm`` before its fp8 all-gather under SP
+    (rowwise only, its transpose made after the gather; MXFP8 both copies)."""
+    fused = _norm_fused(d, gemm)
+    if d.fp8_recipe == "mxfp8":
+        return MX_CAST
+    if d.fp8_recipe == "delayed":
+        return 0.0 if fused else SHARD_CAST
+    return SHARD_CAST + (AMAX_READ if d.stack.name in _AMAX_STACKS and not fused else 0.0)
+
+
+def _norm_fused(d: Dims, gemm: str) -> bool:
+    """The GEMM's input comes out of a TransformerEngine LayerNorm-fused linear's norm (module docstring)."""
+    return d.stack.name == "megatron-te" and gemm.startswith(_NORM_FUSED)
 
 
 def _sharded_casts(ph: Phases, d: Dims, fp8: set[str]) -> set[str]:
     """Quantize-then-gather under SP (module docstring): each TP all-gather feeding fp8 GEMMs drops
-    to 1 B per element (in place), its tensor gets one cast on the shard and one transpose of the
-    gathered copy where FP8 GEMMs are TN-only; returns the GEMMs whose input that cast covers (no
-    cast of their own)."""
+    to 1 B per element (in place; MXFP8's output-gradient gathers carry both copies: bf16's bytes),
+    its tensor gets one cast on the shard and one transpose of the gathered copy where FP8 GEMMs
+    are TN-only; returns the GEMMs whose input that cast covers (no cast of their own)."""
     done: set[str] = set()
     for ops, phase in ((ph.fwd, "fwd:"), (ph.bwd, "dgrad:")):
         for i, op in enumerate(list(ops)):
@@ -99,10 +165,13 @@ def _sharded_casts(ph: Phases, d: Dims, fp8: set[str]) -> set[str]:
             readers = _readers(ops, i, phase, fp8)
             if not readers:
                 continue
-            ops[i] = replace(op, bytes=op.bytes / BF16)
+            if not (phase == "dgrad:" and d.fp8_recipe == "mxfp8"):
+                ops[i] = replace(op, bytes=op.bytes / BF16)
             first = readers[0]
             elems = _elems(first, "a")
-            ops.append(Memory("fp8-cast:" + first.name, SHARD_CAST * elems / d.tp))
+            nbytes = shard_cast_bytes(d, first.name)
+            if nbytes:
+                ops.append(Memory("fp8-cast:" + first.name, nbytes * elems / d.tp))
             if d.fp8_tn_only:
                 ph.wgt.append(Memory("fp8-transpose:" + first.name, GATHERED_TRANSPOSE * elems))
             done.update(g.name for g in readers)

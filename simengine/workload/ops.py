@@ -155,6 +155,8 @@ class Collective:
 Op = Gemm | GroupedGemm | Attention | Memory | Collective
 
 # GEMM names (suffix) that stay in bf16 in fp8 recipes: Megatron's LM head (a plain
-# ColumnParallelLinear outside TE's fp8_autocast), LoRA adapters (workload/lora.py) and the SSD
-# scan's Triton GEMMs (workload/mamba.py)
-BF16_ONLY_GEMMS = (":lm_head", ":lora_a", ":lora_b", ":ssd")
+# ColumnParallelLinear outside TE's fp8_autocast), LoRA adapters (workload/lora.py), the SSD
+# scan's Triton GEMMs (workload/mamba.py) and the MoE router (Megatron-Core
+# transformer/moe/router.py ``TopKRouter.gating`` → moe_utils.py ``RouterGatingLinearFunction``:
+# torch.mm in bf16 or fp32, not a TE module; torchtitan's float8 configs filter "router.gate")
+BF16_ONLY_GEMMS = (":lm_head", ":lora_a", ":lora_b", ":ssd", ":router")

@@ -30,8 +30,8 @@ def _draft(rows: list[dict[str, str]], src: str) -> Draft:
     gbs = _int(row, "global_batch_seqs")
     strat: dict[str, Any] = {"name": rid, "tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": _int(row, "ep") or 1,
                              "seq_len": seq, "dtype": dtype}
-    if dtype == "fp8" and "rowwise" in _s(row, "dtype").lower():
-        strat["fp8_recipe"] = "rowwise"  # torchao Float8LinearRecipeName.ROWWISE (the page's "float8 rowwise")
+    if dtype == "fp8":
+        strat["fp8_recipe"] = _fp8_recipe(src, row, a)
     if "lora" in rid.lower():
         strat.update(peft="lora", lora_rank=32, lora_targets="qkv")
         a.append("LoRA rank 32 on the fused QKV projection: NeMo 1.0 lora_tuning (adapter_dim 32, target_modules "
@@ -44,6 +44,24 @@ def _draft(rows: list[dict[str, str]], src: str) -> Draft:
     sp_cell = _s(row, "sp").lower()
     sp = sp_cell.startswith("yes") if sp_cell else None
     return Draft(row, rid, model, gpus, layers, seq, dtype, tp, pp, dp, mb, gbs, sp, _vpp(row), strat, {"gpus": gpus}, a)
+
+
+def _fp8_recipe(src: str, row: dict[str, str], a: list[str]) -> str:
+    """The scaling recipe an FP8 row ran (StrategySpec.fp8_recipe): the page's own word where it
+    gives one, else its stack's recipe of that release."""
+    cell, gpu = _s(row, "dtype").lower(), _s(row, "gpu_type").lower()
+    if "rowwise" in cell:
+        return "rowwise"  # torchao Float8LinearRecipeName.ROWWISE (the page's "float8 rowwise")
+    if src == "megatron-bridge" and ("mx" in cell or ("alternate" in cell and "b200" in gpu)):
+        # "FP8-MX" / "MXFP8"; 25.09's alternate granularity on B200 is MX (the table's note: "GB200/B200
+        # 32x32"; r0.1.0 configs/*_llm_pretrain.yaml list fp8_cs and fp8_mx for B200)
+        return "mxfp8"
+    if src == "nemo":
+        # NeMo 24.07 runs TransformerEngine 1.x, whose only FP8 recipe is DelayedScaling
+        # (transformer_engine/common/recipe/__init__.py at v1.9; Float8CurrentScaling came in 2025-03, TE #1471)
+        a.append("FP8 delayed scaling (TransformerEngine 1.x in NeMo 24.07 has no other recipe)")
+        return "delayed"
+    return "tensorwise"
 
 
 # Runs whose page gives the command but not the sequence: the train config the command loads.
