@@ -133,7 +133,7 @@ def pipeline_input(sc: Scenario, plan: Plan, *, with_dp: bool = True) -> Pipelin
     return PipelineInput(
         stages=tuple(stages), num_microbatches=sim_microbatches(sc), schedule=s.schedule, vpp=s.vpp,
         overlap_grad_reduce=s.overlap_grad_reduce, overlap_param_gather=s.overlap_param_gather,
-        overlap_slowdown=s.overlap_slowdown, p2p_blocking=not s.overlap_p2p_comm,
+        overlap_slowdown=s.overlap_slowdown, p2p_blocking=not s.p2p_overlapped,
         fb_overlap=s.overlap_moe_expert_parallel_comm,
     )
 

@@ -29,7 +29,7 @@ def _bounds(schedule: str, pp: int, vpp: int, p2p: bool, ogr: bool, rc: str, gbs
     sc = load_scenario({"model": model, "system": dict(SYSTEM, num_gpus=64), "strategy": strat})
     plan, _ = priced(sc)
     pipe, _, off, link = plan_phases(plan, sc)
-    m, inline = sim_microbatches(sc), not p2p
+    m, inline = sim_microbatches(sc), not sc.strategy.p2p_overlapped
     tails, grads = dp_tails(lambda: sc, plan, strat)
     a2a = plan_a2a(plan, sc)
     path = pipeline_bound(pipe, off, m, tails, link, inline, order=order_terms(schedule, pp, m, vpp), grads=grads, a2a=a2a)

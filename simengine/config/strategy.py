@@ -66,7 +66,7 @@ class StrategySpec(BaseModel):
     overlap_grad_reduce: bool = Field(False, description="Overlap the DP gradient reduce-scatter / all-reduce with backward (bucketed).")
     overlap_param_gather: bool = Field(False, description="Overlap the parameter all-gather (ZeRO-1/3) with forward.")
     tp_comm_overlap: bool = Field(False, description="Overlap TP collectives with GEMMs (TransformerEngine userbuffers).")
-    overlap_p2p_comm: bool = Field(False, description="Non-blocking pipeline sends on their own stream (Megatron-Core --overlap-p2p-communication); otherwise the compute stream waits for each send/recv.")
+    overlap_p2p_comm: bool = Field(False, description="Non-blocking pipeline sends on their own stream (Megatron-Core --overlap-p2p-communication); otherwise the compute stream waits for each send/recv. On megatron-te only the interleaved schedule reads it (Megatron-LM turns it off without virtual stages).")
     overlap_slowdown: float = Field(1.05, ge=1.0, le=3.0, description="Compute slowdown while communication overlaps it (SM and HBM contention).")
     moe_dispatcher: Literal["alltoall", "allgather", "deepep"] = Field("alltoall", description="MoE token dispatcher: Megatron alltoall (one copy per routed expert), allgather, or deepep (Megatron flex + DeepEP: one copy per destination node over the scale-out network, then fanned out over NVLink).")
     moe_dispatch_dtype: Literal["bf16", "fp8"] = Field("bf16", description="Precision of the forward token dispatch (DeepEP FP8 dispatch / Megatron moe_dispatch_fwd_dtype=mxfp8: 1 B per element plus a scale per 32); combine and backward stay bf16.")
@@ -212,3 +212,17 @@ class StrategySpec(BaseModel):
     @property
     def etp_size(self) -> int:
         return self.etp if self.etp is not None else self.tp
+
+    @property
+    def p2p_overlapped(self) -> bool:
+        """Whether the pipeline sends leave the compute stream (``p2p_overlapped``)."""
+        return p2p_overlapped(self.framework, self.schedule, self.overlap_p2p_comm)
+
+
+def p2p_overlapped(framework: str, schedule: str, overlap_p2p_comm: bool) -> bool:
+    """``overlap_p2p_comm`` as the stack runs it: Megatron-Core reads it only in
+    ``forward_backward_pipelining_with_interleaving`` (pipeline_parallel/schedules.py; the
+    non-interleaved 1F1B sends and receives in place), and Megatron-LM's arguments.py sets
+    ``args.overlap_p2p_comm = False`` without a virtual pipeline. Other stacks' and schedules'
+    sends follow the flag."""
+    return overlap_p2p_comm and not (framework == "megatron-te" and schedule == "1f1b")

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config.scenario import Scenario
+from ..config.strategy import p2p_overlapped
 from ..pipeline import sim_microbatches
 from .bound import pipeline_bound
 from .candidate import _strategy, construct, scenario
@@ -99,7 +100,8 @@ def _run_terms(layout: dict[str, Any], priced: tuple, sc0: Scenario) -> tuple[bo
     plan, m = priced[0], priced[4]
     # combined 1F1B runs other orders (schedule/_combined.py): no order terms for it
     orders = None if sc0.strategy.overlap_moe_expert_parallel_comm else order_terms(layout["schedule"], layout["pp"], m, layout["vpp"])
-    return not sc0.strategy.overlap_p2p_comm, plan_a2a(plan, sc0), orders
+    inline = not p2p_overlapped(sc0.strategy.framework, layout["schedule"], sc0.strategy.overlap_p2p_comm)
+    return inline, plan_a2a(plan, sc0), orders
 
 
 def add_candidates(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, order: int, z: int,

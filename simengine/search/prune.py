@@ -54,7 +54,7 @@ def memory_and_bound(sc: Scenario) -> tuple[float, int, tuple[float, float]]:
     mems = memory_by_stage(sc, plan)
     worst = max(mems, key=lambda x: x.reserved_gib)
     pipe, on, off, p2p = plan_phases(plan, sc)
-    m, inline = sim_microbatches(sc), not sc.strategy.overlap_p2p_comm
+    m, inline = sim_microbatches(sc), not sc.strategy.p2p_overlapped
     a2a = plan_a2a(plan, sc)
     return (worst.reserved_gib + gpu.non_torch_gib - gpu.memory_gib, worst.stage,
             (pipeline_bound(pipe, on, m, None, p2p, inline, a2a=a2a), pipeline_bound(pipe, off, m, None, p2p, inline, a2a=a2a)))
@@ -406,7 +406,7 @@ def _fitting_recompute(space: SearchSpace, gpus: int, layout: dict[str, Any], mb
             plan, mems = priced(sc)
             pipe, on, off, p2p = plan_phases(plan, sc)
             m = sim_microbatches(sc)  # ids through every chunk (DualPipe: m/2 per direction)
-            inline, a2a = not sc.strategy.overlap_p2p_comm, plan_a2a(plan, sc)
+            inline, a2a = not sc.strategy.p2p_overlapped, plan_a2a(plan, sc)
             hit = plans[rc] = (plan, mems, pipe, on, off, m, p2p,
                                (pipeline_bound(pipe, on, m, None, p2p, inline, a2a=a2a),
                                 pipeline_bound(pipe, off, m, None, p2p, inline, a2a=a2a)), z)

@@ -176,6 +176,14 @@ def _nemo(d: Draft) -> None:
     zero = _zero(d.row, a, 1, "distributed optimizer (ZeRO-1) presumed")
     d.strat.update(sequence_parallel=d.sp, zero_stage=zero, overlap_grad_reduce=True, overlap_param_gather=True,
                    tp_comm_overlap=tp > 1, fused_cross_entropy=True)
+    # Pipeline sends off the compute stream with virtual stages: Megatron-Bridge's CommOverlapConfig,
+    # which every performance recipe carries, sets overlap_p2p_comm = True and batch_p2p_comm =
+    # False when vp > 1 (src/megatron/bridge/training/comm_overlap.py _get_model_comm_overlap_cfgs,
+    # "PP overlap", r0.1.0 … r0.4.0); NeMo 24.07's launcher configs do the same for their
+    # interleaved recipes (NeMo-Framework-Launcher launcher_scripts/conf/training gpt3/175b.yaml,
+    # llama/llama2_13b.yaml, llama2_70b.yaml, llama3_70b.yaml, nemotron/nemotron_22b.yaml,
+    # nemotron_340b.yaml: ``overlap_p2p_comm: True``; the plain-1F1B ones False).
+    d.strat["overlap_p2p_comm"] = d.vpp > 1
     task = d.rid.lower()
     if "sft" in task or "finetuning" in task:
         a.append("SFT on packed sequences: attention spans shorter than seq_len (modelled as pretraining)")

@@ -1,0 +1,37 @@
+"""overlap_p2p_comm as the stacks run it (config/strategy.py ``p2p_overlapped``): Megatron reads it
+only in the interleaved schedule, and NeMo / Megatron-Bridge turn it on exactly when a recipe
+interleaves (the published rows' mapping)."""
+
+from __future__ import annotations
+
+from scenarios import VALIDATION, scenario_dict
+from simengine import api
+from simengine.validation.published.mapping import published_runs
+
+
+def _step(schedule: str, vpp: int, p2p: bool, framework: str = "megatron-te") -> float:
+    st = {"tp": 2, "pp": 4, "vpp": vpp, "schedule": schedule, "global_batch_size": 64, "overlap_p2p_comm": p2p,
+          "framework": framework}
+    return api.estimate(scenario_dict(model_preset="llama3-8b", system_preset="h100-sxm5-80gb",
+                                      system={"num_gpus": 16}, strategy=st)).step_time_s
+
+
+def test_megatron_1f1b_ignores_the_flag_and_the_interleaved_schedule_reads_it():
+    """forward_backward_pipelining_without_interleaving sends in place; Megatron-LM's arguments.py
+    turns the flag off without virtual stages. With them the sends leave the compute stream."""
+    assert _step("1f1b", 1, True) == _step("1f1b", 1, False)
+    assert _step("interleaved", 2, True) < _step("interleaved", 2, False)
+
+
+def test_other_stacks_keep_the_flag_on_1f1b():
+    assert _step("1f1b", 1, True, "torch-native") < _step("1f1b", 1, False, "torch-native")
+
+
+def test_nemo_and_megatron_bridge_rows_overlap_p2p_exactly_when_they_interleave():
+    """Megatron-Bridge comm_overlap.py ``_get_model_comm_overlap_cfgs`` ("PP overlap": vp > 1) and
+    NeMo-Framework-Launcher's interleaved recipes (``overlap_p2p_comm: True``)."""
+    runs, _ = published_runs((VALIDATION / "published_runs.csv").read_text())
+    rows = [r.config["strategy"] for r in runs if r.run_id.startswith(("nemo2407_", "mbridge_"))]
+    interleaved = [s for s in rows if s.get("vpp", 1) > 1]
+    assert len(interleaved) >= 30
+    assert all(s["overlap_p2p_comm"] is (s.get("vpp", 1) > 1) for s in rows)
