@@ -87,6 +87,12 @@ def neighbourhood(s: dict, model: dict) -> dict:
 TIED_TO_LAYOUT = {"megatron-bridge": ("sequence_parallel", "pipeline_layers"), "nemo": ("sequence_parallel",)}
 
 
+# NeMo's and Megatron-Bridge's recipes send pipeline activations off the compute stream for every
+# interleaved layout (validation/published/settings.py ``_nemo``), and Megatron ignores the flag on
+# plain 1F1B (StrategySpec.p2p_overlapped): on in the base, every candidate runs as the recipe would.
+RECIPE_P2P_OVERLAP = ("nemo", "megatron-bridge")
+
+
 def variants(base: dict, pins: dict) -> list[tuple[dict, dict]]:
     """(base, pins) pairs covering a recipe's conditional settings both ways: the all-to-all overlap
     on (only the layouts that allow it stay valid) and off; the recipe's selective recompute_modules
@@ -124,6 +130,8 @@ def rank_one(run, top: int, full_up_to: int = 64) -> dict:
     pins.update(FRAMEWORK_PINS.get(run.source, {}))
     drop = ("global_batch_size", "seq_len", "dp", "name") + TIED_TO_LAYOUT.get(run.source, ())
     base = {k: v for k, v in s.items() if k not in DIMS and k not in drop}
+    if run.source in RECIPE_P2P_OVERLAP:
+        base["overlap_p2p_comm"] = True
     g = int(cfg["system"]["num_gpus"])
     if g > full_up_to:
         near = neighbourhood(s, cfg["model"])
