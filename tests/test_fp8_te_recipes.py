@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from scenarios import VALIDATION, make, scenario_dict
-from simengine import api
+from simengine import api, presets
 from simengine.errors import ConfigError
 from simengine.validation.published.mapping import published_runs
 from simengine.workload.builder import scenario_blocks
@@ -122,6 +122,12 @@ def test_the_te_recipes_need_their_stack_and_mxfp8_a_blackwell_gpu():
         assert [f for f, _ in e.value.issues] == ["strategy.fp8_recipe"], (framework, recipe, system)
     make(system_preset=B200, strategy={"dtype": "fp8", "fp8_recipe": "mxfp8", "framework": "megatron-te",
                                        "global_batch_size": 64})
+    # a what-if GPU whose name names no known generation may run MXFP8, without Hopper's transposes
+    sc = make(system_preset=B200, system={"gpu": {**presets.load_preset("systems", B200)["gpu"], "name": "X1000"}},
+              strategy={"dtype": "fp8", "fp8_recipe": "mxfp8", "framework": "megatron-te", "tp": 8,
+                        "sequence_parallel": True, "global_batch_size": 64})
+    attn = scenario_blocks(sc)["attn"]
+    assert not [op for op in attn.wgt if isinstance(op, Memory) and op.name.startswith("fp8-transpose:")]
     bf = api.estimate(scenario_dict(strategy={"fp8_recipe": "delayed", "framework": "torch-compile", "global_batch_size": 64}))
     assert bf.step_time_s == api.estimate(scenario_dict(strategy={"framework": "torch-compile", "global_batch_size": 64})).step_time_s
 

@@ -172,7 +172,7 @@ def _sharded_casts(ph: Phases, d: Dims, fp8: set[str]) -> set[str]:
             nbytes = shard_cast_bytes(d, first.name)
             if nbytes:
                 ops.append(Memory("fp8-cast:" + first.name, nbytes * elems / d.tp))
-            if d.fp8_tn_only:
+            if d.fp8_tn_only and d.fp8_recipe != "mxfp8":   # MXFP8 quantized the columnwise copy itself
                 ph.wgt.append(Memory("fp8-transpose:" + first.name, GATHERED_TRANSPOSE * elems))
             done.update(g.name for g in readers)
     for i, op in enumerate(ph.bwd):   # the column-parallel re-gather of a saved fp8 input (wgrad's)
