@@ -142,6 +142,7 @@ def test_fast_path_equals_reference_on_random_inputs(name, p, m, v):
 
 def test_folding_removes_chained_sends_and_keeps_every_task():
     cfg = presets.size_scenario("large")  # interleaved, blocking p2p: a send after every F and B
+    cfg["strategy"]["overlap_p2p_comm"] = False
     comp = compiled_for(_inputs(cfg))
     prog = folded_for(comp)
     assert len(prog.A) < 0.6 * len(comp.A)

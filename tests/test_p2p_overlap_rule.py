@@ -35,3 +35,23 @@ def test_nemo_and_megatron_bridge_rows_overlap_p2p_exactly_when_they_interleave(
     interleaved = [s for s in rows if s.get("vpp", 1) > 1]
     assert len(interleaved) >= 30
     assert all(s["overlap_p2p_comm"] is (s.get("vpp", 1) > 1) for s in rows)
+
+
+def test_the_default_is_megatron_lms():
+    """Megatron-LM's --overlap-p2p-communication is on unless --no-overlap-p2p-communication
+    (training/arguments.py, since 2023-05); the other stacks' default is off; a given value wins."""
+    from simengine.config.strategy import StrategySpec
+
+    base = {"global_batch_size": 8, "seq_len": 1024}
+    assert StrategySpec(**base).overlap_p2p_comm is True
+    assert StrategySpec(**base, framework="megatron-te").overlap_p2p_comm is True
+    assert StrategySpec(**base, framework="torch-native").overlap_p2p_comm is False
+    assert StrategySpec(**base, framework="deepspeed").overlap_p2p_comm is False
+    assert StrategySpec(**base, framework="torch-compile", overlap_p2p_comm=True).overlap_p2p_comm is True
+    assert StrategySpec(**base, overlap_p2p_comm=False).overlap_p2p_comm is False
+
+
+def test_the_2021_megatron_runs_predate_the_overlap():
+    runs, _ = published_runs((VALIDATION / "published_runs.csv").read_text())
+    old = [r.config["strategy"] for r in runs if r.run_id.startswith(("narayanan21_", "korthikanti22_"))]
+    assert old and all(s["overlap_p2p_comm"] is False for s in old)

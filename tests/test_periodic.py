@@ -154,21 +154,23 @@ def test_estimate_report_unchanged_by_the_fast_path(monkeypatch, schedule, vpp, 
     assert calls and calls[-1] is not None  # the estimate took the fast path
     monkeypatch.setattr(engine, "periodic_metrics", lambda *a: None)
     full = estimate(sc)
-    _close(fast.model_dump(), full.model_dump(), "report")
+    _close(fast.model_dump(), full.model_dump(), "report", REL * full.step_time_s)
 
 
-def _close(a, b, where: str) -> None:
-    """Every field of two reports equal to REL (numbers) or exactly (everything else)."""
+def _close(a, b, where: str, noise: float = 1e-12) -> None:
+    """Every field of two reports equal to REL (numbers) or exactly (everything else). A time that
+    is a difference of timestamps (exposed or hidden communication, the bubble) rounds on the scale
+    of the step: ``noise`` = REL × step time, the extrapolation's rounding."""
     if isinstance(a, dict):
         assert a.keys() == b.keys(), where
         for k in a:
-            _close(a[k], b[k], f"{where}.{k}")
+            _close(a[k], b[k], f"{where}.{k}", noise)
     elif isinstance(a, (list, tuple)):
         assert len(a) == len(b), where
         for i, (x, y) in enumerate(zip(a, b)):
-            _close(x, y, f"{where}[{i}]")
+            _close(x, y, f"{where}[{i}]", noise)
     elif isinstance(a, float):
-        assert a == pytest.approx(b, rel=REL, abs=1e-12), where
+        assert a == pytest.approx(b, rel=REL, abs=noise if where.endswith("_comm") or "_comm_s" in where else 1e-12), where
     else:
         assert a == b, where
 

@@ -66,7 +66,11 @@ class StrategySpec(BaseModel):
     overlap_grad_reduce: bool = Field(False, description="Overlap the DP gradient reduce-scatter / all-reduce with backward (bucketed).")
     overlap_param_gather: bool = Field(False, description="Overlap the parameter all-gather (ZeRO-1/3) with forward.")
     tp_comm_overlap: bool = Field(False, description="Overlap TP collectives with GEMMs (TransformerEngine userbuffers).")
-    overlap_p2p_comm: bool = Field(False, description="Non-blocking pipeline sends on their own stream (Megatron-Core --overlap-p2p-communication); otherwise the compute stream waits for each send/recv. On megatron-te only the interleaved schedule reads it (Megatron-LM turns it off without virtual stages).")
+    overlap_p2p_comm: bool = Field(True, description=(
+        "Non-blocking pipeline sends on their own stream (Megatron --overlap-p2p-communication); otherwise the compute "
+        "stream waits for each send/recv. On megatron-te only the interleaved schedule reads it (Megatron-LM turns it "
+        "off without virtual stages). Default: on for megatron-te (Megatron-LM's default since 2023-05, "
+        "--no-overlap-p2p-communication turns it off), off for the other stacks."))
     overlap_slowdown: float = Field(1.05, ge=1.0, le=3.0, description="Compute slowdown while communication overlaps it (SM and HBM contention).")
     moe_dispatcher: Literal["alltoall", "allgather", "deepep"] = Field("alltoall", description="MoE token dispatcher: Megatron alltoall (one copy per routed expert), allgather, or deepep (Megatron flex + DeepEP: one copy per destination node over the scale-out network, then fanned out over NVLink).")
     moe_dispatch_dtype: Literal["bf16", "fp8"] = Field("bf16", description="Precision of the forward token dispatch (DeepEP FP8 dispatch / Megatron moe_dispatch_fwd_dtype=mxfp8: 1 B per element plus a scale per 32); combine and backward stay bf16.")
@@ -137,12 +141,16 @@ class StrategySpec(BaseModel):
     def _stack_defaults(cls, data):
         """Kernels a framework does not ship default to off when not given (``Stack.fused_cross_entropy``,
         ``Stack.grad_accumulation_fusion`` in config/framework.py: TE's fused vocab-parallel cross-entropy
-        exists only in megatron-te, gradient-accumulation fusion only in Megatron code)."""
+        exists only in megatron-te, gradient-accumulation fusion only in Megatron code), and so does the
+        p2p overlap outside Megatron."""
         if isinstance(data, dict) and isinstance(data.get("framework"), str) and data["framework"] in FRAMEWORKS:
             stack = FRAMEWORKS[data["framework"]]
             data = dict(data)
             data.setdefault("fused_cross_entropy", stack.fused_cross_entropy)
             data.setdefault("gradient_accumulation_fusion", stack.grad_accumulation_fusion)
+            # Megatron-LM's --overlap-p2p-communication is on by default (training/arguments.py:
+            # ``--no-overlap-p2p-communication`` stores False); the other stacks' default is off
+            data.setdefault("overlap_p2p_comm", stack.name == "megatron-te")
         return data
 
     @model_validator(mode="after")

@@ -69,6 +69,7 @@ def _narayanan21(d: Draft) -> None:
     zero = 3 if ddp == "deepspeed" else 0
     d.strat.update(rec)
     d.strat.update(sequence_parallel=False, p2p_scatter_gather=True, zero_stage=zero, attention_impl="unfused", fused_cross_entropy=False,
+                   overlap_p2p_comm=False,  # Megatron-LM gained it in 2023-05 (f9283c5a8a "Add option to overlap p2p communication")
                    # torch DDP overlaps the bucketed all-reduce with backward; Megatron's 'local' DDP
                    # reduces after backward; DeepSpeed ZeRO-3 overlaps (overlap_comm defaults to True at stage 3)
                    overlap_grad_reduce=ddp in ("torch", "deepspeed"), overlap_param_gather=ddp == "deepspeed")
@@ -89,7 +90,8 @@ def _korthikanti22(d: Draft) -> None:
         d.a.append("sequence parallelism not restated: off (full-recompute baseline)")
     zero = _zero(d.row, d.a, 0, None)
     d.strat.update(sequence_parallel=d.sp, p2p_scatter_gather=True, zero_stage=zero, attention_impl="unfused", fused_cross_entropy=False,
-                   overlap_grad_reduce=False)  # "8-way DP without grad all-reduce overlap"
+                   overlap_grad_reduce=False,  # "8-way DP without grad all-reduce overlap"
+                   overlap_p2p_comm=False)     # not in Megatron-LM before 2023-05 (f9283c5a8a)
     if "layer" in d.rid:
         d.gbs = d.mb  # one micro-batch through one layer (Table 4)
     d.gpt_flop_basis()
@@ -235,7 +237,11 @@ def _deepseek_v3_report(d: Draft) -> None:
     d.strat.update(schedule="dualpipe", zero_stage=1, recompute="selective",
                    recompute_modules=["layernorm", "mla_up_proj", "moe_act"], moe_dispatcher="deepep",
                    overlap_grad_reduce=True, overlap_param_gather=True, sequence_parallel=False,
-                   adam_moments_dtype="bf16")
+                   adam_moments_dtype="bf16",
+                   # DualPipe commits its sends with the next receives and waits on all of them before
+                   # the next chunk (deepseek-ai/DualPipe dualpipe.py ``_commit_and_wait_comm``:
+                   # batch_isend_irecv, then ``req.wait()`` on each): the compute stream waits for the sends
+                   overlap_p2p_comm=False)
     d.a.append("HAI-LLM's kernels priced as Megatron-Core + TransformerEngine's; its all-to-all as DeepEP's")
     d.a.append("E5M6-cached attention outputs (report §3.3) not modelled: memory only")
 
