@@ -18,9 +18,13 @@ def _step(schedule: str, vpp: int, p2p: bool, framework: str = "megatron-te") ->
 
 def test_megatron_1f1b_ignores_the_flag_and_the_interleaved_schedule_reads_it():
     """forward_backward_pipelining_without_interleaving sends in place; Megatron-LM's arguments.py
-    turns the flag off without virtual stages. With them the sends leave the compute stream."""
+    turns the flag off without virtual stages. With them the sends leave the compute stream. The
+    zero-bubble and DualPipe schedules send in place on megatron-te too."""
     assert _step("1f1b", 1, True) == _step("1f1b", 1, False)
     assert _step("interleaved", 2, True) < _step("interleaved", 2, False)
+    for schedule in ("zb-h1", "dualpipe"):
+        assert _step(schedule, 1, True) == _step(schedule, 1, False)
+        assert _step(schedule, 1, True, "torch-native") < _step(schedule, 1, False, "torch-native")
 
 
 def test_other_stacks_keep_the_flag_on_1f1b():

@@ -69,7 +69,7 @@ class StrategySpec(BaseModel):
     overlap_p2p_comm: bool = Field(True, description=(
         "Non-blocking pipeline sends on their own stream (Megatron --overlap-p2p-communication); otherwise the compute "
         "stream waits for each send/recv. On megatron-te only the interleaved schedule reads it (Megatron-LM turns it "
-        "off without virtual stages). Default: on for megatron-te (Megatron-LM's default since 2023-05, "
+        "off without virtual stages; its other schedules send in place). Default: on for megatron-te (Megatron-LM's default since 2023-05, "
         "--no-overlap-p2p-communication turns it off), off for the other stacks."))
     overlap_slowdown: float = Field(1.05, ge=1.0, le=3.0, description="Compute slowdown while communication overlaps it (SM and HBM contention).")
     moe_dispatcher: Literal["alltoall", "allgather", "deepep"] = Field("alltoall", description="MoE token dispatcher: Megatron alltoall (one copy per routed expert), allgather, or deepep (Megatron flex + DeepEP: one copy per destination node over the scale-out network, then fanned out over NVLink).")
@@ -231,6 +231,8 @@ def p2p_overlapped(framework: str, schedule: str, overlap_p2p_comm: bool) -> boo
     """``overlap_p2p_comm`` as the stack runs it: Megatron-Core reads it only in
     ``forward_backward_pipelining_with_interleaving`` (pipeline_parallel/schedules.py; the
     non-interleaved 1F1B sends and receives in place), and Megatron-LM's arguments.py sets
-    ``args.overlap_p2p_comm = False`` without a virtual pipeline. Other stacks' and schedules'
-    sends follow the flag."""
-    return overlap_p2p_comm and not (framework == "megatron-te" and schedule == "1f1b")
+    ``args.overlap_p2p_comm = False`` without a virtual pipeline. On megatron-te the other
+    schedules send in place too (the zero-bubble ones as Megatron's 1F1B; DualPipe's reference
+    implementation waits on its sends with the next receives, deepseek-ai/DualPipe dualpipe.py
+    ``_commit_and_wait_comm``). The other stacks' sends follow the flag."""
+    return overlap_p2p_comm and (framework != "megatron-te" or schedule == "interleaved")
