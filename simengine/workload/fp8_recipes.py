@@ -119,31 +119,22 @@ def add_fp8_ops(ph: Phases, d: Dims) -> None:
     done = _sharded_casts(ph, d, {op.name for op in fp8}) if d.sp and d.stack.name in _SHARD_STACKS else set()
     for ops, pre in ((ph.fwd, "fwd:"), (ph.bwd, "dgrad:")):
         for op in fp8:
-            nbytes = cast_bytes(d, op.name)
-            if op.name.startswith(pre) and op.name not in done and nbytes:
+            if op.name.startswith(pre) and op.name not in done and (nbytes := _cast_bytes(d, op.name)):
                 ops.append(Memory("fp8-cast:" + op.name, nbytes * _elems(op, "a")))
 
 
-def cast_bytes(d: Dims, gemm: str) -> float:
-    """B per element to quantize the input of ``gemm`` (a fwd or dgrad GEMM) on the whole tensor
-    under the tensorwise, delayed or mxfp8 recipe (module docstring)."""
-    fused = _norm_fused(d, gemm)
+def _cast_bytes(d: Dims, gemm: str, shard: bool = False) -> float:
+    """B per element to quantize the input of ``gemm`` (a fwd or dgrad GEMM) under the tensorwise,
+    delayed or mxfp8 recipe (module docstring): on the whole tensor, or with ``shard`` on the SP
+    shard before its fp8 all-gather (rowwise only, its transpose made after the gather; MXFP8 both
+    copies)."""
     if d.fp8_recipe == "mxfp8":
         return MX_CAST
-    if d.fp8_recipe == "delayed":
-        return (NORM_TRANSPOSE if d.fp8_tn_only else 0.0) if fused else TENSORWISE_CAST
-    return TENSORWISE_CAST + (AMAX_READ if d.stack.name in _AMAX_STACKS and not fused else 0.0)
-
-
-def shard_cast_bytes(d: Dims, gemm: str) -> float:
-    """B per shard element to quantize the input of ``gemm`` before its fp8 all-gather under SP
-    (rowwise only, its transpose made after the gather; MXFP8 both copies)."""
     fused = _norm_fused(d, gemm)
-    if d.fp8_recipe == "mxfp8":
-        return MX_CAST
-    if d.fp8_recipe == "delayed":
-        return 0.0 if fused else SHARD_CAST
-    return SHARD_CAST + (AMAX_READ if d.stack.name in _AMAX_STACKS and not fused else 0.0)
+    cast = SHARD_CAST if shard else TENSORWISE_CAST
+    if d.fp8_recipe == "delayed":   # the fused norm writes fp8 (and, unsharded, its transpose)
+        return (0.0 if shard or not d.fp8_tn_only else NORM_TRANSPOSE) if fused else cast
+    return cast + (AMAX_READ if d.stack.name in _AMAX_STACKS and not fused else 0.0)
 
 
 def _norm_fused(d: Dims, gemm: str) -> bool:
@@ -169,7 +160,7 @@ def _sharded_casts(ph: Phases, d: Dims, fp8: set[str]) -> set[str]:
                 ops[i] = replace(op, bytes=op.bytes / BF16)
             first = readers[0]
             elems = _elems(first, "a")
-            nbytes = shard_cast_bytes(d, first.name)
+            nbytes = _cast_bytes(d, first.name, shard=True)
             if nbytes:
                 ops.append(Memory("fp8-cast:" + first.name, nbytes * elems / d.tp))
             if d.fp8_tn_only and d.fp8_recipe != "mxfp8":   # MXFP8 quantized the columnwise copy itself
