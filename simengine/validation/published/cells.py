@@ -39,6 +39,22 @@ _MODEL_PRESETS: dict[str, str] = {
 
 _GPU_PEAK_BF16 = {"a100": 312.0, "h100": 989.0}  # dense bf16 TFLOP/s, as torchtitan counts MFU
 
+# H100 NVL datasheet: BF16 1,671 and FP8 3,341 TFLOP/s with sparsity (835.5 / 1670.5 dense) at a
+# 400 W maximum TDP; the SXM5 runs 989 / 1979 dense at up to 700 W (H100 datasheet). Both have
+# 132 SMs, so the two peaks are the tensor clock each board power sustains.
+_H100_NVL_PEAK = {"bf16": 835.5, "fp8": 1670.5}
+_H100_NVL_W, _H100_SXM_W = 400.0, 700.0
+GRAND_TETON_W = 500.0  # torchtitan's H100 pages: "500W power limit" (2024-08: "lower TDP")
+
+
+def power_capped_peak(sxm: float, nvl: float, watts: float) -> float:
+    """Dense peak of an H100 SXM held at ``watts``: linear in board power between the NVL
+    (400 W) and SXM (700 W) datasheet points, the bracket torchtitan's page gives ("between SXM
+    and NVL"); 500 W gives 886.7 bf16 TFLOP/s (0.90 of the SXM5's). A bracket, not a measured
+    DVFS curve: dynamic power ~ f³ (V ∝ f) would give (500/700)^(1/3) = 0.89 of the clock."""
+    w = min(max(watts, _H100_NVL_W), _H100_SXM_W)
+    return nvl + (sxm - nvl) * (w - _H100_NVL_W) / (_H100_SXM_W - _H100_NVL_W)
+
 
 # ---------------------------------------------------------------------------------------------
 # Cell parsing
@@ -97,13 +113,15 @@ def _system(row: dict[str, str], gpus: int) -> dict[str, Any]:
     if "h100" in g and ("96gb" in g or "95gb" in g):
         # Grand Teton H100 with 96 GB HBM2e (six 16 GiB stacks; torch reports about 95 GiB) "with
         # 2.4 TB/sec peak memory bandwidth" (torchtitan benchmarks/llama3_h100_202412_torchtitan.md,
-        # asyncTP_llama3_h100_2025-06_torchtitan.md: the SXM5's HBM3 gives 3.35). Its 500 W power
-        # limit is not modelled: "the actual peak TFLOPs number is between SXM and NVL, and we don't
-        # know its exact value" (same page), so the SXM5 peak stays, an upper bound.
+        # asyncTP_llama3_h100_2025-06_torchtitan.md: the SXM5's HBM3 gives 3.35), held at a 500 W
+        # power limit: "the actual peak TFLOPs number is between SXM and NVL" (same page).
         gpu = dict(sysd["gpu"])
         gpu["memory_gib"] = 95.0
         gpu["hbm_bandwidth_gbs"] = 2400.0
-        gpu["name"] = "NVIDIA H100 96GB HBM2e (Grand Teton, power-limited)"
+        gpu["name"] = "NVIDIA H100 96GB HBM2e (Grand Teton, 500 W)"
+        gpu["peak_tflops"] = {k: power_capped_peak(v, _H100_NVL_PEAK[k], GRAND_TETON_W) if k in _H100_NVL_PEAK else v
+                              for k, v in gpu["peak_tflops"].items()}
+        gpu["tdp_w"] = GRAND_TETON_W
         sysd["gpu"] = gpu
     return sysd
 

@@ -159,7 +159,8 @@ def _torchtitan(d: Draft) -> None:
         a.append("torchtitan per-op SAC mapped to selective (attention core) recompute")
     g = _s(row, "gpu_type").lower()
     if "h100" in g and ("500w" in g.replace(" ", "") or "lower tdp" in g):
-        a.append("power-limited Grand Teton H100 (HBM2e, 500 W) priced as a 700 W H100 SXM5 (clocks and HBM bandwidth not stated)")
+        a.append("power-limited Grand Teton H100 (HBM2e 2.4 TB/s, 500 W): dense peaks interpolated in board power "
+                 "between the H100 NVL (400 W) and SXM5 (700 W) datasheets, 887 bf16 TFLOP/s")
     # torchtitan MFU: its Float8 rows report half the MFU per token/s of the bf16 rows
     # (2024-08 405B table: 23.46 % at 177 tok/s vs 29.0 % at 109 tok/s), i.e. against the FP8 peak
     gpu = "a100" if "a100" in g else "h100"
