@@ -476,3 +476,24 @@ def test_fp8_recipe_error_sits_under_precision_and_clears_on_a_torch_stack():
     assert not at.error and scenario(at)["strategy"]["fp8_recipe"] == "rowwise"
     at.switch_page("pages/estimate.py").run()
     assert not at.exception and not at.error
+
+
+def test_changing_the_framework_brings_its_defaults_and_keeps_what_the_user_chose():
+    """The editor holds every field explicitly, so a framework change must re-default the
+    stack-dependent fields the user left alone (config/strategy.py ``follow_framework``):
+    megatron-te's p2p overlap and fused kernels do not follow the strategy onto a torch stack."""
+    at = open_groups(open_page("pages/strategy.py"), "strategy", ["Software", "Schedule", "Precision"])
+    s = scenario(at)["strategy"]
+    assert s["framework"] == "megatron-te" and s["overlap_p2p_comm"] and s["fused_cross_entropy"]
+    widget(at, "strategy.gradient_accumulation_fusion").set_value(False).run()  # the user's own choice
+    widget(at, "strategy.framework").set_value("torch-native").run()
+    s = scenario(at)["strategy"]
+    assert not at.error and s["framework"] == "torch-native"
+    assert s["overlap_p2p_comm"] is False and s["fused_cross_entropy"] is False
+    assert s["gradient_accumulation_fusion"] is False
+    widget(at, "strategy.overlap_p2p_comm").set_value(True).run()  # chosen on the torch stack: it stays
+    widget(at, "strategy.framework").set_value("torch-compile").run()
+    assert scenario(at)["strategy"]["overlap_p2p_comm"] is True
+    widget(at, "strategy.framework").set_value("megatron-te").run()
+    s = scenario(at)["strategy"]
+    assert s["overlap_p2p_comm"] is True and s["fused_cross_entropy"] is True

@@ -59,3 +59,20 @@ def test_the_2021_megatron_runs_predate_the_overlap():
     runs, _ = published_runs((VALIDATION / "published_runs.csv").read_text())
     old = [r.config["strategy"] for r in runs if r.run_id.startswith(("narayanan21_", "korthikanti22_"))]
     assert old and all(s["overlap_p2p_comm"] is False for s in old)
+
+
+def test_follow_framework_redefaults_only_what_the_user_left_alone():
+    from simengine.config.strategy import StrategySpec, follow_framework, stack_defaults
+
+    old = {"framework": "megatron-te", "tp": 2, "seq_len": 4096, "global_batch_size": 8,
+           **stack_defaults("megatron-te")}
+    old["gradient_accumulation_fusion"] = False  # the user's choice on megatron-te
+    new = follow_framework(old, dict(old, framework="torch-native"))
+    assert "overlap_p2p_comm" not in new and "fused_cross_entropy" not in new
+    assert new["gradient_accumulation_fusion"] is False and new["tp"] == 2
+    assert StrategySpec.model_validate(new).overlap_p2p_comm is False
+    same = dict(old)
+    assert follow_framework(old, same) is same  # no framework change: untouched
+    changed_too = dict(old, framework="torch-native", overlap_p2p_comm=True)  # set in the same edit
+    assert follow_framework(dict(old, overlap_p2p_comm=False), changed_too)["overlap_p2p_comm"] is True
+    assert follow_framework(old, dict(old, framework="nonsense")) == dict(old, framework="nonsense")  # validation reports it

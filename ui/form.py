@@ -16,6 +16,8 @@ from typing import Any
 
 import streamlit as st
 
+from simengine.config.strategy import follow_framework
+
 from . import fold, state
 from .config_io import SPEC_CLASS, Issues
 from .text import md
@@ -120,6 +122,8 @@ def apply_edit(section: str) -> None:
         key = widget_key(section, m.dotted)
         if key in st.session_state:
             set_in(draft, m.path, _widget_value(m, st.session_state[key]))
+    if section == "strategy":  # a new framework brings its own defaults for what the user left alone
+        draft = follow_framework(current, draft)
     canon, issues = validate_section(section, draft)
     if canon is not None:
         st.session_state.pop(f"cfg.pending.{section}", None)

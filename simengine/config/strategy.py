@@ -144,13 +144,9 @@ class StrategySpec(BaseModel):
         exists only in megatron-te, gradient-accumulation fusion only in Megatron code), and so does the
         p2p overlap outside Megatron."""
         if isinstance(data, dict) and isinstance(data.get("framework"), str) and data["framework"] in FRAMEWORKS:
-            stack = FRAMEWORKS[data["framework"]]
             data = dict(data)
-            data.setdefault("fused_cross_entropy", stack.fused_cross_entropy)
-            data.setdefault("gradient_accumulation_fusion", stack.grad_accumulation_fusion)
-            # Megatron-LM's --overlap-p2p-communication is on by default (training/arguments.py:
-            # ``--no-overlap-p2p-communication`` stores False); the other stacks' default is off
-            data.setdefault("overlap_p2p_comm", stack.name == "megatron-te")
+            for name, value in stack_defaults(data["framework"]).items():
+                data.setdefault(name, value)
         return data
 
     @model_validator(mode="after")
@@ -225,6 +221,33 @@ class StrategySpec(BaseModel):
     def p2p_overlapped(self) -> bool:
         """Whether the pipeline sends leave the compute stream (``p2p_overlapped``)."""
         return p2p_overlapped(self.framework, self.schedule, self.overlap_p2p_comm)
+
+
+def stack_defaults(framework: str) -> dict[str, bool]:
+    """The fields whose default depends on the software stack, with ``framework``'s defaults
+    (``StrategySpec._stack_defaults`` fills them in when a strategy leaves them out)."""
+    stack = FRAMEWORKS[framework]
+    return {"fused_cross_entropy": stack.fused_cross_entropy,
+            "gradient_accumulation_fusion": stack.grad_accumulation_fusion,
+            # Megatron-LM's --overlap-p2p-communication is on by default (training/arguments.py:
+            # ``--no-overlap-p2p-communication`` stores False); the other stacks' default is off
+            "overlap_p2p_comm": stack.name == "megatron-te"}
+
+
+def follow_framework(old: dict, new: dict) -> dict:
+    """``new`` (a strategy dict whose ``framework`` an edit changed from ``old``'s) with every
+    stack-dependent field that still holds the old stack's default dropped, so the new stack's
+    default applies; a value the user chose (not the old default, or changed in the same edit)
+    stays. An editor holding every field explicitly would otherwise keep megatron-te's fused
+    kernels and p2p overlap on a torch stack."""
+    fo, fn = old.get("framework"), new.get("framework")
+    if fo == fn or fo not in FRAMEWORKS or fn not in FRAMEWORKS:
+        return new
+    out = dict(new)
+    for name, value in stack_defaults(fo).items():
+        if name in out and out[name] == value and old.get(name) == value:
+            del out[name]
+    return out
 
 
 def p2p_overlapped(framework: str, schedule: str, overlap_p2p_comm: bool) -> bool:
