@@ -64,8 +64,39 @@ def test_fp8_param_gather_never_makes_a_step_slower_or_bigger(overlap):
 @pytest.mark.parametrize("strategy, text", [
     ({"dtype": "bf16"}, "needs dtype='fp8'"),
     ({"zero_stage": 0}, "zero_stage >= 1"),
-    ({"framework": "torch-native"}, "Megatron-Core"),
+    ({"framework": "torch-native"}, "torchao's FSDP2 float8 all-gather: it needs zero_stage=3"),
 ])
 def test_scenario_refuses_what_megatron_refuses(strategy, text):
     with pytest.raises(ConfigError, match=text):
         load_scenario(scenario_dict(system=SYS, strategy={**ST, "fp8_param_gather": True, **strategy}))
+
+
+TORCH = {**ST, "framework": "torch-compile", "tp": 1, "pp": 1, "zero_stage": 3, "fp8_recipe": "tensorwise"}
+
+
+@pytest.mark.parametrize("strategy, text", [
+    ({"zero_stage": 1}, "zero_stage=3"),
+    ({"fp8_recipe": "rowwise"}, "only supports tensorwise"),
+    ({"dtype": "bf16", "fp8_recipe": "tensorwise"}, "needs dtype='fp8'"),
+])
+def test_torch_stacks_take_torchaos_float8_all_gather_with_fsdp_and_tensorwise_only(strategy, text):
+    """On the torch stacks fp8_param_gather is torchao's FSDP2 float8 all-gather: FSDP2 only, and
+    tensorwise only (torchao Float8LinearConfig: "float8 all-gather only supports tensorwise")."""
+    load_scenario(scenario_dict(system=SYS, strategy={**TORCH, "fp8_param_gather": True}))
+    with pytest.raises(ConfigError, match=text):
+        load_scenario(scenario_dict(system=SYS, strategy={**TORCH, "fp8_param_gather": True, **strategy}))
+
+
+def test_torchaos_float8_all_gather_halves_the_block_gathers_and_keeps_the_fp32_shards():
+    """The torch stacks keep their sharded weights (no FP8 primary weights there): only the
+    gathered bytes fall, for the FSDP gathers of every micro-batch and the gathered layers held."""
+    off = make(system=SYS, strategy=TORCH)
+    on = make(system=SYS, strategy={**TORCH, "fp8_param_gather": True})
+    p, m_off = _stage(off, 0)
+    _, m_on = _stage(on, 0)
+    assert m_on.weights == m_off.weights and m_on.grads == m_off.grads and m_on.optimizer == m_off.optimizer
+    assert m_on.buffers < m_off.buffers   # the gathered (running and prefetched) layers in fp8
+    assert param_gather_bytes(on, p, expert=False) < 2.0 == param_gather_bytes(off, p, expert=False)
+    a = estimate(scenario_dict(system=SYS, strategy=TORCH))
+    b = estimate(scenario_dict(system=SYS, strategy={**TORCH, "fp8_param_gather": True}))
+    assert b.step_time_s <= a.step_time_s

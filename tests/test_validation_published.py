@@ -333,7 +333,7 @@ MAPE_BOUND = {
     "narayanan21": 24.0,      # dominated by DeepSpeed ZeRO-3 rows (Table 2), still predicted too fast
     "korthikanti22": 10.5,    # unfused attention priced as batched GEMMs + 8 B/score (was 5.3 with causal-discounted flash pricing)
     "megatron-readme": 12.5,
-    "torchtitan": 13.0,       # 10.7 (13.1 before the 500 W H100's peak): eager kernels and SDPA (framework='torch-native'/'torch-compile'), FSDP2 kept gathered under PP, per-op selective AC; CP scaling
+    "torchtitan": 12.5,       # 10.2 (13.1 before the 500 W H100's peak, 10.7 before torchao's float8 all-gather): eager kernels and SDPA (framework='torch-native'/'torch-compile'), FSDP2 kept gathered under PP, per-op selective AC; CP scaling
     "nemo": 11.0,
     "megatron-bridge": 17.5,  # 15.1 (17.2 before the default grouped GEMM took B200's measured grouped/plain ratio): MoE mechanisms from the release recipes, model TFLOP/s in Bridge's own FLOP count
 }
@@ -435,3 +435,18 @@ def test_grand_teton_h100_peak_is_the_500w_bracket(mapped):
     assert runs["torchtitan202408_405B_128gpu_None"].config["system"]["gpu"]["peak_tflops"]["bf16"] < 900  # "lower TDP"
     sxm = runs["torchao_float8_8B_8gpu_bf16"].config["system"]["gpu"]  # clocks and power not stated: the datasheet part
     assert sxm["peak_tflops"]["bf16"] == 989.0
+
+
+def test_torchtitan_float8_all_gather_where_the_run_says_so(mapped):
+    """torchao's FSDP2 float8 all-gather where the row names it or the preset published with its
+    table sets it (Aug-2024 405B, PR #554); not on the Dec-2024 page, nor on bf16 or rowwise rows."""
+    runs, _ = mapped
+
+    def ag(rid):
+        return runs[rid].config["strategy"].get("fp8_param_gather", False)
+
+    assert ag("torchtitan202408_405B_128gpu_Float8") and ag("torchtitan202408_405B_128gpu_Float8+AsyncTP")
+    assert ag("torchtitan_trainy_h200_8B_4nodes") and ag("torchao_float8_8B_8gpu_tensorwise")
+    assert not ag("torchtitan202408_405B_128gpu_None") and not ag("torchao_float8_8B_8gpu_rowwise")
+    assert not ag("torchtitan202412_405B_cp1") and not ag("torchtitan202412_8B_8gpu_FSDP_torch.compile_Float8")
+    assert any("9515a140b" in x for x in runs["torchtitan202408_405B_128gpu_Float8"].assumptions)

@@ -276,17 +276,25 @@ def _peft_checks(model: ModelSpec, s: StrategySpec) -> list[tuple[str, str]]:
 def _fp8_param_checks(s: StrategySpec) -> list[tuple[str, str]]:
     """Megatron-LM arguments.py validate_args: "--fp8-param-gather only supported with distributed
     optimizer, torch fsdp2, megatron fsdp" (zero_stage >= 1 here); FP8 primary weights need an FP8
-    recipe (TE ``fp8_model_init``) and TransformerEngine's modules."""
+    recipe (TE ``fp8_model_init``) and TransformerEngine's modules. On the torch stacks it is
+    torchao's FSDP2 float8 all-gather: FSDP2 only (torchtitan applies it in ``fully_shard``'s
+    pre-all-gather hook, torchao/float8/fsdp_utils.py ``WeightWithDynamicFloat8CastTensor``) and
+    tensorwise only (torchao/float8/config.py ``Float8LinearConfig.__post_init__``: "float8
+    all-gather only supports tensorwise scaling granularity")."""
     f = "strategy.fp8_param_gather"
     if not s.fp8_param_gather:
         return []
     out = []
     if s.dtype != "fp8":
         out.append((f, f"fp8_param_gather needs dtype='fp8' (dtype={s.dtype!r})"))
-    if s.zero_stage < 1:
-        out.append((f, "fp8_param_gather needs the distributed optimizer or FSDP (zero_stage >= 1; Megatron-LM refuses it otherwise)"))
-    if s.framework != "megatron-te":
-        out.append((f, f"fp8_param_gather is Megatron-Core + TransformerEngine's FP8 primary weights; framework={s.framework!r}"))
+    if s.framework == "megatron-te":
+        if s.zero_stage < 1:
+            out.append((f, "fp8_param_gather needs the distributed optimizer or FSDP (zero_stage >= 1; Megatron-LM refuses it otherwise)"))
+        return out
+    if s.zero_stage < 3:
+        out.append((f, f"on framework={s.framework!r} fp8_param_gather is torchao's FSDP2 float8 all-gather: it needs zero_stage=3"))
+    if s.fp8_recipe != "tensorwise":
+        out.append((f, f"torchao's float8 all-gather only supports tensorwise scaling (fp8_recipe={s.fp8_recipe!r})"))
     return out
 
 

@@ -98,9 +98,12 @@ class StrategySpec(BaseModel):
         "DeepSeek-V3 report §3.3 and Megatron-Bridge's DeepSeek/Qwen3 MoE perf recipes). The fp32 master "
         "weights stay: the optimizer states go from 12 to 8 B/param."))
     fp8_param_gather: bool = Field(False, description=(
-        "FP8 primary weights (Megatron --fp8-param-gather; every Megatron-Bridge FP8 recipe but subchannel): "
-        "transformer-block weights live only in TE's fp8 storage (no bf16 copy) and the distributed optimizer "
-        "all-gathers them in fp8 (1 B/param). Needs dtype='fp8' and zero_stage >= 1."))
+        "Parameters all-gathered in fp8 (1 B/param for the transformer-block weights). On megatron-te: FP8 "
+        "primary weights (Megatron --fp8-param-gather; every Megatron-Bridge FP8 recipe but subchannel), the "
+        "block weights live only in TE's fp8 storage (no bf16 copy); needs zero_stage >= 1. On the torch "
+        "stacks: torchao's FSDP2 float8 all-gather (torchtitan enable_fsdp_float8_all_gather), the fp32 "
+        "shards cast to fp8 before the gather; needs FSDP (zero_stage 3) and fp8_recipe='tensorwise'. "
+        "Needs dtype='fp8'."))
     packed_doc_len: int | None = Field(None, ge=1, le=16_777_216, description=(
         "Sequence packing (SFT): documents of this many tokens packed into each seq_len sequence, attention "
         "confined to each document (THD layout with cu_seqlens, TransformerEngine fused attention; Megatron-Bridge "

@@ -172,7 +172,9 @@ def static_memory(sc: Scenario, p: StageParams) -> StaticMemory:
     grad_b = 4.0 if st.fp32_main_grads else 2.0
     opt_b = optimizer_state_bytes(st.adam_moments_dtype)  # fp32 master + Adam m + v
     w = 2.0 * (p.dense / (dpcp if z >= 3 else 1) + p.expert / (edp if z >= 3 else 1)) + 2.0 * p.frozen
-    if st.fp8_param_gather:
+    if st.fp8_param_gather and st.framework == "megatron-te":
+        # (torchao's float8 all-gather on the torch stacks keeps the fp32 shards and their bf16
+        # handling as they were: it casts each shard to fp8 only to gather it)
         # FP8 primary weights: the transformer-block GEMM weights exist only as TE fp8 tensors (the
         # fp8 data and its transpose, counted in ``buffers`` below), with no bf16 copy — Megatron-Core
         # builds them under TE ``fp8_model_init`` and the distributed optimizer casts its fp32 master

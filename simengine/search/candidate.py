@@ -59,9 +59,10 @@ def scenario(space: SearchSpace, gpus: int, strategy: dict[str, Any]) -> Scenari
 def _strategy(space: SearchSpace, layout: dict[str, Any], mbs: int, z: int, rc: tuple[str, int | None],
               flags: dict[str, bool]) -> dict[str, Any]:
     out = {**space.base, **layout, "micro_batch_size": mbs, "zero_stage": z, **_recompute(space, *rc), "dp": None, **flags}
-    if z == 0 and out.get("fp8_param_gather"):
-        # FP8 primary weights ride with the sharded optimizer: Megatron-LM allows fp8_param_gather
-        # only with the distributed optimizer or FSDP (arguments.py validate_args)
+    if out.get("fp8_param_gather") and z < (1 if out.get("framework", "megatron-te") == "megatron-te" else 3):
+        # fp8 parameter gathers ride with the sharding that gathers: Megatron-LM allows
+        # fp8_param_gather only with the distributed optimizer or FSDP (arguments.py validate_args);
+        # torchao's float8 all-gather is FSDP2's (config/scenario.py ``_fp8_param_checks``)
         out["fp8_param_gather"] = False
     return out
 

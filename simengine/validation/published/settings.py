@@ -133,6 +133,30 @@ def _async_tp(dtype_cell: str, rid: str) -> bool:
     return "asynctp" in dtype_cell.replace(" ", "") or rid.lower().endswith("asynctp")
 
 
+# torchao's FSDP2 float8 all-gather where the run's own source turns it on: the Aug-2024 405B table
+# came in the PR (#554, 9515a140b) that also set ``enable_fsdp_float8_all_gather = true`` and
+# ``precompute_float8_dynamic_scale_for_fsdp = true`` in the 405B preset it measured. Not the
+# Dec-2024 page: its runs were launched by flags (the 8B and 70B presets of its commit 9dec370 have
+# float8 off, yet it has Float8 rows), it names "Float8" where torchao's README names "float8
+# all-gather", and its 405B peak memories sit above a gather kept in fp8 (already 4–15 % above
+# the bf16 one); torchao's default, off, stands there.
+_FLOAT8_AG_PRESETS = {
+    "torchtitan202408_405B": "train_configs/llama3_405b.toml @9515a140b, set in the PR that published the table",
+}
+
+
+def _float8_all_gather(rid: str, dtype_cell: str) -> str:
+    """Where a torchtitan row's FSDP2 gathers float8 (``enable_fsdp_float8_all_gather``): the
+    row's own words ("float8 all-gather", "fsdp float8 all-gather") or its preset at the run's
+    commit; "" when neither says so."""
+    if "float8 all-gather" in dtype_cell and "bfloat16 all-gather" not in dtype_cell:
+        return "stated in the row"
+    for prefix, src in _FLOAT8_AG_PRESETS.items():
+        if rid.startswith(prefix):
+            return src
+    return ""
+
+
 def _torchtitan(d: Draft) -> None:
     """torchtitan benchmark pages: the local batch, FSDP (ZeRO-3), per-op SAC, asyncTP."""
     row, pp, a = d.row, d.pp, d.a
@@ -157,6 +181,10 @@ def _torchtitan(d: Draft) -> None:
                    gradient_accumulation_fusion=False, cp_comm_type="allgather")
     if rec["recompute"] == "selective":
         a.append("torchtitan per-op SAC mapped to selective (attention core) recompute")
+    ag = _float8_all_gather(d.rid, dt)
+    if d.dtype == "fp8" and zero >= 3 and ag:
+        d.strat["fp8_param_gather"] = True
+        a.append(f"FSDP2 float8 all-gather ({ag})")
     g = _s(row, "gpu_type").lower()
     if "h100" in g and ("500w" in g.replace(" ", "") or "lower tdp" in g):
         a.append("power-limited Grand Teton H100 (HBM2e 2.4 TB/s, 500 W): dense peaks interpolated in board power "
