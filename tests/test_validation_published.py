@@ -31,8 +31,8 @@ def evaluated(mapped):
 def test_counts(mapped):
     runs, skipped = mapped
     assert len(runs) + len(skipped) == 190
-    assert len(runs) == 180
-    assert len(skipped) == 10
+    assert len(runs) == 181
+    assert len(skipped) == 9
 
 
 def test_deepseek_v3_report_run(mapped, evaluated):
@@ -450,3 +450,18 @@ def test_torchtitan_float8_all_gather_where_the_run_says_so(mapped):
     assert not ag("torchtitan202408_405B_128gpu_None") and not ag("torchao_float8_8B_8gpu_rowwise")
     assert not ag("torchtitan202412_405B_cp1") and not ag("torchtitan202412_8B_8gpu_FSDP_torch.compile_Float8")
     assert any("9515a140b" in x for x in runs["torchtitan202408_405B_128gpu_Float8"].assumptions)
+
+
+def test_torchtitan_dec_2024_pipeline_split_and_interleaving_from_its_code(mapped):
+    """The Dec-2024 page names "Interleaved 1F1B" without a stage count: torchtitan 9dec370 gives a
+    multi-stage schedule 2 stages per rank and splits the layers itself (generate_split_points)."""
+    from simengine.validation.published.settings import titan_split
+
+    assert titan_split(126, 16) == [7] + [8] * 14 + [7] and titan_split(126, 8) == [15] + [16] * 6 + [15]
+    assert titan_split(32, 4) == [8, 8, 8, 8] and titan_split(10, 4) == [2, 3, 3, 2]
+    runs, skipped = mapped
+    il = runs["torchtitan202412_405B_512gpu_Interleaved1F1B"].config["strategy"]
+    assert (il["schedule"], il["vpp"], il["pp"], il["micro_batch_size"]) == ("interleaved", 2, 8, 4)
+    assert il["pipeline_layers"] == [7] + [8] * 14 + [7]
+    assert runs["torchtitan202412_405B_512gpu_1F1B"].config["strategy"]["pipeline_layers"] == [15] + [16] * 6 + [15]
+    assert not any("stages per rank not stated" in s.reason for s in skipped.values() if s.run_id.startswith("torchtitan"))

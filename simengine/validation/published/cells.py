@@ -311,14 +311,17 @@ def _layout(row: dict[str, str]) -> tuple[int, int, int, int, int]:
     return gpus, tp, pp, cp, dp
 
 
+NOT_STATED = 0  # ``_vpp`` of an interleaved row that does not say how many stages each rank holds
+
+
 def _vpp(row: dict[str, str]) -> int:
+    """Virtual stages per rank: 1 without interleaving, ``NOT_STATED`` when the row interleaves
+    without a count (a source whose code has a default resolves it, ``settings.py``; else skipped)."""
     v = _s(row, "vp_interleave")
     if not v:
         return 1
     n = _int(row, "vp_interleave")
-    if n is None:
-        raise _Skip(f"interleaved schedule with virtual stages per rank not stated ({v!r})")
-    return n
+    return NOT_STATED if n is None else n
 
 
 # ---------------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import io
 from typing import Any
 
 from ...errors import ConfigError
-from .cells import _dtype, _int, _layout, _model, _s, _source_key, _system, _vpp
+from .cells import NOT_STATED, _dtype, _int, _layout, _model, _s, _source_key, _system, _vpp
 from .settings import SOURCE_SETTINGS, Draft
 from .types import PublishedRun, SkippedRun, _Skip
 
@@ -88,6 +88,8 @@ def _map_run(rows: list[dict[str, str]]) -> PublishedRun:
     if settings is None:
         raise _Skip(f"unknown source {row.get('source')!r}")
     settings(d)
+    if d.vpp == NOT_STATED:
+        raise _Skip(f"interleaved schedule with virtual stages per rank not stated ({_s(row, 'vp_interleave')!r})")
     a, strat, mb, gbs = d.a, d.strat, d.mb, d.gbs
     if mb is None or gbs is None:
         raise _Skip("micro-batch or global batch not stated")

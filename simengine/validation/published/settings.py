@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .cells import NARAYANAN_T1, _GPU_PEAK_BF16, _recompute, _s, _zero
+from .cells import NARAYANAN_T1, NOT_STATED, _GPU_PEAK_BF16, _recompute, _s, _zero
 from .mbridge_recipes import apply_recipe
 from .types import _Skip
 
@@ -157,6 +157,25 @@ def _float8_all_gather(rid: str, dtype_cell: str) -> str:
     return ""
 
 
+_TITAN_9DEC370 = "torchtitan202412_"  # the Dec-2024 page's runs (torchtitan 9dec370)
+
+
+def titan_split(layers: int, stages: int) -> list[int]:
+    """Layers per pipeline stage as torchtitan 9dec370 splits them when no split points are given
+    (parallelisms/pipelining_utils.py ``generate_split_points``): ``layers // stages`` each, the
+    remainder one extra to the middle stages from the second on; the last stage takes the rest.
+    A multi-stage schedule (interleaved) defaults to 2 stages per rank, placed in a loop
+    (``stage_ids_this_rank(style="loop")``: rank r holds stages r, r + pp, …), which is
+    ``pipeline_layers``' order."""
+    base, extra = divmod(layers, stages)
+    out = [base]
+    for _ in range(stages - 2):
+        out.append(base + 1 if extra > 0 else base)
+        extra -= 1 if extra > 0 else 0
+    out.append(layers - sum(out))
+    return out
+
+
 def _torchtitan(d: Draft) -> None:
     """torchtitan benchmark pages: the local batch, FSDP (ZeRO-3), per-op SAC, asyncTP."""
     row, pp, a = d.row, d.pp, d.a
@@ -164,11 +183,17 @@ def _torchtitan(d: Draft) -> None:
     if local_bs is None:
         raise _Skip("local batch (micro_batch) not stated")
     if pp > 1:
-        # torchtitan: the local batch is split into pipeline_parallel_microbatches, default = number of stages
-        if d.vpp != 1:
-            raise _Skip("interleaved schedule with virtual stages per rank not stated")
+        if d.rid.startswith(_TITAN_9DEC370):
+            if d.vpp == NOT_STATED:
+                d.vpp = 2
+                a.append("interleaved: 2 stages per rank (torchtitan 9dec370's default for a multi-stage schedule)")
+            d.strat["pipeline_layers"] = titan_split(d.layers, pp * d.vpp)
+            a.append("layers per stage as torchtitan 9dec370 generates them (parallelisms/pipelining_utils.py "
+                     "generate_split_points; the page gives no split points)")
+        # torchtitan: the local batch is split into pipeline_parallel_microbatches, default = the pp degree
+        # (pipelining_utils.py build_pipeline_schedule), for single- and multi-stage schedules alike
         d.mb = max(local_bs // pp, 1)
-        a.append(f"local batch {local_bs} split into {pp} pipeline micro-batches (torchtitan default = stages)")
+        a.append(f"local batch {local_bs} split into {pp} pipeline micro-batches (torchtitan default = pp degree)")
     if d.gbs is None:
         d.gbs = local_bs * d.dp
         a.append(f"global batch = local batch {local_bs} x dp {d.dp}")
