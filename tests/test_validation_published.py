@@ -432,6 +432,7 @@ def test_grand_teton_h100_peak_is_the_500w_bracket(mapped):
     gt = runs["torchtitan202412_8B_8gpu_FSDP"].config["system"]["gpu"]
     assert gt["peak_tflops"]["bf16"] == pytest.approx(886.67, abs=0.01)
     assert gt["peak_tflops"]["fp8"] == pytest.approx(1773.33, abs=0.01) and gt["hbm_bandwidth_gbs"] == 2400.0
+    assert gt["peak_tflops"]["fp32"] == pytest.approx(62.33, abs=0.01)
     assert runs["torchtitan202408_405B_128gpu_None"].config["system"]["gpu"]["peak_tflops"]["bf16"] < 900  # "lower TDP"
     sxm = runs["torchao_float8_8B_8gpu_bf16"].config["system"]["gpu"]  # clocks and power not stated: the datasheet part
     assert sxm["peak_tflops"]["bf16"] == 989.0
@@ -458,7 +459,7 @@ def test_torchtitan_dec_2024_pipeline_split_and_interleaving_from_its_code(mappe
     from simengine.validation.published.settings import titan_split
 
     assert titan_split(126, 16) == [7] + [8] * 14 + [7] and titan_split(126, 8) == [15] + [16] * 6 + [15]
-    assert titan_split(32, 4) == [8, 8, 8, 8] and titan_split(10, 4) == [2, 3, 3, 2]
+    assert titan_split(32, 4) == [8, 8, 8, 8] and titan_split(10, 4) == [2, 3, 3, 2] and titan_split(12, 1) == [12]
     runs, skipped = mapped
     il = runs["torchtitan202412_405B_512gpu_Interleaved1F1B"].config["strategy"]
     assert (il["schedule"], il["vpp"], il["pp"], il["micro_batch_size"]) == ("interleaved", 2, 8, 4)

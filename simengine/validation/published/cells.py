@@ -39,10 +39,10 @@ _MODEL_PRESETS: dict[str, str] = {
 
 _GPU_PEAK_BF16 = {"a100": 312.0, "h100": 989.0}  # dense bf16 TFLOP/s, as torchtitan counts MFU
 
-# H100 NVL datasheet: BF16 1,671 and FP8 3,341 TFLOP/s with sparsity (835.5 / 1670.5 dense) at a
-# 400 W maximum TDP; the SXM5 runs 989 / 1979 dense at up to 700 W (H100 datasheet). Both have
-# 132 SMs, so the two peaks are the tensor clock each board power sustains.
-_H100_NVL_PEAK = {"bf16": 835.5, "fp8": 1670.5}
+# H100 NVL datasheet: BF16 1,671 and FP8 3,341 TFLOP/s with sparsity (835.5 / 1670.5 dense) and
+# FP32 60 TFLOP/s at a 400 W maximum TDP; the SXM5 runs 989 / 1979 dense and FP32 67 at up to
+# 700 W (H100 datasheet). Both have 132 SMs, so the two peaks are the clock each board power sustains.
+_H100_NVL_PEAK = {"bf16": 835.5, "fp8": 1670.5, "fp32": 60.0}
 _H100_NVL_W, _H100_SXM_W = 400.0, 700.0
 GRAND_TETON_W = 500.0  # torchtitan's H100 pages: "500W power limit" (2024-08: "lower TDP")
 
@@ -119,8 +119,7 @@ def _system(row: dict[str, str], gpus: int) -> dict[str, Any]:
         gpu["memory_gib"] = 95.0
         gpu["hbm_bandwidth_gbs"] = 2400.0
         gpu["name"] = "NVIDIA H100 96GB HBM2e (Grand Teton, 500 W)"
-        gpu["peak_tflops"] = {k: power_capped_peak(v, _H100_NVL_PEAK[k], GRAND_TETON_W) if k in _H100_NVL_PEAK else v
-                              for k, v in gpu["peak_tflops"].items()}
+        gpu["peak_tflops"] = {k: power_capped_peak(v, _H100_NVL_PEAK[k], GRAND_TETON_W) for k, v in gpu["peak_tflops"].items()}
         gpu["tdp_w"] = GRAND_TETON_W
         sysd["gpu"] = gpu
     return sysd

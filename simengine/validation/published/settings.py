@@ -167,6 +167,8 @@ def titan_split(layers: int, stages: int) -> list[int]:
     A multi-stage schedule (interleaved) defaults to 2 stages per rank, placed in a loop
     (``stage_ids_this_rank(style="loop")``: rank r holds stages r, r + pp, …), which is
     ``pipeline_layers``' order."""
+    if stages < 2:
+        return [layers]
     base, extra = divmod(layers, stages)
     out = [base]
     for _ in range(stages - 2):
