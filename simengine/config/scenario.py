@@ -18,7 +18,7 @@ from ..schedule import get_schedule
 from .generation import gpu_generation
 from .layout import strategy_stage_counts
 from .model import ModelSpec
-from .strategy import StrategySpec
+from .strategy import StrategySpec, fp8_gather_min_zero
 from .system import SystemSpec
 
 
@@ -287,11 +287,12 @@ def _fp8_param_checks(s: StrategySpec) -> list[tuple[str, str]]:
     out = []
     if s.dtype != "fp8":
         out.append((f, f"fp8_param_gather needs dtype='fp8' (dtype={s.dtype!r})"))
+    short = s.zero_stage < fp8_gather_min_zero(s.framework)
     if s.framework == "megatron-te":
-        if s.zero_stage < 1:
+        if short:
             out.append((f, "fp8_param_gather needs the distributed optimizer or FSDP (zero_stage >= 1; Megatron-LM refuses it otherwise)"))
         return out
-    if s.zero_stage < 3:
+    if short:
         out.append((f, f"on framework={s.framework!r} fp8_param_gather is torchao's FSDP2 float8 all-gather: it needs zero_stage=3"))
     if s.fp8_recipe != "tensorwise":
         out.append((f, f"torchao's float8 all-gather only supports tensorwise scaling (fp8_recipe={s.fp8_recipe!r})"))

@@ -237,6 +237,13 @@ def stack_defaults(framework: str) -> dict[str, bool]:
             "overlap_p2p_comm": stack.name == "megatron-te"}
 
 
+def fp8_gather_min_zero(framework: str) -> int:
+    """The least ZeRO stage ``fp8_param_gather`` runs with: Megatron-LM's distributed optimizer
+    (arguments.py validate_args: "--fp8-param-gather only supported with distributed optimizer,
+    torch fsdp2, megatron fsdp"); on the torch stacks torchao's float8 all-gather, which is FSDP2's."""
+    return 1 if framework == "megatron-te" else 3
+
+
 def follow_framework(old: dict, new: dict) -> dict:
     """``new`` (a strategy dict whose ``framework`` an edit changed from ``old``'s) with every
     stack-dependent field that still holds the old stack's default dropped, so the new stack's

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from ..config.model import ModelSpec
 from ..config.scenario import Scenario, batch_checks, batch_key, check_scenario, layout_checks, make_scenario
-from ..config.strategy import StrategySpec
+from ..config.strategy import StrategySpec, fp8_gather_min_zero
 from ..config.system import SystemSpec
 from ..errors import ConfigError, from_pydantic, issues_text
 from ..schedule import get_schedule
@@ -59,11 +59,8 @@ def scenario(space: SearchSpace, gpus: int, strategy: dict[str, Any]) -> Scenari
 def _strategy(space: SearchSpace, layout: dict[str, Any], mbs: int, z: int, rc: tuple[str, int | None],
               flags: dict[str, bool]) -> dict[str, Any]:
     out = {**space.base, **layout, "micro_batch_size": mbs, "zero_stage": z, **_recompute(space, *rc), "dp": None, **flags}
-    if out.get("fp8_param_gather") and z < (1 if out.get("framework", "megatron-te") == "megatron-te" else 3):
-        # fp8 parameter gathers ride with the sharding that gathers: Megatron-LM allows
-        # fp8_param_gather only with the distributed optimizer or FSDP (arguments.py validate_args);
-        # torchao's float8 all-gather is FSDP2's (config/scenario.py ``_fp8_param_checks``)
-        out["fp8_param_gather"] = False
+    if out.get("fp8_param_gather") and z < fp8_gather_min_zero(out.get("framework", "megatron-te")):
+        out["fp8_param_gather"] = False   # fp8 parameter gathers ride with the sharding that gathers them
     return out
 
 

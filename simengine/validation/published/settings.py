@@ -170,12 +170,8 @@ def titan_split(layers: int, stages: int) -> list[int]:
     if stages < 2:
         return [layers]
     base, extra = divmod(layers, stages)
-    out = [base]
-    for _ in range(stages - 2):
-        out.append(base + 1 if extra > 0 else base)
-        extra -= 1 if extra > 0 else 0
-    out.append(layers - sum(out))
-    return out
+    out = [base] + [base + (i < extra) for i in range(stages - 2)]
+    return out + [layers - sum(out)]
 
 
 def _torchtitan(d: Draft) -> None:
