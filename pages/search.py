@@ -15,7 +15,7 @@ from ui.heavy import run_search
 from ui.layout import boot, issues_box
 from ui.search_fit import fit_list
 from ui.search_inputs import INPUT_RANGES, LINK_PARAM, decode_inputs, encode_inputs, parse_counts, parse_restrict
-from ui.search_view import cached_result, cached_search, candidates_frame, grid_options, pareto_chart, points_frame, search_payload
+from ui.search_view import cached_result, cached_search, candidates_frame, grid_options, pareto_chart, points_frame, results_csv, search_payload
 from ui.text import md
 
 boot("Search")
@@ -127,6 +127,14 @@ def _results(sc: dict, res: dict) -> None:
     except Exception:  # noqa: BLE001 — the component failing must not take the page down
         st.dataframe(df, hide_index=True, width="stretch")
 
+    if cands:
+        a, b = st.columns(2)
+        a.download_button("Ranked candidates (CSV)", results_csv(cands, res["ties"]), file_name="simengine-search.csv",
+                          mime="text/csv", on_click="ignore", icon=":material/download:", key="dl.search.csv", width="stretch")
+        b.download_button("Whole result (JSON)", json.dumps(res, indent=1), file_name="simengine-search.json",
+                          mime="application/json", on_click="ignore", icon=":material/download:", key="dl.search.json",
+                          width="stretch", help="The object `simengine search --json` prints (candidates with their "
+                          "strategy, estimate and band, Pareto front, rejections by reason), without its fit changes.")
     pts, items = points_frame(cands, res["pareto"])
     st.subheader("Pareto front: throughput vs cost vs memory headroom")
     front = pts[pts["pareto"]]

@@ -54,6 +54,8 @@ def test_search_from_link_runs_and_loads_a_layout():
     assert not at.error, [e.value for e in at.error]
     captions = " ".join(c.value for c in at.caption)
     assert "timed" in captions and "candidates in the space" in captions
+    labels = [d.proto.label for d in at.get("download_button")]
+    assert labels == ["Ranked candidates (CSV)", "Whole result (JSON)"]  # tests/test_csv_downloads.py: their content
     pick = next(s for s in at.selectbox if s.key and s.key.startswith("search.pick"))
     assert pick.options and "tp" in pick.options[0]
     at.button(key="search.use").click().run()

@@ -3,8 +3,6 @@ baseline (it fits a 1440 px window), every column in the CSV download, the break
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from typing import Any
 
@@ -14,6 +12,7 @@ import streamlit as st
 from . import fold, state
 from .charts import compare_chart
 from .report_io import compare_rows
+from .text import csv_text
 
 # (column of compare_rows, short title, format, delta kind: "rel" % change, "pt" points, None)
 SHOWN = [("step time [s]", "step [s]", "%.3f", "rel"), ("tokens/s/GPU", "tok/s/GPU", "localized", "rel"),
@@ -66,11 +65,8 @@ def compact_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def rows_csv(rows: list[dict[str, Any]]) -> str:
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=list(rows[0]))
-    w.writeheader()
-    w.writerows(rows)
-    return buf.getvalue()
+    head = list(rows[0])
+    return csv_text([head, *([r.get(k) for k in head] for r in rows)])
 
 
 def _config(frame: pd.DataFrame) -> dict[str, Any]:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from typing import Any
 
+from .text import csv_text
 from .units import unit_for
 
 _HEADLINE_UNITS = {
@@ -21,26 +20,24 @@ _HEADLINE_UNITS = {
 
 def report_csv(report: dict[str, Any]) -> str:
     """Long CSV: section, key, value, unit (headline, time breakdown, memory per stage, warnings)."""
-    buf = io.StringIO()
-    w = csv.writer(buf)
-    w.writerow(["section", "key", "value", "unit"])
+    rows: list[list[Any]] = [["section", "key", "value", "unit"]]
     for k, v in report.items():
         if isinstance(v, (int, float, bool, str)):
-            w.writerow(["headline", k, v, _HEADLINE_UNITS.get(k, unit_for(k))])
+            rows.append(["headline", k, v, _HEADLINE_UNITS.get(k, unit_for(k))])
     for k, v in (report.get("breakdown_s") or {}).items():
-        w.writerow(["breakdown", k, v, "s"])
+        rows.append(["breakdown", k, v, "s"])
     for m in report.get("memory_by_stage") or []:
         for k, v in m.items():
             if k != "stage":
-                w.writerow([f"memory.stage{m.get('stage')}", k, v, unit_for(k) or ("micro-batches" if "microbatch" in k else "")])
+                rows.append([f"memory.stage{m.get('stage')}", k, v, unit_for(k) or ("micro-batches" if "microbatch" in k else "")])
     for k, pair in (report.get("uncertainty") or {}).items():
         if isinstance(pair, (list, tuple)) and len(pair) == 2:
             unit = _HEADLINE_UNITS.get(k, unit_for(k))
-            w.writerow(["uncertainty", f"{k}.low", pair[0], unit])
-            w.writerow(["uncertainty", f"{k}.high", pair[1], unit])
+            rows.append(["uncertainty", f"{k}.low", pair[0], unit])
+            rows.append(["uncertainty", f"{k}.high", pair[1], unit])
     for msg in report.get("warnings") or []:
-        w.writerow(["warning", "", msg, ""])
-    return buf.getvalue()
+        rows.append(["warning", "", msg, ""])
+    return csv_text(rows)
 
 
 def report_json(report: dict[str, Any], scenario: dict[str, Any], link: str) -> str:

@@ -15,6 +15,7 @@ from simengine.api import SEARCH_FLAG_LABELS as FLAG_LABELS
 
 from .search_inputs import (INPUT_KEYS, INPUT_RANGES, LINK_PARAM, MAX_TOKEN_CHARS, decode_inputs,  # noqa: F401 — re-exported
                             encode_inputs, parse_counts, parse_restrict)
+from .text import csv_text
 
 # the strategy fields the table shows as they are (after the GPU count, before the overlap flags)
 STRATEGY_COLUMNS = ["tp", "pp", "vpp", "cp", "ep", "micro_batch_size", "zero_stage", "recompute", "schedule"]
@@ -74,6 +75,26 @@ def candidates_frame(cands: list[dict[str, Any]], ties: list[int]) -> pd.DataFra
                      "gpus": c["gpus"], **{k: s.get(k) for k in STRATEGY_COLUMNS},
                      "overlap": "+".join(n for f, n in FLAG_LABELS if s.get(f)) or "none"})
     return pd.DataFrame(rows, columns=TABLE_COLUMNS)
+
+
+# the CSV download: every number of a candidate unrounded, its band, then its whole strategy
+RESULT_FIELDS = ["gpus", "tokens_per_s", "step_time_s", "mfu", "cost_per_million_tokens_usd", "cost_per_step_usd",
+                 "peak_memory_gib", "reserved_memory_gib", "headroom_gib", "tight_stage", "gpu_us_per_launch"]
+BAND_FIELDS = ["tokens_per_s", "step_time_s", "mfu", "peak_memory_gib"]
+
+
+def results_csv(cands: list[dict[str, Any]], ties: list[int]) -> str:
+    """The ranked candidates as CSV (the page's download): rank, layout, tie with #1, every
+    result field, each band's low and high, then every strategy field (lists joined by "+")."""
+    keys = sorted({k for c in cands for k in c["strategy"]})
+    head = ["rank", "layout", "tie", *RESULT_FIELDS, *(f"{b}.{e}" for b in BAND_FIELDS for e in ("low", "high")),
+            *(f"strategy.{k}" for k in keys)]
+    rows: list[list[Any]] = [head]
+    for i, c in enumerate(cands):
+        band = [x for b in BAND_FIELDS for x in (c.get("band", {}).get(b) or [None, None])]
+        strat = ["+".join(map(str, v)) if isinstance(v, list) else v for v in (c["strategy"].get(k) for k in keys)]
+        rows.append([i + 1, c["label"], i in ties, *(c.get(k) for k in RESULT_FIELDS), *band, *strat])
+    return csv_text(rows)
 
 
 def points_frame(cands: list[dict[str, Any]], pareto: list[dict[str, Any]]) -> tuple[pd.DataFrame, list[dict[str, Any]]]:

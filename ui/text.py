@@ -13,7 +13,10 @@ stay readable in the source, and ``_`` inside a word (``hidden_act``) cannot sta
 
 from __future__ import annotations
 
+import csv
+import io
 import re
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 ECHO_CHARS = 60  # user values echoed in messages are cut to about this length
@@ -91,3 +94,31 @@ def issues_md(issues: Any, limit: int | None = None, bullet: str = "- ") -> str:
     """Markdown lines (one per issue, each escaped by :func:`issue_md`)."""
     shown = list(issues)[:limit] if limit else list(issues)
     return "  \n".join(bullet + issue_md(f, m) for f, m in shown)
+
+
+# a spreadsheet reads a cell that starts with one of these as a formula (OWASP "CSV Injection":
+# =, +, -, @, tab, carriage return), e.g. a scenario label "=HYPERLINK(…)" in a downloaded CSV
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def sheet_cell(value: Any) -> Any:
+    """``value`` for a CSV cell a spreadsheet shows as written: text that would start a formula
+    gets a leading apostrophe (OWASP's advice), numbers — including text that parses as one,
+    such as "-3.5" — stay as they are."""
+    if not isinstance(value, str) or not value.startswith(_FORMULA_START):
+        return value
+    try:
+        float(value)
+        return value
+    except ValueError:
+        return "'" + value
+
+
+def csv_text(rows: Iterable[Sequence[Any]]) -> str:
+    """Rows (the header first) as CSV text, every cell through :func:`sheet_cell`: the one
+    writer of the studio's CSV downloads."""
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    for row in rows:
+        w.writerow([sheet_cell(v) for v in row])
+    return buf.getvalue()
