@@ -2,6 +2,7 @@
 
 import pytest
 
+from simengine import presets
 from simengine.config import ModelSpec, StrategySpec, SystemSpec, check_scenario, load_scenario
 from simengine.errors import ConfigError
 
@@ -138,3 +139,25 @@ def test_a_sequence_longer_than_the_learned_position_table_is_noted():
     for model, seq in ((learned, 2048), ({"position_embedding": "rope", "max_position_embeddings": 2048}, 4096)):
         sc = load_scenario(scenario_dict(model=model, system={"num_gpus": 8}, strategy={"seq_len": seq, "global_batch_size": 8}))
         assert not any(f == "strategy.seq_len" for f, _ in sc.notes)
+
+
+def test_a_split_megatron_builds_with_its_account_for_flags_says_so():
+    """Llama-3.1-405B at pp16 vpp4 (the 'large' preset): 126 layers do not divide over 64 virtual
+    stages, but (126 + 2) / 64 = 2 with the embedding and the loss counted as layers, one fewer
+    built on the first and last virtual stage (Megatron-Core get_num_layers_to_build) — the
+    split simengine places — so the note names the flags instead of a refusal."""
+    sc = load_scenario(presets.size_scenario("large"))
+    (field, msg), = sc.notes
+    assert field == "strategy.pp" and "refuses it" not in msg
+    assert ("(first 1, last 1), the split Megatron-LM builds with --account-for-embedding-in-pipeline-split "
+            "--account-for-loss-in-pipeline-split") in msg
+    # one flag: 79 layers + the embedding on pp4 vpp2 is 20 per rank, 10 per virtual stage, the first 9
+    one = load_scenario(scenario_dict(model_preset="llama3-70b", model={"num_layers": 79}, system={"num_gpus": 4},
+                                      strategy={"pp": 4, "vpp": 2, "schedule": "interleaved", "global_batch_size": 8}))
+    (_, msg), = one.notes
+    assert "(first 10, last 9), the split Megatron-LM builds with --account-for-loss-in-pipeline-split; without it" in msg
+    # no flag reproduces 61 layers over 32 virtual stages (63 and 62 do not divide by pp 8): still a refusal
+    dsv3 = {**presets.scenario_preset("deepseek-v3-ep64")}
+    dsv3["strategy"] = {k: v for k, v in dsv3["strategy"].items() if k != "pipeline_layers"}
+    (_, msg), = load_scenario(dsv3).notes
+    assert "Megatron-LM refuses it" in msg

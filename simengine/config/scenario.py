@@ -160,6 +160,14 @@ def _split_notes(model: ModelSpec, strategy: StrategySpec) -> list[tuple[str, st
     same = _megatron_first_last(s, n, counts)
     if same:
         fix = f"Megatron gives the same split with {same}"
+    flags = "" if same else _megatron_account_for(n, pp, nch, counts)
+    if flags:
+        # Megatron-LM arguments.py validate_args counts the embedding / loss as layers before its
+        # divisibility assert and Megatron-Core transformer_block.get_num_layers_to_build builds one
+        # layer fewer on the first / last virtual stage: Megatron runs this very split with the flags
+        return [("strategy.pp" if n % pp else "strategy.vpp",
+                 f"num_layers={n} does not divide evenly over pp*vpp = {pp}*{nch}: {placed}, the split Megatron-LM "
+                 f"builds with {flags}; without {'them' if ' ' in flags else 'it'} Megatron-LM refuses the layout")]
     if n % pp:
         # Megatron-LM arguments.py validate_args: "Number of layers should be divisible by the
         # pipeline-model-parallel size"
@@ -191,6 +199,27 @@ def _megatron_first_last(s: StrategySpec, num_layers: int, counts: list[int]) ->
     if issues or got != counts:
         return ""
     return f"decoder_first_pipeline_num_layers={per_rank[0]}, decoder_last_pipeline_num_layers={per_rank[-1]}"
+
+
+def _megatron_account_for(num_layers: int, pp: int, nch: int, counts: list[int]) -> str:
+    """The Megatron flags ``--account-for-embedding-in-pipeline-split`` / ``--account-for-loss-in-
+    pipeline-split`` that reproduce ``counts`` (layers per virtual stage, data-flow order), else ''.
+    Megatron-Core transformer_block.get_num_layers_to_build: the embedding and the loss count as
+    one layer each, (num_layers + e + l) / pp per rank (asserted divisible, and by vpp), split
+    evenly over its virtual stages, one fewer built on the very first (e) and very last (l)."""
+    # both flags: Megatron-Bridge recipes/llama/h100/llama3.py, llama31_405b_pretrain_*_config
+    for e, l, text in ((1, 1, "--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split"
+                              " (as Megatron-Bridge's Llama-3.1-405B recipes set them)"),
+                       (1, 0, "--account-for-embedding-in-pipeline-split"), (0, 1, "--account-for-loss-in-pipeline-split")):
+        total = num_layers + e + l
+        if total % pp or (total // pp) % nch:
+            continue
+        want = [total // (pp * nch)] * (pp * nch)
+        want[0] -= e
+        want[-1] -= l
+        if want == counts:
+            return text
+    return ""
 
 
 def _cp_checks(model: ModelSpec, s: StrategySpec) -> list[tuple[str, str]]:
