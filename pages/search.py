@@ -15,7 +15,7 @@ from ui.heavy import run_search
 from ui.layout import boot, issues_box
 from ui.search_fit import fit_list
 from ui.search_inputs import INPUT_RANGES, LINK_PARAM, decode_inputs, encode_inputs, parse_counts, parse_restrict
-from ui.search_view import cached_result, cached_search, candidates_frame, grid_options, pareto_chart, points_frame, results_csv, search_payload
+from ui.search_view import cached_result, cached_search, candidates_frame, grid_options, pareto_chart, points_frame, results_csv, search_base, search_payload
 from ui.text import md
 
 boot("Search")
@@ -73,7 +73,10 @@ def _searched(sc: dict, inputs: dict, slots: dict) -> dict | None:
         slots.get(field, st).error(md(msg, 600), icon="⚠️")
     if issues:
         return None
-    base = {k: v for k, v in sc["strategy"].items() if k not in DIMS and k not in ("global_batch_size", "seq_len", "dp", "name")}
+    base, split_dropped = search_base(sc["strategy"])
+    if split_dropped:
+        st.caption("The scenario's explicit layer split is not kept: the search tries the even split and "
+                   "Megatron's uneven first/last splits for every pipeline depth.")
     payload = search_payload(dumps(sc["model"]), dumps(sc["system"]), dumps(base), json.dumps(inputs, sort_keys=True))
     if cached_result(payload) is None and st.session_state.get("search.cancelled") == payload:
         st.warning("Search cancelled.")

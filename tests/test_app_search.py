@@ -10,6 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from simengine.errors import ConfigError
+from simengine.api import SEARCH_DIMS as DIMS_ALL
 from ui.layout import PAGES
 from ui.search_view import decode_inputs, encode_inputs, parse_counts, parse_restrict
 
@@ -292,3 +293,25 @@ def test_the_sidebar_share_link_carries_the_search():
     assert at.session_state["search.token"] == new and f"&search={new}" in at.sidebar.code[0].value
     bad = open_search(search="<script>alert(1)</script>")
     assert "search=" not in bad.sidebar.code[0].value
+
+
+def test_the_scenarios_explicit_layer_split_is_searched_not_pinned():
+    """A scenario with pipeline_layers (the DeepSeek-V3 preset: Megatron-Bridge's pp8·vpp4 layout)
+    searches every pipeline depth: the split is left out of the fixed fields, and the page says so."""
+    from simengine import presets
+    from simengine.api import make_search_space, search
+    from ui.search_view import search_base
+
+    base, dropped = search_base(presets.scenario_preset("deepseek-v3-ep64")["strategy"])
+    assert dropped and "pipeline_layers" not in base and base["moe_dispatcher"] == "deepep"
+    small = presets.size_scenario("small")
+    base, dropped = search_base(small["strategy"])
+    assert not dropped and set(base) == set(small["strategy"]) - {*DIMS_ALL, "global_batch_size", "seq_len", "dp", "name"}
+    # llama3-8b's 32 layers on pp2 as [15, 17]: the search still reaches pp 4
+    strat = dict(small["strategy"], pp=2, pipeline_layers=[15, 17])
+    base, dropped = search_base(strat)
+    space = make_search_space(small["model"], small["system"], global_batch=32, seq_len=4096, gpus=[8], base=base,
+                              choices={"tp": [1], "pp": [4], "cp": [1], "zero_stage": [1], "recompute": ["none"]})
+    res = search(space, top=5)
+    assert dropped and res.candidates and {c.strategy["pp"] for c in res.candidates} == {4}
+    assert all(c.strategy.get("pipeline_layers") is None for c in res.candidates)

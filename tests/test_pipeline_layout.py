@@ -51,7 +51,7 @@ def test_deepseek_v3_pp16_megatron_bridge_layout_both_ways():
     # Megatron-Bridge recipes/deepseek/h100/deepseek_v3.py _get_deepseek_v3_pipeline_layout (16, 1):
     # embedding + 4 decoder layers, 14 x 4, then 1 decoder layer + MTP + loss
     want = [4] * 15 + [1]
-    base = {"tp": 2, "pp": 16, "vpp": 1, "etp": 1, "schedule": "1f1b"}
+    base = {"tp": 2, "pp": 16, "vpp": 1, "etp": 1, "schedule": "1f1b", "pipeline_layers": None}  # not the preset's pp8·vpp4 layout
     by_last = make(**{**DSV3, "strategy": {**base, "decoder_last_pipeline_num_layers": 1}})
     by_list = make(**{**DSV3, "strategy": {**base, "pipeline_layers": want}})
     for sc in (by_last, by_list):

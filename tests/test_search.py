@@ -992,6 +992,22 @@ def test_smallest_change_to_fit_suggests_one_more_recompute_module():
     assert not [c for c in changes if "moe" in c or "mla_up_proj" in c or "shared_experts" in c]
 
 
+def test_deeper_pipeline_to_fit_drops_an_explicit_layer_split():
+    """A layer split is one entry per pipeline stage (pipeline_layers, like Megatron-Core's
+    pipeline_model_parallel_layout): the "pp × 2" change takes the even split with it, or it
+    would be refused for the split's length and never offered."""
+    cfg = {"model": presets.load_preset("models", "llama3-70b"), "system": dict(presets.load_preset("systems", "h100-sxm5-80gb"), num_gpus=32),
+           "strategy": {"tp": 4, "pp": 4, "global_batch_size": 64, "micro_batch_size": 1, "seq_len": 2048, "recompute": "full",
+                        "zero_stage": 0, "pipeline_layers": [19, 21, 21, 19]}}
+    assert not api.estimate(cfg).fits
+    changes = {c["change"]: c for c in fit_changes(cfg, top=50)}
+    deeper = changes["pp 4 → 8 (even layer split)"]
+    assert deeper["strategy"]["pp"] == 8 and deeper["strategy"]["pipeline_layers"] is None
+    assert changes["tp 4 → 8"]["strategy"]["pipeline_layers"] == [19, 21, 21, 19]   # other changes keep the split
+    plain = dict(cfg, strategy=dict(cfg["strategy"], pipeline_layers=None))
+    assert "pp 4 → 8" in {c["change"] for c in fit_changes(plain, top=50)}
+
+
 def test_fp8_param_gather_in_the_base_rides_with_a_sharded_optimizer():
     """A base with FP8 primary weights searches every ZeRO stage: ZeRO 0 candidates run without
     them (Megatron-LM refuses fp8_param_gather without the distributed optimizer), the others keep them."""

@@ -11,6 +11,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
+from simengine.api import SEARCH_DIMS, SEARCH_SPLIT_FIELDS
 from simengine.api import SEARCH_FLAG_LABELS as FLAG_LABELS
 
 from .search_inputs import (INPUT_KEYS, INPUT_RANGES, LINK_PARAM, MAX_TOKEN_CHARS, decode_inputs,  # noqa: F401 — re-exported
@@ -32,6 +33,16 @@ def _store() -> dict[str, dict[str, Any]]:
     """Search results by their inputs, shared by the sessions of this server (plain JSON data).
     Not ``st.cache_data``: the search drives a progress bar created outside it."""
     return {}
+
+
+def search_base(strategy: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """The scenario's strategy fields a search keeps fixed (everything but the searched dimensions,
+    the batch and the names), and whether an explicit layer split was left out: the search places
+    the layers itself for each pipeline depth (the even split and Megatron's uneven first/last
+    ones), and a split tied to the scenario's pp·vpp would make every other depth invalid."""
+    skip = {*SEARCH_DIMS, *SEARCH_SPLIT_FIELDS, "global_batch_size", "seq_len", "dp", "name"}
+    base = {k: v for k, v in strategy.items() if k not in skip}
+    return base, any(strategy.get(k) is not None for k in SEARCH_SPLIT_FIELDS)
 
 
 def search_payload(model_json: str, system_json: str, base_json: str, inputs_json: str) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 from ..config.scenario import load_scenario
 from ..errors import ConfigError
 from .prune import memory_and_bound
+from .space import LAYER_SPLIT_FIELDS
 
 MAX_PAIRS = 64
 
@@ -29,8 +30,12 @@ def _changes(cfg: dict[str, Any]) -> list[tuple[str, dict[str, Any], dict[str, A
         out.append(("recompute → full (all layers)", {"recompute": "full", "recompute_num_layers": None}, {}))
     for z in range(int(s.get("zero_stage", 1)) + 1, 4):
         out.append((f"zero_stage {s.get('zero_stage', 1)} → {z}", {"zero_stage": z}, {}))
+    split = [k for k in LAYER_SPLIT_FIELDS if s.get(k) is not None]
     for dim in ("tp", "pp", "cp"):
         v = int(s.get(dim, 1))
+        if dim == "pp" and split:  # a layer split is per pipeline stage (space.py LAYER_SPLIT_FIELDS): the even one
+            out.append((f"pp {v} → {2 * v} (even layer split)", {"pp": 2 * v, "dp": None, **dict.fromkeys(split)}, {}))
+            continue
         out.append((f"{dim} {v} → {2 * v}", {dim: 2 * v, "dp": None}, {}))
     mbs = int(s.get("micro_batch_size", 1))
     if mbs > 1:

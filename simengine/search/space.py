@@ -40,6 +40,9 @@ def schedule_names() -> tuple[str, ...]:
 
 
 SPLIT_FIELDS = ("decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers")
+# every field that fixes where the layers go: tied to pp·vpp (an explicit layout has one entry per
+# virtual stage, Megatron-Core pipeline_model_parallel_layout), so a change of pp drops them
+LAYER_SPLIT_FIELDS = (*SPLIT_FIELDS, "pipeline_layers")
 SPLIT_SPREAD = 3   # the first/last rank may hold up to this many layers fewer than a middle rank
 
 
