@@ -63,6 +63,8 @@ def layer_seconds(config: dict[str, Any]) -> tuple[float, float]:
     """Forward and backward (incl. weight-gradient and recompute) seconds of one transformer layer
     for one micro-batch: the first chunk of a 2-layer model minus that of a 1-layer model (cancels
     embedding and head). Compared with per-layer timings such as Korthikanti et al. 2022 Table 4."""
+    if not isinstance(config, dict) or not all(isinstance(config.get(k), dict) for k in ("model", "system", "strategy")):
+        raise ConfigError([("", "expected {\"model\": {...}, \"system\": {...}, \"strategy\": {...}}")])
     out = []
     for n in (1, 2):
         cfg = {k: dict(v) for k, v in config.items()}
@@ -193,6 +195,9 @@ def coverage(config: dict[str, Any] | Scenario, measured_fields=()) -> dict[str,
     default efficiencies, per op kind (``simengine.coverage``)."""
     from .coverage import coverage as _coverage
 
+    if isinstance(measured_fields, str) or not isinstance(measured_fields, (list, tuple, set, frozenset)) \
+            or not all(isinstance(f, str) for f in measured_fields):
+        raise ConfigError([("measured_fields", "expected a list of efficiency field names, e.g. [\"efficiency.gemm_table\"]")])
     return _coverage(scenario_from(config), measured_fields)
 
 
@@ -205,9 +210,9 @@ def list_user_systems(folder) -> list[str]:
 
 def user_system_provenance(folder, name: str) -> list:
     """Where every calibrated number of the saved system ``name`` came from (its provenance list)."""
-    from .calibration.store import load_document
+    from .calibration.store import load_provenance
 
-    return list(load_document(folder, name).get("provenance", []))
+    return load_provenance(folder, name)
 
 
 def load_user_system(folder, name: str):

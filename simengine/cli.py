@@ -18,6 +18,7 @@ from .calibration import cli as calibration_cli
 from .search import cli as search_cli
 from .checkrun import cli as checkrun_cli
 from .errors import ConfigError
+from .terminal import OutputError, StdoutGuard, one_line
 
 KINDS = {"model": "models", "system": "systems", "strategy": "strategies"}
 
@@ -100,10 +101,6 @@ def _report_json(rep) -> dict[str, Any]:
     return rep.model_dump(mode="json")
 
 
-class _OutputError(Exception):
-    """stdout could not be written (not a closed pipe)."""
-
-
 def _silence_stdout() -> None:
     """Point stdout at /dev/null so the interpreter's final flush cannot fail again."""
     try:
@@ -115,14 +112,10 @@ def _silence_stdout() -> None:
 
 
 def emit(text: str) -> None:
-    """Write ``text`` and a newline to stdout and flush, so write errors surface here."""
-    try:
-        sys.stdout.write(text + "\n")
-        sys.stdout.flush()
-    except BrokenPipeError:
-        raise
-    except OSError as e:
-        raise _OutputError(e.strerror or str(e)) from None
+    """Write ``text`` and a newline to stdout and flush, so write errors surface here
+    (``terminal.StdoutGuard``: control characters escaped, a failed write an ``OutputError``)."""
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
 
 
 def _write_trace(path: str, timeline: Any, name: str) -> None:
@@ -143,18 +136,26 @@ def _module_commands() -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    raw = sys.stdout
+    sys.stdout = StdoutGuard(raw)   # every subcommand's output: control characters escaped, write errors caught
     try:
-        return _main(argv)
+        code = _main(argv)
+        sys.stdout.flush()   # a full disk surfaces here, not in the interpreter's last flush
+        return code
     except BrokenPipeError:  # the reader went away (| head -1): stop quietly
+        sys.stdout = raw
         _silence_stdout()
         return 0
-    except _OutputError as e:
+    except OutputError as e:
+        sys.stdout = raw
         _silence_stdout()
-        print(f"error: cannot write output: {e}", file=sys.stderr)
+        print(one_line(f"error: cannot write output: {e}"), file=sys.stderr)
         return 2
     except MemoryError:
         print("error: out of memory: the scenario or input is too large for this machine", file=sys.stderr)
         return 2
+    finally:
+        sys.stdout = raw
 
 
 def _parser() -> tuple[argparse.ArgumentParser, dict[str, Any]]:
@@ -229,14 +230,13 @@ def _main(argv: list[str] | None) -> int:
         emit(json.dumps(summary) if args.json else "\n".join(f"{k}: {v}" for k, v in summary.items()))
         return 0
     except ConfigError as e:
-        msg = str(e).replace("\n", " ")
-        print(f"error: {msg}", file=sys.stderr)
+        print(one_line(f"error: {e}"), file=sys.stderr)   # one line, control characters escaped, capped
         return 2
     except RecursionError:
         print("error: input nested too deeply", file=sys.stderr)
         return 2
-    except (BrokenPipeError, _OutputError, MemoryError):
+    except (BrokenPipeError, OutputError, MemoryError):
         raise
     except Exception as e:  # never a traceback for the user; tests assert this path is unused
-        print(f"internal error: {type(e).__name__}: {e}".replace("\n", " "), file=sys.stderr)
+        print(one_line(f"internal error: {type(e).__name__}: {e}"), file=sys.stderr)
         return 1

@@ -1,10 +1,12 @@
 """Files the user names: atomic writes (the new content goes to a temporary file in the target's
 folder, then ``os.replace`` swaps it in, atomic on POSIX and Windows, so a failure part-way leaves
-the old file intact and never a truncated one), and why a path to read is no regular file."""
+the old file intact and never a truncated one, with the old file's permissions), why a path to
+read is no regular file, and bounded reads (never more than a limit, never a device or a pipe)."""
 
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -33,11 +35,53 @@ def write_atomic(path: str | os.PathLike, write: Callable[[IO[str]], object]) ->
             write(fh)
             fh.flush()
             os.fsync(fh.fileno())
+        Path(tmp).chmod(_mode_for(target))   # mkstemp makes it 0600: keep the old file's mode, else the umask's
         Path(tmp).replace(target)
     except BaseException:
         with contextlib.suppress(OSError):
             Path(tmp).unlink()
         raise
+
+
+def _mode_for(target: Path) -> int:
+    """The permission bits the replaced file had, or what ``open`` would give a new file (0666
+    less the process's umask, read without changing it: /proc, else set and restored)."""
+    try:
+        return stat.S_IMODE(target.stat().st_mode)
+    except OSError:
+        pass
+    try:
+        with Path("/proc/self/status").open(encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def read_bounded(path: str | os.PathLike, limit: int) -> bytes:
+    """The content of the regular file at ``path``, refused (``ValueError`` with the reason) when
+    it is no regular file — a device such as /dev/zero never ends, a pipe may never open — or
+    longer than ``limit`` bytes. Never reads more than ``limit`` + 1 bytes, whatever the file's
+    size says (a file that grows while read, a size the file system misreports). ``OSError`` as
+    the operating system raises it."""
+    why = not_a_file(path)
+    if why:
+        raise ValueError(why)
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))   # a pipe swapped in since: no wait
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError("not a regular file")
+        if st.st_size > limit:   # refused before a byte is read
+            raise ValueError(f"{st.st_size:,} bytes, more than the {limit:,} accepted")
+        raw = fh.read(limit + 1)
+    if len(raw) > limit:   # it grew since, or its size was misreported
+        raise ValueError(f"more than the {limit:,} bytes accepted")
+    return raw
 
 
 def not_a_file(path: str | os.PathLike) -> str:

@@ -7,7 +7,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .config.scenario import Scenario
+from .config.scenario import Scenario, pipeline_size_issues
 from .cost.phase import PhaseCost
 from .cost.scale import scenario_straggler_factor, step_overhead_s
 from .cost.stage import Plan
@@ -18,7 +18,6 @@ from .schedule._combined import fb_orders
 from .sim import ChunkCost, CommTask, PipelineInput, StageCost
 
 
-MAX_MICROBATCH_CHUNKS = 131_072  # pp × chunks × micro-batches the engine simulates (~2–4 s)
 
 
 def _backward(c) -> PhaseCost:
@@ -97,11 +96,9 @@ def sim_microbatches(sc: Scenario) -> int:
 
 def pipeline_input(sc: Scenario, plan: Plan, *, with_dp: bool = True) -> PipelineInput:
     s = sc.strategy
-    size = s.pp * len(plan.stages[0].chunks) * sc.num_microbatches
-    if size > MAX_MICROBATCH_CHUNKS:
-        raise ConfigError([("strategy.global_batch_size",
-                            f"{sc.num_microbatches} micro-batches × {s.pp} stages × {len(plan.stages[0].chunks)} chunks = {size:,} "
-                            f"exceeds the {MAX_MICROBATCH_CHUNKS:,} the pipeline engine simulates; raise micro_batch_size or dp")])
+    too_large = pipeline_size_issues(s.pp, len(plan.stages[0].chunks), sc.num_microbatches)  # check_scenario's own rule
+    if too_large:   # (a scenario built without the check)
+        raise ConfigError(too_large)
     # the user's factor × the straggler tail of every synchronising GPU (cost/scale.py)
     k = s.straggler_factor * scenario_straggler_factor(sc)
     host = step_overhead_s(sc)

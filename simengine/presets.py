@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from .config import ModelSpec, StrategySpec, SystemSpec
 from .errors import ConfigError, from_pydantic
-from .fileio import not_a_file
+from .fileio import not_a_file, read_bounded
 
 
 def _preset_dir() -> Path:
@@ -70,13 +70,14 @@ MAX_SPEC_BYTES = 16 * 2**20
 
 def _parse_file(path: Path, field: str) -> Any:
     try:
-        if path.stat().st_size > MAX_SPEC_BYTES:
-            raise ConfigError([(field, f"{path}: larger than {MAX_SPEC_BYTES // 2**20} MiB; not a spec file")])
-        text = path.read_text(encoding="utf-8-sig")   # a byte-order mark (Windows editors) is dropped
+        raw = read_bounded(path, MAX_SPEC_BYTES)   # no device or pipe, never past the limit
+        text = raw.decode("utf-8-sig")   # a byte-order mark (Windows editors) is dropped
     except OSError as e:
         raise ConfigError([(field, f"cannot read {path}: {e.strerror or e}")]) from None
     except UnicodeDecodeError:
         raise ConfigError([(field, f"{path}: not UTF-8 text")]) from None
+    except ValueError as e:   # read_bounded's reason: no regular file, or larger than the limit
+        raise ConfigError([(field, f"cannot read {path}: {e}; not a spec file")]) from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:

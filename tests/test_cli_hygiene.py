@@ -109,3 +109,66 @@ def test_trace_through_a_symlink_replaces_the_file_not_the_link(tmp_path):
     assert p.returncode == 0, p.stderr
     assert link.is_symlink() and "traceEvents" in json.loads(real.read_text())
     assert sorted(x.name for x in real.parent.iterdir()) == ["trace.json"]
+
+
+def test_every_subcommand_on_a_full_device_is_one_line_exit_2():
+    """search, presets, schema, coverage: their output goes through the same guarded stdout as
+    estimate's (simengine/terminal.py StdoutGuard), so ENOSPC is a message, not an internal error."""
+    for cmd in ("search --model small --system small --seq-len 1024 --global-batch 8 --set system.num_gpus=1",
+                "presets", "schema model", "coverage --model small --system small --strategy small"):
+        p = subprocess.run(["bash", "-c", f"'{sys.executable}' -m simengine {cmd} > /dev/full"], cwd=REPO,
+                           capture_output=True, text=True, timeout=300)
+        assert p.returncode == 2, (cmd, p.stderr)
+        assert p.stderr.count("\n") == 1 and p.stderr.startswith("error: cannot write output: "), (cmd, p.stderr)
+
+
+def test_user_text_reaches_the_terminal_inert(tmp_path):
+    """A JSON key holding an ANSI escape, a carriage return and a newline is shown as \\uXXXX
+    escapes in the error line (one line) and in import-hf's warning, and --json output keeps the
+    key itself (the same escape, valid JSON)."""
+    model = json.loads((REPO / "presets" / "models" / "small.json").read_text())
+    model["\x1b[31mFAKE\x1b[0m\rerror: all good\nnext"] = 1
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(model))
+    p = subprocess.run([sys.executable, "-m", "simengine", "estimate", "--model", str(path), "--system", "small",
+                        "--strategy", "small"], cwd=REPO, capture_output=True, text=True)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
+    assert "\x1b" not in p.stderr and "\r" not in p.stderr and "\\u001b[31mFAKE" in p.stderr and "\\u000derror" in p.stderr
+    hf = tmp_path / "config.json"
+    hf.write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
+                              "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128,
+                              "vocab_size": 256, "\x1b[2K\rerror: x": 1, "a\nwarning: forged": 2}))
+    p = subprocess.run([sys.executable, "-m", "simengine", "import-hf", str(hf)], cwd=REPO, capture_output=True, text=True)
+    assert p.returncode == 0 and "\x1b" not in p.stderr and "\r" not in p.stderr, p.stderr
+    assert [ln for ln in p.stderr.splitlines() if ln.startswith("warning: forged")] == []
+    p = subprocess.run([sys.executable, "-m", "simengine", "import-hf", str(hf), "--json"], cwd=REPO, capture_output=True, text=True)
+    assert "\x1b" not in p.stdout and set(json.loads(p.stdout)["unmapped"]) >= {"\x1b[2K\rerror: x", "a\nwarning: forged"}
+
+
+def test_an_error_line_is_capped():
+    from simengine.terminal import MAX_LINE, one_line, shown
+
+    line = one_line("x" * (MAX_LINE + 500))
+    assert len(line) < MAX_LINE + 40 and line.endswith("(500 more characters)")
+    assert shown("a\tb\nc\x1b\x85\u202e") == "a\tb\nc\\u001b\\u0085\\u202e"
+    assert json.loads(shown(json.dumps("\x9b\u2028", ensure_ascii=False))) == "\x9b\u2028"   # JSON keeps its meaning
+
+
+def test_an_atomic_write_keeps_the_files_permissions(tmp_path):
+    import os
+    import stat
+
+    from simengine.fileio import write_atomic
+
+    old = tmp_path / "kept.json"
+    old.write_text("{}")
+    old.chmod(0o644)
+    write_atomic(old, lambda fh: fh.write("[1]"))
+    assert stat.S_IMODE(old.stat().st_mode) == 0o644 and old.read_text() == "[1]"
+    new = tmp_path / "new.json"
+    mask = os.umask(0o022)
+    try:
+        write_atomic(new, lambda fh: fh.write("[]"))
+    finally:
+        os.umask(mask)
+    assert stat.S_IMODE(new.stat().st_mode) == 0o644   # what open() would give: 0666 less the umask, not mkstemp's 0600

@@ -203,7 +203,8 @@ def test_deep_interleaved_pipeline_estimate_is_bounded_in_work_and_memory():
     from simengine.cli import apply_sets
     from simengine.config import load_scenario
     from simengine.cost.stage import build_plan
-    from simengine.pipeline import MAX_MICROBATCH_CHUNKS, pipeline_input
+    from simengine.config.scenario import MAX_MICROBATCH_CHUNKS
+    from simengine.pipeline import pipeline_input
     from simengine.sim.compiled import compiled_for
 
     def cfg(sets):

@@ -61,6 +61,8 @@ def run(args: argparse.Namespace) -> int:
     from .store import check_name, save_system
 
     name = check_name(args.name)
+    if args.out is not None and not args.out.strip():   # checked before the work, not silently skipped after it
+        raise ConfigError([("--out", "an empty path: give the file to write the calibrated system to")])
     folder = systems_dir(args)
     base = presets.load_spec("systems", args.base, user_systems=folder)
     if not isinstance(base, SystemSpec):  # load_spec("systems", …) always builds a SystemSpec

@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..fileio import read_bounded
 
 MAX_INPUT_BYTES = 64 * 1024 * 1024  # a benchmark log or sweep larger than this is not a benchmark log
 
@@ -32,17 +33,13 @@ def read_text(source: str | bytes | os.PathLike, field: str) -> tuple[str, str]:
         return source.lstrip("\ufeff"), ""
     if not isinstance(source, os.PathLike):
         raise ConfigError([(field, f"expected text, bytes or a file path, got {type(source).__name__}")])
+    path = Path(source)
     try:
-        path = Path(source)
-        size = path.stat().st_size
-        if size > MAX_INPUT_BYTES:
-            raise ConfigError([(field, f"{path.name}: {size} bytes, more than the {MAX_INPUT_BYTES} accepted")])
-        raw = path.read_bytes()
-    except ConfigError:
-        raise
-    except (OSError, ValueError) as exc:  # missing file, a directory, embedded NUL in the path …
-        shown = str(source)[:200]
-        raise ConfigError([(field, f"cannot read {shown!r}: {exc.__class__.__name__}")]) from None
+        raw = read_bounded(path, MAX_INPUT_BYTES)   # no device or pipe (/dev/zero never ends), never past the limit
+    except ValueError as exc:  # a missing file, a directory, a device, too large
+        raise ConfigError([(field, f"cannot read {str(source)[:200]!r}: {exc}")]) from None
+    except OSError as exc:
+        raise ConfigError([(field, f"cannot read {str(source)[:200]!r}: {exc.__class__.__name__}")]) from None
     return _decode(raw), path.name
 
 

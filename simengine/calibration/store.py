@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from ..config.system import SystemSpec
 from ..errors import ConfigError, from_pydantic
-from ..fileio import write_atomic
+from ..fileio import read_bounded, write_atomic
 from .provenance import Provenance
 
 FORMAT = "simengine-user-system/1"
@@ -76,9 +76,11 @@ def load_document(folder: str | os.PathLike, name: str) -> dict:
     try:
         if not path.is_file():
             raise ConfigError([("system", f"no saved system named {name!r}")])
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise ConfigError([("system", f"saved system {name!r} is larger than {MAX_FILE_BYTES // 2**20} MiB")])
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        try:
+            raw = read_bounded(path, MAX_FILE_BYTES)
+        except ValueError:   # swapped for a device, or larger than the limit
+            raise ConfigError([("system", f"saved system {name!r} is no regular file of at most {MAX_FILE_BYTES // 2**20} MiB")]) from None
+        doc = json.loads(raw.decode("utf-8"))
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
         if isinstance(exc, ConfigError):
             raise
@@ -97,12 +99,26 @@ def load_system(folder: str | os.PathLike, name: str) -> SystemSpec:
         raise from_pydantic(exc, "system") from None
 
 
+def load_provenance(folder: str | os.PathLike, name: str) -> list[dict]:
+    """The saved system's provenance, each entry validated (``Provenance``): a hand-edited or
+    damaged file is a ConfigError naming the system, never a TypeError in whoever reads it."""
+    prov = load_document(folder, name).get("provenance", [])
+    try:
+        if not isinstance(prov, list):
+            raise TypeError
+        return [Provenance.model_validate(p).model_dump(mode="json") for p in prov]
+    except (TypeError, ValidationError):
+        raise ConfigError([("system", f"saved system {name!r} has an unreadable provenance list")]) from None
+
+
 def list_systems(folder: str | os.PathLike | None) -> list[str]:
     """Sorted names of the saved systems in ``folder`` (none when it does not exist)."""
     if folder is None:
         return []
+    if not isinstance(folder, (str, os.PathLike)):
+        raise ConfigError([("systems_dir", f"expected a folder path, got {type(folder).__name__}")])
     try:
         paths = sorted(Path(folder).glob("*.json"))[:MAX_SYSTEMS]
-    except OSError:
+    except (OSError, ValueError):   # a path the file system refuses, an embedded NUL
         return []
     return [p.stem for p in paths if p.is_file() and NAME_RE.match(p.stem) and not p.stem.startswith(".")]

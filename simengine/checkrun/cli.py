@@ -15,6 +15,10 @@ import argparse
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..calibration.source import read_text
+from ..fileio import read_bounded
+
+MAX_RUNS_BYTES = 1 << 20   # --runs: a JSON list of 1-50 small objects
 
 
 def add_parser(sub) -> None:
@@ -79,8 +83,12 @@ def run_many(args: argparse.Namespace) -> int:
 
     path = Path(args.runs)
     try:
-        items = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError) as exc:
+        raw = read_bounded(path, MAX_RUNS_BYTES)   # a list of up to 50 small objects: no device, no huge file
+    except (OSError, ValueError) as exc:
+        raise ConfigError([("--runs", f"cannot read {args.runs[:200]}: {exc if isinstance(exc, ValueError) else type(exc).__name__}")]) from None
+    try:
+        items = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError) as exc:
         raise ConfigError([("--runs", f"cannot read {args.runs[:200]}: {type(exc).__name__}")]) from None
     if not isinstance(items, list) or not items or not all(isinstance(i, dict) for i in items) or len(items) > 50:
         raise ConfigError([("--runs", "expected a JSON list of 1-50 objects {log, model, system, strategy}")])
@@ -89,8 +97,11 @@ def run_many(args: argparse.Namespace) -> int:
         missing = [k for k in ("log", "model", "system", "strategy") if not isinstance(item.get(k), str)]
         if missing:
             raise ConfigError([("--runs", f"run {n}: missing {', '.join(missing)}")])
+        sets = item.get("set", [])
+        if not isinstance(sets, list) or not all(isinstance(x, str) for x in sets):
+            raise ConfigError([("--runs", f"run {n}: 'set' must be a list of \"path=value\" strings")])
         ns = argparse.Namespace(model=item["model"], system=item["system"], strategy=item["strategy"],
-                                set=[str(x) for x in item.get("set", [])], systems_dir=args.systems_dir)
+                                set=sets, systems_dir=args.systems_dir)
         cfg = build_config(ns)
         log, lp = _read_log(str(path.parent / item["log"]), f"--runs[{n}].log")
         m = measure(log, cfg, item.get("warmup", args.warmup))
@@ -160,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"warning: {w}")
     if not args.refit:
         return 0
-    text = path.read_text(encoding="utf-8", errors="replace")  # already parsed by _read_log: for the digest
+    text, _ = read_text(path, "--log")  # already parsed by _read_log (the same bounded reader): for the digest
     if args.holdout_log:
         hlog, hpath = _read_log(args.holdout_log, "--holdout-log")
         fit_on, hold, label = m, measure(hlog, cfg, args.warmup), f"log {hpath.name}"

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..api import estimate, scenario_from
+from ..config.system import CollectivePoint, Efficiency
 from .compare import scaled_config
 
 FACTORS = ("compute", "scale_up", "scale_out")
@@ -43,12 +44,23 @@ def apply_factors(config: dict[str, Any], f: dict[str, float]) -> dict[str, Any]
         s = f.get(tier, 1.0)
         if s == 1.0:
             continue
-        eff[f"collective_{tier}"] = min(max(getattr(base, f"collective_{tier}") * s, 1e-4), 2.0)
+        lo, hi = _bounds(Efficiency, f"collective_{tier}")
+        eff[f"collective_{tier}"] = min(max(getattr(base, f"collective_{tier}") * s, lo), hi)
+        plo, phi = _bounds(CollectivePoint, "efficiency")
         eff["collective_table"] = [
-            {**p.model_dump(mode="json"), "efficiency": min(max(p.efficiency * s, 1e-4), 2.0)} if p.tier == tier
+            {**p.model_dump(mode="json"), "efficiency": min(max(p.efficiency * s, plo), phi)} if p.tier == tier
             else p.model_dump(mode="json") for p in base.collective_table]
         base = scenario_from(cfg).system.efficiency  # the next tier scales what this one left
     return cfg
+
+
+def _bounds(model: type, field: str) -> tuple[float, float]:
+    """The schema's (ge, le) of ``model.field``: a scaled efficiency is clipped to what validates
+    (SystemSpec's tier defaults stop at 1, a measured fit at 2: config/system.py)."""
+    meta = model.model_fields[field].metadata   # type: ignore[attr-defined]
+    lo = next(m.ge for m in meta if getattr(m, "ge", None) is not None)
+    hi = next(m.le for m in meta if getattr(m, "le", None) is not None)
+    return float(lo), float(hi)
 
 
 @dataclass(frozen=True)

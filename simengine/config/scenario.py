@@ -103,8 +103,26 @@ def batch_checks(model: ModelSpec, s: StrategySpec, dp: int, micro_batch_size: i
         m = s.global_batch_size // (micro_batch_size * dp)
     explicit = s.pipeline_layers is not None or s.decoder_first_pipeline_num_layers is not None \
         or s.decoder_last_pipeline_num_layers is not None
-    issues += get_schedule(s.schedule).requirements(s.pp, m, s.vpp, None if explicit else model.num_layers)
+    sched = get_schedule(s.schedule)
+    issues += sched.requirements(s.pp, m, s.vpp, None if explicit else model.num_layers)
+    if m is not None:
+        issues += pipeline_size_issues(s.pp, sched.chunks_per_rank(s.vpp), m)
     return issues
+
+
+# pp × chunks per rank × micro-batches the pipeline engine simulates (~2–4 s at the limit): a
+# larger pipeline is refused by the scenario check, so a search rejects it before any memory work
+MAX_MICROBATCH_CHUNKS = 131_072
+
+
+def pipeline_size_issues(pp: int, chunks: int, m: int) -> list[tuple[str, str]]:
+    """The engine's size limit on a pipeline of ``pp`` ranks × ``chunks`` chunks × ``m`` micro-batches."""
+    size = pp * chunks * m
+    if size <= MAX_MICROBATCH_CHUNKS:
+        return []
+    # plain digits: the search groups its rejections by the text with every number as N
+    return [("strategy.global_batch_size", f"{m} micro-batches × {pp} stages × {chunks} chunks = {size} exceeds the "
+                                           f"{MAX_MICROBATCH_CHUNKS} the pipeline engine simulates; raise micro_batch_size or dp")]
 
 
 def batch_key(model: ModelSpec, s: StrategySpec, dp: int) -> tuple:

@@ -133,11 +133,14 @@ class Efficiency(_Frozen):
     source: str = Field("", max_length=2000, description="Where these efficiencies come from.")
 
 
+MAX_NUM_GPUS = 10_000_000   # a job's GPU count (SystemSpec.num_gpus; the search's GPU counts too)
+
+
 class SystemSpec(_Frozen):
     name: str = Field("custom", max_length=120, description="Display name of the system.")
     source: str = Field("", max_length=2000, description="Where the figures come from (datasheet).")
     gpu: GPUSpec
-    num_gpus: int = Field(..., ge=1, le=10_000_000, description="GPUs in the job.")
+    num_gpus: int = Field(..., ge=1, le=MAX_NUM_GPUS, description="GPUs in the job.")
     gpus_per_node: int = Field(8, ge=1, le=1_000_000, description="GPUs per server (each with its own NIC share).")
     scale_up: ScaleUp
     scale_out: NetworkTier

@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..fileio import not_a_file
+from ..terminal import warn
 from .hf_values import MAX_BYTES
 
 
@@ -27,6 +29,9 @@ def _read(path: str) -> bytes:
     try:
         if path == "-":
             return sys.stdin.buffer.read(MAX_BYTES + 1)
+        why = not_a_file(path)   # a device or pipe would never end (or never open)
+        if why:
+            raise ConfigError([("config.json", f"cannot read {path[:200]}: {why}")])
         with Path(path).open("rb") as fh:
             return fh.read(MAX_BYTES + 1)
     except OSError as e:
@@ -40,5 +45,5 @@ def run(args: argparse.Namespace) -> str:
     if args.json:
         return res.model_dump_json()
     for w in res.warnings:
-        print(f"warning: {w}", file=sys.stderr)
+        warn(w)   # a key of the user's config.json may hold a newline or an escape: one inert line
     return json.dumps(res.model, indent=1)

@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 from ..errors import ConfigError
+from ..terminal import warn
 from .space import DIMS
 
 
@@ -44,7 +45,10 @@ def _values(text: str) -> list[Any]:
     from ..cli import _parse_value
 
     if ".." in text and "," not in text:
-        a, b = (int(x) for x in text.split("..", 1))
+        try:
+            a, b = (int(x) for x in text.split("..", 1))
+        except ValueError:
+            raise ConfigError([("--space", f"'{text[:60]}' is not a range A..B of integers")]) from None
         if a < 1 or b < a:
             raise ConfigError([("--space", f"'{text}' is not a range A..B with 1 <= A <= B")])
         out = []
@@ -79,7 +83,7 @@ def build(args: argparse.Namespace) -> tuple[Any, dict[str, Any] | None]:
         if not eq:
             raise ConfigError([("--space", f"'{item}' is not of the form strategy.DIM=V1,V2")])
         if path == "system.num_gpus":
-            gpus = [int(v) for v in _values(raw)]
+            gpus = _values(raw)   # make_space refuses what is not a GPU count (8.7, true, NaN, 10**30)
         elif path.startswith("strategy.") and path[9:] in DIMS:
             choices[path[9:]] = _values(raw)
         else:
@@ -169,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(out))
         return 0
     if partial:
-        print(f"warning: {partial}", file=sys.stderr)
+        warn(partial)
     print(_table(res, space.token_budget, fits))
     return 0
 

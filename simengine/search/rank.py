@@ -25,8 +25,8 @@ OBJECTIVES: dict[str, tuple[Callable[[Candidate], float], str]] = {
 
 
 def check_objective(name: str) -> str:
-    if name not in OBJECTIVES:
-        raise ConfigError([("objective", f"unknown objective '{name}' (one of {', '.join(OBJECTIVES)})")])
+    if not isinstance(name, str) or name not in OBJECTIVES:   # a list is unhashable: a message, not a TypeError
+        raise ConfigError([("objective", f"unknown objective {str(name)[:60]!r} (one of {', '.join(OBJECTIVES)})")])
     return name
 
 
