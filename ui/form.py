@@ -52,8 +52,12 @@ def _widget(section: str, m: FieldMeta, value: Any) -> Any:
     # No min_value / max_value on the widget: the browser would refuse an out-of-range value with
     # only a tooltip and keep the old one. The value goes through; validation names the bound.
     if m.kind == "int":
-        return st.number_input(label, value=None if value is None else int(value), step=1, format="%d", key=key,
-                               help=help_, placeholder="auto" if m.optional else None, **cb)
+        # a float widget showing integers: Streamlit's integer widget parses what is typed with
+        # JavaScript's parseInt, so "1e2" became 1 and "3.2e1" 3, silently; parseFloat reads them
+        # as 100 and 32, and _widget_value hands validation an int (or the fraction it must refuse).
+        # "%.15g" shows every integer below 10^15 exactly, and a typed fraction as typed
+        return st.number_input(label, value=None if value is None else _shown_number(value), step=1.0, format="%.15g",
+                               key=key, help=help_, placeholder="auto" if m.optional else None, **cb)
     if m.kind == "float":
         return st.number_input(label, value=None if value is None else float(value), step=_float_step(value, m),
                                format="%g", key=key, help=help_, placeholder="auto" if m.optional else None, **cb)
@@ -105,7 +109,17 @@ def _all_fields(section: str) -> list[FieldMeta]:
     return [m for _, ms in groups for m in ms] + list(texts)
 
 
+def _shown_number(value: Any) -> Any:
+    """An integer field's value for its float widget (a pending value that is no number shows as typed)."""
+    try:
+        return float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
 def _widget_value(m: FieldMeta, value: Any) -> Any:
+    if m.kind == "int" and isinstance(value, float) and value.is_integer():
+        return int(value)   # the float widget of an integer field (_widget): 100.0 is 100, 3.5 stays for validation to refuse
     return None if m.optional and m.kind == "str" and value == "" else value
 
 

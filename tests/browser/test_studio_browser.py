@@ -344,3 +344,22 @@ def test_tables_fit_a_1440_window(server, browser):
         const s = d.querySelector('.dvn-scroller'); return s ? s.scrollWidth - s.clientWidth : -1; })""")
     ctx.close()
     assert len(cut) >= 2 and all(c <= 2 for c in cut), cut
+
+
+def test_integer_fields_read_scientific_notation(server, page):
+    """Streamlit's integer widget parses what is typed with parseInt: "1e2" became 1 layer and
+    "3.2e1" 3, silently. The editors' integer fields are float widgets (ui/form.py ``_widget``)
+    whose value is handed on as an integer: 1e2 is 100 layers."""
+    page.goto(f"{server.url}/model?preset=small")
+    settle(page)
+    box = page.get_by_role("spinbutton", name=re.compile(r"^num_layers"))
+    box.fill("1e2")
+    box.press("Enter")
+    page.wait_for_url(re.compile(r"[?&]s=v1\."))
+    settle(page)
+    box = page.get_by_role("spinbutton", name=re.compile(r"^num_layers"))
+    assert box.input_value() == "100"   # was "1"
+    box.fill("3.5")
+    box.press("Enter")
+    page.get_by_text("fractional part").first.wait_for()   # a fraction is refused next to the field
+    no_exceptions(page)
