@@ -14,7 +14,7 @@ from ui.config_io import dumps
 from ui.heavy import run_search
 from ui.layout import boot, issues_box
 from ui.search_fit import fit_list
-from ui.search_inputs import INPUT_RANGES, LINK_PARAM, decode_inputs, encode_inputs, parse_counts, parse_restrict
+from ui.search_inputs import INPUT_LABELS, LINK_PARAM, decode_inputs, encode_inputs, parse_count, parse_counts, parse_restrict
 from ui.search_view import cached_result, cached_search, candidates_frame, grid_options, pareto_chart, points_frame, results_csv, search_base, search_payload
 from ui.text import md
 
@@ -41,17 +41,30 @@ with st.form("search.form"):
     c = st.columns([2, 2, 2, 3, 1])
     gpus = c[0].text_input("GPU counts", defaults["gpus"], help="64, or 64,128, or 64..512 (doubling).", key="search.gpus")
     slots = {"search.gpus": c[0].empty()}  # an input's error goes right under it (_searched)
-    gbs = c[1].number_input("Global batch (sequences)", *INPUT_RANGES["global_batch"], int(defaults["global_batch"]), key="search.gbs")
-    seq = c[2].number_input("Sequence length", *INPUT_RANGES["seq_len"], int(defaults["seq_len"]), key="search.seq")
+    # float widgets without min/max: "1e3" reads as 1000, and a value out of range is said under
+    # its field (ui/search_inputs.py parse_count) instead of the browser refusing it silently
+    nums = {}
+    for col, key, wkey in ((c[1], "global_batch", "search.gbs"), (c[2], "seq_len", "search.seq"), (c[4], "top", "search.top")):
+        nums[key] = col.number_input(INPUT_LABELS[key], value=float(defaults[key]), step=1.0, format="%.15g", key=wkey)
+        slots[f"search.{key}"] = col.empty()
     objs = list(OBJECTIVES)
     obj = c[3].selectbox("Objective", objs, objs.index(defaults["objective"]), format_func=lambda k: OBJECTIVES[k][1], key="search.obj")
-    top = c[4].number_input("Top", *INPUT_RANGES["top"], int(defaults["top"]), key="search.top")
     restrict = st.text_area("Pin or restrict dimensions (one per line)", defaults["restrict"], height=80, key="search.restrict",
                             help=f"e.g. tp=4,8 or pp=1,2,4 or recompute=none. Dimensions: {', '.join(DIMS)}.")
     slots["search.restrict"] = st.empty()
     go = st.form_submit_button("Search", type="primary", icon=":material/search:")
+bad_numbers = []
 if go:
-    inputs = {"gpus": gpus, "global_batch": int(gbs), "seq_len": int(seq), "objective": obj, "top": int(top), "restrict": restrict}
+    for key, value in nums.items():
+        try:
+            nums[key] = parse_count(key, value)
+        except ConfigError as e:
+            bad_numbers += e.issues
+    for field, msg in bad_numbers:
+        slots[field].error(md(msg, 600), icon="⚠️")
+if go and not bad_numbers:
+    inputs = {"gpus": gpus, **nums, "objective": obj, "restrict": restrict}
+    inputs = {k: inputs[k] for k in ("gpus", "global_batch", "seq_len", "objective", "top", "restrict")}
     st.session_state["search.inputs"] = inputs
     st.session_state.pop("search.cancelled", None)
     tok = encode_inputs(inputs)
@@ -170,7 +183,9 @@ def _results(sc: dict, res: dict) -> None:
 
 # Functions, not one script: a worker process started from this page re-imports it bare (no
 # session, no inputs; ui/worker.py), and each step returns where the page would stop.
-if not inputs:
+if bad_numbers:
+    st.warning("Not searched: correct the inputs marked above.")
+elif not inputs:
     st.info("Set the inputs and press **Search**.")
 else:
     result = _searched(sc, inputs, slots)

@@ -315,3 +315,26 @@ def test_the_scenarios_explicit_layer_split_is_searched_not_pinned():
     res = search(space, top=5)
     assert dropped and res.candidates and {c.strategy["pp"] for c in res.candidates} == {4}
     assert all(c.strategy.get("pipeline_layers") is None for c in res.candidates)
+
+
+def test_a_number_out_of_range_is_said_under_its_field_and_nothing_runs(monkeypatch):
+    """Top 600 (1 to 500) was refused by the browser with only a red icon and pressing Search did
+    nothing; the number inputs are float widgets without min/max (so "1e3" reads as 1000), checked
+    on Search (ui/search_inputs.py parse_count)."""
+    from ui import heavy
+    from ui.search_inputs import parse_count
+
+    assert parse_count("global_batch", 1000.0) == 1000 and parse_count("top", 5) == 5
+    for key, bad in (("top", 600), ("top", 0), ("top", 2.5), ("seq_len", float("nan")), ("global_batch", True)):
+        with pytest.raises(ConfigError) as e:
+            parse_count(key, bad)
+        assert e.value.field == f"search.{key}"
+    monkeypatch.setattr(heavy, "run_search", lambda *a, **k: pytest.fail("no search may start"))
+    at = open_search()
+    at.number_input(key="search.top").set_value(600)
+    at.button[0].click()   # the form's submit button is the page's first
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("give a whole number from 1 to 500" in e.value for e in at.error)
+    assert any("Not searched" in w.value for w in at.warning)
+    assert "search.inputs" not in at.session_state

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import zlib
 from typing import Any
 
@@ -19,6 +20,22 @@ MAX_TOKEN_CHARS = 4000
 INPUT_KEYS = ("gpus", "global_batch", "seq_len", "objective", "top", "restrict")
 # the Search page's number inputs take these ranges (pages/search.py); a link outside them is refused
 INPUT_RANGES = {"global_batch": (1, 100_000_000), "seq_len": (1, 16_777_216), "top": (1, 500)}
+
+
+INPUT_LABELS = {"global_batch": "Global batch (sequences)", "seq_len": "Sequence length", "top": "Top"}
+
+
+def parse_count(key: str, value: Any) -> int:
+    """A numeric input of the Search form (``INPUT_RANGES``), typed in a float widget so that
+    "1e3" reads as 1000 (Streamlit's integer widget parses it with parseInt: 1), and without the
+    widget's min/max (the browser would refuse a value outside them with only a red icon): a
+    whole number in range, else a ConfigError naming the field (``search.<key>``)."""
+    lo, hi = INPUT_RANGES[key]
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
+        and float(value).is_integer() and lo <= value <= hi
+    if not ok:
+        raise ConfigError([(f"search.{key}", f"{INPUT_LABELS[key]}: give a whole number from {lo:,} to {hi:,}")])
+    return int(value)
 
 
 def parse_counts(text: str) -> list[int]:
