@@ -43,8 +43,11 @@ elif res:
     a, b, c = st.columns([2, 2, 3])
     a.button("Use in this scenario", key="cal.apply", on_click=cal.apply, icon=":material/check:")
     name = b.text_input("Save as (name)", key="cal.name", max_chars=64, placeholder="my-cluster")
-    c.button("Save as a named system", key="cal.save", on_click=lambda: cal.save(st.session_state.get("cal.name", "")),
-             disabled=not name)
+    taken = bool(name) and name in cal.user_systems()   # a saved system is replaced only when the user says so
+    replace = b.checkbox("Replace the saved system of that name", key="cal.replace", value=False) if taken else False
+    c.button("Save as a named system", key="cal.save", disabled=not name or (taken and not replace),
+             on_click=lambda: cal.save(st.session_state.get("cal.name", ""), replace=bool(st.session_state.get("cal.replace"))),
+             help="A name already saved on this server needs 'Replace the saved system' ticked." if taken else None)
     show_notices("cal.save")
     if s["provenance"]:
         st.markdown("**Fits and where they came from**")

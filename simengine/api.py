@@ -223,10 +223,12 @@ def load_user_system(folder, name: str):
 
 
 def save_user_system(folder, name: str, system, provenance=()):
-    """Save ``system`` (validated first) as ``folder/name.json`` atomically, with its provenance."""
-    from .calibration.store import save_system
+    """Save ``system`` (validated first) as ``folder/name.json`` atomically, with its provenance.
+    A built-in system preset's name is refused: presets resolve first (``presets.load_spec``), so a
+    saved system of that name could never be picked by it."""
+    from .calibration.store import check_not_preset, save_system
 
-    return save_system(folder, name, system, provenance)
+    return save_system(folder, check_not_preset(name), system, provenance)
 def search(space, objective: str = "tokens_per_s", top: int | None = None, progress=None, executor=None,
            best_so_far=None):
     """Rank every fitting layout of a search space (``simengine.search``). ``space`` is a

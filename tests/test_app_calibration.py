@@ -144,3 +144,28 @@ def test_file_names_in_messages_are_escaped(systems_dir):
     assert shown, "the warning naming the file is shown"
     for text in shown:
         assert "[sign in](https" not in text and "**x**" not in text  # rendered as literal text, not a link / bold
+
+
+def test_a_saved_system_is_replaced_only_when_the_user_says_so(systems_dir):
+    """On a shared server another session may have saved the name: saving over it needs "Replace
+    the saved system of that name" ticked; until then the button is disabled and the file kept."""
+    at = calibrate(open_cal())
+    at.text_input(key="cal.name").input("shared").run()
+    at.button(key="cal.save").click().run()
+    before = (systems_dir / "shared.json").read_bytes()
+    at.run()
+    assert at.button(key="cal.save").disabled and at.checkbox(key="cal.replace").value is False
+    assert (systems_dir / "shared.json").read_bytes() == before
+    at.checkbox(key="cal.replace").check().run()
+    assert not at.button(key="cal.save").disabled
+    at.button(key="cal.save").click().run()
+    assert "Saved as" in texts(at.success) and not at.exception
+
+
+def test_a_built_in_presets_name_is_refused(systems_dir):
+    """A saved system named like a system preset could never be picked by that name (presets
+    resolve first), and the success message's --system hint was false."""
+    at = calibrate(open_cal())
+    at.text_input(key="cal.name").input("small").run()
+    at.button(key="cal.save").click().run()
+    assert "built-in system preset" in texts(at.error) and not (systems_dir / "small.json").exists()

@@ -217,3 +217,15 @@ def test_a_1_gb_file_is_refused_before_it_is_read(tmp_path, capsys):
                          "--systems-dir", str(tmp_path / "s")], capsys)
     assert code == 2 and "more than the" in err and "huge.csv" in err
     assert not (tmp_path / "s").exists()
+
+
+def test_a_built_in_presets_name_is_refused_before_the_work(tmp_path, capsys):
+    """presets resolve first, so a saved system named 'small' could never be picked: the CLI and
+    the API refuse the name (store.check_not_preset)."""
+    code, _, err = _run(["calibrate", "--nccl", str(AR8), "--base", "small", "--name", "h100-sxm5-80gb",
+                         "--systems-dir", str(tmp_path / "s")], capsys)
+    assert code == 2 and "built-in system preset" in err and not (tmp_path / "s").exists()
+    from simengine import api
+
+    with pytest.raises(ConfigError, match="built-in system preset"):
+        api.save_user_system(tmp_path, "small", presets.load_spec("systems", "small"))

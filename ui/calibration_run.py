@@ -116,13 +116,18 @@ def apply() -> None:
                              "shapes covers the rest.", "cal")
 
 
-def save(name: str) -> None:
-    """Save the calibrated system (with its provenance) as a named user system."""
+def save(name: str, replace: bool = False) -> None:
+    """Save the calibrated system (with its provenance) as a named user system; an existing one
+    of that name (another session's, on a shared server) only with ``replace``."""
     from simengine.config import SystemSpec
 
     res = result()
     if not res or "system" not in res:
         state.notify("error", "Calibrate first, then save.", "cal.save")
+        return
+    if name in user_systems() and not replace:
+        state.notify("error", f"Not saved: a system named {md_code(name, 64)} is already saved on this server; "
+                              "tick 'Replace the saved system of that name' to overwrite it, or choose another name.", "cal.save")
         return
     try:
         system = SystemSpec.model_validate({**res["system"], "name": name})

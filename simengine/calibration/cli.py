@@ -58,9 +58,9 @@ def run(args: argparse.Namespace) -> int:
     from .. import presets
     from ..config import SystemSpec
     from .calibrate import calibrate_with_summary
-    from .store import check_name, save_system
+    from .store import check_not_preset, save_system
 
-    name = check_name(args.name)
+    name = check_not_preset(args.name)   # before the work: a preset's name could never pick the result
     if args.out is not None and not args.out.strip():   # checked before the work, not silently skipped after it
         raise ConfigError([("--out", "an empty path: give the file to write the calibrated system to")])
     folder = systems_dir(args)

@@ -40,6 +40,18 @@ def check_name(name: object) -> str:
     return name
 
 
+def check_not_preset(name: object) -> str:
+    """``check_name``, and not a built-in system preset's name: presets resolve first
+    (``presets.load_spec``), so a saved system of that name could never be picked by it."""
+    from ..presets import list_presets
+
+    name = check_name(name)
+    if name in list_presets("systems"):
+        raise ConfigError([("name", f"{name!r} is a built-in system preset: a saved system of that name could never "
+                                    "be picked by it; choose another name")])
+    return name
+
+
 def _path(folder: str | os.PathLike, name: str) -> Path:
     return Path(folder) / f"{check_name(name)}.json"
 
