@@ -123,7 +123,7 @@ def _searched(sc: dict, inputs: dict, slots: dict) -> dict | None:
 def _results(sc: dict, res: dict) -> None:
     """The ranked grid, the Pareto chart, "use this layout" and the rejections."""
     cands = res["candidates"]
-    st.caption(f"{res['space_size']:,} candidates in the space · {res['memory_checked']:,} memory checks · {res['evaluated']:,} timed · "
+    st.caption(f"{res['space_size']:,} candidates in the space · {res['memory_checked']:,} memory checks (a layout's overlap-flag variants share one) · {res['evaluated']:,} timed · "
                f"{res['feasible']:,} shown · {res['seconds']:.1f} s")
     if not cands:
         st.warning("Nothing in this space fits. Widen the space (more GPUs, fewer pins) or see the reasons below.")

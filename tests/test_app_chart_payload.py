@@ -54,3 +54,25 @@ def test_aggregated_gantt_tooltip_is_its_named_columns():
     rows = layer["data"]["values"]
     assert set(rows[0]) == {"row", "phase", "start ms", "end ms", "busy %", "spans"}
     assert rows[0]["busy %"] == 85.3 and rows[1]["end ms"] == 3.1235 and rows[1]["phase"].startswith("DP comm")
+
+
+def test_text_marks_take_the_viewers_theme_colour(monkeypatch):
+    """The MFU waterfall's values were black on the dark theme: ``chart_cache.themed`` sets the
+    text marks without a colour of their own to Streamlit's text colour for the theme in use."""
+    from types import SimpleNamespace
+
+    import streamlit as st
+
+    from ui import chart_cache
+    from ui.charts import mfu_waterfall_chart
+    from ui.share import size_canonical
+
+    from simengine import api
+
+    r = api.estimate(size_canonical("medium")).model_dump(mode="json")
+    spec = mfu_waterfall_chart(r)
+    for kind, colour in (("dark", "#fafafa"), ("light", "#31333f")):
+        monkeypatch.setattr(st, "context", SimpleNamespace(theme=SimpleNamespace(type=kind)))
+        out = chart_cache.themed(spec)
+        assert out["config"]["text"]["color"] == colour and out["layer"] == spec["layer"]
+    assert "config" not in spec or "text" not in spec.get("config", {})   # the cached spec is not changed

@@ -21,8 +21,8 @@ def test_memory_headline_is_the_allocated_peak_and_says_so(path):
 
     at = open_app(path, preset="medium")
     r = estimate_report(dumps(size_canonical("medium")))["report"]
-    m = _metric(at, "Peak memory")
-    assert m.label == "Peak memory (allocated)"
+    m = _metric(at, "Allocated peak")
+    assert m.label == "Allocated peak"
     assert f"{r['peak_memory_gib']:,.1f}" in m.value and f"{r['reserved_memory_gib']:,.1f}" not in m.value
     assert "Reserved" in m.proto.help and f"{r['reserved_memory_gib']:,.1f}" in m.proto.help
     assert "BF16 peak" in _metric(at, "MFU").proto.help and "6·N_active" in _metric(at, "MFU").proto.help

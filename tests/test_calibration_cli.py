@@ -229,3 +229,13 @@ def test_a_built_in_presets_name_is_refused_before_the_work(tmp_path, capsys):
 
     with pytest.raises(ConfigError, match="built-in system preset"):
         api.save_user_system(tmp_path, "small", presets.load_spec("systems", "small"))
+
+
+def test_a_binary_upload_says_what_is_wrong_in_words():
+    """Python's csv text ("new-line character seen in unquoted field - do you need to open the file
+    in universal-newline mode?") reached the Calibration page as is."""
+    from simengine import api
+
+    with pytest.raises(ConfigError) as e:
+        api.calibrate(presets.load_spec("systems", "small"), gemm=b"m,n,k,efficiency\n1,2\r3,4,0.5\n")
+    assert "not valid CSV (a stray carriage return or NUL byte" in str(e.value) and "universal-newline" not in str(e.value)

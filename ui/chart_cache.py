@@ -24,7 +24,20 @@ VIEW_MEMORY_POINTS, VIEW_MEMORY_TOTAL = 400, 4_000
 
 
 def draw(chart_spec: dict[str, Any]) -> None:
-    st.vega_lite_chart(chart_spec, width="stretch")
+    st.vega_lite_chart(themed(chart_spec), width="stretch")
+
+
+# Streamlit's own text colours (light, dark): its chart theme colours axes and legends, not the
+# text marks a chart draws on its background (the MFU waterfall's values were black on dark)
+TEXT_COLORS = ("#31333f", "#fafafa")
+
+
+def themed(spec: dict[str, Any]) -> dict[str, Any]:
+    """``spec`` with its unstyled text marks in the viewer's theme colour (``st.context.theme``)."""
+    dark = getattr(getattr(st.context, "theme", None), "type", None) == "dark"
+    config = dict(spec.get("config") or {})
+    config["text"] = {**(config.get("text") or {}), "color": TEXT_COLORS[dark]}
+    return {**spec, "config": config}
 
 
 @st.cache_data(max_entries=ENTRIES, show_spinner=False)

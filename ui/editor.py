@@ -113,8 +113,10 @@ def toolbar(section: str) -> None:
     with c4:
         data = state.section_dict(section)
         fname = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in str(data.get("name", section)))[:60]
-        st.download_button(f"Download {section} JSON", json.dumps(data, indent=2), file_name=f"{fname or section}.json",
-                           mime="application/json", key=f"dl.{section}", width="stretch", on_click="ignore")
+        # short: "Download strategy JSON" was cut in its column at 1,400 px
+        st.download_button("Download JSON", json.dumps(data, indent=2), file_name=f"{fname or section}.json",
+                           mime="application/json", key=f"dl.{section}", width="stretch", on_click="ignore",
+                           icon=":material/download:", help=f"The {section} as a JSON file (the same the upload beside it reads).")
     show_notices(f"upl.{section}")  # the upload's own messages, right under it
 
 
@@ -156,9 +158,9 @@ def stale_warning(section: str, here: bool = False) -> None:
     current = state.section_dict(section)
     shown = ", ".join(f"{md_code(d, 60)} = {md(clip(v, 30))} (in use: {md(clip(form.get_in(current, tuple(d.split('.'))), 30))})"
                       for d, v in list(held.items())[:6])
-    where = "the figures below, the link and every other page" if here else "this page"
+    where = "the figures below, the link and every other page use" if here else "this page uses"
     st.warning(f"**Not applied — the {section} has invalid edits:** {shown}. Until they are fixed, {where} "
-               f"use the last valid {section}.", icon="⚠️")
+               f"the last valid {section}.", icon="⚠️")
     if not here:
         from .layout import page_link
 

@@ -14,8 +14,9 @@ from typing import Any
 
 from .units import fmt_count, fmt_num, fmt_pct
 
-PEAK_LABEL = "Peak memory (allocated)"
-SIM_PEAK_LABEL = "Peak memory (allocated, worst rank)"
+# short enough for a six-metric row at 1,400 px ("Peak memory (allocated)" was cut to "Peak memory (allo…")
+PEAK_LABEL = "Allocated peak"
+SIM_PEAK_LABEL = "Allocated peak (worst rank)"
 MFU_LABEL = "MFU"
 MFU_HELP = ("Model FLOPs utilisation: model FLOPs per step (6·N_active per token + full s² attention, PaLM "
             "App. B; recompute not counted) / (step time · dense BF16 peak · GPUs). The BF16 peak is used for "

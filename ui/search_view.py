@@ -125,9 +125,11 @@ def grid_options(df: pd.DataFrame) -> dict[str, Any]:
         return {"field": name, "headerName": header, "sortable": True, "filter": True, "resizable": True, **kw}
 
     return {"columnDefs": [
-        # wide enough for a 16,384-GPU layout with its split, cp and every flag (~90 characters): rows
-        # that differ only in their overlap flags must not read alike; the full label on hover too
-        col("rank", "#", width=70, pinned="left"), col("layout", "layout", width=590, pinned="left", tooltipField="layout"),
+        # 430 px keeps the result columns (MFU, cost, memory) in view at 1,400 px; a longer label (a
+        # 16,384-GPU layout with its split, cp and every flag, ~90 characters) wraps onto a second
+        # line, so rows that differ only in their overlap flags never read alike; whole on hover too
+        col("rank", "#", width=70, pinned="left"),
+        col("layout", "layout", width=430, pinned="left", tooltipField="layout", wrapText=True, autoHeight=True),
         {"headerName": "throughput", "children": [col("tokens_per_s", "tokens/s"), col("band_lo", "band low"),
                                                   col("band_hi", "band high"), col("tie", "tie with #1"), col("mfu", "MFU %"),
                                                   # below ~50 µs the run risks waiting on the host (cost/launch.py)
@@ -144,10 +146,15 @@ def pareto_chart(front: pd.DataFrame) -> alt.Chart:
     """tokens/s vs cost per million tokens, colour = memory headroom; hover shows the layout,
     a click selects the point (selection parameter ``pick``)."""
     pick = alt.selection_point(name="pick", fields=["id"], on="click")
-    return alt.Chart(front).mark_circle(size=110).encode(
-        x=alt.X("cost_per_million_tokens_usd:Q", title="USD per 1M tokens", scale=alt.Scale(zero=False)),
-        y=alt.Y("tokens_per_s:Q", title="tokens/s", scale=alt.Scale(zero=False)),
+    # padded scales: the extreme points (the best one among them) sit inside the axes, not on
+    # them; a grey rim keeps viridis' dark end visible on a dark background
+    return alt.Chart(front).mark_circle(size=110, stroke="#9a9a9a", strokeWidth=1).encode(
+        x=alt.X("cost_per_million_tokens_usd:Q", title="USD per 1M tokens", scale=alt.Scale(zero=False, padding=16)),
+        y=alt.Y("tokens_per_s:Q", title="tokens/s", scale=alt.Scale(zero=False, padding=16)),
         color=alt.Color("headroom_gib:Q", title="free GiB", scale=alt.Scale(scheme="viridis")),
         opacity=alt.condition(pick, alt.value(1.0), alt.value(0.45)),
-        tooltip=["id:Q", "layout:N", alt.Tooltip("tokens_per_s:Q", format=",.0f"), "cost_per_million_tokens_usd:Q", "headroom_gib:Q"],
+        tooltip=[alt.Tooltip("id:Q", title="#"), alt.Tooltip("layout:N", title="layout"),
+                 alt.Tooltip("tokens_per_s:Q", title="tokens/s", format=",.0f"),
+                 alt.Tooltip("cost_per_million_tokens_usd:Q", title="USD per 1M tokens", format=",.4f"),
+                 alt.Tooltip("headroom_gib:Q", title="free GiB", format=",.1f")],
     ).add_params(pick).properties(height=340)

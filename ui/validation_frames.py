@@ -42,7 +42,8 @@ def summary_frame(summary: list[dict[str, Any]], rows: pd.DataFrame, order: tupl
         mine = rows[(rows["source"] == s["source"]) & (rows["metric"] == s["metric"])]
         units = sorted(set(mine["unit"].dropna()))
         out.append({"source": s["source"], "metric": s["metric"], "unit": ", ".join(units), "runs": s["n"],
-                    "mape_pct": s["mape_pct"], "median_signed_pct": s["median_signed_pct"],
+                    # shown to 0.1: a median of −0.02 % read "-0.0 %" (+ 0.0 turns −0.0 into 0.0)
+                    "mape_pct": s["mape_pct"], "median_signed_pct": round(s["median_signed_pct"], 1) + 0.0,
                     "within_band": int((mine["error_pct"].abs() <= 100 * BAND).sum()),
                     "worst_run": s["worst_run"], "worst_error_pct": s["worst_error_pct"]})
     df = pd.DataFrame(out, columns=SUMMARY_COLUMNS)

@@ -37,8 +37,10 @@ def read_rows(text: str, field: str) -> tuple[list[str], list[tuple[int, list[st
                 raise ConfigError([(field, f"more than {MAX_ROWS:,} data rows (line {reader.line_num}); "
                                            "split the sweep or sample it")])
             rows.append((reader.line_num, cells))
-    except csv.Error as exc:
-        raise ConfigError([(field, f"line {reader.line_num}: not valid CSV ({exc})")]) from None
+    except csv.Error as exc:   # Python's text ("new-line character seen in unquoted field …") means nothing to a user
+        why = "a stray carriage return or NUL byte — a binary file, or not saved as text" \
+            if "new-line" in str(exc) or "NUL" in str(exc) else "a malformed quoted field"
+        raise ConfigError([(field, f"line {reader.line_num}: not valid CSV ({why})")]) from None
     if header is None:
         raise ConfigError([(field, "no header row (expected e.g. 'm,n,k,efficiency')")])
     return header, rows
