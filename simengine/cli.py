@@ -18,7 +18,7 @@ from .calibration import cli as calibration_cli
 from .search import cli as search_cli
 from .checkrun import cli as checkrun_cli
 from .errors import ConfigError
-from .terminal import OutputError, StdoutGuard, one_line
+from .terminal.cli import OutputError, StdoutGuard, one_line
 
 KINDS = {"model": "models", "system": "systems", "strategy": "strategies"}
 

@@ -295,7 +295,7 @@ def test_hf_import_hostile_paste(paste, needle):
 # ---- estimate ------------------------------------------------------------------------------
 def test_estimate_headline_pins_and_downloads():
     at = open_page("pages/estimate.py")
-    for label in ("Step time", "Throughput", "MFU", "HFU", "Peak memory", "Cost / 1M tokens", "Time to train"):
+    for label in ("Step time", "Throughput", "MFU", "HFU", "Allocated peak", "Cost / 1M tokens", "Time to train"):
         assert metric(at, label) not in ("", "—")
     assert "Fits in memory" in texts(at.success)
     assert "Uncertainty range" in texts(at.caption)

@@ -38,8 +38,8 @@ def test_gpipe_peak_over_capacity_is_an_alert():
     cfg["strategy"].update(schedule="gpipe", vpp=1)
     at = open_app("pages/timeline.py", s=encode_token(cfg))
     assert not at.exception, [e.value for e in at.exception]
-    peak = next(m for m in at.metric if m.label.startswith("Peak memory"))
-    assert "allocated" in peak.label
+    peak = next(m for m in at.metric if m.label.startswith("Allocated peak"))
+    assert "allocated" in peak.label.lower()
     err = texts(at.error)
     assert "Does not fit" in err and "allocated" in err and "reserved" in err
     memory = next(ex for ex in at.expander if ex.label.startswith("Memory over the step"))

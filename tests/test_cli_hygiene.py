@@ -113,7 +113,7 @@ def test_trace_through_a_symlink_replaces_the_file_not_the_link(tmp_path):
 
 def test_every_subcommand_on_a_full_device_is_one_line_exit_2():
     """search, presets, schema, coverage: their output goes through the same guarded stdout as
-    estimate's (simengine/terminal.py StdoutGuard), so ENOSPC is a message, not an internal error."""
+    estimate's (simengine/terminal/cli.py StdoutGuard), so ENOSPC is a message, not an internal error."""
     for cmd in ("search --model small --system small --seq-len 1024 --global-batch 8 --set system.num_gpus=1",
                 "presets", "schema model", "coverage --model small --system small --strategy small"):
         p = subprocess.run(["bash", "-c", f"'{sys.executable}' -m simengine {cmd} > /dev/full"], cwd=REPO,
@@ -146,7 +146,7 @@ def test_user_text_reaches_the_terminal_inert(tmp_path):
 
 
 def test_an_error_line_is_capped():
-    from simengine.terminal import MAX_LINE, one_line, shown
+    from simengine.terminal.cli import MAX_LINE, one_line, shown
 
     line = one_line("x" * (MAX_LINE + 500))
     assert len(line) < MAX_LINE + 40 and line.endswith("(500 more characters)")

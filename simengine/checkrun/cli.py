@@ -15,10 +15,10 @@ import argparse
 from pathlib import Path
 
 from ..errors import ConfigError
-from ..calibration.source import read_text
-from ..fileio import read_bounded
+from ..presets import read_bounded   # fileio.py's bounded read (no device, no pipe, a size limit)
 
 MAX_RUNS_BYTES = 1 << 20   # --runs: a JSON list of 1-50 small objects
+MAX_LOG_BYTES = 64 << 20   # a training log: calibration/source.py MAX_INPUT_BYTES, the log reader's limit
 
 
 def add_parser(sub) -> None:
@@ -171,7 +171,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"warning: {w}")
     if not args.refit:
         return 0
-    text, _ = read_text(path, "--log")  # already parsed by _read_log (the same bounded reader): for the digest
+    try:   # already parsed by _read_log (a regular file within the log reader's limit): for the digest
+        text = read_bounded(path, MAX_LOG_BYTES).decode("utf-8", errors="replace")
+    except (OSError, ValueError) as exc:
+        raise ConfigError([("--log", f"cannot read {str(path)[:200]}: {exc}")]) from None
     if args.holdout_log:
         hlog, hpath = _read_log(args.holdout_log, "--holdout-log")
         fit_on, hold, label = m, measure(hlog, cfg, args.warmup), f"log {hpath.name}"

@@ -14,8 +14,7 @@ import sys
 from pathlib import Path
 
 from ..errors import ConfigError
-from ..fileio import not_a_file
-from ..terminal import warn
+from ..terminal.cli import warn
 from .hf_values import MAX_BYTES
 
 
@@ -29,6 +28,8 @@ def _read(path: str) -> bytes:
     try:
         if path == "-":
             return sys.stdin.buffer.read(MAX_BYTES + 1)
+        from ..presets import not_a_file   # why a named path is no regular file (fileio.py)
+
         why = not_a_file(path)   # a device or pipe would never end (or never open)
         if why:
             raise ConfigError([("config.json", f"cannot read {path[:200]}: {why}")])

@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from ..errors import ConfigError
-from ..terminal import warn
+from ..terminal.cli import warn
 from .space import DIMS
 
 

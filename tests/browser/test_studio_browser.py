@@ -106,7 +106,7 @@ def test_estimate_page(server, page):
     settle(page, "[data-testid=stMetric]")
     charts_drawn(page, 3)
     main = page.locator("[data-testid=stMain]").inner_text()
-    for text in ("Step time", "Throughput", "MFU", "HFU", "Peak memory", "Cost / 1M tokens", "Fits in memory",
+    for text in ("Step time", "Throughput", "MFU", "HFU", "Allocated peak", "Cost / 1M tokens", "Fits in memory",
                  "Step time breakdown", "MFU loss waterfall", "Memory per pipeline stage", "Time to train"):
         assert text in main, text
     page.get_by_text("Compare pinned scenarios").click()  # folded until something is pinned
