@@ -20,7 +20,9 @@ from .theme import MEMORY_COLORS, TIME_COLORS, TIME_LABELS, scale, span_label
 
 SCHEMA = "https://vega.github.io/schema/vega-lite/v6.json"
 _FONT = {"labelFontSize": 11, "titleFontSize": 11}
-CONFIG = {"view": {"continuousWidth": 300, "continuousHeight": 300, "strokeWidth": 0}, "axis": _FONT, "legend": _FONT}
+# legend labels up to 320 px: Vega-Lite's default 160 cut "DP comm (side stream: hidden while compute runs)"
+CONFIG = {"view": {"continuousWidth": 300, "continuousHeight": 300, "strokeWidth": 0}, "axis": _FONT,
+          "legend": {**_FONT, "labelLimit": 320}}
 # Charts of thousands of marks are drawn on a canvas: Vega's SVG renderer builds one DOM node per
 # mark (a Timeline Gantt of ~1,300 bins and its ~5,000-point memory curves cost the browser
 # ~2× the CPU in SVG). Streamlit passes ``usermeta.embedOptions`` to vega-embed.
