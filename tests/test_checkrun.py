@@ -386,3 +386,12 @@ def test_cli_runs_file_refit(tmp_path, capsys):
     assert "compute = 0.9" in out.out and "scale_up = 0.7" in out.out and "held out" in out.out
     assert main(["check-run", "--runs", str(tmp_path / "none.json")]) == 2
     assert main(["check-run", "--model", "small"]) == 2
+
+
+def test_a_parsed_log_carries_the_digest_of_its_text():
+    """A refit's provenance names the log by sha256 of the text parsed (no second read of the file)."""
+    import hashlib
+
+    for path in (MEGATRON, TITAN):
+        text = path.read_text(encoding="utf-8").lstrip("\ufeff")
+        assert parse_training_log(path).sha256 == hashlib.sha256(text.encode("utf-8")).hexdigest()

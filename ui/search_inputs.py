@@ -101,9 +101,10 @@ def decode_inputs(token: str) -> dict[str, Any]:
         raise ConfigError([("search", "the search link is damaged")]) from None
     if not isinstance(data, dict) or set(data) != set(INPUT_KEYS):
         raise ConfigError([("search", "the search link does not hold search inputs")])
-    if data["objective"] not in OBJECTIVES or not all(isinstance(data[k], int) and not isinstance(data[k], bool)
-                                                      and lo <= data[k] <= hi for k, (lo, hi) in INPUT_RANGES.items()):
-        raise ConfigError([("search", "the search link holds invalid values")])
-    if not isinstance(data["gpus"], str) or not isinstance(data["restrict"], str):
+    try:   # the numbers by the form's own rule (parse_count)
+        data.update({k: parse_count(k, data[k]) for k in INPUT_RANGES})
+    except ConfigError:
+        raise ConfigError([("search", "the search link holds invalid values")]) from None
+    if data["objective"] not in OBJECTIVES or not isinstance(data["gpus"], str) or not isinstance(data["restrict"], str):
         raise ConfigError([("search", "the search link holds invalid values")])
     return data

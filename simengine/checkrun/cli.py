@@ -18,7 +18,6 @@ from ..errors import ConfigError
 from ..presets import read_bounded   # fileio.py's bounded read (no device, no pipe, a size limit)
 
 MAX_RUNS_BYTES = 1 << 20   # --runs: a JSON list of 1-50 small objects
-MAX_LOG_BYTES = 64 << 20   # a training log: calibration/source.py MAX_INPUT_BYTES, the log reader's limit
 
 
 def add_parser(sub) -> None:
@@ -133,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError([("arguments", f"check-run needs {', '.join(missing)} (or --runs FILE)")])
     from ..cli import build_config
     from ..api import scenario_from
-    from .compare import compare, digest, measure, refit_compute_scale
+    from .compare import compare, measure, refit_compute_scale
     from .flops import logged_check
     from .flops import mismatch as flops_mismatch
     from .stated import disagreements
@@ -171,10 +170,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"warning: {w}")
     if not args.refit:
         return 0
-    try:   # already parsed by _read_log (a regular file within the log reader's limit): for the digest
-        text = read_bounded(path, MAX_LOG_BYTES).decode("utf-8", errors="replace")
-    except (OSError, ValueError) as exc:
-        raise ConfigError([("--log", f"cannot read {str(path)[:200]}: {exc}")]) from None
     if args.holdout_log:
         hlog, hpath = _read_log(args.holdout_log, "--holdout-log")
         fit_on, hold, label = m, measure(hlog, cfg, args.warmup), f"log {hpath.name}"
@@ -184,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError([("--refit", f"needs at least 4 steady iterations to hold some out, the log has {n}")])
         fit_on = measure(log, cfg, args.warmup, slice(0, n // 2))
         hold, label = measure(log, cfg, args.warmup, slice(n // 2, None)), f"iterations {m.iterations_used[n // 2]}+"
-    r = refit_compute_scale(cfg, fit_on, hold, label, digest(text))
+    r = refit_compute_scale(cfg, fit_on, hold, label, log.sha256)
     print(f"refit           {r.factor} = {r.value:.4f} ({r.evaluations} estimates): fit error {r.fit_error:+.2%}, "
           f"held-out ({r.holdout}) error {r.holdout_error:+.2%}")
     print(f"provenance      log sha256 {r.provenance['log_sha256'][:16]}, iterations {list(fit_on.iterations_used)[:8]}"

@@ -21,7 +21,6 @@ scale-out factors on several runs (``check-run --runs FILE --refit``) with a lea
 from __future__ import annotations
 
 import copy
-import hashlib
 import statistics
 from dataclasses import dataclass
 from typing import Any
@@ -150,5 +149,3 @@ def refit_compute_scale(config: dict[str, Any], fit_on: Measured, holdout: Measu
     return Refit("compute_efficiency_scale", s1, e1, hold, holdout_label, n + 1, prov)
 
 
-def digest(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()

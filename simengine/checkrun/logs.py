@@ -21,6 +21,7 @@ non_data_parallel_size)``), so step time = global tokens per step / (tps × GPUs
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from dataclasses import dataclass, field
@@ -70,6 +71,7 @@ class RunLog:
     warnings: tuple[str, ...] = field(default_factory=tuple)
     stated: dict[str, int | str] = field(default_factory=dict)  # setup the log prints (stated.py), Megatron only
     date: str | None = None              # YYYY-MM-DD of the first dated Megatron iteration line
+    sha256: str = ""                     # of the text parsed (``digest``: a refit's provenance)
 
 
 def _f(raw: str | None) -> float | None:
@@ -150,7 +152,12 @@ def parse_training_log(source, *, field_name: str = FIELD) -> RunLog:
     if len(mega) >= len(titan):
         its = tuple(sorted(mega.values(), key=lambda i: i.step))
         return RunLog("megatron", its, max(alloc) if alloc else None, max(reserved) if reserved else None, tuple(warnings),
-                      parse_stated(lines), date)
+                      parse_stated(lines), date, digest(text))
     its = tuple(sorted(titan.values(), key=lambda i: i.step))
     peak = max((i.memory_gib for i in its if i.memory_gib is not None), default=None)
-    return RunLog("torchtitan", its, None, peak, tuple(warnings))
+    return RunLog("torchtitan", its, None, peak, tuple(warnings), sha256=digest(text))
+
+
+def digest(text: str) -> str:
+    """sha256 of a log's text (UTF-8), as a refit's provenance names it."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()

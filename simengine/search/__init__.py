@@ -8,7 +8,8 @@ from typing import Any
 from ..errors import ConfigError
 from .executors import InProcess, ProcessPool, RayExecutor, make_executor
 from .fit import fit_changes
-from .run import make_space, search
+from .make import make_space
+from .run import search
 from .space import DIMS, SearchSpace
 from .types import Candidate, Rejection, SearchResult
 

@@ -62,7 +62,7 @@ def _values(text: str) -> list[Any]:
 def build(args: argparse.Namespace) -> tuple[Any, dict[str, Any] | None]:
     """(SearchSpace, the --strategy scenario dict or None)."""
     from ..cli import _load, _parse_value, apply_sets
-    from .run import make_space
+    from .make import make_space
 
     cfg = {"model": _load("model", args.model), "system": _load("system", args.system),
            "strategy": _load("strategy", args.strategy) if args.strategy else {}}

@@ -240,7 +240,7 @@ def flag_options(space: SearchSpace, layout: dict[str, Any], dp_size: int) -> li
     stack that has it (``Stack.tp_overlap``).
     On Megatron-Core's stack not overlap_param_gather without overlap_grad_reduce: Megatron-LM
     refuses it (arguments.py: "--overlap-grad-reduce should be turned on when using
-    --overlap-param-gather"; the estimate notes it, config/scenario.py ``_flag_notes``) — unless
+    --overlap-param-gather"; the estimate notes it, config/notes.py ``_flag_notes``) — unless
     the user pinned exactly that, which stays searched."""
     has_dp = dp_size * layout["cp"] > 1 or (layout["ep"] > 1)
     vals = {}

@@ -1,0 +1,75 @@
+"""A search space from the caller's plain data: every input checked before anything is
+enumerated (a GPU count of 10^20 once hung the divisor enumeration; 8.7 GPUs read as 8, ``true``
+as 1, an infinite token budget printed ``Infinity`` into the JSON), then the model and system
+validated and normalised."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..config.system import MAX_NUM_GPUS as MAX_GPUS
+from ..errors import ConfigError
+from .space import SearchSpace, check_choices
+
+
+def make_space(model: dict[str, Any], system: dict[str, Any], *, global_batch: int | None = None,
+               global_batch_tokens: int | None = None, seq_len: int, gpus: list[int] | tuple[int, ...] | None = None,
+               token_budget: float | None = None, choices: dict[str, Any] | None = None,
+               base: dict[str, Any] | None = None) -> SearchSpace:
+    """A search space from plain dicts. Batch in sequences (``global_batch``) or tokens
+    (``global_batch_tokens``, a multiple of ``seq_len``). ``gpus`` defaults to the system's count."""
+    if not _count(seq_len):
+        raise ConfigError([("seq_len", f"seq_len={seq_len!r} must be a positive integer")])
+    if (global_batch is None) == (global_batch_tokens is None):
+        raise ConfigError([("global_batch", "give the global batch in sequences or in tokens (one of them)")])
+    if global_batch_tokens is not None:
+        if not _count(global_batch_tokens):
+            raise ConfigError([("global_batch_tokens", f"global_batch_tokens={global_batch_tokens!r} must be a positive integer")])
+        if global_batch_tokens % seq_len:
+            raise ConfigError([("global_batch_tokens", f"{global_batch_tokens} tokens is not a multiple of seq_len={seq_len}")])
+        global_batch = global_batch_tokens // seq_len
+    if not _count(global_batch):
+        raise ConfigError([("global_batch", f"global_batch={global_batch!r} must be a positive integer")])
+    for key, value in (("choices", choices), ("base", base)):
+        if value is not None and not isinstance(value, dict):
+            raise ConfigError([(key, f"{key} must be a mapping of strategy fields, got {type(value).__name__}")])
+    model, system = _validated(model, system)
+    if gpus is not None and not isinstance(gpus, (list, tuple)):
+        raise ConfigError([("system.num_gpus", f"GPU counts must be a list of integers, got {type(gpus).__name__}")])
+    counts = tuple(gpus) if gpus else (int(system["num_gpus"]),)
+    if not counts or len(counts) > 64 or not all(_count(g) and g <= MAX_GPUS for g in counts):
+        raise ConfigError([("system.num_gpus", f"GPU counts must be 1 to 64 integers from 1 to {MAX_GPUS:,} (SystemSpec.num_gpus)")])
+    b = dict(base or {})
+    for k in ("name", "dp"):
+        b.pop(k, None)
+    b.update(global_batch_size=global_batch, seq_len=seq_len)
+    if token_budget is not None and not (type(token_budget) in (int, float) and 0 < token_budget < math.inf):
+        raise ConfigError([("token_budget", f"token_budget={token_budget!r} must be a positive, finite number")])
+    return SearchSpace(model=dict(model), system=dict(system), base=b, gpus=tuple(sorted(set(counts))),
+                       choices=check_choices(choices or {}), token_budget=token_budget)
+
+
+def _count(v: Any) -> bool:
+    """A positive ``int`` (not a bool, a float or a string that looks like one)."""
+    return type(v) is int and v >= 1
+
+
+def _validated(model: dict[str, Any], system: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Model and system dicts validated (ConfigError naming the field) and normalised."""
+    from pydantic import ValidationError
+
+    from ..config import ModelSpec, SystemSpec
+    from ..errors import from_pydantic
+
+    out = []
+    for key, cls, raw in (("model", ModelSpec, model), ("system", SystemSpec, system)):
+        if isinstance(raw, cls):
+            raw = raw.model_dump(mode="json")
+        if not isinstance(raw, dict):
+            raise ConfigError([(key, f"{key} must be a JSON object")])
+        try:
+            out.append(cls.model_validate(raw).model_dump(mode="json"))
+        except ValidationError as e:
+            raise from_pydantic(e, key, cls.model_fields) from None
+    return out[0], out[1]
