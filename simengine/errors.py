@@ -39,6 +39,8 @@ def from_pydantic(err, prefix: str = "", fields=()) -> ConfigError:
         msg = str(e.get("msg", "invalid value"))
         if msg.startswith("Value error, "):
             msg = msg[len("Value error, "):]
+        if e.get("type") in ("int_parsing", "float_parsing") and e.get("input") in ("true", "false"):
+            msg = f"should be a number, not {e['input']}"  # a boolean given to a number (config/spec.py)
         if not loc and fields:
             named = [m.group(1) for m in re.finditer(r"\b([a-z_][a-z0-9_]*)\s*=", msg)]
             loc = next((n for n in named if n in fields), "")

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from .spec import Spec
 
 
 class MlaDims(NamedTuple):
@@ -22,8 +24,8 @@ class MlaDims(NamedTuple):
     v_head_dim: int
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
+class _Frozen(Spec):
+    """Frozen, no unknown keys, no boolean numbers (spec.py)."""
 
 
 class ModelSpec(_Frozen):

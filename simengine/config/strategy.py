@@ -9,9 +9,10 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from ..schedule import SCHEDULE_NAMES, get_schedule
+from .spec import Spec
 from .framework import FRAMEWORKS, AttentionKernel, FrameworkName, FsdpPattern, framework_help
 
 # The names come from the schedule registry (one module per schedule), so the JSON schema's enum
@@ -21,8 +22,7 @@ ScheduleName = Literal[SCHEDULE_NAMES]  # type: ignore[valid-type]
 RecomputeModule = Literal["core_attn", "layernorm", "moe_act", "mla_up_proj", "mlp", "moe", "shared_experts"]
 
 
-class StrategySpec(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
+class StrategySpec(Spec):
 
     name: str = Field("custom", max_length=120, description="Display name of the strategy.")
     tp: int = Field(1, ge=1, le=1024, description="Tensor-parallel size.")

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from .spec import Spec
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
+class _Frozen(Spec):
+    """Frozen, no unknown keys, no boolean numbers (spec.py)."""
 
 
 class PeakTflops(_Frozen):

@@ -1,0 +1,99 @@
+"""The base of every user-facing spec (model, system, strategy): frozen, no unknown keys, and a
+number is never a boolean.
+
+pydantic's lax mode reads ``true`` as 1 for an int field and as 1.0 for a float field
+(pydantic docs, "Conversion Table": bool → int/float allowed in lax mode), so
+``--set strategy.tp=true`` or ``"micro_batch_size": false`` in a JSON file used to build a layout
+the user never wrote. Strict mode would also refuse ``4.0`` for an int from JSON, which the
+studio's number widgets and hand-written files send, so only booleans are turned away: a boolean
+given to a number field (int or float) that does not take one is handed to the field as the text ``"true"``/``"false"``,
+which the field's own validator refuses with its own location and message (so the studio shows
+the error under that field, and the CLI names it).
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+
+def _takes_bool(annotation: Any) -> bool:
+    """Whether ``annotation`` (a field's type) admits a boolean anywhere: bool itself, a union
+    or Annotated/Literal holding one, a container of them, or Any."""
+    if annotation is bool or annotation is Any:
+        return True
+    origin = typing.get_origin(annotation)
+    if origin is typing.Literal:
+        return any(isinstance(a, bool) for a in typing.get_args(annotation))
+    if origin in (typing.Union, types.UnionType, typing.Annotated):
+        return any(_takes_bool(a) for a in typing.get_args(annotation))
+    return False
+
+
+def _numeric(annotation: Any) -> bool:
+    """Whether ``annotation`` admits an int or a float (where lax mode would read a boolean)."""
+    if annotation in (int, float):
+        return True
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType, typing.Annotated):
+        return any(_numeric(a) for a in typing.get_args(annotation))
+    return False
+
+
+def _element(annotation: Any) -> Any | None:
+    """The element type of a list field (``list[int]``, ``list[int] | None``, Annotated), else None."""
+    origin = typing.get_origin(annotation)
+    if origin is list:
+        args = typing.get_args(annotation)
+        return args[0] if args else None
+    if origin in (typing.Union, types.UnionType, typing.Annotated):
+        for a in typing.get_args(annotation):
+            el = _element(a)
+            if el is not None:
+                return el
+    return None
+
+
+def _as_text(value: Any) -> Any:
+    return ("true" if value else "false") if isinstance(value, bool) else value
+
+
+class Spec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        scalars, lists = set(), set()
+        for name, field in cls.model_fields.items():
+            if _takes_bool(field.annotation):
+                continue
+            el = _element(field.annotation)
+            if el is None and _numeric(field.annotation):
+                scalars.add(name)
+            elif el is not None and _numeric(el) and not _takes_bool(el):
+                lists.add(name)
+        cls._no_bool = frozenset(scalars)
+        cls._no_bool_lists = frozenset(lists)
+
+    _no_bool: typing.ClassVar[frozenset[str]] = frozenset()
+    _no_bool_lists: typing.ClassVar[frozenset[str]] = frozenset()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_bool_numbers(cls, data: Any) -> Any:
+        """A boolean where the field takes none reaches the field as text (module docstring)."""
+        if not isinstance(data, dict):
+            return data
+        bad = [k for k, v in data.items() if (isinstance(v, bool) and k in cls._no_bool)
+               or (k in cls._no_bool_lists and isinstance(v, list) and any(isinstance(x, bool) for x in v))]
+        if not bad:
+            return data
+        data = dict(data)
+        for k in bad:
+            v = data[k]
+            data[k] = [_as_text(x) for x in v] if isinstance(v, list) else _as_text(v)
+        return data
