@@ -99,17 +99,19 @@ if not tl["ok"]:
 
 spans, ranks, step = tl["spans"], tl["ranks"], tl["step_time_s"]
 exposed_cols = [c for c in ranks.columns if c.startswith("exposed:")]
+crit = ranks[ranks["critical"]].iloc[0] if len(ranks) and "critical" in ranks and ranks["critical"].any() else None
+# the rank in a caption, so the five labels stay short enough to show whole at 1,400 px
+st.caption(f"Bubble and communication on the critical rank ({int(crit['rank']) if crit is not None else '—'}): the rank "
+           "with the least bubble, whose breakdown the Estimate page shows.")
 c = st.columns(5)
 c[0].metric("Step time", fmt_time(step))
-crit = ranks[ranks["critical"]].iloc[0] if len(ranks) and "critical" in ranks and ranks["critical"].any() else None
-who = f"critical rank {int(crit['rank'])}" if crit is not None else "critical rank"
-c[1].metric(f"Bubble ({who})", fmt_pct(crit["bubble_fraction"]) if crit is not None else "—",
+c[1].metric("Bubble", fmt_pct(crit["bubble_fraction"]) if crit is not None else "—",
             help="Step time − compute − exposed communication on the critical rank (the one with the least "
                  "bubble: the Estimate page's breakdown); the mean over ranks is "
                  + (fmt_pct(ranks["bubble_fraction"].mean()) if len(ranks) else "—") + ".")
-c[2].metric(f"Exposed comm ({who})", fmt_time(crit["exposed_comm_s"]) if crit is not None else "—",
+c[2].metric("Exposed comm", fmt_time(crit["exposed_comm_s"]) if crit is not None else "—",
             help="Communication time nothing else covers (sim/metrics.py), as in the Estimate page's breakdown.")
-c[3].metric(f"Hidden comm ({who})", fmt_time(crit["hidden_comm_s"]) if crit is not None else "—",
+c[3].metric("Hidden comm", fmt_time(crit["hidden_comm_s"]) if crit is not None else "—",
             help="Communication overlapped by compute kernels.")
 peak = float(ranks["peak_gib"].max()) if len(ranks) and ranks["peak_gib"].notna().any() else None
 c[4].metric(SIM_PEAK_LABEL, "—" if peak is None else fmt_gib(peak),

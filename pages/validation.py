@@ -48,6 +48,7 @@ st.subheader("Error by source and metric")
 summary = summary_frame(data["summary"], rows, order)
 st.dataframe(summary, hide_index=True, width="stretch", height=min(800, 38 + 35 * len(summary)), key="val.summary",
              column_config={
+                 "unit": st.column_config.TextColumn("unit", width="medium"),   # "TFLOP/s/GPU" whole
                  "runs": st.column_config.NumberColumn("rows"),
                  "mape_pct": st.column_config.NumberColumn("MAPE", format="%.1f %%"),
                  "median_signed_pct": st.column_config.NumberColumn("median signed", format="%+.1f %%"),
@@ -65,7 +66,7 @@ if len(points) < len(view):
     st.caption(f"{len(view) - len(points)} row(s) with a zero or non-finite value are not on the log-log chart.")
 with st.expander(f"Every row ({len(view):,})"):
     st.dataframe(view, hide_index=True, width="stretch", key="val.rows", column_config={
-        "measured": NUM, "predicted": NUM, "error_pct": st.column_config.NumberColumn("error", format="%+.1f %%"),
+        "unit": st.column_config.TextColumn("unit", width="medium"), "measured": NUM, "predicted": NUM, "error_pct": st.column_config.NumberColumn("error", format="%+.1f %%"),
         "peer_predicted": st.column_config.NumberColumn("SimuMax v1.2", format="%.4g")})
 
 # ---- load a run ----------------------------------------------------------------------------
