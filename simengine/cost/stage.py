@@ -279,7 +279,7 @@ def _plan_chunk(p: _Priced, cw: ChunkWork) -> ChunkPlan:
     held, extra = _chunk_memory(p, cw, n_rc)
     rc = _recompute_cost(p, cw, n_rc)
     if _zero_in_chunks(sc):
-        _zero_per_microbatch(sc, p.comm, cw, fwd, bwd, rc)
+        _zero_per_microbatch(sc, p.comm, cw, fwd, bwd, rc, wgt.compute_s)
     return ChunkPlan(cw, fwd, bwd, wgt, rc, held, extra)
 
 
@@ -367,7 +367,17 @@ def rank_dp_work(sc: Scenario, comm: CommModel, params: StageParams, rank_chunks
     return dp_work(sc, comm, params, per, rank_chunks[0].rank)
 
 
-def _zero_per_microbatch(sc: Scenario, comm: CommModel, cw: ChunkWork, fwd: PhaseCost, bwd: PhaseCost, rc: PhaseCost) -> None:
+# FSDP2 and Megatron-FSDP gather a unit's parameters once for its recomputation and its backward:
+# Megatron-FSDP megatron_fsdp.py ("When recomputing a whole Transformer layer, gather parameters
+# once for both the recomputation and backward computation": ``_pre_forward_param_unshard`` in the
+# PRE_BACKWARD state skips the forward prefetch and finds the unit unsharded), and FSDP2's
+# ``FSDPParamGroup.unshard`` returns at once for a group already unsharded (torch.distributed.
+# fsdp._fully_shard._fsdp_param_group). DeepSpeed ZeRO-3 fetches again for the recompute.
+GATHER_ONCE = ("fsdp2", "megatron-fsdp")
+
+
+def _zero_per_microbatch(sc: Scenario, comm: CommModel, cw: ChunkWork, fwd: PhaseCost, bwd: PhaseCost, rc: PhaseCost,
+                         wgt_s: float = 0.0) -> None:
     """ZeRO-2/3 communication of every micro-batch of one chunk, as the frameworks run it, per
     unit (one transformer layer: FSDP2's per-block ``fully_shard`` in torchtitan
     ``parallelize_llama``, Megatron-FSDP's per-module units; DeepSpeed ZeRO-3 gathers per
@@ -377,11 +387,17 @@ def _zero_per_microbatch(sc: Scenario, comm: CommModel, cw: ChunkWork, fwd: Phas
       (``overlap_param_gather``; FSDP ``forward_prefetch``), the first unit's is exposed;
     * ZeRO-3 backward: the parameters are gathered again (``reshard_after_forward``), prefetched
       one unit ahead, the first exposed; ZeRO-2/3: each unit's gradient reduce-scatter runs while
-      the next unit's backward computes (``overlap_grad_reduce``), the last one exposed;
-    * recompute re-gathers the weights like the forward.
+      the next unit's backward computes (``overlap_grad_reduce``), the last one exposed. A unit's
+      backward is its input and its weight gradients (``wgt_s``: autograd runs both before the
+      unit's post-backward hook launches its reduce-scatter) and, with FSDP2 or Megatron-FSDP
+      (``GATHER_ONCE``), its recomputation, which runs inside it on the parameters gathered for it;
+    * otherwise (DeepSpeed ZeRO-3) the recompute re-gathers the weights like the forward.
 
-    Without overlap every gather and reduce-scatter runs alone. The simulator decides how much
-    hides (sim/overlap.py, with its contention)."""
+    The engine runs a chunk's recompute before its backward, so a unit's collectives are split
+    between the two phases in proportion to their compute, each beside its share of the unit's
+    window: the same hidden, exposed and contention seconds as one window (sim/overlap.py
+    ``resolve`` scales with a common factor of collective and window). Without overlap every
+    gather and reduce-scatter runs alone. The simulator decides how much hides."""
     st = sc.strategy
     if keeps_gathered(sc):   # gathered once per step and kept (static_memory.keeps_gathered): nothing per micro-batch
         return
@@ -391,18 +407,20 @@ def _zero_per_microbatch(sc: Scenario, comm: CommModel, cw: ChunkWork, fwd: Phas
         return
     units, rs_units = zero_units(sc, len(cw.layers) + cw.mtp, params.dense + params.expert)
     ag_u, rs_u = microbatch_dp(sc, comm, params, units, rs_units)
-    _unit_gathers(fwd, ag_u, units, fwd.compute_s / units, st.overlap_param_gather)
-    if rc.compute_s > 0:
-        _unit_gathers(rc, ag_u, units, rc.compute_s / units, st.overlap_param_gather)
     ogr, opg = st.overlap_grad_reduce, st.overlap_param_gather
+    _unit_gathers([(fwd, 1.0)], ag_u, units, fwd.compute_s / units, opg)
+    once = st.fsdp_pattern_name in GATHER_ONCE and rc.compute_s > 0
+    if rc.compute_s > 0 and not once:
+        _unit_gathers([(rc, 1.0)], ag_u, units, rc.compute_s / units, opg)
+    span = bwd.compute_s + wgt_s + (rc.compute_s if once else 0.0)
+    beside = [(bwd, (bwd.compute_s + wgt_s) / span), (rc, rc.compute_s / span)] if once else [(bwd, 1.0)]
     if ogr and opg and rs_units == units:  # both prefetched on the comm stream beside the next unit's backward
-        window = bwd.compute_s / units
-        bwd.add_comm("dp_comm", ag_u + rs_u, window, 1.0, units - 1)
+        _beside(beside, ag_u + rs_u, span / units, units - 1)
         bwd.add_comm("dp_comm", ag_u)  # the first unit's gather
         bwd.add_comm("dp_comm", rs_u)  # the last unit's reduce-scatter
         return
-    _unit_gathers(bwd, ag_u, units, bwd.compute_s / units, opg)
-    _unit_gathers(bwd, rs_u, rs_units, bwd.compute_s / rs_units, ogr)
+    _unit_gathers(beside, ag_u, units, span / units, opg)
+    _unit_gathers(beside, rs_u, rs_units, span / rs_units, ogr)
 
 
 def _deepspeed_v03(sc: Scenario, comm: CommModel, cw: ChunkWork, params: StageParams, fwd: PhaseCost, bwd: PhaseCost, rc: PhaseCost) -> None:
@@ -420,12 +438,22 @@ def _deepspeed_v03(sc: Scenario, comm: CommModel, cw: ChunkWork, params: StagePa
     bwd.add_comm("dp_comm", rs)
 
 
-def _unit_gathers(pc: PhaseCost, per_unit_s: float, units: int, window_s: float, overlap: bool) -> None:
-    """``units`` collectives of ``per_unit_s``; with overlap all but one run beside a unit's compute."""
+def _unit_gathers(beside: list[tuple[PhaseCost, float]], per_unit_s: float, units: int, window_s: float, overlap: bool) -> None:
+    """``units`` collectives of ``per_unit_s``; with overlap all but one run beside a unit's
+    compute (``_beside``), the one left alone on the first phase of ``beside``."""
     if per_unit_s <= 0:
         return
+    first = beside[0][0]
     if overlap:
-        pc.add_comm("dp_comm", per_unit_s, window_s, 1.0, units - 1)
-        pc.add_comm("dp_comm", per_unit_s)
+        _beside(beside, per_unit_s, window_s, units - 1)
+        first.add_comm("dp_comm", per_unit_s)
     else:
-        pc.add_comm("dp_comm", per_unit_s, times=units)
+        first.add_comm("dp_comm", per_unit_s, times=units)
+
+
+def _beside(beside: list[tuple[PhaseCost, float]], seconds: float, window_s: float, times: int) -> None:
+    """``times`` DP collectives of ``seconds``, each beside a compute window of ``window_s`` that
+    the phases of ``beside`` share in their proportions: each phase its share of both."""
+    for pc, share in beside:
+        if share > 0:
+            pc.add_comm("dp_comm", seconds * share, window_s * share, 1.0, times)

@@ -91,17 +91,19 @@ def zero_deltas(sc: Scenario, plan) -> list[tuple[float, float, float]]:
     memo: dict[tuple, tuple[float, float, float]] = {}
     for st in plan.stages:
         for c in st.chunks:
-            key = (id(c.fwd), id(c.bwd), id(c.recompute), len(c.work.layers), c.work.mtp, c.work.first, c.work.last)
+            key = (id(c.fwd), id(c.bwd), id(c.wgt), id(c.recompute), len(c.work.layers), c.work.mtp, c.work.first, c.work.last)
             hit = memo.get(key)
             if hit is None:
-                hit = memo[key] = zero_chunk(sc, plan.comm, c.work, c.fwd.compute_s, c.bwd.compute_s, c.recompute.compute_s, slow)
+                hit = memo[key] = zero_chunk(sc, plan.comm, c.work, c.fwd.compute_s, c.bwd.compute_s, c.recompute.compute_s, slow,
+                                             c.wgt.compute_s)
             out[c.work.index] = hit
     return out
 
 
-def zero_chunk(sc: Scenario, comm, cw, fwd_s: float, bwd_s: float, rc_s: float, slow: float) -> tuple[float, float, float]:
-    """``zero_deltas`` of one chunk whose forward, backward and recompute compute take ``fwd_s``,
-    ``bwd_s`` and ``rc_s`` seconds."""
+def zero_chunk(sc: Scenario, comm, cw, fwd_s: float, bwd_s: float, rc_s: float, slow: float,
+               wgt_s: float) -> tuple[float, float, float]:
+    """``zero_deltas`` of one chunk whose forward, backward-input, recompute and weight-gradient
+    compute take ``fwd_s``, ``bwd_s``, ``rc_s`` and ``wgt_s`` seconds."""
     fwd, bwd, rc = PhaseCost(compute_s=fwd_s), PhaseCost(compute_s=bwd_s), PhaseCost(compute_s=rc_s)
-    _zero_per_microbatch(sc, comm, cw, fwd, bwd, rc)
+    _zero_per_microbatch(sc, comm, cw, fwd, bwd, rc, wgt_s)
     return zero_alone(fwd, slow), zero_alone(bwd, slow), zero_alone(rc, slow)

@@ -429,12 +429,13 @@ class _Memory:
                 n = self.placed.kinds[i]
                 f = sum(c * p.costs[k][0].compute_s for k, c in n.items())
                 b = sum(c * p.costs[k][1].compute_s for k, c in n.items())
+                w = sum(c * p.costs[k][2].compute_s for k, c in n.items())
                 r = _recompute_cost(p, cw, _recomputed_layers(p, cw)).compute_s
                 best: tuple[float, float, float] | None = None
                 for ogr, opg in fl:
                     sc = self._scenario(zero_stage=z, recompute=rc[0], recompute_num_layers=rc[1],
                                         overlap_grad_reduce=ogr, overlap_param_gather=opg)
-                    d = zero_chunk(sc, self._comm, cw, f, b, r, self.slow)
+                    d = zero_chunk(sc, self._comm, cw, f, b, r, self.slow, w)
                     best = d if best is None else (min(best[0], d[0]), min(best[1], d[1]), min(best[2], d[2]))
                 hit = self.zero_memo[key] = best or (0.0, 0.0, 0.0)
             out.append(hit)
