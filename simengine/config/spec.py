@@ -88,8 +88,14 @@ class Spec(BaseModel):
         """A boolean where the field takes none reaches the field as text (module docstring)."""
         if not isinstance(data, dict):
             return data
-        bad = [k for k, v in data.items() if (isinstance(v, bool) and k in cls._no_bool)
-               or (k in cls._no_bool_lists and isinstance(v, list) and any(isinstance(x, bool) for x in v))]
+        numbers, lists = cls._no_bool, cls._no_bool_lists
+        bad = []
+        for k, v in data.items():   # identity tests first: a spec has many boolean flags, few lists
+            if v is True or v is False:
+                if k in numbers:
+                    bad.append(k)
+            elif type(v) is list and k in lists and any(x is True or x is False for x in v):
+                bad.append(k)
         if not bad:
             return data
         data = dict(data)
