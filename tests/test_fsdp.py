@@ -188,14 +188,14 @@ def test_fsdp2_under_a_pipeline_holds_the_stage_gathered_and_its_unsharded_gradi
 
 
 
-def _unit_phases(pattern: str, recompute: str = "full"):
-    """One chunk's phases with ZeRO-3 collectives priced in, for an FSDP pattern (llama3-8b / 64)."""
+def _unit_phases(pattern: str, recompute: str = "full", zero: int = 3, schedule: str = "1f1b"):
+    """One chunk's phases with ZeRO-2/3 collectives priced in, for an FSDP pattern (llama3-8b / 64)."""
     from simengine.cost.dp import zero_units
     from simengine.cost.phase import PhaseCost
     from simengine.cost.stage import _zero_per_microbatch
 
-    cfg = cfg_of("llama3-8b", 64, zero_stage=3, overlap_grad_reduce=True, overlap_param_gather=True,
-                 fsdp_pattern=pattern, recompute=recompute)
+    cfg = cfg_of("llama3-8b", 64, zero_stage=zero, overlap_grad_reduce=True, overlap_param_gather=True,
+                 fsdp_pattern=pattern, recompute=recompute, schedule=schedule)
     sc = load_scenario(cfg)
     cw = build_plan(sc).workload.ranks[0][0]
     p = stage_params(sc, (cw,))
@@ -258,3 +258,20 @@ def test_torchtitan_405b_float8_hides_fsdp_behind_each_units_backward():
     rep = api.estimate(run.config)
     assert rep.breakdown_s["dp_comm"] <= sc.num_microbatches * (2 * ag + rs) * 1.05
     assert abs(rep.tokens_per_s_per_gpu / run.measured["tokens_per_sec_per_gpu"] - 1) < 0.10
+
+
+@pytest.mark.parametrize("schedule", ["zb-h1", "zb-h2"])
+def test_a_deferred_weight_gradient_is_not_beside_the_backwards_collectives(schedule):
+    """Zero-bubble schedules run W as a task of its own, later (Schedule.splits_weight_grad): the
+    unit's collectives have its recompute and input gradient beside them, not its weight gradient."""
+    (u, _), ag, rs, fwd, bwd, rc = _unit_phases("fsdp2", schedule=schedule)
+    assert _dp(rc, True)[1] + _dp(bwd, True)[1] == pytest.approx((u - 1) * (0.25 + 0.4) / u)
+
+
+def test_zero2_reduce_scatters_beside_the_recompute_on_every_pattern():
+    """ZeRO-2 gathers nothing, so the recompute's window is free for the reduce-scatter whatever
+    the FSDP pattern (DeepSpeed's included)."""
+    (_, r), ag, rs, fwd, bwd, rc = _unit_phases("zero3", zero=2)
+    assert ag == 0.0 and _dp(fwd)[0] == 0.0
+    assert _dp(rc)[0] + _dp(bwd)[0] == pytest.approx(r * rs)
+    assert _dp(rc, True)[1] + _dp(bwd, True)[1] == pytest.approx((r - 1) * (0.25 + 0.4 + 0.35) / r)

@@ -13,6 +13,7 @@ from typing import Any
 from ..config.framework import FRAMEWORKS
 from ..config.scenario import Scenario
 from ..memo import remember
+from ..schedule import get_schedule
 from ..workload.builder import ChunkWork, Workload, build_workload
 from ..workload.dims import Dims
 from ..workload.ops import BF16, Attention
@@ -388,10 +389,16 @@ def _zero_per_microbatch(sc: Scenario, comm: CommModel, cw: ChunkWork, fwd: Phas
     * ZeRO-3 backward: the parameters are gathered again (``reshard_after_forward``), prefetched
       one unit ahead, the first exposed; ZeRO-2/3: each unit's gradient reduce-scatter runs while
       the next unit's backward computes (``overlap_grad_reduce``), the last one exposed. A unit's
-      backward is its input and its weight gradients (``wgt_s``: autograd runs both before the
-      unit's post-backward hook launches its reduce-scatter) and, with FSDP2 or Megatron-FSDP
-      (``GATHER_ONCE``), its recomputation, which runs inside it on the parameters gathered for it;
-    * otherwise (DeepSpeed ZeRO-3) the recompute re-gathers the weights like the forward.
+      backward is its input gradient, its weight gradient (``wgt_s``: autograd runs both before
+      the unit's post-backward hook launches its reduce-scatter — except where the schedule
+      defers W to a task of its own, ``Schedule.splits_weight_grad``: then only the input
+      gradient is beside it) and its recomputation, which runs inside it: with FSDP2 or
+      Megatron-FSDP (``GATHER_ONCE``) on the parameters gathered for the unit, and wherever
+      nothing is gathered (ZeRO-2);
+    * otherwise (DeepSpeed ZeRO-3) the recompute re-gathers the weights like the forward, beside
+      the recompute's own compute (those gathers and the backward's collectives keep their own
+      windows: one window is never lent to two of them). Every unit re-gathers here, a recompute
+      of some layers or of parameter-free modules too: an upper bound on that pattern's traffic.
 
     The engine runs a chunk's recompute before its backward, so a unit's collectives are split
     between the two phases in proportion to their compute, each beside its share of the unit's
@@ -409,9 +416,11 @@ def _zero_per_microbatch(sc: Scenario, comm: CommModel, cw: ChunkWork, fwd: Phas
     ag_u, rs_u = microbatch_dp(sc, comm, params, units, rs_units)
     ogr, opg = st.overlap_grad_reduce, st.overlap_param_gather
     _unit_gathers([(fwd, 1.0)], ag_u, units, fwd.compute_s / units, opg)
-    once = st.fsdp_pattern_name in GATHER_ONCE and rc.compute_s > 0
+    once = rc.compute_s > 0 and (st.fsdp_pattern_name in GATHER_ONCE or ag_u <= 0)
     if rc.compute_s > 0 and not once:
         _unit_gathers([(rc, 1.0)], ag_u, units, rc.compute_s / units, opg)
+    if get_schedule(st.schedule).splits_weight_grad:   # W is its own task, later: not beside B's collectives
+        wgt_s = 0.0
     span = bwd.compute_s + wgt_s + (rc.compute_s if once else 0.0)
     beside = [(bwd, (bwd.compute_s + wgt_s) / span), (rc, rc.compute_s / span)] if once else [(bwd, 1.0)]
     if ogr and opg and rs_units == units:  # both prefetched on the comm stream beside the next unit's backward

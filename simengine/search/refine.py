@@ -417,7 +417,9 @@ class _Memory:
         from .prune import zero_chunk
 
         fl = tuple(sorted({(f["overlap_grad_reduce"], f["overlap_param_gather"]) for f in flags}))
-        head = (self.sc0.strategy.pp, rc, z, fl)
+        # (the weight gradient's compute is beside the backward's collectives only where the schedule
+        # keeps it in the B task: cost/stage.py _zero_per_microbatch)
+        head = (self.sc0.strategy.pp, rc, z, fl, get_schedule(self.sc0.strategy.schedule).splits_weight_grad)
         out: list[tuple[float, float, float]] = []
         for cw, i in zip(self.placed.works, self.placed.of_stage):
             key = (*head, self.stage_bases[cw.index])
