@@ -13,6 +13,7 @@ import pytest
 
 from simengine import api, presets
 from simengine.config.model import ModelSpec
+from simengine.config.spec import Spec
 from simengine.config.strategy import StrategySpec
 from simengine.config.system import GPUSpec, SystemSpec
 from simengine.errors import ConfigError
@@ -66,13 +67,43 @@ def test_boolean_fields_and_whole_numbers_still_read():
         api.scenario_from({**cfg, "strategy": {**cfg["strategy"], "name": True}})
 
 
+def _specs(cls=Spec):
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from _specs(sub)
+
+
 def test_every_number_field_of_every_spec_is_covered():
-    """The fields the guard watches are exactly the int/float fields without a bool in their type."""
-    for cls in (StrategySpec, ModelSpec, SystemSpec, GPUSpec):
+    """The fields the guard watches are exactly the int/float fields without a bool in their type,
+    on every spec (model, system and its tiers and calibration points, strategy)."""
+    specs = set(_specs())
+    assert {StrategySpec, ModelSpec, SystemSpec, GPUSpec} <= specs and len(specs) >= 10
+    for cls in specs:
         for name, f in cls.model_fields.items():
             text = re.sub(r"Literal\[[^\]]*\]", "", str(f.annotation))  # a Literal's names are not types
             number = bool(re.search(r"\b(int|float)\b", text)) and not re.search(r"\b(bool|list)\b", text)
             assert (name in cls._no_bool) == number, (cls.__name__, name, text)
+    assert StrategySpec._no_bool_lists == {"pipeline_layers"}
+
+
+def test_python_callers_booleans_are_refused_too():
+    """numpy's booleans and tuples of booleans, which a Python caller may hand over."""
+    import numpy as np
+
+    cfg = _config()
+    for value, where in ((np.True_, "tp"), ((True, True), "pipeline_layers")):
+        bad = {**cfg, "strategy": {**cfg["strategy"], where: value}}
+        with pytest.raises(ConfigError) as e:
+            api.scenario_from(bad)
+        assert e.value.field.startswith(f"strategy.{where}"), str(e.value)
+
+
+def test_a_number_field_that_takes_text_cannot_be_guarded():
+    from pydantic import Field
+
+    with pytest.raises(TypeError, match="takes text"):
+        class _Bad(Spec):
+            x: float | str = Field(1.0)
 
 
 def test_cli_set_true_for_tp_exits_2_naming_the_field():

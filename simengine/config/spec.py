@@ -6,9 +6,11 @@ pydantic's lax mode reads ``true`` as 1 for an int field and as 1.0 for a float 
 ``--set strategy.tp=true`` or ``"micro_batch_size": false`` in a JSON file used to build a layout
 the user never wrote. Strict mode would also refuse ``4.0`` for an int from JSON, which the
 studio's number widgets and hand-written files send, so only booleans are turned away: a boolean
-given to a number field (int or float) that does not take one is handed to the field as the text ``"true"``/``"false"``,
-which the field's own validator refuses with its own location and message (so the studio shows
-the error under that field, and the CLI names it).
+(Python's or numpy's) given to a number field (int or float, or a list or tuple of them) that does
+not take one is handed to the field as the text ``"true"``/``"false"``, which the field's own
+validator refuses with its own location and message (so the studio shows the error under that
+field, and the CLI names it). A guarded field must not also take text (checked when the class is
+made), or it would keep that text.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import types
 import typing
 from typing import Any
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, model_validator
 
 
@@ -57,8 +60,21 @@ def _element(annotation: Any) -> Any | None:
     return None
 
 
+def _admits_str(annotation: Any) -> bool:
+    if annotation is str:
+        return True
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType, typing.Annotated):
+        return any(_admits_str(a) for a in typing.get_args(annotation))
+    return False
+
+
+# Python's and numpy's booleans (a numpy.bool_ is no int subclass, but pydantic reads it as one)
+_BOOLS = frozenset({bool, np.bool_})
+
+
 def _as_text(value: Any) -> Any:
-    return ("true" if value else "false") if isinstance(value, bool) else value
+    return ("true" if value else "false") if type(value) in _BOOLS else value
 
 
 class Spec(BaseModel):
@@ -76,6 +92,11 @@ class Spec(BaseModel):
                 scalars.add(name)
             elif el is not None and _numeric(el) and not _takes_bool(el):
                 lists.add(name)
+            else:
+                continue
+            # a guarded number that also took text would take the "true" handed to it
+            if _admits_str(field.annotation if el is None else el):
+                raise TypeError(f"{cls.__name__}.{name}: a number field that also takes text cannot be guarded (config/spec.py)")
         cls._no_bool = frozenset(scalars)
         cls._no_bool_lists = frozenset(lists)
 
@@ -90,16 +111,16 @@ class Spec(BaseModel):
             return data
         numbers, lists = cls._no_bool, cls._no_bool_lists
         bad = []
-        for k, v in data.items():   # identity tests first: a spec has many boolean flags, few lists
-            if v is True or v is False:
+        for k, v in data.items():   # one set lookup per value: a spec has many boolean flags, few lists
+            if type(v) in _BOOLS:
                 if k in numbers:
                     bad.append(k)
-            elif type(v) is list and k in lists and any(x is True or x is False for x in v):
+            elif k in lists and isinstance(v, (list, tuple)) and any(type(x) in _BOOLS for x in v):
                 bad.append(k)
         if not bad:
             return data
         data = dict(data)
         for k in bad:
             v = data[k]
-            data[k] = [_as_text(x) for x in v] if isinstance(v, list) else _as_text(v)
+            data[k] = [_as_text(x) for x in v] if isinstance(v, (list, tuple)) else _as_text(v)
         return data
