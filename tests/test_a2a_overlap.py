@@ -53,11 +53,20 @@ def test_a2a_overlap_never_slower_and_hides_at_most_the_a2a(flag, cases):
         assert on.breakdown_s["ep_comm"] < off.breakdown_s["ep_comm"]
 
 
-def test_flags_off_are_todays_results_bit_for_bit():
+def test_both_overlaps_are_off_unless_asked_for():
+    """Megatron-Core's defaults (``--moe-shared-expert-overlap`` and
+    ``--overlap-moe-expert-parallel-comm`` are opt-in flags): a scenario that names neither gets
+    neither — its all-to-all is exposed as with both set False, and either one set True changes it."""
+    from simengine.config.strategy import StrategySpec
+
+    flags = ("moe_shared_expert_overlap", "overlap_moe_expert_parallel_comm")
+    assert all(StrategySpec.model_fields[f].default is False for f in flags)
     for model, system, strategy in CASES:
         a = estimate(_sc(model, system, strategy))
-        b = estimate(_sc(model, system, strategy, moe_shared_expert_overlap=False, overlap_moe_expert_parallel_comm=False))
+        b = estimate(_sc(model, system, strategy, **dict.fromkeys(flags, False)))
+        on = estimate(_sc(model, system, strategy, overlap_moe_expert_parallel_comm=True))
         assert a.step_time_s == b.step_time_s and a.breakdown_s == b.breakdown_s
+        assert on.breakdown_s["ep_comm"] < a.breakdown_s["ep_comm"]
 
 
 def test_combined_1f1b_holds_one_more_microbatch():

@@ -38,8 +38,17 @@ def test_uncertainty_band_names_the_same_memory_figure():
 def test_fit_rule_matches_the_engine():
     from ui.config_io import dumps
 
+    seen = set()
     for size in ("small", "medium", "large"):
         cfg = size_canonical(size)
         r = estimate_report(dumps(cfg))["report"]
         worst = max(r["memory_by_stage"], key=lambda x: x["reserved_gib"])
-        assert fits(worst["peak_gib"], cfg["strategy"], cfg["system"]) == r["fits"]
+        need = worst["reserved_gib"] + float(cfg["system"]["gpu"].get("non_torch_gib", 0.0))
+        # each side of the boundary: a GPU just too small, and just large enough
+        for cap in (need * (1 - 1e-3), need * (1 + 1e-3), float(cfg["system"]["gpu"]["memory_gib"])):
+            cfg["system"]["gpu"]["memory_gib"] = cap
+            r = estimate_report(dumps(cfg))["report"]
+            worst = max(r["memory_by_stage"], key=lambda x: x["reserved_gib"])
+            assert fits(worst["peak_gib"], cfg["strategy"], cfg["system"]) == r["fits"], (size, cap)
+            seen.add(r["fits"])
+    assert seen == {True, False}

@@ -4,8 +4,8 @@ The rule under test: bad input never produces a traceback (the UI shows a messag
 field, the CLI exits 2 with one line), nothing the user saved is lost, and no single input makes
 an estimate take more than 5 s or 2 GB (a denial of service for a shared studio).
 
-Tests marked ``xfail(strict=True)`` document bugs that exist today; each reason says where the
-fix belongs. When a fix lands the test XPASSes, which fails the suite: drop the marker then.
+The bugs the pass found are fixed; the tests below the "found bugs" line held each one open
+(``xfail(strict=True)``) until its fix landed.
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def _cli_bounded(sets: list[str], seconds: float = 600.0, address_space: int = 2
         return None
 
 
-# ==== bugs (xfail, strict) ====================================================================
+# ==== found bugs (fixed) =======================================================================
 def test_hf_paste_with_a_5000_digit_integer_is_a_message():
     at = open_fold(_page("pages/model.py"), "hf.box")  # the import box is folded until opened
     before = _scenario(at)["model"]

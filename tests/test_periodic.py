@@ -100,10 +100,16 @@ def test_plan_like_long_pipelines_take_the_fast_path_and_equal_the_engine(schedu
     assert taken >= 3  # the fast path is the point: it must certify these steady states
 
 
-@pytest.mark.parametrize("schedule,p,vpp", CASES)
+# (interleaved pp 4 · vpp 3 is left out: with every rank drawn at random its transient outlasts the
+# window, so nothing is ever certified there and nothing would be compared; the plan-like test holds it)
+@pytest.mark.parametrize("schedule,p,vpp", [c for c in CASES if c != ("interleaved", 4, 3)])
 def test_random_ranks_equal_the_engine_whenever_certified(schedule, p, vpp):
+    """Ranks drawn at random (no two alike): the certificate may refuse them, but whatever it
+    certifies equals the whole program. Inputs are drawn until two are certified (at most 12), and
+    at least one must be, or the test compared nothing."""
     rng = random.Random(f"random-{schedule}-{p}-{vpp}")
-    for _ in range(3):
+    certified = 0
+    for _ in range(12):
         inp = random_input(rng, schedule, p, 1, vpp)
         inp = _long(dataclasses.replace(inp, stages=tuple(
             dataclasses.replace(st, chunks=tuple(dataclasses.replace(c, backward_weight_s=0.0) for c in st.chunks))
@@ -111,6 +117,10 @@ def test_random_ranks_equal_the_engine_whenever_certified(schedule, p, vpp):
         fast = periodic_metrics(inp, _prepare, _ends, step_metrics)
         if fast is not None:
             assert_same(fast, full_metrics(inp))
+            certified += 1
+            if certified == 2:
+                break
+    assert certified >= 1
 
 
 def test_uniform_stages_match_the_narayanan_bubble():

@@ -128,7 +128,11 @@ def test_named_strategies_fit_their_model_and_system(strategy):
     sys_dict["num_gpus"] = num_gpus
     scenario = load_scenario({"model": load_preset("models", model), "system": sys_dict,
                               "strategy": load_preset("strategies", strategy)})
-    assert scenario.dp >= 1
+    from simengine import api
+
+    rep = api.estimate(scenario)   # valid, and it fits: a named layout a user loads must run
+    assert rep.fits, (strategy, rep.reserved_memory_gib, rep.memory_capacity_gib)
+    assert rep.step_time_s > 0 and scenario.dp * scenario.strategy.tp * scenario.strategy.pp * scenario.strategy.cp == num_gpus
 
 
 def test_every_named_strategy_has_a_pairing():

@@ -154,12 +154,25 @@ def test_streams_never_overlap_and_dependencies_hold(name, p, m, v):
 # ---------------------------------------------------------------- fast path and monotonicity
 
 
-@pytest.mark.parametrize("name,p,m,v", CASES)
-def test_fast_path_equals_full_simulation(name, p, m, v):
-    rng = random.Random(7 + p * 31 + m)
+@pytest.mark.parametrize("name,p,v", [("1f1b", 3, 1), ("1f1b", 4, 1), ("interleaved", 2, 2), ("interleaved", 4, 2),
+                                      ("interleaved", 3, 3)])
+def test_fast_path_equals_full_simulation(name, p, v):
+    """The step time of a long 1F1B / interleaved pipeline from two short runs and a certificate
+    (sim/periodic.py, the path ``pipeline_step_time`` takes) equals the whole program ``simulate``
+    runs, to 1e-9 of the step, on random non-uniform stages with communication; 72 micro-batches
+    are long enough for the fast path to be taken, and it must be, or this compares nothing."""
+    from simengine.sim.engine import _ends, _prepare
+    from simengine.sim.metrics import step_metrics
+    from simengine.sim.periodic import periodic_metrics
+
+    rng = random.Random(7 + p * 31 + v)
+    taken = 0
     for _ in range(6):
-        inp = random_input(rng, name, p, m, v)
-        assert pipeline_step_time(inp) == simulate(inp).step_time_s
+        inp = random_input(rng, name, p, 72, v)
+        taken += periodic_metrics(inp, _prepare, _ends, step_metrics) is not None
+        full = simulate(inp).step_time_s
+        assert pipeline_step_time(inp) == pytest.approx(full, rel=1e-9, abs=0.0)
+    assert taken >= 4, taken
 
 
 def _add_comm(rng, inp: PipelineInput) -> PipelineInput:
