@@ -275,3 +275,30 @@ def test_zero2_reduce_scatters_beside_the_recompute_on_every_pattern():
     assert ag == 0.0 and _dp(fwd)[0] == 0.0
     assert _dp(rc)[0] + _dp(bwd)[0] == pytest.approx(r * rs)
     assert _dp(rc, True)[1] + _dp(bwd, True)[1] == pytest.approx((r - 1) * (0.25 + 0.4 + 0.35) / r)
+
+
+def test_deepspeed_re_gathers_only_what_its_recompute_re_runs():
+    """DeepSpeed ZeRO-3 fetches again the submodules a recompute re-runs: a quarter of them with 8
+    of 32 layers recomputed, none for Megatron's selective recompute (the attention core holds no
+    parameters)."""
+    from simengine.cost.dp import zero_units
+    from simengine.cost.phase import PhaseCost
+    from simengine.cost.stage import _zero_per_microbatch
+
+    def rc_gathers(**st):
+        sc = load_scenario(cfg_of("llama3-8b", 64, zero_stage=3, overlap_grad_reduce=True, overlap_param_gather=True,
+                                  fsdp_pattern="zero3", **st))
+        cw = build_plan(sc).workload.ranks[0][0]
+        p = stage_params(sc, (cw,))
+        units = zero_units(sc, len(cw.layers), p.dense + p.expert)
+        ag, _ = microbatch_dp(sc, CommModel(sc), p, *units)
+        fwd, bwd, rc = PhaseCost(compute_s=0.3), PhaseCost(compute_s=0.4), PhaseCost(compute_s=0.25)
+        _zero_per_microbatch(sc, CommModel(sc), cw, fwd, bwd, rc, 0.35)
+        return _dp(rc)[0], units[0] * ag, len(cw.layers)
+
+    got, every, layers = rc_gathers(recompute="full")
+    assert layers == 32 and got == pytest.approx(every)
+    got, _, _ = rc_gathers(recompute="full", recompute_num_layers=8)
+    assert got == pytest.approx(every / 4)
+    got, _, _ = rc_gathers(recompute="selective")
+    assert got == 0.0

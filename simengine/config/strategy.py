@@ -168,6 +168,12 @@ class StrategySpec(Spec):
     def fsdp_pattern_name(self) -> str:
         return self.fsdp_pattern or FRAMEWORKS[self.framework].fsdp
 
+    @property
+    def defers_weight_grad(self) -> bool:
+        """Whether the schedule runs the weight gradient as a task of its own, after the input
+        gradient (``Schedule.splits_weight_grad``: ZB-H1/H2, DualPipe, DualPipeV)."""
+        return get_schedule(self.schedule).splits_weight_grad
+
     @field_validator("pipeline_layers", mode="before")
     @classmethod
     def _layers_from_text(cls, v):

@@ -13,7 +13,6 @@ from typing import Any
 from ..config.framework import FRAMEWORKS
 from ..config.scenario import Scenario
 from ..memo import remember
-from ..schedule import get_schedule
 from ..workload.builder import ChunkWork, Workload, build_workload
 from ..workload.dims import Dims
 from ..workload.ops import BF16, Attention
@@ -391,14 +390,13 @@ def _zero_per_microbatch(sc: Scenario, comm: CommModel, cw: ChunkWork, fwd: Phas
       the next unit's backward computes (``overlap_grad_reduce``), the last one exposed. A unit's
       backward is its input gradient, its weight gradient (``wgt_s``: autograd runs both before
       the unit's post-backward hook launches its reduce-scatter — except where the schedule
-      defers W to a task of its own, ``Schedule.splits_weight_grad``: then only the input
+      defers W to a task of its own, ``StrategySpec.defers_weight_grad``: then only the input
       gradient is beside it) and its recomputation, which runs inside it: with FSDP2 or
       Megatron-FSDP (``GATHER_ONCE``) on the parameters gathered for the unit, and wherever
       nothing is gathered (ZeRO-2);
-    * otherwise (DeepSpeed ZeRO-3) the recompute re-gathers the weights like the forward, beside
-      the recompute's own compute (those gathers and the backward's collectives keep their own
-      windows: one window is never lent to two of them). Every unit re-gathers here, a recompute
-      of some layers or of parameter-free modules too: an upper bound on that pattern's traffic.
+    * otherwise (DeepSpeed ZeRO-3) the recompute re-gathers the weights of the units it re-runs
+      (``_regathered``), beside the recompute's own compute (those gathers and the backward's
+      collectives keep their own windows: one window is never lent to two of them).
 
     The engine runs a chunk's recompute before its backward, so a unit's collectives are split
     between the two phases in proportion to their compute, each beside its share of the unit's
@@ -418,8 +416,10 @@ def _zero_per_microbatch(sc: Scenario, comm: CommModel, cw: ChunkWork, fwd: Phas
     _unit_gathers([(fwd, 1.0)], ag_u, units, fwd.compute_s / units, opg)
     once = rc.compute_s > 0 and (st.fsdp_pattern_name in GATHER_ONCE or ag_u <= 0)
     if rc.compute_s > 0 and not once:
-        _unit_gathers([(rc, 1.0)], ag_u, units, rc.compute_s / units, opg)
-    if get_schedule(st.schedule).splits_weight_grad:   # W is its own task, later: not beside B's collectives
+        again = _regathered(sc, cw, units)
+        if again:
+            _unit_gathers([(rc, 1.0)], ag_u, again, rc.compute_s / again, opg)
+    if st.defers_weight_grad:   # W is its own task, later: not beside B's collectives
         wgt_s = 0.0
     span = bwd.compute_s + wgt_s + (rc.compute_s if once else 0.0)
     beside = [(bwd, (bwd.compute_s + wgt_s) / span), (rc, rc.compute_s / span)] if once else [(bwd, 1.0)]
@@ -430,6 +430,20 @@ def _zero_per_microbatch(sc: Scenario, comm: CommModel, cw: ChunkWork, fwd: Phas
         return
     _unit_gathers(beside, ag_u, units, span / units, opg)
     _unit_gathers(beside, rs_u, rs_units, span / rs_units, ogr)
+
+
+def _regathered(sc: Scenario, cw: ChunkWork, units: int) -> int:
+    """Units whose parameters a recompute fetches again where nothing stays gathered for it
+    (DeepSpeed ZeRO-3 fetches a submodule's parameters for every forward it runs, the
+    recompute's included: ``partitioned_param_coordinator.fetch_sub_module``): those of the
+    recomputed layers (the first ``recompute_num_layers``, ``_recomputed_layers``), or none where
+    selective recompute re-runs only the parameter-free attention core (Megatron's default
+    ``core_attn``; torchtitan's per-op AC re-runs GEMMs, so every unit)."""
+    st, n = sc.strategy, len(cw.layers)
+    if st.recompute == "selective":
+        return 0 if not _sac_stack(sc) and set(st.recompute_modules or ("core_attn",)) <= {"core_attn"} else units
+    n_rc = n if st.recompute_num_layers is None else min(st.recompute_num_layers, n)
+    return round(units * n_rc / max(n + cw.mtp, 1))
 
 
 def _deepspeed_v03(sc: Scenario, comm: CommModel, cw: ChunkWork, params: StageParams, fwd: PhaseCost, bwd: PhaseCost, rc: PhaseCost) -> None:
