@@ -192,7 +192,7 @@ def _unit_phases(pattern: str, recompute: str = "full", zero: int = 3, schedule:
     """One chunk's phases with ZeRO-2/3 collectives priced in, for an FSDP pattern (llama3-8b / 64)."""
     from simengine.cost.dp import zero_units
     from simengine.cost.phase import PhaseCost
-    from simengine.cost.stage import _zero_per_microbatch
+    from simengine.cost.zero import zero_per_microbatch
 
     cfg = cfg_of("llama3-8b", 64, zero_stage=zero, overlap_grad_reduce=True, overlap_param_gather=True,
                  fsdp_pattern=pattern, recompute=recompute, schedule=schedule)
@@ -202,7 +202,7 @@ def _unit_phases(pattern: str, recompute: str = "full", zero: int = 3, schedule:
     units = zero_units(sc, len(cw.layers) + cw.mtp, p.dense + p.expert)
     ag, rs = microbatch_dp(sc, CommModel(sc), p, *units)
     fwd, bwd, rc = PhaseCost(compute_s=0.3), PhaseCost(compute_s=0.4), PhaseCost(compute_s=0.25 if recompute != "none" else 0.0)
-    _zero_per_microbatch(sc, CommModel(sc), cw, fwd, bwd, rc, 0.35)
+    zero_per_microbatch(sc, CommModel(sc), cw, fwd, bwd, rc, 0.35)
     return units, ag, rs, fwd, bwd, rc
 
 
@@ -215,7 +215,7 @@ def _dp(pc, windowed: bool | None = None):
 @pytest.mark.parametrize("pattern", ["fsdp2", "megatron-fsdp"])
 def test_fsdp_gathers_once_for_a_units_recompute_and_backward(pattern):
     """FSDP2 and Megatron-FSDP recompute a unit inside its backward on the parameters gathered for
-    it (cost/stage.py ``GATHER_ONCE``): the recompute adds no gather, and each unit's gather and
+    it (cost/zero.py ``GATHER_ONCE``): the recompute adds no gather, and each unit's gather and
     reduce-scatter run beside the next unit's recompute, input and weight gradients (0.25 + 0.4 +
     0.35 s here), split between the recompute and backward phases in proportion."""
     (u, _), ag, rs, fwd, bwd, rc = _unit_phases(pattern)
@@ -283,7 +283,7 @@ def test_deepspeed_re_gathers_only_what_its_recompute_re_runs():
     parameters)."""
     from simengine.cost.dp import zero_units
     from simengine.cost.phase import PhaseCost
-    from simengine.cost.stage import _zero_per_microbatch
+    from simengine.cost.zero import zero_per_microbatch
 
     def rc_gathers(**st):
         sc = load_scenario(cfg_of("llama3-8b", 64, zero_stage=3, overlap_grad_reduce=True, overlap_param_gather=True,
@@ -293,7 +293,7 @@ def test_deepspeed_re_gathers_only_what_its_recompute_re_runs():
         units = zero_units(sc, len(cw.layers), p.dense + p.expert)
         ag, _ = microbatch_dp(sc, CommModel(sc), p, *units)
         fwd, bwd, rc = PhaseCost(compute_s=0.3), PhaseCost(compute_s=0.4), PhaseCost(compute_s=0.25)
-        _zero_per_microbatch(sc, CommModel(sc), cw, fwd, bwd, rc, 0.35)
+        zero_per_microbatch(sc, CommModel(sc), cw, fwd, bwd, rc, 0.35)
         return _dp(rc)[0], units[0] * ag, len(cw.layers)
 
     got, every, layers = rc_gathers(recompute="full")
@@ -302,3 +302,26 @@ def test_deepspeed_re_gathers_only_what_its_recompute_re_runs():
     assert got == pytest.approx(every / 4)
     got, _, _ = rc_gathers(recompute="selective")
     assert got == 0.0
+
+
+def test_a_partial_recompute_widens_only_the_recomputed_units_windows():
+    """With 8 of 32 layers recomputed, those 8 units' collectives have their backward and their
+    recompute beside them, the other units their backward alone (cost/zero.py
+    ``_backward_windows``): not one mean window, which would hide more (the exposed part is convex
+    in the window)."""
+    from simengine.cost.phase import PhaseCost
+    from simengine.cost.zero import zero_per_microbatch
+
+    sc = load_scenario(cfg_of("llama3-8b", 64, zero_stage=3, overlap_grad_reduce=True, overlap_param_gather=True,
+                              fsdp_pattern="fsdp2", recompute="full", recompute_num_layers=8))
+    cw = build_plan(sc).workload.ranks[0][0]
+    u = len(cw.layers)
+    fwd, bwd, rc = PhaseCost(compute_s=0.3), PhaseCost(compute_s=0.4), PhaseCost(compute_s=0.25)
+    zero_per_microbatch(sc, CommModel(sc), cw, fwd, bwd, rc, 0.35)
+    bw_u = (0.4 + 0.35) / u
+    rc_tasks = [t for t in rc.tasks() if t[0] == "dp_comm" and t[2] > 0]
+    assert u == 32 and [(w, n) for _, _, w, _, n in rc_tasks] == [(pytest.approx(0.25 / 8), 8)]  # 8 units' recompute
+    assert _dp(bwd, True)[1] == pytest.approx((u - 1) * bw_u)            # every unit's backward but the alone one's
+    shares = sorted((s_, n) for k, s_, w, _, n in bwd.tasks() if k == "dp_comm" and w > 0)
+    assert [n for _, n in shares] == [8, 23]                             # two groups, not one mean window
+    assert shares[0][0] / shares[1][0] == pytest.approx(bw_u / (bw_u + 0.25 / 8))

@@ -22,9 +22,9 @@ from .activations import (BlockActivations, attention_activations, head_activati
                           mlp_activations, moe_activations)
 from .comm import CommModel
 from .compute import ComputeModel
-from . import deepspeed_v03
-from .dp import DPWork, dp_work, microbatch_dp, zero_units
+from .dp import DPWork, dp_work
 from .phase import PhaseCost, price_ops
+from .zero import zero_per_microbatch
 from .static_memory import StageParams, StaticMemory, keeps_gathered, stage_params, static_memory
 
 
@@ -279,7 +279,7 @@ def _plan_chunk(p: _Priced, cw: ChunkWork) -> ChunkPlan:
     held, extra = _chunk_memory(p, cw, n_rc)
     rc = _recompute_cost(p, cw, n_rc)
     if _zero_in_chunks(sc):
-        _zero_per_microbatch(sc, p.comm, cw, fwd, bwd, rc, wgt.compute_s)
+        zero_per_microbatch(sc, p.comm, cw, fwd, bwd, rc, wgt.compute_s)
     return ChunkPlan(cw, fwd, bwd, wgt, rc, held, extra)
 
 
@@ -365,118 +365,3 @@ def rank_dp_work(sc: Scenario, comm: CommModel, params: StageParams, rank_chunks
     each chunk's own parameters, the rank's position (only pipeline rank 0 buckets)."""
     per = tuple(stage_params(sc, (cw,)) for cw in rank_chunks) if len(rank_chunks) > 1 else ()
     return dp_work(sc, comm, params, per, rank_chunks[0].rank)
-
-
-# FSDP2 and Megatron-FSDP gather a unit's parameters once for its recomputation and its backward:
-# Megatron-FSDP megatron_fsdp.py ("When recomputing a whole Transformer layer, gather parameters
-# once for both the recomputation and backward computation": ``_pre_forward_param_unshard`` in the
-# PRE_BACKWARD state skips the forward prefetch and finds the unit unsharded), and FSDP2's
-# ``FSDPParamGroup.unshard`` returns at once for a group already unsharded (torch.distributed.
-# fsdp._fully_shard._fsdp_param_group). DeepSpeed ZeRO-3 fetches again for the recompute.
-GATHER_ONCE = ("fsdp2", "megatron-fsdp")
-
-
-def _zero_per_microbatch(sc: Scenario, comm: CommModel, cw: ChunkWork, fwd: PhaseCost, bwd: PhaseCost, rc: PhaseCost,
-                         wgt_s: float = 0.0) -> None:
-    """ZeRO-2/3 communication of every micro-batch of one chunk, as the frameworks run it, per
-    unit (one transformer layer: FSDP2's per-block ``fully_shard`` in torchtitan
-    ``parallelize_llama``, Megatron-FSDP's per-module units; DeepSpeed ZeRO-3 gathers per
-    submodule and reduce-scatters per bucket — cost/dp.py::zero_units):
-
-    * ZeRO-3 forward: unit i+1's parameter all-gather is prefetched while unit i computes
-      (``overlap_param_gather``; FSDP ``forward_prefetch``), the first unit's is exposed;
-    * ZeRO-3 backward: the parameters are gathered again (``reshard_after_forward``), prefetched
-      one unit ahead, the first exposed; ZeRO-2/3: each unit's gradient reduce-scatter runs while
-      the next unit's backward computes (``overlap_grad_reduce``), the last one exposed. A unit's
-      backward is its input gradient, its weight gradient (``wgt_s``: autograd runs both before
-      the unit's post-backward hook launches its reduce-scatter — except where the schedule
-      defers W to a task of its own, ``StrategySpec.defers_weight_grad``: then only the input
-      gradient is beside it) and its recomputation, which runs inside it: with FSDP2 or
-      Megatron-FSDP (``GATHER_ONCE``) on the parameters gathered for the unit, and wherever
-      nothing is gathered (ZeRO-2);
-    * otherwise (DeepSpeed ZeRO-3) the recompute re-gathers the weights of the units it re-runs
-      (``_regathered``), beside the recompute's own compute (those gathers and the backward's
-      collectives keep their own windows: one window is never lent to two of them).
-
-    The engine runs a chunk's recompute before its backward, so a unit's collectives are split
-    between the two phases in proportion to their compute, each beside its share of the unit's
-    window: the same hidden, exposed and contention seconds as one window (sim/overlap.py
-    ``resolve`` scales with a common factor of collective and window). Without overlap every
-    gather and reduce-scatter runs alone. The simulator decides how much hides."""
-    st = sc.strategy
-    if keeps_gathered(sc):   # gathered once per step and kept (static_memory.keeps_gathered): nothing per micro-batch
-        return
-    params = stage_params(sc, (cw,))
-    if st.zero_stage >= 3 and st.fsdp_pattern_name == "zero3-2021" and not sc.model.is_moe:
-        _deepspeed_v03(sc, comm, cw, params, fwd, bwd, rc)
-        return
-    units, rs_units = zero_units(sc, len(cw.layers) + cw.mtp, params.dense + params.expert)
-    ag_u, rs_u = microbatch_dp(sc, comm, params, units, rs_units)
-    ogr, opg = st.overlap_grad_reduce, st.overlap_param_gather
-    _unit_gathers([(fwd, 1.0)], ag_u, units, fwd.compute_s / units, opg)
-    once = rc.compute_s > 0 and (st.fsdp_pattern_name in GATHER_ONCE or ag_u <= 0)
-    if rc.compute_s > 0 and not once:
-        again = _regathered(sc, cw, units)
-        if again:
-            _unit_gathers([(rc, 1.0)], ag_u, again, rc.compute_s / again, opg)
-    if st.defers_weight_grad:   # W is its own task, later: not beside B's collectives
-        wgt_s = 0.0
-    span = bwd.compute_s + wgt_s + (rc.compute_s if once else 0.0)
-    beside = [(bwd, (bwd.compute_s + wgt_s) / span), (rc, rc.compute_s / span)] if once else [(bwd, 1.0)]
-    if ogr and opg and rs_units == units:  # both prefetched on the comm stream beside the next unit's backward
-        _beside(beside, ag_u + rs_u, span / units, units - 1)
-        bwd.add_comm("dp_comm", ag_u)  # the first unit's gather
-        bwd.add_comm("dp_comm", rs_u)  # the last unit's reduce-scatter
-        return
-    _unit_gathers(beside, ag_u, units, span / units, opg)
-    _unit_gathers(beside, rs_u, rs_units, span / rs_units, ogr)
-
-
-def _regathered(sc: Scenario, cw: ChunkWork, units: int) -> int:
-    """Units whose parameters a recompute fetches again where nothing stays gathered for it
-    (DeepSpeed ZeRO-3 fetches a submodule's parameters for every forward it runs, the
-    recompute's included: ``partitioned_param_coordinator.fetch_sub_module``): those of the
-    recomputed layers (the first ``recompute_num_layers``, ``_recomputed_layers``), or none where
-    selective recompute re-runs only the parameter-free attention core (Megatron's default
-    ``core_attn``; torchtitan's per-op AC re-runs GEMMs, so every unit)."""
-    st, n = sc.strategy, len(cw.layers)
-    if st.recompute == "selective":
-        return 0 if not _sac_stack(sc) and set(st.recompute_modules or ("core_attn",)) <= {"core_attn"} else units
-    n_rc = n if st.recompute_num_layers is None else min(st.recompute_num_layers, n)
-    return round(units * n_rc / max(n + cw.mtp, 1))
-
-
-def _deepspeed_v03(sc: Scenario, comm: CommModel, cw: ChunkWork, params: StageParams, fwd: PhaseCost, bwd: PhaseCost, rc: PhaseCost) -> None:
-    """DeepSpeed v0.3 ZeRO-3 (cost/deepspeed_v03.py): the layers per submodule and tensor; the
-    embedding / LM-head weights of the chunk one gather per pass and one reduce-scatter, alone
-    (the first and last modules: nothing computes before them in their pass)."""
-    deepspeed_v03.add_layer_comm(sc, comm, len(cw.layers) + cw.mtp, fwd, bwd, rc)
-    if params.ends <= 0:
-        return
-    ranks = sc.dp_shard * sc.strategy.cp
-    ag = comm.time("all_gather", 2.0 * params.ends, "dps") + deepspeed_v03.host_s(sc, 1, ranks)
-    fwd.add_comm("dp_comm", ag)
-    bwd.add_comm("dp_comm", ag)
-    rs = comm.time("reduce_scatter", deepspeed_v03.GRAD_BYTES * params.ends, "dps") + deepspeed_v03.host_s(sc, 1, ranks, "reduce_scatter")
-    bwd.add_comm("dp_comm", rs)
-
-
-def _unit_gathers(beside: list[tuple[PhaseCost, float]], per_unit_s: float, units: int, window_s: float, overlap: bool) -> None:
-    """``units`` collectives of ``per_unit_s``; with overlap all but one run beside a unit's
-    compute (``_beside``), the one left alone on the first phase of ``beside``."""
-    if per_unit_s <= 0:
-        return
-    first = beside[0][0]
-    if overlap:
-        _beside(beside, per_unit_s, window_s, units - 1)
-        first.add_comm("dp_comm", per_unit_s)
-    else:
-        first.add_comm("dp_comm", per_unit_s, times=units)
-
-
-def _beside(beside: list[tuple[PhaseCost, float]], seconds: float, window_s: float, times: int) -> None:
-    """``times`` DP collectives of ``seconds``, each beside a compute window of ``window_s`` that
-    the phases of ``beside`` share in their proportions: each phase its share of both."""
-    for pc, share in beside:
-        if share > 0:
-            pc.add_comm("dp_comm", seconds * share, window_s * share, 1.0, times)

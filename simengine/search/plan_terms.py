@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ..config.scenario import Scenario
 from ..cost.phase import PhaseCost
-from ..cost.stage import _zero_per_microbatch
+from ..cost.zero import zero_per_microbatch
 from ..pipeline import sim_microbatches
 from .a2a import A2A, a2a_of, ep_length, hides_a2a
 from .bound import ep_alone, speed_factors, zero_alone
@@ -81,7 +81,7 @@ def dp_tails(sc_of, plan, flags: dict[str, bool], works: dict | None = None) -> 
 def zero_deltas(sc: Scenario, plan) -> list[tuple[float, float, float]]:
     """Per data-flow stage, what the ZeRO-2/3 collectives of every micro-batch add to its forward,
     backward and recompute phases run alone, priced for ``sc``'s ZeRO stage and DP overlap flags
-    as ``build_plan`` prices them (cost/stage.py: ``_zero_per_microbatch``, from each chunk's own
+    as ``build_plan`` prices them (cost/zero.py: ``zero_per_microbatch``, from each chunk's own
     compute) and resolved by the engine's rule (``bound.phase_alone``: per collective, its
     contention plus its exposed part). The bound leaves these collectives out of the plan's
     phases (``_MAY_HIDE``: priced there with the flags off) and adds them back here."""
@@ -105,5 +105,5 @@ def zero_chunk(sc: Scenario, comm, cw, fwd_s: float, bwd_s: float, rc_s: float, 
     """``zero_deltas`` of one chunk whose forward, backward-input, recompute and weight-gradient
     compute take ``fwd_s``, ``bwd_s``, ``rc_s`` and ``wgt_s`` seconds."""
     fwd, bwd, rc = PhaseCost(compute_s=fwd_s), PhaseCost(compute_s=bwd_s), PhaseCost(compute_s=rc_s)
-    _zero_per_microbatch(sc, comm, cw, fwd, bwd, rc, wgt_s)
+    zero_per_microbatch(sc, comm, cw, fwd, bwd, rc, wgt_s)
     return zero_alone(fwd, slow), zero_alone(bwd, slow), zero_alone(rc, slow)

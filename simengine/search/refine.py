@@ -418,7 +418,7 @@ class _Memory:
 
         fl = tuple(sorted({(f["overlap_grad_reduce"], f["overlap_param_gather"]) for f in flags}))
         # (the weight gradient's compute is beside the backward's collectives only where the schedule
-        # keeps it in the B task: cost/stage.py _zero_per_microbatch)
+        # keeps it in the B task: cost/zero.py zero_per_microbatch)
         head = (self.sc0.strategy.pp, rc, z, fl, self.sc0.strategy.defers_weight_grad)
         out: list[tuple[float, float, float]] = []
         for cw, i in zip(self.placed.works, self.placed.of_stage):

@@ -1,0 +1,178 @@
+"""ZeRO-2/3 collectives of every micro-batch, inside a chunk's phases: the per-unit parameter
+all-gathers and gradient reduce-scatters as FSDP2, Megatron-FSDP and DeepSpeed ZeRO-3 run them,
+each beside the compute window it can hide under (the simulator, sim/overlap.py, decides how
+much does). ``cost/stage.py`` prices a chunk's phases and hands them here when ZeRO-2/3 runs in
+the chunks (``stage._zero_in_chunks``); the search's bounds call the same function
+(search/plan_terms.py ``zero_chunk``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..config.scenario import Scenario
+from . import deepspeed_v03
+from .comm import CommModel
+from .dp import microbatch_dp, zero_units
+from .phase import PhaseCost
+from .static_memory import StageParams, keeps_gathered, stage_params
+
+if TYPE_CHECKING:
+    from ..workload.builder import ChunkWork
+
+
+# FSDP2 and Megatron-FSDP gather a unit's parameters once for its recomputation and its backward:
+# Megatron-FSDP megatron_fsdp.py ("When recomputing a whole Transformer layer, gather parameters
+# once for both the recomputation and backward computation": ``_pre_forward_param_unshard`` in the
+# PRE_BACKWARD state skips the forward prefetch and finds the unit unsharded), and FSDP2's
+# ``FSDPParamGroup.unshard`` returns at once for a group already unsharded (torch.distributed.
+# fsdp._fully_shard._fsdp_param_group). DeepSpeed ZeRO-3 fetches again for the recompute.
+GATHER_ONCE = ("fsdp2", "megatron-fsdp")
+
+
+def zero_per_microbatch(sc: Scenario, comm: CommModel, cw: ChunkWork, fwd: PhaseCost, bwd: PhaseCost, rc: PhaseCost,
+                         wgt_s: float = 0.0) -> None:
+    """ZeRO-2/3 communication of every micro-batch of one chunk, as the frameworks run it, per
+    unit (one transformer layer: FSDP2's per-block ``fully_shard`` in torchtitan
+    ``parallelize_llama``, Megatron-FSDP's per-module units; DeepSpeed ZeRO-3 gathers per
+    submodule and reduce-scatters per bucket — cost/dp.py::zero_units):
+
+    * ZeRO-3 forward: unit i+1's parameter all-gather is prefetched while unit i computes
+      (``overlap_param_gather``; FSDP ``forward_prefetch``), the first unit's is exposed;
+    * ZeRO-3 backward: the parameters are gathered again (``reshard_after_forward``), prefetched
+      one unit ahead, the first exposed; ZeRO-2/3: each unit's gradient reduce-scatter runs while
+      the next unit's backward computes (``overlap_grad_reduce``), the last one exposed. A unit's
+      backward is its input gradient, its weight gradient (``wgt_s``: autograd runs both before
+      the unit's post-backward hook launches its reduce-scatter — except where the schedule
+      defers W to a task of its own, ``StrategySpec.defers_weight_grad``: then only the input
+      gradient is beside it) and its recomputation, which runs inside it: with FSDP2 or
+      Megatron-FSDP (``GATHER_ONCE``) on the parameters gathered for the unit, and wherever
+      nothing is gathered (ZeRO-2);
+    * otherwise (DeepSpeed ZeRO-3) the recompute re-gathers the weights of the units it re-runs
+      (``_regathered``), beside the recompute's own compute (those gathers and the backward's
+      collectives keep their own windows: one window is never lent to two of them).
+
+    The engine runs a chunk's recompute before its backward, so a unit's collectives are split
+    between the two phases in proportion to their compute, each beside its share of the unit's
+    window: the same hidden, exposed and contention seconds as one window (sim/overlap.py
+    ``resolve`` scales with a common factor of collective and window). Without overlap every
+    gather and reduce-scatter runs alone. The simulator decides how much hides."""
+    st = sc.strategy
+    if keeps_gathered(sc):   # gathered once per step and kept (static_memory.keeps_gathered): nothing per micro-batch
+        return
+    params = stage_params(sc, (cw,))
+    if st.zero_stage >= 3 and st.fsdp_pattern_name == "zero3-2021" and not sc.model.is_moe:
+        _deepspeed_v03(sc, comm, cw, params, fwd, bwd, rc)
+        return
+    units, rs_units = zero_units(sc, len(cw.layers) + cw.mtp, params.dense + params.expert)
+    ag_u, rs_u = microbatch_dp(sc, comm, params, units, rs_units)
+    ogr, opg = st.overlap_grad_reduce, st.overlap_param_gather
+    _unit_gathers([([(fwd, 1.0)], fwd.compute_s / units, units)], ag_u, units, opg)
+    once = rc.compute_s > 0 and (st.fsdp_pattern_name in GATHER_ONCE or ag_u <= 0)
+    if rc.compute_s > 0 and not once:
+        again = _regathered(sc, cw, units)
+        if again:
+            _unit_gathers([([(rc, 1.0)], rc.compute_s / again, again)], ag_u, again, opg)
+    bw_s = bwd.compute_s + (0.0 if st.defers_weight_grad else wgt_s)   # a deferred W is its own task, later
+
+    def windows(u: int) -> list:
+        return _backward_windows(bwd, rc, bw_s, u, _recomputed_units(sc, cw, u) if once else 0)
+
+    if ogr and opg and rs_units == units:  # both prefetched on the comm stream beside the next unit's backward
+        _beside_groups(windows(units), ag_u + rs_u, units - 1)
+        bwd.add_comm("dp_comm", ag_u)  # the first unit's gather
+        bwd.add_comm("dp_comm", rs_u)  # the last unit's reduce-scatter
+        return
+    _unit_gathers(windows(units), ag_u, units, opg)
+    _unit_gathers(windows(rs_units), rs_u, rs_units, ogr)
+
+
+def _recomputed_units(sc: Scenario, cw: ChunkWork, units: int) -> int:
+    """How many of a chunk's ``units`` re-run some forward in the backward: every one under
+    selective recompute, those of the recomputed layers under full recompute (the first
+    ``recompute_num_layers``, ``_recomputed_layers``), none without."""
+    st, n = sc.strategy, len(cw.layers)
+    if st.recompute == "selective":
+        return units
+    if st.recompute != "full":
+        return 0
+    n_rc = n if st.recompute_num_layers is None else min(st.recompute_num_layers, n)
+    return round(units * n_rc / max(n + cw.mtp, 1))
+
+
+def _backward_windows(bwd: PhaseCost, rc: PhaseCost, bw_s: float, units: int, recomputed: int) -> list:
+    """A chunk's backward as ``units`` windows for the DP collectives, in groups (beside, window,
+    count): the ``recomputed`` units, whose window is their backward (``bw_s`` / units) and their
+    recompute (the chunk's recompute over them), split between the recompute and backward phases
+    in proportion; then the rest, their backward alone. Grouped, not averaged: the exposed part
+    of a collective is convex in its window (sim/overlap.py ``resolve``), so one mean window would
+    hide more than the units' own windows do."""
+    bw_u = bw_s / units
+    if recomputed <= 0 or rc.compute_s <= 0:
+        return [([(bwd, 1.0)], bw_u, units)]
+    rc_u = rc.compute_s / recomputed
+    w = bw_u + rc_u
+    groups = [([(bwd, bw_u / w), (rc, rc_u / w)], w, recomputed)]
+    if units > recomputed:
+        groups.append(([(bwd, 1.0)], bw_u, units - recomputed))
+    return groups
+
+
+def _regathered(sc: Scenario, cw: ChunkWork, units: int) -> int:
+    """Units whose parameters a recompute fetches again where nothing stays gathered for it
+    (DeepSpeed ZeRO-3 fetches a submodule's parameters for every forward it runs, the
+    recompute's included: ``partitioned_param_coordinator.fetch_sub_module``): those of the
+    recomputed layers (the first ``recompute_num_layers``, ``_recomputed_layers``), or none where
+    selective recompute re-runs only the parameter-free attention core (Megatron's default
+    ``core_attn``; torchtitan's per-op AC re-runs GEMMs, so every unit)."""
+    from .stage import _sac_stack   # (stage imports this module)
+
+    st = sc.strategy
+    if st.recompute == "selective" and not _sac_stack(sc) and set(st.recompute_modules or ("core_attn",)) <= {"core_attn"}:
+        return 0
+    return _recomputed_units(sc, cw, units)
+
+
+def _deepspeed_v03(sc: Scenario, comm: CommModel, cw: ChunkWork, params: StageParams, fwd: PhaseCost, bwd: PhaseCost, rc: PhaseCost) -> None:
+    """DeepSpeed v0.3 ZeRO-3 (cost/deepspeed_v03.py): the layers per submodule and tensor; the
+    embedding / LM-head weights of the chunk one gather per pass and one reduce-scatter, alone
+    (the first and last modules: nothing computes before them in their pass)."""
+    deepspeed_v03.add_layer_comm(sc, comm, len(cw.layers) + cw.mtp, fwd, bwd, rc)
+    if params.ends <= 0:
+        return
+    ranks = sc.dp_shard * sc.strategy.cp
+    ag = comm.time("all_gather", 2.0 * params.ends, "dps") + deepspeed_v03.host_s(sc, 1, ranks)
+    fwd.add_comm("dp_comm", ag)
+    bwd.add_comm("dp_comm", ag)
+    rs = comm.time("reduce_scatter", deepspeed_v03.GRAD_BYTES * params.ends, "dps") + deepspeed_v03.host_s(sc, 1, ranks, "reduce_scatter")
+    bwd.add_comm("dp_comm", rs)
+
+
+def _unit_gathers(groups: list, per_unit_s: float, units: int, overlap: bool) -> None:
+    """``units`` collectives of ``per_unit_s``; with overlap all but one run beside a unit's
+    compute (``groups``: ``_backward_windows``' form), the one left alone on the first phase."""
+    if per_unit_s <= 0:
+        return
+    first = groups[0][0][0][0]
+    if overlap:
+        _beside_groups(groups, per_unit_s, units - 1)
+        first.add_comm("dp_comm", per_unit_s)
+    else:
+        first.add_comm("dp_comm", per_unit_s, times=units)
+
+
+def _beside_groups(groups: list, seconds: float, times: int) -> None:
+    """``times`` DP collectives of ``seconds``, one per window of ``groups`` in order (a group's
+    count at most), each beside its window as ``_beside``."""
+    for beside, window_s, count in groups:
+        n = min(count, times)
+        if n > 0:
+            _beside(beside, seconds, window_s, n)
+        times -= n
+
+
+def _beside(beside: list[tuple[PhaseCost, float]], seconds: float, window_s: float, times: int) -> None:
+    """``times`` DP collectives of ``seconds``, each beside a compute window of ``window_s`` that
+    the phases of ``beside`` share in their proportions: each phase its share of both."""
+    for pc, share in beside:
+        if share > 0:
+            pc.add_comm("dp_comm", seconds * share, window_s * share, 1.0, times)
