@@ -146,7 +146,8 @@ def _busy(order, pairs, F, B, Bi, W, FB):
 @pytest.mark.parametrize("f,w", [(1.0, 0.5), (0.8, 0.8), (1.0, 0.25)])
 def test_dualpipev_bubble_and_memory_match_table_2(p, extra, f, w):
     """DeepSeek-V3 report Table 2 / deepseek-ai/DualPipe README, DualPipeV with PP = 2p stages on p
-    ranks: bubble (PP/2 − 1)(F&B + B − 3W), activations PP + 1 chunks, parameters 2 stages. Exact
+    ranks: bubble (PP/2 − 1)(F&B + B − 3W), activations PP + 1 chunks (parameters 2 stages: the
+    next test). Exact
     for chunks whose input-gradient part B − W equals F (the uniform-chunk case the formula is
     derived for; with B − W ≠ F the simulated bubble differs, e.g. 2.75 vs 3.0 at p = 2)."""
     m = 2 * p + extra
@@ -163,7 +164,22 @@ def test_dualpipev_bubble_and_memory_match_table_2(p, extra, f, w):
     assert bubble == pytest.approx((2 * p / 2 - 1) * (FB + B - 3 * W), rel=1e-12)
     for r in range(p):
         assert tl.peak_memory_bytes[r] == pytest.approx((2 * p + 1) * 1e9)
-        assert len(s.orders(p, m, 1)[r]) and s.chunks_per_rank(1) == 2  # two stages' parameters per rank
+        assert len(s.orders(p, m, 1)[r])   # (parameters: test_dualpipev_ranks_hold_two_stages_of_parameters)
+
+
+@pytest.mark.parametrize("p", [4, 8])
+def test_dualpipev_ranks_hold_two_stages_of_parameters(p):
+    """Table 2's "Parameter 2×" for DualPipeV on p ranks (PP = 2p stages): rank r holds stages r
+    and 2p − 1 − r (the V), so a middle rank's weights are two of the 2p stages — as many layers as
+    one 1F1B stage on p ranks, half of DualPipe's two full copies."""
+    cfg = {"tp": 1, "pp": p, "global_batch_size": 16 * p, "seq_len": 4096}
+    v = build_plan(make("llama3-8b", "h100-sxm5-80gb", system={"num_gpus": 4 * p}, strategy={**cfg, "schedule": "dualpipev"}))
+    one = build_plan(make("llama3-8b", "h100-sxm5-80gb", system={"num_gpus": 4 * p}, strategy={**cfg, "schedule": "1f1b"}))
+    for st in v.stages:
+        assert sorted(c.work.index for c in st.chunks) == [st.rank, 2 * p - 1 - st.rank]
+        assert sum(len(c.work.layers) for c in st.chunks) == 32 // p
+    mid = p // 2  # holds no embedding and no LM head in either schedule (at p ≥ 4)
+    assert v.stages[mid].static.weights == pytest.approx(one.stages[mid].static.weights, rel=1e-12)
 
 
 @pytest.mark.parametrize("p", [2, 4])
