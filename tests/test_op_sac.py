@@ -80,7 +80,7 @@ def test_op_sac_costs_time_and_saves_memory_between_none_and_full():
 def test_mla_keeps_the_recompute_modules_meaning_and_megatron_its_own():
     from types import SimpleNamespace
 
-    from simengine.cost.stage import _sac_stack
+    from simengine.workload.recompute import op_sac_stack as _sac_stack
 
     def sc(framework, attention):
         return SimpleNamespace(strategy=SimpleNamespace(framework=framework), model=SimpleNamespace(attention=attention))

@@ -23,50 +23,39 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, model_validator
 
 
+def _leaves(annotation: Any):
+    """The types a field's annotation is made of, through unions and Annotated (a list's element
+    type is not entered: ``_element``)."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType, typing.Annotated):
+        for a in typing.get_args(annotation):
+            yield from _leaves(a)
+    else:
+        yield annotation
+
+
 def _takes_bool(annotation: Any) -> bool:
-    """Whether ``annotation`` (a field's type) admits a boolean anywhere: bool itself, a union
-    or Annotated/Literal holding one, a container of them, or Any."""
-    if annotation is bool or annotation is Any:
-        return True
-    origin = typing.get_origin(annotation)
-    if origin is typing.Literal:
-        return any(isinstance(a, bool) for a in typing.get_args(annotation))
-    if origin in (typing.Union, types.UnionType, typing.Annotated):
-        return any(_takes_bool(a) for a in typing.get_args(annotation))
-    return False
+    """Whether ``annotation`` admits a boolean: bool itself, a Literal holding one, or Any."""
+    return any(a is bool or a is Any or (typing.get_origin(a) is typing.Literal
+                                          and any(isinstance(v, bool) for v in typing.get_args(a)))
+               for a in _leaves(annotation))
 
 
 def _numeric(annotation: Any) -> bool:
     """Whether ``annotation`` admits an int or a float (where lax mode would read a boolean)."""
-    if annotation in (int, float):
-        return True
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType, typing.Annotated):
-        return any(_numeric(a) for a in typing.get_args(annotation))
-    return False
+    return any(a in (int, float) for a in _leaves(annotation))
+
+
+def _admits_str(annotation: Any) -> bool:
+    return any(a is str for a in _leaves(annotation))
 
 
 def _element(annotation: Any) -> Any | None:
     """The element type of a list field (``list[int]``, ``list[int] | None``, Annotated), else None."""
-    origin = typing.get_origin(annotation)
-    if origin is list:
-        args = typing.get_args(annotation)
-        return args[0] if args else None
-    if origin in (typing.Union, types.UnionType, typing.Annotated):
-        for a in typing.get_args(annotation):
-            el = _element(a)
-            if el is not None:
-                return el
+    for a in _leaves(annotation):
+        if typing.get_origin(a) is list:
+            args = typing.get_args(a)
+            return args[0] if args else None
     return None
-
-
-def _admits_str(annotation: Any) -> bool:
-    if annotation is str:
-        return True
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType, typing.Annotated):
-        return any(_admits_str(a) for a in typing.get_args(annotation))
-    return False
 
 
 # Python's and numpy's booleans (a numpy.bool_ is no int subclass, but pydantic reads it as one)

@@ -10,14 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..config.framework import FRAMEWORKS
 from ..config.scenario import Scenario
 from ..memo import remember
 from ..workload.builder import ChunkWork, Workload, build_workload
 from ..workload.dims import Dims
 from ..workload.ops import BF16, Attention
 from ..workload.phases import Phases
-from ..workload.recompute import gemms, op_sac, recomputed_ops
+from ..workload.recompute import gemms, op_sac, op_sac_stack, recomputed_layers, recomputed_ops
 from .activations import (BlockActivations, attention_activations, head_activations, kept_outputs, layer_input, mamba_activations,
                           mlp_activations, moe_activations)
 from .comm import CommModel
@@ -127,7 +126,7 @@ def _priced(sc: Scenario, wl: Workload) -> _Priced:
     comm = CommModel(sc)
     core = tuple(op for op in wl.blocks["attn"].fwd if isinstance(op, Attention))
     core_w = tuple(op for op in wl.blocks["attn_window"].fwd if isinstance(op, Attention)) if "attn_window" in wl.blocks else ()
-    sac = _sac_stack(sc)
+    sac = op_sac_stack(sc)
     first = {"mlp": 1 + gemms(wl.blocks["attn"].fwd)}   # op_sac counts a TransformerBlock's GEMMs from its attention's
     rc_blocks: dict[str, PhaseCost] = {}
     if st.recompute == "selective":
@@ -149,12 +148,6 @@ def _priced(sc: Scenario, wl: Workload) -> _Priced:
                    moe_activations(d, m) if "moe" in wl.blocks else None,
                    head_activations(d, st.fused_cross_entropy),
                    mamba_activations(d, m) if "mamba" in wl.blocks else None, core, core_w, rc_blocks)
-
-
-def _sac_stack(sc: Scenario) -> bool:
-    """Whether recompute="selective" means torchtitan's per-op selective AC here (``Stack.selective_ac``;
-    its dense blocks only: MLA and the MoE layers keep the recompute_modules' meaning)."""
-    return FRAMEWORKS[sc.strategy.framework].selective_ac == "op" and sc.model.attention != "mla"
 
 
 def _layer_blocks(cw: ChunkWork) -> tuple[tuple[str, int], ...]:
@@ -183,12 +176,8 @@ def _chunk_phases(p: _Priced, cw: ChunkWork) -> tuple[PhaseCost, PhaseCost, Phas
 
 
 def _recomputed_layers(p: _Priced, cw: ChunkWork) -> int:
-    """Layers of the chunk that full recompute re-runs: the first ones (Megatron --recompute-method
-    block, --recompute-num-layers)."""
-    st, n_layers = p.sc.strategy, len(cw.layers)
-    if st.recompute != "full":
-        return 0
-    return n_layers if st.recompute_num_layers is None else min(st.recompute_num_layers, n_layers)
+    """Layers of the chunk that full recompute re-runs (workload/recompute.py ``recomputed_layers``)."""
+    return recomputed_layers(p.sc.strategy, len(cw.layers))
 
 
 def _chunk_memory(p: _Priced, cw: ChunkWork, n_rc: int) -> tuple[float, float]:
@@ -202,7 +191,7 @@ def _chunk_memory(p: _Priced, cw: ChunkWork, n_rc: int) -> tuple[float, float]:
     if st.recompute == "selective":
         # the recompute_modules' saved tensors (activations.py), or what torchtitan's per-op
         # selective AC drops of the attention and dense MLP blocks (_priced)
-        mods, sac = st.recompute_modules, _sac_stack(p.sc)
+        mods, sac = st.recompute_modules, op_sac_stack(p.sc)
         att = p.att.op_sac if sac else p.att.dropped(mods)
         drops = (att, (p.mlp.op_sac if sac else p.mlp.dropped(mods)) if p.mlp else 0.0, p.moe.dropped(mods) if p.moe else 0.0)
         per_dense -= att + drops[1]
@@ -254,7 +243,7 @@ def _recompute_cost(p: _Priced, cw: ChunkWork, n_rc: int) -> PhaseCost:
                 rc.add(p.costs[key][0], n * share)
     elif p.sc.strategy.recompute == "selective":
         # (torchtitan's per-op selective AC keeps SDPA's output: the attention core is not re-run)
-        if "core_attn" in p.sc.strategy.recompute_modules and not _sac_stack(p.sc):
+        if "core_attn" in p.sc.strategy.recompute_modules and not op_sac_stack(p.sc):
             for ops, n in ((p.core, cw.attn_layers - cw.window_layers), (p.core_w, cw.window_layers)):
                 for op in ops if n else ():
                     rc.compute_s += p.cm.attention(op) * n
@@ -317,7 +306,7 @@ def _plan_chunk_kept(p: _Priced, cw: ChunkWork, key: tuple) -> ChunkPlan:
     st = p.sc.strategy
     if _zero_in_chunks(p.sc):
         return _plan_chunk(p, cw)
-    mk = (id(p.costs), key, st.recompute, st.recompute_num_layers, tuple(st.recompute_modules or ()), _sac_stack(p.sc))
+    mk = (id(p.costs), key, st.recompute, st.recompute_num_layers, tuple(st.recompute_modules or ()), op_sac_stack(p.sc))
     hit = _CHUNKS.get(mk)
     if hit is not None and hit[0] is p.costs:
         return hit[1]

@@ -15,6 +15,7 @@ from .comm import CommModel
 from .dp import microbatch_dp, zero_units
 from .phase import PhaseCost
 from .static_memory import StageParams, keeps_gathered, stage_params
+from ..workload.recompute import op_sac_stack, recomputed_layers
 
 if TYPE_CHECKING:
     from ..workload.builder import ChunkWork
@@ -89,14 +90,10 @@ def zero_per_microbatch(sc: Scenario, comm: CommModel, cw: ChunkWork, fwd: Phase
 def _recomputed_units(sc: Scenario, cw: ChunkWork, units: int) -> int:
     """How many of a chunk's ``units`` re-run some forward in the backward: every one under
     selective recompute, those of the recomputed layers under full recompute (the first
-    ``recompute_num_layers``, ``_recomputed_layers``), none without."""
-    st, n = sc.strategy, len(cw.layers)
-    if st.recompute == "selective":
+    ``recompute_num_layers``, workload/recompute.py ``recomputed_layers``), none without."""
+    if sc.strategy.recompute == "selective":
         return units
-    if st.recompute != "full":
-        return 0
-    n_rc = n if st.recompute_num_layers is None else min(st.recompute_num_layers, n)
-    return round(units * n_rc / max(n + cw.mtp, 1))
+    return round(units * recomputed_layers(sc.strategy, len(cw.layers)) / max(len(cw.layers) + cw.mtp, 1))
 
 
 def _backward_windows(bwd: PhaseCost, rc: PhaseCost, bw_s: float, units: int, recomputed: int) -> list:
@@ -121,13 +118,11 @@ def _regathered(sc: Scenario, cw: ChunkWork, units: int) -> int:
     """Units whose parameters a recompute fetches again where nothing stays gathered for it
     (DeepSpeed ZeRO-3 fetches a submodule's parameters for every forward it runs, the
     recompute's included: ``partitioned_param_coordinator.fetch_sub_module``): those of the
-    recomputed layers (the first ``recompute_num_layers``, ``_recomputed_layers``), or none where
+    recomputed layers (``recomputed_layers``), or none where
     selective recompute re-runs only the parameter-free attention core (Megatron's default
     ``core_attn``; torchtitan's per-op AC re-runs GEMMs, so every unit)."""
-    from .stage import _sac_stack   # (stage imports this module)
-
     st = sc.strategy
-    if st.recompute == "selective" and not _sac_stack(sc) and set(st.recompute_modules or ("core_attn",)) <= {"core_attn"}:
+    if st.recompute == "selective" and not op_sac_stack(sc) and set(st.recompute_modules or ("core_attn",)) <= {"core_attn"}:
         return 0
     return _recomputed_units(sc, cw, units)
 

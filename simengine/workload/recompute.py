@@ -18,8 +18,28 @@ backward (megatron/core/transformer/transformer_config.py ``recompute_modules``;
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
+from ..config.framework import FRAMEWORKS
 from .ops import Attention, Collective, Gemm, Op
+
+if TYPE_CHECKING:
+    from ..config.scenario import Scenario
+    from ..config.strategy import StrategySpec
+
+
+def op_sac_stack(sc: Scenario) -> bool:
+    """Whether recompute="selective" means torchtitan's per-op selective AC here (``Stack.selective_ac``;
+    its dense blocks only: MLA and the MoE layers keep the recompute_modules' meaning)."""
+    return FRAMEWORKS[sc.strategy.framework].selective_ac == "op" and sc.model.attention != "mla"
+
+
+def recomputed_layers(st: StrategySpec, n_layers: int) -> int:
+    """Layers of a chunk of ``n_layers`` that full recompute re-runs: the first ones (Megatron
+    --recompute-method block, --recompute-num-layers; all when it is unset), none otherwise."""
+    if st.recompute != "full":
+        return 0
+    return n_layers if st.recompute_num_layers is None else min(st.recompute_num_layers, n_layers)
 
 _MLA_UP = ("norm:q_norm", "ag:q_up", "fwd:q_up", "norm:kv_norm", "ag:kv_up", "fwd:kv_up", "rope")
 
