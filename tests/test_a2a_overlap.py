@@ -218,5 +218,5 @@ def test_flags_off_build_no_pairs_and_no_hidden_a2a():
     comp = compiled_for(pipeline_input(sc, build_plan(sc)))
     assert all(not prs for prs in comp.graph.pairs) and all(not pb for pb in comp.graph.pair_base)
     for _, _, chunks in comp.graph.sig:
-        for fk, bk, _ in chunks:
-            assert ("ep_comm", True) not in fk + bk
+        for fk, bk, _, rk in chunks:
+            assert ("ep_comm", True) not in fk + bk + rk

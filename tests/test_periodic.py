@@ -48,9 +48,12 @@ def _comms(rng: random.Random) -> tuple[CommTask, ...]:
 
 
 def _chunk(rng: random.Random) -> ChunkCost:
-    return ChunkCost(rng.uniform(0.2, 1.0), rng.uniform(0.2, 1.5), 0.0,
-                     recompute_s=rng.choice((0.0, rng.uniform(0.05, 0.4))),
-                     forward_comm=_comms(rng), backward_comm=_comms(rng))
+    ch = ChunkCost(rng.uniform(0.2, 1.0), rng.uniform(0.2, 1.5), 0.0,
+                   recompute_s=rng.choice((0.0, rng.uniform(0.05, 0.4))),
+                   forward_comm=_comms(rng), backward_comm=_comms(rng))
+    # the recompute's collectives from a second stream, so the first one draws as it always has
+    own = random.Random(ch.forward_s)
+    return dataclasses.replace(ch, recompute_comm=_comms(own)) if own.random() < 0.4 else ch
 
 
 def plan_like(rng: random.Random, schedule: str, p: int, m: int, vpp: int) -> PipelineInput:

@@ -1115,7 +1115,7 @@ def test_pair_counts_are_the_engines_pairs():
         sched = get_schedule(name)
         vpp = 2 if name == "interleaved" else 1
         nch = sched.chunks_per_rank(vpp)
-        sig = tuple((0, 0, tuple(((), (), False) for _ in range(nch))) for _ in range(p))
+        sig = tuple((0, 0, tuple(((), (), False, ()) for _ in range(nch))) for _ in range(p))
         g = build_graph((name, p, m, vpp, True, combined, sig))
         counts = pair_counts(name, p, m, vpp, combined)
         for r in range(p):

@@ -83,7 +83,9 @@ class Compiled:
 
 
 def _chunk_sig(ch) -> tuple:
-    return (kinds(ch.forward_comm), kinds(ch.backward_comm), ch.recompute_s > 0 or bool(ch.recompute_comm))
+    """(forward kinds, backward kinds, has a recompute, recompute kinds): layout.py ``layout``."""
+    return (kinds(ch.forward_comm), kinds(ch.backward_comm), ch.recompute_s > 0 or bool(ch.recompute_comm),
+            kinds(ch.recompute_comm))
 
 
 def _stage_sig(st, chunks: dict[int, tuple]) -> tuple:

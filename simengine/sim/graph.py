@@ -13,7 +13,9 @@ Rules (each task starts when its stream is free and its dependencies are done):
 * In-layer collectives of a chunk (one kind at a time, ``overlap.py``): the hidden part runs on
   the comm stream starting with the compute (a zero-length gate task marks the start), the
   exposed part on the compute stream right after the compute. Every later compute task of the
-  rank waits for the hidden parts (a layer cannot continue before its collective).
+  rank waits for the hidden parts (a layer cannot continue before its collective). A recompute's
+  collectives (the forward's it re-runs, the FSDP gathers and reduce-scatters beside it) hide the
+  same way from its start; their exposed part runs after the backward's kernels (``_recompute``).
 * DP (Megatron DDP / distributed optimizer, ``_ParamAndGradBuffer`` buckets): with
   ``overlap_grad_reduce`` each chunk's group of buckets (its own, in chunk order; last layers
   first; cost/dp.py ``dp_work``: only the first rank's first chunk is bucketed, any other chunk's
@@ -172,16 +174,23 @@ class _Rank:
     # -- helpers -------------------------------------------------------------------------
     def _comm(self, mb: int, c: int, first_val: int, kinds, gate: int, last: int) -> tuple[int, int]:
         """Hidden parts on the comm stream (from the gate), exposed parts after the compute."""
+        comm_last = self._hidden(mb, c, first_val, kinds, gate)
+        return self._exposed(mb, c, first_val, kinds, last), comm_last
+
+    def _hidden(self, mb: int, c: int, first_val: int, kinds, gate: int) -> int:
         add = self.g.add
         comm_last = -1
         for i, (_, beside) in enumerate(kinds):
             if beside:
                 comm_last = add(self.CM, K_HID, mb, c, i, first_val + 2 * i, gate if comm_last < 0 else -1)
-        for i in range(len(kinds)):
-            last = add(self.C, K_EXP, mb, c, i, first_val + 2 * i + 1)
         if comm_last >= 0:
             self.prev_comm = comm_last
-        return last, comm_last
+        return comm_last
+
+    def _exposed(self, mb: int, c: int, first_val: int, kinds, last: int) -> int:
+        for i in range(len(kinds)):
+            last = self.g.add(self.C, K_EXP, mb, c, i, first_val + 2 * i + 1)
+        return last
 
     def _send(self, mb: int, c: int, aux: int, last: int, comm_last: int) -> int:
         if self.blocking:
@@ -238,7 +247,7 @@ class _Rank:
         g, L = self.g, self.links
         s = g.stage_of[self.r][c]
         cb = g.chunk_base[self.r][c]
-        fk, _, _ = self.csig[c]
+        fk = self.csig[c][0]
         fval, cval = cb + V_F, cb + CHUNK_FIXED
         paired = pos in self.pairs
         if paired:
@@ -275,7 +284,7 @@ class _Rank:
         g, L = self.g, self.links
         s = g.stage_of[self.r][c]
         cb = g.chunk_base[self.r][c]
-        fk, bk, has_r = self.csig[c]
+        fk, bk, has_r, rk = self.csig[c]
         idx = s * g.m + mb
         hw = (mb, c) in self.wset
         bval, cval = cb + (V_BI if hw else V_BF), cb + CHUNK_FIXED + 2 * len(fk)
@@ -287,9 +296,10 @@ class _Rank:
             bk = pair_kinds(bk)
             bval, cval = base + 1, base + PAIR_FIXED + 2 * len(self.csig[self.order[pos - 1][2]][0])
         pieces = self.ggroups.get(c) if (not hw and pos == self.last_g[c]) else None
-        entry = gate = -1
+        entry = gate = r_comm = -1
+        rval = cb + CHUNK_FIXED + 2 * (len(fk) + len(bk))
         if has_r:
-            entry = g.add(self.C, K_R, mb, c, 0, cb + V_R, -1, self.prev_comm)
+            entry, r_comm = self._recompute(mb, c, rval, rk)
         if paired:
             gate = pair_gate
         elif _any_beside(bk):
@@ -308,14 +318,33 @@ class _Rank:
                 entry = last
         L.need.append((entry, *self._b_input(mb, c)))
         L.b_out[idx] = last
+        if has_r:  # the recompute's exposed collectives, after the backward's kernels (``_recompute``)
+            last = self._exposed(mb, c, rval, rk, last)
         last, comm_last = self._comm(mb, c, cval, bk, gate, last)
         if paired:
             if comm_last < 0:
-                self.prev_comm = f_comm
+                self.prev_comm = r_comm if r_comm >= 0 else f_comm  # the latest in the comm stream's FIFO
             self._send_pair_forward(last)
             self.pair = ()
         if not self._first(s):
             L.deliver_b[idx] = self._send(mb, c, 1, last, comm_last) if self.stage_rank[s - 1] != self.r else last
+
+    def _recompute(self, mb: int, c: int, first_val: int, kinds) -> tuple[int, int]:
+        """The chunk's recompute (``R``) and the hidden part of its collectives, on the comm stream
+        from a gate at its start as a forward's (``_hidden``). Their exposed part is placed after
+        the backward's kernels, beside the backward's own (``backward``): the recompute's and the
+        backward's kernels stay one entry of the folded program (chains.py; the step time is the
+        same sum either way), and the metrics read an entry's leading kernels as its kernel time.
+        Later compute waits for the hidden part as for any (``prev_comm``). Returns the first task
+        and the last hidden collective (-1: none)."""
+        g = self.g
+        gate = -1
+        if _any_beside(kinds):
+            entry = gate = g.add(self.C, K_GATE, mb, c, 3, 0, -1, self.prev_comm)
+            g.add(self.C, K_R, mb, c, 0, g.chunk_base[self.r][c] + V_R)
+        else:
+            entry = g.add(self.C, K_R, mb, c, 0, g.chunk_base[self.r][c] + V_R, -1, self.prev_comm)
+        return entry, self._hidden(mb, c, first_val, kinds, gate)
 
     def weight(self, pos: int, mb: int, c: int) -> None:
         g, L = self.g, self.links

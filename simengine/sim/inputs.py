@@ -69,7 +69,7 @@ class ChunkCost:
     recompute_s: float = 0.0  # runs right before this chunk's backward (Korthikanti et al. 2022 §4)
     forward_comm: tuple[CommTask, ...] = ()
     backward_comm: tuple[CommTask, ...] = ()
-    recompute_comm: tuple[CommTask, ...] = ()  # run inside the recompute task (its exposed part)
+    recompute_comm: tuple[CommTask, ...] = ()  # run as a forward's do, beside the recompute (graph.py)
     activation_bytes: float = 0.0  # held per in-flight micro-batch
     peak_extra_bytes: float = 0.0  # transient while this chunk runs F, R or B
 

@@ -10,8 +10,8 @@ param tail…]`` (a piece is the part of a chunk's final backward / first forwar
 waits for one DP bucket; a bucket launched by its piece and the same bucket in the step's tail
 both exist in every structure, and the DP overlap flags only say which of the two holds its
 seconds, so one structure serves every flag combination),
-followed per chunk by ``[F, R, B-full, B-input, W]`` and, per collective kind of the forward then
-of the backward, ``[hidden, exposed]``; then per kind of overlapped F&B pair on the rank
+followed per chunk by ``[F, R, B-full, B-input, W]`` and, per collective kind of the forward, then
+of the backward, then of the recompute, ``[hidden, exposed]``; then per kind of overlapped F&B pair on the rank
 (``pair_types``: forward chunk, backward chunk, whether the B leaves a W) ``[F, B]`` and the
 ``[hidden, exposed]`` of the pair's forward kinds, then of its backward kinds (``pair_kinds``).
 """
@@ -50,8 +50,8 @@ def pair_kinds(kinds: tuple) -> tuple:
 def layout(sig, ptypes=None) -> tuple[list[int], list[list[int]], int, list[dict]]:
     """Offsets of every rank block, chunk block and pair block for a stage signature.
 
-    ``sig[r] = (n_grad_buckets, n_param_buckets, ((fwd_kinds, bwd_kinds, has_recompute), …))``
-    with ``fwd_kinds``/``bwd_kinds`` the chunk's ((collective kind, has a compute window), …);
+    ``sig[r] = (n_grad_buckets, n_param_buckets, ((fwd_kinds, bwd_kinds, has_recompute, rec_kinds), …))``
+    with ``fwd_kinds``/``bwd_kinds``/``rec_kinds`` the chunk's ((collective kind, has a compute window), …);
     ``ptypes[r]`` the rank's pair types ``(forward chunk, backward chunk, B leaves a W)``.
     """
     rank_base: list[int] = []
@@ -62,9 +62,9 @@ def layout(sig, ptypes=None) -> tuple[list[int], list[list[int]], int, list[dict
         rank_base.append(n)
         n += V_BUCKETS + 3 * (ng + npb)
         bases = []
-        for fk, bk, _ in chunks:
+        for fk, bk, _, rk in chunks:
             bases.append(n)
-            n += CHUNK_FIXED + 2 * (len(fk) + len(bk))
+            n += CHUNK_FIXED + 2 * (len(fk) + len(bk) + len(rk))
         chunk_base.append(bases)
         pb = {}
         for cf, cb, hw in (ptypes[r] if ptypes else ()):

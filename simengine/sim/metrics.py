@@ -116,9 +116,9 @@ def _slot_names(comp: Compiled) -> dict[int, str]:
     g = comp.graph
     out = {}
     for r, (_, _, chunks) in enumerate(g.sig):
-        for c, (fk, bk, _) in enumerate(chunks):
+        for c, (fk, bk, _, rk) in enumerate(chunks):
             v = g.chunk_base[r][c] + CHUNK_FIXED
-            for k, _ in fk + bk:
+            for k, _ in fk + bk + rk:
                 out[v] = out[v + 1] = k
                 v += 2
         for (cf, cb, _), v in g.pair_base[r].items():

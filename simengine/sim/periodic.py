@@ -224,9 +224,8 @@ def _levels(g) -> np.ndarray:
     their ``aux``) and carried by the collectives and buckets that follow."""
     kind = np.asarray(g.kind, dtype=np.int64)
     aux = np.asarray(g.aux, dtype=np.int64)
-    phase = _PHASE[kind]
-    own = (kind == K_GATE) | (kind == K_P2P)
-    phase = np.where(own, aux, phase)
+    phase = np.where(kind == K_GATE, _GATE_PHASE[np.minimum(aux, _GATE_PHASE.size - 1)],
+                     np.where(kind == K_P2P, aux, _PHASE[kind]))
     idx = np.where(phase >= 0, np.arange(phase.size), 0)
     phase = phase[np.maximum.accumulate(idx)]  # collectives inherit the phase before them
     rank = np.asarray(g.stream, dtype=np.int64) // NSTREAM
@@ -244,6 +243,9 @@ def _levels(g) -> np.ndarray:
 _PHASE = np.full(16, -1, dtype=np.int64)
 _PHASE[K_F] = 0
 _PHASE[[K_R, K_B, K_W]] = 1
+# a gate's phase by its ``aux`` (graph.py): 0 a forward's, 1 a backward's, 2 an F&B pair's, 3 a
+# recompute's (part of its backward)
+_GATE_PHASE = np.array([0, 1, 2, 1], dtype=np.int64)
 
 
 def _shift_for(comp: Compiled, P: int) -> _Shift:

@@ -28,8 +28,8 @@ def _chunk_extras(st, slow: float, memo: dict[int, tuple]) -> list[tuple]:
         if e is None:
             fh, fe, fx = by_kind(ch.forward_comm, slow)
             bh, be, bx = by_kind(ch.backward_comm, slow)
-            _, re, rx = by_kind(ch.recompute_comm, slow)
-            e = memo[id(ch)] = (fh, fe, fx, bh, be, bx, sum(re) + rx)
+            rh, re, rx = by_kind(ch.recompute_comm, slow)
+            e = memo[id(ch)] = (fh, fe, fx, bh, be, bx, rh, re, rx)
         out.append(e)
     return out
 
@@ -66,16 +66,13 @@ def _rank_values(inp: PipelineInput, comp: Compiled, r: int, app, ext, memo: dic
     ext(piece_durations(params, p_launch, param_base, slow))
     ext(g_tail)
     ext(p_tail)
-    for ch, (fh, fe, fx, bh, be, bx, rx) in zip(chunks, extras):
+    for ch, (fh, fe, fx, bh, be, bx, rh, re, rx) in zip(chunks, extras):
         app(ch.forward_s + fx)
         app(ch.recompute_s + rx)
         app(ch.backward_input_s + ch.backward_weight_s + bx)
         app(ch.backward_input_s + bx)
         app(ch.backward_weight_s)
-        for h, e in zip(fh, fe):
-            app(h)
-            app(e)
-        for h, e in zip(bh, be):
+        for h, e in zip(fh + bh + rh, fe + be + re):
             app(h)
             app(e)
     for cf, cb, hw in comp.pair_base[r]:
