@@ -1,6 +1,6 @@
 """A recompute's collectives run as a forward's do (sim/graph.py ``_Rank._recompute``): the part
 beside the recomputed compute on the comm stream from its start, the rest on the compute stream
-after it, each counted under its own kind — never as recompute time."""
+after the backward's kernels, each counted under its own kind — never as recompute time."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def test_hidden_part_runs_on_the_comm_stream_beside_the_recompute_and_the_rest_a
 
 def test_contention_slows_the_recompute_by_the_overlap_rule():
     """sim/overlap.py ``resolve``: a collective longer than its slowed window hides g·slowdown,
-    exposes the rest after the recompute and slows the recompute by (slowdown − 1)·g."""
+    exposes the rest (after the backward's kernels) and slows the recompute by (slowdown − 1)·g."""
     s = 1.25
     tl = simulate(_one((CommTask("dp_comm", 2.0, window_s=1.0),), slowdown=s))
     met = tl.metrics
@@ -135,3 +135,64 @@ def test_long_pipelines_with_recompute_collectives_take_the_periodic_path(schedu
     assert fast.step_time_s == pytest.approx(full.step_time_s, rel=1e-9)
     assert fast.hidden_s == pytest.approx(full.hidden_s, rel=1e-9, abs=1e-9 * full.step_time_s)
     assert fast.exposed_s == pytest.approx(full.exposed_s, rel=1e-9, abs=1e-9 * full.step_time_s)
+
+
+def _paired(window: float, rc_s: float, schedule: str, p: int, vpp: int, fb: bool) -> PipelineInput:
+    from simengine.schedule import get_schedule
+
+    ch = ChunkCost(2.0, 0.5, recompute_s=0.5, forward_comm=(CommTask("ep_comm", 0.5),),
+                   backward_comm=(CommTask("ep_comm", 2.5),),
+                   recompute_comm=(CommTask("tp_comm", rc_s, window_s=window),) if rc_s else ())
+    k = get_schedule(schedule).chunks_per_rank(vpp)
+    return PipelineInput(tuple(StageCost(chunks=(ch,) * k) for _ in range(p)), 8, schedule, vpp,
+                         overlap_slowdown=1.5, fb_overlap=fb)
+
+
+@pytest.mark.parametrize("schedule,p,vpp,fb", [("1f1b", 1, 1, True), ("dualpipev", 2, 1, False),
+                                               ("interleaved", 2, 2, True)])
+def test_in_an_f_and_b_pair_the_recompute_collectives_queue_behind_the_pairs_all_to_all(schedule, p, vpp, fb):
+    """The B's all-to-all hides from the pair's start (graph.py ``backward``); the recompute's
+    collectives, which wait for the recompute's start, queue behind it on the comm stream rather
+    than ahead of it. Hiding them then never makes the step slower than leaving them exposed
+    (ahead, they held the all-to-all back: 45.5 s against 36.4 s exposed on combined 1F1B)."""
+    exposed = pipeline_metrics(_paired(0.0, 0.3, schedule, p, vpp, fb)).step_time_s
+    hidden = pipeline_metrics(_paired(0.5, 0.3, schedule, p, vpp, fb)).step_time_s
+    none = pipeline_metrics(_paired(0.0, 0.0, schedule, p, vpp, fb)).step_time_s
+    assert none <= hidden <= exposed
+    tl = simulate(_paired(0.5, 0.3, schedule, p, vpp, fb))
+    assert tl.step_time_s == pytest.approx(hidden, rel=1e-12)
+
+
+def test_the_gradient_send_waits_for_the_recompute_collectives():
+    """A backward's gradient leaves after the action's hidden collectives, as a forward's output
+    does, whether or not the backward has collectives of its own (a 1 µs one used to add 0.4 s)."""
+    rc = (CommTask("dp_comm", 0.8, window_s=1.0), CommTask("tp_comm", 0.8, window_s=1.0))
+
+    def step(bcomm):
+        s0 = StageCost(chunks=(ChunkCost(1.0, 1.0),))
+        s1 = StageCost(chunks=(ChunkCost(1.0, 0.2, recompute_s=1.0, recompute_comm=rc, backward_comm=bcomm),))
+        return simulate(PipelineInput((s0, s1), 1, "1f1b", p2p_blocking=False)).step_time_s
+
+    assert step(()) == pytest.approx(step((CommTask("tp_comm", 1e-6, window_s=0.1),)), abs=1e-5)
+    assert step(()) == pytest.approx(1.0 + 1.0 + 1.6 + 1.0)  # F, F, R and its queued collectives, the first stage's B
+
+
+@pytest.mark.parametrize("schedule,p,vpp,fb", [("1f1b", 1, 1, True), ("dualpipev", 2, 1, False), ("dualpipe", 2, 1, False),
+                                               ("interleaved", 2, 2, True)])
+def test_pairs_with_recompute_collectives_equal_the_per_task_reference(schedule, p, vpp, fb):
+    """Random chunks whose recompute has hidden and exposed collectives, in F&B pairs: the folded
+    program's metrics equal every task timed alone (tests/test_fast_path.py ``reference``)."""
+    import random
+    from dataclasses import replace
+
+    from test_fast_path import assert_fast_equals_reference
+    from test_sim import random_input
+
+    rng = random.Random(f"pairs-{schedule}-{p}-{vpp}")
+    for _ in range(4):
+        inp = random_input(rng, schedule, p, 8, vpp)
+        stages = tuple(replace(st, chunks=tuple(replace(
+            ch, recompute_s=ch.recompute_s or 0.2,
+            recompute_comm=(CommTask("tp_comm", rng.uniform(0, 0.3), window_s=rng.uniform(0, 0.4)),
+                            CommTask("ep_comm", rng.uniform(0, 0.3)))) for ch in st.chunks)) for st in inp.stages)
+        assert_fast_equals_reference(replace(inp, stages=stages, fb_overlap=fb))

@@ -296,8 +296,11 @@ class _Rank:
             bk = pair_kinds(bk)
             bval, cval = base + 1, base + PAIR_FIXED + 2 * len(self.csig[self.order[pos - 1][2]][0])
         pieces = self.ggroups.get(c) if (not hw and pos == self.last_g[c]) else None
-        entry = gate = r_comm = -1
+        entry = gate = r_comm = b_comm = -1
         rval = cb + CHUNK_FIXED + 2 * (len(fk) + len(bk))
+        if paired:  # the B's hidden all-to-all opens the pair: queued ahead of the recompute's collectives
+            pre, b_comm = self.prev_comm, self._hidden(mb, c, cval, bk, pair_gate)
+            self.prev_comm = pre
         if has_r:
             entry, r_comm = self._recompute(mb, c, rval, rk)
         if paired:
@@ -320,12 +323,16 @@ class _Rank:
         L.b_out[idx] = last
         if has_r:  # the recompute's exposed collectives, after the backward's kernels (``_recompute``)
             last = self._exposed(mb, c, rval, rk, last)
-        last, comm_last = self._comm(mb, c, cval, bk, gate, last)
         if paired:
-            if comm_last < 0:
-                self.prev_comm = r_comm if r_comm >= 0 else f_comm  # the latest in the comm stream's FIFO
+            last = self._exposed(mb, c, cval, bk, last)
+            comm_last = r_comm if r_comm >= 0 else b_comm   # the action's latest in the comm stream's FIFO
+            self.prev_comm = comm_last if comm_last >= 0 else f_comm
             self._send_pair_forward(last)
             self.pair = ()
+        else:
+            last, comm_last = self._comm(mb, c, cval, bk, gate, last)
+            if comm_last < 0:  # the gradient leaves after the action's collectives, as a forward's output
+                comm_last = r_comm
         if not self._first(s):
             L.deliver_b[idx] = self._send(mb, c, 1, last, comm_last) if self.stage_rank[s - 1] != self.r else last
 
@@ -333,9 +340,9 @@ class _Rank:
         """The chunk's recompute (``R``) and the hidden part of its collectives, on the comm stream
         from a gate at its start as a forward's (``_hidden``). Their exposed part is placed after
         the backward's kernels, beside the backward's own (``backward``): the recompute's and the
-        backward's kernels stay one entry of the folded program (chains.py; the step time is the
-        same sum either way), and the metrics read an entry's leading kernels as its kernel time.
-        Later compute waits for the hidden part as for any (``prev_comm``). Returns the first task
+        backward's kernels stay one entry of the folded program (chains.py), and the metrics read
+        an entry's leading kernels as its kernel time. Later compute, and the backward's gradient
+        send, wait for the hidden part as for a forward's (``prev_comm``). Returns the first task
         and the last hidden collective (-1: none)."""
         g = self.g
         gate = -1
