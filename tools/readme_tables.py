@@ -1,4 +1,5 @@
-"""Regenerate the README's accuracy tables from ``python -m simengine validate --json``.
+"""Regenerate the README's accuracy tables from ``python -m simengine validate --json``, and its
+example of the CLI's output from the CLI itself.
 
 Run: python tools/readme_tables.py            # print the tables (markdown)
      python tools/readme_tables.py --write    # replace them in README.md between the markers
@@ -6,8 +7,10 @@ Run: python tools/readme_tables.py            # print the tables (markdown)
 
 Markers: ``<!-- BEGIN validation:NAME -->`` … ``<!-- END validation:NAME -->`` with NAME ``b200``
 (the 20 Megatron-LM B200 runs, datasheet and calibrated, vs the peer SimuMax) and ``published``
-(per published source) and ``moe_tiers`` (the Megatron-Bridge MoE rows by dispatch tier and dispatcher).
-The numbers come only from the CLI's JSON: nothing is computed twice.
+(per published source) and ``moe_tiers`` (the Megatron-Bridge MoE rows by dispatch tier and dispatcher);
+``<!-- BEGIN output:estimate -->`` … ``<!-- END output:estimate -->``: what ``ESTIMATE_ARGS`` prints
+(the README's "real output", kept real: tests/test_readme_example.py compares the two).
+The numbers come only from the CLI: nothing is computed twice.
 """
 
 from __future__ import annotations
@@ -24,6 +27,21 @@ ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 sys.path.insert(0, str(ROOT))
 from simengine.validation.published import SOURCES as PUBLISHED  # noqa: E402  (one list of published sources)
+
+
+# the README's second command (its "Real output" block)
+ESTIMATE_ARGS = ("estimate", "--model", "llama3-70b", "--system", "h100-sxm5-80gb", "--strategy", "llama3-70b-tp4-pp4",
+                 "--set", "system.num_gpus=64")
+
+
+def estimate_output() -> str:
+    """The README's example block: the CLI's table for ``ESTIMATE_ARGS``, fenced."""
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8"}  # the table prints µ and –, whatever the locale
+    p = subprocess.run([sys.executable, "-m", "simengine", *ESTIMATE_ARGS], cwd=ROOT, capture_output=True,
+                       encoding="utf-8", env=env)
+    if p.returncode:
+        raise SystemExit(f"simengine estimate failed: {p.stderr.strip()}")
+    return "```text\n" + p.stdout.rstrip("\n") + "\n```"
 
 
 def validate_json(*args: str) -> dict:
@@ -127,14 +145,21 @@ def moe_tier_table(res: dict) -> str:
 
 def tables() -> dict[str, str]:
     everything = validate_json()
-    return {"b200": b200_tables(everything, validate_json("--source", "b200", "--calibrated")),
-            "published": published_table(everything), "moe_tiers": moe_tier_table(everything)}
+    return {"validation:b200": b200_tables(everything, validate_json("--source", "b200", "--calibrated")),
+            "validation:published": published_table(everything), "validation:moe_tiers": moe_tier_table(everything),
+            "output:estimate": estimate_output()}
+
+
+def block(text: str, name: str) -> str | None:
+    """What README ``text`` holds between the markers of ``name`` (None: no markers)."""
+    m = re.search(rf"<!-- BEGIN {name} -->\n(.*?)\n<!-- END {name} -->", text, re.S)
+    return m.group(1) if m else None
 
 
 def replace(text: str, name: str, body: str) -> str:
-    pat = re.compile(rf"(<!-- BEGIN validation:{name} -->\n).*?(\n<!-- END validation:{name} -->)", re.S)
+    pat = re.compile(rf"(<!-- BEGIN {name} -->\n).*?(\n<!-- END {name} -->)", re.S)
     if not pat.search(text):
-        raise SystemExit(f"README.md has no <!-- BEGIN/END validation:{name} --> markers")
+        raise SystemExit(f"README.md has no <!-- BEGIN/END {name} --> markers")
     return pat.sub(lambda m: m.group(1) + body + m.group(2), text)
 
 
@@ -149,7 +174,8 @@ def main(argv: list[str]) -> int:
         new = replace(new, name, body)
     if "--check" in argv:
         if new != old:
-            print("README.md accuracy tables are out of date: run python tools/readme_tables.py --write", file=sys.stderr)
+            print("README.md's generated tables or example output are out of date: run python tools/readme_tables.py --write",
+                  file=sys.stderr)
             return 1
         return 0
     fd, tmp = tempfile.mkstemp(dir=ROOT, prefix=".README.", suffix=".tmp")
