@@ -383,14 +383,13 @@ class _Memory:
         combined = st.overlap_moe_expert_parallel_comm
         seen = self.chunk_memory
         vals = []
+        p = self._priced_for(rc)
         for base, cw in self.mem_kinds:
-            # cost/stage.py _recomputed_layers: the first k layers of the chunk, all when k is None
-            n_rc = 0 if rc[0] != "full" else (len(cw.layers) if rc[1] is None else min(rc[1], len(cw.layers)))
+            n_rc = _recomputed_layers(p, cw)
             key = (rc[0], n_rc, *base)
             hit = seen.get(key)
             if hit is None:
-                p = self._priced_for(rc)
-                hit = seen[key] = _chunk_memory(p, cw, _recomputed_layers(p, cw))
+                hit = seen[key] = _chunk_memory(p, cw, n_rc)
             vals.append(hit)
         mems = [[vals[i] for i in idx] for idx in self.rank_kinds]
         if any(len(c) > 1 for c in mems):
