@@ -143,6 +143,24 @@ def max_inflight(schedule: str, rank: int, pp: int, m: int, vpp: int, combined: 
     return get_schedule(schedule).max_inflight(rank, pp, m, vpp)
 
 
+def peak_length(schedule: str, pp: int, m: int, vpp: int, combined: bool = False) -> int:
+    """The shortest micro-batch count whose orders have the same distinct peak states, in the same
+    order of first appearance, as ``m``'s (``_peak_states``): m itself except for a long
+    interleaved pipeline. There (schedule/interleaved.py) every rank runs its warm-up forwards,
+    then F/B pairs, then its cool-down backwards; the chunk of the j-th forward and of the j-th
+    backward repeat with period pp·vpp in j (``_chunk``), so a rank's held count per chunk and its
+    running chunk repeat with that period through the steady pairs, and the warm-up and (m a
+    multiple of pp, so m·vpp a multiple of pp·vpp) the cool-down are the same for every m whose
+    steady part holds a whole period. Two periods beyond the longest warm-up keep a margin;
+    tests/test_peak_length.py holds the states to those of the whole order."""
+    if schedule != "interleaved" or vpp < 2:
+        return m
+    unit = pp * vpp
+    warm = 2 * (pp - 1) + (vpp - 1) * pp + (1 if combined else 0)
+    short = pp * -(-(warm + 2 * unit) // unit)
+    return short if m > short and m % pp == 0 else m
+
+
 @lru_cache(maxsize=64)
 def _peak_states(schedule: str, pp: int, m: int, vpp: int, combined: bool = False) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
     """Per rank, the distinct candidate peak states of its order: micro-batches held per local
@@ -190,6 +208,7 @@ def order_memory_peaks(schedule: str, pp: int, m: int, vpp: int,
     applies while its F or B runs. Returns (held bytes, extra bytes, held count) at each peak
     (the first candidate state of the largest total, per rank).
     """
+    m = peak_length(schedule, pp, m, vpp, combined)
     stacked = _stacked_states(schedule, pp, m, vpp, combined)
     if stacked is None or len(chunks) != pp or len({len(c) for c in chunks}) != 1:
         return _peaks_per_rank(schedule, pp, m, vpp, chunks, combined)
