@@ -5,6 +5,7 @@ one in flight per session and a per-session budget."""
 from __future__ import annotations
 
 import multiprocessing as mp
+import threading
 import time
 
 import pytest
@@ -69,7 +70,8 @@ def test_timeout_stops_the_call(monkeypatch):
     assert not res["ok"] and "took more than" in res["issues"][0][1]
 
 
-def test_one_heavy_call_per_session_and_a_budget():
+def test_one_heavy_call_per_session_and_a_budget(monkeypatch):
+    monkeypatch.setattr(worker, "SUPERSEDED_WAIT_S", 0.3)
     worker._INFLIGHT.add("s-busy")
     try:
         with pytest.raises(worker.Busy, match="still running"):
@@ -80,6 +82,70 @@ def test_one_heavy_call_per_session_and_a_budget():
     with pytest.raises(worker.Busy, match="heavy computation for now"):
         worker.run("estimate", dumps(HEAVY), "s-budget", spent)
     assert worker._SLOTS._value == worker.MAX_WORKERS  # every slot was given back
+
+
+def _let_go_after(session: str, seconds: float) -> threading.Timer:
+    """The superseded run of ``session`` letting go of its place, as ``worker.run``'s finally does."""
+    def go():
+        with worker._FREED:
+            worker._INFLIGHT.discard(session)
+            worker._FREED.notify_all()
+    t = threading.Timer(seconds, go)
+    t.start()
+    return t
+
+
+def test_a_new_call_waits_for_the_call_it_supersedes(monkeypatch):
+    # Streamlit's fast reruns start the page's next run on a new thread while the old one still
+    # unwinds (it kills its child first): pressing Search again must not answer "busy"
+    monkeypatch.setattr(worker, "_run_child", lambda *a, **k: {"ok": True, "issues": []})
+    worker._INFLIGHT.add("s-again")
+    ticks: list = []
+    timer = _let_go_after("s-again", 0.5)
+    try:
+        res = worker.run("search", "{}", "s-again", {}, ticks.append)
+    finally:
+        timer.cancel()
+        worker._INFLIGHT.discard("s-again")
+    assert res["ok"] and ticks and max(ticks) >= 0.2   # it waited, drawing its progress meanwhile
+    assert "s-again" not in worker._INFLIGHT and worker._SLOTS._value == worker.MAX_WORKERS
+
+
+def test_a_waiting_call_stops_when_its_user_moves_on(monkeypatch):
+    monkeypatch.setattr(worker, "_run_child", lambda *a, **k: pytest.fail("a stopped call started a worker"))
+    worker._INFLIGHT.add("s-wait")
+
+    def tick(elapsed):
+        raise Stop
+
+    try:
+        with pytest.raises(Stop):
+            worker.run("search", "{}", "s-wait", {}, tick)
+        assert "s-wait" in worker._INFLIGHT   # the call it waited for keeps its place
+    finally:
+        worker._INFLIGHT.discard("s-wait")
+    assert worker._SLOTS._value == worker.MAX_WORKERS
+
+
+def test_a_call_waiting_for_a_slot_polls_its_user(monkeypatch):
+    monkeypatch.setattr(worker, "_run_child", lambda *a, **k: pytest.fail("no slot was free"))
+    taken = [worker._SLOTS.acquire(timeout=1) for _ in range(worker.MAX_WORKERS)]
+    ticks: list = []
+
+    def tick(elapsed):
+        ticks.append(elapsed)
+        if len(ticks) > 2:
+            raise Stop
+
+    try:
+        with pytest.raises(Stop):
+            worker.run("search", "{}", "s-queue", {}, tick)
+    finally:
+        for ok in taken:
+            if ok:
+                worker._SLOTS.release()
+    assert len(ticks) == 3 and "s-queue" not in worker._INFLIGHT
+    assert worker._SLOTS._value == worker.MAX_WORKERS
 
 
 def test_worker_thins_memory_series_and_keeps_every_ranks_peak():

@@ -5,7 +5,8 @@ pp · vpp · micro-batches, measured at ~30 µs each on this machine: ``medium``
 35 ms; 1,024 layers at pp 8 · vpp 128 = 131,072 units, 4.4 s and ~530 MB). Light work
 (≤ ``LIGHT_UNITS``) runs inline: a process round trip would cost more than it saves. Heavy work
 runs in a child process forked from a ``forkserver`` (started once per server, engine
-pre-imported), at most ``MAX_WORKERS`` at a time for the whole server, at most one per session,
+pre-imported), at most ``MAX_WORKERS`` at a time for the whole server, at most one per session
+(a new call of a session waits for the one it supersedes to let go: ``SUPERSEDED_WAIT_S``),
 under a per-call timeout and a per-session budget of worker seconds. The child runs niced with a
 memory cap. The Search page's searches always run there (``kind = "search"``: a search's cost
 depends on its space, not on one pipeline's size), under their own longer timeout, reporting
@@ -26,6 +27,11 @@ MAX_WORKERS = 2               # heavy engine calls running at once, whole server
 TIMEOUT_S = 90.0              # per call
 SEARCH_TIMEOUT_S = 180.0      # per search (deepseek-v3 on 16,384 GPUs, every dimension: ~75 s alone on this machine)
 QUEUE_WAIT_S = 30.0           # waiting for a free worker before saying "busy"
+# waiting for the session's superseded call to let go: with ``runner.fastReruns`` (Streamlit's
+# default) a new run of the page starts on a new thread at once (AppSession.request_rerun stops
+# the old ScriptRunner and makes another), while the old run is still unwinding — it stops at its
+# next poll (``POLL_S``) and kills its child (ui/worker ``_run_child``)
+SUPERSEDED_WAIT_S = 10.0
 SESSION_BUDGET_S = 240.0      # worker seconds per session per window
 BUDGET_WINDOW_S = 600.0
 POLL_S = 0.2
@@ -33,6 +39,7 @@ POLL_S = 0.2
 _SLOTS = threading.BoundedSemaphore(MAX_WORKERS)
 _INFLIGHT: set[str] = set()
 _LOCK = threading.Lock()
+_FREED = threading.Condition(_LOCK)  # a session's call let go of ``_INFLIGHT``
 _CTX: Any = None
 
 
@@ -65,20 +72,47 @@ def run(kind: str, scenario_json: str, session: str, spent: dict[str, Any], tick
         wait = BUDGET_WINDOW_S - (now - spent["since"])
         raise Busy(f"this session used its {SESSION_BUDGET_S:.0f} s of heavy computation for now; "
                    f"try again in {wait / 60:.0f} min (light estimates and timelines are not limited)")
-    with _LOCK:
-        if session in _INFLIGHT:
-            raise Busy("another heavy computation of this session is still running; wait for it or cancel it")
-        _INFLIGHT.add(session)
+    _enter(session, tick)
     try:
-        if not _SLOTS.acquire(timeout=QUEUE_WAIT_S):
-            raise Busy(f"the server is busy with other heavy scenarios ({MAX_WORKERS} at a time); try again shortly")
+        _acquire_slot(tick)
         try:
             return _run_child(kind, scenario_json, spent, tick, progress)
         finally:
             _SLOTS.release()
     finally:
-        with _LOCK:
+        with _FREED:
             _INFLIGHT.discard(session)
+            _FREED.notify_all()
+
+
+def _enter(session: str, tick) -> None:
+    """Hold the session's one place in flight. A call of the same session already there is one the
+    user has moved on from (a new press of Search, another page: ``SUPERSEDED_WAIT_S``), so this
+    waits for it to let go — polling ``tick`` meanwhile, so that this call too stops when the user
+    moves on — and says "busy" only if it does not."""
+    t0 = time.monotonic()
+    while True:
+        with _FREED:
+            if session not in _INFLIGHT:
+                _INFLIGHT.add(session)
+                return
+            left = SUPERSEDED_WAIT_S - (time.monotonic() - t0)
+            if left <= 0:
+                raise Busy("another heavy computation of this session is still running; wait for it or cancel it")
+            _FREED.wait(min(POLL_S, left))
+        if tick is not None:
+            tick(time.monotonic() - t0)
+
+
+def _acquire_slot(tick) -> None:
+    """One of the server's ``MAX_WORKERS`` slots, waiting up to ``QUEUE_WAIT_S`` and polling
+    ``tick`` meanwhile (a call waiting in the queue stops as soon as its user moves on)."""
+    t0 = time.monotonic()
+    while not _SLOTS.acquire(timeout=POLL_S):
+        if time.monotonic() - t0 >= QUEUE_WAIT_S:
+            raise Busy(f"the server is busy with other heavy scenarios ({MAX_WORKERS} at a time); try again shortly")
+        if tick is not None:
+            tick(time.monotonic() - t0)
 
 
 _TOO_LONG = {
