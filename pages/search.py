@@ -15,7 +15,7 @@ from ui.heavy import run_search
 from ui.layout import boot, issues_box
 from ui.search_fit import fit_list
 from ui.search_inputs import INPUT_LABELS, LINK_PARAM, decode_inputs, encode_inputs, parse_count, parse_counts, parse_restrict
-from ui.search_view import cached_result, cached_search, candidates_frame, grid_options, pareto_chart, points_frame, results_csv, search_base, search_payload
+from ui.search_view import cached_result, cached_search, candidates_frame, empty_reason, grid_options, item_labels, pareto_chart, points_frame, results_csv, search_base, search_payload
 from ui.text import md
 
 boot("Search")
@@ -125,8 +125,12 @@ def _results(sc: dict, res: dict) -> None:
     cands = res["candidates"]
     st.caption(f"{res['space_size']:,} candidates in the space · {res['memory_checked']:,} memory checks (a layout's overlap-flag variants share one) · {res['evaluated']:,} timed · "
                f"{res['feasible']:,} shown · {res['seconds']:.1f} s")
-    if not cands:
-        st.warning("Nothing in this space fits. Widen the space (more GPUs, fewer pins) or see the reasons below.")
+    if not cands:  # no table, no chart: the reason, the rejections and the fit changes
+        st.warning(md(empty_reason(res), 1200))
+        _rejections(res, expanded=True)
+        st.subheader("Smallest changes to make the current scenario fit")
+        fit_list(state.scenario_json())
+        return
     if len(res["ties"]) > 1:
         st.info(f"The top {len(res['ties'])} candidates are within the best one's uncertainty band: a tie, not a winner.")
 
@@ -143,14 +147,13 @@ def _results(sc: dict, res: dict) -> None:
     except Exception:  # noqa: BLE001 — the component failing must not take the page down
         st.dataframe(df, hide_index=True, width="stretch")
 
-    if cands:
-        a, b = st.columns(2)
-        a.download_button("Ranked candidates (CSV)", results_csv(cands, res["ties"]), file_name="simengine-search.csv",
-                          mime="text/csv", on_click="ignore", icon=":material/download:", key="dl.search.csv", width="stretch")
-        b.download_button("Whole result (JSON)", json.dumps(res, indent=1), file_name="simengine-search.json",
-                          mime="application/json", on_click="ignore", icon=":material/download:", key="dl.search.json",
-                          width="stretch", help="The object `simengine search --json` prints (candidates with their "
-                          "strategy, estimate and band, Pareto front, rejections by reason), without its fit changes.")
+    a, b = st.columns(2)
+    a.download_button("Ranked candidates (CSV)", results_csv(cands, res["ties"]), file_name="simengine-search.csv",
+                      mime="text/csv", on_click="ignore", icon=":material/download:", key="dl.search.csv", width="stretch")
+    b.download_button("Whole result (JSON)", json.dumps(res, indent=1), file_name="simengine-search.json",
+                      mime="application/json", on_click="ignore", icon=":material/download:", key="dl.search.json",
+                      width="stretch", help="The object `simengine search --json` prints (candidates with their "
+                      "strategy, estimate and band, Pareto front, rejections by reason), without its fit changes.")
     pts, items = points_frame(cands, res["pareto"])
     st.subheader("Pareto front: throughput vs cost vs memory headroom")
     front = pts[pts["pareto"]]
@@ -159,7 +162,7 @@ def _results(sc: dict, res: dict) -> None:
     if sel_pts and isinstance(sel_pts[0], dict) and "id" in sel_pts[0]:
         picked = int(sel_pts[0]["id"]) - 1
 
-    labels = [f"#{i + 1} {c['label']}" for i, c in enumerate(items)]
+    labels = item_labels(items, len(cands))
     if labels:
         choice = st.selectbox("Layout", range(len(items)), index=picked if picked is not None and picked < len(items) else 0,
                               format_func=lambda i: labels[i], key=f"search.pick.{picked}")
@@ -172,13 +175,16 @@ def _results(sc: dict, res: dict) -> None:
             else:
                 st.switch_page("pages/strategy.py")
 
-    with st.expander("Rejected candidates and why", expanded=not cands):
+    _rejections(res, expanded=False)
+    st.subheader("Smallest changes to make the current scenario fit")
+    fit_list(state.scenario_json())
+
+
+def _rejections(res: dict, expanded: bool) -> None:
+    with st.expander("Rejected candidates and why", expanded=expanded):
         eg = res.get("rejected_examples", {})
         st.dataframe(pd.DataFrame([{"reason": k, "candidates": v, "for example": eg.get(k, {}).get("reason", "")}
                                    for k, v in res["rejected"].items()]), hide_index=True, width="stretch")
-
-    st.subheader("Smallest changes to make the current scenario fit")
-    fit_list(state.scenario_json())
 
 
 # Functions, not one script: a worker process started from this page re-imports it bare (no

@@ -338,3 +338,47 @@ def test_a_number_out_of_range_is_said_under_its_field_and_nothing_runs(monkeypa
     assert any("give a whole number from 1 to 500" in e.value for e in at.error)
     assert any("Not searched" in w.value for w in at.warning)
     assert "search.inputs" not in at.session_state
+
+
+# -- a search that returns nothing, Pareto points beyond the ranking, a dimension given twice ----
+
+
+def test_a_space_with_no_valid_layout_says_why_and_draws_no_table():
+    # 10**6 GPUs of the small model at batch 64: no layout can split the batch (browser audit:
+    # an empty grid, an empty chart with a "NaN" legend, and "more GPUs" as the advice)
+    at = open_search(search=encode_inputs({**INPUTS, "gpus": "1000000", "restrict": ""}))
+    warned = " ".join(w.value for w in at.warning)
+    assert "No layout in this space is valid" in warned and "most common reason" in warned
+    assert "more GPUs" not in warned
+    assert not at.get("vega_lite_chart") and not at.get("download_button")
+    assert not at.get("component_instance")   # no AgGrid either
+    assert any("Rejected candidates" in e.label for e in at.expander)
+
+
+def test_empty_reason_tells_memory_from_invalid_layouts():
+    from ui.search_view import empty_reason
+
+    oom = {"rejected": {"oom: OOM by at least N GiB": 3, "invalid: strategy.tp: x": 5}}
+    assert "fits in memory" in empty_reason(oom)
+    bad = {"rejected": {"invalid: a": 2, "invalid: b": 7}, "rejected_examples": {"invalid: b": {"reason": "tp=3 does not divide 32"}}}
+    said = empty_reason(bad)
+    assert "No layout in this space is valid" in said and "7 of 9" in said and "tp=3 does not divide 32" in said
+    assert "see the reasons below" in empty_reason({"rejected": {"bound: outside the top N": 4}})
+
+
+def test_pareto_points_beyond_the_ranking_carry_no_rank():
+    from ui.search_view import PARETO_ONLY, item_labels, points_frame
+
+    def cand(i: int) -> dict:
+        return {"label": f"L{i}", "order": i, "strategy": {}, "band": {}, "tokens_per_s": 100.0 - i, "mfu": 0.5,
+                "cost_per_million_tokens_usd": 1.0 + i, "peak_memory_gib": 10.0, "headroom_gib": 5.0 + i, "gpus": 8}
+
+    ranked, front = [cand(0)], [cand(0), cand(5)]
+    df, items = points_frame(ranked, front)
+    assert list(df["place"]) == ["#1", PARETO_ONLY]
+    assert item_labels(items, len(ranked)) == ["#1 L0", "(Pareto) L5"]
+
+
+def test_a_dimension_restricted_twice_is_refused():
+    with pytest.raises(ConfigError, match="restricted twice"):
+        parse_restrict("tp=4\ntp=2")

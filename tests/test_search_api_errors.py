@@ -71,3 +71,15 @@ def test_a_space_where_nothing_fits_says_so(capsys):
     assert code == 0 and "no layout of this space is valid and fits" in out and "invalid:" in out
     # each generalised reason (numbers as N) comes with one case in its own numbers
     assert "tp*pp*cp = N*N*N = N" in out and "e.g. strategy.tp: tp*pp*cp = 1*3*1 = 3 does not divide system.num_gpus = 8" in out
+
+
+def test_a_dimension_pinned_or_restricted_twice_is_refused(capsys):
+    """Two --space (or a --set and a --space) for one dimension used to keep the last silently."""
+    base = ["search", "--model", "small", "--system", "small", "--global-batch", "64", "--seq-len", "8192"]
+    for extra in (["--space", "strategy.tp=4", "--space", "strategy.tp=2"],
+                  ["--set", "strategy.tp=4", "--space", "strategy.tp=2,4"],
+                  ["--set", "strategy.pp=1", "--set", "strategy.pp=2"],
+                  ["--space", "system.num_gpus=8", "--space", "system.num_gpus=16"]):
+        assert main(base + extra) == 2, extra
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "twice" in err[0], (extra, err)

@@ -68,6 +68,8 @@ def parse_restrict(text: str) -> dict[str, list[Any]]:
         name = name.strip().removeprefix("strategy.")
         if not eq or name not in DIMS:
             raise ConfigError([("search.restrict", f"'{part[:60]}' is not DIMENSION=V1,V2 with a dimension among {', '.join(DIMS)}")])
+        if name in out:  # two lines for one dimension: which one was meant is not ours to guess
+            raise ConfigError([("search.restrict", f"{name} is restricted twice; list its values on one line ({name}=V1,V2)")])
         out[name] = [_value(v.strip()) for v in vals.split(",") if v.strip()]
         if not out[name]:
             raise ConfigError([("search.restrict", f"'{part[:60]}' lists no value")])

@@ -35,6 +35,24 @@ def _store() -> dict[str, dict[str, Any]]:
     return {}
 
 
+def empty_reason(res: dict[str, Any]) -> str:
+    """Why a search returned no candidate, as plain text for the page's banner: memory when some
+    valid layout was rejected for it (``oom:``), else — when every rejection is an invalid layout —
+    the most common reason with its example (more GPUs cannot help a space where the batch or the
+    model cannot be split), else the rejections in general."""
+    rejected: dict[str, int] = res.get("rejected", {})
+    if any(k.startswith("oom") for k in rejected):
+        return ("Nothing in this space fits in memory. Widen the space (more GPUs, fewer pins) or see "
+                "the reasons below.")
+    if rejected and all(k.startswith("invalid") for k in rejected):
+        top = max(rejected, key=lambda k: (rejected[k], k))
+        example = res.get("rejected_examples", {}).get(top, {}).get("reason", top)
+        return (f"No layout in this space is valid for this model, batch and GPU count: the most common "
+                f"reason ({rejected[top]:,} of {sum(rejected.values()):,} candidates) is \"{example}\". "
+                "See every reason below.")
+    return "No candidate in this space was kept: see the reasons below."
+
+
 def search_base(strategy: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     """The scenario's strategy fields a search keeps fixed (everything but the searched dimensions,
     the batch and the names), and whether an explicit layer split was left out: the search places
@@ -116,7 +134,22 @@ def points_frame(cands: list[dict[str, Any]], pareto: list[dict[str, Any]]) -> t
     df = candidates_frame(items, [])
     df.insert(0, "id", range(1, len(items) + 1))
     df["pareto"] = [any((c["label"], c["order"]) == (p["label"], p["order"]) for p in pareto) for c in items]
+    df["place"] = [place(i, len(cands)) for i in range(len(items))]
     return df, items
+
+
+PARETO_ONLY = "on the Pareto front, not in the ranking shown"
+
+
+def place(i: int, ranked: int) -> str:
+    """Where item i of ``points_frame`` stands: its rank among the ``ranked`` candidates shown, or
+    that it is a Pareto point beyond them (its rank in the whole space is not known)."""
+    return f"#{i + 1}" if i < ranked else PARETO_ONLY
+
+
+def item_labels(items: list[dict[str, Any]], ranked: int) -> list[str]:
+    """The Layout picker's labels: "#rank layout", or "(Pareto) layout" past the ranked ones."""
+    return [f"#{i + 1} {c['label']}" if i < ranked else f"(Pareto) {c['label']}" for i, c in enumerate(items)]
 
 
 def grid_options(df: pd.DataFrame) -> dict[str, Any]:
@@ -153,7 +186,7 @@ def pareto_chart(front: pd.DataFrame) -> alt.Chart:
         y=alt.Y("tokens_per_s:Q", title="tokens/s", scale=alt.Scale(zero=False, padding=16)),
         color=alt.Color("headroom_gib:Q", title="free GiB", scale=alt.Scale(scheme="viridis")),
         opacity=alt.condition(pick, alt.value(1.0), alt.value(0.45)),
-        tooltip=[alt.Tooltip("id:Q", title="#"), alt.Tooltip("layout:N", title="layout"),
+        tooltip=[alt.Tooltip("place:N", title="rank"), alt.Tooltip("layout:N", title="layout"),
                  alt.Tooltip("tokens_per_s:Q", title="tokens/s", format=",.0f"),
                  alt.Tooltip("cost_per_million_tokens_usd:Q", title="USD per 1M tokens", format=",.4f"),
                  alt.Tooltip("headroom_gib:Q", title="free GiB", format=",.1f")],

@@ -73,6 +73,7 @@ def build(args: argparse.Namespace) -> tuple[Any, dict[str, Any] | None]:
         path, _, raw = item.partition("=")
         key = path.strip().removeprefix("strategy.")
         if path.strip().startswith("strategy.") and key in DIMS:
+            _once(choices, key, "--set")
             choices[key] = [_parse_value(raw)]
         else:
             plain.append(item)
@@ -83,8 +84,11 @@ def build(args: argparse.Namespace) -> tuple[Any, dict[str, Any] | None]:
         if not eq:
             raise ConfigError([("--space", f"'{item}' is not of the form strategy.DIM=V1,V2")])
         if path == "system.num_gpus":
+            if gpus is not None:
+                raise ConfigError([("--space", "system.num_gpus is given twice; list its values once (system.num_gpus=V1,V2)")])
             gpus = _values(raw)   # make_space refuses what is not a GPU count (8.7, true, NaN, 10**30)
         elif path.startswith("strategy.") and path[9:] in DIMS:
+            _once(choices, path[9:], "--space")
             choices[path[9:]] = _values(raw)
         else:
             raise ConfigError([("--space", f"'{path}' is not searchable (system.num_gpus or strategy.<{'|'.join(DIMS)}>)")])
@@ -95,6 +99,14 @@ def build(args: argparse.Namespace) -> tuple[Any, dict[str, Any] | None]:
     if args.strategy:
         scen = dict(cfg, strategy=dict(cfg["strategy"], global_batch_size=space.base["global_batch_size"], seq_len=args.seq_len))
     return space, scen
+
+
+def _once(choices: dict[str, list], key: str, flag: str) -> None:
+    """A dimension pinned or restricted twice (two --set, two --space, or one of each) is refused:
+    which one was meant is not ours to guess."""
+    if key in choices:
+        raise ConfigError([(flag, f"strategy.{key} is pinned or restricted twice; give it once "
+                                  f"(--set strategy.{key}=V or --space strategy.{key}=V1,V2)")])
 
 
 def _bar(enabled: bool):
