@@ -60,7 +60,10 @@ elif res:
                                     "ranks": f["n_ranks"], "tier": f["tier"], "busbw [GB/s]": f["busbw_gbs"],
                                     "efficiency": f["efficiency"], "alpha [µs]": f["alpha_us"],
                                     "RMS error [%]": f["rel_rms_error"] * 100} for f in s["collective_fits"]]),
-                     hide_index=True, width="stretch")
+                     hide_index=True, width="stretch", column_config={"efficiency": st.column_config.NumberColumn(
+                         "efficiency", help="Fitted bus bandwidth / the tier's datasheet bandwidth per GPU. Above 1 "
+                         "where the switch reduces in the network (NVLink SHARP, NVLS): an all-reduce's bus bandwidth "
+                         "can then exceed the link's.")})
     if s["warnings"]:
         with st.expander(f"Refused rows and warnings ({len(s['warnings'])})", expanded=True):
             st.markdown("  \n".join(f"- {md(w, 300)}" for w in s["warnings"][:50]))

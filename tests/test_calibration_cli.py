@@ -239,3 +239,32 @@ def test_a_binary_upload_says_what_is_wrong_in_words():
     with pytest.raises(ConfigError) as e:
         api.calibrate(presets.load_spec("systems", "small"), gemm=b"m,n,k,efficiency\n1,2\r3,4,0.5\n")
     assert "not valid CSV (a stray carriage return or NUL byte" in str(e.value) and "universal-newline" not in str(e.value)
+
+
+def test_gemm_fit_error_is_the_held_out_time_error_without_grid_aliasing():
+    """OpenXLA's H100 table (b × m × n × k on a doubling grid): an evenly spaced hold-out took its
+    whole k = 256 plane (stride 5, five k values), which the index could only extrapolate, and the
+    studio showed a 65.8 % fit error for a table that predicts its unmeasured shapes' time to ~7 %."""
+    from simengine.calibration.gemm import load_gemm_csv
+    from simengine.calibration.provenance import GEMM_FIT_WARN, gemm_holdout_error
+    from simengine.presets import load_spec
+
+    text = (Path(__file__).parent / "data" / "calibration" / "gemm_sweeps" / "xla_sm90_h100_matmul_perf_table.csv").read_text()
+    points = load_gemm_csv(text, peak_tflops=load_spec("systems", "h100-sxm5-80gb").gpu.peak_tflops, dtypes=("bf16",)).points
+    err = gemm_holdout_error(points)
+    assert err is not None and 0.01 < err < 0.10 and err < GEMM_FIT_WARN
+    assert gemm_holdout_error(points) == err   # deterministic
+
+
+def test_a_table_too_sparse_to_interpolate_is_warned_about():
+    from simengine.api import calibrate
+    from simengine.presets import load_spec
+
+    # efficiencies that jump between neighbouring shapes: no interpolation predicts the held-out ones
+    import random
+
+    rng = random.Random(1)
+    rows = ["m,n,k,efficiency"] + [f"{m},{n},{k},{rng.choice((0.1, 0.9))}"
+                                    for m in (256, 512, 1024, 2048, 4096) for n in (256, 1024, 4096) for k in (512, 2048, 8192)]
+    _, summary = calibrate(load_spec("systems", "h100-sxm5-80gb"), gemm="\n".join(rows) + "\n")
+    assert any("too sparse or too noisy" in w for w in summary.warnings), summary.warnings

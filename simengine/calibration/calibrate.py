@@ -34,7 +34,7 @@ from .fit import collective_point, fit_alpha_beta, fit_table, tier_bandwidth_gbs
 from .gemm import load_gemm_csv
 from .formats.nccl_tests import parse_nccl_log
 from .curves import attention_curve, collective_curve, gemm_curve
-from .provenance import Provenance, gemm_holdout_error, read_input
+from .provenance import GEMM_FIT_WARN, Provenance, gemm_holdout_error, read_input
 
 Source = str | bytes | os.PathLike
 LogsLike = Mapping[str, Source] | Sequence[Source | tuple[str, Source]]
@@ -166,9 +166,14 @@ def _log_items(logs: LogsLike) -> list[tuple[str, Source]]:
 def _gemm(system, gemm_csv, eff_update, summary, warnings, sources, prov) -> None:
     text, name, digest = read_input(gemm_csv, "gemm_csv")
     load = load_gemm_csv(text, peak_tflops=system.gpu.peak_tflops, dtypes=TRAINING_DTYPES)
+    held_out = gemm_holdout_error(load.points)
     prov.append(Provenance(target="efficiency.gemm_table", file=name, sha256=digest, rows_used=len(load.points),
-                           fit_error=gemm_holdout_error(load.points), method=f"{load.format} GEMM table, log-shape "
-                           "interpolation; fit_error = mean |relative error| on held-out points"))
+                           fit_error=held_out, method=f"{load.format} GEMM table, log-shape interpolation; fit_error = "
+                           "|relative error| of the time of held-out points, time-weighted mean"))
+    if held_out is not None and held_out > GEMM_FIT_WARN:
+        warnings.append(f"{name or 'GEMM sweep'}: shapes left out of the table are predicted {held_out * 100:.0f} % off "
+                        "(time-weighted): its points are too sparse or too noisy to interpolate between; GEMMs of "
+                        "unmeasured shapes stay uncertain")
     by_dtype: dict[str, int] = {}
     for p in load.points:
         by_dtype[p.dtype] = by_dtype.get(p.dtype, 0) + 1
