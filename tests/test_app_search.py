@@ -43,8 +43,10 @@ def test_link_round_trip_and_damaged_links():
 
 def test_input_parsers_name_the_field():
     assert parse_counts("64..256") == [64, 128, 256] and parse_counts("8,16") == [8, 16]
+    assert parse_counts("1e3") == [1000] and parse_counts("8..3.2e1") == [8, 16, 32]   # as the number fields read it
     assert parse_restrict("tp=4,8; recompute=none") == {"tp": [4, 8], "recompute": ["none"]}
-    for text, fn in (("abc", parse_counts), ("0", parse_counts), ("tpp=1", parse_restrict), ("tp=", parse_restrict)):
+    for text, fn in (("abc", parse_counts), ("0", parse_counts), ("1.5", parse_counts), ("inf", parse_counts),
+                     ("tpp=1", parse_restrict), ("tp=", parse_restrict)):
         with pytest.raises(ConfigError) as e:
             fn(text)
         assert e.value.field.startswith("search.")

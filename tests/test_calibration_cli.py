@@ -268,3 +268,13 @@ def test_a_table_too_sparse_to_interpolate_is_warned_about():
                                     for m in (256, 512, 1024, 2048, 4096) for n in (256, 1024, 4096) for k in (512, 2048, 8192)]
     _, summary = calibrate(load_spec("systems", "h100-sxm5-80gb"), gemm="\n".join(rows) + "\n")
     assert any("too sparse or too noisy" in w for w in summary.warnings), summary.warnings
+
+
+def test_a_log_without_results_is_named_once():
+    from simengine.api import calibrate
+    from simengine.presets import load_spec
+
+    with pytest.raises(ConfigError) as e:
+        calibrate(load_spec("systems", "h100-sxm5-80gb"), nccl=[("garbage.log", "not a log\n")])
+    msg = e.value.issues[0][1]
+    assert msg.startswith("garbage.log: ") and msg.count("garbage.log") == 1, msg

@@ -49,7 +49,7 @@ def run(gemm, nccl, attention, grouped, memory=None) -> None:
     files = [f for f in (gemm, attention, grouped, memory) if f is not None] + list(nccl or [])
     if not files:
         st.session_state[RESULT_KEY] = json.dumps({"error": "Upload at least one file: a GEMM sweep, an attention or "
-                                                   "grouped-GEMM sweep, or nccl-tests logs."})
+                                                   "grouped-GEMM sweep, a memory-bandwidth sweep, or nccl-tests logs."})
         return
     total = sum(f.size for f in files)
     if total > MAX_CAL_BYTES:

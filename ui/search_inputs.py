@@ -43,18 +43,30 @@ def parse_counts(text: str) -> list[int]:
     text = (text or "").strip()
     try:
         if ".." in text:
-            a, b = (int(x) for x in text.split("..", 1))
+            a, b = (_whole(x) for x in text.split("..", 1))
             out = []
             while 1 <= a <= b and len(out) < 64:
                 out.append(a)
                 a *= 2
         else:
-            out = [int(x) for x in text.split(",") if x.strip()]
+            out = [_whole(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise ConfigError([("search.gpus", f"'{text[:40]}' is not a GPU count list such as 64 or 64,128 or 64..512")]) from None
     if not out or any(g < 1 or g > 1_000_000 for g in out) or len(out) > 64:
         raise ConfigError([("search.gpus", "give 1 to 64 GPU counts between 1 and 1,000,000")])
     return out
+
+
+def _whole(text: str) -> int:
+    """An integer written as one ("1024") or in scientific notation ("1e3", as the number fields
+    beside it read it); ValueError for anything else (1.5, inf, nan)."""
+    try:
+        return int(text)
+    except ValueError:
+        x = float(text)
+        if not x.is_integer():
+            raise ValueError(text) from None
+        return int(x)
 
 
 def parse_restrict(text: str) -> dict[str, list[Any]]:

@@ -307,8 +307,8 @@ def _nccl(system, nccl_logs, eff_update, summary, warnings, sources, prov) -> No
         try:
             text, _, digests[label] = read_input(content, "nccl_log")
             log = parse_nccl_log(text, name=label)
-        except ConfigError as exc:
-            raise ConfigError([(f, f"{label}: {m}") for f, m in exc.issues]) from None
+        except ConfigError as exc:  # named once: the log's own messages may already start with its name
+            raise ConfigError([(f, m if m.startswith(f"{label}: ") else f"{label}: {m}") for f, m in exc.issues]) from None
         warnings.extend(f"{label}: {w}" for w in log.warnings)
         for ti, table in enumerate(log.tables):
             got = _fit_one(system, label, ti + 1, table, warnings)
