@@ -4,6 +4,7 @@ process per batch."""
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -83,3 +84,65 @@ def test_a_dimension_pinned_or_restricted_twice_is_refused(capsys):
         assert main(base + extra) == 2, extra
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and "twice" in err[0], (extra, err)
+
+
+# -- from a robustness audit of the search's CLI and API ---------------------------------------
+
+_B = ["search", "--model", "llama3-8b", "--system", "h100-sxm5-80gb", "--set", "system.num_gpus=8",
+      "--global-batch", "64", "--seq-len", "8192", "--top", "3"]
+
+
+def _one_line_error(capsys, argv: list[str], *words: str) -> None:
+    assert main(argv) == 2, argv
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and all(w in err[0] for w in words), (argv, err)
+
+
+def test_batch_and_sequence_beyond_the_scenarios_bounds_are_refused_at_once(capsys):
+    # 10**24 sequences used to hang the divisor enumeration (minutes of CPU on a shared server)
+    for argv, word in ((_B[:7] + ["--global-batch", str(10**24), "--seq-len", "8192"], "global_batch"),
+                       (_B[:7] + ["--global-batch-tokens", str(8192 * 10**21), "--seq-len", "8192"], "global_batch"),
+                       (_B[:7] + ["--global-batch", "64", "--seq-len", str(10**9)], "seq_len")):
+        _one_line_error(capsys, argv, word)
+
+
+def test_fixed_strategy_fields_of_the_wrong_type_are_a_message_not_a_crash(capsys):
+    # used to exit 1 with "internal error: TypeError: unhashable type: 'list'"
+    for bad, field in (("strategy.framework=[1]", "strategy.framework"),
+                       ("strategy.decoder_first_pipeline_num_layers=x", "strategy.decoder_first_pipeline_num_layers"),
+                       ("strategy.pipeline_layers=x", "strategy.pipeline_layers")):
+        _one_line_error(capsys, _B + ["--set", bad], field)
+    m = presets.load_spec("models", "llama3-8b").model_dump(mode="json")
+    s = presets.load_spec("systems", "h100-sxm5-80gb").model_dump(mode="json")
+    for base in ({1: 2}, {"no_such_field": 1}, {"framework": [1]}):
+        with pytest.raises(ConfigError):
+            make_space(m, s, global_batch=64, seq_len=8192, base=base)
+    with pytest.raises(ConfigError):
+        make_space(m, s, global_batch=64, seq_len=8192, gpus=[])
+
+
+def test_inputs_the_search_would_ignore_are_refused(capsys):
+    _one_line_error(capsys, _B + ["--set", "strategy.seq_len=4096"], "--seq-len")
+    _one_line_error(capsys, _B + ["--set", "strategy.global_batch_size=7"], "--global-batch")
+    _one_line_error(capsys, _B + ["--set", "strategy.dp=3"], "strategy.dp")
+    _one_line_error(capsys, _B + ["--space", "system.num_gpus="], "system.num_gpus")
+    _one_line_error(capsys, _B + ["--executor", "inprocess", "--workers", "2"], "workers")
+    _one_line_error(capsys, _B + ["--space", "strategy.etp=0"], "strategy.etp")   # not 261,592 rejections
+    _one_line_error(capsys, _B + ["--set", "strategy.recompute=none", "--set", "strategy.recompute_num_layers=2"],
+                    "recompute_num_layers")
+
+
+def test_pins_hold_where_they_cannot_matter_and_a_layer_count_asks_for_full_recompute(capsys):
+    assert main(_B + ["--set", "strategy.cp_comm_type=a2a", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)["candidates"]
+    assert got and all(c["strategy"]["cp_comm_type"] == "a2a" for c in got)   # at cp 1 too: never shown dropped
+    assert main(_B + ["--set", "strategy.recompute_num_layers=2", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)["candidates"]
+    assert got and all((c["strategy"]["recompute"], c["strategy"]["recompute_num_layers"]) == ("full", 2) for c in got)
+
+
+def test_pins_that_leave_no_layout_say_why(capsys):
+    # 32 layers at pp 2 · vpp 3: the space proposed nothing and the result said "the rejections
+    # below say why" above an empty list
+    _one_line_error(capsys, _B + ["--set", "strategy.schedule=interleaved", "--set", "strategy.pp=2", "--set", "strategy.vpp=3"],
+                    "space", "num_layers=32", "pp*vpp = 2*3")

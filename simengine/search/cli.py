@@ -72,6 +72,8 @@ def build(args: argparse.Namespace) -> tuple[Any, dict[str, Any] | None]:
     for item in args.set:
         path, _, raw = item.partition("=")
         key = path.strip().removeprefix("strategy.")
+        if path.strip() in _FLAG_OWNED:   # the search sets these itself: a --set of one would be ignored
+            raise ConfigError([("--set", f"{path.strip()} is not set with --set in a search: {_FLAG_OWNED[path.strip()]}")])
         if path.strip().startswith("strategy.") and key in DIMS:
             _once(choices, key, "--set")
             choices[key] = [_parse_value(raw)]
@@ -99,6 +101,13 @@ def build(args: argparse.Namespace) -> tuple[Any, dict[str, Any] | None]:
     if args.strategy:
         scen = dict(cfg, strategy=dict(cfg["strategy"], global_batch_size=space.base["global_batch_size"], seq_len=args.seq_len))
     return space, scen
+
+
+_FLAG_OWNED = {
+    "strategy.seq_len": "use --seq-len",
+    "strategy.global_batch_size": "use --global-batch (sequences) or --global-batch-tokens",
+    "strategy.dp": "the data-parallel size follows from each layout's GPU count, tp, pp and cp",
+}
 
 
 def _once(choices: dict[str, list], key: str, flag: str) -> None:

@@ -205,6 +205,9 @@ def make_executor(name: str | None = None, workers: int | None = None, address: 
     name = name or ("process" if workers and workers > 1 else "inprocess")
     if address is not None and name != "ray":   # never silently run elsewhere than the user asked
         raise ConfigError([("address", f"a cluster address needs the ray executor (--executor ray), not '{name}'")])
+    if name == "inprocess" and workers is not None and workers > 1:   # nor on fewer workers than asked
+        raise ConfigError([("workers", f"{workers} workers need a pool (--executor process or ray); the in-process "
+                                       "executor runs one")])
     if name == "inprocess":
         return InProcess()
     if name == "process":

@@ -6,11 +6,15 @@ validated and normalised."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from functools import lru_cache
+from typing import Annotated, Any
 
 from ..config.system import MAX_NUM_GPUS as MAX_GPUS
 from ..errors import ConfigError
 from .space import SearchSpace, check_choices
+
+MAX_BATCH = 100_000_000   # StrategySpec.global_batch_size
+MAX_SEQ = 16_777_216      # StrategySpec.seq_len
 
 
 def make_space(model: dict[str, Any], system: dict[str, Any], *, global_batch: int | None = None,
@@ -19,8 +23,8 @@ def make_space(model: dict[str, Any], system: dict[str, Any], *, global_batch: i
                base: dict[str, Any] | None = None) -> SearchSpace:
     """A search space from plain dicts. Batch in sequences (``global_batch``) or tokens
     (``global_batch_tokens``, a multiple of ``seq_len``). ``gpus`` defaults to the system's count."""
-    if not _count(seq_len):
-        raise ConfigError([("seq_len", f"seq_len={seq_len!r} must be a positive integer")])
+    if not _count(seq_len) or seq_len > MAX_SEQ:
+        raise ConfigError([("seq_len", f"seq_len={seq_len!r} must be an integer from 1 to {MAX_SEQ:,} (StrategySpec.seq_len)")])
     if (global_batch is None) == (global_batch_tokens is None):
         raise ConfigError([("global_batch", "give the global batch in sequences or in tokens (one of them)")])
     if global_batch_tokens is not None:
@@ -29,15 +33,17 @@ def make_space(model: dict[str, Any], system: dict[str, Any], *, global_batch: i
         if global_batch_tokens % seq_len:
             raise ConfigError([("global_batch_tokens", f"{global_batch_tokens} tokens is not a multiple of seq_len={seq_len}")])
         global_batch = global_batch_tokens // seq_len
-    if not _count(global_batch):
-        raise ConfigError([("global_batch", f"global_batch={global_batch!r} must be a positive integer")])
+    if not _count(global_batch) or int(global_batch or 0) > MAX_BATCH:   # 10^24 once hung the divisor enumeration
+        raise ConfigError([("global_batch", f"global_batch={global_batch!r} must be an integer from 1 to {MAX_BATCH:,} "
+                                            "sequences (StrategySpec.global_batch_size)")])
     for key, value in (("choices", choices), ("base", base)):
         if value is not None and not isinstance(value, dict):
             raise ConfigError([(key, f"{key} must be a mapping of strategy fields, got {type(value).__name__}")])
     model, system = _validated(model, system)
+    _check_base(base or {})
     if gpus is not None and not isinstance(gpus, (list, tuple)):
         raise ConfigError([("system.num_gpus", f"GPU counts must be a list of integers, got {type(gpus).__name__}")])
-    counts = tuple(gpus) if gpus else (int(system["num_gpus"]),)
+    counts = tuple(gpus) if gpus is not None else (int(system["num_gpus"]),)
     if not counts or len(counts) > 64 or not all(_count(g) and g <= MAX_GPUS for g in counts):
         raise ConfigError([("system.num_gpus", f"GPU counts must be 1 to 64 integers from 1 to {MAX_GPUS:,} (SystemSpec.num_gpus)")])
     b = dict(base or {})
@@ -48,6 +54,41 @@ def make_space(model: dict[str, Any], system: dict[str, Any], *, global_batch: i
         raise ConfigError([("token_budget", f"token_budget={token_budget!r} must be a positive, finite number")])
     return SearchSpace(model=dict(model), system=dict(system), base=b, gpus=tuple(sorted(set(counts))),
                        choices=check_choices(choices or {}), token_budget=token_budget)
+
+
+def _check_base(base: dict[str, Any]) -> None:
+    """Every fixed strategy field is a StrategySpec field of the right type and range, checked
+    field by field before anything is enumerated (``framework=[1]`` used to reach a dict lookup as
+    an unhashable key: a TypeError, not a message). What depends on the layout (a split that
+    needs pp > 1, …) is the scenario's check, per candidate."""
+    from pydantic import ValidationError
+
+    issues = []
+    for key, value in base.items():
+        if key in ("name", "dp"):
+            continue
+        adapter = _field_adapter(key) if isinstance(key, str) else None
+        if adapter is None:
+            issues.append((f"strategy.{str(key)[:60]}", "not a strategy field"))
+            continue
+        try:
+            adapter.validate_python(value)
+        except ValidationError as e:
+            issues += [(f"strategy.{key}", str(err["msg"])[:200]) for err in e.errors()[:1]]
+    if issues:
+        raise ConfigError(issues)
+
+
+@lru_cache(maxsize=256)   # bounded: names that are not fields are asked too
+def _field_adapter(name: str):
+    """A validator of one StrategySpec field (its type and constraints), or None for a name that
+    is not a field."""
+    from pydantic import TypeAdapter
+
+    from ..config.strategy import StrategySpec
+
+    info = StrategySpec.model_fields.get(name)
+    return None if info is None else TypeAdapter(Annotated[info.annotation, info])
 
 
 def _count(v: Any) -> bool:

@@ -31,10 +31,11 @@ import threading
 import time
 from typing import Any
 
+from ..errors import ConfigError
 from ..sim.nogc import paused_gc
 from .executors import Batch, InProcess, Progress, _tick, bound_batch, work_batch
 from .rank import check_objective, check_top, pareto, rank, ties
-from .space import SearchSpace, group_size, layouts, micro_batches
+from .space import SearchSpace, group_size, layouts, micro_batches, why_empty
 from .types import Flowed, GroupScreen, Refined, Rejection, SearchResult, Timed, example
 
 BATCH_GROUPS = 16   # groups (or candidates) per executor task: enough work to amortise the transfer
@@ -240,6 +241,8 @@ def _search(space: SearchSpace, objective: str, top: int | None, progress: Progr
     t0 = time.perf_counter()
     ex = executor or InProcess()
     groups, size = plan_groups(space)
+    if not groups:   # contradictory pins: an input error, said as such (a result of no candidate said nothing)
+        raise ConfigError([("space", why_empty(space))])
     n1 = len(groups)
     hook = None
     if best_so_far is not None:

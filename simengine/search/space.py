@@ -119,7 +119,9 @@ def layouts(space: SearchSpace, gpus: int) -> list[dict[str, Any]]:
                 rest = gpus // (tp * pp) if gpus % (tp * pp) == 0 else 0
                 cps = [d for d in divisors(max(rest, 1)) if space.base["seq_len"] % (2 * d) == 0 or d == 1] if rest else [1]
                 for cp in _allowed(space, "cp", cps):
-                    types = _allowed(space, "cp_comm_type", CP_TYPES) if cp > 1 else [space.base.get("cp_comm_type", "p2p")]
+                    # at cp 1 the type changes nothing: one value, the pinned one if any (a pin is never shown dropped)
+                    types = _allowed(space, "cp_comm_type", CP_TYPES) if cp > 1 else \
+                        _allowed(space, "cp_comm_type", [space.base.get("cp_comm_type", "p2p")])[:1]
                     for cpt, (ep, etp) in itertools.product(types, _experts(space, moe, gpus, tp, pp, cp)):
                         out.append({"tp": tp, "pp": pp, "vpp": vpp, "schedule": sched, "cp": cp,
                                     "cp_comm_type": cpt, "ep": ep, "etp": etp, **split})
@@ -150,8 +152,24 @@ def _schedules(space: SearchSpace, pp: int, layers: int) -> list[tuple[str, int,
             splits = [] if pinned or s == "dualpipev" else uneven_splits(layers, pp, nch)  # the V: both ends on rank 0
             if (layers % (pp * nch) == 0 or s != "interleaved") and not _places_as_one(s, pp, v, layers, splits):
                 out.append((s, v, {}))
+            elif s == "interleaved" and not splits and "vpp" in space.choices:   # said if nothing else is left
+                _per_space(space).setdefault("unplaced", {})[(pp, v)] = layers
             out += [(s, v, dict(zip(SPLIT_FIELDS, fl))) for fl in splits]
     return out
+
+
+def why_empty(space: SearchSpace) -> str:
+    """Why ``layouts`` proposed nothing for any GPU count (called after them): the one rule the
+    space applies before the scenario check — Megatron-Core's even chunks of the interleaved
+    schedule, or one of its uneven first/last splits — on a vpp the user asked for; else the
+    restrictions in general (without restrictions tp = pp = cp = 1 is always proposed)."""
+    unplaced = _per_space(space).get("unplaced")
+    if unplaced:
+        (pp, v), layers = min(unplaced.items())
+        return (f"the pins and restrictions leave no layout to search: num_layers={layers} is not divisible by "
+                f"pp*vpp = {pp}*{v} = {pp * v}, and no uneven first/last split gives every rank a multiple of vpp "
+                "layers (Megatron-Core get_num_layers_to_build)")
+    return "the pins and restrictions leave no layout to search: restrict fewer dimensions"
 
 
 def _places_as_one(schedule: str, pp: int, vpp: int, layers: int, splits: list[tuple[int, int]]) -> bool:
@@ -208,7 +226,8 @@ def recompute_options(space: SearchSpace, layout: dict[str, Any]) -> list[tuple[
     if hit is not None:
         return hit
     per_stage = math.ceil(int(space.model["num_layers"]) / layout["pp"])
-    levels = _allowed(space, "recompute", RECOMPUTE_LEVELS)
+    # a pinned layer count applies to full recompute only (StrategySpec): it asks for that level
+    levels = _allowed(space, "recompute", ("full",) if "recompute_num_layers" in space.choices else RECOMPUTE_LEVELS)
     ks = _allowed(space, "recompute_num_layers", list(range(1, per_stage)) + [None])
     out: list[tuple[str, int | None]] = [(lvl, None) for lvl in ("none", "selective") if lvl in levels]
     if "full" in levels:
@@ -289,8 +308,8 @@ MAX_CHOICES = 256
 def _check_value(dim: str, v: Any) -> bool:
     if dim in _INT_DIMS:
         return isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 65_536
-    if dim in ("etp", "recompute_num_layers"):
-        return v is None or (isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 65_536)
+    if dim in ("etp", "recompute_num_layers"):   # None: etp = tp, or every layer of a stage recomputed
+        return v is None or (isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 65_536)
     if dim == "zero_stage":
         return isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 3
     if dim in FLAG_DIMS:
@@ -313,4 +332,7 @@ def check_choices(choices: dict[str, Any]) -> dict[str, tuple]:
         if bad:
             raise ConfigError([(f"strategy.{k}", f"{str(bad[0])[:40]!r} is not a valid value of {k}")])
         out[k] = tuple(dict.fromkeys(vals))
+    if "recompute_num_layers" in out and "full" not in out.get("recompute", ("full",)):
+        raise ConfigError([("strategy.recompute_num_layers", "recompute_num_layers applies to recompute='full' only, "
+                                                             f"and recompute is restricted to {list(out['recompute'])}")])
     return out
