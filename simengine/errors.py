@@ -6,6 +6,7 @@ that field and the CLI can print one line.
 
 from __future__ import annotations
 
+import math
 import re
 
 
@@ -27,6 +28,10 @@ def issues_text(issues) -> str:
     return "; ".join(f"{f}: {m}" if f else m for f, m in issues)
 
 
+def _not_finite(x) -> bool:
+    return isinstance(x, float) and not math.isfinite(x)
+
+
 def from_pydantic(err, prefix: str = "", fields=()) -> ConfigError:
     """Convert a pydantic ``ValidationError`` into a ConfigError with dotted field paths.
 
@@ -41,6 +46,8 @@ def from_pydantic(err, prefix: str = "", fields=()) -> ConfigError:
             msg = msg[len("Value error, "):]
         if e.get("type") in ("int_parsing", "float_parsing") and e.get("input") in ("true", "false"):
             msg = f"should be a number, not {e['input']}"  # a boolean given to a number (config/spec.py)
+        if _not_finite(e.get("input")):   # NaN fails every bound: "less than or equal to 100000" misled
+            msg = f"should be a finite number, not {e['input']}"
         if not loc and fields:
             named = [m.group(1) for m in re.finditer(r"\b([a-z_][a-z0-9_]*)\s*=", msg)]
             loc = next((n for n in named if n in fields), "")

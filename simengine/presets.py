@@ -99,14 +99,15 @@ def load_preset(kind: str, name: str) -> dict[str, Any]:
     separators, leading dot, "..") or a preset that does not exist.
     """
     _check_kind(kind)
+    field = _SECTION[kind]   # the scenario section the preset fills (the CLI's --model / --system / --strategy)
     if not isinstance(name, str):
-        raise ConfigError([(kind, f"preset name must be a string, got {type(name).__name__}")])
+        raise ConfigError([(field, f"preset name must be a string, got {type(name).__name__}")])
     stem = name[:-5] if name.endswith(".json") else name
     if not _NAME_RE.match(stem) or ".." in stem:
-        raise ConfigError([(kind, f"invalid preset name {name!r}: use a name from the catalogue, not a path")])
+        raise ConfigError([(field, f"invalid preset name {name!r}: use a name from the catalogue, not a path")])
     known = _names(kind)
     if stem not in known:
-        raise ConfigError([(kind, f"unknown preset {name!r}; known: {', '.join(known) or '(none)'}")])
+        raise ConfigError([(field, f"unknown {field} preset {name!r}; known: {', '.join(known) or '(none)'}")])
     data = _read_preset(kind, stem)
     if not isinstance(data, dict):
         raise ConfigError([(_SECTION[kind], f"{PRESET_DIR / kind / (stem + '.json')}: expected a JSON object")])

@@ -172,3 +172,21 @@ def test_an_atomic_write_keeps_the_files_permissions(tmp_path):
     finally:
         os.umask(mask)
     assert stat.S_IMODE(new.stat().st_mode) == 0o644   # what open() would give: 0666 less the umask, not mkstemp's 0600
+
+
+def test_a_value_that_is_not_finite_is_said_so(capsys):
+    """NaN fails every bound, so pydantic's message named the bound ("less than or equal to 100000")."""
+    from simengine.cli import main
+
+    for value in ("NaN", "Infinity"):
+        assert main(["estimate", "--model", "small", "--system", "small", "--strategy", "small",
+                     "--set", f"system.gpu.memory_gib={value}"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error: system.gpu.memory_gib: should be a finite number"), err
+
+
+def test_an_unknown_preset_names_the_option_it_came_from(capsys):
+    from simengine.cli import main
+
+    assert main(["estimate", "--model", "nosuch", "--system", "small", "--strategy", "small"]) == 2
+    assert capsys.readouterr().err.startswith("error: model: unknown model preset 'nosuch'")

@@ -178,8 +178,8 @@ def test_b200_efficiency_matches_measured_table():
 def test_unknown_preset_lists_known_names():
     with pytest.raises(ConfigError) as e:
         load_preset("models", "llama9-1t")
-    assert e.value.field == "models"
-    assert "unknown preset 'llama9-1t'" in str(e.value) and "llama3-8b" in str(e.value)
+    assert e.value.field == "model"   # the section it fills, as the CLI's --model names it (not "models")
+    assert "unknown model preset 'llama9-1t'" in str(e.value) and "llama3-8b" in str(e.value)
     with pytest.raises(ConfigError):
         load_spec("systems", "tpu-v9")
 
