@@ -111,7 +111,11 @@ def _searched(sc: dict, inputs: dict, slots: dict) -> dict | None:
     box.empty()
     st.progress(1.0, text="done")
     if not out["ok"]:
-        issues_box(out["issues"], "The search could not run")
+        space = [m for f, m in out["issues"] if f == "space"]   # pins that leave no layout: said under the pins
+        for msg in space:
+            slots["search.restrict"].error(md(msg, 600), icon="⚠️")
+        issues_box([i for i in out["issues"] if i[0] != "space"] or [("", "nothing to search: see the pins above")],
+                   "The search could not run")
         return None
     if out.get("partial"):
         res = out["result"]

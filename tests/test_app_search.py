@@ -384,3 +384,9 @@ def test_pareto_points_beyond_the_ranking_carry_no_rank():
 def test_a_dimension_restricted_twice_is_refused():
     with pytest.raises(ConfigError, match="restricted twice"):
         parse_restrict("tp=4\ntp=2")
+
+
+def test_pins_that_leave_no_layout_are_said_under_the_pins():
+    at = open_search(search=encode_inputs({**INPUTS, "restrict": "schedule=interleaved\npp=2\nvpp=3"}))
+    said = " ".join(e.value for e in at.error).replace("\\", "")   # the page escapes Markdown
+    assert "leave no layout" in said and "pp*vpp = 2*3 = 6" in said
