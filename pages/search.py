@@ -113,9 +113,10 @@ def _searched(sc: dict, inputs: dict, slots: dict) -> dict | None:
     if not out["ok"]:
         space = [m for f, m in out["issues"] if f == "space"]   # pins that leave no layout: said under the pins
         for msg in space:
-            slots["search.restrict"].error(md(msg, 600), icon="⚠️")
-        issues_box([i for i in out["issues"] if i[0] != "space"] or [("", "nothing to search: see the pins above")],
-                   "The search could not run")
+            slots["search.restrict"].error(md(msg[:1].upper() + msg[1:], 600), icon="⚠️")
+        others = [i for i in out["issues"] if i[0] != "space"]
+        if others or not space:
+            issues_box(others, "The search could not run")
         return None
     if out.get("partial"):
         res = out["result"]
