@@ -13,9 +13,10 @@ from ui import state
 from ui.config_io import dumps
 from ui.heavy import run_search
 from ui.layout import boot, issues_box
+from ui.pins import BUDGET_RANGE
 from ui.search_fit import fit_list
 from ui.search_inputs import INPUT_LABELS, LINK_PARAM, decode_inputs, encode_inputs, parse_count, parse_counts, parse_restrict
-from ui.search_view import cached_result, cached_search, candidates_frame, empty_reason, grid_options, item_labels, pareto_chart, points_frame, results_csv, search_base, search_payload
+from ui.search_view import cached_result, cached_search, candidates_frame, empty_reason, grid_options, item_labels, pareto_chart, points_frame, results_csv, search_base, search_payload, with_budget
 from ui.text import md
 
 boot("Search")
@@ -125,6 +126,18 @@ def _searched(sc: dict, inputs: dict, slots: dict) -> dict | None:
     return out["result"]
 
 
+def _budget() -> float:
+    """The session's token budget [billion tokens] (the Estimate page's, kept in the share link):
+    editable here too, outside the form, so a change re-draws the table without searching again."""
+    st.session_state.setdefault("search.budget_b", state.budget())
+    value = st.columns([1, 3])[0].number_input("Token budget [billion tokens]", min_value=BUDGET_RANGE[0], max_value=BUDGET_RANGE[1],
+                            step=100.0, format="%g", key="search.budget_b",
+                            on_change=lambda: state.set_budget(st.session_state["search.budget_b"]),
+                            help="Every candidate shows the days and the cost to train it; the same budget as the "
+                                 "Estimate page's, kept in the share link.")
+    return float(value)
+
+
 def _results(sc: dict, res: dict) -> None:
     """The ranked grid, the Pareto chart, "use this layout" and the rejections."""
     cands = res["candidates"]
@@ -138,6 +151,9 @@ def _results(sc: dict, res: dict) -> None:
         return
     if len(res["ties"]) > 1:
         st.info(f"The top {len(res['ties'])} candidates are within the best one's uncertainty band: a tie, not a winner.")
+    tokens = _budget() * 1e9
+    cands = with_budget(cands, tokens)
+    res = {**res, "candidates": cands, "pareto": with_budget(res["pareto"], tokens)}
 
     df = candidates_frame(cands, res["ties"])
     picked = None

@@ -263,3 +263,6 @@ def search_fit_changes(*args: Any, **kwargs: Any):
     from .search import fit_changes
 
     return fit_changes(*args, **kwargs)
+
+
+from .report import to_train as time_and_cost_to_train  # noqa: E402, F401  (re-exported: seconds and USD to train a token budget)

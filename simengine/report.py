@@ -67,3 +67,9 @@ class Report(BaseModel):
         description="(low, high) of step_time_s, tokens_per_s, mfu and peak_memory_gib from the relative "
                     "uncertainty of each cost component (uncertainty.py).")
     warnings: list[str] = Field(default_factory=list)
+
+
+def to_train(tokens: float, tokens_per_s: float, cost_per_million_tokens_usd: float) -> tuple[float, float]:
+    """(seconds, USD) to train ``tokens`` at a throughput and a price per million tokens: the one
+    place the estimate's and the search's "time and cost to train the token budget" come from."""
+    return (tokens / tokens_per_s if tokens_per_s > 0 else float("inf")), tokens / 1e6 * cost_per_million_tokens_usd

@@ -390,3 +390,25 @@ def test_pins_that_leave_no_layout_are_said_under_the_pins():
     at = open_search(search=encode_inputs({**INPUTS, "restrict": "schedule=interleaved\npp=2\nvpp=3"}))
     said = " ".join(e.value for e in at.error).replace("\\", "")   # the page escapes Markdown
     assert "leave no layout" in said and "pp*vpp = 2*3 = 6" in said
+
+
+def test_every_candidate_shows_the_days_and_cost_to_train_the_sessions_budget():
+    """The objectives "time / cost to train the token budget" were offered with no budget anywhere
+    on the page: the ranking equalled tokens/s and no candidate said how long or how much."""
+    from simengine.api import time_and_cost_to_train
+    from ui.search_view import candidates_frame, results_csv, with_budget
+
+    at = open_search(search=encode_inputs(INPUTS))
+    box = at.number_input(key="search.budget_b")
+    assert box.value == 1000.0    # the session's budget (the Estimate page's default), in billion tokens
+    box.set_value(15000.0).run()
+    assert not at.exception and at.session_state["budget.value"] == 15000.0   # the same budget, kept in the link
+    assert at.query_params["budget"] == "15000"
+    cand = {"label": "L", "order": 0, "strategy": {}, "band": {}, "tokens_per_s": 2.0e6, "mfu": 0.5, "gpus": 64,
+            "cost_per_million_tokens_usd": 0.1, "peak_memory_gib": 1.0, "headroom_gib": 1.0}
+    [c] = with_budget([cand], 15e12)
+    assert (c["time_to_train_s"], c["cost_to_train_usd"]) == time_and_cost_to_train(15e12, 2.0e6, 0.1) == (7.5e6, 1.5e6)
+    df = candidates_frame([c], [])
+    assert df["days_to_train"][0] == round(7.5e6 / 86400, 2) and df["usd_to_train"][0] == 1_500_000
+    head = results_csv([c], []).splitlines()[0].split(",")
+    assert "time_to_train_s" in head and "cost_to_train_usd" in head

@@ -146,3 +146,14 @@ def test_pins_that_leave_no_layout_say_why(capsys):
     # below say why" above an empty list
     _one_line_error(capsys, _B + ["--set", "strategy.schedule=interleaved", "--set", "strategy.pp=2", "--set", "strategy.vpp=3"],
                     "space", "num_layers=32", "pp*vpp = 2*3")
+
+
+def test_a_token_budget_gives_every_candidate_its_time_and_cost_to_train(capsys):
+    from simengine.api import time_and_cost_to_train
+
+    assert main(_B + ["--token-budget", "1e12", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["token_budget"] == 1e12 and out["candidates"]
+    for c in out["candidates"] + out["pareto"]:
+        assert (c["time_to_train_s"], c["cost_to_train_usd"]) == time_and_cost_to_train(1e12, c["tokens_per_s"],
+                                                                                         c["cost_per_million_tokens_usd"])

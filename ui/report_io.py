@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from simengine.api import time_and_cost_to_train as to_train
+
 from .text import csv_text
 from .units import unit_for
 
@@ -46,13 +48,12 @@ def report_json(report: dict[str, Any], scenario: dict[str, Any], link: str) -> 
 
 def budget(report: dict[str, Any], tokens: float) -> dict[str, float]:
     """Wall time, GPU-hours, cost and energy to train ``tokens`` at the reported throughput."""
-    tps = float(report["tokens_per_s"])
-    seconds = tokens / tps if tps > 0 else float("inf")
+    seconds, cost = to_train(tokens, float(report["tokens_per_s"]), float(report["cost_per_million_tokens_usd"]))
     steps = tokens / float(report["tokens_per_step"]) if report.get("tokens_per_step") else float("nan")
     return {
         "seconds": seconds, "steps": steps,
         "gpu_hours": seconds / 3600 * float(report["num_gpus"]),
-        "cost_usd": float(report["cost_per_million_tokens_usd"]) * tokens / 1e6,
+        "cost_usd": cost,
         "energy_mwh": float(report["energy_per_step_j"]) * steps / 3.6e9 if steps == steps else float("nan"),
     }
 

@@ -11,7 +11,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from simengine.api import SEARCH_DIMS, SEARCH_SPLIT_FIELDS
+from simengine.api import SEARCH_DIMS, SEARCH_SPLIT_FIELDS, time_and_cost_to_train
 from simengine.api import SEARCH_FLAG_LABELS as FLAG_LABELS
 
 from .search_inputs import (INPUT_KEYS, INPUT_RANGES, LINK_PARAM, MAX_TOKEN_CHARS, decode_inputs,  # noqa: F401 — re-exported
@@ -91,6 +91,16 @@ def cached_search(payload: str, runner) -> dict[str, Any]:
     return out
 
 
+def with_budget(cands: list[dict[str, Any]], tokens: float) -> list[dict[str, Any]]:
+    """The candidates with the time and cost to train ``tokens`` (``simengine.api``'s one rule, as
+    ``search --token-budget`` and the Estimate page compute them), for the table and the CSV."""
+    out = []
+    for c in cands:
+        seconds, usd = time_and_cost_to_train(tokens, c["tokens_per_s"], c["cost_per_million_tokens_usd"])
+        out.append({**c, "time_to_train_s": seconds, "cost_to_train_usd": usd})
+    return out
+
+
 def candidates_frame(cands: list[dict[str, Any]], ties: list[int]) -> pd.DataFrame:
     rows = []
     for i, c in enumerate(cands):
@@ -103,7 +113,13 @@ def candidates_frame(cands: list[dict[str, Any]], ties: list[int]) -> pd.DataFra
                      "peak_memory_gib": round(c["peak_memory_gib"], 2), "headroom_gib": round(c["headroom_gib"], 2),
                      "gpus": c["gpus"], **{k: s.get(k) for k in STRATEGY_COLUMNS},
                      "overlap": "+".join(n for f, n in FLAG_LABELS if s.get(f)) or "none"})
-    return pd.DataFrame(rows, columns=TABLE_COLUMNS)
+        if "time_to_train_s" in c:   # a token budget was given (SearchResult.to_json)
+            rows[-1].update(days_to_train=round(c["time_to_train_s"] / 86400, 2), usd_to_train=round(c["cost_to_train_usd"]))
+    budget = any("time_to_train_s" in c for c in cands)
+    return pd.DataFrame(rows, columns=TABLE_COLUMNS + (BUDGET_COLUMNS if budget else []))
+
+
+BUDGET_COLUMNS = ["days_to_train", "usd_to_train"]
 
 
 # the CSV download: every number of a candidate unrounded, its band, then its whole strategy
@@ -116,13 +132,14 @@ def results_csv(cands: list[dict[str, Any]], ties: list[int]) -> str:
     """The ranked candidates as CSV (the page's download): rank, layout, tie with #1, every
     result field, each band's low and high, then every strategy field (lists joined by "+")."""
     keys = sorted({k for c in cands for k in c["strategy"]})
-    head = ["rank", "layout", "tie", *RESULT_FIELDS, *(f"{b}.{e}" for b in BAND_FIELDS for e in ("low", "high")),
+    fields = RESULT_FIELDS + (["time_to_train_s", "cost_to_train_usd"] if any("time_to_train_s" in c for c in cands) else [])
+    head = ["rank", "layout", "tie", *fields, *(f"{b}.{e}" for b in BAND_FIELDS for e in ("low", "high")),
             *(f"strategy.{k}" for k in keys)]
     rows: list[list[Any]] = [head]
     for i, c in enumerate(cands):
         band = [x for b in BAND_FIELDS for x in (c.get("band", {}).get(b) or [None, None])]
         strat = ["+".join(map(str, v)) if isinstance(v, list) else v for v in (c["strategy"].get(k) for k in keys)]
-        rows.append([i + 1, c["label"], i in ties, *(c.get(k) for k in RESULT_FIELDS), *band, *strat])
+        rows.append([i + 1, c["label"], i in ties, *(c.get(k) for k in fields), *band, *strat])
     return csv_text(rows)
 
 
@@ -170,6 +187,8 @@ def grid_options(df: pd.DataFrame) -> dict[str, Any]:
                                                       "GPU work per kernel launch; below ~50 µs eager training risks "
                                                       "waiting on the host (not modelled)"))]},
         {"headerName": "cost & memory", "children": [col("cost_per_million_tokens_usd", "$ / 1M tokens"),
+                                                     *([col("days_to_train", "days to train"), col("usd_to_train", "$ to train")]
+                                                       if "days_to_train" in df.columns else []),
                                                      col("peak_memory_gib", "peak GiB"), col("headroom_gib", "free GiB")]},
         {"headerName": "layout", "children": [col(k, k) for k in LAYOUT_COLUMNS]},
     ], "defaultColDef": {"sortable": True, "filter": True}, "rowSelection": "single"}

@@ -187,10 +187,6 @@ def run(args: argparse.Namespace) -> int:
         if partial:
             out["partial"] = partial
         out["fit_changes"] = fits
-        if space.token_budget:
-            for c in out["candidates"]:
-                c["time_to_train_s"] = space.token_budget / c["tokens_per_s"]
-                c["cost_to_train_usd"] = space.token_budget / 1e6 * c["cost_per_million_tokens_usd"]
         print(json.dumps(out))
         return 0
     if partial:
@@ -200,6 +196,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _table(res, budget: float | None, fits: list[dict[str, Any]]) -> str:
+    from ..api import time_and_cost_to_train
+
     lines = [f"{'#':>3} {'layout':78s} {'tokens/s':>10} {'(band)':>19} {'MFU':>6} {'$/1M tok':>9} {'peak GiB':>8} {'free':>6}"]
     for i, c in enumerate(res.candidates):
         lo, hi = c.band.get("tokens_per_s", (c.tokens_per_s, c.tokens_per_s))
@@ -207,8 +205,8 @@ def _table(res, budget: float | None, fits: list[dict[str, Any]]) -> str:
         lines.append(f"{i + 1:>3}{tie}{c.label():78s} {c.tokens_per_s:10,.0f} {lo:9,.0f}–{hi:<9,.0f} {c.mfu * 100:5.1f}% "
                      f"{c.cost_per_million_tokens_usd:9.4f} {c.peak_memory_gib:8.2f} {c.headroom_gib:6.2f}")
         if budget:
-            lines.append(f"     to train {budget:.3g} tokens: {budget / c.tokens_per_s / 86400:.2f} days, "
-                         f"{budget / 1e6 * c.cost_per_million_tokens_usd:,.0f} USD")
+            seconds, usd = time_and_cost_to_train(budget, c.tokens_per_s, c.cost_per_million_tokens_usd)
+            lines.append(f"     to train {budget:.3g} tokens: {seconds / 86400:.2f} days, {usd:,.0f} USD")
     if not res.candidates:
         lines.append("  no layout of this space is valid and fits: the rejections below say why")
     if len(res.ties) > 1:

@@ -6,6 +6,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..report import to_train
+
 # the overlap flags as a layout's label names them (``Candidate.label``; the studio's overlap column)
 FLAG_LABELS = (("overlap_grad_reduce", "grad"), ("overlap_param_gather", "param"), ("tp_comm_overlap", "tp"))
 SEARCHED = ("tp", "pp", "vpp", "schedule", "cp", "cp_comm_type", "ep", "etp", "micro_batch_size", "zero_stage",
@@ -145,6 +147,7 @@ class SearchResult:
     seconds: float
     objective: str
     ties: list[int] = field(default_factory=list)   # indices (in candidates) within the best one's band
+    token_budget: float | None = None  # tokens to train (SearchSpace.token_budget): adds time and cost to train
 
     def rejected_counts(self) -> dict[str, int]:
         return _counts(self.rejected_by_key())
@@ -167,11 +170,23 @@ class SearchResult:
     def to_json(self, top: int | None = None) -> dict[str, Any]:
         cands = self.candidates if top is None else self.candidates[:top]
         by = self.rejected_by_key()
-        return {"objective": self.objective, "candidates": [c.to_json() for c in cands],
-                "pareto": [c.to_json() for c in self.pareto], "ties": self.ties,
-                "rejected": _counts(by), "rejected_examples": _examples(by),
-                "space_size": self.space_size, "evaluated": self.evaluated,
-                "memory_checked": self.memory_checked, "feasible": len(self.candidates), "seconds": self.seconds}
+        out = {"objective": self.objective, "candidates": [self._json(c) for c in cands],
+               "pareto": [self._json(c) for c in self.pareto], "ties": self.ties,
+               "rejected": _counts(by), "rejected_examples": _examples(by),
+               "space_size": self.space_size, "evaluated": self.evaluated,
+               "memory_checked": self.memory_checked, "feasible": len(self.candidates), "seconds": self.seconds}
+        if self.token_budget:
+            out["token_budget"] = self.token_budget
+        return out
+
+    def _json(self, c: Candidate) -> dict[str, Any]:
+        """A candidate's JSON; with a token budget, the time and cost to train it (budget / tokens
+        per second; budget × cost per token)."""
+        out = c.to_json()
+        if self.token_budget:
+            out["time_to_train_s"], out["cost_to_train_usd"] = to_train(self.token_budget, c.tokens_per_s,
+                                                                        c.cost_per_million_tokens_usd)
+        return out
 
 
 def _counts(by: dict[str, tuple[int, Rejection]]) -> dict[str, int]:
