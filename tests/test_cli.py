@@ -50,7 +50,7 @@ def test_presets_listing(capsys):
 
 @pytest.mark.parametrize("argv,field", [
     (["estimate", "--model", "small", "--system", "small", "--strategy", "small", "--set", "strategy.tp=3"], "strategy.tp"),
-    (["estimate", "--model", "nope", "--system", "small", "--strategy", "small"], "models"),
+    (["estimate", "--model", "nope", "--system", "small", "--strategy", "small"], "model: unknown model preset"),
     (["estimate", "--model", "small", "--system", "small", "--strategy", "small", "--set", "strategy.tp=abc"], "strategy.tp"),
     (["estimate", "--model", "small", "--system", "small", "--strategy", "small", "--set", "bogus"], "--set"),
     (["estimate", "--model", "small"], "arguments"),
