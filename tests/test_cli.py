@@ -73,7 +73,7 @@ SCENARIO = ["--model", "small", "--system", "small", "--strategy", "small"]
 
 @pytest.mark.parametrize("argv,field", [
     (["estimate", "--model", f"/tmp/{LONG}", "--system", "small", "--strategy", "small"], "model: File name too long"),
-    (["estimate", "--model", LONG, "--system", "small", "--strategy", "small"], "models: invalid preset name"),
+    (["estimate", "--model", LONG, "--system", "small", "--strategy", "small"], "model: invalid preset name"),
     (["calibrate", "--base", "small", "--name", "x", "--gemm", f"/tmp/{LONG}"], "--gemm: File name too long"),
     (["check-run", "--log", f"/tmp/{LONG}", *SCENARIO], "--log: File name too long"),
 ])
