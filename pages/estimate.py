@@ -84,6 +84,11 @@ if r["fits"]:
 else:
     st.error(f"**Does not fit:** {mem_text}. Try more tp/pp, recompute, a higher ZeRO stage or a smaller "
              "micro-batch.", icon="⛔")
+    if all(state.origin(s).startswith("measured run ") for s in ("model", "system", "strategy")):
+        # a run opened from the Validation page, unedited: it ran, so the verdict is the model's error
+        st.info("This is a measured run as it was launched: it ran on real GPUs, so this verdict is our memory "
+                "model's error on it, not the run's. The known causes (settings the source does not state, "
+                "buffers we do not model) are in the README under \"Published runs\"; its time still validates.")
 for w in r.get("warnings", []):
     if "does not fit" not in w:
         st.warning(md(w, 600))

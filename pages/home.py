@@ -4,7 +4,7 @@ import streamlit as st
 
 from simengine.presets import SCENARIO_SIZES
 from ui import state
-from ui.config_io import validate_scenario
+from ui.config_io import UPLOAD_MB, validate_scenario
 from ui.editor import take_upload
 from ui.engine import estimate_report
 from ui.labels import MFU_HELP, PEAK_LABEL, memory_help
@@ -91,6 +91,6 @@ with right:
         st.code(url, language=None, wrap_lines=True, height=LINK_BOX_PX if len(url) > LINK_BOX_CHARS else "content")
     st.subheader("Scenario file")
     st.file_uploader("Open a scenario file (JSON with model, system and strategy)", type=["json"],
-                     key="upl.scenario", on_change=_open_scenario_file)
+                     key="upl.scenario", on_change=_open_scenario_file, max_upload_size=UPLOAD_MB)
     show_notices("upl.scenario")
     scenario_download("dl.scenario", "Download this scenario")

@@ -5,6 +5,7 @@ import streamlit as st
 from ui import fold, state
 from ui.editor import editor_page
 from ui.engine import figures, layout_figures
+from ui.hf_import import UPLOAD_MB as HF_UPLOAD_MB
 from ui.hf_import import HFImportError, hf_to_model
 from ui.layout import boot, show_notices
 from ui.text import clip, md
@@ -76,7 +77,8 @@ def _hf_form(box) -> None:
     with box:
         a, b = st.columns(2)
         with a:
-            st.file_uploader("Upload config.json", type=["json"], key="hf.upload", on_change=_import_upload)
+            st.file_uploader("Upload config.json", type=["json"], key="hf.upload", on_change=_import_upload,
+                             max_upload_size=HF_UPLOAD_MB)
         with b:
             st.text_area("…or paste its content", key="hf.paste", height=120,
                          placeholder='{"hidden_size": 4096, "num_hidden_layers": 32, ...}')

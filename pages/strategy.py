@@ -19,11 +19,11 @@ def show_figures() -> None:
             col.metric(label, "—", help="Needs a consistent scenario (see the problems below).")
         return
     x = lay["figures"]
-    c[0].metric("dp (data-parallel replicas)", f"{x['dp']:.0f}", help=f"Expert data-parallel size edp = {x['edp']:.0f}.")
-    c[1].metric("Micro-batches / step", f"{x['num_microbatches']:.0f}", help="global_batch_size / (micro_batch_size · dp), per pipeline.")
+    c[0].metric("dp (data-parallel replicas)", f"{x['dp']:,.0f}", help=f"Expert data-parallel size edp = {x['edp']:,.0f}.")
+    c[1].metric("Micro-batches / step", f"{x['num_microbatches']:,.0f}", help="global_batch_size / (micro_batch_size · dp), per pipeline.")
     c[2].metric("Tokens / step", fmt_count(x["tokens_per_step"]), help="global_batch_size · seq_len.")
-    c[3].metric("World size", f"{x['world']:.0f} GPUs", help="tp · pp · cp · dp.")
-    c[4].metric("Model FLOPs / step", fmt_flops(x["model_flops_per_step"]), help=f"Vocabulary padded to {x['vocab_padded']:.0f}.")
+    c[3].metric("World size", f"{x['world']:,.0f} GPUs", help="tp · pp · cp · dp.")
+    c[4].metric("Model FLOPs / step", fmt_flops(x["model_flops_per_step"]), help=f"Vocabulary padded to {x['vocab_padded']:,.0f}.")
 
 
 editor_page("strategy", "Strategy", "How the model is split over the GPUs, the batch, precision and memory savers.",

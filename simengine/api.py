@@ -15,6 +15,7 @@ from .config.scenario import Scenario, load_scenario
 from .errors import ConfigError
 from .estimate import estimate as _estimate
 from .importers import HFImport, HFImportError, hf_to_model, parse_config_text
+from .importers import MAX_BYTES as HF_CONFIG_MAX_BYTES  # noqa: F401  (re-exported: the importer's size limit)
 from .report import Report
 
 

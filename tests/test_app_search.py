@@ -412,3 +412,15 @@ def test_every_candidate_shows_the_days_and_cost_to_train_the_sessions_budget():
     assert df["days_to_train"][0] == round(7.5e6 / 86400, 2) and df["usd_to_train"][0] == 1_500_000
     head = results_csv([c], []).splitlines()[0].split(",")
     assert "time_to_train_s" in head and "cost_to_train_usd" in head
+
+
+def test_the_pareto_chart_formats_its_axes_and_legend():
+    """One point (a degenerate domain) drew its ticks as "82,994.000000" and "0.080100"."""
+    from ui.search_view import pareto_chart, points_frame
+
+    cand = {"label": "L", "order": 0, "strategy": {}, "band": {}, "tokens_per_s": 82994.0, "mfu": 0.5, "gpus": 8,
+            "cost_per_million_tokens_usd": 0.0801, "peak_memory_gib": 1.0, "headroom_gib": 21.29}
+    df, _ = points_frame([cand], [cand])
+    enc = pareto_chart(df).to_dict()["encoding"]
+    assert enc["y"]["axis"]["format"] == ",.0f" and enc["x"]["axis"]["format"] == ",.4~f"
+    assert enc["color"]["legend"]["format"] == ",.1f"

@@ -21,6 +21,9 @@ SECTIONS: tuple[str, ...] = ("model", "system", "strategy")
 SPEC_CLASS: dict[str, type[BaseModel]] = {"model": ModelSpec, "system": SystemSpec, "strategy": StrategySpec}
 PRESET_KIND: dict[str, str] = {"model": "models", "system": "systems", "strategy": "strategies"}
 MAX_UPLOAD_BYTES = 2_000_000
+# what a JSON upload widget says and refuses in the browser (Streamlit counts MB of 2^20 bytes;
+# the server's own default, .streamlit/config.toml maxUploadSize, is the calibration pages' 64)
+UPLOAD_MB = -(-MAX_UPLOAD_BYTES // 2**20)
 
 Issues = list[tuple[str, str]]
 

@@ -13,7 +13,7 @@ from simengine.errors import ConfigError
 from simengine.presets import SCENARIO_SIZES, list_presets, load_preset
 
 from . import form, state
-from .config_io import PRESET_KIND, SECTIONS, parse_json_text
+from .config_io import PRESET_KIND, SECTIONS, UPLOAD_MB, parse_json_text
 from .layout import issue_lines, issues_box, show_notices
 from .text import clip, issues_md, md, md_code
 
@@ -109,7 +109,7 @@ def toolbar(section: str) -> None:
         st.button("Load preset", key=f"load.{section}", on_click=_load_preset, args=(section,), width="stretch")
     with c3:
         st.file_uploader(f"Upload {section} JSON", type=["json"], key=f"upl.{section}",
-                         on_change=_upload, args=(section,))
+                         on_change=_upload, args=(section,), max_upload_size=UPLOAD_MB)
     with c4:
         data = state.section_dict(section)
         fname = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in str(data.get("name", section)))[:60]

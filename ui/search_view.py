@@ -201,9 +201,11 @@ def pareto_chart(front: pd.DataFrame) -> alt.Chart:
     # padded scales: the extreme points (the best one among them) sit inside the axes, not on
     # them; a grey rim keeps viridis' dark end visible on a dark background
     return alt.Chart(front).mark_circle(size=110, stroke="#9a9a9a", strokeWidth=1).encode(
-        x=alt.X("cost_per_million_tokens_usd:Q", title="USD per 1M tokens", scale=alt.Scale(zero=False, padding=16)),
-        y=alt.Y("tokens_per_s:Q", title="tokens/s", scale=alt.Scale(zero=False, padding=16)),
-        color=alt.Color("headroom_gib:Q", title="free GiB", scale=alt.Scale(scheme="viridis")),
+        # formats on the axes and legend: one point (a degenerate domain) drew "82,994.000000"
+        x=alt.X("cost_per_million_tokens_usd:Q", title="USD per 1M tokens", scale=alt.Scale(zero=False, padding=16),
+                axis=alt.Axis(format=",.4~f")),
+        y=alt.Y("tokens_per_s:Q", title="tokens/s", scale=alt.Scale(zero=False, padding=16), axis=alt.Axis(format=",.0f")),
+        color=alt.Color("headroom_gib:Q", title="free GiB", scale=alt.Scale(scheme="viridis"), legend=alt.Legend(format=",.1f")),
         opacity=alt.condition(pick, alt.value(1.0), alt.value(0.45)),
         tooltip=[alt.Tooltip("place:N", title="rank"), alt.Tooltip("layout:N", title="layout"),
                  alt.Tooltip("tokens_per_s:Q", title="tokens/s", format=",.0f"),
