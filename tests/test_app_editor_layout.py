@@ -106,3 +106,21 @@ def test_sidebar_problem_count_does_not_send_the_strategy_page_to_itself():
     assert "listed on this page" in on_strategy and "problem(s)" not in on_strategy
     elsewhere = texts(open_app("pages/estimate.py", s=token).sidebar.warning)
     assert "between sections" in elsewhere and "see the Strategy page" in elsewhere
+
+
+def test_the_preset_picker_follows_the_section_it_names():
+    """It kept showing "small (size preset)" after an edit made the section "(edited)", until the
+    page was left and opened again; a pick not loaded yet is left alone."""
+    from app_walk import open_groups, open_page
+
+    at = open_groups(open_page("pages/strategy.py", preset="small"), "strategy")
+    assert at.selectbox(key="pick.strategy").value == "small"
+    at.selectbox(key="pick.strategy").set_value("medium").run()     # picked, not loaded: kept
+    assert at.selectbox(key="pick.strategy").value == "medium"
+    _number(at, "strategy.global_batch_size").set_value(128).run()  # the section is edited: none is its preset
+    assert at.selectbox(key="pick.strategy").value is None
+    at.button(key="load.strategy").click().run()   # nothing picked: said, not silently nothing
+    assert "Pick a preset in the list first" in " ".join(i.value for i in at.info)
+    at.selectbox(key="pick.strategy").set_value("medium").run()
+    at.button(key="load.strategy").click().run()
+    assert at.selectbox(key="pick.strategy").value == "medium"

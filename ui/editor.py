@@ -33,6 +33,7 @@ def preset_options(section: str) -> list[str]:
 def _load_preset(section: str) -> None:
     name = st.session_state.get(f"pick.{section}")
     if not name or name == CUSTOM:
+        state.notify("info", "Pick a preset in the list first, then load it.", f"upl.{section}")
         return
     try:
         from .calibration_run import USER_PREFIX, load_user_system
@@ -96,13 +97,20 @@ def _upload(section: str) -> None:
 def toolbar(section: str) -> None:
     """Preset picker, JSON upload, JSON download in one row."""
     options = preset_options(section)
-    current = state.origin(section).removeprefix("preset ")
+    origin = state.origin(section)
+    current = origin.removeprefix("preset ")
+    ss = st.session_state
+    if ss.get(f"pick.synced.{section}") != (origin, state.generation(section)):
+        # the section changed since the picker last showed it (an edit, an upload, an import): the
+        # widget keeps its own value across reruns, so it read "small" beside "(edited)" until the
+        # page was left; a pick not loaded yet is left alone (the section did not change)
+        ss[f"pick.{section}"] = current if current in options else None
+        ss[f"pick.synced.{section}"] = (origin, state.generation(section))
     c1, c2, c3, c4 = st.columns([3, 1.1, 3, 1.4], vertical_alignment="bottom")
     with c1:
         # a section that is no preset (edited, uploaded, calibrated, from a link) shows none picked,
         # not the first preset, which read as if that were the current one
-        st.selectbox("Preset (size presets first, then the catalogue)", options,
-                     index=options.index(current) if current in options else None, key=f"pick.{section}",
+        st.selectbox("Preset (size presets first, then the catalogue)", options, key=f"pick.{section}",
                      placeholder=f"{current or 'custom'} — pick a preset to load"[:80],
                      format_func=lambda n: f"{n} (size preset)" if n in SCENARIO_SIZES else n)
     with c2:
