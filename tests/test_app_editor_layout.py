@@ -124,3 +124,17 @@ def test_the_preset_picker_follows_the_section_it_names():
     at.selectbox(key="pick.strategy").set_value("medium").run()
     at.button(key="load.strategy").click().run()
     assert at.selectbox(key="pick.strategy").value == "medium"
+
+
+def test_a_pending_edit_does_not_hide_the_applied_scenarios_problems():
+    """medium, pp=3, then tp=2.5 (not applied): the sidebar said "2 problems between sections;
+    listed on this page" and the page listed only tp's own error."""
+    from app_walk import open_groups, open_page
+
+    at = open_groups(open_page("pages/strategy.py", preset="medium"), "strategy")
+    _number(at, "strategy.pp").set_value(3).run()
+    _number(at, "strategy.tp").set_value(2.5).run()
+    said = " ".join(e.value for e in at.error)
+    assert "valid integer" in said                         # the pending edit's own error
+    assert "does not divide system.num_gpus" in said       # the applied tp=8 with pp=3
+    assert "divisible by pp=3" in said                     # and the batch's

@@ -145,12 +145,18 @@ def editor_page(section: str, title: str, intro: str, figures: Callable[[], None
     if cross:
         issues_box(cross, "Problems between sections (the scenario cannot be estimated until they are fixed)")
     held = form.pending_issues(section)
-    own = held or [(f, m) for f, m in state.scenario_issues() if f.startswith(section + ".")]
+    # the edits not applied, and the applied scenario's own problems (a pending tp=2.5 used to hide
+    # those of pp=3, which the sidebar counted as "listed on this page"; the banner above says
+    # which value of a pending field is in use)
+    pending_fields = {f for f, _ in held}
+    own = held + [(f, m) for f, m in state.scenario_issues() if f.startswith(section + ".") and (f, m) not in held]
     banner = st.container()
     rest = form.render_fields(section, own)
     if rest:
+        pending_names = pending_fields | {f.removeprefix(section + ".") for f in pending_fields}
         with banner:
-            st.error(("Not applied: " if held else "") + "  \n".join(md(m, 600) for ms in rest.values() for m in ms), icon="⚠️")
+            st.error("  \n".join(("Not applied: " if k in pending_names else "") + md(m, 600)
+                                 for k, ms in rest.items() for m in ms), icon="⚠️")
     if tables:
         slots: dict[str, Any] = {"": st.empty()}
         if form.commit_tables(section, tables(slots), slots):
