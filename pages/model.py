@@ -80,8 +80,13 @@ def _hf_form(box) -> None:
             st.file_uploader("Upload config.json", type=["json"], key="hf.upload", on_change=_import_upload,
                              max_upload_size=HF_UPLOAD_MB)
         with b:
+            # the text outlives the widget: Streamlit drops a widget's state on a page the user
+            # leaves, and a pasted config was gone on coming back
+            if "hf.paste" not in st.session_state and st.session_state.get("hf.paste.kept"):
+                st.session_state["hf.paste"] = st.session_state["hf.paste.kept"]
             st.text_area("…or paste its content", key="hf.paste", height=120,
-                         placeholder='{"hidden_size": 4096, "num_hidden_layers": 32, ...}')
+                         placeholder='{"hidden_size": 4096, "num_hidden_layers": 32, ...}',
+                         on_change=lambda: st.session_state.update({"hf.paste.kept": st.session_state.get("hf.paste", "")}))
             st.button("Import pasted config", key="hf.import", on_click=_import_paste)
         st.caption("Maps hidden_size, num_hidden_layers, num_attention_heads, num_key_value_heads, head_dim, "
                    "intermediate_size, vocab_size, hidden_act, tie_word_embeddings, the MLA ranks and head dims, and "

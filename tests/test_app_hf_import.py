@@ -107,3 +107,22 @@ def test_hostile_input_gives_one_clear_message(text, needle):
     with pytest.raises(HFImportError) as e:
         hf_to_model(text)
     assert needle.lower() in str(e.value).lower()
+
+
+def test_pasted_config_text_outlives_a_trip_to_another_page():
+    """The paste box was empty on coming back: Streamlit drops a widget's state on a page the user leaves."""
+    from streamlit.testing.v1 import AppTest
+
+    from app_walk import ROOT
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.run()
+    at.switch_page("pages/model.py")
+    at.session_state["hf.box"] = True   # the import box (ui/fold.py group) opened, as a click would
+    at.run()
+    text = '{"hidden_size": 4096, "num_hidden_layers": 32}'
+    at.text_area(key="hf.paste").input(text).run()
+    at.switch_page("pages/estimate.py").run()
+    at.switch_page("pages/model.py").run()
+    assert not at.exception
+    assert at.text_area(key="hf.paste").value == text
