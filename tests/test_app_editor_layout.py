@@ -126,6 +126,18 @@ def test_the_preset_picker_follows_the_section_it_names():
     assert at.selectbox(key="pick.strategy").value == "medium"
 
 
+def test_the_preset_picker_names_the_preset_after_a_trip_to_another_page():
+    """Leaving the page drops the picker's widget state: a selectbox without it shows its first
+    option ("small" for a medium scenario) unless the page sets it again."""
+    from app_walk import open_app
+
+    at = open_app("pages/strategy.py", preset="medium")
+    assert at.selectbox(key="pick.strategy").value == "medium"
+    at.switch_page("pages/estimate.py").run()
+    at.switch_page("pages/strategy.py").run()
+    assert not at.exception and at.selectbox(key="pick.strategy").value == "medium"
+
+
 def test_a_pending_edit_does_not_hide_the_applied_scenarios_problems():
     """medium, pp=3, then tp=2.5 (not applied): the sidebar said "2 problems between sections;
     listed on this page" and the page listed only tp's own error."""

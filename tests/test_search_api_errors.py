@@ -157,3 +157,15 @@ def test_a_token_budget_gives_every_candidate_its_time_and_cost_to_train(capsys)
     for c in out["candidates"] + out["pareto"]:
         assert (c["time_to_train_s"], c["cost_to_train_usd"]) == time_and_cost_to_train(1e12, c["tokens_per_s"],
                                                                                          c["cost_per_million_tokens_usd"])
+
+
+def test_fixed_fields_in_the_text_forms_the_strategy_reads_are_accepted(capsys):
+    """The field-by-field check once skipped StrategySpec's own "before" validators and refused
+    recompute_modules=core_attn,mlp and pipeline_layers="4 4", which estimate accepts."""
+    from simengine.search.make import _check_base
+
+    for base in ({"recompute_modules": "core_attn,mlp"}, {"pipeline_layers": "4 4"}, {"dtype": "fp8"}):
+        _check_base(base)
+    assert main(["search", "--model", "small", "--system", "small", "--seq-len", "2048", "--global-batch", "64",
+                 "--top", "2", "--set", "strategy.recompute_modules=core_attn,mlp"]) == 0
+    capsys.readouterr()

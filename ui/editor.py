@@ -100,7 +100,9 @@ def toolbar(section: str) -> None:
     origin = state.origin(section)
     current = origin.removeprefix("preset ")
     ss = st.session_state
-    if ss.get(f"pick.synced.{section}") != (origin, state.generation(section)):
+    # (or the page was left: Streamlit drops the widget's state then, and a selectbox without it
+    # shows its first option, not the section's preset)
+    if f"pick.{section}" not in ss or ss.get(f"pick.synced.{section}") != (origin, state.generation(section)):
         # the section changed since the picker last showed it (an edit, an upload, an import): the
         # widget keeps its own value across reruns, so it read "small" beside "(edited)" until the
         # page was left; a pick not loaded yet is left alone (the section did not change)

@@ -46,8 +46,9 @@ GEMM_FIT_WARN = 0.20  # a held-out error above this is said in the calibration's
 
 def gemm_holdout_error(points: Sequence[GemmPoint], n: int = HOLDOUT_POINTS) -> float | None:
     """How well the table's interpolation (calibration/table.py) predicts the time of shapes it
-    did not measure: up to ``n`` evenly spaced points are held out of the index, and the |relative
-    error| of each one's efficiency (= of its time) is averaged weighted by its measured time —
+    did not measure: up to ``n`` points (one in five at most, drawn with a fixed seed) are held out
+    of the index, and the |relative error| of each one's efficiency (= of its time) is averaged
+    weighted by its measured time —
     the error of the GEMM time a step sums over such shapes. An unweighted mean is ruled by the
     smallest shapes (a 256³ GEMM of ~5 µs, launch-bound, whose efficiency changes 2× between grid
     points: OpenXLA's H100 table reads 18 % unweighted, 6.8 % by time). ``None`` with fewer than

@@ -6,8 +6,7 @@ validated and normalised."""
 from __future__ import annotations
 
 import math
-from functools import lru_cache
-from typing import Annotated, Any
+from typing import Any
 
 from ..config.system import MAX_NUM_GPUS as MAX_GPUS
 from ..errors import ConfigError
@@ -57,38 +56,33 @@ def make_space(model: dict[str, Any], system: dict[str, Any], *, global_batch: i
 
 
 def _check_base(base: dict[str, Any]) -> None:
-    """Every fixed strategy field is a StrategySpec field of the right type and range, checked
-    field by field before anything is enumerated (``framework=[1]`` used to reach a dict lookup as
-    an unhashable key: a TypeError, not a message). What depends on the layout (a split that
-    needs pp > 1, …) is the scenario's check, per candidate."""
+    """Every fixed strategy field is a StrategySpec field StrategySpec accepts, checked field by
+    field before anything is enumerated (``framework=[1]`` used to reach a dict lookup as an
+    unhashable key: a TypeError, not a message): each one through the model itself, beside the
+    two required fields, so its own "before" validators run (``recompute_modules=core_attn,mlp``
+    and ``pipeline_layers="4 4"`` are text the model reads as lists); only the errors located on
+    that field count. What depends on the layout (a split that needs pp > 1, …) is the scenario's
+    check, per candidate."""
     from pydantic import ValidationError
+
+    from ..config.strategy import StrategySpec
 
     issues = []
     for key, value in base.items():
         if key in ("name", "dp"):
             continue
-        adapter = _field_adapter(key) if isinstance(key, str) else None
-        if adapter is None:
+        if not isinstance(key, str) or key not in StrategySpec.model_fields:
             issues.append((f"strategy.{str(key)[:60]}", "not a strategy field"))
             continue
         try:
-            adapter.validate_python(value)
+            StrategySpec.model_validate({"global_batch_size": 1, "seq_len": 1, key: value})
         except ValidationError as e:
-            issues += [(f"strategy.{key}", str(err["msg"])[:200]) for err in e.errors()[:1]]
+            mine = [err for err in e.errors() if err.get("loc", ())[:1] == (key,)]
+            issues += [(f"strategy.{key}", str(err["msg"]).removeprefix("Value error, ")[:200]) for err in mine[:1]]
+        except (TypeError, ValueError) as e:   # a validator that did not expect the value's type
+            issues.append((f"strategy.{key}", f"invalid value: {str(e)[:160]}"))
     if issues:
         raise ConfigError(issues)
-
-
-@lru_cache(maxsize=256)   # bounded: names that are not fields are asked too
-def _field_adapter(name: str):
-    """A validator of one StrategySpec field (its type and constraints), or None for a name that
-    is not a field."""
-    from pydantic import TypeAdapter
-
-    from ..config.strategy import StrategySpec
-
-    info = StrategySpec.model_fields.get(name)
-    return None if info is None else TypeAdapter(Annotated[info.annotation, info])
 
 
 def _count(v: Any) -> bool:
