@@ -110,7 +110,7 @@ def load_preset(kind: str, name: str) -> dict[str, Any]:
         raise ConfigError([(field, f"unknown {field} preset {name!r}; known: {', '.join(known) or '(none)'}")])
     data = _read_preset(kind, stem)
     if not isinstance(data, dict):
-        raise ConfigError([(_SECTION[kind], f"{PRESET_DIR / kind / (stem + '.json')}: expected a JSON object")])
+        raise ConfigError([(field, f"{PRESET_DIR / kind / (stem + '.json')}: expected a JSON object")])
     return copy.deepcopy(data)
 
 

@@ -48,8 +48,8 @@ def gemm_holdout_error(points: Sequence[GemmPoint], n: int = HOLDOUT_POINTS) -> 
     """How well the table's interpolation (calibration/table.py) predicts the time of shapes it
     did not measure: up to ``n`` points (one in five at most, drawn with a fixed seed) are held out
     of the index, and the |relative error| of each one's efficiency (= of its time) is averaged
-    weighted by its measured time —
-    the error of the GEMM time a step sums over such shapes. An unweighted mean is ruled by the
+    weighted by its measured time: the error of the GEMM time a step sums over such shapes. An
+    unweighted mean is ruled by the
     smallest shapes (a 256³ GEMM of ~5 µs, launch-bound, whose efficiency changes 2× between grid
     points: OpenXLA's H100 table reads 18 % unweighted, 6.8 % by time). ``None`` with fewer than
     10 points."""

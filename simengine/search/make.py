@@ -66,6 +66,7 @@ def _check_base(base: dict[str, Any]) -> None:
     from pydantic import ValidationError
 
     from ..config.strategy import StrategySpec
+    from ..errors import from_pydantic
 
     issues = []
     for key, value in base.items():
@@ -76,9 +77,8 @@ def _check_base(base: dict[str, Any]) -> None:
             continue
         try:
             StrategySpec.model_validate({"global_batch_size": 1, "seq_len": 1, key: value})
-        except ValidationError as e:
-            mine = [err for err in e.errors() if err.get("loc", ())[:1] == (key,)]
-            issues += [(f"strategy.{key}", str(err["msg"]).removeprefix("Value error, ")[:200]) for err in mine[:1]]
+        except ValidationError as e:   # the project's one conversion of pydantic's messages
+            issues += [i for i in from_pydantic(e, "strategy").issues if i[0] == f"strategy.{key}"][:1]
         except (TypeError, ValueError) as e:   # a validator that did not expect the value's type
             issues.append((f"strategy.{key}", f"invalid value: {str(e)[:160]}"))
     if issues:
