@@ -187,6 +187,19 @@ def test_fsdp2_under_a_pipeline_holds_the_stage_gathered_and_its_unsharded_gradi
     assert a.weights == b.weights and a.optimizer == b.optimizer
 
 
+def test_zero3_holds_two_gathered_layers_but_a_one_layer_stage_only_its_own():
+    """Resharded ZeRO-3 holds the running and the prefetched layer's gathered weights; a stage of
+    one layer has no second layer to prefetch, so it holds its own parameters once."""
+    from simengine.cost.static_memory import static_memory
+
+    for pp, held in ((2, 2), (32, 1)):   # llama3-8b: 32 layers → 16 per stage, then 1
+        sc = load_scenario(_titan(pp, fsdp_pattern="megatron-fsdp"))
+        flat = load_scenario(_titan(pp, zero_stage=2, fsdp_pattern="megatron-fsdp"))
+        p = build_plan(sc).stages[1].params
+        layers = sc.model.num_layers // pp
+        extra = static_memory(sc, p).buffers - static_memory(flat, p).buffers
+        assert extra == pytest.approx(held * 2.0 * p.total / layers, rel=1e-12)
+
 
 def _unit_phases(pattern: str, recompute: str = "full", zero: int = 3, schedule: str = "1f1b"):
     """One chunk's phases with ZeRO-2/3 collectives priced in, for an FSDP pattern (llama3-8b / 64)."""

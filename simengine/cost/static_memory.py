@@ -198,9 +198,11 @@ def static_memory(sc: Scenario, p: StageParams) -> StaticMemory:
         buffers += gathered_b * p.total
         g += grad_b * p.total
     elif z >= 3:
-        # FSDP keeps the gathered weights of the running and the prefetched layer.
-        per_layer = gathered_b * p.total / max(1, sc.model.num_layers // st.pp)
-        buffers += 2 * per_layer
+        # FSDP keeps the gathered weights of the running and the prefetched layer
+        # (torch/distributed/fsdp/_fully_shard/_fsdp_state.py: one unit's forward prefetches the
+        # next unit's all-gather); a stage of one layer has no second layer to hold.
+        layers = max(1, sc.model.num_layers // st.pp)
+        buffers += min(2, layers) * gathered_b * p.total / layers
     if st.dtype == "fp8":
         # TE caches an fp8 copy and its transpose of every transformer-block GEMM weight (1 B + 1 B
         # per param); the embedding and the LM head (a plain ColumnParallelLinear) stay bf16.
