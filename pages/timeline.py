@@ -14,7 +14,7 @@ from ui.config_io import cross_issues, validate_section
 from ui.engine import MAX_TRACE_SPANS, chrome_trace, timeline
 from ui.labels import SIM_PEAK_LABEL, fits, reserved_gib
 from ui.layout import boot, issues_box
-from ui.timeline_data import MAX_EXACT_SPANS, MAX_GANTT_RANKS, representative_ranks
+from ui.timeline_data import MAX_EXACT_SPANS, MAX_GANTT_RANKS, representative_ranks, usable_window
 from ui.text import issues_md, md
 from ui.units import fmt_gib, fmt_pct, fmt_time
 
@@ -142,7 +142,7 @@ def gantt_section(scenario_text: str, spans, total_ms: float, shown_ranks, pre=N
                            "large timeline; the chart also zooms with the mouse wheel and pans by dragging.")
     with b:
         labels = st.toggle("Micro-batch labels", value=False, key="tl.labels")
-    gantt = gantt_view(scenario_text, (float(window[0]), float(window[1])),
+    gantt = gantt_view(scenario_text, usable_window(float(window[0]), float(window[1]), total_ms),
                        tuple(shown_ranks) if shown_ranks is not None else None, bool(labels), spans, pre)
     if gantt["aggregated"]:
         st.caption(f"{len(spans):,} spans in the step; more than {MAX_EXACT_SPANS:,} in this window, so each row shows "

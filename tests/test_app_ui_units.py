@@ -273,3 +273,17 @@ def test_the_measured_collectives_table_labels_every_column(monkeypatch):
     labels = {k: v["label"] for k, v in seen.items()}
     assert labels["step_latency_us"].endswith("[µs]") and labels["latency_us"].endswith("[µs]")
     assert labels["group_size"].endswith("[ranks]")
+
+
+def test_a_zero_width_timeline_window_is_widened_inside_the_step():
+    """Both slider handles on one point drew an empty chart on a "0.000000" axis: the Gantt gets at
+    least the slider's step, about the same point, never outside the step."""
+    from ui.timeline_data import MIN_WINDOW_MS, usable_window
+
+    assert usable_window(1.0, 5.0, 10.0) == (1.0, 5.0)
+    assert usable_window(5.0, 1.0, 10.0) == (1.0, 5.0)
+    lo, hi = usable_window(4.0, 4.0, 10.0)
+    assert hi - lo == pytest.approx(MIN_WINDOW_MS) and (lo + hi) / 2 == pytest.approx(4.0)
+    assert usable_window(0.0, 0.0, 10.0) == pytest.approx((0.0, MIN_WINDOW_MS))
+    assert usable_window(10.0, 10.0, 10.0) == pytest.approx((10.0 - MIN_WINDOW_MS, 10.0))
+    assert usable_window(0.0, 0.0, 0.004) == pytest.approx((0.0, 0.004))   # a step shorter than the slider's step

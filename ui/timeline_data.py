@@ -28,6 +28,21 @@ MAX_GANTT_RANKS = 64          # above this many ranks the Gantt draws a represen
 GANTT_SUBSET = 16             # ranks in that subset (first, last, worst bubble, evenly spaced)
 
 
+MIN_WINDOW_MS = 0.01          # the window slider's step: a narrower window is widened to this
+
+
+def usable_window(lo: float, hi: float, total_ms: float) -> tuple[float, float]:
+    """The time window (ms) the Gantt draws: the slider's, widened about its middle to at least
+    ``MIN_WINDOW_MS`` (both handles on one point would draw an empty chart on a zero-width axis),
+    kept inside [0, total_ms]."""
+    lo, hi = min(lo, hi), max(lo, hi)
+    width = min(MIN_WINDOW_MS, total_ms)
+    if hi - lo >= width:
+        return lo, hi
+    mid = min(max((lo + hi) / 2.0, width / 2.0), total_ms - width / 2.0)
+    return mid - width / 2.0, mid + width / 2.0
+
+
 def _attr(obj: Any, *names: str, default: Any = None) -> Any:
     for n in names:
         if hasattr(obj, n):
