@@ -110,7 +110,8 @@ def _searched(sc: dict, inputs: dict, slots: dict) -> dict | None:
 
     out = cached_search(payload, lambda p: run_search(p, lambda elapsed: progress(*seen, elapsed), progress))
     box.empty()
-    st.progress(1.0, text="done")
+    if out["ok"] and not out.get("partial"):   # a failed or stopped search draws no "done" bar above its message
+        st.progress(1.0, text="done")
     if not out["ok"]:
         space = [m for f, m in out["issues"] if f == "space"]   # pins that leave no layout: said under the pins
         for msg in space:

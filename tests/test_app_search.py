@@ -390,6 +390,8 @@ def test_pins_that_leave_no_layout_are_said_under_the_pins():
     at = open_search(search=encode_inputs({**INPUTS, "restrict": "schedule=interleaved\npp=2\nvpp=3"}))
     said = " ".join(e.value for e in at.error).replace("\\", "")   # the page escapes Markdown
     assert "leave no layout" in said and "pp*vpp = 2*3 = 6" in said
+    assert not at.get("progress")   # no full "done" bar above the failure (a search that ran draws one)
+    assert [p.proto.text for p in open_search(search=encode_inputs(INPUTS)).get("progress")] == ["done"]
 
 
 def test_every_candidate_shows_the_days_and_cost_to_train_the_sessions_budget():
