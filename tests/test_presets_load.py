@@ -252,3 +252,21 @@ def test_load_spec_invalid_field_is_named(tmp_path):
         load_spec("models", p)
     fields = {f for f, _ in e.value.issues}
     assert {"model.hidden_size", "model.colour"} <= fields
+
+
+def test_flash_attention_is_refused_on_volta_where_it_does_not_run():
+    """The V100 preset's own source says flash attention does not run on Volta; TransformerEngine
+    disables FlashAttention and FusedAttention below compute capability 8.0. The check names the
+    field and the way out; unfused attention runs, and an Ampere GPU keeps flash."""
+    def scenario(system: str, attention_impl: str) -> dict:
+        sys_dict = load_preset("systems", system)
+        sys_dict["num_gpus"] = 16
+        return {"model": load_preset("models", "llama3-8b"), "system": sys_dict,
+                "strategy": {"tp": 2, "global_batch_size": 64, "seq_len": 2048, "attention_impl": attention_impl}}
+
+    with pytest.raises(ConfigError) as err:
+        load_scenario(scenario("v100-sxm3-32gb-dgx2", "flash"))
+    assert [f for f, _ in err.value.issues] == ["strategy.attention_impl"]
+    assert "attention_impl='unfused'" in err.value.issues[0][1]
+    load_scenario(scenario("v100-sxm3-32gb-dgx2", "unfused"))
+    load_scenario(scenario("a100-sxm4-80gb", "flash"))

@@ -77,7 +77,7 @@ def layout_checks(model: ModelSpec, system: SystemSpec, strategy: StrategySpec) 
     tail = _split_checks(model, s)
     tail += _moe_checks(model, s, dp)
     tail += _recompute_module_checks(model, s)
-    tail += _fp8_param_checks(s) + _fp8_recipe_checks(s, system.gpu.name)
+    tail += _fp8_param_checks(s) + _fp8_recipe_checks(s, system.gpu.name) + _attention_checks(s, system.gpu.name)
     tail += _peft_checks(model, s)
     tail += _hybrid_checks(model, s)
     if s.packed_doc_len is not None:
@@ -268,6 +268,19 @@ def _fp8_recipe_checks(s: StrategySpec, gpu_name: str) -> list[tuple[str, str]]:
     if r == "mxfp8" and gpu_generation(gpu_name) not in ("blackwell", "unknown"):   # a hypothetical GPU may have them
         return [(f, f"fp8_recipe='mxfp8' needs a Blackwell GPU (MXFP8 GEMMs); {gpu_name} is not one: "
                     "use tensorwise or delayed")]
+    return []
+
+
+def _attention_checks(s: StrategySpec, gpu_name: str) -> list[tuple[str, str]]:
+    """Flash attention needs Ampere or later: FlashAttention-2 supports "Ampere, Ada, or Hopper GPUs"
+    (Dao-AILab/flash-attention README, Installation), and TransformerEngine's fused attention
+    backends need compute capability 8.0 or later (transformer_engine/pytorch/attention/
+    dot_product_attention/utils.py ``get_attention_backend``: ``device_compute_capability < (8, 0)``
+    disables FlashAttention and FusedAttention). On Volta Megatron-LM runs unfused softmax attention."""
+    if s.attention_impl == "flash" and gpu_generation(gpu_name) == "volta":
+        return [("strategy.attention_impl", f"attention_impl='flash' needs an Ampere or later GPU (FlashAttention and "
+                                            f"TransformerEngine's fused attention need compute capability 8.0); {gpu_name} "
+                                            "is a Volta GPU: use attention_impl='unfused'")]
     return []
 
 
