@@ -90,3 +90,25 @@ def test_memoised_stage_params_equal_a_fresh_count_and_follow_the_strategy(size)
         assert half == _stage_params.__wrapped__(narrow.model, narrow.strategy.tp, narrow.strategy.ep, narrow.strategy.etp_size,
                                              build_workload(narrow).ranks[0])
         assert half.dense > wide.dense
+
+
+@pytest.mark.parametrize("framework", ["torch-native", "megatron-te"])
+@pytest.mark.parametrize("pp", [1, 2])
+def test_a_zero_stage_with_nothing_to_shard_is_zero0(framework, pp):
+    """At dp = cp = 1 (no experts) ZeRO has no group to shard over: torchtitan applies no
+    fully_shard and a distributed optimizer over one rank holds it all. ZeRO-3 under FSDP2 with a
+    pipeline held an unsharded gradient copy and the gathered parameters (+27 % peak), and
+    Megatron-FSDP two gathered layers, for nothing."""
+    from simengine import api, presets
+
+    def report(zero):
+        model, system = presets.load_preset("models", "llama3-8b"), presets.load_preset("systems", "h100-sxm5-80gb")
+        model["num_layers"], system["num_gpus"] = 8, pp
+        return api.estimate({"model": model, "system": system, "strategy": {
+            "pp": pp, "dp": 1, "global_batch_size": 8, "seq_len": 2048, "zero_stage": zero, "framework": framework}})
+
+    base = report(0)
+    for zero in (1, 2, 3):
+        r = report(zero)
+        assert r.peak_memory_gib == pytest.approx(base.peak_memory_gib, rel=1e-12)
+        assert r.step_time_s == pytest.approx(base.step_time_s, rel=1e-12)

@@ -149,6 +149,14 @@ class StaticMemory:
     buffers: float    # framework buffers (TE dummy wgrad, ZeRO-3 gathered layers, fp8 weight casts)
 
 
+def shards(sc: Scenario) -> bool:
+    """Whether ZeRO has a group to shard over: the shard group (dp_shard·cp) or the expert DP group
+    larger than one. Without one a ZeRO stage changes nothing: torchtitan applies ``fully_shard``
+    only where ``parallel_dims.fsdp_enabled`` (dp_shard > 1; parallelize_llama), and a distributed
+    optimizer over one rank holds the whole state, as ZeRO-0 does."""
+    return sc.dp_shard * sc.strategy.cp > 1 or sc.edp > 1
+
+
 def keeps_gathered(sc: Scenario) -> bool:
     """ZeRO-3 as FSDP2 runs it under a pipeline: the parameters are gathered once per step and kept
     until the step's last backward, the gradients accumulate unsharded and are reduce-scattered
@@ -162,13 +170,13 @@ def keeps_gathered(sc: Scenario) -> bool:
     reduce-scatter of the gradients after the last backward (cost/dp.py ``_chunk_collectives``) — and holds
     the stage's unsharded parameters and gradients (``static_memory``)."""
     st = sc.strategy
-    return st.zero_stage >= 3 and st.pp > 1 and st.fsdp_pattern_name == "fsdp2"
+    return st.zero_stage >= 3 and st.pp > 1 and st.fsdp_pattern_name == "fsdp2" and shards(sc)
 
 
 def static_memory(sc: Scenario, p: StageParams) -> StaticMemory:
     st = sc.strategy
     dpcp, edp = sc.dp_shard * st.cp, sc.edp  # ZeRO shards over the HSDP shard group (all of DP by default)
-    z = st.zero_stage
+    z = st.zero_stage if shards(sc) else 0   # nothing to shard: ZeRO-0's memory (``shards``)
     grad_b = 4.0 if st.fp32_main_grads else 2.0
     opt_b = optimizer_state_bytes(st.adam_moments_dtype)  # fp32 master + Adam m + v
     w = 2.0 * (p.dense / (dpcp if z >= 3 else 1) + p.expert / (edp if z >= 3 else 1)) + 2.0 * p.frozen
