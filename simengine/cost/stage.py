@@ -219,6 +219,8 @@ def _chunk_memory(p: _Priced, cw: ChunkWork, n_rc: int) -> tuple[float, float]:
     extra = max(transients, default=0.0)
     if n_rc:
         extra += biggest - layer_input(d)
+    if st.recompute == "selective":
+        extra = _regrown(p, cw, drops, extra, op_sac_stack(p.sc))
     if cw.last:
         held += p.head.saved
         extra = max(extra, p.head.bwd_transient)
@@ -228,6 +230,22 @@ def _chunk_memory(p: _Priced, cw: ChunkWork, n_rc: int) -> tuple[float, float]:
     if cw.first and d.dropout:
         held += d.sp_tokens * d.h  # embedding dropout mask
     return held, extra
+
+
+def _regrown(p: _Priced, cw: ChunkWork, drops: tuple[float, float, float], extra: float, sac: bool) -> float:
+    """The backward transient with what selective recompute rematerialises on top: one layer's
+    dropped tensors live again while its backward runs. torchtitan's per-op SAC checkpoints the
+    whole layer (torch/utils/checkpoint.py: the layer's forward reruns at its backward's start), so
+    all its dropped tensors at once; Megatron-Core checkpoints each recompute module on its own
+    (transformer_layer.py ``_checkpointed_*`` / ``CheckpointWithoutOutput``), rerun just before that
+    module's backward, so one module's dropped tensors beside that module's own transient."""
+    att = (drops[0], p.att.bwd_transient, bool(cw.attn_layers or p.sc.model.hybrid_pattern is None))
+    blocks = [att, (drops[1], p.mlp.bwd_transient if p.mlp else 0.0, bool(p.mlp and cw.dense_layers)),
+              (drops[2], p.moe.bwd_transient if p.moe else 0.0, bool(p.moe and cw.moe_layers))]
+    if sac and p.sc.model.hybrid_pattern is None:
+        layer = max((drops[0] + dr for dr, _, present in blocks[1:] if present), default=drops[0])
+        return extra + layer
+    return max([extra] + [dr + tr for dr, tr, present in blocks if present])
 
 
 def _recompute_cost(p: _Priced, cw: ChunkWork, n_rc: int) -> PhaseCost:
