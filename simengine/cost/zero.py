@@ -78,8 +78,10 @@ def zero_per_microbatch(sc: Scenario, comm: CommModel, cw: ChunkWork, fwd: Phase
     def windows(u: int) -> list:
         return _backward_windows(bwd, rc, bw_s, u, _recomputed_units(sc, cw, u) if once else 0)
 
-    if ogr and opg and rs_units == units:  # both prefetched on the comm stream beside the next unit's backward
-        _beside_groups(windows(units), ag_u + rs_u, units - 1)
+    if ogr and opg and ag_u > 0 and rs_u > 0 and units > 1 and rs_units > 1:
+        # both on the one DP stream beside the backward: they share its windows, never both get one
+        # (DeepSpeed, rs_units != units: the buckets' seconds spread over the gathers' windows)
+        _beside_groups(windows(units), ag_u + rs_u * (rs_units - 1) / (units - 1), units - 1)
         bwd.add_comm("dp_comm", ag_u)  # the first unit's gather
         bwd.add_comm("dp_comm", rs_u)  # the last unit's reduce-scatter
         return
