@@ -277,7 +277,7 @@ def step_metrics(comp: Compiled, prog: Folded, end, vals: np.ndarray, dur: np.nd
             sh = pr * gap
             xs, xe = xe - d + sh, xe + sh
             exposed.append(np.maximum(d - _cover(_curve(us, ue), xs, xe), 0.0))
-            hidden.append(_cover(kernels, xs, xe))
+            hidden.append(np.maximum(_cover(kernels, xs, xe), 0.0))   # (a difference of two interpolations: -1e-18 on a zero)
             if i + 1 < len(cats.off):
                 us, ue = _union(us, ue, xs, xe)
         exp += _bins(cats.off_rc, np.concatenate(exposed), nr * nc)
