@@ -143,7 +143,7 @@ def _results(sc: dict, res: dict) -> None:
     """The ranked grid, the Pareto chart, "use this layout" and the rejections."""
     cands = res["candidates"]
     st.caption(f"{res['space_size']:,} candidates in the space · {res['memory_checked']:,} memory checks (a layout's overlap-flag variants share one) · {res['evaluated']:,} timed · "
-               f"{res['feasible']:,} shown · {res['seconds']:.1f} s")
+               f"{res['shown']:,} shown · {res['seconds']:.1f} s")
     if not cands:  # no table, no chart: the reason, the rejections and the fit changes
         st.warning(md(empty_reason(res), 1200))
         _rejections(res, expanded=True)

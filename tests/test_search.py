@@ -239,7 +239,7 @@ def test_pareto_front_is_non_dominated(full):
 def test_ties_are_the_candidates_inside_the_best_band(full):
     best_lo = full.candidates[0].band["tokens_per_s"][0]
     assert full.ties[0] == 0
-    for i, c in enumerate(full.candidates[:50]):
+    for i, c in enumerate(full.candidates):   # every one, not the first 50 only
         assert (i in full.ties) == (c.band["tokens_per_s"][1] >= best_lo)
 
 
@@ -982,13 +982,14 @@ def test_recompute_modules_in_the_base_ride_with_selective_only():
 def test_smallest_change_to_fit_suggests_one_more_recompute_module():
     """Recomputing the dense MLP (recompute_modules + mlp) frees almost what full recompute frees at
     less recompute work, so it ranks above full; modules the model cannot use are not offered."""
-    gpu = {**SYSTEM["gpu"], "memory_gib": 5.8}   # full recompute fits, no recompute does not
+    gpu = {**SYSTEM["gpu"], "memory_gib": 6.4}   # full recompute fits, no recompute does not
     cfg = {"model": TINY, "system": dict(SYSTEM, gpu=gpu, num_gpus=8),
            "strategy": {"tp": 1, "pp": 1, "micro_batch_size": 2, "global_batch_size": 32, "seq_len": 8192, "zero_stage": 1}}
     assert not api.estimate(cfg).fits
     changes = {c["change"]: c for c in fit_changes(cfg, top=50)}
-    assert "recompute_modules + mlp" in changes and "recompute → full (all layers)" in changes
-    assert changes["recompute_modules + mlp"]["tokens_per_s"] > changes["recompute → full (all layers)"]["tokens_per_s"]
+    full = api.estimate(dict(cfg, strategy=dict(cfg["strategy"], recompute="full")))
+    assert "recompute_modules + mlp" in changes and any(c.startswith("recompute → full") for c in changes)
+    assert changes["recompute_modules + mlp"]["tokens_per_s"] > full.tokens_per_s
     assert changes["recompute_modules + mlp"]["strategy"]["recompute_modules"] == ["core_attn", "mlp"]
     assert not [c for c in changes if "moe" in c or "mla_up_proj" in c or "shared_experts" in c]
 
@@ -1001,12 +1002,13 @@ def test_deeper_pipeline_to_fit_drops_an_explicit_layer_split():
            "strategy": {"tp": 4, "pp": 4, "global_batch_size": 64, "micro_batch_size": 1, "seq_len": 2048, "recompute": "full",
                         "zero_stage": 0, "pipeline_layers": [19, 21, 21, 19]}}
     assert not api.estimate(cfg).fits
-    changes = {c["change"]: c for c in fit_changes(cfg, top=50)}
+    # (each change with full recompute of fewer layers than all, said in its label)
+    changes = {c["change"].split(" + recompute_num_layers")[0]: c for c in fit_changes(cfg, top=50)}
     deeper = changes["pp 4 → 8 (even layer split)"]
     assert deeper["strategy"]["pp"] == 8 and deeper["strategy"]["pipeline_layers"] is None
     assert changes["tp 4 → 8"]["strategy"]["pipeline_layers"] == [19, 21, 21, 19]   # other changes keep the split
     plain = dict(cfg, strategy=dict(cfg["strategy"], pipeline_layers=None))
-    assert "pp 4 → 8" in {c["change"] for c in fit_changes(plain, top=50)}
+    assert "pp 4 → 8" in {c["change"].split(" + recompute_num_layers")[0] for c in fit_changes(plain, top=50)}
 
 
 def test_fp8_param_gather_in_the_base_rides_with_a_sharded_optimizer():

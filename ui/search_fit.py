@@ -36,8 +36,8 @@ def fit_list(scenario_json: str) -> None:
     for i, ch in enumerate(out["changes"]):
         c = st.columns([5, 2, 2, 1])
         c[0].markdown(md(ch["change"]))
-        c[1].markdown(f"{fmt_count(ch['tokens_per_s'])} tok/s")
-        c[2].markdown(f"{ch['throughput_lost'] * 100:+.1f} % lost vs. unfitting")
+        c[1].markdown(f"{fmt_count(ch['tokens_per_s'])} tok/s on {ch['num_gpus']:,} GPUs")
+        c[2].markdown(f"{ch['throughput_lost'] * 100:+.1f} % per GPU lost vs. unfitting")
         if c[3].button("Use", key=f"search.fit.{i}"):
             sc = json.loads(scenario_json)
             issues = state.load_section("system", dict(sc["system"], num_gpus=ch["num_gpus"]), "fit change")

@@ -67,6 +67,7 @@ def build(args: argparse.Namespace) -> tuple[Any, dict[str, Any] | None]:
     cfg = {"model": _load("model", args.model), "system": _load("system", args.system),
            "strategy": _load("strategy", args.strategy) if args.strategy else {}}
     choices: dict[str, list] = {}
+    pins: dict[str, Any] = {}   # --set strategy.<dim>: also the --strategy scenario's, for its fit changes
     gpus = None
     plain = []
     for item in args.set:
@@ -77,6 +78,7 @@ def build(args: argparse.Namespace) -> tuple[Any, dict[str, Any] | None]:
         if path.strip().startswith("strategy.") and key in DIMS:
             _once(choices, key, "--set")
             choices[key] = [_parse_value(raw)]
+            pins[key] = choices[key][0]
         else:
             plain.append(item)
     apply_sets(cfg, plain)
@@ -99,7 +101,13 @@ def build(args: argparse.Namespace) -> tuple[Any, dict[str, Any] | None]:
                        seq_len=args.seq_len, gpus=gpus, token_budget=args.token_budget, choices=choices, base=base)
     scen = None
     if args.strategy:
-        scen = dict(cfg, strategy=dict(cfg["strategy"], global_batch_size=space.base["global_batch_size"], seq_len=args.seq_len))
+        strategy = dict(cfg["strategy"], **pins, global_batch_size=space.base["global_batch_size"], seq_len=args.seq_len)
+        if "tp" in pins or "pp" in pins or "cp" in pins:
+            strategy.pop("dp", None)   # the file's dp was for its own tp/pp/cp
+        scen = dict(cfg, strategy=strategy)
+        from ..config import load_scenario
+
+        load_scenario(scen)   # an invalid --strategy is said before the search, not after it
     return space, scen
 
 
@@ -181,21 +189,26 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if bar is not None:
             bar.close()
+    from ..api import estimate
+
     fits = fit_changes(scen, top=5) if scen is not None else []
+    scen_fits = None if scen is None else estimate(scen).fits
     if args.json:
         out = res.to_json()
         if partial:
             out["partial"] = partial
         out["fit_changes"] = fits
+        if scen is not None:
+            out["strategy_fits"] = scen_fits
         print(json.dumps(out))
         return 0
     if partial:
         warn(partial)
-    print(_table(res, space.token_budget, fits))
+    print(_table(res, space.token_budget, fits, scen_fits))
     return 0
 
 
-def _table(res, budget: float | None, fits: list[dict[str, Any]]) -> str:
+def _table(res, budget: float | None, fits: list[dict[str, Any]], scen_fits: bool | None = None) -> str:
     from ..api import time_and_cost_to_train
 
     lines = [f"{'#':>3} {'layout':78s} {'tokens/s':>10} {'(band)':>19} {'MFU':>6} {'$/1M tok':>9} {'peak GiB':>8} {'free':>6}"]
@@ -210,7 +223,8 @@ def _table(res, budget: float | None, fits: list[dict[str, Any]]) -> str:
     if not res.candidates:
         lines.append("  no layout of this space is valid and fits: the rejections below say why")
     if len(res.ties) > 1:
-        lines.append(f"'=' : within the best one's uncertainty band ({len(res.ties)} candidates): a tie, not a winner")
+        lines.append(f"'=' : within the best one's uncertainty band of {res.objective} ({len(res.ties)} candidates): "
+                     "a tie, not a winner")
     lines += ["", f"space {res.space_size:,} candidates, {res.memory_checked:,} memory checks, {res.evaluated:,} timed, "
               f"{res.seconds:.2f} s; Pareto front {len(res.pareto)}", "rejected:"]
     for k, (n, first) in list(res.rejected_by_key().items())[:10]:
@@ -218,6 +232,10 @@ def _table(res, budget: float | None, fits: list[dict[str, Any]]) -> str:
         if first.reason not in k:   # the numbers generalised away: one case with its own
             lines.append(f"{'':13s}e.g. {first.reason}")
     if fits:
-        lines += ["", "smallest changes to fit --strategy:"]
-        lines += [f"  {f['change']:50s} {f['tokens_per_s']:10,.0f} tokens/s ({f['throughput_lost'] * 100:+.1f} % lost)" for f in fits]
+        lines += ["", "smallest changes to fit --strategy (by tokens/s per GPU):"]
+        lines += [f"  {f['change']:50s} {f['tokens_per_s']:10,.0f} tokens/s on {f['num_gpus']:,} GPUs "
+                  f"({f['throughput_lost'] * 100:+.1f} % per GPU lost)" for f in fits]
+    elif scen_fits is not None:
+        lines += ["", "--strategy fits in memory: nothing to change" if scen_fits
+                  else "--strategy does not fit, and no single change (or pair of changes) tried makes it fit"]
     return "\n".join(lines)

@@ -1,8 +1,9 @@
 """The smallest changes that make a scenario fit in memory, ranked by the throughput they cost.
 
 Each change moves one knob the way that lowers memory (more recompute, a higher ZeRO stage, more
-tp/pp/cp, a smaller micro-batch, more GPUs); when no single change fits, pairs of them are tried.
-Every changed scenario goes through the same validation and estimate as everything else.
+tp/pp/cp/ep, a smaller micro-batch, more GPUs); when no single change fits, pairs of them are tried.
+Every changed scenario goes through the same validation and estimate as everything else. They are
+ranked by tokens/s per GPU, so a change that adds GPUs pays for them as a change of layout does.
 """
 
 from __future__ import annotations
@@ -31,17 +32,24 @@ def _changes(cfg: dict[str, Any]) -> list[tuple[str, dict[str, Any], dict[str, A
     for z in range(int(s.get("zero_stage", 1)) + 1, 4):
         out.append((f"zero_stage {s.get('zero_stage', 1)} → {z}", {"zero_stage": z}, {}))
     split = [k for k in LAYER_SPLIT_FIELDS if s.get(k) is not None]
-    for dim in ("tp", "pp", "cp"):
+    dims = ("tp", "pp", "cp", "ep") if _is_moe(cfg) else ("tp", "pp", "cp")
+    for dim in dims:
         v = int(s.get(dim, 1))
         if dim == "pp" and split:  # a layer split is per pipeline stage (space.py LAYER_SPLIT_FIELDS): the even one
             out.append((f"pp {v} → {2 * v} (even layer split)", {"pp": 2 * v, "dp": None, **dict.fromkeys(split)}, {}))
             continue
         out.append((f"{dim} {v} → {2 * v}", {dim: 2 * v, "dp": None}, {}))
     mbs = int(s.get("micro_batch_size", 1))
-    if mbs > 1:
-        out.append((f"micro_batch_size {mbs} → {mbs // 2}", {"micro_batch_size": mbs // 2}, {}))
+    smaller = mbs // 2
+    while smaller >= 1:   # every halving: a quarter of the micro-batch often fits at less cost than recompute
+        out.append((f"micro_batch_size {mbs} → {smaller}", {"micro_batch_size": smaller}, {}))
+        smaller //= 2
     out.append((f"num_gpus {g} → {2 * g}", {"dp": None}, {"num_gpus": 2 * g}))
     return out
+
+
+def _is_moe(cfg: dict[str, Any]) -> bool:
+    return int(cfg["model"].get("num_experts") or 0) > 1
 
 
 def _module_changes(s: dict[str, Any]) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
@@ -90,21 +98,23 @@ def _least_full_recompute(cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 def fit_changes(config: dict[str, Any], top: int = 10) -> list[dict[str, Any]]:
-    """The changes (one, else two together) that make ``config`` fit, best throughput first:
-    [{"change", "tokens_per_s", "throughput_lost", "headroom_gib", "strategy", "num_gpus"}].
-    Empty when the scenario already fits or nothing tried fits."""
+    """The changes (one, else two together) that make ``config`` fit, best tokens/s per GPU
+    first: [{"change", "tokens_per_s", "throughput_lost", "headroom_gib", "strategy", "num_gpus"}],
+    ``throughput_lost`` the share of tokens/s per GPU lost against the unfitting scenario. Empty when
+    the scenario already fits or nothing tried fits."""
     from .. import api
 
     base = api.estimate(config)
     if base.fits:
         return []
     singles = _changes(config)
-    found = _try(config, [(c,) for c in singles], base.tokens_per_s)
+    per_gpu = base.tokens_per_s / base.num_gpus
+    found = _try(config, [(c,) for c in singles], per_gpu)
     if not found:  # pairs of the coarse knobs (one more recompute module is a single change only)
         coarse = [c for c in singles if "recompute_modules" not in c[1]]
         pairs = [p for p in itertools.combinations(coarse, 2) if not _same_knob(*p)][:MAX_PAIRS]
-        found = _try(config, pairs, base.tokens_per_s)
-    found.sort(key=lambda d: (-d["tokens_per_s"], d["change"]))
+        found = _try(config, pairs, per_gpu)
+    found.sort(key=lambda d: (-d["tokens_per_s"] / d["num_gpus"], d["change"]))
     return found[:top]
 
 
@@ -112,14 +122,14 @@ def _same_knob(a, b) -> bool:
     return bool(set(a[1]) & set(b[1]) - {"dp", "recompute_num_layers"}) or bool(set(a[2]) & set(b[2]))
 
 
-def _try(config: dict[str, Any], combos, base_tps: float) -> list[dict[str, Any]]:
+def _try(config: dict[str, Any], combos, base_per_gpu: float) -> list[dict[str, Any]]:
     from .. import api
 
     out = []
     for combo in combos:
-        cfg = _apply(config, combo)
+        applied = _apply(config, combo)
         try:
-            cfg = _least_full_recompute(cfg)
+            cfg = _least_full_recompute(applied)
             rep = api.estimate(cfg)
         except ConfigError:
             continue
@@ -127,12 +137,15 @@ def _try(config: dict[str, Any], combos, base_tps: float) -> list[dict[str, Any]
             continue
         desc = " + ".join(c[0] for c in combo)
         k = cfg["strategy"].get("recompute_num_layers")
-        if k is not None and "full" in desc:
-            desc = desc.replace("full (all layers)", f"full ({k} layers)")
+        if k != applied["strategy"].get("recompute_num_layers"):   # fewer layers recomputed than all
+            if "full (all layers)" in desc:
+                desc = desc.replace("full (all layers)", f"full ({k} layers)")
+            else:   # the scenario recomputed every layer: the change lets it recompute fewer, and says so
+                desc += f" + recompute_num_layers → {k}"
         worst = max(rep.memory_by_stage, key=lambda x: x.reserved_gib)
         gpu = load_scenario(cfg).system.gpu
         out.append({"change": desc, "tokens_per_s": rep.tokens_per_s,
-                    "throughput_lost": 1.0 - rep.tokens_per_s / base_tps if base_tps > 0 else 0.0,
+                    "throughput_lost": 1.0 - rep.tokens_per_s / rep.num_gpus / base_per_gpu if base_per_gpu > 0 else 0.0,
                     "headroom_gib": gpu.memory_gib - worst.reserved_gib - gpu.non_torch_gib,
                     "strategy": cfg["strategy"], "num_gpus": rep.num_gpus,
                     "band": list(rep.uncertainty.get("tokens_per_s", (rep.tokens_per_s, rep.tokens_per_s)))})

@@ -59,14 +59,14 @@ def _band(c: Candidate, objective: str) -> tuple[float, float]:
     return lo, hi
 
 
-def ties(ranked: list[Candidate], objective: str, limit: int = 50) -> list[int]:
+def ties(ranked: list[Candidate], objective: str) -> list[int]:
     """Indices of the ranked candidates (best included) whose band overlaps the best one's band
-    (bands oriented so that higher is better)."""
+    (bands oriented so that higher is better), every one of them."""
     if not ranked:
         return []
     lo0, _ = _band(ranked[0], objective)
     out = []
-    for i, c in enumerate(ranked[:limit]):
+    for i, c in enumerate(ranked):
         _, hi = _band(c, objective)
         if hi >= lo0:
             out.append(i)

@@ -174,7 +174,7 @@ class SearchResult:
                "pareto": [self._json(c) for c in self.pareto], "ties": self.ties,
                "rejected": _counts(by), "rejected_examples": _examples(by),
                "space_size": self.space_size, "evaluated": self.evaluated,
-               "memory_checked": self.memory_checked, "feasible": len(self.candidates), "seconds": self.seconds}
+               "memory_checked": self.memory_checked, "shown": len(self.candidates), "seconds": self.seconds}
         if self.token_budget:
             out["token_budget"] = self.token_budget
         return out
