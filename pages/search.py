@@ -106,11 +106,12 @@ def _searched(sc: dict, inputs: dict, slots: dict) -> dict | None:
 
     def progress(done: int, total: int, elapsed: float) -> None:  # each update passes through Streamlit: any input stops the run
         seen[:] = [done, total]
-        bar.progress(min(done / max(total, 1), 1.0), text=f"searching… {done:,} / {total:,} · {elapsed:.0f} s")
+        share = min(done / max(total, 1), 1.0)   # of the search's work (memory checks and timing), not of its candidates
+        bar.progress(share, text=f"searching… {share:.0%} · {elapsed:.0f} s")
 
     out = cached_search(payload, lambda p: run_search(p, lambda elapsed: progress(*seen, elapsed), progress))
     box.empty()
-    if out["ok"] and not out.get("partial"):   # a failed or stopped search draws no "done" bar above its message
+    if out["ok"] and not out.get("partial") and out["result"]["candidates"]:   # no "done" bar above a failure or an empty result
         st.progress(1.0, text="done")
     if not out["ok"]:
         space = [m for f, m in out["issues"] if f == "space"]   # pins that leave no layout: said under the pins
@@ -151,7 +152,8 @@ def _results(sc: dict, res: dict) -> None:
         fit_list(state.scenario_json())
         return
     if len(res["ties"]) > 1:
-        st.info(f"The top {len(res['ties'])} candidates are within the best one's uncertainty band: a tie, not a winner.")
+        st.info(f"{len(res['ties'])} candidates have an uncertainty band that reaches the best one's ('tie with #1'): "
+                "a tie, not a winner.")
     tokens = _budget() * 1e9
     cands = with_budget(cands, tokens)
     res = {**res, "candidates": cands, "pareto": with_budget(res["pareto"], tokens)}

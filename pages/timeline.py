@@ -148,7 +148,7 @@ def gantt_section(scenario_text: str, spans, total_ms: float, shown_ranks, pre=N
         st.caption(f"{len(spans):,} spans in the step; more than {MAX_EXACT_SPANS:,} in this window, so each row shows "
                    "the dominant phase per time bin (opacity = busy share). Narrow the window for individual spans.")
     else:
-        st.caption(f"{gantt['shown']:,} spans shown. Colour = phase; hover for micro-batch, chunk and times. "
+        st.caption(f"{gantt['shown']:,} span{'' if gantt['shown'] == 1 else 's'} shown. Colour = phase; hover for micro-batch, chunk and times. "
                    "Communication on the compute stream is exposed; on a side stream (comm, pp, dp) it is hidden "
                    "while compute runs beside it (the exposed/hidden figures above).")
     draw(gantt["spec"])

@@ -272,6 +272,9 @@ def test_representative_ranks_and_gantt_rows_are_bounded():
     sub = representative_ranks(ranks, n)
     assert len(sub) <= GANTT_SUBSET and {0, 1, n - 2, n - 1, 500} <= set(sub)
     assert representative_ranks(ranks.head(64), 64) == list(range(64))
+    # 126 ranks of equal bubble: the ones between are spread over the pipeline, not 0-8 then 17, 25, …
+    flat = representative_ranks(pd.DataFrame({"rank": np.arange(126), "bubble_fraction": 0.1}), 126)
+    assert len(flat) <= GANTT_SUBSET and max(np.diff(flat)) <= 2 * 126 / GANTT_SUBSET
     rng = np.random.default_rng(1)
     start = rng.uniform(0, 1, 200_000)
     spans = pd.DataFrame({"rank": rng.integers(0, n, 200_000), "stream": "compute", "kind": "F", "mb": 0, "chunk": 0,

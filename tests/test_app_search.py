@@ -391,6 +391,8 @@ def test_pins_that_leave_no_layout_are_said_under_the_pins():
     said = " ".join(e.value for e in at.error).replace("\\", "")   # the page escapes Markdown
     assert "leave no layout" in said and "pp*vpp = 2*3 = 6" in said
     assert not at.get("progress")   # no full "done" bar above the failure (a search that ran draws one)
+    empty = open_search(search=encode_inputs({**INPUTS, "restrict": "tp=3"}))   # runs, finds nothing valid
+    assert empty.warning and not empty.get("progress")
     assert [p.proto.text for p in open_search(search=encode_inputs(INPUTS)).get("progress")] == ["done"]
 
 

@@ -257,13 +257,13 @@ def representative_ranks(ranks: pd.DataFrame, n_ranks: int, limit: int = GANTT_S
     if len(ranks) and "bubble_fraction" in ranks:
         bubble = pd.to_numeric(ranks["bubble_fraction"], errors="coerce")
         worst = ranks.assign(_b=bubble).dropna(subset=["_b"]).sort_values(["_b", "rank"], ascending=[False, True])
+        worst = worst[worst["_b"] > worst["_b"].median()]   # equal bubbles single out no rank
         for r in worst["rank"].head(limit // 2):
             if len(chosen) >= limit // 2 + 4:
                 break
             chosen.setdefault(int(r), None)
-    for r in np.linspace(0, n_ranks - 1, limit).round().astype(int):
-        if len(chosen) >= limit:
-            break
+    free = limit - len(chosen)   # the rest evenly spaced over the whole pipeline (not the low end first)
+    for r in np.linspace(0, n_ranks - 1, free + 2)[1:-1].round().astype(int) if free > 0 else ():
         chosen.setdefault(int(r), None)
     return sorted(chosen)
 
