@@ -32,6 +32,12 @@ def _not_finite(x) -> bool:
     return isinstance(x, float) and not math.isfinite(x)
 
 
+def _shown(value) -> str:
+    """A rejected input as a message quotes it: its repr, at most 40 characters."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def from_pydantic(err, prefix: str = "", fields=()) -> ConfigError:
     """Convert a pydantic ``ValidationError`` into a ConfigError with dotted field paths.
 
@@ -46,6 +52,9 @@ def from_pydantic(err, prefix: str = "", fields=()) -> ConfigError:
             msg = msg[len("Value error, "):]
         if e.get("type") in ("int_parsing", "float_parsing") and e.get("input") in ("true", "false"):
             msg = f"should be a number, not {e['input']}"  # a boolean given to a number (config/spec.py)
+        elif e.get("type") in ("int_parsing", "float_parsing", "int_from_float"):   # pydantic's "Input should be …, unable to parse string as …"
+            what = "a number" if e["type"] == "float_parsing" else "a whole number"
+            msg = f"should be {what}, not {_shown(e.get('input'))}"
         if _not_finite(e.get("input")):   # NaN fails every bound: "less than or equal to 100000" misled
             msg = f"should be a finite number, not {e['input']}"
         if not loc and fields:

@@ -147,6 +147,6 @@ def test_a_pending_edit_does_not_hide_the_applied_scenarios_problems():
     _number(at, "strategy.pp").set_value(3).run()
     _number(at, "strategy.tp").set_value(2.5).run()
     said = " ".join(e.value for e in at.error)
-    assert "valid integer" in said                         # the pending edit's own error
+    assert "should be a whole number, not 2.5" in said     # the pending edit's own error
     assert "does not divide system.num_gpus" in said       # the applied tp=8 with pp=3
     assert "divisible by pp=3" in said                     # and the batch's

@@ -190,3 +190,19 @@ def test_an_unknown_preset_names_the_option_it_came_from(capsys):
 
     assert main(["estimate", "--model", "nosuch", "--system", "small", "--strategy", "small"]) == 2
     assert capsys.readouterr().err.startswith("error: model: unknown model preset 'nosuch'")
+
+
+def test_a_value_that_is_not_a_number_is_said_plainly(capsys):
+    """pydantic said "Input should be a valid integer, unable to parse string as an integer" (in
+    the CLI, the editors and a shared link alike): the one converter says what is wanted and
+    quotes what was given, cut to 40 characters."""
+    from simengine.cli import main
+
+    for value, said in (("abc", "should be a whole number, not 'abc'"), ("2.5", "should be a whole number, not 2.5"),
+                        ("x" * 80, "should be a whole number, not 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...")):
+        assert main(["estimate", "--model", "small", "--system", "small", "--strategy", "small",
+                     "--set", f"strategy.tp={value}"]) == 2
+        assert capsys.readouterr().err.strip() == f"error: strategy.tp: {said}"
+    assert main(["estimate", "--model", "small", "--system", "small", "--strategy", "small",
+                 "--set", "system.gpu.memory_gib=lots"]) == 2
+    assert capsys.readouterr().err.strip() == "error: system.gpu.memory_gib: should be a number, not 'lots'"
