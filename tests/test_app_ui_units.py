@@ -287,3 +287,21 @@ def test_a_zero_width_timeline_window_is_widened_inside_the_step():
     assert usable_window(0.0, 0.0, 10.0) == pytest.approx((0.0, MIN_WINDOW_MS))
     assert usable_window(10.0, 10.0, 10.0) == pytest.approx((10.0 - MIN_WINDOW_MS, 10.0))
     assert usable_window(0.0, 0.0, 0.004) == pytest.approx((0.0, 0.004))   # a step shorter than the slider's step
+
+
+def test_the_memory_chart_keeps_its_height_for_deep_pipelines():
+    """A legend of 16+ ranks below the plot ate its height (50 px at pp 16, none at pp 35) and
+    category10 repeated colours past 10 ranks: the legend is on the right, and more than 10 ranks
+    are a gradient over the rank, one line each."""
+    import pandas as pd
+
+    from ui.charts import memory_time_chart
+
+    def enc(ranks: int) -> dict:
+        df = pd.DataFrame({"rank": [r for r in range(ranks) for _ in range(2)], "t_ms": [0.0, 1.0] * ranks, "GiB": 1.0})
+        return memory_time_chart(df, 80.0)["layer"][0]["encoding"]
+
+    few, many = enc(4), enc(35)
+    assert few["color"]["type"] == "nominal" and few["color"]["legend"]["orient"] == "right"
+    assert many["color"]["type"] == "quantitative" and many["color"]["legend"]["orient"] == "right"
+    assert many["detail"] == {"field": "rank", "type": "nominal"}

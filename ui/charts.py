@@ -257,6 +257,17 @@ def _gantt_columns(df: pd.DataFrame, aggregated: bool, labels: bool) -> pd.DataF
     return out.assign(occupancy=out["occupancy"].astype(float).round(3)) if "occupancy" in out.columns else out
 
 
+def _rank_colour(n: int) -> Spec:
+    """The memory curves' colour: up to 10 ranks one colour each, listed on the right; more as a
+    gradient over the rank (category10 repeats beyond 10, and a legend of 16+ entries below the
+    plot ate its 260 px: 50 px left at pp 16, none at pp 35), one line per rank (``detail``)."""
+    if n <= 10:
+        return {"color": field("rank", "nominal", title="pp rank", legend={"orient": "right"})}
+    return {"color": field("rank", "quantitative", title="pp rank", scale={"scheme": "viridis"},
+                           legend={"orient": "right", "format": "d", "gradientLength": 150}),
+            "detail": field("rank", "nominal")}
+
+
 def memory_time_chart(df: pd.DataFrame, capacity_gib: float | None) -> Spec:
     """Allocated memory over the step per rank (step-after lines) and the GPU capacity."""
     df = df[["rank", "t_ms", "GiB"]].assign(t_ms=df["t_ms"].astype(float).round(GANTT_DECIMALS),
@@ -266,7 +277,7 @@ def memory_time_chart(df: pd.DataFrame, capacity_gib: float | None) -> Spec:
             "params": [ZOOM_X], "encoding": {
                 "x": field("t_ms", "quantitative", title="time [ms]"),
                 "y": field("GiB", "quantitative", title="allocated [GiB]"),
-                "color": field("rank", "nominal", title="pp rank", legend={"orient": "bottom", "columns": 8}),
+                **_rank_colour(df["rank"].nunique()),
                 "tooltip": [tip("rank", "nominal"), tip("t_ms", "quantitative", ",.2f"), tip("GiB", "quantitative", ",.2f")]}}
     layers, datasets = [line], [curves]
     if capacity_gib:
