@@ -6,6 +6,7 @@ import streamlit as st
 
 from ui import calibration_charts as charts
 from ui import calibration_run as cal
+from ui import state
 from ui.layout import boot, page_link, show_notices
 from ui.text import md
 
@@ -15,16 +16,26 @@ st.caption("Measure your GPUs with `python -m simengine.measure` (or bring nccl-
            "upload the files, check each fit against its points, then use the calibrated system in this scenario "
            "or save it by name. Every number keeps where it came from (file, sha256, rows used, fit error).")
 
+
+
+def upload(label: str, key: str, types: list[str], many: bool = False):
+    """A file uploader with the last calibration's messages about it right under it."""
+    got = st.file_uploader(label, type=types, key=key, accept_multiple_files=many)
+    said = cal.upload_errors(key)
+    if said:
+        st.error("  \n".join(f"- {md(m, 300)}" for m in said[:12]), icon="⚠️")
+    return got
+
+
 c1, c2 = st.columns(2)
 with c1:
-    gemm = st.file_uploader("GEMM sweep CSV (m,n,k + efficiency / TFLOP/s / time; OpenXLA and SimuMax tables too)",
-                            type=["csv", "txt"], key="cal.gemm")
-    att = st.file_uploader("Attention sweep CSV", type=["csv", "txt"], key="cal.attention")
+    gemm = upload("GEMM sweep CSV (m,n,k + efficiency / TFLOP/s / time; OpenXLA and SimuMax tables too)",
+                  "cal.gemm", ["csv", "txt"])
+    att = upload("Attention sweep CSV", "cal.attention", ["csv", "txt"])
 with c2:
-    nccl = st.file_uploader("nccl-tests logs (several at once)", type=["log", "txt", "out"],
-                            accept_multiple_files=True, key="cal.nccl")
-    grp = st.file_uploader("Grouped-GEMM sweep CSV (MoE)", type=["csv", "txt"], key="cal.grouped")
-mem = st.file_uploader("Memory-bandwidth sweep CSV (bytes, time)", type=["csv", "txt"], key="cal.memory")
+    nccl = upload("nccl-tests logs (several at once)", "cal.nccl", ["log", "txt", "out"], many=True)
+    grp = upload("Grouped-GEMM sweep CSV (MoE)", "cal.grouped", ["csv", "txt"])
+mem = upload("Memory-bandwidth sweep CSV (bytes, time)", "cal.memory", ["csv", "txt"])
 st.button("Calibrate the scenario's system", key="cal.run", type="primary", on_click=cal.run,
           args=(gemm, nccl, att, grp, mem))
 
@@ -67,8 +78,20 @@ elif res:
     if s["warnings"]:
         with st.expander(f"Refused rows and warnings ({len(s['warnings'])})", expanded=True):
             st.markdown("  \n".join(f"- {md(w, 300)}" for w in s["warnings"][:50]))
+    st.markdown("**What it changes in the current scenario**")
+    effect = cal.effect_rows(res["system"])
+    if isinstance(effect, str):
+        st.warning(effect)
+    else:
+        st.dataframe(pd.DataFrame(effect), hide_index=True, width="content",
+                     column_config={"change [%]": st.column_config.NumberColumn(format="%+.2f")})
+        fields = cal.changed_fields(state.section_dict("system"), res["system"])
+        st.caption(("System fields it sets: " + md(", ".join(fields), 600)) if fields else
+                   "The calibrated system equals the scenario's: nothing changes (already in use).")
     cov = cal.coverage_rows(res["system"], [p["target"] for p in s["provenance"]])
     st.markdown("**Coverage of the current scenario** (share of op time, %)")
+    st.caption("Op time: every op one step runs, summed over the pipeline ranks, before overlap and bubbles; "
+               "so it exceeds the step time.")
     if isinstance(cov, str):
         st.warning(cov)
     else:

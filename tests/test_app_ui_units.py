@@ -305,3 +305,18 @@ def test_the_memory_chart_keeps_its_height_for_deep_pipelines():
     assert few["color"]["type"] == "nominal" and few["color"]["legend"]["orient"] == "right"
     assert many["color"]["type"] == "quantitative" and many["color"]["legend"]["orient"] == "right"
     assert many["detail"] == {"field": "rank", "type": "nominal"}
+
+
+def test_calibration_charts_label_log_axes_alike_and_show_whole_series_names():
+    """The GEMM axis ran "100,000,000,000" then "1e+12"; collective legends were cut mid-name."""
+    from ui.calibration_charts import collective_chart, gemm_chart
+
+    g = gemm_chart([{"flops": 1e8, "efficiency": 0.5, "layout": "TN", "shape": "s", "dtype": "bf16",
+                     "held_out_prediction": None}, {"flops": 1e13, "efficiency": 0.7, "layout": "TN", "shape": "t",
+                                                    "dtype": "bf16", "held_out_prediction": None}]).to_dict()
+    assert g["layer"][0]["encoding"]["x"]["axis"]["format"] == "~s"
+    c = collective_chart([{"size_bytes": 2 ** k, "busbw_gbs": 10.0 * k, "fit_busbw_gbs": 10.0 * k, "kind": "all_gather",
+                           "tier": "scale_out", "ranks": 16, "source": "dstack-a3mega-c0_all_gather_16gpu.log", "table": 0}
+                          for k in (10, 20)]).to_dict()
+    enc = c["layer"][0]["encoding"]
+    assert enc["x"]["axis"]["format"] == "~s" and enc["color"]["legend"]["labelLimit"] >= 600

@@ -89,3 +89,26 @@ def test_schema_bounds_are_config_errors_naming_the_row(case):
         assert exc.field == "gemm_csv" and "line 2" in str(exc)
     else:
         raise AssertionError("accepted")
+
+
+def test_an_empty_sweep_names_the_header_its_own_format_expects():
+    """An empty memory-bandwidth CSV was told to expect 'm,n,k,efficiency' (a GEMM header)."""
+    from simengine.calibration.formats.memory_csv import read_memory_csv
+    from simengine.calibration.gemm import load_gemm_csv
+    from simengine.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="expected e.g. 'bytes,time_us'"):
+        read_memory_csv(b"# nothing measured\n")
+    with pytest.raises(ConfigError, match="expected e.g. 'm,n,k,efficiency'"):
+        load_gemm_csv(b"\n")
+
+
+def test_a_shape_too_large_is_said_so_not_called_not_a_positive_integer():
+    from simengine.calibration.gemm import load_gemm_csv
+    from simengine.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        load_gemm_csv(b"m,n,k,efficiency\n99999999999999999999999,1024,1024,0.5\n-4,1024,1024,0.5\n")
+    said = [m for _, m in err.value.issues]
+    assert "line 2, column 'm': '99999999999999999999999' is too large (at most 15 digits)" in said
+    assert "line 3, column 'm': '-4' is not a positive integer" in said

@@ -18,7 +18,9 @@ def gemm_chart(rows: list[dict]) -> alt.TopLevelMixin | None:
     if not rows:
         return None
     df = pd.DataFrame(rows)
-    base = alt.Chart(df).encode(x=alt.X("flops:Q", scale=alt.Scale(type="log"), title="GEMM FLOPs (2·b·m·n·k)"))
+    # SI tick labels ("100G", "1T"): vega's default switched from "100,000,000,000" to "1e+12" on one axis
+    base = alt.Chart(df).encode(x=alt.X("flops:Q", scale=alt.Scale(type="log"), title="GEMM FLOPs (2·b·m·n·k)",
+                                        axis=alt.Axis(format="~s")))
     measured = base.mark_circle(size=28, opacity=0.7).encode(
         y=alt.Y("efficiency:Q", title="efficiency (achieved / peak)"), color=alt.Color("layout:N", title="layout"),
         tooltip=["shape:N", "layout:N", "dtype:N", alt.Tooltip("efficiency:Q", format=".3f")])
@@ -38,9 +40,9 @@ def collective_chart(rows: list[dict]) -> alt.TopLevelMixin | None:
         return None
     df["series"] = df["kind"] + " · " + df["tier"] + " · " + df["ranks"].astype(str) + " ranks · " + \
         df["source"].str.slice(0, 40) + " #" + df["table"].astype(str)
-    x = alt.X("size_bytes:Q", scale=alt.Scale(type="log"), title="message size [bytes]")
+    x = alt.X("size_bytes:Q", scale=alt.Scale(type="log"), title="message size [bytes]", axis=alt.Axis(format="~s"))
     pts = alt.Chart(df).mark_circle(size=30).encode(
-        x=x, y=alt.Y("busbw_gbs:Q", title="bus bandwidth [GB/s]"), color=alt.Color("series:N", title=None),
+        x=x, y=alt.Y("busbw_gbs:Q", title="bus bandwidth [GB/s]"), color=alt.Color("series:N", title=None, legend=alt.Legend(orient="bottom", columns=1, labelLimit=600)),
         tooltip=["series:N", "size_bytes:Q", alt.Tooltip("busbw_gbs:Q", format=".2f", title="measured busbw"),
                  alt.Tooltip("fit_busbw_gbs:Q", format=".2f", title="alpha-beta busbw")])
     line = alt.Chart(df.dropna(subset=["fit_busbw_gbs"])).mark_line(strokeDash=[4, 2]).encode(

@@ -24,6 +24,9 @@ from .tables import MAX_CAL_BYTES, sample_gemm_points
 from .text import md, md_code
 
 RESULT_KEY = "cal.result"
+# the engine's field of each upload (simengine/calibration/calibrate.py read_input) → its widget
+UPLOAD_OF = {"gemm_csv": "cal.gemm", "attention_csv": "cal.attention", "grouped_gemm_csv": "cal.grouped",
+             "memory_csv": "cal.memory", "nccl_log": "cal.nccl"}
 USER_PREFIX = "user: "
 
 
@@ -65,7 +68,13 @@ def run(gemm, nccl, attention, grouped, memory=None) -> None:
         system, summary = api.calibrate(state.section_dict("system"), gemm=raw(gemm), nccl=logs or None,
                                         attention=raw(attention), grouped_gemm=raw(grouped), memory=raw(memory))
     except ConfigError as e:
-        st.session_state[RESULT_KEY] = json.dumps({"error": "Calibration failed:  \n" + _issues_text(e.issues)})
+        names = {"cal.gemm": gemm, "cal.attention": attention, "cal.grouped": grouped, "cal.memory": memory}
+        placed = [(UPLOAD_OF[f], m if UPLOAD_OF[f] == "cal.nccl" or names[UPLOAD_OF[f]] is None
+                   else f"{names[UPLOAD_OF[f]].name[:200]}: {m}") for f, m in e.issues if f in UPLOAD_OF]
+        rest = [(f, m) for f, m in e.issues if f not in UPLOAD_OF]
+        st.session_state[RESULT_KEY] = json.dumps({"error": "Calibration failed:  \n" + _issues_text(rest) if rest else
+                                                   "Calibration failed: see the message under the upload.",
+                                                   "by_upload": placed})
         return
     data = system.model_dump(mode="json")
     table = data["efficiency"].get("gemm_table") or []
@@ -78,6 +87,13 @@ def run(gemm, nccl, attention, grouped, memory=None) -> None:
         "efficiency.gemm_table": gemm, "efficiency.attention_table": attention,
         "efficiency.grouped_gemm_table": grouped, "efficiency.hbm": memory}),
         "gemm_points": len(table), "files": [f.name[:200] for f in files]})
+
+
+def upload_errors(key: str) -> list[str]:
+    """The last calibration's messages about the upload ``key`` (shown under that upload, each
+    naming its file: the engine's field names, gemm_csv or nccl_log, mean nothing on the page)."""
+    res = result()
+    return [m for k, m in (res or {}).get("by_upload", []) if k == key]
 
 
 def named(summary: dict[str, Any], uploads: dict[str, Any]) -> dict[str, Any]:
@@ -141,6 +157,38 @@ def save(name: str, replace: bool = False) -> None:
     state.notify("success", f"Saved as {md_code(name, 64)} ({md(path.name, 80)}); pick it as "
                             f"'{USER_PREFIX}{md(name, 64)}' in the System editor's preset list or use "
                             f"{md_code('--system ' + name, 80)} on the command line.", "cal.save")
+
+
+EFFECT = (("step time [s]", "step_time_s", "{:,.4f}"), ("tokens/s", "tokens_per_s", "{:,.0f}"), ("MFU", "mfu", "{:.2%}"))
+
+
+def effect_rows(system: dict[str, Any]) -> list[dict[str, Any]] | str:
+    """What the calibrated system changes in the current scenario: its estimate with the current
+    system and with the calibrated one (the same cached estimate every page uses); an error text
+    when either cannot be estimated."""
+    from .config_io import dumps
+    from .engine import estimate_report
+
+    cfg = state.scenario_dict()
+    now, cal = estimate_report(dumps(cfg)), estimate_report(dumps({**cfg, "system": system}))
+    if not now["ok"] or not cal["ok"]:
+        bad = now if not now["ok"] else cal
+        return "The scenario cannot be estimated: " + md("; ".join(m for _, m in bad["issues"][:3]), 300)
+    a, b = now["report"], cal["report"]
+    return [{"": label, "current system": f.format(a[key]), "calibrated": f.format(b[key]),
+             "change [%]": round((b[key] / a[key] - 1.0) * 100, 2) if a[key] else None} for label, key, f in EFFECT]
+
+
+def changed_fields(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[str]:
+    """Dotted names of the system fields the calibration set to another value (tables whole)."""
+    out = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += changed_fields(a, b, f"{prefix}{key}.")
+        elif a != b:
+            out.append(f"{prefix}{key}")
+    return out
 
 
 def coverage_rows(system: dict[str, Any], measured_fields=()) -> list[dict[str, Any]] | str:

@@ -21,8 +21,9 @@ def norm_header(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", s).strip("_")
 
 
-def read_rows(text: str, field: str) -> tuple[list[str], list[tuple[int, list[str]]]]:
-    """Header cells and ``(line number, cells)`` of each data row; blank and ``#`` lines skipped."""
+def read_rows(text: str, field: str, example: str = "m,n,k,efficiency") -> tuple[list[str], list[tuple[int, list[str]]]]:
+    """Header cells and ``(line number, cells)`` of each data row; blank and ``#`` lines skipped.
+    ``example``: the header the format expects, quoted when there is none."""
     reader = csv.reader(io.StringIO(text))
     header: list[str] | None = None
     rows: list[tuple[int, list[str]]] = []
@@ -42,7 +43,7 @@ def read_rows(text: str, field: str) -> tuple[list[str], list[tuple[int, list[st
             if "new-line" in str(exc) or "NUL" in str(exc) else "a malformed quoted field"
         raise ConfigError([(field, f"line {reader.line_num}: not valid CSV ({why})")]) from None
     if header is None:
-        raise ConfigError([(field, "no header row (expected e.g. 'm,n,k,efficiency')")])
+        raise ConfigError([(field, f"no header row (expected e.g. '{example}')")])
     return header, rows
 
 
@@ -76,6 +77,9 @@ def cell(cells: list[str], idx: int | None) -> str:
 def pos_int(raw: str, line: int, col: str, issues: Issues, *, default: int | None = None) -> int | None:
     if raw == "" and default is not None:
         return default
+    if re.match(r"^[+]?\d{16,}(?:\.0*)?$", raw):   # a whole number, but past any shape a GPU runs
+        issues.add(line, col, f"{raw[:40]!r} is too large (at most 15 digits)")
+        return None
     if not _INT_RE.match(raw) or int(float(raw)) < 1:
         issues.add(line, col, f"{raw[:40]!r} is not a positive integer")
         return None

@@ -38,7 +38,7 @@ def attention_flops(phase: str, batch: int, seq_len: int, heads: int, d_qk: int,
 def read_attention_csv(source: str | bytes | os.PathLike, *, peak_tflops: float | None = None) -> tuple[AttentionPoint, ...]:
     """Rows → AttentionPoints (bf16 peak ``peak_tflops`` turns times / TFLOP/s into efficiencies)."""
     text, _ = read_text(source, FIELD)
-    header, rows = read_rows(text, FIELD)
+    header, rows = read_rows(text, FIELD, "phase,batch,seq_len,heads,kv_heads,d_qk,d_v,causal,time_us")
     idx: dict[str, int] = {}
     for i, h in enumerate(header):
         n = norm_header(h)

@@ -28,7 +28,7 @@ def read_grouped_gemm_csv(source: str | bytes | os.PathLike, *, peak_tflops: flo
     """Rows → GroupedGemmPoints (rows of ``dtypes`` only, None = all; ``peak_tflops`` turns times /
     TFLOP/s into efficiencies). ``GroupedGemmPoint`` carries no dtype: the engine reads it as bf16."""
     text, _ = read_text(source, FIELD)
-    header, rows = read_rows(text, FIELD)
+    header, rows = read_rows(text, FIELD, "groups,m,n,k,efficiency")
     idx: dict[str, int] = {}
     for i, h in enumerate(header):
         col = norm_header(h)

@@ -18,7 +18,7 @@ _TIME = {"time_us": 1e-6, "time_ms": 1e-3, "time_ns": 1e-9, "time_s": 1.0}
 def read_memory_csv(source: str | bytes | os.PathLike) -> tuple[tuple[int, float], ...]:
     """Rows → ((bytes copied, seconds), …) sorted by size."""
     text, _ = read_text(source, FIELD)
-    header, rows = read_rows(text, FIELD)
+    header, rows = read_rows(text, FIELD, "bytes,time_us")
     idx = {norm_header(h): i for i, h in enumerate(header)}
     tcol = next((c for c in _TIME if c in idx), None)
     if "bytes" not in idx or tcol is None:
