@@ -25,6 +25,12 @@ st.session_state[ROUTER_FLAG] = True  # pages link Home to pages/home.py only wh
 wanted = st.query_params.get("page", "")
 slugs = [page_slug(path) for path, _, _ in PAGES]
 first = slugs.index(wanted) if wanted in slugs else 0
+if wanted and wanted not in slugs:   # a mistyped or old link: say so rather than open Home silently
+    from ui import state
+    from ui.text import md_code
+
+    state.notify("warning", f"The link asks for a page {md_code(wanted, 40)} that does not exist; Home opened "
+                            f"instead (pages: {', '.join(slugs)}).")
 if "page" in st.query_params:
     del st.query_params["page"]  # consumed: the page's own address takes over from here
 pages = [st.Page(path, title=label, default=(i == first)) for i, (path, label, _) in enumerate(PAGES)]

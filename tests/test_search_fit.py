@@ -108,3 +108,12 @@ def test_every_candidate_inside_the_best_band_is_a_tie_not_the_first_50():
 
     ranked = [cand(100.0 - 0.1 * i) for i in range(60)] + [cand(50.0)]
     assert ties(ranked, "tokens_per_s") == list(range(60))
+
+
+@pytest.mark.parametrize("objective", ["time_to_train", "cost_to_train"])
+def test_an_objective_to_train_a_budget_needs_the_budget(capsys, objective):
+    """It ran silently as the tokens/s ranking, with no days or cost anywhere."""
+    rc, out, err = _cli(capsys, *SEARCH, "--objective", objective)
+    assert rc == 2 and not out and "needs --token-budget" in err
+    rc, out, _ = _cli(capsys, *SEARCH, "--objective", objective, "--token-budget", "1e12", "--json")
+    assert rc == 0 and all("time_to_train_s" in c for c in json.loads(out)["candidates"])

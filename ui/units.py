@@ -80,7 +80,9 @@ def fmt_time(s: float) -> str:
         return f"{s:,.3f} s"
     if a >= 1e-3:
         return f"{s * 1e3:,.2f} ms"
-    if a >= 1e-6 or a == 0:
+    if a == 0:
+        return "0 s"   # none at all (no hidden communication), not "0.0 µs"
+    if a >= 1e-6:
         return f"{s * 1e6:,.1f} µs"
     if a >= 1e-9:
         return f"{s * 1e9:,.1f} ns"

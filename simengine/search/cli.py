@@ -164,6 +164,9 @@ def _search(space, args, tick, ex):
     from . import search
     from .executors import Cancelled
 
+    if args.objective in ("time_to_train", "cost_to_train") and space.token_budget is None:
+        # without a budget the ranking is the tokens/s one, and no candidate gets its days or cost
+        raise ConfigError([("--objective", f"--objective {args.objective} needs --token-budget (the tokens to train)")])
     if args.time_limit is not None and not args.time_limit >= 0:
         raise ConfigError([("--time-limit", f"--time-limit={args.time_limit} must be a number of seconds >= 0")])
     best: list = [None]
