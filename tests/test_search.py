@@ -545,6 +545,24 @@ def test_no_two_layouts_place_the_layers_alike():
             assert (None, None) in ends and (2, 3) in ends
 
 
+def test_the_split_megatron_builds_with_account_for_embedding_and_loss_is_searched():
+    """Llama-3-405B at pp 16 · vpp 4 (the 'large' preset, Megatron-Bridge's 405B recipe): 126
+    layers over 64 virtual stages is 2 each with one fewer on the first and the last, the split
+    Megatron-LM builds with --account-for-embedding/loss-in-pipeline-split. The estimate accepted
+    it; the search said the pins "leave no layout" and never proposed pp 16 · vpp 4 unpinned."""
+    model = presets.load_preset("models", "llama3-405b")
+    space = make_space(model, dict(SYSTEM, num_gpus=128), global_batch=128, seq_len=4096, gpus=[128],
+                       choices={"tp": (8,), "pp": (16,), "cp": (1,), "schedule": ("interleaved",)})
+    vpps = {lay["vpp"] for lay in layouts(space, 128) if not any(lay.get(f) for f in SPLIT_FIELDS)}
+    assert {2, 4} <= vpps and 3 not in vpps    # 128 / 16 = 8 a rank: split over 2 or 4 chunks, not 3
+    pinned = make_space(model, dict(SYSTEM, num_gpus=128), global_batch=128, seq_len=4096, gpus=[128],
+                        choices={"tp": (8,), "pp": (16,), "vpp": (4,), "cp": (1,), "schedule": ("interleaved",)})
+    lay = next(iter(layouts(pinned, 128)))
+    sc = load_scenario({"model": model, "system": dict(SYSTEM, num_gpus=128),
+                        "strategy": {**lay, "global_batch_size": 128, "seq_len": 4096}})
+    assert any("--account-for-embedding-in-pipeline-split" in msg for _, msg in sc.notes)
+
+
 def test_search_with_uneven_splits_equals_brute_force():
     five = {**TINY, "num_layers": 5}
     choices = {"tp": (1,), "cp": (1,), "pp": (1, 2), "zero_stage": (1,), "overlap_param_gather": (True,),

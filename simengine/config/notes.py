@@ -54,7 +54,7 @@ def _split_notes(model: ModelSpec, strategy: StrategySpec) -> list[tuple[str, st
     same = _megatron_first_last(s, n, counts)
     if same:
         fix = f"Megatron gives the same split with {same}"
-    flags = "" if same else _megatron_account_for(n, pp, nch, counts)
+    flags = "" if same else megatron_account_for(n, pp, nch, counts)
     if flags:
         # Megatron-LM arguments.py validate_args counts the embedding / loss as layers before its
         # divisibility assert and Megatron-Core transformer_block.get_num_layers_to_build builds one
@@ -88,7 +88,7 @@ def _megatron_first_last(s: StrategySpec, num_layers: int, counts: list[int]) ->
     return f"decoder_first_pipeline_num_layers={per_rank[0]}, decoder_last_pipeline_num_layers={per_rank[-1]}"
 
 
-def _megatron_account_for(num_layers: int, pp: int, nch: int, counts: list[int]) -> str:
+def megatron_account_for(num_layers: int, pp: int, nch: int, counts: list[int]) -> str:
     """The Megatron flags ``--account-for-embedding-in-pipeline-split`` / ``--account-for-loss-in-
     pipeline-split`` that reproduce ``counts`` (layers per virtual stage, data-flow order), else ''.
     Megatron-Core transformer_block.get_num_layers_to_build: the embedding and the loss count as

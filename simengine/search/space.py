@@ -143,14 +143,15 @@ def _schedules(space: SearchSpace, pp: int, layers: int) -> list[tuple[str, int,
             # even chunks (Megatron needs num_layers divisible by pp·vpp), or an uneven split
             # whose every rank divides by vpp
             vp = [v for v in range(2, layers // pp + 1)
-                  if layers % (pp * v) == 0 or (not pinned and uneven_splits(layers, pp, v))]
+                  if layers % (pp * v) == 0 or (not pinned and (uneven_splits(layers, pp, v) or _accounted(pp, v, layers)))]
             vals = _allowed(space, "vpp", vp)
         else:
             vals = _allowed(space, "vpp", [1])
         for v in vals:
             nch = 2 if s == "dualpipev" else v
             splits = [] if pinned or s == "dualpipev" else uneven_splits(layers, pp, nch)  # the V: both ends on rank 0
-            if (layers % (pp * nch) == 0 or s != "interleaved") and not _places_as_one(s, pp, v, layers, splits):
+            legal = layers % (pp * nch) == 0 or s != "interleaved" or (not pinned and _accounted(pp, v, layers))
+            if legal and not _places_as_one(s, pp, v, layers, splits):
                 out.append((s, v, {}))
             elif s == "interleaved" and not splits and "vpp" in space.choices:   # said if nothing else is left
                 _per_space(space).setdefault("unplaced", {})[(pp, v)] = layers
@@ -170,6 +171,25 @@ def why_empty(space: SearchSpace) -> str:
                 f"pp*vpp = {pp}*{v} = {pp * v}, and no uneven first/last split gives every rank a multiple of vpp "
                 "layers (Megatron-Core get_num_layers_to_build)")
     return "the pins and restrictions leave no layout to search: restrict fewer dimensions"
+
+
+@lru_cache(maxsize=4096)
+def _accounted(pp: int, vpp: int, layers: int) -> bool:
+    """Whether the interleaved schedule's default placement of ``layers`` that pp·vpp does not
+    divide is the split Megatron-LM builds with --account-for-embedding/loss-in-pipeline-split
+    (``config.notes.megatron_account_for``: the embedding and the loss count as a layer each).
+    Llama-3-405B's 126 layers at pp 16 · vpp 4 (128 / 64 = 2 a virtual stage, one fewer on the
+    first and the last), Megatron-Bridge's 405B recipe: the estimate accepted it, the search never
+    proposed it."""
+    from types import SimpleNamespace
+
+    from ..config.layout import strategy_stage_counts
+    from ..config.notes import megatron_account_for
+
+    st = SimpleNamespace(schedule="interleaved", pp=pp, vpp=vpp, decoder_first_pipeline_num_layers=None,
+                         decoder_last_pipeline_num_layers=None, pipeline_layers=None)
+    counts, issues = strategy_stage_counts(st, layers)
+    return not issues and bool(megatron_account_for(layers, pp, vpp, counts))
 
 
 def _places_as_one(schedule: str, pp: int, vpp: int, layers: int, splits: list[tuple[int, int]]) -> bool:
