@@ -39,6 +39,11 @@ def _changes(cfg: dict[str, Any]) -> list[tuple[str, dict[str, Any], dict[str, A
             out.append((f"pp {v} → {2 * v} (even layer split)", {"pp": 2 * v, "dp": None, **dict.fromkeys(split)}, {}))
             continue
         out.append((f"{dim} {v} → {2 * v}", {dim: 2 * v, "dp": None}, {}))
+    v = int(s.get("vpp", 1))
+    if v > 1 and s.get("schedule", "1f1b") == "interleaved":
+        # interleaving holds more micro-batches' activations in flight on the first ranks
+        # (Narayanan et al. 2021 §2.2.2): the plain 1F1B schedule holds fewer (a split per virtual stage goes with it)
+        out.append((f"vpp {v} → 1 (schedule 1f1b)", {"vpp": 1, "schedule": "1f1b", **dict.fromkeys(split)}, {}))
     mbs = int(s.get("micro_batch_size", 1))
     smaller = mbs // 2
     while smaller >= 1:   # every halving: a quarter of the micro-batch often fits at less cost than recompute
