@@ -74,8 +74,11 @@ def ties(ranked: list[Candidate], objective: str) -> list[int]:
 
 
 def pareto(cands: list[Candidate], by_gpus: bool = False) -> list[Candidate]:
-    """Non-dominated candidates: higher tokens/s, lower cost per million tokens (or fewer GPUs),
-    more memory headroom. Sorted by tokens/s, best first."""
+    """The candidates none of ``cands`` dominates: higher tokens/s, lower cost per million tokens
+    (or fewer GPUs), more memory headroom. Sorted by tokens/s, best first. The search passes its
+    timed candidates: a layout that recomputes more than it needs to fit is never timed (its
+    recompute is dominated on time), so a front with more headroom at a little less throughput
+    can lie outside it (README, "over the timed candidates")."""
     def vec(c: Candidate) -> tuple[float, float, float]:
         return (-c.tokens_per_s, float(c.gpus) if by_gpus else c.cost_per_million_tokens_usd, -c.headroom_gib)
 
