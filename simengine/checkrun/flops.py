@@ -119,7 +119,8 @@ def check(sc: Scenario, tflops_per_gpu: float, step_s: float, date: str | None) 
 def logged_check(log: RunLog, used: tuple[int, ...], sc: Scenario) -> FlopsCheck | None:
     """:func:`check` on the median over the iterations ``used`` of TFLOP/s × step time (Megatron logs
     both per iteration; their product is constant up to the printed rounding)."""
-    its = [i for i in log.iterations if i.step in used and i.tflops_per_gpu and i.time_s]
+    kept = set(used)   # (a tuple: n × m membership tests, 6.7 s of a 40,000-line log)
+    its = [i for i in log.iterations if i.step in kept and i.tflops_per_gpu and i.time_s]
     if log.framework != "megatron" or not its:
         return None
     per_s = statistics.median(i.tflops_per_gpu * i.time_s for i in its)  # type: ignore[operator]

@@ -36,6 +36,12 @@ MAX_LINES = 2_000_000
 # a logged step time outside these bounds is a corrupt or hand-edited line, not a training step:
 # no GPU step takes under a microsecond (one kernel launch takes several), and none a week
 STEP_S_RANGE = (1e-6, 7 * 24 * 3600.0)
+# the same for the other logged figures: no GPU does an exaFLOP/s (B200 dense fp8: 4.5 PFLOP/s), holds
+# 100 TiB, or trains 10^8 tokens/s (a 1B model on one B200 runs ~10^5); under 0.01 tokens/s a step of
+# even 1,024 tokens on one GPU takes more than a day
+MAX_TFLOPS = 1e6
+MAX_MEMORY_MB = 1e8
+TPS_RANGE = (0.01, 1e8)
 
 # one way to split a digit run (``[0-9,]*\.?[0-9]*`` had n: a long run not followed by what the
 # pattern wants took quadratic time)
@@ -49,6 +55,9 @@ _MEGATRON_MEM = re.compile(r"\[Rank\s+(\d+)\]\s+\(after\s+(\d+)\s+iterations\)\s
                            + _NUM + r"\s*\|\s*max allocated:\s*" + _NUM
                            + r"(?:\s*\|\s*(?:reserved|cached):\s*" + _NUM + r"\s*\|\s*max (?:reserved|cached):\s*" + _NUM + ")?")
 _TITAN_HEAD = re.compile(r"\bstep:\s*(\d+)\s+loss:\s*\S")
+# torchtitan colours its console lines (``disable_color_printing`` is False by default:
+# torchtitan/tools/utils.py Color): SGR sequences such as ESC[31m sit between the fields
+_SGR = re.compile(r"\x1b\[[0-9;]*m")
 _TITAN_TAIL = re.compile(r"memory:\s*" + _NUM + r"\s*GiB\(\s*" + _NUM + r"%\)\s+tps:\s*" + _NUM
                          + r"(?:\s+tflops:\s*" + _NUM + r")?(?:\s+mfu:\s*" + _NUM + "%)?")
 
@@ -104,6 +113,12 @@ def _after(head: re.Pattern, tail: re.Pattern, line: str) -> tuple[re.Match, re.
     return (h, t) if h and t else None
 
 
+def _validation(line: str, head: re.Match) -> bool:
+    """A torchtitan validation line ("validate step: N  loss: …", torchtitan/components/validate.py
+    logs with the same fields): not a training step (its tps counted as one made a 2.8 s step 0.16 s)."""
+    return line[:head.start()].rstrip().lower().endswith("validate")
+
+
 def _bad(msg: str, field_name: str) -> NoReturn:
     raise ConfigError([(field_name, msg)])
 
@@ -124,6 +139,8 @@ def parse_training_log(source, *, field_name: str = FIELD) -> RunLog:
     date = None
     lo_s, hi_s = STEP_S_RANGE
     for no, line in enumerate(lines, 1):
+        if "\x1b" in line:
+            line = _SGR.sub("", line)
         if it := _after(_MEGATRON_HEAD, _MEGATRON_TIME, line):
             step, tail = _step(it[0].group(1), no, field_name), it[1]
             if date is None and (d := _MEGATRON_DATE.search(line)):
@@ -131,18 +148,22 @@ def parse_training_log(source, *, field_name: str = FIELD) -> RunLog:
             t = _MEGATRON_TFLOPS.search(line)
             ms = _checked(_f(tail.group(1)), "elapsed time per iteration (ms)", no, field_name, lo_s * 1e3, hi_s * 1e3)
             mega.setdefault(step, Iteration(step, time_s=ms / 1e3,  # type: ignore[operator]
-                                            tflops_per_gpu=_checked(_f(t.group(1)), "TFLOP/s/GPU", no, field_name) if t else None))
+                                            tflops_per_gpu=_checked(_f(t.group(1)), "TFLOP/s/GPU", no, field_name, 0.0, MAX_TFLOPS) if t else None))
         elif m := _MEGATRON_MEM.search(line):
-            alloc.append(_checked(_f(m.group(4)), "max allocated (MB)", no, field_name) / 1024.0)  # type: ignore[operator]  # MiB → GiB
-            if m.group(6):
-                reserved.append(_checked(_f(m.group(6)), "max reserved (MB)", no, field_name) / 1024.0)  # type: ignore[operator]
-        elif it := _after(_TITAN_HEAD, _TITAN_TAIL, line):
+            # MiB → GiB; a 0 (nothing measured) is skipped as a tps of 0 is
+            if got := _checked(_f(m.group(4)), "max allocated (MB)", no, field_name, 0.0, MAX_MEMORY_MB):
+                alloc.append(got / 1024.0)
+            if m.group(6) and (got := _checked(_f(m.group(6)), "max reserved (MB)", no, field_name, 0.0, MAX_MEMORY_MB)):
+                reserved.append(got / 1024.0)
+        elif (it := _after(_TITAN_HEAD, _TITAN_TAIL, line)) and not _validation(line, it[0]):
             step, tail = _step(it[0].group(1), no, field_name), it[1]
             tps = _f(tail.group(3))
             if tps != 0:   # a step time comes from it, tokens / (tps · GPUs); a 0 is skipped (compare.step_times)
-                _checked(tps, "tps", no, field_name, 1e-3, 1e12)
-            titan.setdefault(step, Iteration(step, tokens_per_s_per_gpu=tps, tflops_per_gpu=_checked(_f(tail.group(4)), "tflops", no, field_name),
-                                             memory_gib=_checked(_f(tail.group(1)), "memory (GiB)", no, field_name)))
+                _checked(tps, "tps", no, field_name, *TPS_RANGE)
+            mem = _checked(_f(tail.group(1)), "memory (GiB)", no, field_name, 0.0, MAX_MEMORY_MB / 1024.0)
+            titan.setdefault(step, Iteration(step, tokens_per_s_per_gpu=tps,
+                                             tflops_per_gpu=_checked(_f(tail.group(4)), "tflops", no, field_name, 0.0, MAX_TFLOPS),
+                                             memory_gib=mem or None))   # 0.00GiB: not measured (a CPU run)
     warnings: list[str] = []
     if mega and titan:
         warnings.append("the log has both Megatron-LM and torchtitan lines; using the one with more iterations")

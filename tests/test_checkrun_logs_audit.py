@@ -1,0 +1,62 @@
+"""check-run's log reading, from a CLI audit: torchtitan's coloured console lines, its validation
+lines, zeros that mean "not measured", and figures no GPU logs (each was a wrong step time, an
+internal error or a 300-digit number)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from simengine.checkrun import parse_training_log
+from simengine.errors import ConfigError
+
+TITAN = Path(__file__).resolve().parent / "data" / "logs" / "torchtitan_llama3_8b_8xh100.log"
+
+
+def _titan_line(step: int, tps: str = "5,856", memory: str = "49.66", validate: bool = False) -> str:
+    head = "validate step" if validate else "step"
+    return (f"[rank0]:[titan] 2025-06-16 22:30:50,322 - root - INFO - {head}: {step:2d}  loss:  6.1000  grad_norm:  1.2000  "
+            f"memory: {memory}GiB(52.28%)  tps: {tps}  tflops: 339.14  mfu: 34.29%")
+
+
+def test_a_coloured_torchtitan_log_reads_as_the_plain_one():
+    """torchtitan colours its console by default (Color: ESC[31m … between the fields): such a
+    log gave 'no training iterations found'."""
+    plain = parse_training_log(TITAN.read_text())
+    colours = ("\x1b[31m", "\x1b[32m", "\x1b[38;2;180;60;0m", "\x1b[38;2;54;234;195m", "\x1b[34m", "\x1b[36m", "\x1b[39m")
+    lines = []
+    for line in TITAN.read_text().splitlines():
+        for field, colour in zip(("step:", "loss:", "grad_norm:", "memory:", "tps:", "tflops:"), colours):
+            line = line.replace(field, colour + field)
+        lines.append(line + colours[-1])
+    coloured = parse_training_log("\n".join(lines))
+    assert coloured.iterations == plain.iterations and coloured.max_reserved_gib == plain.max_reserved_gib
+
+
+def test_validation_lines_are_not_training_steps():
+    """'validate step: N loss: … tps: …' counted as a training step: a 2.8 s step read 0.16 s."""
+    log = parse_training_log("\n".join([_titan_line(10), _titan_line(15, tps="100,000", validate=True), _titan_line(20)]))
+    assert [i.step for i in log.iterations] == [10, 20]
+    assert {i.tokens_per_s_per_gpu for i in log.iterations} == {5856}
+
+
+def test_a_zero_memory_is_not_measured_not_a_division_by_zero():
+    log = parse_training_log("\n".join([_titan_line(10, memory="0.00"), _titan_line(20, memory="0.00")]))
+    assert log.max_reserved_gib is None
+    mega = (" [2025-01-01 00:00:01] iteration        1/     100 | elapsed time per iteration (ms): 900.0 |\n"
+            "[Rank 0] (after 1 iterations) memory (MB) | allocated: 0.0 | max allocated: 0.0 | reserved: 0.0 | max reserved: 0.0")
+    assert parse_training_log(mega).max_allocated_gib is None
+
+
+@pytest.mark.parametrize("line", [
+    " [2025-01-01 00:00:01] iteration        1/     100 | elapsed time per iteration (ms): 900.0 | "
+    "throughput per GPU (TFLOP/s/GPU): 1e300 |",
+    "[Rank 0] (after 1 iterations) memory (MB) | allocated: 1.0 | max allocated: 1e300",
+    _titan_line(10, tps="999999999999"),
+    _titan_line(10, tps="0.001"),
+])
+def test_figures_no_gpu_logs_are_refused_naming_the_line(line):
+    with pytest.raises(ConfigError, match="line 1: .* is not a plausible value"):
+        parse_training_log(line)
+
