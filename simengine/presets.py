@@ -44,7 +44,7 @@ _SPEC_CLASS: dict[str, type[ModelSpec] | type[SystemSpec] | type[StrategySpec]] 
 # Section of a scenario each kind fills; used as the field prefix of validation errors.
 _SECTION: dict[str, str] = {"models": "model", "systems": "system", "strategies": "strategy"}
 # A preset name is one file name in one folder: no separators, no leading dot, no "..".
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,119}$")
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,119}")   # fullmatch ($ matched before a final newline)
 
 
 def _check_kind(kind: str) -> None:
@@ -103,7 +103,7 @@ def load_preset(kind: str, name: str) -> dict[str, Any]:
     if not isinstance(name, str):
         raise ConfigError([(field, f"preset name must be a string, got {type(name).__name__}")])
     stem = name[:-5] if name.endswith(".json") else name
-    if not _NAME_RE.match(stem) or ".." in stem:
+    if not _NAME_RE.fullmatch(stem) or ".." in stem:
         raise ConfigError([(field, f"invalid preset name {name!r}: use a name from the catalogue, not a path")])
     known = _names(kind)
     if stem not in known:
@@ -145,9 +145,9 @@ def load_spec(kind: str, name_or_path: str | Path, *, user_systems: str | Path |
         data = _parse_file(path, section)
         origin = str(path)
     elif kind == "systems" and user_systems is not None and str(name_or_path) not in _names(kind):
-        from .calibration.store import list_systems, load_system
+        from .calibration.store import is_saved, load_system
 
-        if str(name_or_path) in list_systems(user_systems):
+        if is_saved(user_systems, str(name_or_path)):
             return load_system(user_systems, str(name_or_path))
         data = load_preset(kind, str(name_or_path))
         origin = f"preset {kind}/{name_or_path}"
@@ -189,7 +189,7 @@ def load_calibration(name: str) -> dict[str, Any]:
     stem = name[:-5] if name.endswith(".json") else name
     folder = PRESET_DIR / "calibration"
     known = sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
-    if not _NAME_RE.match(stem) or stem not in known:
+    if not _NAME_RE.fullmatch(stem) or stem not in known:
         raise ConfigError([("calibration", f"unknown calibration preset {name!r}; known: {', '.join(known) or '(none)'}")])
     data = _parse_file(folder / f"{stem}.json", "calibration")
     if not isinstance(data, dict):

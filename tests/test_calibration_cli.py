@@ -106,8 +106,8 @@ def test_hostile_gemm_file_is_refused_and_saved_system_intact(tmp_path, capsys, 
     before = (sysdir / "keep.json").read_bytes()
     bad = tmp_path / "bad.csv"
     bad.write_bytes(HOSTILE[case].encode("utf-8", "surrogateescape"))
-    code, out, err = _run(["calibrate", "--gemm", str(bad), "--base", "small", "--name", "keep",
-                           "--systems-dir", str(sysdir)], capsys)
+    code, out, err = _run(["calibrate", "--gemm", str(bad), "--base", "small", "--name", "keep", "--replace",
+                           "--systems-dir", str(sysdir)], capsys)   # (allowed to replace: the bad file is what refuses)
     assert code == 2 and err.startswith("error: ") and err.count("\n") == 1, err
     assert "Traceback" not in err and "ValidationError" not in err
     assert (sysdir / "keep.json").read_bytes() == before
@@ -147,7 +147,7 @@ def test_nccl_log_too_slow_for_the_tier_is_refused_not_a_validation_error(tmp_pa
     slow.write_text("\n".join(lines))
     code, _, err = _run(["calibrate", "--nccl", str(slow), "--base", "h100-sxm5-80gb", "--name", "x",
                          "--systems-dir", str(tmp_path / "s")], capsys)
-    assert code == 2 and "ValidationError" not in err and "nccl_log" in err
+    assert code == 2 and "ValidationError" not in err and "--nccl" in err and "nccl_log" not in err
     assert not (tmp_path / "s").exists()
 
 
@@ -278,3 +278,57 @@ def test_a_log_without_results_is_named_once():
         calibrate(load_spec("systems", "h100-sxm5-80gb"), nccl=[("garbage.log", "not a log\n")])
     msg = e.value.issues[0][1]
     assert msg.startswith("garbage.log: ") and msg.count("garbage.log") == 1, msg
+
+
+def test_a_saved_system_is_replaced_only_with_replace(tmp_path, capsys):
+    """The CLI replaced a saved system of the same name silently (the studio asks first)."""
+    sysdir, good = tmp_path / "systems", _gemm_csv(tmp_path)
+    args = ["calibrate", "--gemm", str(good), "--base", "small", "--name", "mine", "--systems-dir", str(sysdir)]
+    assert _run(args, capsys)[0] == 0
+    code, out, err = _run(args, capsys)
+    assert code == 2 and not out and "already saved" in err and "--replace" in err and err.count("\n") == 1
+    assert _run(args + ["--replace"], capsys)[0] == 0
+
+
+def test_an_out_path_it_cannot_write_fails_before_anything_is_saved(tmp_path, capsys):
+    """--out /dev/full printed "saved: …", then failed, leaving the system saved."""
+    sysdir, good = tmp_path / "systems", _gemm_csv(tmp_path)
+    code, out, err = _run(["calibrate", "--gemm", str(good), "--base", "small", "--name", "mine", "--systems-dir",
+                           str(sysdir), "--out", str(tmp_path)], capsys)   # a folder: not writable as a file
+    assert code == 2 and err.startswith("error: --out:") and "saved:" not in out
+    assert not (sysdir / "mine.json").exists()
+
+
+def test_a_name_with_a_final_newline_is_refused(tmp_path, capsys):
+    """'$' matched before a final newline: a file 'evil\\n.json' was saved and 'saved: evil' printed a line break."""
+    code, _, err = _run(["calibrate", "--gemm", str(_gemm_csv(tmp_path)), "--base", "small", "--name", "evil\n",
+                         "--systems-dir", str(tmp_path / "s")], capsys)
+    assert code == 2 and "not a valid system name" in err and not (tmp_path / "s").exists()
+
+
+def test_a_system_too_large_to_load_is_never_saved(tmp_path, monkeypatch):
+    """A 39.9 MB system was saved that nothing could load (the loader's limit is 32 MiB), over a good one."""
+    from simengine import presets
+    from simengine.calibration import store
+    from simengine.errors import ConfigError
+
+    system = presets.load_spec("systems", "small")
+    store.save_system(tmp_path, "good", system)
+    before = (tmp_path / "good.json").read_bytes()
+    monkeypatch.setattr(store, "MAX_FILE_BYTES", len(before) - 1)
+    with pytest.raises(ConfigError, match="not saved"):
+        store.save_system(tmp_path, "good", system)
+    assert (tmp_path / "good.json").read_bytes() == before
+
+
+def test_a_saved_system_is_found_by_name_beyond_the_listing_limit(tmp_path, monkeypatch):
+    """With more than 1,000 saved systems a new one could not be used by its name."""
+    from simengine import presets
+    from simengine.calibration import store
+
+    system = presets.load_spec("systems", "small")
+    for name in ("a", "b", "zz"):
+        store.save_system(tmp_path, name, system)
+    monkeypatch.setattr(store, "MAX_SYSTEMS", 2)
+    assert store.list_systems(tmp_path) == ["a", "b"]
+    assert presets.load_spec("systems", "zz", user_systems=tmp_path).name == system.name

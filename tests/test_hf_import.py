@@ -118,3 +118,15 @@ def test_cli_import_hf_json_and_bad_input():
         p = cli(*args, stdin=stdin)
         assert p.returncode == 2 and p.stdout == "", (args, p.stdout)
         assert len(p.stderr.strip().splitlines()) == 1 and p.stderr.startswith("error: ") and needle in p.stderr
+
+
+@pytest.mark.parametrize("key", ["partial_rotary_factor", "resid_pdrop", "attn_pdrop", "attention_dropout",
+                                 "hidden_dropout", "embd_pdrop"])
+@pytest.mark.parametrize("value", ["0.5", [0.5], {"x": 1}])
+def test_a_fraction_given_as_text_or_a_list_is_said_so(key, value):
+    """'"partial_rotary_factor": "0.5"' was an internal TypeError (exit 1): compared before its type was checked."""
+    from simengine.importers.hf import HFImportError
+
+    cfg = {k: v for k, v in load("gpt2").items() if k not in ("resid_pdrop", "attn_pdrop")}   # (read first when given)
+    with pytest.raises(HFImportError, match=f"'{key}' must be a"):
+        api.import_hf_config(dict(cfg, **{key: value}))

@@ -39,7 +39,13 @@ def add_parser(sub) -> None:
     c.add_argument("--base", required=True, help="system preset (or JSON file, or saved system) to calibrate")
     c.add_argument("--name", required=True, help="name to save the calibrated system under ([A-Za-z0-9._-]{1,64})")
     c.add_argument("--out", metavar="PATH", help="also write the calibrated SystemSpec JSON to PATH")
+    c.add_argument("--replace", action="store_true", help="overwrite a saved system of the same name (else refused)")
     add_systems_dir(c)
+
+
+# the engine's field of each input (calibrate.py read_input) → the flag that gave it
+_FLAG_OF = {"gemm_csv": "--gemm", "nccl_log": "--nccl", "attention_csv": "--attention",
+            "grouped_gemm_csv": "--grouped-gemm", "memory_csv": "--memory"}
 
 
 def _path(raw: str | None, field: str) -> Path | None:
@@ -58,12 +64,15 @@ def run(args: argparse.Namespace) -> int:
     from .. import presets
     from ..config import SystemSpec
     from .calibrate import calibrate_with_summary
-    from .store import check_not_preset, save_system
+    from .store import check_not_preset, is_saved, save_system
 
     name = check_not_preset(args.name)   # before the work: a preset's name could never pick the result
     if args.out is not None and not args.out.strip():   # checked before the work, not silently skipped after it
         raise ConfigError([("--out", "an empty path: give the file to write the calibrated system to")])
     folder = systems_dir(args)
+    if not getattr(args, "replace", False) and is_saved(folder, name):   # as the studio: never silently
+        raise ConfigError([("--name", f"a system named {name} is already saved in {str(folder)[:200]}; pass --replace "
+                                      "to overwrite it, or choose another name")])
     base = presets.load_spec("systems", args.base, user_systems=folder)
     if not isinstance(base, SystemSpec):  # load_spec("systems", …) always builds a SystemSpec
         raise ConfigError([("--base", f"{args.base[:200]} is not a system")])
@@ -72,15 +81,18 @@ def run(args: argparse.Namespace) -> int:
     logs = [_file(f, "--nccl") for f in (args.nccl or [])]
     if not (gemm or att or grp or mem or logs):
         raise ConfigError([("arguments", "give at least one of --gemm, --nccl, --attention, --grouped-gemm, --memory")])
-    system, summary = calibrate_with_summary(base.model_copy(update={"name": name}), gemm, logs or None,
-                                             attention_csv=att, grouped_gemm_csv=grp, memory_csv=mem)
+    try:
+        system, summary = calibrate_with_summary(base.model_copy(update={"name": name}), gemm, logs or None,
+                                                 attention_csv=att, grouped_gemm_csv=grp, memory_csv=mem)
+    except ConfigError as e:   # the flag that gave the file, not the engine's field (gemm_csv, nccl_log)
+        raise ConfigError([(_FLAG_OF.get(f, f), m) for f, m in e.issues]) from None
     for line in summary_lines(summary):
         print(line)
-    path = save_system(folder, name, system, summary.provenance)
-    print(f"saved: {name} -> {path}   (coverage of a scenario: python -m simengine coverage --system {name} ...)")
-    if args.out:
+    if args.out:   # first: a path it cannot write fails the command before anything is saved
         _write_json(Path(args.out), system.model_dump(mode="json"))
         print(f"wrote: {args.out}")
+    path = save_system(folder, name, system, summary.provenance)
+    print(f"saved: {name} -> {path}   (coverage of a scenario: python -m simengine coverage --system {name} ...)")
     return 0
 
 

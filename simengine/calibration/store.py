@@ -26,14 +26,14 @@ from ..fileio import read_bounded, write_atomic
 from .provenance import Provenance
 
 FORMAT = "simengine-user-system/1"
-NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,64}")   # whole name (fullmatch: '$' also matched before a final newline)
 MAX_FILE_BYTES = 32 * 2**20
 MAX_SYSTEMS = 1000
 
 
 def check_name(name: object) -> str:
     """The name itself when it is a safe file stem; ConfigError("name", …) otherwise."""
-    if not isinstance(name, str) or not NAME_RE.match(name) or name.startswith(".") or ".." in name:
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name) or name.startswith(".") or ".." in name:
         shown = repr(name)[:70]
         raise ConfigError([("name", f"{shown} is not a valid system name: use 1-64 of A-Z a-z 0-9 . _ - "
                                     "(no leading dot, no '..')")])
@@ -68,6 +68,9 @@ def save_system(folder: str | os.PathLike, name: str, system: SystemSpec,
     doc = {"format": FORMAT, "name": name, "system": system.model_dump(mode="json"),
            "provenance": [p.model_dump(mode="json") for p in prov]}
     data = json.dumps(doc, indent=1)
+    if len(data.encode()) > MAX_FILE_BYTES:   # what load_document would refuse: never saved (nor replace a good one)
+        raise ConfigError([("name", f"not saved: the system with its tables is {len(data.encode()):,} bytes, more than "
+                                    f"the {MAX_FILE_BYTES:,} a saved system may hold; sample the sweeps (fewer rows)")])
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, lambda fh: fh.write(data))
@@ -123,6 +126,16 @@ def load_provenance(folder: str | os.PathLike, name: str) -> list[dict]:
         raise ConfigError([("system", f"saved system {name!r} has an unreadable provenance list")]) from None
 
 
+def is_saved(folder: str | os.PathLike, name: str) -> bool:
+    """Whether ``folder`` holds a saved system ``name`` (a valid name whose file exists): looked up
+    directly, not in ``list_systems``, which lists at most ``MAX_SYSTEMS`` (a 1,001st saved system
+    could not be used by its name)."""
+    try:
+        return Path(folder, f"{check_name(name)}.json").is_file()
+    except (ConfigError, OSError, ValueError, TypeError):
+        return False
+
+
 def list_systems(folder: str | os.PathLike | None) -> list[str]:
     """Sorted names of the saved systems in ``folder`` (none when it does not exist)."""
     if folder is None:
@@ -133,4 +146,4 @@ def list_systems(folder: str | os.PathLike | None) -> list[str]:
         paths = sorted(Path(folder).glob("*.json"))[:MAX_SYSTEMS]
     except (OSError, ValueError):   # a path the file system refuses, an embedded NUL
         return []
-    return [p.stem for p in paths if p.is_file() and NAME_RE.match(p.stem) and not p.stem.startswith(".")]
+    return [p.stem for p in paths if p.is_file() and NAME_RE.fullmatch(p.stem) and not p.stem.startswith(".")]

@@ -37,8 +37,9 @@ def _float(cfg: dict, key: str, share: bool = False) -> float | None:
     v = cfg.get(key)
     if v is None:
         return None
-    ok = (0 < v <= 1) if share else (0 <= v < 1)
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not ok:
+    number = not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+    ok = number and ((0 < v <= 1) if share else (0 <= v < 1))   # (a string compared with 0 was a TypeError)
+    if not ok:
         want = "a fraction in (0, 1]" if share else "a probability in [0, 1)"
         raise HFImportError(f"'{key}' must be {want}, got {json.dumps(v)[:40]}")
     return float(v)
