@@ -150,3 +150,18 @@ def test_a_pending_edit_does_not_hide_the_applied_scenarios_problems():
     assert "should be a whole number, not 2.5" in said     # the pending edit's own error
     assert "does not divide system.num_gpus" in said       # the applied tp=8 with pp=3
     assert "divisible by pp=3" in said                     # and the batch's
+
+
+def test_under_a_rejected_value_only_its_own_error_the_value_in_use_in_the_banner():
+    """small, tp = 3 (applied, invalid across sections), then tp = 0 (rejected): the box under the
+    field showing 0 listed "tp*pp*cp = 3*1*1 = 3 does not divide …" beside 0's own error."""
+    from app_walk import open_groups, open_page
+
+    at = open_groups(open_page("pages/strategy.py", preset="small"), "strategy")
+    _number(at, "strategy.tp").set_value(3).run()
+    _number(at, "strategy.tp").set_value(0).run()
+    boxes = [str(e.value).replace("\\", "") for e in at.error]
+    own = [b for b in boxes if "greater than or equal to 1" in b]
+    assert own and not any("does not divide" in b for b in own)
+    banner = [b for b in boxes if "In use (" in b]
+    assert banner and "does not divide system.num_gpus" in banner[0]

@@ -151,14 +151,20 @@ def editor_page(section: str, title: str, intro: str, figures: Callable[[], None
     # those of pp=3, which the sidebar counted as "listed on this page"; the banner above says
     # which value of a pending field is in use)
     pending_fields = {f for f, _ in held}
-    own = held + [(f, m) for f, m in state.scenario_issues() if f.startswith(section + ".") and (f, m) not in held]
+    pending_names = pending_fields | {f.removeprefix(section + ".") for f in pending_fields}
+    applied = [(f, m) for f, m in state.scenario_issues() if f.startswith(section + ".") and (f, m) not in held]
+    # under a field holding a rejected value, only that value's own error: the problems of the value
+    # still in use (tp = 3 while 0 is typed) go to the banner, said to be the applied value's
+    in_use = [(f, m) for f, m in applied if f in pending_names]
+    own = held + [x for x in applied if x not in in_use]
     banner = st.container()
     rest = form.render_fields(section, own)
-    if rest:
-        pending_names = pending_fields | {f.removeprefix(section + ".") for f in pending_fields}
+    if rest or in_use:
         with banner:
-            st.error("  \n".join(("Not applied: " if k in pending_names else "") + md(m, 600)
-                                 for k, ms in rest.items() for m in ms), icon="⚠️")
+            st.error("  \n".join([("Not applied: " if k in pending_names else "") + md(m, 600)
+                                   for k, ms in rest.items() for m in ms]
+                                  + [f"In use ({md_code(f.removeprefix(section + '.'), 60)}, its last valid value): {md(m, 600)}"
+                                     for f, m in in_use]), icon="⚠️")
     if tables:
         slots: dict[str, Any] = {"": st.empty()}
         if form.commit_tables(section, tables(slots), slots):
