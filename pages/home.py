@@ -4,7 +4,7 @@ import streamlit as st
 
 from simengine.presets import SCENARIO_SIZES
 from ui import state
-from ui.config_io import UPLOAD_MB, validate_scenario
+from ui.config_io import UPLOAD_MB, section_of, validate_scenario
 from ui.editor import take_upload
 from ui.engine import estimate_report
 from ui.labels import MFU_HELP, PEAK_LABEL, memory_help
@@ -22,6 +22,11 @@ def _open_scenario_file() -> None:
     if got is None:
         return
     name, data = got
+    kind = section_of(data)
+    if kind not in (None, "scenario"):   # one section's file: one line, not each of its fields as a section
+        state.notify("error", f"Upload rejected: {md(name)} is a {kind} file, not a scenario (model, system and "
+                              f"strategy); open it on the {kind.capitalize()} page.", "upl.scenario")
+        return
     cfg, issues = validate_scenario(data)
     if cfg is None:
         state.notify("error", f"Upload rejected, {md(name)} is not a valid scenario:  \n{issue_lines(issues, 12)}",

@@ -174,3 +174,16 @@ def apply_diff(base: Any, delta: Any, depth: int = 0) -> Any:
 
 def issue_text(issues: Issues) -> str:
     return "; ".join(f"{f}: {m}" if f else m for f, m in issues)
+
+
+def section_of(data: Any) -> str | None:
+    """The section an uploaded JSON object is, by its fields: the one whose field names it shares
+    most of (at least half of its keys), or a whole scenario ("scenario"); None when none fits."""
+    if not isinstance(data, dict) or not data:
+        return None
+    keys = {str(k) for k in data}
+    if keys <= set(SECTIONS) and len(keys) > 1:
+        return "scenario"
+    best = max(SECTIONS, key=lambda sec: len(keys & set(SPEC_CLASS[sec].model_fields)))
+    shared = len(keys & set(SPEC_CLASS[best].model_fields))
+    return best if shared * 2 >= len(keys) else None

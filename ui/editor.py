@@ -13,7 +13,7 @@ from simengine.errors import ConfigError
 from simengine.presets import SCENARIO_SIZES, list_presets, load_preset
 
 from . import form, state
-from .config_io import PRESET_KIND, SECTIONS, UPLOAD_MB, parse_json_text
+from .config_io import PRESET_KIND, SECTIONS, UPLOAD_MB, parse_json_text, section_of
 from .layout import issue_lines, issues_box, show_notices
 from .text import clip, issues_md, md, md_code
 
@@ -86,6 +86,12 @@ def _upload(section: str) -> None:
     name, data = got
     if isinstance(data, dict) and section in data and set(data) <= set(SECTIONS):
         data = data[section]  # a whole scenario file: take this editor's section
+    kind = section_of(data)
+    if kind not in (None, section):   # another section's file: one line, not each of its fields refused
+        where = "Home page (Open a scenario file)" if kind == "scenario" else f"{kind.capitalize()} page"
+        state.notify("error", f"Upload rejected: {md(name)} is a {kind} file, not a {section}; open it on the {where}.",
+                     f"upl.{section}")
+        return
     issues = state.load_section(section, data, f"uploaded {name}")
     if issues:
         state.notify("error", f"Upload rejected, {md(name)} is not a valid {section}:  \n{issue_lines(issues, 12)}",

@@ -161,8 +161,11 @@ def glance(compact: bool = False) -> None:
 
 def issue_lines(issues, limit: int | None = None) -> str:
     """Markdown bullet lines of (field, message) issues; field paths can hold keys a user typed
-    (an uploaded file's unknown field), so they are shown as literal code."""
-    return issues_md(issues, limit)
+    (an uploaded file's unknown field), so they are shown as literal code. A list cut at ``limit``
+    says how many more there are."""
+    issues = list(issues)
+    more = len(issues) - limit if limit and len(issues) > limit else 0
+    return issues_md(issues, limit) + (f"  \n- … and {more} more" if more else "")
 
 
 def show_notices(where: str = "") -> None:
