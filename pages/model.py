@@ -50,7 +50,8 @@ def _import(text: bytes | str, label: str) -> None:
     if issues:
         state.notify("error", "Imported model is invalid: " + md("; ".join(f"{f}: {m}" for f, m in issues[:6]), 600), HF)
         return
-    state.notify("success", f"Imported {md(model['name'], 120)} from {md(label)}.", HF)
+    named = "" if model["name"] == "imported" else f" {md(model['name'], 120)}"   # (no name in the config: not "Imported imported")
+    state.notify("success", f"Imported the model{named} from {md(label)}.", HF)
     for n in notes:
         state.notify("info", md(n, 300), HF)
 

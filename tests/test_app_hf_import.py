@@ -126,3 +126,21 @@ def test_pasted_config_text_outlives_a_trip_to_another_page():
     at.switch_page("pages/model.py").run()
     assert not at.exception
     assert at.text_area(key="hf.paste").value == text
+
+
+def test_a_config_without_a_name_is_not_imported_as_imported_imported():
+    """A pasted config.json with no architectures or name read "Imported imported from pasted config.json"."""
+    from streamlit.testing.v1 import AppTest
+
+    from app_walk import ROOT
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.run()
+    at.switch_page("pages/model.py")
+    at.session_state["hf.box"] = True
+    at.run()
+    at.text_area(key="hf.paste").input(json.dumps({"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+                                                   "vocab_size": 32000, "intermediate_size": 11008})).run()
+    at.button(key="hf.import").click().run()
+    said = " ".join(str(s.value) for s in at.success)
+    assert "Imported the model from" in said and "imported imported" not in said.lower()

@@ -157,7 +157,7 @@ def test_another_sections_file_is_named_as_such_in_one_line():
 def test_a_list_of_problems_cut_short_says_how_many_more():
     from ui.layout import issue_lines
 
-    text = issue_lines([("model.f%d" % i, "bad") for i in range(15)], 12)
+    text = issue_lines([(f"model.f{i}", "bad") for i in range(15)], 12)
     assert text.count("\n- ") == 12 and text.endswith("- … and 3 more")
     assert "more" not in issue_lines([("a", "bad")], 12)
 

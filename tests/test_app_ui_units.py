@@ -320,3 +320,14 @@ def test_calibration_charts_label_log_axes_alike_and_show_whole_series_names():
                           for k in (10, 20)]).to_dict()
     enc = c["layer"][0]["encoding"]
     assert enc["x"]["axis"]["format"] == "~s" and enc["color"]["legend"]["labelLimit"] >= 600
+
+
+def test_plain_figures_for_prices_measurements_and_typed_values():
+    """A free GPU read "$0.0000"; the Validation page "predicted 1.343e+04" without a unit; a typed
+    1e30 thirty-one digits in the editor's banner."""
+    from ui.editor import _figure
+    from ui.units import fmt_sig, fmt_usd
+
+    assert fmt_usd(0) == "$0" and fmt_usd(0.5) == "$0.5000"
+    assert [fmt_sig(x) for x in (843, 850.4, 13430.2, 0.41234, 1e16)] == ["843", "850.4", "13,430", "0.4123", "1.00e+16"]
+    assert _figure(10 ** 30) == "1e+30" and _figure(24) == 24 and _figure(True) is True

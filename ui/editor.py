@@ -177,6 +177,11 @@ def editor_page(section: str, title: str, intro: str, figures: Callable[[], None
             st.rerun()  # derived figures, sidebar and link above the tables follow the edit
 
 
+def _figure(v):
+    """A typed value as the field shows it: a huge number as 1e+30, not thirty-one digits."""
+    return f"{v:.4g}" if isinstance(v, (int, float)) and not isinstance(v, bool) and abs(v) >= 1e15 else v
+
+
 def stale_warning(section: str, here: bool = False) -> None:
     """Say that ``section`` holds edits that did not validate, and that results use the last
     valid values (nothing is computed from the invalid text, and nothing silently)."""
@@ -184,7 +189,7 @@ def stale_warning(section: str, here: bool = False) -> None:
     if not held:
         return
     current = state.section_dict(section)
-    shown = ", ".join(f"{md_code(d, 60)} = {md(clip(v, 30))} (in use: {md(clip(form.get_in(current, tuple(d.split('.'))), 30))})"
+    shown = ", ".join(f"{md_code(d, 60)} = {md(clip(_figure(v), 30))} (in use: {md(clip(form.get_in(current, tuple(d.split('.'))), 30))})"
                       for d, v in list(held.items())[:6])
     where = "the figures below, the link and every other page use" if here else "this page uses"
     st.warning(f"**Not applied — the {section} has invalid edits:** {shown}. Until they are fixed, {where} "

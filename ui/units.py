@@ -128,6 +128,8 @@ def fmt_usd(x: float) -> str:
         return f"${x:,.0f}"
     if abs(x) >= 1:
         return f"${x:,.2f}"
+    if x == 0:
+        return "$0"   # a free GPU (price 0), not "$0.0000"
     if 0 < abs(x) < 1e-4:
         return f"${_sci(x)}"
     return f"${x:,.4f}"
@@ -135,6 +137,19 @@ def fmt_usd(x: float) -> str:
 
 def fmt_pct(x: float) -> str:
     return "—" if not _finite(x) else f"{_scaled(100 * x, '.1f')} %"
+
+
+def fmt_sig(x: float) -> str:
+    """About four significant figures in plain notation with thousands separators (13,430 not
+    1.343e+04; 0.4123), scientific only where plain would be absurd."""
+    if not _finite(x):
+        return "—"
+    a = abs(x)
+    if a >= 1e15 or (0 < a < 1e-4):
+        return _sci(x)
+    if a >= 1000:
+        return f"{x:,.0f}"
+    return f"{x:.4g}"
 
 
 def fmt_num(x: float, spec: str = ",.1f") -> str:
