@@ -22,6 +22,8 @@ scale-out concurrently, where n_in members share a domain; the slower part domin
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 
 from ..collectives import KINDS, alpha_steps, wire_factor
@@ -56,7 +58,17 @@ def group_placements(sc: Scenario) -> dict[str, GroupPlacement]:
 
     def place(size: int, stride: int) -> GroupPlacement:
         span = size * stride
-        inside = size if span <= dom else max(1, min(size, dom // stride)) if stride < dom else 1
+        if stride < dom and dom % stride == 0:
+            # Megatron's groups are aligned blocks of ``size`` members (one every ``stride`` ranks) and
+            # a domain holds D = dom / stride consecutive members of each: a group lies in one domain
+            # when D % size == 0, and otherwise some group is cut at a domain boundary into pieces of
+            # gcd(D, size) members at the least (tp 2 on 3-GPU nodes: ranks 2–3 cross, 1 + 1; ep 16
+            # on a 72-GPU NVL72 rack: ranks 64–79 cross, 8 + 8). The cut group sets the collective's
+            # time, so its smallest piece is the members a domain holds.
+            d = dom // stride
+            inside = size if d % size == 0 else math.gcd(d, size)
+        else:
+            inside = size if span <= dom else max(1, min(size, dom // stride)) if stride < dom else 1
         return GroupPlacement(size, span, inside)
 
     return {
