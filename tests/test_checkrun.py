@@ -85,6 +85,14 @@ def test_cli_check_run_says_when_the_logged_flops_are_not_the_scenarios(capsys):
     assert "the scenario has seq_len 4096, global batch 128" in lines[0]
 
 
+def test_a_gpu_count_unlike_the_logs_is_not_blamed_on_the_batch(capsys):
+    """32 GPUs against the log's 16: the world-size mismatch was said, and the FLOPs line then
+    blamed "seq_len 3948 … or global batch 256" for what is the GPU count (Megatron divided by 16)."""
+    assert main(["check-run", *MIXTRAL, "--set", "strategy.tp=4", "--set", "system.num_gpus=32"]) == 0
+    lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("mismatch")]
+    assert any("world_size" in x for x in lines) and not any("imply seq_len" in x for x in lines)
+
+
 def _mixtral_scenario(**strategy):
     from simengine.api import scenario_from
     from simengine.cli import build_config

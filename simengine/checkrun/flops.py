@@ -102,13 +102,16 @@ def megatron_flops(sc: Scenario, version: str = "2025", seq_len: int | None = No
     return b * (a * s * s + lin * s)
 
 
-def check(sc: Scenario, tflops_per_gpu: float, step_s: float, date: str | None) -> FlopsCheck | None:
+def check(sc: Scenario, tflops_per_gpu: float, step_s: float, date: str | None,
+          world: int | None = None) -> FlopsCheck | None:
     """The logged FLOPs beside the scenario's; None when the formula here does not cover the model
-    (the 2024 one's gaps, or a hybrid Mamba stack)."""
+    (the 2024 one's gaps, or a hybrid Mamba stack). ``world``: the GPUs the log says it ran on
+    (its layout line), which Megatron divided by; else the scenario's (a GPU count that differs is
+    its own mismatch line, not a batch or a sequence the FLOPs would blame)."""
     version = formula_for(date)
     if (version == "2024" and not _fits_2024(sc.model)) or sc.model.hybrid_pattern is not None:
         return None  # (hybrid Mamba stacks: Megatron's hybrid FLOP branch is not reproduced here)
-    logged = tflops_per_gpu * 1e12 * step_s * sc.system.num_gpus
+    logged = tflops_per_gpu * 1e12 * step_s * (world or sc.system.num_gpus)
     a, lin = _coefficients(sc.model, padded_vocab(sc.model.vocab_size, sc.strategy.tp), version)
     b, s = sc.strategy.global_batch_size, sc.strategy.seq_len
     per_sample = logged / b  # a·s² + lin·s = per_sample, the positive root
@@ -124,7 +127,8 @@ def logged_check(log: RunLog, used: tuple[int, ...], sc: Scenario) -> FlopsCheck
     if log.framework != "megatron" or not its:
         return None
     per_s = statistics.median(i.tflops_per_gpu * i.time_s for i in its)  # type: ignore[operator]
-    return check(sc, per_s, 1.0, log.date)
+    world = log.stated.get("world_size")
+    return check(sc, per_s, 1.0, log.date, world if isinstance(world, int) and world > 0 else None)
 
 
 def _count(x: float) -> str:
