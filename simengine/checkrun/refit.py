@@ -86,6 +86,34 @@ def _residuals(runs, logf: np.ndarray, names: Sequence[str]) -> np.ndarray:
     return np.array([math.log(estimate(apply_factors(cfg, f)).step_time_s / t) for cfg, t in runs])
 
 
+_HALVINGS = 5   # step halvings tried along a direction before the next one
+
+
+def _alone(Ja: np.ndarray, r: np.ndarray, i: int) -> np.ndarray:
+    """The Gauss-Newton step of the ``i``-th active factor alone (the others held)."""
+    col = Ja[:, i]
+    out = np.zeros(Ja.shape[1])
+    norm = float(col @ col)
+    if norm > 0:
+        out[i] = -float(col @ r) / norm
+    return out
+
+
+def _backtrack(runs, names, x: np.ndarray, r: np.ndarray, active: list[int], direction: np.ndarray):
+    """((x, residuals) of the first of ``direction``, its half, … that lowers the squared error,
+    or None; the estimates' count)."""
+    evals = 0
+    for _ in range(_HALVINGS + 1):
+        x_new = x.copy()
+        x_new[active] = np.clip(x[active] + direction, math.log(0.02), math.log(50.0))
+        r_new = _residuals(runs, x_new, names)
+        evals += len(runs)
+        if np.sum(r_new ** 2) < np.sum(r ** 2) - 1e-12:
+            return (x_new, r_new), evals
+        direction = direction / 2.0
+    return None, evals
+
+
 def _gauss_newton(runs, names: Sequence[str], iterations: int = 6) -> tuple[dict[str, float], tuple[str, ...], int]:
     k = len(names)
     x = np.zeros(k)
@@ -105,12 +133,19 @@ def _gauss_newton(runs, names: Sequence[str], iterations: int = 6) -> tuple[dict
                 break
         Ja = J[:, active]
         step, *_ = np.linalg.lstsq(Ja, -r, rcond=None)
-        x_new = x.copy()
-        x_new[active] = np.clip(x[active] + step, math.log(0.02), math.log(50.0))
-        r_new = _residuals(runs, x_new, names)
-        evals += len(runs)
-        if np.sum(r_new ** 2) >= np.sum(r ** 2) - 1e-12:
+        # backtracking (step halving, Nocedal & Wright 2006 §3.1) along the Gauss-Newton step, then
+        # along each factor's own step: a joint step can overshoot where the model is far from
+        # linear (a factor clipped at an efficiency of 1), and stopping at the first worse step left
+        # fits worse than a one-factor fit of the same runs
+        moved = None
+        for direction in [step] + [_alone(Ja, r, i) for i in range(len(active))]:
+            moved, n = _backtrack(runs, names, x, r, active, direction)
+            evals += n
+            if moved is not None:
+                break
+        if moved is None:
             break
+        (x_new, r_new), step = moved, moved[0][active] - x[active]
         x, r = x_new, r_new
         if np.max(np.abs(step)) < 1e-4:
             break
