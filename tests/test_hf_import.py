@@ -130,3 +130,19 @@ def test_a_fraction_given_as_text_or_a_list_is_said_so(key, value):
     cfg = {k: v for k, v in load("gpt2").items() if k not in ("resid_pdrop", "attn_pdrop")}   # (read first when given)
     with pytest.raises(HFImportError, match=f"'{key}' must be a"):
         api.import_hf_config(dict(cfg, **{key: value}))
+
+
+def test_activation_defaults_and_gemmas_gated_gelu_are_said():
+    """No hidden_act: SwiGLU assumed without a word; Gemma 3's hidden_activation listed as unmapped
+    (SwiGLU assumed); Gemma 2's gelu_pytorch_tanh mapped to a plain GELU MLP, though Gemma's MLP is
+    gated; gpt_oss said "no biases" beside linear_bias true."""
+    base = {k: v for k, v in load("gpt2").items() if k not in ("activation_function", "model_type")}
+    res = api.import_hf_config(base)
+    assert res.model["activation"] == "swiglu" and any("no 'hidden_act'" in w for w in res.warnings)
+    for key in ("hidden_act", "hidden_activation"):
+        gemma = api.import_hf_config(dict(base, model_type="gemma2", **{key: "gelu_pytorch_tanh"}))
+        assert gemma.model["activation"] == "swiglu" and key not in gemma.unmapped
+        assert any("GeGLU" in w for w in gemma.warnings)
+    assert api.import_hf_config(dict(base, hidden_act="gelu_new")).model["activation"] == "gelu"
+    oss = api.import_hf_config(dict(base, model_type="gpt_oss", sliding_window=128))   # (as its configs give it)
+    assert oss.model["linear_bias"] is True and not any("no biases" in w for w in oss.warnings)

@@ -78,12 +78,22 @@ def _names(cfg: dict, out: dict) -> str:
 def _block(cfg: dict, out: dict, notes: list[str], model_type: str) -> None:
     """Activation, norm, positions, biases, tied embeddings, dropout: from the file, else the family's layout."""
     fam = FAMILIES.get(model_type)
-    act = cfg.get("hidden_act", cfg.get("activation_function", cfg.get("mlp_hidden_act", "silu")))
+    # Gemma 2/3 name it hidden_activation (transformers Gemma3TextConfig)
+    keys = ("hidden_act", "activation_function", "mlp_hidden_act", "hidden_activation")
+    act = next((cfg[k] for k in keys if cfg.get(k) is not None), None)
+    if act is None:
+        act = "silu"
+        notes.append("no 'hidden_act' in the file: assumed SiLU (a SwiGLU MLP, the Llama layout)")
     if not isinstance(act, str):
         raise HFImportError(f"'hidden_act' must be a string, got {json.dumps(act)[:40]}")
     a = act.lower()
     if a in _GATED:
         out["activation"] = "swiglu"
+    elif a in _GELU and model_type.startswith("gemma"):
+        # Gemma's MLP is gated: down(gelu_tanh(gate(x)) * up(x)) (transformers GemmaMLP), GeGLU —
+        # the same two input projections and GEMMs as SwiGLU, another pointwise function
+        out["activation"] = "swiglu"
+        notes.append(f"hidden_act={act!r} in a gated MLP (GeGLU): priced as SwiGLU (the same GEMMs)")
     elif a in _GELU:
         out["activation"] = "gelu"
         notes.append(f"hidden_act={act!r}: mapped to a plain (non-gated) GELU MLP")
@@ -218,7 +228,8 @@ def _routing_and_window(cfg: dict[str, Any], out: dict[str, Any], notes: list[st
     if cfg.get("model_type") == "gpt_oss":  # transformers GptOssAttention.sinks; biased q/k/v/o, experts, router
         out["attention_sinks"] = True
         out["linear_bias"] = bool(cfg.get("attention_bias", True))
-        notes[:] = [n for n in notes if not n.startswith("bias terms")]
+        notes[:] = [n.replace("no biases", "biased projections" if out["linear_bias"] else "no biases")
+                    for n in notes if not n.startswith("bias terms")]
 
 
 def _hybrid(cfg: dict, out: dict, notes: list[str]) -> None:

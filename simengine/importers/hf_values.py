@@ -23,7 +23,7 @@ FIELD_MAP: dict[str, tuple[str, ...]] = {
     "head_dim": ("head_dim",),
     "ffn_hidden_size": ("intermediate_size", "n_inner", "ffn_dim"),
     "vocab_size": ("vocab_size",),
-    "activation": ("hidden_act", "activation_function", "mlp_hidden_act"),
+    "activation": ("hidden_act", "activation_function", "mlp_hidden_act", "hidden_activation"),
     "tie_embeddings": ("tie_word_embeddings",),
     "max_position_embeddings": ("max_position_embeddings", "n_positions"),
     "q_lora_rank": ("q_lora_rank",),
