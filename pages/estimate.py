@@ -59,7 +59,10 @@ r = res["report"]
 sc = state.scenario_dict()
 
 # ---- headline ------------------------------------------------------------------------------
-c = st.columns(6)
+# a wrapping row: six side by side where they fit, on two lines in a narrower window (in six fixed
+# columns a 1,280 px window cut "53.5 / 79.1 GiB" and "1,424.7 MWh" short)
+row = st.container(horizontal=True, gap="medium")
+c = [row] * 6
 c[0].metric("Step time", fmt_time(r["step_time_s"]), help="One optimizer step, slowest pipeline rank.")
 c[1].metric("Throughput", f"{fmt_count(r['tokens_per_s'])} tok/s", help=f"{fmt_num(r['tokens_per_s_per_gpu'], ',.0f')} tokens/s per GPU.")
 c[2].metric("MFU", fmt_pct(r["mfu"]), help=MFU_HELP + mfu_causal_note(r))
@@ -126,7 +129,8 @@ with a:
                                     "Kept when you change page, and in the share link.")
 bud = budget(r, tokens_b * 1e9)
 with b:
-    c = st.columns(5)
+    row = st.container(horizontal=True, gap="medium")
+    c = [row] * 5
     c[0].metric("Time to train", fmt_time(bud["seconds"]))
     c[1].metric("Optimizer steps", fmt_count(bud["steps"]))
     c[2].metric("GPU-hours", fmt_count(bud["gpu_hours"]))

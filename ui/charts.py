@@ -167,11 +167,11 @@ def memory_stage_chart(memory_by_stage: list[dict[str, Any]], capacity_gib: floa
     tick = {"data": {"name": res[0]}, "mark": {"type": "tick", "color": "#333", "thickness": 2, "size": 24},
             "encoding": {"y": field("stage", "nominal", sort=stages), "x": field("reserved", "quantitative"),
                          "tooltip": [tip("reserved", "quantitative", ",.2f", "reserved GiB")]}}
-    rule = {"data": {"name": cap[0]}, "mark": {"type": "rule", "color": "#c0392b", "strokeDash": [5, 3], "size": 2},
+    rule = {"data": {"name": cap[0]}, "mark": {"type": "rule", "color": "#111111", "strokeDash": [5, 3], "size": 2},
             "encoding": {"x": field("cap", "quantitative"),
                          "tooltip": [tip("cap", "quantitative", ",.1f", "capacity GiB")]}}
     return top([parts, res, cap], {"layer": [bars, tick, rule], "height": {"step": 30},
-                                   "title": "Peak memory per pipeline stage (tick = reserved, red = capacity)"})
+                                   "title": "Peak memory per pipeline stage (tick = reserved, dashed = capacity)"})
 
 
 def compare_chart(rows: list[dict[str, Any]]) -> Spec:
@@ -283,7 +283,7 @@ def memory_time_chart(df: pd.DataFrame, capacity_gib: float | None) -> Spec:
     if capacity_gib:
         cap = dataset([{"cap": capacity_gib}])
         datasets.append(cap)
-        layers.append({"data": {"name": cap[0]}, "mark": {"type": "rule", "color": "#c0392b", "strokeDash": [5, 3]},
+        layers.append({"data": {"name": cap[0]}, "mark": {"type": "rule", "color": "#111111", "strokeDash": [5, 3]},
                        "encoding": {"y": field("cap", "quantitative")}})
-    return top(datasets, {"layer": layers, "height": 260, "title": "Memory over the step (red = capacity)",
+    return top(datasets, {"layer": layers, "height": 260, "title": "Memory over the step (dashed = capacity)",
                           "usermeta": CANVAS})
