@@ -11,7 +11,7 @@ from ui.text import md
 from ui.units import fmt_sig
 from ui.validation_chart import plottable, predicted_vs_measured_chart
 from ui.validation_data import collect, sources
-from ui.validation_frames import (BAND, merge, rows_frame, run_rows, run_scenarios, skipped_frame,
+from ui.validation_frames import (BAND, merge, rows_frame, run_rows, run_scenarios, skipped_frame, unit_of,
                                   summary_frame)
 
 ABOUT = (
@@ -77,8 +77,8 @@ key = st.selectbox("Measured run", list(scenarios), key="val.run",
                    help="Its scenario as launched (with this page's B200 variant) becomes the current scenario; the "
                         "Estimate and Timeline pages show it and the share link reproduces it.")
 mine = run_rows(data["rows"], key)
-st.markdown("  \n".join(f"- {md(r['metric'])}: measured {fmt_sig(r['measured'])} {md(r['unit'])}, predicted "
-                        f"{fmt_sig(r['predicted'])} {md(r['unit'])} ({r['error_pct']:+.1f} %)" + (" · weak" if r["weak"] else "")
+st.markdown("  \n".join(f"- {md(r['metric'])}: measured {fmt_sig(r['measured'])} {md(unit_of(r))}, predicted "
+                        f"{fmt_sig(r['predicted'])} {md(unit_of(r))} ({r['error_pct']:+.1f} %)" + (" · weak" if r["weak"] else "")
                         for r in mine))
 assumptions = sorted({a for r in mine for a in r.get("assumptions", [])})
 if assumptions:

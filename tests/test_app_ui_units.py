@@ -331,3 +331,15 @@ def test_plain_figures_for_prices_measurements_and_typed_values():
     assert fmt_usd(0) == "$0" and fmt_usd(0.5) == "$0.5000"
     assert [fmt_sig(x) for x in (843, 850.4, 13430.2, 0.41234, 1e16)] == ["843", "850.4", "13,430", "0.4123", "1.00e+16"]
     assert _figure(10 ** 30) == "1e+30" and _figure(24) == 24 and _figure(True) is True
+
+
+def test_a_peak_memory_says_which_kind_it_is():
+    """The Validation page said "peak_memory … 47.84" for torchtitan's reserved figure, beside an
+    Estimate page whose headline is the allocated peak."""
+    from ui.validation_frames import rows_frame, unit_of
+
+    titan = {"source": "torchtitan", "metric": "peak_memory", "unit": "GiB"}
+    b200 = {"source": "b200", "metric": "peak_memory", "unit": "GiB"}
+    assert unit_of(titan) == "GiB reserved" and unit_of(b200) == "GiB allocated"
+    assert unit_of({"source": "b200", "metric": "step_time", "unit": "ms"}) == "ms"
+    assert list(rows_frame([titan, b200])["unit"]) == ["GiB reserved", "GiB allocated"]

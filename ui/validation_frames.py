@@ -29,9 +29,23 @@ def merge(results: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     return {k: [x for r in results for x in r.get(k, [])] for k in ("rows", "summary", "skipped")}
 
 
+# which peak memory a source measured (simengine/validation/published/evaluate.py: torchtitan logs
+# max_reserved, the B200 runs torch.cuda.max_memory_allocated): the page said "peak_memory 47.84"
+# for a reserved figure while the Estimate page's headline is the allocated peak
+MEMORY_KIND = {"torchtitan": "reserved"}
+
+
+def unit_of(row: dict[str, Any]) -> str:
+    """A row's unit, a peak memory's saying which kind."""
+    unit = str(row.get("unit") or "")
+    if row.get("metric") == "peak_memory" and unit == "GiB":
+        return f"GiB {MEMORY_KIND.get(str(row.get('source')), 'allocated')}"
+    return unit
+
+
 def rows_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """Every metric row, without its scenario."""
-    return pd.DataFrame([{c: r.get(c) for c in ROW_COLUMNS} for r in rows], columns=ROW_COLUMNS)
+    """Every metric row, without its scenario (a peak memory's unit names its kind, ``unit_of``)."""
+    return pd.DataFrame([{**{c: r.get(c) for c in ROW_COLUMNS}, "unit": unit_of(r)} for r in rows], columns=ROW_COLUMNS)
 
 
 def summary_frame(summary: list[dict[str, Any]], rows: pd.DataFrame, order: tuple[str, ...] = ()) -> pd.DataFrame:
