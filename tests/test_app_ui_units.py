@@ -240,6 +240,10 @@ def test_report_downloads_and_budget():
     keys = {(a, b) for a, b, *_ in rows[1:]}
     assert ("headline", "step_time_s") in keys and ("breakdown", "forward_compute") in keys
     assert any(a.startswith("memory.stage0") for a, *_ in rows)
+    # every number has its unit (mfu_causal, model_flops_per_token, critical_rank and a stage's
+    # "fits" had none); the text fields (warnings, names) need none
+    unitless = [(a, b) for a, b, v, u in rows[1:] if not u and a != "warning" and not _is_text(v)]
+    assert not unitless, unitless
     b = budget(r, 1e12)
     assert b["seconds"] == pytest.approx(1e12 / r["tokens_per_s"])
     assert b["cost_usd"] == pytest.approx(r["cost_per_million_tokens_usd"] * 1e6)
@@ -343,3 +347,11 @@ def test_a_peak_memory_says_which_kind_it_is():
     assert unit_of(titan) == "GiB reserved" and unit_of(b200) == "GiB allocated"
     assert unit_of({"source": "b200", "metric": "step_time", "unit": "ms"}) == "ms"
     assert list(rows_frame([titan, b200])["unit"]) == ["GiB reserved", "GiB allocated"]
+
+
+def _is_text(value: str) -> bool:
+    try:
+        float(value)
+    except ValueError:
+        return value not in ("True", "False")
+    return False

@@ -17,6 +17,7 @@ _HEADLINE_UNITS = {
     "hardware_flops_per_step": "FLOP", "cost_per_step_usd": "USD", "cost_per_million_tokens_usd": "USD",
     "energy_per_step_j": "J", "num_microbatches": "micro-batches", "dp": "replicas", "num_gpus": "GPUs",
     "tokens_per_step": "tokens", "bubble_fraction": "fraction", "fits": "bool", "gpu_us_per_launch": "µs",
+    "mfu_causal": "fraction", "model_flops_per_token": "FLOP", "critical_rank": "pipeline rank",
 }
 
 
@@ -31,7 +32,8 @@ def report_csv(report: dict[str, Any]) -> str:
     for m in report.get("memory_by_stage") or []:
         for k, v in m.items():
             if k != "stage":
-                rows.append([f"memory.stage{m.get('stage')}", k, v, unit_for(k) or ("micro-batches" if "microbatch" in k else "")])
+                rows.append([f"memory.stage{m.get('stage')}", k, v, unit_for(k) or ("micro-batches" if "microbatch" in k else
+                                                                              "bool" if isinstance(v, bool) else "")])
     for k, pair in (report.get("uncertainty") or {}).items():
         if isinstance(pair, (list, tuple)) and len(pair) == 2:
             unit = _HEADLINE_UNITS.get(k, unit_for(k))
