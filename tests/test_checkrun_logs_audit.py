@@ -60,3 +60,11 @@ def test_figures_no_gpu_logs_are_refused_naming_the_line(line):
     with pytest.raises(ConfigError, match="line 1: .* is not a plausible value"):
         parse_training_log(line)
 
+
+
+def test_a_switch_value_of_a_megabyte_is_cut_before_it_is_printed():
+    """A 1 MB value in the argument dump was printed twice, on lines of a million characters."""
+    from simengine.checkrun.stated import MAX_VALUE, parse_stated
+
+    got = parse_stated(["  sequence_parallel ............................... " + "A" * 1_000_000])
+    assert len(str(got["sequence_parallel"])) == MAX_VALUE

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 
+MAX_VALUE = 80   # characters of a stated switch's value kept (it is printed and compared)
 _LAYOUT_LINE = re.compile(r"using world size:\s*\d+")
 _LAYOUT_FIELD = re.compile(r"(world|data-parallel|context-parallel|tensor-model-parallel|pipeline-model-parallel)"
                            r" size:\s*(\d+)")
@@ -49,7 +50,7 @@ def parse_stated(lines) -> dict[str, int | str]:
             if name in ARGS and value.isdecimal() and len(value) <= MAX_DIGITS:
                 out[name] = int(value)
             elif name in SWITCHES:
-                out[name] = value.strip("[]'\"")  # cp_comm_type prints as a list: ['a2a']
+                out[name] = value.strip("[]'\"")[:MAX_VALUE]  # cp_comm_type prints as a list: ['a2a']; a 1 MB value is no switch
             elif name == "recompute_num_layers":
                 recomputed_layers = value
     if out.get("recompute_granularity") == "full" and recomputed_layers == "0":
