@@ -68,3 +68,20 @@ def test_a_switch_value_of_a_megabyte_is_cut_before_it_is_printed():
 
     got = parse_stated(["  sequence_parallel ............................... " + "A" * 1_000_000])
     assert len(str(got["sequence_parallel"])) == MAX_VALUE
+
+
+def test_flags_that_would_be_ignored_are_refused_before_any_output(capsys, tmp_path):
+    """--holdout-log without --refit was checked after the comparison printed (or ignored), and
+    --log beside --runs was ignored silently."""
+    from simengine.cli import main
+
+    args = ["check-run", "--log", str(TITAN), "--model", "llama3-8b", "--system", "h100-sxm5-80gb", "--strategy", "small",
+            "--holdout-log", str(TITAN)]
+    assert main(args) == 2
+    out = capsys.readouterr()
+    assert not out.out and "--refit" in out.err
+    runs = tmp_path / "runs.json"
+    runs.write_text("[]")
+    assert main(["check-run", "--runs", str(runs), "--log", str(TITAN)]) == 2
+    out = capsys.readouterr()
+    assert not out.out and "--log would be ignored" in out.err

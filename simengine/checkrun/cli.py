@@ -39,7 +39,8 @@ def add_parser(sub) -> None:
     c.add_argument("--factors", default="compute,scale_up,scale_out",
                    help="with --runs --refit: factors to fit (compute, scale_up, scale_out)")
     c.add_argument("--set", action="append", metavar="SECTION.FIELD=VALUE", help="override a field (repeatable)")
-    c.add_argument("--warmup", type=int, default=None, help="iterations to skip (default: 10%%, at least 1)")
+    c.add_argument("--warmup", type=int, default=None,
+                   help="logged iterations to skip, i.e. iteration lines (Megatron logs one every --log-interval; default: 10%%, at least 1)")
     c.add_argument("--refit", action="store_true", help="fit the compute-efficiency scale (held-out check)")
     c.add_argument("--holdout-log", metavar="FILE", help="a second log of the same scenario to check the refit on")
     add_systems_dir(c)
@@ -125,7 +126,12 @@ def run_many(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     if args.cmd == "coverage":
         return run_coverage(args)
+    if getattr(args, "holdout_log", None) and not getattr(args, "refit", False):   # said before any output, not ignored
+        raise ConfigError([("--holdout-log", "--holdout-log checks a refit: give --refit with it")])
     if args.runs:
+        given = [f"--{k.replace('_', '-')}" for k in ("log", "model", "system", "strategy", "holdout_log") if getattr(args, k, None)]
+        if given:   # each run of the file names its own: these would be ignored
+            raise ConfigError([("--runs", f"--runs FILE names every run's log and scenario: {', '.join(given)} would be ignored")])
         return run_many(args)
     missing = [f"--{k}" for k in ("log", "model", "system", "strategy") if not getattr(args, k)]
     if missing:
