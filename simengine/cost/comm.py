@@ -23,6 +23,7 @@ scale-out concurrently, where n_in members share a domain; the slower part domin
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 from dataclasses import dataclass
 
@@ -49,6 +50,30 @@ class GroupPlacement:
     in_domain: int     # members inside one scale-up domain
 
 
+@lru_cache(maxsize=4096)
+def least_piece(d: int, size: int, groups: int) -> int:
+    """The fewest members any of ``groups`` aligned groups keeps in one scale-up domain.
+
+    Megatron's groups are aligned blocks of ``size`` members (one every ``stride`` ranks), and a
+    domain holds ``d`` = domain / stride consecutive members of each: group q covers members
+    [q·size, (q+1)·size). A group is cut at a domain boundary when its block crosses a multiple of
+    d — tp 2 on 3-GPU nodes: ranks 2–3, 1 + 1; ep 16 on a 72-GPU NVL72 rack: ranks 64–79, 8 + 8 —
+    and the cut group sets the collective's time, so its smallest piece is the members a domain
+    holds. Only the groups the job has count (64 GPUs of a 72-GPU rack cut none); the offsets repeat
+    every d / gcd(d, size) groups."""
+    if d % size == 0:
+        return size
+    least = size
+    for q in range(min(groups, d // math.gcd(d, size))):
+        offset = q * size % d
+        if offset + size <= d:
+            continue   # inside one domain
+        first = d - offset
+        last = (size - first) % d or d
+        least = min(least, first, last)
+    return least
+
+
 def group_placements(sc: Scenario) -> dict[str, GroupPlacement]:
     """Size, span and members-per-domain of each parallel group under Megatron's rank order."""
     st = sc.strategy
@@ -56,17 +81,12 @@ def group_placements(sc: Scenario) -> dict[str, GroupPlacement]:
     etp, ep = st.etp_size, st.ep
     dom = sc.system.domain
 
+    world = sc.system.num_gpus
+
     def place(size: int, stride: int) -> GroupPlacement:
         span = size * stride
         if stride < dom and dom % stride == 0:
-            # Megatron's groups are aligned blocks of ``size`` members (one every ``stride`` ranks) and
-            # a domain holds D = dom / stride consecutive members of each: a group lies in one domain
-            # when D % size == 0, and otherwise some group is cut at a domain boundary into pieces of
-            # gcd(D, size) members at the least (tp 2 on 3-GPU nodes: ranks 2–3 cross, 1 + 1; ep 16
-            # on a 72-GPU NVL72 rack: ranks 64–79 cross, 8 + 8). The cut group sets the collective's
-            # time, so its smallest piece is the members a domain holds.
-            d = dom // stride
-            inside = size if d % size == 0 else math.gcd(d, size)
+            inside = least_piece(dom // stride, size, max(1, world // span))
         else:
             inside = size if span <= dom else max(1, min(size, dom // stride)) if stride < dom else 1
         return GroupPlacement(size, span, inside)
