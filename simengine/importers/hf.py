@@ -79,8 +79,8 @@ def _block(cfg: dict, out: dict, notes: list[str], model_type: str) -> None:
     """Activation, norm, positions, biases, tied embeddings, dropout: from the file, else the family's layout."""
     fam = FAMILIES.get(model_type)
     # Gemma 2/3 name it hidden_activation (transformers Gemma3TextConfig)
-    keys = ("hidden_act", "activation_function", "mlp_hidden_act", "hidden_activation")
-    act = next((cfg[k] for k in keys if cfg.get(k) is not None), None)
+    act_keys = ("hidden_act", "activation_function", "mlp_hidden_act", "hidden_activation")
+    act = next((cfg[k] for k in act_keys if cfg.get(k) is not None), None)
     if act is None:
         act = "silu"
         notes.append("no 'hidden_act' in the file: assumed SiLU (a SwiGLU MLP, the Llama layout)")
