@@ -270,3 +270,17 @@ def test_flash_attention_is_refused_on_volta_where_it_does_not_run():
     assert "attention_impl='unfused'" in err.value.issues[0][1]
     load_scenario(scenario("v100-sxm3-32gb-dgx2", "unfused"))
     load_scenario(scenario("a100-sxm4-80gb", "flash"))
+
+
+def test_a_search_on_volta_searches_unfused_attention_unless_told_otherwise():
+    """Every candidate was refused for the default flash attention: 'no layout of this space is valid'."""
+    from simengine.search import make_space, search
+
+    model, system = load_preset("models", "gpt-1.7b"), dict(load_preset("systems", "v100-sxm3-32gb-dgx2"), num_gpus=16)
+    space = make_space(model, system, global_batch=64, seq_len=2048, choices={"tp": (2,), "pp": (1,), "cp": (1,)})
+    assert space.base["attention_impl"] == "unfused"
+    assert search(space, top=1).candidates
+    told = make_space(model, system, global_batch=64, seq_len=2048, base={"attention_impl": "flash"})
+    assert told.base["attention_impl"] == "flash"
+    assert "attention_impl" not in make_space(model, dict(load_preset("systems", "a100-sxm4-80gb"), num_gpus=16),
+                                              global_batch=64, seq_len=2048).base

@@ -278,8 +278,9 @@ def _attention_checks(s: StrategySpec, gpu_name: str) -> list[tuple[str, str]]:
     dot_product_attention/utils.py ``get_attention_backend``: ``device_compute_capability < (8, 0)``
     disables FlashAttention and FusedAttention). On Volta Megatron-LM runs unfused softmax attention."""
     if s.attention_impl == "flash" and gpu_generation(gpu_name) == "volta":
+        # (no figure in the message: the search counts its rejections with every number as N)
         return [("strategy.attention_impl", f"attention_impl='flash' needs an Ampere or later GPU (FlashAttention and "
-                                            f"TransformerEngine's fused attention need compute capability 8.0); {gpu_name} "
+                                            f"TransformerEngine's fused attention do not run on Volta); {gpu_name} "
                                             "is a Volta GPU: use attention_impl='unfused'")]
     return []
 

@@ -9,6 +9,7 @@ import math
 from typing import Any
 
 from ..config.system import MAX_NUM_GPUS as MAX_GPUS
+from ..config.generation import gpu_generation
 from ..errors import ConfigError
 from .space import SearchSpace, check_choices
 
@@ -49,6 +50,10 @@ def make_space(model: dict[str, Any], system: dict[str, Any], *, global_batch: i
     for k in ("name", "dp"):
         b.pop(k, None)
     b.update(global_batch_size=global_batch, seq_len=seq_len)
+    if "attention_impl" not in b and gpu_generation(str(system["gpu"]["name"])) == "volta":
+        # flash attention does not run on Volta (config/scenario.py _attention_checks): a search
+        # that does not fix the attention searches what runs there, unfused softmax attention
+        b["attention_impl"] = "unfused"
     if token_budget is not None and not (type(token_budget) in (int, float) and 0 < token_budget < math.inf):
         raise ConfigError([("token_budget", f"token_budget={token_budget!r} must be a positive, finite number")])
     return SearchSpace(model=dict(model), system=dict(system), base=b, gpus=tuple(sorted(set(counts))),
