@@ -101,13 +101,21 @@ def build(args: argparse.Namespace) -> tuple[Any, dict[str, Any] | None]:
                        seq_len=args.seq_len, gpus=gpus, token_budget=args.token_budget, choices=choices, base=base)
     scen = None
     if args.strategy:
-        strategy = dict(cfg["strategy"], **pins, global_batch_size=space.base["global_batch_size"], seq_len=args.seq_len)
-        if "tp" in pins or "pp" in pins or "cp" in pins:
-            strategy.pop("dp", None)   # the file's dp was for its own tp/pp/cp
-        scen = dict(cfg, strategy=strategy)
         from ..config import load_scenario
 
-        load_scenario(scen)   # an invalid --strategy is said before the search, not after it
+        plain = dict(cfg["strategy"], global_batch_size=space.base["global_batch_size"], seq_len=args.seq_len)
+        pinned = dict(plain, **pins)
+        if "tp" in pins or "pp" in pins or "cp" in pins:
+            pinned.pop("dp", None)   # the file's dp was for its own tp/pp/cp
+        try:
+            load_scenario(dict(cfg, strategy=pinned))
+            scen = dict(cfg, strategy=pinned)   # the fit check of the layout the pins make of it
+        except ConfigError as e:
+            load_scenario(dict(cfg, strategy=plain))   # an invalid --strategy is said before the search, not after
+            if not pins:
+                raise
+            # a partial pin (vpp alone: the file's schedule is 1f1b) still searches; only the fit check goes
+            warn(f"--strategy with the --set pins is no valid layout ({e.issues[0][1]}): no fit changes for it")
     return space, scen
 
 
