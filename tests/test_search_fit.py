@@ -138,3 +138,20 @@ def test_a_partial_pin_beside_strategy_still_searches(capsys):
     fit check of the pinned file is skipped, and a warning says so."""
     rc, out, err = _cli(capsys, *SEARCH, "--strategy", "small", "--set", "strategy.vpp=2", "--json")
     assert rc == 0 and json.loads(out)["candidates"] and "no fit changes" in err
+
+
+def test_no_pair_of_changes_is_cut_off():
+    """Every halving of the micro-batch as a pair pushed a MoE's pairs past MAX_PAIRS (73: the last
+    nine, "mbs 8 → 4 + num_gpus × 2" among them, were never tried); pairs take the first halving.
+    With a layer split, "pp × 2 + vpp → 1" was never formed (both reset the split)."""
+    from simengine.search.fit import MAX_PAIRS, _changes, _same_knob, pairs_of
+
+    cfg = scen("qwen3-30b-a3b", 16, tp=2, pp=2, vpp=3, schedule="interleaved", ep=2, micro_batch_size=8,
+               global_batch_size=128, seq_len=4096)
+    pairs = pairs_of(_changes(cfg))
+    assert len(pairs) <= MAX_PAIRS
+    assert any({a[0], b[0]} == {"micro_batch_size 8 → 4", "num_gpus 16 → 32"} for a, b in pairs)
+    split = scen("llama3-70b", 64, tp=4, pp=4, vpp=5, schedule="interleaved", pipeline_layers=[20, 20, 20, 20],
+                 global_batch_size=128, seq_len=8192)
+    changes = {c[0]: c for c in _changes(split)}
+    assert not _same_knob(changes["pp 4 → 8 (even layer split)"], changes["vpp 5 → 1 (schedule 1f1b)"])

@@ -115,16 +115,25 @@ def fit_changes(config: dict[str, Any], top: int = 10) -> list[dict[str, Any]]:
     singles = _changes(config)
     per_gpu = base.tokens_per_s / base.num_gpus
     found = _try(config, [(c,) for c in singles], per_gpu)
-    if not found:  # pairs of the coarse knobs (one more recompute module is a single change only)
-        coarse = [c for c in singles if "recompute_modules" not in c[1]]
-        pairs = [p for p in itertools.combinations(coarse, 2) if not _same_knob(*p)][:MAX_PAIRS]
-        found = _try(config, pairs, per_gpu)
+    if not found:
+        found = _try(config, pairs_of(singles)[:MAX_PAIRS], per_gpu)
     found.sort(key=lambda d: (-d["tokens_per_s"] / d["num_gpus"], d["change"]))
     return found[:top]
 
 
+def pairs_of(singles: list) -> list:
+    """The pairs of coarse knobs tried when no single change fits: one more recompute module is a
+    single change only, and of the micro-batch's halvings the first pairs (every halving pushed a
+    MoE's pairs past ``MAX_PAIRS``, and the last ones were never tried)."""
+    halvings = [c for c in singles if "micro_batch_size" in c[1]]
+    coarse = [c for c in singles if "recompute_modules" not in c[1] and c not in halvings[1:]]
+    return [p for p in itertools.combinations(coarse, 2) if not _same_knob(*p)]
+
+
 def _same_knob(a, b) -> bool:
-    return bool(set(a[1]) & set(b[1]) - {"dp", "recompute_num_layers"}) or bool(set(a[2]) & set(b[2]))
+    # (dp, the recomputed layers and a layer split are what a change resets, not the knob it moves)
+    free = {"dp", "recompute_num_layers", *LAYER_SPLIT_FIELDS}
+    return bool(set(a[1]) & set(b[1]) - free) or bool(set(a[2]) & set(b[2]))
 
 
 def _try(config: dict[str, Any], combos, base_per_gpu: float) -> list[dict[str, Any]]:
