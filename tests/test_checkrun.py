@@ -378,7 +378,7 @@ def test_factor_refit_recovers_compute_and_scale_up_with_holdout():
     # each run is also predicted by the fit of the others (the tp 4 run by two tp 2 runs, which
     # see scale_up only through tp 2's collectives): one held-out error per run, none lost
     weak = fit_factors([runs[1], runs[0], runs[2]], ("compute", "scale_up"))
-    assert len(weak.holdout_errors) == 3 and max(abs(e) for e in weak.holdout_errors) < 0.05
+    assert len(weak.holdout_errors) == 3 and max(abs(e) for e in weak.holdout_errors) < 0.01   # (4.4 % before backtracking)
 
 
 def test_a_factor_no_run_uses_is_not_identifiable():

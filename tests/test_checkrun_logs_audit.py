@@ -85,3 +85,5 @@ def test_flags_that_would_be_ignored_are_refused_before_any_output(capsys, tmp_p
     assert main(["check-run", "--runs", str(runs), "--log", str(TITAN)]) == 2
     out = capsys.readouterr()
     assert not out.out and "--log would be ignored" in out.err
+    assert main(["check-run", "--runs", str(runs), "--set", "strategy.tp=8"]) == 2
+    assert "--set would be ignored" in capsys.readouterr().err

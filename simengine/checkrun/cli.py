@@ -129,7 +129,8 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "holdout_log", None) and not getattr(args, "refit", False):   # said before any output, not ignored
         raise ConfigError([("--holdout-log", "--holdout-log checks a refit: give --refit with it")])
     if args.runs:
-        given = [f"--{k.replace('_', '-')}" for k in ("log", "model", "system", "strategy", "holdout_log") if getattr(args, k, None)]
+        given = [f"--{k.replace('_', '-')}" for k in ("log", "model", "system", "strategy", "holdout_log", "set")
+                 if getattr(args, k, None)]
         if given:   # each run of the file names its own: these would be ignored
             raise ConfigError([("--runs", f"--runs FILE names every run's log and scenario: {', '.join(given)} would be ignored")])
         return run_many(args)
