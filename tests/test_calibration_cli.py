@@ -332,3 +332,15 @@ def test_a_saved_system_is_found_by_name_beyond_the_listing_limit(tmp_path, monk
     monkeypatch.setattr(store, "MAX_SYSTEMS", 2)
     assert store.list_systems(tmp_path) == ["a", "b"]
     assert presets.load_spec("systems", "zz", user_systems=tmp_path).name == system.name
+
+
+def test_a_system_too_large_to_save_writes_no_out_file(tmp_path, capsys, monkeypatch):
+    """The size was checked when saving, after --out was written: "wrote: …", then the error."""
+    from simengine.calibration import store
+
+    monkeypatch.setattr(store, "MAX_FILE_BYTES", 1000)
+    out = tmp_path / "sys.json"
+    code, printed, err = _run(["calibrate", "--gemm", str(_gemm_csv(tmp_path)), "--base", "small", "--name", "big",
+                               "--systems-dir", str(tmp_path / "s"), "--out", str(out)], capsys)
+    assert code == 2 and "not saved" in err and "wrote:" not in printed
+    assert not out.exists() and not (tmp_path / "s" / "big.json").exists()

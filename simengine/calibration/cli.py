@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     from .. import presets
     from ..config import SystemSpec
     from .calibrate import calibrate_with_summary
-    from .store import check_not_preset, is_saved, save_system
+    from .store import check_not_preset, is_saved, save_system, saved_text
 
     name = check_not_preset(args.name)   # before the work: a preset's name could never pick the result
     if args.out is not None and not args.out.strip():   # checked before the work, not silently skipped after it
@@ -88,7 +88,8 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError([(_FLAG_OF.get(f, f), m) for f, m in e.issues]) from None
     for line in summary_lines(summary):
         print(line)
-    if args.out:   # first: a path it cannot write fails the command before anything is saved
+    saved_text(name, system, summary.provenance)   # a system the loader could not read back fails before any write
+    if args.out:   # then --out: a path it cannot write fails the command before anything is saved
         _write_json(Path(args.out), system.model_dump(mode="json"))
         print(f"wrote: {args.out}")
     path = save_system(folder, name, system, summary.provenance)

@@ -56,10 +56,10 @@ def _path(folder: str | os.PathLike, name: str) -> Path:
     return Path(folder) / f"{check_name(name)}.json"
 
 
-def save_system(folder: str | os.PathLike, name: str, system: SystemSpec,
-                provenance: Sequence[Provenance] = ()) -> Path:
-    """Validate and write ``system`` as ``folder/name.json`` atomically; returns the path."""
-    path = _path(folder, name)
+def saved_text(name: str, system: SystemSpec, provenance: Sequence[Provenance] = ()) -> str:
+    """The file ``save_system`` writes for ``system``: validated, and refused when the loader could
+    not read it back (over ``MAX_FILE_BYTES``: never saved, nor over a good one). A CLI checks it
+    before it writes anything else."""
     try:
         system = SystemSpec.model_validate(system.model_dump(mode="json"))
         prov = [Provenance.model_validate(p if isinstance(p, dict) else p.model_dump()) for p in provenance]
@@ -68,9 +68,17 @@ def save_system(folder: str | os.PathLike, name: str, system: SystemSpec,
     doc = {"format": FORMAT, "name": name, "system": system.model_dump(mode="json"),
            "provenance": [p.model_dump(mode="json") for p in prov]}
     data = json.dumps(doc, indent=1)
-    if len(data.encode()) > MAX_FILE_BYTES:   # what load_document would refuse: never saved (nor replace a good one)
-        raise ConfigError([("name", f"not saved: the system with its tables is {len(data.encode()):,} bytes, more than "
-                                    f"the {MAX_FILE_BYTES:,} a saved system may hold; sample the sweeps (fewer rows)")])
+    if len(data.encode()) > MAX_FILE_BYTES:
+        raise ConfigError([("system", f"not saved: the system with its tables is {len(data.encode()):,} bytes, more than "
+                                      f"the {MAX_FILE_BYTES:,} a saved system may hold; sample the sweeps (fewer rows)")])
+    return data
+
+
+def save_system(folder: str | os.PathLike, name: str, system: SystemSpec,
+                provenance: Sequence[Provenance] = ()) -> Path:
+    """Validate and write ``system`` as ``folder/name.json`` atomically; returns the path."""
+    path = _path(folder, name)
+    data = saved_text(name, system, provenance)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, lambda fh: fh.write(data))
