@@ -137,31 +137,6 @@ def test_scenario_file_upload_on_home_round_trips_and_rejects_garbage():
         assert scenario(at) == large
 
 
-def test_another_sections_file_is_named_as_such_in_one_line():
-    """A system file uploaded as a model listed each field refused ("model.hidden_size: Field
-    required … model.gpu: Extra inputs …"), cut at 12 without a word; on Home a model file gave one
-    "unknown section" line per field. Now one line names what the file is and where it opens."""
-    full = size_canonical("small")
-    at = page("pages/model.py")
-    before = scenario(at)
-    at.file_uploader(key="upl.model").upload("sys.json", json.dumps(full["system"]).encode(), "application/json").run()
-    err = texts(at.error).replace("\\", "")
-    assert "sys.json is a system file, not a model; open it on the System page" in err and "Extra inputs" not in err
-    assert scenario(at) == before
-    home = page("pages/home.py")
-    home.file_uploader(key="upl.scenario").upload("m.json", json.dumps(full["model"]).encode(), "application/json").run()
-    err = texts(home.error).replace("\\", "")
-    assert "m.json is a model file, not a scenario" in err and "unknown section" not in err
-
-
-def test_a_list_of_problems_cut_short_says_how_many_more():
-    from ui.layout import issue_lines
-
-    text = issue_lines([(f"model.f{i}", "bad") for i in range(15)], 12)
-    assert text.count("\n- ") == 12 and text.endswith("- … and 3 more")
-    assert "more" not in issue_lines([("a", "bad")], 12)
-
-
 # ---- 2. share links of large scenarios ---------------------------------------------------------
 def test_token_cap_is_64k_and_below_streamlits_query_string_limit():
     from streamlit.runtime.state.query_params import CLIENT_STATE_QUERY_STRING_MAX_LENGTH

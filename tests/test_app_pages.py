@@ -496,17 +496,3 @@ def test_changing_the_framework_brings_its_defaults_and_keeps_what_the_user_chos
     widget(at, "strategy.framework").set_value("megatron-te").run()
     s = scenario(at)["strategy"]
     assert s["overlap_p2p_comm"] is True and s["fused_cross_entropy"] is True
-
-
-def test_a_link_to_a_page_that_does_not_exist_says_so():
-    """?page=nonexistent opened Home without a word."""
-    def warnings(slug: str) -> str:
-        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
-        at.query_params["page"] = slug
-        at.run()
-        assert not at.exception
-        return " ".join(str(w.value) for w in at.warning)
-
-    said = warnings("nonexistent")
-    assert "does not exist" in said and "nonexistent" in said and "estimate" in said
-    assert "does not exist" not in warnings("estimate")
