@@ -51,3 +51,11 @@ def test_a_list_of_problems_cut_short_says_how_many_more():
     text = issue_lines([(f"model.f{i}", "bad") for i in range(15)], 12)
     assert text.count("\n- ") == 12 and text.endswith("- … and 3 more")
     assert "more" not in issue_lines([("a", "bad")], 12)
+
+
+def test_a_file_of_fields_every_section_has_names_no_section():
+    """{"name": …} uploaded on the System page was called "a model file" (a tie went to model)."""
+    from ui.config_io import section_of
+
+    assert section_of({"name": "x"}) is None
+    assert section_of(size_canonical("small")["system"]) == "system"

@@ -112,3 +112,13 @@ def test_a_shape_too_large_is_said_so_not_called_not_a_positive_integer():
     said = [m for _, m in err.value.issues]
     assert "line 2, column 'm': '99999999999999999999999' is too large (at most 15 digits)" in said
     assert "line 3, column 'm': '-4' is not a positive integer" in said
+
+
+def test_a_zero_padded_shape_is_its_number():
+    """'0000000000000001' (16 characters) was 'too large'; it is 1."""
+    from simengine.calibration.csvutil import Issues, pos_int
+
+    issues = Issues("gemm_csv")
+    assert [pos_int(x, 2, "m", issues) for x in ("0000000000000001", "+12", "12.0", "0", "1.5")] == [1, 12, 12, None, None]
+    assert [m for _, m in issues.items] == ["line 2, column 'm': '0' is not a positive integer",
+                                           "line 2, column 'm': '1.5' is not a positive integer"]

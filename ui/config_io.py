@@ -184,6 +184,7 @@ def section_of(data: Any) -> str | None:
     keys = {str(k) for k in data}
     if keys <= set(SECTIONS) and len(keys) > 1:
         return "scenario"
-    best = max(SECTIONS, key=lambda sec: len(keys & set(SPEC_CLASS[sec].model_fields)))
-    shared = len(keys & set(SPEC_CLASS[best].model_fields))
-    return best if shared * 2 >= len(keys) else None
+    shared = sorted(((len(keys & set(SPEC_CLASS[sec].model_fields)), sec) for sec in SECTIONS), reverse=True)
+    (top, best), (second, _) = shared[0], shared[1]
+    # a tie (a lone "name", which every section has) names no section
+    return best if top > second and top * 2 >= len(keys) else None

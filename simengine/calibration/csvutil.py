@@ -66,7 +66,7 @@ class Issues:
             raise ConfigError(self.items)
 
 
-_INT_RE = re.compile(r"^[+]?\d{1,15}(?:\.0*)?$")
+_WHOLE_RE = re.compile(r"[+]?(\d+)(?:\.0*)?")   # a whole number, as a cell may write it ("12", "+12", "12.0")
 _FLOAT_RE = re.compile(r"^[+-]?(?:\d{1,30}(?:\.\d{0,30})?|\.\d{1,30})(?:[eE][+-]?\d{1,3})?$")
 
 
@@ -77,13 +77,15 @@ def cell(cells: list[str], idx: int | None) -> str:
 def pos_int(raw: str, line: int, col: str, issues: Issues, *, default: int | None = None) -> int | None:
     if raw == "" and default is not None:
         return default
-    if re.match(r"^[+]?\d{16,}(?:\.0*)?$", raw):   # a whole number, but past any shape a GPU runs
+    whole = _WHOLE_RE.fullmatch(raw)
+    digits = whole.group(1).lstrip("0") if whole else ""
+    if len(digits) > 15:   # a whole number (leading zeros aside) past any shape a GPU runs
         issues.add(line, col, f"{raw[:40]!r} is too large (at most 15 digits)")
         return None
-    if not _INT_RE.match(raw) or int(float(raw)) < 1:
+    if not digits:   # not a whole number, or zero
         issues.add(line, col, f"{raw[:40]!r} is not a positive integer")
         return None
-    return int(float(raw))
+    return int(digits)
 
 
 def pos_float(raw: str, line: int, col: str, issues: Issues, *, allow_zero: bool = False) -> float | None:
