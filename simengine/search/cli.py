@@ -103,15 +103,15 @@ def build(args: argparse.Namespace) -> tuple[Any, dict[str, Any] | None]:
     if args.strategy:
         from ..config import load_scenario
 
-        plain = dict(cfg["strategy"], global_batch_size=space.base["global_batch_size"], seq_len=args.seq_len)
-        pinned = dict(plain, **pins)
+        as_filed = dict(cfg["strategy"], global_batch_size=space.base["global_batch_size"], seq_len=args.seq_len)
+        pinned = dict(as_filed, **pins)
         if "tp" in pins or "pp" in pins or "cp" in pins:
             pinned.pop("dp", None)   # the file's dp was for its own tp/pp/cp
         try:
             load_scenario(dict(cfg, strategy=pinned))
             scen = dict(cfg, strategy=pinned)   # the fit check of the layout the pins make of it
         except ConfigError as e:
-            load_scenario(dict(cfg, strategy=plain))   # an invalid --strategy is said before the search, not after
+            load_scenario(dict(cfg, strategy=as_filed))   # an invalid --strategy is said before the search, not after
             if not pins:
                 raise
             # a partial pin (vpp alone: the file's schedule is 1f1b) still searches; only the fit check goes
