@@ -63,7 +63,9 @@ def test_validation_page_loads_a_run_onto_estimate(fresh_server, page):
     page.get_by_role("option", name=key, exact=True).click()
     # the rerun after the pick replaces the previous run's lines: wait for this run's own line (a
     # Playwright auto-retrying expectation, not a timed assert; it fails if the line never comes)
-    expect(main).to_contain_text(f"{want.metric}: measured {want.measured:.4g}")
+    from ui.units import fmt_sig   # the page's own figure format (plain, with its unit)
+
+    expect(main).to_contain_text(f"{want.metric}: measured {fmt_sig(want.measured)} {want.unit}")
     page.get_by_role("button", name="Load this run").click()
     page.wait_for_url(re.compile(r"/estimate\?s=v1\."))
     settle(page, "[data-testid=stMetric]")
