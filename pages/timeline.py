@@ -199,7 +199,7 @@ if is_open:
         mem_spec = memory_view(scenario_text, tuple(shown_ranks) if shown_ranks is not None else None,
                                float(system["gpu"]["memory_gib"]), tl["memory"], float(step))
         if mem_spec is not None:
-            st.caption("Allocated bytes per rank over the step; the red dashed line is the GPU's capacity.")
+            st.caption("Allocated bytes per rank over the step; the dashed line is the GPU's capacity.")
             draw(mem_spec)
         else:
             st.caption("No memory-over-time series in this timeline.")
