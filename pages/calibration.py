@@ -17,7 +17,6 @@ st.caption("Measure your GPUs with `python -m simengine.measure` (or bring nccl-
            "or save it by name. Every number keeps where it came from (file, sha256, rows used, fit error).")
 
 
-
 def upload(label: str, key: str, types: list[str], many: bool = False):
     """A file uploader with the last calibration's messages about it right under it."""
     got = st.file_uploader(label, type=types, key=key, accept_multiple_files=many)

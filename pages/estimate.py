@@ -62,15 +62,14 @@ sc = state.scenario_dict()
 # a wrapping row: six side by side where they fit, on two lines in a narrower window (in six fixed
 # columns a 1,280 px window cut "53.5 / 79.1 GiB" and "1,424.7 MWh" short)
 row = st.container(horizontal=True, gap="medium")
-c = [row] * 6
-c[0].metric("Step time", fmt_time(r["step_time_s"]), help="One optimizer step, slowest pipeline rank.")
-c[1].metric("Throughput", f"{fmt_count(r['tokens_per_s'])} tok/s", help=f"{fmt_num(r['tokens_per_s_per_gpu'], ',.0f')} tokens/s per GPU.")
-c[2].metric("MFU", fmt_pct(r["mfu"]), help=MFU_HELP + mfu_causal_note(r))
-c[3].metric("HFU", fmt_pct(r["hfu"]), help=HFU_HELP)
-c[4].metric(PEAK_LABEL, f"{fmt_num(r['peak_memory_gib'])} / {fmt_num(r['memory_capacity_gib'])} GiB",
-            "fits" if r["fits"] else "does not fit", delta_color="normal" if r["fits"] else "inverse", delta_arrow="off",
-            help=memory_help(r))
-c[5].metric("Cost / 1M tokens", fmt_usd(r["cost_per_million_tokens_usd"]), help=f"{fmt_usd(r['cost_per_step_usd'])} per step.")
+row.metric("Step time", fmt_time(r["step_time_s"]), help="One optimizer step, slowest pipeline rank.")
+row.metric("Throughput", f"{fmt_count(r['tokens_per_s'])} tok/s", help=f"{fmt_num(r['tokens_per_s_per_gpu'], ',.0f')} tokens/s per GPU.")
+row.metric("MFU", fmt_pct(r["mfu"]), help=MFU_HELP + mfu_causal_note(r))
+row.metric("HFU", fmt_pct(r["hfu"]), help=HFU_HELP)
+row.metric(PEAK_LABEL, f"{fmt_num(r['peak_memory_gib'])} / {fmt_num(r['memory_capacity_gib'])} GiB",
+           "fits" if r["fits"] else "does not fit", delta_color="normal" if r["fits"] else "inverse", delta_arrow="off",
+           help=memory_help(r))
+row.metric("Cost / 1M tokens", fmt_usd(r["cost_per_million_tokens_usd"]), help=f"{fmt_usd(r['cost_per_step_usd'])} per step.")
 band = r.get("uncertainty") or {}
 fmt_band = {"step_time_s": fmt_time, "tokens_per_s": lambda v: f"{fmt_count(v)} tok/s", "mfu": fmt_pct, "peak_memory_gib": fmt_gib}
 names = {"step_time_s": "step time", "tokens_per_s": "throughput", "mfu": "MFU", "peak_memory_gib": "allocated peak memory"}
@@ -130,12 +129,11 @@ with a:
 bud = budget(r, tokens_b * 1e9)
 with b:
     row = st.container(horizontal=True, gap="medium")
-    c = [row] * 5
-    c[0].metric("Time to train", fmt_time(bud["seconds"]))
-    c[1].metric("Optimizer steps", fmt_count(bud["steps"]))
-    c[2].metric("GPU-hours", fmt_count(bud["gpu_hours"]))
-    c[3].metric("Cost", fmt_usd(bud["cost_usd"]), help=f"At {sc['system']['gpu']['price_per_hour']} USD per GPU-hour.")
-    c[4].metric("Energy at TDP", f"{fmt_num(bud['energy_mwh'])} MWh")
+    row.metric("Time to train", fmt_time(bud["seconds"]))
+    row.metric("Optimizer steps", fmt_count(bud["steps"]))
+    row.metric("GPU-hours", fmt_count(bud["gpu_hours"]))
+    row.metric("Cost", fmt_usd(bud["cost_usd"]), help=f"At {sc['system']['gpu']['price_per_hour']} USD per GPU-hour.")
+    row.metric("Energy at TDP", f"{fmt_num(bud['energy_mwh'])} MWh")
 
 # ---- comparison ----------------------------------------------------------------------------
 compare_section(sc, r)

@@ -68,9 +68,12 @@ def run(gemm, nccl, attention, grouped, memory=None) -> None:
         system, summary = api.calibrate(state.section_dict("system"), gemm=raw(gemm), nccl=logs or None,
                                         attention=raw(attention), grouped_gemm=raw(grouped), memory=raw(memory))
     except ConfigError as e:
-        names = {"cal.gemm": gemm, "cal.attention": attention, "cal.grouped": grouped, "cal.memory": memory}
-        placed = [(UPLOAD_OF[f], m if UPLOAD_OF[f] == "cal.nccl" or names[UPLOAD_OF[f]] is None
-                   else f"{names[UPLOAD_OF[f]].name[:200]}: {m}") for f, m in e.issues if f in UPLOAD_OF]
+        one = {"cal.gemm": gemm, "cal.attention": attention, "cal.grouped": grouped, "cal.memory": memory}  # (nccl: its messages name their log)
+
+        def named_by(key: str, msg: str) -> str:
+            return f"{one[key].name[:200]}: {msg}" if one.get(key) is not None else msg
+
+        placed = [(UPLOAD_OF[f], named_by(UPLOAD_OF[f], m)) for f, m in e.issues if f in UPLOAD_OF]
         rest = [(f, m) for f, m in e.issues if f not in UPLOAD_OF]
         st.session_state[RESULT_KEY] = json.dumps({"error": "Calibration failed:  \n" + _issues_text(rest) if rest else
                                                    "Calibration failed: see the message under the upload.",

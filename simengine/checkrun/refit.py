@@ -145,8 +145,8 @@ def _gauss_newton(runs, names: Sequence[str], iterations: int = 6) -> tuple[dict
                 break
         if moved is None:
             break
-        (x_new, r_new), step = moved, moved[0][active] - x[active]
-        x, r = x_new, r_new
+        x_new, r = moved
+        step, x = x_new[active] - x[active], x_new
         if np.max(np.abs(step)) < 1e-4:
             break
     return {n: float(math.exp(x[i])) for i, n in enumerate(names)}, tuple(names[j] for j in active), evals

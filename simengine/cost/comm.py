@@ -23,9 +23,8 @@ scale-out concurrently, where n_in members share a domain; the slower part domin
 from __future__ import annotations
 
 import math
-from functools import lru_cache
-
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ..collectives import KINDS, alpha_steps, wire_factor
 from ..config.scenario import Scenario
@@ -79,9 +78,7 @@ def group_placements(sc: Scenario) -> dict[str, GroupPlacement]:
     st = sc.strategy
     tp, cp, dp, pp = st.tp, st.cp, sc.dp, st.pp
     etp, ep = st.etp_size, st.ep
-    dom = sc.system.domain
-
-    world = sc.system.num_gpus
+    dom, world = sc.system.domain, sc.system.num_gpus
 
     def place(size: int, stride: int) -> GroupPlacement:
         span = size * stride

@@ -12,6 +12,7 @@ import copy
 import itertools
 from typing import Any
 
+from ..config.model import ModelSpec
 from ..config.scenario import load_scenario
 from ..errors import ConfigError
 from .prune import memory_and_bound
@@ -32,7 +33,7 @@ def _changes(cfg: dict[str, Any]) -> list[tuple[str, dict[str, Any], dict[str, A
     for z in range(int(s.get("zero_stage", 1)) + 1, 4):
         out.append((f"zero_stage {s.get('zero_stage', 1)} → {z}", {"zero_stage": z}, {}))
     split = [k for k in LAYER_SPLIT_FIELDS if s.get(k) is not None]
-    dims = ("tp", "pp", "cp", "ep") if _is_moe(cfg) else ("tp", "pp", "cp")
+    dims = ("tp", "pp", "cp", "ep") if ModelSpec.model_validate(cfg["model"]).is_moe else ("tp", "pp", "cp")
     for dim in dims:
         v = int(s.get(dim, 1))
         if dim == "pp" and split:  # a layer split is per pipeline stage (space.py LAYER_SPLIT_FIELDS): the even one
@@ -51,10 +52,6 @@ def _changes(cfg: dict[str, Any]) -> list[tuple[str, dict[str, Any], dict[str, A
         smaller //= 2
     out.append((f"num_gpus {g} → {2 * g}", {"dp": None}, {"num_gpus": 2 * g}))
     return out
-
-
-def _is_moe(cfg: dict[str, Any]) -> bool:
-    return int(cfg["model"].get("num_experts") or 0) > 1
 
 
 def _module_changes(s: dict[str, Any]) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
