@@ -105,3 +105,11 @@ def test_cli_validate_text_and_json():
     assert j.returncode == 0 and json.loads(j.stdout)["summary"]
     bad = cli("validate", "--source", "nope")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and bad.stderr.startswith("error: ")
+
+
+def test_text_header_names_the_b200_system_only_for_b200_rows():
+    """A source without B200 rows is not said to run on a B200 system."""
+    from simengine.validation.cli import render_text
+
+    assert "B200" not in render_text(api.validate("korthikanti22")).splitlines()[0]
+    assert "datasheet B200 system" in render_text(api.validate("b200")).splitlines()[0]

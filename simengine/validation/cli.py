@@ -34,8 +34,9 @@ def _row_line(r) -> str:
 def render_text(res: ValidationResult, all_rows: bool = False) -> str:
     """The human-readable report: summary per source and metric, worst rows, skipped runs."""
     head = f"  {'source':16s} {'run':60s} {'metric':40s} {'measured':>9s} {'predicted':>9s} {'signed%':>7s} {'abs%':>6s}"
-    lines = [f"validation ({'calibrated' if res.calibrated else 'datasheet'} B200 system): {len(res.rows)} rows, "
-             f"{len(res.skipped)} runs skipped", ""]
+    system = (f" (the b200 rows on the {'calibrated' if res.calibrated else 'datasheet'} B200 system)"
+              if any(r.source == "b200" for r in res.rows) else "")
+    lines = [f"validation: {len(res.rows)} rows, {len(res.skipped)} runs skipped{system}", ""]
     if all_rows:
         lines += ["rows", head, *(_row_line(r) for r in res.rows), ""]
     lines += ["summary per source and metric",
