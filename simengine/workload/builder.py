@@ -18,7 +18,7 @@ from .partition import layer_ranges
 from .lora import frozen
 from .mamba import mamba_block
 from .fp8_recipes import add_fp8_ops
-from .phases import Phases
+from .phases import Phases, add_grad_accumulation
 from .window import window_attention_block, windowed_layers
 
 
@@ -126,9 +126,12 @@ _block = config_cache(_build_block, 1024)   # a search's dense blocks: one per (
 
 
 def _cast(ph: Phases, d: Dims) -> Phases:
-    """The block with its FP8 recipe's casts when its GEMMs run in fp8 (``Dims.fp8``)."""
+    """The block with its FP8 recipe's casts when its GEMMs run in fp8 (``Dims.fp8``) and its
+    separate gradient-accumulation passes when the wgrad GEMMs do not accumulate (``Dims.grad_accum_bytes``)."""
     if d.fp8:
         add_fp8_ops(ph, d)
+    if d.grad_accum_bytes:
+        add_grad_accumulation(ph, d.grad_accum_bytes)
     return ph
 
 

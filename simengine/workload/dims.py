@@ -52,6 +52,7 @@ class Dims:
     moe_dim: int = 0                   # width of the routed tokens (ModelSpec.moe_dim: h, or the latent size); 0 on dense models
     fp8_recipe: str = "tensorwise"     # StrategySpec.fp8_recipe when fp8, else "tensorwise" (workload/fp8_recipes.py)
     fp8_tn_only: bool = True           # the GPU's FP8 GEMMs take only the TN layout (all but datacenter Blackwell)
+    grad_accum_bytes: float = 0.0      # per weight element, a separate gradient-accumulation pass (``grad_accumulation_bytes``)
 
 
 def dims_of(sc: Scenario) -> Dims:
@@ -106,7 +107,29 @@ def dims_of(sc: Scenario) -> Dims:
         # TransformerEngine utils.py is_non_tn_fp8_gemm_supported: sm100–sm119 (and sm130+) run FP8
         # GEMMs in any layout, so a gathered FP8 tensor needs no transposed copy there
         fp8_tn_only=st.dtype != "fp8" or gpu_generation(sc.system.gpu.name) != "blackwell",
+        grad_accum_bytes=grad_accumulation_bytes(st),
     )
+
+
+def grad_accumulation_bytes(st) -> float:
+    """Bytes per weight element that accumulating one micro-batch's weight gradient moves when the
+    wgrad GEMM does not accumulate it itself, 0 when it does.
+
+    Megatron-LM without gradient-accumulation fusion: the wgrad GEMM writes a fresh bf16 gradient
+    and the DDP backward hook adds it to the accumulated one, one ``add_`` kernel per parameter
+    (megatron/core/distributed/distributed_data_parallel.py ``_make_backward_post_hook``:
+    ``param.main_grad.add_(param.grad.data)``; the same hook in the 2021 code,
+    megatron/model/distributed.py ``_make_param_hook``; without contiguous buffers autograd's
+    AccumulateGrad does the same ``grad += new`` from the second micro-batch on, counted here for
+    every micro-batch, ≤ 1/m of it): read the new gradient (2 B) and read and write the accumulated
+    one (4 B each in fp32, ``fp32_main_grads``; 2 B in half precision). With the fusion
+    (``fused_weight_gradient_mlp_cuda``, Megatron-LM 83b1e42f30, 2022-02) the GEMM accumulates into
+    the fp32 main grad in its epilogue (cost/compute.py prices that output). Only Megatron's stack
+    is priced so: FSDP2 (the torch stacks) reduce-scatters each micro-batch's unsharded gradient
+    and accumulates the 1/dp shard, and DeepSpeed accumulates in its own engine buffers."""
+    if st.gradient_accumulation_fusion or st.framework != "megatron-te":
+        return 0.0
+    return 2.0 + 2.0 * (4.0 if st.fp32_main_grads else 2.0)
 
 
 def _hot_rank_load(m, imbalance: float) -> float:

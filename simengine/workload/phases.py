@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .ops import BF16, Collective, Gemm, Op
+from .ops import BF16, Collective, Gemm, GroupedGemm, Memory, Op
 
 
 @dataclass(slots=True)
@@ -41,6 +41,20 @@ def gemm_triple(ph: Phases, name: str, tokens: int, k_in: int, n_out: int, count
     ph.fwd.append(Gemm("fwd:" + name, m=tokens, n=n_out, k=k_in, layout="TN", count=count))
     ph.bwd.append(Gemm("dgrad:" + name, m=tokens, n=k_in, k=n_out, layout="NN", count=count))
     ph.wgt.append(Gemm("wgrad:" + name, m=n_out, n=k_in, k=tokens, layout="NT", count=count))
+
+
+def add_grad_accumulation(ph: Phases, bytes_per_weight: float) -> None:
+    """After each weight-gradient GEMM of ``ph``, the memory-bound pass that adds its gradient to
+    the accumulated one (``dims.grad_accumulation_bytes``: bytes per weight element): one kernel
+    per weight, a grouped GEMM's one per expert (each expert's weight is its own parameter)."""
+    out: list[Op] = []
+    for op in ph.wgt:
+        out.append(op)
+        if isinstance(op, Gemm) and op.name.startswith("wgrad:"):
+            out.append(Memory("grad-acc:" + op.name[6:], bytes_per_weight * op.m * op.n * op.count, kernels=op.count))
+        elif isinstance(op, GroupedGemm) and op.name.startswith("wgrad:"):
+            out.append(Memory("grad-acc:" + op.name[6:], bytes_per_weight * op.groups * op.m * op.n, kernels=op.groups))
+    ph.wgt[:] = out
 
 
 def column_linear(ph: Phases, name: str, tokens: int, k_in: int, n_out_local: int, tp: int, sp: bool) -> None:

@@ -73,6 +73,13 @@ def _narayanan21(d: Draft) -> None:
                    # torch DDP overlaps the bucketed all-reduce with backward; Megatron's 'local' DDP
                    # reduces after backward; DeepSpeed ZeRO-3 overlaps (overlap_comm defaults to True at stage 3)
                    overlap_grad_reduce=ddp in ("torch", "deepspeed"), overlap_param_gather=ddp == "deepspeed")
+    if ddp != "deepspeed":
+        # the 2021 code as the sc21 scripts run it (examples/sc21/CONFIG.sh: --fp16, --DDP-impl local
+        # or torch, no --accumulate-allreduce-grads-in-fp32 or --use-contiguous-buffers-in-ddp): each
+        # weight's fp16 gradient accumulates over the micro-batches in autograd's own add and is
+        # all-reduced in fp16 (megatron/model/distributed.py allreduce_gradients, or torch DDP's
+        # buckets of the fp16 grads); gradient-accumulation fusion came in 2022 (83b1e42f30)
+        d.strat.update(gradient_accumulation_fusion=False, fp32_main_grads=False)
     if ddp == "deepspeed":
         a.append("DeepSpeed ZeRO-3 overlap_comm (stage-3 default) and parameter prefetch = overlapped")
         # the paper (SC21, April 2021) ran the ZeRO-3 of its time: DeepSpeed v0.3 (cost/deepspeed_v03.py)
