@@ -161,3 +161,19 @@ def test_a_split_megatron_builds_with_its_account_for_flags_says_so():
     dsv3["strategy"] = {k: v for k, v in dsv3["strategy"].items() if k != "pipeline_layers"}
     (_, msg), = load_scenario(dsv3).notes
     assert "Megatron-LM refuses it" in msg
+
+
+def test_a_gpu_count_that_does_not_split_reports_no_floored_dp():
+    """tp 3 on 64 GPUs: the world size and tp's own errors, not a batch error about a dp of
+    floor(64 / 3) = 21 the user never set (nor an EP error reading it)."""
+    cfg = scenario_dict(system={"num_gpus": 64}, strategy={"tp": 3, "global_batch_size": 128})
+    specs = (ModelSpec.model_validate(cfg["model"]), SystemSpec.model_validate(cfg["system"]),
+             StrategySpec.model_validate(cfg["strategy"]))
+    issues = check_scenario(*specs)
+    assert ("strategy.tp", "tp*pp*cp = 3*1*1 = 3 does not divide system.num_gpus = 64") in issues
+    assert not [m for f, m in issues if "dp" in m and f != "strategy.tp"], issues
+    moe = scenario_dict(model_preset="mixtral-8x7b", system={"num_gpus": 64},
+                        strategy={"tp": 3, "ep": 8, "sequence_parallel": True, "global_batch_size": 128})
+    specs = (ModelSpec.model_validate(moe["model"]), SystemSpec.model_validate(moe["system"]),
+             StrategySpec.model_validate(moe["strategy"]))
+    assert not [m for f, m in check_scenario(*specs) if f in ("strategy.ep", "strategy.global_batch_size")]

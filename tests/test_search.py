@@ -449,7 +449,12 @@ def test_layout_checks_do_not_read_the_micro_batch_size():
     unset = bad.model_copy(update={"micro_batch_size": None})
     head, tail, dp = layout_checks(sc.model, sc.system, unset)
     assert head and head + batch_checks(sc.model, bad, dp, 2) + tail == check_scenario(sc.model, sc.system, bad)
-    assert any(f == "strategy.global_batch_size" for f, _ in batch_checks(sc.model, bad, dp, 2))
+    # tp 3 leaves no dp (the GPU count does not split): no batch error about a floored one
+    assert dp == 0 and not batch_checks(sc.model, bad, dp, 2)
+    odd = sc.strategy.model_copy(update={"global_batch_size": 7, "micro_batch_size": 2})
+    head, tail, dp = layout_checks(sc.model, sc.system, odd.model_copy(update={"micro_batch_size": None}))
+    assert head + batch_checks(sc.model, odd, dp, 2) + tail == check_scenario(sc.model, sc.system, odd)
+    assert any(f == "strategy.global_batch_size" for f, _ in batch_checks(sc.model, odd, dp, 2))
 
 
 @pytest.mark.parametrize("model,choices", [(TINY, {"tp": (1, 2), "pp": (1, 2, 4), "cp": (1, 2), "zero_stage": (0, 3)}),

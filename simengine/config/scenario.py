@@ -58,6 +58,9 @@ def layout_checks(model: ModelSpec, system: SystemSpec, strategy: StrategySpec) 
     if world != system.num_gpus:
         if s.dp is None:
             add(("strategy.tp", f"tp*pp*cp = {tp}*{pp}*{cp} = {tp * pp * cp} does not divide system.num_gpus = {system.num_gpus}"))
+            # no dp: the checks that read it (the batch's, EP's) would report a floored dp the
+            # user never set ("not divisible by micro_batch_size*dp = 1*5" for tp 3 of 64 GPUs)
+            dp = 0
         else:
             add(("strategy.dp", f"tp*pp*cp*dp = {tp}*{pp}*{cp}*{dp} = {world} but system.num_gpus = {system.num_gpus}"))
     heads, kv = model.num_attention_heads, model.kv_heads
@@ -97,7 +100,9 @@ def batch_checks(model: ModelSpec, s: StrategySpec, dp: int, micro_batch_size: i
     (simengine/schedule/<name>.py ``requirements``)."""
     issues: list[tuple[str, str]] = []
     m = None
-    if dp >= 1 and s.global_batch_size % (micro_batch_size * dp):
+    if dp < 1:  # the GPU count does not split into the layout (layout_checks said so): no batch per replica
+        pass
+    elif s.global_batch_size % (micro_batch_size * dp):
         issues.append(("strategy.global_batch_size", f"global_batch_size={s.global_batch_size} is not divisible by "
                                                      f"micro_batch_size*dp = {micro_batch_size}*{dp}"))
     else:
@@ -314,7 +319,7 @@ def _moe_checks(model: ModelSpec, s: StrategySpec, dp: int) -> list[tuple[str, s
             add(("strategy.sequence_parallel", f"MoE with tp={tp} needs sequence_parallel=true (Megatron-Core requires it for expert layers)"))
         if model.num_experts % s.ep:
             add(("strategy.ep", f"ep={s.ep} does not divide num_experts={model.num_experts}"))
-        if (tp * cp * dp) % (s.ep * etp):
+        if dp >= 1 and (tp * cp * dp) % (s.ep * etp):
             add(("strategy.ep", f"ep*etp = {s.ep}*{etp} does not divide tp*cp*dp = {tp}*{cp}*{dp}"))
         if int(model.moe_ffn_hidden_size or 0) % etp:
             add(("strategy.etp", f"etp={etp} does not divide moe_ffn_hidden_size={model.moe_ffn_hidden_size}"))
