@@ -247,3 +247,39 @@ def test_a_search_stopped_at_its_limit_answers_with_its_best_so_far(monkeypatch)
     done = {"ok": True, "result": best, "issues": []}
     out = worker._answer("search", _Pipe([("best", best), done]), _Alive(), 0.0, None, None, clock=_clock([1.0, 2.0]))
     assert out is done and "partial" not in out   # a search that finishes answers with its result
+
+
+_MAIN_CHECK = """
+import json, os, sys, types
+repo, marker = sys.argv[1], sys.argv[2]
+sys.path.insert(0, repo)
+os.chdir(repo)
+page = os.path.join(os.path.dirname(marker), "page.py")
+with open(page, "w") as f:
+    f.write(f"open({marker!r}, 'a').write('ran')\\n")
+m = types.ModuleType("__main__")
+m.__file__, m.__spec__ = page, None
+sys.modules["__main__"] = m  # what Streamlit does while it runs a page script
+from ui import worker
+from simengine import presets
+res = worker.run("estimate", json.dumps(presets.size_scenario("small")), "s", {})
+print(json.dumps({"ok": res.get("ok"), "main_ran": os.path.exists(marker)}))
+"""
+
+
+def test_a_worker_child_does_not_run_the_page_being_run(tmp_path):
+    """multiprocessing hands a child the parent's ``__main__`` to import; in the server that is the
+    page script Streamlit is running, which every worker re-ran in bare mode (the audit's 15
+    "missing ScriptRunContext" warnings a search). A fresh interpreter, a page as ``__main__``
+    that leaves a mark when run, one heavy-path estimate: done, and no mark."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = tmp_path / "check.py"
+    script.write_text(_MAIN_CHECK)
+    out = subprocess.run([sys.executable, str(script), str(Path(__file__).resolve().parents[1]), str(tmp_path / "marker")],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"ok": True, "main_ran": False}

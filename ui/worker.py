@@ -10,8 +10,8 @@ pre-imported), at most ``MAX_WORKERS`` at a time for the whole server, at most o
 under a per-call timeout and a per-session budget of worker seconds. The child runs niced with a
 memory cap. The Search page's searches always run there (``kind = "search"``: a search's cost
 depends on its space, not on one pipeline's size), under their own longer timeout, reporting
-their progress down the pipe (``worker_tasks._reporter``). (A forkserver child imports the server's ``__main__`` as ``__mp_main__``: Streamlit's
-entry points guard ``main()``, as any script starting a worker must.) While it runs the script thread polls, drawing the elapsed time: any interaction
+their progress down the pipe (``worker_tasks._reporter``). (A forkserver child would import the server's ``__main__``, the page
+being run, as ``__mp_main__``: ``_no_main_in_children`` leaves it out.) While it runs the script thread polls, drawing the elapsed time: any interaction
 (the Cancel button, another page) stops the script run, and the ``finally`` kills the child.
 """
 
@@ -53,8 +53,33 @@ def _context():
         if _CTX is None:
             ctx = mp.get_context("forkserver")
             ctx.set_forkserver_preload(["simengine.api", "ui.worker_tasks", "ui.timeline_data"])
+            _no_main_in_children()
             _CTX = ctx
         return _CTX
+
+
+def _no_main_in_children() -> None:
+    """Start worker children without re-running the server's ``__main__``. multiprocessing hands
+    each child the parent's main module to import as ``__mp_main__`` (spawn.py
+    ``get_preparation_data`` → ``prepare``); in a Streamlit server that is the page script being
+    run (Streamlit runs each page as ``__main__``), so every worker first ran the whole Search or
+    Estimate page in bare mode — 15 "missing ScriptRunContext" warnings a search, and the page's
+    work — before its task. The tasks are ``ui.worker_tasks`` functions, imported by name: the
+    main module is not needed."""
+    from multiprocessing import spawn
+
+    get = spawn.get_preparation_data
+    if getattr(get, "_simengine_no_main", False):
+        return
+
+    def prep(name):
+        data = get(name)
+        data.pop("init_main_from_path", None)
+        data.pop("init_main_from_name", None)
+        return data
+
+    prep._simengine_no_main = True  # type: ignore[attr-defined]
+    spawn.get_preparation_data = prep
 
 
 class Busy(Exception):  # noqa: N818 — a message for the user, not a failure
