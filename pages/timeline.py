@@ -12,11 +12,11 @@ from ui import fold, state
 from ui.chart_cache import draw, gantt_view, memory_view
 from ui.config_io import cross_issues, validate_section
 from ui.engine import MAX_TRACE_SPANS, chrome_trace, timeline
-from ui.labels import SIM_PEAK_LABEL, fits, reserved_gib
+from ui.labels import LEANER_SCHEDULE, SIM_PEAK_LABEL, fits, reserved_gib
 from ui.layout import boot, issues_box
 from ui.timeline_data import MAX_EXACT_SPANS, MAX_GANTT_RANKS, representative_ranks, usable_window
 from ui.text import issues_md, md
-from ui.units import fmt_gib, fmt_pct, fmt_time
+from ui.units import fmt_gib, fmt_pct, fmt_time, fmt_time_beside
 
 boot("Timeline")
 st.title("Timeline")
@@ -111,7 +111,7 @@ c[1].metric("Bubble", fmt_pct(crit["bubble_fraction"]) if crit is not None else 
                  + (fmt_pct(ranks["bubble_fraction"].mean()) if len(ranks) else "—") + ".")
 c[2].metric("Exposed comm", fmt_time(crit["exposed_comm_s"]) if crit is not None else "—",
             help="Communication time nothing else covers (sim/metrics.py), as in the Estimate page's breakdown.")
-c[3].metric("Hidden comm", fmt_time(crit["hidden_comm_s"]) if crit is not None else "—",
+c[3].metric("Hidden comm", fmt_time_beside(crit["hidden_comm_s"], crit["exposed_comm_s"]) if crit is not None else "—",
             help="Communication overlapped by compute kernels.")
 peak = float(ranks["peak_gib"].max()) if len(ranks) and ranks["peak_gib"].notna().any() else None
 c[4].metric(SIM_PEAK_LABEL, "—" if peak is None else fmt_gib(peak),
@@ -124,8 +124,8 @@ if peak is not None and not fits(peak, strategy, system):
     need = reserved_gib(peak, float(strategy.get("allocator_overhead", 0.0)))
     st.error(f"**Does not fit:** rank {worst} peaks at {fmt_gib(peak)} allocated (≈ {fmt_gib(need)} reserved + "
              f"{fmt_gib(system['gpu'].get('non_torch_gib', 0.0))} outside PyTorch) on "
-             f"{fmt_gib(system['gpu']['memory_gib'])} GPUs. Try more tp/pp, recompute, a higher ZeRO stage, "
-             "a smaller micro-batch or a schedule that holds fewer micro-batches (1F1B instead of GPipe).", icon="⛔")
+             f"{fmt_gib(system['gpu']['memory_gib'])} GPUs. Try more tp/pp, recompute, a higher ZeRO stage"
+             f"{LEANER_SCHEDULE.get(str(strategy.get('schedule')), ' or a smaller micro-batch')}.", icon="⛔")
 
 # ---- Gantt ---------------------------------------------------------------------------------
 st.subheader("Pipeline")
@@ -141,12 +141,15 @@ def gantt_section(scenario_text: str, spans, total_ms: float, shown_ranks, pre=N
                            key=f"tl.window.{hash(scenario_text)}", help="Narrow the window to see individual spans of a "
                            "large timeline; the chart also zooms with the mouse wheel and pans by dragging.")
     with b:
-        labels = st.toggle("Micro-batch labels", value=False, key="tl.labels")
+        labels = st.toggle("Micro-batch labels", value=False, key="tl.labels",
+                           help="Writes each span's micro-batch on it: drawn when the window holds individual "
+                                f"spans (at most {MAX_EXACT_SPANS:,}), not in the binned view of a large timeline.")
     gantt = gantt_view(scenario_text, usable_window(float(window[0]), float(window[1]), total_ms),
                        tuple(shown_ranks) if shown_ranks is not None else None, bool(labels), spans, pre)
     if gantt["aggregated"]:
         st.caption(f"{len(spans):,} spans in the step; more than {MAX_EXACT_SPANS:,} in this window, so each row shows "
-                   "the dominant phase per time bin (opacity = busy share). Narrow the window for individual spans.")
+                   "the dominant phase per time bin (opacity = busy share). Narrow the window for individual spans"
+                   + (" and their micro-batch labels." if labels else "."))
     else:
         st.caption(f"{gantt['shown']:,} span{'' if gantt['shown'] == 1 else 's'} shown. Colour = phase; hover for micro-batch, chunk and times. "
                    "Communication on the compute stream is exposed; on a side stream (comm, pp, dp) it is hidden "

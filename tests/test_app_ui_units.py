@@ -324,6 +324,30 @@ def test_calibration_charts_label_log_axes_alike_and_show_whole_series_names():
                           for k in (10, 20)]).to_dict()
     enc = c["layer"][0]["encoding"]
     assert enc["x"]["axis"]["format"] == "~s" and enc["color"]["legend"]["labelLimit"] >= 600
+    # Streamlit fits the legend into the chart's height: six tables below the plot squashed it to
+    # a line (the audit's 1600 px page); each table's legend row adds to the height
+    six = collective_chart([{"size_bytes": 2 ** k, "busbw_gbs": 10.0 * k, "fit_busbw_gbs": 10.0 * k, "kind": kind,
+                             "tier": "scale_up", "ranks": 8, "source": "x.log", "table": t}
+                            for t, kind in enumerate(("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p", "all_gather"))
+                            for k in (10, 20)]).to_dict()
+    assert six["height"] >= c["height"] + 5 * 20
+
+
+def test_pareto_cost_ticks_tell_near_equal_costs_apart():
+    """Costs 0.0777–0.0779 USD per 1M tokens printed as 0.0777 ×4, 0.0778 ×5, 0.0779 ×4 (4 decimals
+    under ticks 0.00004 apart): the axis carries as many decimals as its tick spacing needs."""
+    import pandas as pd
+
+    from ui.search_view import pareto_chart, tick_decimals
+
+    near = pd.Series([0.07770, 0.07792])
+    step = (near.max() - near.min()) / 5
+    d = tick_decimals(near)
+    assert round(near.min(), d) != round(near.min() + step, d)
+    assert tick_decimals(pd.Series([0.5, 2.7])) == 2 and tick_decimals(pd.Series([1.0])) == 2
+    front = pd.DataFrame({"cost_per_million_tokens_usd": near, "tokens_per_s": [1.0, 2.0], "headroom_gib": [1.0, 2.0],
+                          "place": [1, 2], "layout": ["a", "b"], "id": [0, 1]})
+    assert pareto_chart(front).to_dict()["encoding"]["x"]["axis"]["format"] == f"$,.{d}~f"
 
 
 def test_plain_figures_for_prices_measurements_and_typed_values():
@@ -355,3 +379,15 @@ def _is_text(value: str) -> bool:
     except ValueError:
         return value not in ("True", "False")
     return False
+
+
+def test_a_zero_time_reads_in_its_neighbours_unit_and_fit_advice_names_another_schedule():
+    """The Timeline read "Hidden comm 0 s" beside "Exposed comm 246.05 ms"; its "does not fit"
+    advice said "1F1B instead of GPipe" on a ZB-H2 pipeline."""
+    from ui.labels import LEANER_SCHEDULE
+    from ui.units import fmt_time_beside
+
+    assert fmt_time_beside(0.0, 0.24605) == "0 ms" and fmt_time_beside(0.0, 2.5) == "0 s"
+    assert fmt_time_beside(0.0, 0.0) == "0 s" and fmt_time_beside(0.0012, 5.0) == "1.20 ms"
+    assert "GPipe holds" in LEANER_SCHEDULE["gpipe"] and "ZB-H1" in LEANER_SCHEDULE["zb-h2"]
+    assert "1f1b" not in LEANER_SCHEDULE and "interleaved" not in LEANER_SCHEDULE

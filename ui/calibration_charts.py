@@ -47,8 +47,14 @@ def collective_chart(rows: list[dict]) -> alt.TopLevelMixin | None:
                  alt.Tooltip("fit_busbw_gbs:Q", format=".2f", title="alpha-beta busbw")])
     line = alt.Chart(df.dropna(subset=["fit_busbw_gbs"])).mark_line(strokeDash=[4, 2]).encode(
         x=x, y="fit_busbw_gbs:Q", color="series:N")
+    # Streamlit fits the whole chart, legend included, into ``height``: a legend of one row per
+    # table below the plot gets its own rows on top of the plot's 300 px (else it squashes the plot)
     return _cfg(alt.layer(pts, line).properties(
-        height=320, title="Collectives: measured busbw (dots) and the alpha-beta fit (dashed) per table"))
+        height=300 + _LEGEND_ROW_PX * int(df["series"].nunique()),
+        title="Collectives: measured busbw (dots) and the alpha-beta fit (dashed) per table"))
+
+
+_LEGEND_ROW_PX = 22  # one legend entry at the 11 px label font, with its padding
 
 
 def attention_chart(rows: list[dict]) -> alt.TopLevelMixin | None:

@@ -55,3 +55,12 @@ def trained_note(r: dict) -> str:
     if isinstance(n, int) and isinstance(t, int) and t < n:
         return f", {fmt_count(t)} trained"
     return ""
+
+
+# The Timeline's "does not fit" advice, per schedule: a schedule that keeps fewer micro-batches'
+# activations in flight, where one does (GPipe holds every micro-batch's, 1F1B pp of them; ZB-H2
+# holds more than ZB-H1 to fill its drain, Qi et al. 2024 §3); else only the micro-batch.
+LEANER_SCHEDULE = {
+    "gpipe": ", a smaller micro-batch or 1F1B (pp micro-batches in flight; GPipe holds all of them)",
+    "zb-h2": ", a smaller micro-batch or ZB-H1 (as many micro-batches in flight as 1F1B; ZB-H2 holds more to fill its drain)",
+}

@@ -5,6 +5,7 @@ in and out; the search itself runs in a worker process (``ui.worker_tasks.search
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import altair as alt
@@ -172,14 +173,17 @@ def item_labels(items: list[dict[str, Any]], ranked: int) -> list[str]:
 def grid_options(df: pd.DataFrame) -> dict[str, Any]:
     """AgGrid options: sortable, filterable, columns grouped into result / memory / layout."""
     def col(name, header, **kw):
-        return {"field": name, "headerName": header, "sortable": True, "filter": True, "resizable": True, **kw}
+        # 112 px and wrapping headers: at a 1,280 px window the throughput group (tokens/s to MFU)
+        # stays beside the pinned layout; at AgGrid's 200 px default only two of its columns did
+        return {"field": name, "headerName": header, "sortable": True, "filter": True, "resizable": True,
+                "width": 112, "wrapHeaderText": True, "autoHeaderHeight": True, **kw}
 
     return {"columnDefs": [
-        # 430 px keeps the result columns (MFU, cost, memory) in view at 1,400 px; a longer label (a
+        # 360 px keeps the result columns (tokens/s to MFU) in view at 1,280 px; a longer label (a
         # 16,384-GPU layout with its split, cp and every flag, ~90 characters) wraps onto a second
         # line, so rows that differ only in their overlap flags never read alike; whole on hover too
         col("rank", "#", width=70, pinned="left"),
-        col("layout", "layout", width=430, pinned="left", tooltipField="layout", wrapText=True, autoHeight=True),
+        col("layout", "layout", width=360, pinned="left", tooltipField="layout", wrapText=True, autoHeight=True),
         {"headerName": "throughput", "children": [col("tokens_per_s", "tokens/s"), col("band_lo", "band low"),
                                                   col("band_hi", "band high"), col("tie", "tie with #1"), col("mfu", "MFU %"),
                                                   # below ~50 µs the run risks waiting on the host (cost/launch.py)
@@ -194,6 +198,16 @@ def grid_options(df: pd.DataFrame) -> dict[str, Any]:
     ], "defaultColDef": {"sortable": True, "filter": True}, "rowSelection": "single"}
 
 
+def tick_decimals(values: pd.Series, ticks: int = 5) -> int:
+    """Decimals that tell ``ticks`` evenly spaced ticks over ``values`` apart (at least 2, at most
+    8): costs of near-equal layouts span a few hundredths of a cent, where 4 decimals printed one
+    value under several ticks."""
+    span = float(values.max() - values.min()) if len(values) else 0.0
+    if not math.isfinite(span) or span <= 0:
+        return 2
+    return min(max(2, -math.floor(math.log10(span / ticks))), 8)
+
+
 def pareto_chart(front: pd.DataFrame) -> alt.Chart:
     """tokens/s vs cost per million tokens, colour = memory headroom; hover shows the layout,
     a click selects the point (selection parameter ``pick``)."""
@@ -203,7 +217,7 @@ def pareto_chart(front: pd.DataFrame) -> alt.Chart:
     return alt.Chart(front).mark_circle(size=110, stroke="#9a9a9a", strokeWidth=1).encode(
         # formats on the axes and legend: one point (a degenerate domain) drew "82,994.000000"
         x=alt.X("cost_per_million_tokens_usd:Q", title="USD per 1M tokens", scale=alt.Scale(zero=False, padding=16),
-                axis=alt.Axis(format=",.4~f")),
+                axis=alt.Axis(format=f"$,.{tick_decimals(front['cost_per_million_tokens_usd'])}~f", tickCount=5)),
         y=alt.Y("tokens_per_s:Q", title="tokens/s", scale=alt.Scale(zero=False, padding=16), axis=alt.Axis(format=",.0f")),
         color=alt.Color("headroom_gib:Q", title="free GiB", scale=alt.Scale(scheme="viridis"), legend=alt.Legend(format=",.1f")),
         opacity=alt.condition(pick, alt.value(1.0), alt.value(0.45)),

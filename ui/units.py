@@ -64,6 +64,14 @@ def _scaled(x: float, spec: str) -> str:
     return format(x, spec) if abs(x) < COMPACT_LIMIT else _sci(x)
 
 
+def fmt_time_beside(s: float, ref: float) -> str:
+    """``fmt_time(s)``, but a zero reads in the unit of ``ref``, the figure beside it: "0 ms" next
+    to an exposed 246.05 ms, where "0 s" switched the unit between two neighbouring metrics."""
+    if s == 0 and _finite(ref) and ref != 0:
+        return "0 " + fmt_time(ref).rsplit(" ", 1)[-1]
+    return fmt_time(s)
+
+
 def fmt_time(s: float) -> str:
     """Seconds with a unit that keeps 3–4 significant figures (ns … days); absurd durations
     (a million days and more) in scientific notation, under a nanosecond as "< 1 ns"."""
