@@ -30,9 +30,9 @@ def evaluated(mapped):
 
 def test_counts(mapped):
     runs, skipped = mapped
-    assert len(runs) + len(skipped) == 190
+    assert len(runs) + len(skipped) == 266
     assert len(runs) == 181
-    assert len(skipped) == 9
+    assert len(skipped) == 85
 
 
 def test_deepseek_v3_report_run(mapped, evaluated):
