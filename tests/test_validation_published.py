@@ -30,9 +30,9 @@ def evaluated(mapped):
 
 def test_counts(mapped):
     runs, skipped = mapped
-    assert len(runs) + len(skipped) == 190
-    assert len(runs) == 181
-    assert len(skipped) == 9
+    assert len(runs) + len(skipped) == 266
+    assert len(runs) == 239
+    assert len(skipped) == 27
 
 
 def test_deepseek_v3_report_run(mapped, evaluated):
@@ -243,6 +243,28 @@ def test_bridge_moe_mechanisms_from_release_recipes(mapped):
     assert any("differs from the release recipe" in x for x in odd.assumptions)
 
 
+def test_blackwell_rack_systems(mapped):
+    """DGX-GB200 / DGX-GB300 rows on the NVL72 presets ('gb200' holds 'b200'): a job within one rack
+    keeps the 72-GPU NVLink domain, a 256-GPU one the launcher's 16-tray Slurm segments (64 GPUs);
+    DGX-B300 on the B300 preset; DGX-B200 stays B200. Llama 3.1 405B at pp 16 x vp 8 (128 virtual
+    stages, 126 layers): the recipe's split counting embedding and loss, the ends without a layer."""
+    from simengine.validation.published.cells import _system, nvl72_segment_gpus
+
+    runs, _ = mapped
+    sysof = lambda rid: runs[rid].config["system"]  # noqa: E731
+    gb200 = sysof("mbridge_26.04.01_Pre-Training_LLAMA3.1_405B_DGX-GB200_FP8_256gpu_v0")
+    assert gb200["name"].startswith("GB200 NVL72") and gb200["num_gpus"] == 256 and gb200["scale_up"]["domain_size"] == 64
+    gb300 = sysof("mbridge_26.04.01_Pre-Training_LLAMA3_70B_DGX-GB300_FP8_64gpu_v0")
+    assert gb300["name"].startswith("GB300 NVL72") and gb300["scale_up"]["domain_size"] == 72
+    assert sysof("mbridge_25.11_Pre-Training_LLAMA3_8B_DGX-B200_FP8-CS_8gpu_v0")["name"].startswith("B200 SXM")
+    src = "NVIDIA-NeMo/Megatron-Bridge performance summary (NeMo container releases)"
+    assert _system({"gpu_type": "B300 (DGX-B300)", "source": src}, 64)["name"].startswith("B300 SXM")
+    assert [nvl72_segment_gpus(n) for n in (8, 72, 128, 256, 1024)] == [72, 72, 64, 64, 64]
+    st = runs["mbridge_26.06_Pre-Training_LLAMA3.1_405B_DGX-GB200_MXFP8_256gpu_v0"].config["strategy"]
+    assert (st["pp"], st["vpp"]) == (16, 8) and st["pipeline_layers"] == [0] + [1] * 126 + [0]
+    assert "pipeline_layers" not in runs["mbridge_26.06_Pre-Training_LLAMA3.1_405B_DGX-GB200_FP8_256gpu_v0"].config["strategy"]
+
+
 def test_bridge_gradients_reduced_in_bf16(mapped):
     """Every Megatron-Bridge performance recipe sets ``ddp.grad_reduce_in_fp32 = False`` (r0.1.0
     configs/*_llm_pretrain.yaml mixed_precision; r0.2.0-r0.4.0 and 26.06 *_llm_pretrain.py
@@ -296,7 +318,7 @@ def test_megatron_bridge_flop_count_reproduces_the_table(mapped):
             continue
         ratios.append(flops_megatron_bridge(r.config["model"], st["seq_len"], st["tp"], r.flop_basis.get("glu_silu", True))
                       / st["seq_len"] / table)
-    assert len(ratios) == 65
+    assert len(ratios) == 119
     # the hybrid rows (five Nano, two Super): the tables print TFLOP/s and tokens/s to 3–5 digits
     assert len(hybrid) == 7 and max(abs(x - 1) for x in hybrid) <= 0.006
     assert max(abs(x - 1) for x in ratios) <= 0.025  # two rows' printed figures round to 2 %

@@ -94,6 +94,24 @@ def _norm_name(model: str) -> str:
     return re.sub(r"-+", "-", name)
 
 
+NVL72_RACK_NODES = 18  # compute trays of an NVL72 rack (4 GPUs each)
+
+
+def nvl72_segment_gpus(gpus: int, gpus_per_node: int = 4) -> int:
+    """GPUs of a Megatron-Bridge job that share one NVLink domain on an NVL72 system. Its launcher
+    (scripts/performance/utils/executors.py slurm_executor, r0.1.0 … 63b08b397) asks Slurm for
+    ``--segment``: beyond one rack (nodes > 18) the largest divisor of the node count up to 18, so a
+    256-GPU job (64 trays) runs as four 16-tray (64-GPU) segments, one per rack, not as 72 + 72 + 72 +
+    40. Within one rack the whole job from c0b9a0003 on (segment = nodes); r0.1.0 and r0.2.0 set no
+    flag there, and those jobs (8 and 64 GPUs) are taken to have had one rack too. A job no larger
+    than a rack keeps the preset's 72-GPU domain."""
+    nodes = -(-gpus // gpus_per_node)
+    if nodes <= NVL72_RACK_NODES:
+        return NVL72_RACK_NODES * gpus_per_node
+    seg = next(c for c in range(NVL72_RACK_NODES, 0, -1) if nodes % c == 0)
+    return seg * gpus_per_node
+
+
 def _system(row: dict[str, str], gpus: int) -> dict[str, Any]:
     g = _s(row, "gpu_type").lower()
     if "a100" in g:
@@ -102,7 +120,13 @@ def _system(row: dict[str, str], gpus: int) -> dict[str, Any]:
         name = "h200-sxm-141gb"
     elif "h100" in g:
         name = "h100-sxm5-80gb"
-    elif "b200" in g and "gb200" not in g:
+    elif "gb200" in g:  # before "b200", which "gb200" contains (and "b300" in "gb300")
+        name = "gb200-nvl72"
+    elif "gb300" in g:
+        name = "gb300-nvl72"
+    elif "b300" in g:
+        name = "b300-sxm-288gb"
+    elif "b200" in g:
         name = "b200-sxm-180gb"
     elif "h800" in g:
         name = "h800-sxm5-80gb"
@@ -110,6 +134,10 @@ def _system(row: dict[str, str], gpus: int) -> dict[str, Any]:
         raise _Skip(f"no system preset for gpu_type {row.get('gpu_type')!r}")
     sysd = load_preset("systems", name)
     sysd["num_gpus"] = gpus
+    if name.endswith("-nvl72") and _s(row, "source").lower().startswith("nvidia-nemo/megatron-bridge"):
+        seg = nvl72_segment_gpus(gpus, int(sysd["gpus_per_node"]))
+        if seg < int(sysd["scale_up"]["domain_size"]):
+            sysd["scale_up"] = {**sysd["scale_up"], "domain_size": seg}
     if "h100" in g and ("96gb" in g or "95gb" in g):
         # Grand Teton H100 with 96 GB HBM2e (six 16 GiB stacks; torch reports about 95 GiB) "with
         # 2.4 TB/sec peak memory bandwidth" (torchtitan benchmarks/llama3_h100_202412_torchtitan.md,

@@ -263,7 +263,13 @@ def _megatron_bridge(d: Draft) -> None:
     c0b9a0003, 63b08b397 configs/*/*_llm_pretrain.py set_*_common_configs: ``cfg.ddp`` and
     ``cfg.mixed_precision``), so Megatron-Core's grad buffer and its reduce-scatter are in the param
     dtype (megatron/core/distributed/param_and_grad_buffer.py group_params_for_buffers: grad_dtype =
-    float if grad_reduce_in_fp32 else param.dtype)."""
+    float if grad_reduce_in_fp32 else param.dtype).
+
+    Dense Llama rows get these defaults on every system (H100, B200, GB200, GB300): the GB200 / GB300
+    recipes set the B200 ones (userbuffers_*_b200_* TP-overlap configs) and add what simengine does
+    not price, left out here: CUDA graphs (the 8B recipes' ``cuda_graph_impl = "local"``), Megatron-FSDP's
+    activation offload to the Grace CPU on the 70B FP8-CS rows (``cpu_offloading_num_layers`` 40 on
+    GB200, 20 on GB300: r0.2.0 … 63b08b397 configs/llama*/…workload_base_configs.py) and its double buffer."""
     _nemo(d)
     d.strat["fp32_main_grads"] = False
     # FP8 primary weights: Megatron-Bridge's mixed-precision recipes (src/megatron/bridge/training/
@@ -275,7 +281,26 @@ def _megatron_bridge(d: Draft) -> None:
     if d.dtype == "fp8" and not subchannel and d.strat.get("zero_stage", 1) >= 1 and d.strat.get("peft") != "lora":
         d.strat["fp8_param_gather"] = True
         d.a.append("FP8 primary weights (fp8_param_gather, the recipe's mixed-precision config)")
+    _account_split(d)
     apply_recipe(d)
+
+
+def _account_split(d: Draft) -> None:
+    """Llama 3.1 405B's pipeline split: its recipe counts the embedding and the loss as one layer each
+    (src/megatron/bridge/recipes/llama/llama3.py llama31_405b_pretrain_config,
+    ``account_for_embedding_in_pipeline_split`` and ``account_for_loss_in_pipeline_split`` = True,
+    r0.2.0 … 63b08b397), so each of the pp·vp virtual stages holds (126 + 2) / (pp·vp) slots and the
+    first and last one decoder layer fewer — config/layout.py's even_split for every layout printed.
+    At pp 16 × vp 8 = 128 stages (the GB200 MXFP8 rows) the two end stages hold the embedding and the
+    loss alone, which the default split's one-layer-per-stage rule refuses: given explicitly there."""
+    model = _s(d.row, "model").lower()
+    stages = d.pp * d.vpp
+    if "405b" not in model or "llama" not in model or stages <= d.layers or (d.layers + 2) % stages:
+        return
+    each = (d.layers + 2) // stages
+    d.strat["pipeline_layers"] = [each - 1] + [each] * (stages - 2) + [each - 1]
+    d.a.append(f"pipeline split with the embedding and the loss counted as layers ({d.layers} + 2 over {stages} "
+               f"virtual stages, the end stages without a decoder layer: the recipe's account_for_*_in_pipeline_split)")
 
 
 def _deepseek_v3_report(d: Draft) -> None:
