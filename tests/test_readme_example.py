@@ -34,3 +34,12 @@ def test_the_readme_names_the_command_it_shows():
     shown = " ".join(text[i:text.index("#", i)].replace("\\\n", " ").split())
     assert shown == " ".join(("python", "-m", "simengine", *args)), shown
     assert subprocess.run([sys.executable, "-m", "simengine", *args], cwd=ROOT, capture_output=True).returncode == 0
+
+
+def test_the_published_tables_median_is_a_speed_error():
+    """Time rows' errors flip sign, memory rows stay out: + always means predicted too fast (a
+    median over Korthikanti's iteration times, +8 %, and its MFU, −6…−13 %, read as "too fast")."""
+    tool = _tool()
+    assert tool.speed_error({"unit": "s", "error_pct": 8.0}) == -8.0
+    assert tool.speed_error({"unit": "tokens/s/GPU", "error_pct": 5.0}) == 5.0
+    assert tool.speed_error({"unit": "GiB", "error_pct": 3.0}) is None
