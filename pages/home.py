@@ -56,7 +56,8 @@ with left:
         res = estimate_report(state.scenario_json())
         if res["ok"]:
             r = res["report"]
-            c = st.columns(5)
+            # two rows (3 + 2): five in a row cut the labels at a 1,280 px window ("Allocat…", "Cost / 1M to…")
+            c = st.columns(3) + st.columns(3)[:2]
             c[0].metric("Step time", fmt_time(r["step_time_s"]))
             c[1].metric("Tokens/s", fmt_count(r["tokens_per_s"]))
             c[2].metric("MFU", fmt_pct(r["mfu"]), help=MFU_HELP)
@@ -67,7 +68,7 @@ with left:
         else:
             issues_box(res["issues"], "The engine could not estimate this scenario")
     st.markdown("**Open**")
-    cols = st.columns(5)
+    cols = st.columns(3) + st.columns(3)[:2]  # "Systen", "Estima": five in a row were cut at 1,280 px
     for col, (path, label, icon) in zip(cols, [
             ("pages/model.py", "Model", ":material/neurology:"), ("pages/system.py", "System", ":material/dns:"),
             ("pages/strategy.py", "Strategy", ":material/account_tree:"), ("pages/estimate.py", "Estimate", ":material/speed:"),
@@ -83,7 +84,7 @@ with right:
             desc = names["strategy"]["name"].split(":", 1)[-1].strip()
         except Exception:  # noqa: BLE001 — a broken preset file must not break Home
             desc = ""
-        b, d = st.columns([1, 3], vertical_alignment="center")
+        b, d = st.columns([1, 2], vertical_alignment="center")  # [1, 3] cut "Medium" to "Med…" at 1,280 px
         b.button(size.capitalize(), key=f"size.{size}", on_click=state.load_size, args=(size,), width="stretch",
                  type="primary" if state.link_params() == {"preset": size} else "secondary")
         d.caption(desc)

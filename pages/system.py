@@ -6,7 +6,7 @@ from ui import fold, state, tables
 from ui.editor import editor_page
 from ui.engine import figures
 from ui.layout import boot, page_link
-from ui.units import fmt_num, fmt_usd
+from ui.units import fmt_flops_rate, fmt_num, fmt_usd
 
 boot("System")
 
@@ -17,12 +17,12 @@ def show_figures() -> None:
         return
     x = f["figures"]
     c = st.columns(5)
-    c[0].metric("Cluster peak BF16", f"{fmt_num(x['peak_bf16_pflops'])} PFLOP/s", help="num_gpus × dense BF16 tensor peak.")
-    c[1].metric("Cluster peak FP8", "—" if x["peak_fp8_pflops"] is None else f"{fmt_num(x['peak_fp8_pflops'])} PFLOP/s")
+    c[0].metric("Cluster peak BF16", fmt_flops_rate(x["peak_bf16_pflops"]), help="num_gpus × dense BF16 tensor peak.")
+    c[1].metric("Cluster peak FP8", "—" if x["peak_fp8_pflops"] is None else fmt_flops_rate(x["peak_fp8_pflops"]))
     c[2].metric("Cost per hour", fmt_usd(x["cost_per_hour_usd"]) + "/h", help="num_gpus × price_per_hour.")
     c[3].metric("HBM in total", f"{fmt_num(x['hbm_total_tib'], ',.2f')} TiB")
-    c[4].metric("Nodes · scale-up domains", f"{x['nodes']:,} · {x['scale_up_domains']:,}",
-                help=f"Board power {fmt_num(x['power_kw'])} kW at TDP.")
+    c[4].metric("Nodes · domains", f"{x['nodes']:,} · {x['scale_up_domains']:,}",
+                help=f"Nodes and scale-up (NVLink) domains. Board power {fmt_num(x['power_kw'])} kW at TDP.")
 
 
 def efficiency_tables(slots: dict) -> dict[str, list]:

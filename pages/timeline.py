@@ -78,14 +78,12 @@ def vpp_memory() -> dict[str, int]:
 
 strategy = state.section_dict("strategy")
 st.session_state["tl.schedule"] = strategy["schedule"]
-top = st.columns([3, 2], vertical_alignment="bottom")
-with top[0]:
-    st.segmented_control("Pipeline schedule (strategy.schedule)", SCHEDULES, key="tl.schedule",
-                         on_change=_switch_schedule, required=True,
-                         help="Switching changes the scenario (and its link); interleaved uses vpp chunks per rank.")
-with top[1]:
-    st.caption(f"pp = {strategy['pp']} stage{'' if strategy['pp'] == 1 else 's'} · vpp = {strategy['vpp']} · the schedule orders forward (F), "
-               "backward (B), weight-gradient (W) and recompute (R) work per micro-batch on each rank.")
+# the whole width: beside the caption, the seven schedules ran past a 1,280 px window ("dua…")
+st.segmented_control("Pipeline schedule (strategy.schedule)", SCHEDULES, key="tl.schedule",
+                     on_change=_switch_schedule, required=True,
+                     help="Switching changes the scenario (and its link); interleaved uses vpp chunks per rank.")
+st.caption(f"pp = {strategy['pp']} stage{'' if strategy['pp'] == 1 else 's'} · vpp = {strategy['vpp']} · the schedule orders forward (F), "
+           "backward (B), weight-gradient (W) and recompute (R) work per micro-batch on each rank.")
 
 issues = state.scenario_issues()
 if issues:

@@ -391,3 +391,11 @@ def test_a_zero_time_reads_in_its_neighbours_unit_and_fit_advice_names_another_s
     assert fmt_time_beside(0.0, 0.0) == "0 s" and fmt_time_beside(0.0012, 5.0) == "1.20 ms"
     assert "GPipe holds" in LEANER_SCHEDULE["gpipe"] and "ZB-H1" in LEANER_SCHEDULE["zb-h2"]
     assert "1f1b" not in LEANER_SCHEDULE and "interleaved" not in LEANER_SCHEDULE
+
+
+def test_a_cluster_flop_rate_keeps_its_unit_short():
+    """The System page read "16,203.8 PFL…" at 1,280 px: the rate picks the unit that keeps it short."""
+    from ui.units import fmt_flops_rate
+
+    assert fmt_flops_rate(16203.8) == "16.2 EFLOP/s" and fmt_flops_rate(32.4) == "32.4 PFLOP/s"
+    assert fmt_flops_rate(0.989) == "989.0 TFLOP/s" and fmt_flops_rate(float("nan")) == "—"

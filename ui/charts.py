@@ -161,7 +161,7 @@ def memory_stage_chart(memory_by_stage: list[dict[str, Any]], capacity_gib: floa
     cap = dataset([{"cap": capacity_gib}])
     bars = {"data": {"name": parts[0]}, "mark": {"type": "bar"}, "encoding": {
         "y": y, "x": field("GiB", "quantitative", aggregate="sum", title="memory per GPU [GiB]"),
-        "color": colour("category", domain, rng, {"orient": "bottom", "title": None}),
+        "color": colour("category", domain, rng, {"orient": "bottom", "title": None, "columns": 3}),
         "order": field("order", "quantitative"),
         "tooltip": [tip("stage", "nominal"), tip("category", "nominal"), tip("GiB", "quantitative", ",.2f")]}}
     tick = {"data": {"name": res[0]}, "mark": {"type": "tick", "color": "#333", "thickness": 2, "size": 24},
@@ -170,8 +170,11 @@ def memory_stage_chart(memory_by_stage: list[dict[str, Any]], capacity_gib: floa
     rule = {"data": {"name": cap[0]}, "mark": {"type": "rule", "color": "#111111", "strokeDash": [5, 3], "size": 2},
             "encoding": {"x": field("cap", "quantitative"),
                          "tooltip": [tip("cap", "quantitative", ",.1f", "capacity GiB")]}}
+    # the key in a subtitle and the legend in rows of three: at 1,280 px the one-line title was cut
+    # to "(tick = reser…" and the legend's last entry to "othe"
     return top([parts, res, cap], {"layer": [bars, tick, rule], "height": {"step": 30},
-                                   "title": "Peak memory per pipeline stage (tick = reserved, dashed = capacity)"})
+                                   "title": {"text": "Peak memory per pipeline stage",
+                                             "subtitle": "tick = reserved, dashed = capacity"}})
 
 
 def compare_chart(rows: list[dict[str, Any]]) -> Spec:
@@ -210,7 +213,8 @@ def gantt_chart(df: pd.DataFrame, rows: list[str], aggregated: bool, x_domain: t
     y = field("row", "nominal", sort=rows, title=None, axis={"labelLimit": 160})
     t0, t1 = ("start ms", "end ms") if aggregated else ("start_ms", "end_ms")
     enc: Spec = {"y": y, "x": field(t0, "quantitative", title="time [ms]", **x_scale), "x2": {"field": t1},
-                 "color": colour("phase", domain, rng, {"orient": "bottom", "title": None, "columns": 6})}
+                 # three a row: six side-stream labels of up to 320 px ran past a 1,280 px window's chart
+                 "color": colour("phase", domain, rng, {"orient": "bottom", "title": None, "columns": 3})}
     mark: Spec = {}
     if aggregated:
         enc["opacity"] = field("busy %", "quantitative", scale={"domain": [0, 100], "range": [0.15, 1]}, legend=None)

@@ -160,6 +160,17 @@ def fmt_sig(x: float) -> str:
     return f"{x:.4g}"
 
 
+def fmt_flops_rate(pflops: float) -> str:
+    """A cluster's FLOP rate from PFLOP/s, in the unit that keeps it short: "989.0 TFLOP/s",
+    "16.2 EFLOP/s" (the System page's "16,203.8 PFL…" lost its unit at 1,280 px)."""
+    if not _finite(pflops):
+        return "—"
+    for scale, unit in ((1e3, "EFLOP/s"), (1.0, "PFLOP/s")):
+        if abs(pflops) >= scale:
+            return f"{_scaled(pflops / scale, ',.1f')} {unit}"
+    return f"{pflops * 1e3:,.1f} TFLOP/s"
+
+
 def fmt_num(x: float, spec: str = ",.1f") -> str:
     """Any figure with ``spec`` while short, in scientific notation when absurdly large."""
     return "—" if not _finite(x) else _scaled(x, spec)
