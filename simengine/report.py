@@ -41,7 +41,8 @@ class Report(BaseModel):
     memory_by_stage: list[StageMemory]
     breakdown_s: dict[str, float] = Field(..., description=(
         "Where the step time goes on the critical rank; sums to step_time_s. Keys: forward_compute, backward_compute, "
-        "recompute, tp_comm, cp_comm, ep_comm, dp_comm, pp_comm (exposed communication by kind), optimizer, bubble."))
+        "recompute, tp_comm, cp_comm, ep_comm, dp_comm, pp_comm (exposed communication by kind), offload_comm (CPU activation "
+        "offload copies the compute waits for), optimizer, bubble."))
     num_parameters: int
     num_active_parameters: int = Field(..., description="Parameters touched per token (MoE: top-k routed + shared experts).")
     num_trainable_parameters: int = Field(..., description="Parameters the optimizer updates: all of them, or the LoRA adapters (strategy.peft).")

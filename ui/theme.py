@@ -12,6 +12,7 @@ TIME_COLORS: dict[str, str] = {
     "ep_comm": "#d45050",
     "pp_comm": "#9a72c0",
     "dp_comm": "#9c6b4e",
+    "offload_comm": "#5f8f3e",
     "optimizer": "#4a9e5c",
     "bubble": "#c3c3c3",
     "kernel_efficiency": "#8fb9a8",
@@ -21,6 +22,7 @@ TIME_LABELS: dict[str, str] = {
     "forward_compute": "forward compute", "backward_compute": "backward compute", "weight_grad": "weight grad",
     "recompute": "recompute", "tp_comm": "TP comm (exposed)", "cp_comm": "CP comm (exposed)",
     "ep_comm": "EP comm (exposed)", "pp_comm": "PP p2p (exposed)", "dp_comm": "DP comm (exposed)",
+    "offload_comm": "CPU offload (exposed)",
     "optimizer": "optimizer", "bubble": "pipeline bubble", "kernel_efficiency": "kernels below peak",
     "other": "other",
 }

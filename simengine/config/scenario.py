@@ -80,6 +80,7 @@ def layout_checks(model: ModelSpec, system: SystemSpec, strategy: StrategySpec) 
     tail = _split_checks(model, s)
     tail += _moe_checks(model, s, dp)
     tail += _recompute_module_checks(model, s)
+    tail += _offload_checks(model, s)
     tail += _fp8_param_checks(s) + _fp8_recipe_checks(s, system.gpu.name) + _attention_checks(s, system.gpu.name)
     tail += _peft_checks(model, s)
     tail += _hybrid_checks(model, s)
@@ -288,6 +289,27 @@ def _attention_checks(s: StrategySpec, gpu_name: str) -> list[tuple[str, str]]:
                                             f"TransformerEngine's fused attention do not run on Volta); {gpu_name} "
                                             "is a Volta GPU: use attention_impl='unfused'")]
     return []
+
+
+def _offload_checks(model: ModelSpec, s: StrategySpec) -> list[tuple[str, str]]:
+    """Megatron-Core's rules for CPU activation offloading (transformer_config.py __post_init__:
+    "CPU offloading can be done only for layers less than num_layers", "no support for Pipeline
+    parallelism with CPU offloading", "CPU offloading does not work when activation recomputation is
+    enabled"); TransformerEngine's cpu_offload is Megatron's path, so Megatron's stack only."""
+    n = s.cpu_offload_layers
+    if not n:
+        return []
+    f, out = "strategy.cpu_offload_layers", []
+    if n >= model.num_layers:
+        out.append((f, f"cpu_offload_layers={n} must be below num_layers={model.num_layers} (at least one layer's "
+                       "activations stay on the GPU)"))
+    if s.pp > 1:
+        out.append((f, f"CPU activation offloading runs without pipeline parallelism in Megatron-Core: pp={s.pp}, use pp=1"))
+    if s.recompute != "none":
+        out.append((f, f"CPU activation offloading does not work with recompute={s.recompute!r} in Megatron-Core: use recompute='none'"))
+    if s.framework != "megatron-te":
+        out.append((f, f"CPU activation offloading is modelled as Megatron-Core runs it (framework='megatron-te'), not {s.framework!r}"))
+    return out
 
 
 def _recompute_module_checks(model: ModelSpec, s: StrategySpec) -> list[tuple[str, str]]:

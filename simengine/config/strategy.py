@@ -91,6 +91,11 @@ class StrategySpec(Spec):
     p2p_scatter_gather: bool = Field(False, description="Without SP, each TP rank sends 1/tp of the pipeline activation and the receiver all-gathers it (Megatron-LM ≤ 2022, Narayanan et al. 2021 §4.1); Megatron-Core sends the full tensor.")
     fused_cross_entropy: bool = Field(True, description="Fused vocab-parallel cross-entropy (no fp32 copy of the logits).")
     gradient_accumulation_fusion: bool = Field(True, description="wgrad GEMMs accumulate straight into fp32 main grads (Megatron).")
+    cpu_offload_layers: int = Field(0, ge=0, le=100_000, description=(
+        "Megatron-Core --cpu-offloading-num-layers (activations only): the saved activations of the first this-many "
+        "transformer layers are copied to host memory in the forward and back before their backward "
+        "(TransformerEngine cpu_offload), over system.gpu.host_link_gbs. Megatron-Core allows it without pipeline "
+        "parallelism and recompute, and for fewer layers than the model has."))
     fp32_main_grads: bool = Field(True, description="Gradients kept and reduced in fp32 (4 B/param); False = bf16.")
     adam_moments_dtype: Literal["fp32", "bf16"] = Field("fp32", description=(
         "Adam's first and second moments: fp32 (4 + 4 B/param) or bf16 (2 + 2 B/param; Megatron-Core "

@@ -35,6 +35,11 @@ class GPUSpec(_Frozen):
         "benchmark (boost). Scales attention and grouped-GEMM efficiencies (measured per shape or scalar); dense "
         "GEMM efficiencies are used as measured (cost/compute.py). 1 = no derate; at least 0.05 (a GPU held "
         "below a twentieth of its boost clock is not training: measured ratios are 0.6–1)."))
+    host_link_gbs: float = Field(64.0, ge=0.001, le=1e6, description=(
+        "CPU–GPU bandwidth per direction, GB/s: what activation offload copies over (strategy."
+        "cpu_offload_layers). PCIe Gen5 x16 = 64 (128 GB/s bidirectional, the default), Gen4 = 32; "
+        "NVLink-C2C of a GB200/GB300 superchip = 450 (900 GB/s bidirectional per GPU link, "
+        "TransformerEngine docs/features/other_optimizations/cpu_offloading)."))
     non_torch_gib: float = Field(2.5, ge=0, le=1e4, description=(
         "Memory outside PyTorch's allocator: CUDA context, NCCL buffers, cuBLAS/cuDNN workspaces, GiB "
         "(SimuMax keeps a 6 GiB margin for the same; nvidia-smi minus torch reserved is typically 1.5–4 GiB)."))

@@ -17,6 +17,7 @@ from ..workload.dims import Dims
 from ..workload.ops import BF16, Attention
 from ..workload.phases import Phases
 from ..workload.recompute import gemms, op_sac, op_sac_stack, recomputed_layers, recomputed_ops
+from .offload import stalls as offload_stalls
 from .activations import (BlockActivations, attention_activations, head_activations, kept_outputs, layer_input, mamba_activations,
                           mlp_activations, moe_activations)
 from .comm import CommModel
@@ -209,6 +210,7 @@ def _chunk_memory(p: _Priced, cw: ChunkWork, n_rc: int) -> tuple[float, float]:
         held = n_rc * layer_input(d) + sum(per_moe if k else per_dense for k in kinds[n_rc:])
     else:
         held = n_rc * layer_input(d) + (n_layers - n_rc) * per_dense
+    held -= sum(_offloaded(p, cw))  # at most L − N layers' activations on the GPU (cost/offload.py)
     transients = [p.att.bwd_transient] if cw.attn_layers or m.hybrid_pattern is None else []
     if p.mlp and cw.dense_layers:
         transients.append(p.mlp.bwd_transient)
@@ -230,6 +232,35 @@ def _chunk_memory(p: _Priced, cw: ChunkWork, n_rc: int) -> tuple[float, float]:
     if cw.first and d.dropout:
         held += d.sp_tokens * d.h  # embedding dropout mask
     return held, extra
+
+
+def _offloaded(p: _Priced, cw: ChunkWork) -> list[float]:
+    """Saved activation bytes of each layer the chunk offloads to host memory: its first
+    ``cpu_offload_layers`` (StrategySpec; the scenario allows it only without recompute and
+    pipeline parallelism, so these are whole layers' saved tensors)."""
+    n = min(p.sc.strategy.cpu_offload_layers, len(cw.layers))
+    if not n:
+        return []
+    m = p.sc.model
+    per = {"*": p.att.saved, "-": p.mlp.saved if p.mlp else 0.0, "E": p.moe.saved if p.moe else 0.0,
+           "M": p.mamba.saved if p.mamba else 0.0}
+    if m.hybrid_pattern is not None:
+        return [per[m.layer_kind(i)] for i in cw.layers[:n]]
+    return [p.att.saved + (per["E"] if m.is_moe_layer(i) else per["-"]) for i in cw.layers[:n]]
+
+
+def _offload_comm(p: _Priced, cw: ChunkWork, fwd: PhaseCost, bwd: PhaseCost) -> None:
+    """What the offload copies add to one micro-batch's forward and backward where they outlast
+    the layers' compute (cost/offload.py), as exposed ``offload_comm``."""
+    saved = _offloaded(p, cw)
+    if not saved:
+        return
+    n = len(cw.layers)
+    f = sum(p.costs[k][0].compute_s * c for k, c in _layer_blocks(cw) if c) / n
+    b = sum((p.costs[k][1].compute_s + p.costs[k][2].compute_s) * c for k, c in _layer_blocks(cw) if c) / n
+    s_f, s_b = offload_stalls(saved, n, f, b, p.sc.system.gpu.host_link_gbs)
+    fwd.add_comm("offload_comm", s_f)
+    bwd.add_comm("offload_comm", s_b)
 
 
 def _regrown(p: _Priced, cw: ChunkWork, drops: tuple[float, float, float], extra: float, sac: bool) -> float:
@@ -287,6 +318,7 @@ def _plan_chunk(p: _Priced, cw: ChunkWork) -> ChunkPlan:
     rc = _recompute_cost(p, cw, n_rc)
     if _zero_in_chunks(sc):
         zero_per_microbatch(sc, p.comm, cw, fwd, bwd, rc, wgt.compute_s)
+    _offload_comm(p, cw, fwd, bwd)
     return ChunkPlan(cw, fwd, bwd, wgt, rc, held, extra)
 
 
@@ -324,7 +356,8 @@ def _plan_chunk_kept(p: _Priced, cw: ChunkWork, key: tuple) -> ChunkPlan:
     st = p.sc.strategy
     if _zero_in_chunks(p.sc):
         return _plan_chunk(p, cw)
-    mk = (id(p.costs), key, st.recompute, st.recompute_num_layers, tuple(st.recompute_modules or ()), op_sac_stack(p.sc))
+    mk = (id(p.costs), key, st.recompute, st.recompute_num_layers, tuple(st.recompute_modules or ()), op_sac_stack(p.sc),
+          st.cpu_offload_layers, p.sc.system.gpu.host_link_gbs if st.cpu_offload_layers else None)
     hit = _CHUNKS.get(mk)
     if hit is not None and hit[0] is p.costs:
         return hit[1]

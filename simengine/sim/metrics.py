@@ -34,7 +34,7 @@ from .layout import (
 COMPUTE_CATS = ("forward_compute", "backward_compute", "recompute", "optimizer")
 _OFF_STREAMS = (S_PP, S_COMM, S_DP)
 TIE_REL = 1e-9  # the tolerance the tests hold equal numbers to (tests/test_one_owner.py)
-_COMM_ORDER = {k: i for i, k in enumerate(("tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm"))}
+_COMM_ORDER = {k: i for i, k in enumerate(("tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm", "offload_comm"))}
 
 
 @dataclass(frozen=True)

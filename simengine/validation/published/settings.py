@@ -266,11 +266,11 @@ def _megatron_bridge(d: Draft) -> None:
     float if grad_reduce_in_fp32 else param.dtype).
 
     Dense Llama rows get these defaults on every system (H100, B200, GB200, GB300): the GB200 / GB300
-    recipes set the B200 ones (userbuffers_*_b200_* TP-overlap configs) and add what simengine does
-    not price, left out here: CUDA graphs (the 8B recipes' ``cuda_graph_impl = "local"``), Megatron-FSDP's
-    activation offload to the Grace CPU on the 70B FP8-CS rows (``cpu_offloading_num_layers`` 40 on
-    GB200, 20 on GB300: r0.2.0 … 63b08b397 configs/llama*/…workload_base_configs.py) and its double buffer."""
+    recipes set the B200 ones (userbuffers_*_b200_* TP-overlap configs), and their Megatron-FSDP runs
+    offload activations to the Grace CPU (``_grace_offload``). Not priced, left out here: CUDA graphs
+    (the 8B recipes' ``cuda_graph_impl = "local"``) and Megatron-FSDP's double buffer."""
     _nemo(d)
+    _grace_offload(d)
     d.strat["fp32_main_grads"] = False
     # FP8 primary weights: Megatron-Bridge's mixed-precision recipes (src/megatron/bridge/training/
     # mixed_precision.py, r0.1.0 … r0.4.0) set ``fp8_param_gather = True`` for delayed, current and
@@ -283,6 +283,31 @@ def _megatron_bridge(d: Draft) -> None:
         d.a.append("FP8 primary weights (fp8_param_gather, the recipe's mixed-precision config)")
     _account_split(d)
     apply_recipe(d)
+
+
+# Megatron-Bridge's activation offload on the Grace superchips, per (model, system): the FP8
+# current-scaling Megatron-FSDP recipes set ``cpu_offloading_num_layers`` (r0.1.0 configs/llama3/
+# llama3_70b_llm_pretrain.yaml gb200 fp8_cs 40, configs/llama31/llama31_405b_llm_pretrain.yaml gb200
+# fp8_cs 95; r0.2.0 … r0.4.0 configs/llama*/…workload_base_configs.py LLAMA3_70B_…_GB200_FP8_CS 40,
+# GB300 20, LLAMA31_405B_GB200_FP8_CS 92, GB300 10)
+_GRACE_OFFLOAD = {("llama3_70b", "gb200"): 40, ("llama3_70b", "gb300"): 20,
+                  ("llama3.1_405b", "gb200"): 92, ("llama3.1_405b", "gb300"): 10}
+
+
+def _grace_offload(d: Draft) -> None:
+    """The recipe's CPU activation offload on a GB200 / GB300 Megatron-FSDP FP8 run (pp 1, no
+    recompute: what Megatron-Core allows it with); 95 layers for the 405B in 25.09 (r0.1.0)."""
+    gpu = _s(d.row, "gpu_type").lower()
+    system = "gb300" if "gb300" in gpu else "gb200" if "gb200" in gpu else None
+    if system is None or d.dtype != "fp8" or d.strat.get("zero_stage") != 3 or d.pp != 1:
+        return
+    n = _GRACE_OFFLOAD.get((_s(d.row, "model").lower(), system))
+    if n is None:
+        return
+    if n == 92 and d.rid.startswith("mbridge_25.09_"):
+        n = 95
+    d.strat["cpu_offload_layers"] = n
+    d.a.append(f"{n} layers' activations offloaded to the Grace CPU (the release's recipe: cpu_offloading_num_layers)")
 
 
 def _account_split(d: Draft) -> None:

@@ -1,0 +1,101 @@
+"""CPU activation offloading (StrategySpec.cpu_offload_layers, cost/offload.py): the GPU holds
+L − N layers' activations, and the copies cost time only where they outlast the compute beside them
+(TransformerEngine's default scheduling, docs/features/other_optimizations/cpu_offloading)."""
+
+from __future__ import annotations
+
+import pytest
+from scenarios import scenario_dict
+
+from simengine import api
+from simengine.config import ModelSpec, StrategySpec, SystemSpec, check_scenario
+from simengine.cost.offload import stalls
+
+GB = 1e9
+STRATEGY = {"tp": 1, "pp": 1, "micro_batch_size": 2, "global_batch_size": 256, "seq_len": 8192, "zero_stage": 3}
+
+
+def _cfg(n: int, link: float = 450.0, **strategy):
+    cfg = scenario_dict(model_preset="llama3-70b", system_preset="gb200-nvl72", system={"num_gpus": 64},
+                        strategy={**STRATEGY, "cpu_offload_layers": n, **strategy})
+    cfg["system"]["gpu"] = {**cfg["system"]["gpu"], "host_link_gbs": link}
+    return cfg
+
+
+def test_copies_shorter_than_a_layer_hide_entirely():
+    """Two or more sets on the GPU and a copy shorter than a layer: no stall either way."""
+    assert stalls([1 * GB] * 10, 20, 0.010, 0.020, 450.0) == (0.0, 0.0)
+
+
+def test_one_set_on_the_gpu_cannot_overlap():
+    """N = L − 1: "compute and transfers cannot overlap" — every later layer waits for the copy of
+    the one before it (forward) and every offloaded layer for its reload (backward)."""
+    c = 4.5 * GB / (450.0 * GB)
+    f, b = stalls([4.5 * GB] * 9, 10, 0.5, 1.0, 450.0)
+    assert f == pytest.approx(9 * c) and b == pytest.approx(9 * c)
+
+
+def test_a_slow_link_stalls_by_what_the_copies_outlast():
+    """Copies longer than a layer (c > f) run back to back: the forward ends N·c − (L − 2)·f late."""
+    n, L, f = 30, 80, 0.010
+    c = 2 * GB / (64.0 * GB)
+    assert c > f
+    s_f, s_b = stalls([2 * GB] * n, L, f, 2 * f, 64.0)
+    assert s_f == pytest.approx(max(0.0, n * c - (L - 2) * f))
+    assert 0.0 <= s_b <= s_f  # the backward's longer layers hide more
+
+
+def test_the_gpu_holds_the_other_layers_activations():
+    """Peak activations fall by exactly the offloaded layers' share of the layers' activations."""
+    base = api.estimate(_cfg(0)).memory_by_stage[0]
+    half = api.estimate(_cfg(40)).memory_by_stage[0]
+    quarter = api.estimate(_cfg(20)).memory_by_stage[0]
+    drop40 = base.activations_gib - half.activations_gib
+    drop20 = base.activations_gib - quarter.activations_gib
+    assert drop40 > 0 and drop40 == pytest.approx(2 * drop20, rel=1e-9)
+    assert half.weights_gib == base.weights_gib and half.optimizer_gib == base.optimizer_gib
+
+
+@pytest.mark.parametrize("link", [450.0, 64.0, 16.0])
+def test_offloading_more_never_saves_time_or_costs_memory(link):
+    runs = [api.estimate(_cfg(n, link)) for n in (0, 10, 40, 70, 79)]
+    steps = [r.step_time_s for r in runs]
+    peaks = [r.peak_memory_gib for r in runs]
+    assert steps == sorted(steps) and peaks == sorted(peaks, reverse=True)
+    assert runs[0].breakdown_s.get("offload_comm", 0.0) == 0.0
+    assert sum(runs[-1].breakdown_s.values()) == pytest.approx(runs[-1].step_time_s, rel=1e-9)
+
+
+def test_a_pcie_host_link_stalls_where_nvlink_c2c_does_not():
+    c2c, pcie = api.estimate(_cfg(40, 450.0)), api.estimate(_cfg(40, 64.0))
+    assert c2c.breakdown_s.get("offload_comm", 0.0) == 0.0
+    assert pcie.breakdown_s["offload_comm"] > 0 and pcie.step_time_s > c2c.step_time_s
+
+
+@pytest.mark.parametrize("strategy, words", [
+    ({"cpu_offload_layers": 80}, "below num_layers=80"),
+    ({"cpu_offload_layers": 10, "pp": 2}, "pp=2"),
+    ({"cpu_offload_layers": 10, "recompute": "full"}, "recompute='full'"),
+    ({"cpu_offload_layers": 10, "framework": "torch-native"}, "framework"),
+])
+def test_megatron_cores_rules(strategy, words):
+    cfg = _cfg(0, **strategy)
+    issues = check_scenario(ModelSpec.model_validate(cfg["model"]), SystemSpec.model_validate(cfg["system"]),
+                            StrategySpec.model_validate(cfg["strategy"]))
+    assert any(f == "strategy.cpu_offload_layers" and words in m for f, m in issues), issues
+
+
+def test_megatron_bridge_grace_fsdp_runs_offload_as_their_recipes():
+    """The GB200 / GB300 Megatron-FSDP FP8 Llama runs offload the recipe's layers and then fit;
+    no other published run offloads."""
+    from scenarios import VALIDATION
+
+    from simengine.validation.published import published_runs
+
+    runs, _ = published_runs((VALIDATION / "published_runs.csv").read_text())
+    off = {r.run_id: r.config["strategy"].get("cpu_offload_layers", 0) for r in runs}
+    grace = [r for r in runs if r.source == "megatron-bridge" and "DGX-GB" in r.run_id
+             and r.config["strategy"].get("zero_stage") == 3]
+    assert grace and all(off[r.run_id] for r in grace)
+    assert all(api.estimate(r.config).fits for r in grace)
+    assert not [k for k, v in off.items() if v and k not in {r.run_id for r in grace}]
