@@ -133,7 +133,7 @@ st.subheader("Pipeline")
 def gantt_section(scenario_text: str, spans, total_ms: float, shown_ranks, pre=None) -> None:
     """Window slider, labels toggle and the chart: a fragment, so moving the window redraws only
     the chart (not the whole page)."""
-    a, b = st.columns([5, 1], vertical_alignment="bottom")
+    a, b = st.columns([4, 1], vertical_alignment="bottom")  # [5, 1] cut the toggle's label at 1,280 px
     with a:
         window = st.slider("Time window [ms]", 0.0, float(round(total_ms, 3)), (0.0, float(round(total_ms, 3))),
                            key=f"tl.window.{hash(scenario_text)}", help="Narrow the window to see individual spans of a "

@@ -173,17 +173,18 @@ def item_labels(items: list[dict[str, Any]], ranked: int) -> list[str]:
 def grid_options(df: pd.DataFrame) -> dict[str, Any]:
     """AgGrid options: sortable, filterable, columns grouped into result / memory / layout."""
     def col(name, header, **kw):
-        # 112 px and wrapping headers: at a 1,280 px window the throughput group (tokens/s to MFU)
-        # stays beside the pinned layout; at AgGrid's 200 px default only two of its columns did
+        # 98 px and wrapping headers: in the 820 px grid of a 1,280 px window the throughput group
+        # (tokens/s to MFU) stays beside the pinned rank and layout; at AgGrid's 200 px default only
+        # two of its columns did
         return {"field": name, "headerName": header, "sortable": True, "filter": True, "resizable": True,
-                "width": 112, "wrapHeaderText": True, "autoHeaderHeight": True, **kw}
+                "width": 98, "wrapHeaderText": True, "autoHeaderHeight": True, **kw}
 
     return {"columnDefs": [
-        # 360 px keeps the result columns (tokens/s to MFU) in view at 1,280 px; a longer label (a
+        # 270 px keeps the result columns (tokens/s to MFU) in view at 1,280 px; a longer label (a
         # 16,384-GPU layout with its split, cp and every flag, ~90 characters) wraps onto a second
         # line, so rows that differ only in their overlap flags never read alike; whole on hover too
-        col("rank", "#", width=70, pinned="left"),
-        col("layout", "layout", width=360, pinned="left", tooltipField="layout", wrapText=True, autoHeight=True),
+        col("rank", "#", width=56, pinned="left"),
+        col("layout", "layout", width=270, pinned="left", tooltipField="layout", wrapText=True, autoHeight=True),
         {"headerName": "throughput", "children": [col("tokens_per_s", "tokens/s"), col("band_lo", "band low"),
                                                   col("band_hi", "band high"), col("tie", "tie with #1"), col("mfu", "MFU %"),
                                                   # below ~50 µs the run risks waiting on the host (cost/launch.py)
