@@ -197,7 +197,7 @@ GROUPS: dict[str, list[tuple[str, list[str]]]] = {
     "system": [
         ("Cluster", ["name", "num_gpus", "gpus_per_node"]),
         ("GPU", ["gpu.name", "gpu.memory_gib", "gpu.peak_tflops.bf16", "gpu.peak_tflops.fp8", "gpu.peak_tflops.fp32",
-                 "gpu.hbm_bandwidth_gbs", "gpu.tdp_w", "gpu.price_per_hour"]),
+                 "gpu.hbm_bandwidth_gbs", "gpu.host_link_gbs", "gpu.tdp_w", "gpu.price_per_hour"]),
         ("Network", ["scale_up.domain_size", "scale_up.bandwidth_gbs", "scale_up.latency_us",
                      "scale_out.bandwidth_gbs", "scale_out.latency_us"]),
         ("Efficiency model", [f"efficiency.{n}" for n in (
@@ -212,7 +212,7 @@ GROUPS: dict[str, list[tuple[str, list[str]]]] = {
         ("Pipeline layout", ["decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
                              "pipeline_layers"]),
         ("Precision and memory", ["dtype", "fp8_recipe", "zero_stage", "dp_shard", "recompute", "recompute_num_layers",
-                                  "recompute_modules", "attention_impl",
+                                  "recompute_modules", "cpu_offload_layers", "attention_impl",
                                   "fused_cross_entropy", "gradient_accumulation_fusion", "fp32_main_grads", "adam_moments_dtype", "fp8_param_gather",
                                   "allocator_overhead"]),
         ("Fine-tuning (packing, LoRA)", ["packed_doc_len", "peft", "lora_rank", "lora_targets"]),

@@ -27,7 +27,7 @@ UNIT_BY_NAME: dict[str, str] = {
     "num_experts": "experts", "top_k": "experts/token", "num_shared_experts": "experts",
     "moe_layer_freq": "layers", "mamba_num_heads": "heads", "mamba_head_dim": "elements", "mamba_state_dim": "elements",
     "mamba_num_groups": "groups", "mamba_conv_kernel": "taps", "mamba_chunk_size": "tokens",
-    "decoder_first_pipeline_num_layers": "layers", "decoder_last_pipeline_num_layers": "layers",
+    "decoder_first_pipeline_num_layers": "layers", "decoder_last_pipeline_num_layers": "layers", "cpu_offload_layers": "layers",
     "tp": "GPUs", "pp": "stages", "dp": "replicas", "cp": "GPUs", "ep": "GPUs", "etp": "GPUs",
     "vpp": "chunks/rank", "zero_stage": "stage", "dp_shard": "GPUs", "lora_rank": "rank",
 }
