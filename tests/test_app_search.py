@@ -426,5 +426,5 @@ def test_the_pareto_chart_formats_its_axes_and_legend():
             "cost_per_million_tokens_usd": 0.0801, "peak_memory_gib": 1.0, "headroom_gib": 21.29}
     df, _ = points_frame([cand], [cand])
     enc = pareto_chart(df).to_dict()["encoding"]
-    assert enc["y"]["axis"]["format"] == ",.0f" and enc["x"]["axis"]["format"] == ",.4~f"
+    assert enc["y"]["axis"]["format"] == ",.0f" and enc["x"]["axis"]["format"] == "$,.4~f"  # $0.0801
     assert enc["color"]["legend"]["format"] == ",.1f"

@@ -87,3 +87,22 @@ def test_flags_that_would_be_ignored_are_refused_before_any_output(capsys, tmp_p
     assert not out.out and "--log would be ignored" in out.err
     assert main(["check-run", "--runs", str(runs), "--set", "strategy.tp=8"]) == 2
     assert "--set would be ignored" in capsys.readouterr().err
+
+
+def test_a_logged_cpu_offload_is_compared_with_the_scenarios():
+    """A run with --cpu-offloading --cpu-offloading-num-layers 40 checked against a scenario
+    without offload says so (it predicted out-of-memory and no disagreement); the layer count of a
+    run without --cpu-offloading is no offload."""
+    from scenarios import scenario_dict
+
+    from simengine.checkrun.stated import disagreements, parse_stated
+
+    on = parse_stated(["    cpu_offloading .................................. True",
+                       "    cpu_offloading_num_layers ....................... 40"])
+    off = parse_stated(["    cpu_offloading .................................. False",
+                        "    cpu_offloading_num_layers ....................... 40"])
+    assert on == {"cpu_offloading_num_layers": 40} and off == {"cpu_offloading_num_layers": 0}
+    cfg = scenario_dict(system={"num_gpus": 8}, strategy={"tp": 1, "pp": 1, "micro_batch_size": 1,
+                                                          "global_batch_size": 8, "seq_len": 4096})
+    assert disagreements(on, cfg) == ["the log states cpu_offloading_num_layers = 40, the scenario has 0"]
+    assert disagreements(off, cfg) == []

@@ -204,8 +204,9 @@ def tick_decimals(values: pd.Series, ticks: int = 5) -> int:
     8): costs of near-equal layouts span a few hundredths of a cent, where 4 decimals printed one
     value under several ticks."""
     span = float(values.max() - values.min()) if len(values) else 0.0
-    if not math.isfinite(span) or span <= 0:
-        return 2
+    if not math.isfinite(span) or span <= 0:   # one value (a degenerate domain): its own 3 significant digits
+        v = abs(float(values.iloc[0])) if len(values) else 0.0
+        return min(max(2, 2 - math.floor(math.log10(v))), 8) if math.isfinite(v) and v > 0 else 2
     return min(max(2, -math.floor(math.log10(span / ticks))), 8)
 
 

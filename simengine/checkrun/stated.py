@@ -29,11 +29,11 @@ _ARG_LINE = re.compile(r"^\s*([a-z][a-z0-9_]*) \.{3,}(?:\s+(\S+)|([^\s.]\S*)|(\.
 # the arguments check-run compares: integers, and the few switches the scenario has a field for
 ARGS = ("world_size", "data_parallel_size", "tensor_model_parallel_size", "pipeline_model_parallel_size",
         "context_parallel_size", "expert_model_parallel_size", "seq_length", "micro_batch_size",
-        "global_batch_size", "num_layers", "hidden_size", "num_experts", "moe_router_topk")
+        "global_batch_size", "num_layers", "hidden_size", "num_experts", "moe_router_topk", "cpu_offloading_num_layers")
 # a stated number int() takes: decimal digits (isdigit() also admits '²', which int() refuses) and
 # at most an int64's 18 (int() refuses more than 4300); a longer one is no setting and is not stated
 MAX_DIGITS = 18
-SWITCHES = ("sequence_parallel", "use_distributed_optimizer", "recompute_granularity", "cp_comm_type")
+SWITCHES = ("sequence_parallel", "use_distributed_optimizer", "recompute_granularity", "cp_comm_type", "cpu_offloading")
 
 
 def parse_stated(lines) -> dict[str, int | str]:
@@ -55,6 +55,8 @@ def parse_stated(lines) -> dict[str, int | str]:
                 recomputed_layers = value
     if out.get("recompute_granularity") == "full" and recomputed_layers == "0":
         out["recompute_granularity"] = "None"  # full recompute of 0 layers per stage recomputes nothing
+    if out.pop("cpu_offloading", None) == "False":   # the layer count only counts with --cpu-offloading
+        out["cpu_offloading_num_layers"] = 0
     return out
 
 
@@ -74,7 +76,8 @@ def scenario_values(cfg: dict) -> dict[str, int | str]:
         "num_layers": mo.num_layers, "hidden_size": mo.hidden_size, "num_experts": mo.num_experts or "None",
         "sequence_parallel": str(bool(st.sequence_parallel) and st.tp > 1),
         "use_distributed_optimizer": str(st.zero_stage >= 1),
-        "recompute_granularity": "None" if st.recompute == "none" else st.recompute}
+        "recompute_granularity": "None" if st.recompute == "none" else st.recompute,
+        "cpu_offloading_num_layers": st.cpu_offload_layers}
     if mo.num_experts:  # Megatron prints moe_router_topk (default 2) for dense models too
         out["moe_router_topk"] = mo.top_k
     if st.cp > 1:  # Megatron prints cp_comm_type whatever cp is; it only matters with cp > 1

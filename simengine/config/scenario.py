@@ -305,6 +305,12 @@ def _offload_checks(model: ModelSpec, s: StrategySpec) -> list[tuple[str, str]]:
                        "activations stay on the GPU)"))
     if s.pp > 1:
         out.append((f, f"CPU activation offloading runs without pipeline parallelism in Megatron-Core: pp={s.pp}, use pp=1"))
+    elif s.schedule != "1f1b":
+        # pp 1 runs Megatron-Core's forward_backward_no_pipelining: one micro-batch's forward, then its
+        # backward (what TransformerEngine's layer-by-layer schedule assumes); DualPipeV's two chunks
+        # or GPipe's m micro-batches in flight are not that
+        out.append((f, f"CPU activation offloading runs in Megatron-Core's schedule without pipelining (one "
+                       f"micro-batch's forward, then its backward): use schedule='1f1b', not {s.schedule!r}"))
     if s.recompute != "none":
         out.append((f, f"CPU activation offloading does not work with recompute={s.recompute!r} in Megatron-Core: use recompute='none'"))
     if s.framework != "megatron-te":

@@ -38,8 +38,8 @@ class GPUSpec(_Frozen):
     host_link_gbs: float = Field(64.0, ge=0.001, le=1e6, description=(
         "CPU–GPU bandwidth per direction, GB/s: what activation offload copies over (strategy."
         "cpu_offload_layers). PCIe Gen5 x16 = 64 (128 GB/s bidirectional, the default), Gen4 = 32; "
-        "NVLink-C2C of a GB200/GB300 superchip = 450 (900 GB/s bidirectional per GPU link, "
-        "TransformerEngine docs/features/other_optimizations/cpu_offloading)."))
+        "a GB200/GB300 superchip = 256 (each GPU's NVLink-C2C link carries 450 per direction, but the Grace's "
+        "~512 GB/s of LPDDR5X is shared by its two GPUs)."))
     non_torch_gib: float = Field(2.5, ge=0, le=1e4, description=(
         "Memory outside PyTorch's allocator: CUDA context, NCCL buffers, cuBLAS/cuDNN workspaces, GiB "
         "(SimuMax keeps a 6 GiB margin for the same; nvidia-smi minus torch reserved is typically 1.5–4 GiB)."))
