@@ -109,3 +109,19 @@ def test_only_megatrons_schedule_without_pipelining(schedule):
     issues = check_scenario(ModelSpec.model_validate(cfg["model"]), SystemSpec.model_validate(cfg["system"]),
                             StrategySpec.model_validate(cfg["strategy"]))
     assert any(f == "strategy.cpu_offload_layers" and "schedule='1f1b'" in m for f, m in issues), issues
+
+
+def test_the_smallest_change_to_fit_offers_the_fewest_offloaded_layers_that_fit():
+    """Llama-3 70B on Megatron-FSDP at micro-batch 2 on GB200 does not fit without offload; the fit
+    list offers offloading, with the fewest layers that fit (one fewer does not), at no stall over
+    the Grace's link."""
+    from simengine.api import search_fit_changes
+
+    cfg = _cfg(0, 256.0, dtype="fp8")
+    assert not api.estimate(cfg).fits
+    offs = [c for c in search_fit_changes(cfg, top=50) if c["change"].startswith("cpu_offload_layers 0 → ")]
+    assert len(offs) == 1
+    k = offs[0]["strategy"]["cpu_offload_layers"]
+    assert offs[0]["change"] == f"cpu_offload_layers 0 → {k}" and 0 < k < 79
+    assert api.estimate(_cfg(k, 256.0, dtype="fp8")).fits and not api.estimate(_cfg(k - 1, 256.0, dtype="fp8")).fits
+    assert offs[0]["throughput_lost"] == pytest.approx(0.0, abs=1e-9)

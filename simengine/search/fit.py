@@ -1,7 +1,8 @@
 """The smallest changes that make a scenario fit in memory, ranked by the throughput they cost.
 
 Each change moves one knob the way that lowers memory (more recompute, a higher ZeRO stage, more
-tp/pp/cp/ep, a smaller micro-batch, more GPUs); when no single change fits, pairs of them are tried.
+tp/pp/cp/ep, a smaller micro-batch, more GPUs, more layers' activations offloaded to host memory);
+when no single change fits, pairs of them are tried.
 Every changed scenario goes through the same validation and estimate as everything else. They are
 ranked by tokens/s per GPU, so a change that adds GPUs pays for them as a change of layout does.
 """
@@ -51,7 +52,19 @@ def _changes(cfg: dict[str, Any]) -> list[tuple[str, dict[str, Any], dict[str, A
         out.append((f"micro_batch_size {mbs} → {smaller}", {"micro_batch_size": smaller}, {}))
         smaller //= 2
     out.append((f"num_gpus {g} → {2 * g}", {"dp": None}, {"num_gpus": 2 * g}))
-    return out
+    return out + _offload_change(cfg)
+
+
+def _offload_change(cfg: dict[str, Any]) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """More layers' activations offloaded to host memory (StrategySpec.cpu_offload_layers), where
+    Megatron-Core runs it (config/scenario.py ``_offload_checks``: pp 1, its unpipelined 1F1B, no
+    recompute, Megatron's stack); ``_try`` keeps the fewest layers that fit (``_least_offload``)."""
+    s = cfg["strategy"]
+    if int(s.get("pp", 1)) != 1 or s.get("recompute", "none") != "none" or s.get("schedule", "1f1b") != "1f1b" \
+            or s.get("framework", "megatron-te") != "megatron-te":
+        return []
+    n, most = int(s.get("cpu_offload_layers") or 0), int(cfg["model"].get("num_layers", 0)) - 1
+    return [(f"cpu_offload_layers {n} → {most}", {"cpu_offload_layers": most}, {})] if most > n else []
 
 
 def _module_changes(s: dict[str, Any]) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
@@ -77,6 +90,22 @@ def _apply(cfg: dict[str, Any], changes) -> dict[str, Any]:
         new["strategy"].update(st)
         new["system"].update(sy)
     return new
+
+
+def _least_offload(cfg: dict[str, Any], before: int) -> dict[str, Any]:
+    """With more layers offloaded than before, the fewest that still fit (memory falls with each
+    layer offloaded and time never falls: cost/offload.py)."""
+    lo, hi = before + 1, int(cfg["strategy"].get("cpu_offload_layers") or 0)
+    if hi <= before:
+        return cfg
+    while lo < hi:
+        mid = (lo + hi) // 2
+        trial = _apply(cfg, [("", {"cpu_offload_layers": mid}, {})])
+        if memory_and_bound(load_scenario(trial))[0] <= 0:
+            hi = mid
+        else:
+            lo = mid + 1
+    return _apply(cfg, [("", {"cpu_offload_layers": lo}, {})])
 
 
 def _least_full_recompute(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -139,14 +168,21 @@ def _try(config: dict[str, Any], combos, base_per_gpu: float) -> list[dict[str, 
     out = []
     for combo in combos:
         applied = _apply(config, combo)
+        before = int(config["strategy"].get("cpu_offload_layers") or 0)
         try:
             cfg = _least_full_recompute(applied)
+            if any("cpu_offload_layers" in c[1] for c in combo):
+                cfg = _least_offload(cfg, before)
             rep = api.estimate(cfg)
         except ConfigError:
             continue
         if not rep.fits:
             continue
         desc = " + ".join(c[0] for c in combo)
+        k_off = cfg["strategy"].get("cpu_offload_layers")
+        if k_off != applied["strategy"].get("cpu_offload_layers"):   # the fewest offloaded layers that fit
+            desc = desc.replace(f"cpu_offload_layers {before} → {applied['strategy']['cpu_offload_layers']}",
+                                f"cpu_offload_layers {before} → {k_off}")
         k = cfg["strategy"].get("recompute_num_layers")
         if k != applied["strategy"].get("recompute_num_layers"):   # fewer layers recomputed than all
             if "full (all layers)" in desc:
