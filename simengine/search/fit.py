@@ -92,20 +92,25 @@ def _apply(cfg: dict[str, Any], changes) -> dict[str, Any]:
     return new
 
 
-def _least_offload(cfg: dict[str, Any], before: int) -> dict[str, Any]:
-    """With more layers offloaded than before, the fewest that still fit (memory falls with each
-    layer offloaded and time never falls: cost/offload.py)."""
-    lo, hi = before + 1, int(cfg["strategy"].get("cpu_offload_layers") or 0)
-    if hi <= before:
-        return cfg
+def _fewest_that_fit(cfg: dict[str, Any], field: str, lo: int, hi: int) -> int:
+    """The least value of the strategy ``field`` in [lo, hi] whose scenario fits (``hi`` when none
+    below it does), for a field whose memory falls as it grows: a bisection."""
     while lo < hi:
         mid = (lo + hi) // 2
-        trial = _apply(cfg, [("", {"cpu_offload_layers": mid}, {})])
-        if memory_and_bound(load_scenario(trial))[0] <= 0:
+        if memory_and_bound(load_scenario(_apply(cfg, [("", {field: mid}, {})])))[0] <= 0:
             hi = mid
         else:
             lo = mid + 1
-    return _apply(cfg, [("", {"cpu_offload_layers": lo}, {})])
+    return lo
+
+
+def _least_offload(cfg: dict[str, Any], before: int) -> dict[str, Any]:
+    """With more layers offloaded than before, the fewest that still fit (memory falls with each
+    layer offloaded and time never falls: cost/offload.py)."""
+    most = int(cfg["strategy"].get("cpu_offload_layers") or 0)
+    if most <= before:
+        return cfg
+    return _apply(cfg, [("", {"cpu_offload_layers": _fewest_that_fit(cfg, "cpu_offload_layers", before + 1, most)}, {})])
 
 
 def _least_full_recompute(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -117,14 +122,7 @@ def _least_full_recompute(cfg: dict[str, Any]) -> dict[str, Any]:
     import math
 
     per_stage = math.ceil(sc.model.num_layers / sc.strategy.pp)
-    lo, hi = 1, per_stage
-    while lo < hi:
-        mid = (lo + hi) // 2
-        trial = _apply(cfg, [("", {"recompute_num_layers": mid}, {})])
-        if memory_and_bound(load_scenario(trial))[0] <= 0:
-            hi = mid
-        else:
-            lo = mid + 1
+    lo = _fewest_that_fit(cfg, "recompute_num_layers", 1, per_stage)
     return cfg if lo >= per_stage else _apply(cfg, [("", {"recompute_num_layers": lo}, {})])
 
 

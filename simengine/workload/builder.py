@@ -86,7 +86,7 @@ def block_phases(d: Dims, m: ModelSpec, cp_comm_type: str, fused_cross_entropy: 
     if m.num_mamba_layers:
         blocks["mamba"] = _block("mamba", dense, m, None)
     if m.is_moe:
-        blocks["moe"] = _cast(moe_block(d, m, moe_dispatcher, moe_shared_expert_overlap), d)
+        blocks["moe"] = _finished(moe_block(d, m, moe_dispatcher, moe_shared_expert_overlap), d)
     if m.mtp_layers:
         blocks["mtp"] = _block("mtp", dense, m, None)
     if m.full_attention_interval:  # mixed pattern (GPT-OSS): windowed layers get their own block
@@ -119,15 +119,16 @@ def _build_block(kind: str, d: Dims, m: ModelSpec, arg) -> Phases:
         ph = mtp_projection(d)
     if d.lora:
         ph = frozen(ph, d)  # LoRA: base weights frozen, adapters on the targets (workload/lora.py)
-    return _cast(ph, d)
+    return _finished(ph, d)
 
 
 _block = config_cache(_build_block, 1024)   # a search's dense blocks: one per (tp, cp, micro-batch, …)
 
 
-def _cast(ph: Phases, d: Dims) -> Phases:
-    """The block with its FP8 recipe's casts when its GEMMs run in fp8 (``Dims.fp8``) and its
-    separate gradient-accumulation passes when the wgrad GEMMs do not accumulate (``Dims.grad_accum_bytes``)."""
+def _finished(ph: Phases, d: Dims) -> Phases:
+    """The block as the stack runs it: its FP8 recipe's casts when its GEMMs run in fp8
+    (``Dims.fp8``), and its separate gradient-accumulation passes when the wgrad GEMMs do not
+    accumulate (``Dims.grad_accum_bytes``)."""
     if d.fp8:
         add_fp8_ops(ph, d)
     if d.grad_accum_bytes:
