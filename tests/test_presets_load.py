@@ -284,3 +284,20 @@ def test_a_search_on_volta_searches_unfused_attention_unless_told_otherwise():
     assert told.base["attention_impl"] == "flash"
     assert "attention_impl" not in make_space(model, dict(load_preset("systems", "a100-sxm4-80gb"), num_gpus=16),
                                               global_batch=64, seq_len=2048).base
+
+
+@pytest.mark.parametrize("name", [n for n in list_presets("systems")
+                                  if "Maximum Achievable Matmul FLOPS" in (load_preset("systems", n).get("efficiency") or {}).get("source", "")])
+def test_mamf_scaled_gemm_levels_are_what_their_source_says(name):
+    """A GEMM level scaled from the MAMF table is the default times the GPU's MAMF efficiency over
+    the H100's, both as the source quotes them (A100/A800 above Hopper, MI300X/MI325X below)."""
+    eff = load_preset("systems", name)["efficiency"]
+    ratio = re.search(r"gemm ([\d.]+) = the default 0\.70 \(Hopper/Blackwell\) x ([\d.]+)/80\.3", eff["source"])
+    assert ratio and float(ratio.group(1)) == eff["gemm"]
+    gpu_eff = float(ratio.group(2))
+    quoted = re.search(r"BF16 table: [^;]*? ([\d.]+) of ([\d.]+) TFLOP/s = ([\d.]+) %", eff["source"])
+    assert quoted and float(quoted.group(3)) == gpu_eff == round(100 * float(quoted.group(1)) / float(quoted.group(2)), 1)
+    assert eff["gemm"] == round(0.70 * gpu_eff / 80.3, 3)
+    for key, default in (("grouped_gemm", 0.43), ("fp8_gemm", 0.55)):
+        if key in eff:
+            assert eff[key] == round(default * gpu_eff / 80.3, 3)
