@@ -4,8 +4,8 @@ Run: python benchmarks/search_published.py [--sources narayanan21,nemo,megatron-
 For each mapped run (simengine.validation.published: Narayanan et al. 2021 weak scaling, NeMo 24.07 and
 Megatron-Bridge performance pages) the search keeps the run's fixed settings (dtype, attention,
 overlap flags, cp_comm_type, fused cross-entropy, …) and the schedules Megatron offers (1f1b,
-interleaved), and searches tp, pp, vpp, cp, ep, micro-batch size, ZeRO stage, recompute and the
-uneven first/last splits. Above ``--full-up-to`` GPUs (64) the space is the published layout's
+interleaved), and searches tp, pp, vpp, cp, ep, micro-batch size, ZeRO stage, recompute, activation
+offload and the uneven first/last splits. Above ``--full-up-to`` GPUs (64) the space is the published layout's
 neighbourhood (``neighbourhood``). The published layout's own estimate is ranked against our top
 K. Prints a markdown table.
 """
@@ -27,15 +27,16 @@ from simengine.search import make_space, search  # noqa: E402
 from simengine.search.space import DIMS  # noqa: E402
 
 DATA = ROOT / "simengine" / "validation" / "data" / "published_runs.csv"  # the bundled measured runs
-SEARCHED = ("tp", "pp", "vpp", "cp", "ep", "micro_batch_size", "zero_stage", "recompute", "recompute_num_layers")
+SEARCHED = ("tp", "pp", "vpp", "cp", "ep", "micro_batch_size", "zero_stage", "recompute", "recompute_num_layers",
+            "cpu_offload_layers")
 SCHEDULES = ("1f1b", "interleaved")
 # ZeRO stages the source's framework offered: Megatron-LM of 2021 had no optimizer sharding (PTD-P
 # runs, Narayanan et al. 2021 §5.9 compares ZeRO-3 as a separate system); NeMo 24.07's
 # Megatron-Core had the distributed optimizer (ZeRO-1) only; Megatron-Bridge adds Megatron-FSDP.
 FRAMEWORK_ZERO = {"narayanan21": (0,), "nemo": (0, 1)}
 # what else the framework of the time lacked: Megatron-LM of 2021 had neither context parallelism
-# (Megatron-Core, 2023) nor selective recompute (Korthikanti et al. 2022, §5)
-FRAMEWORK_PINS = {"narayanan21": {"cp": (1,), "recompute": ("none", "full")}}
+# (Megatron-Core, 2023) nor selective recompute (Korthikanti et al. 2022, §5) nor activation offload
+FRAMEWORK_PINS = {"narayanan21": {"cp": (1,), "recompute": ("none", "full"), "cpu_offload_layers": (0,)}}
 
 
 def layout(s: dict, gpus: int) -> str:
@@ -49,7 +50,8 @@ def layout(s: dict, gpus: int) -> str:
     rc = f"full{s['recompute_num_layers']}" if rc == "full" and s.get("recompute_num_layers") else rc
     mods = list(s.get("recompute_modules") or ["core_attn"])
     rc = f"{rc}({'+'.join(mods)})" if rc == "selective" and mods != ["core_attn"] else rc
-    return " ".join(parts + [f"mbs{s['micro_batch_size']}", f"z{s.get('zero_stage', 1)}", f"rc-{rc}"])
+    off = [f"off{s['cpu_offload_layers']}"] if s.get("cpu_offload_layers") else []
+    return " ".join(parts + [f"mbs{s['micro_batch_size']}", f"z{s.get('zero_stage', 1)}", f"rc-{rc}"] + off)
 
 
 def unique(runs):

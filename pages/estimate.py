@@ -81,8 +81,15 @@ outside = sc["system"]["gpu"].get("non_torch_gib", 0.0)
 mem_text = (f"{fmt_num(r['peak_memory_gib'])} GiB allocated peak, {fmt_num(r['reserved_memory_gib'])} GiB reserved "
             f"({fmt_pct(share)} of {fmt_num(r['memory_capacity_gib'])} GiB) + {fmt_num(outside)} GiB outside PyTorch, "
             "on the fullest stage")
+host = max((m.get("host_offload_gib", 0.0) for m in r["memory_by_stage"]), default=0.0)
+if host > 0:
+    mem_text += f"; {fmt_num(host)} GiB of activations offloaded to host memory per GPU"
+host_full = next((w for w in r.get("warnings", []) if w.startswith("does not fit in host memory")), None)
 if r["fits"]:
     st.success(f"**Fits in memory:** {mem_text}.", icon="✅")
+elif host_full and not any(w.startswith("does not fit:") for w in r.get("warnings", [])):   # the host alone
+    st.error(f"**Does not fit in host memory:** {md(host_full.removeprefix('does not fit in host memory: '), 300)}. "
+             "Or raise system.gpu.host_memory_gib to what your nodes have.", icon="⛔")
 else:
     st.error(f"**Does not fit:** {mem_text}. Try more tp/pp, recompute, a higher ZeRO stage or a smaller "
              "micro-batch.", icon="⛔")

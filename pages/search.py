@@ -21,7 +21,7 @@ from ui.text import md
 
 boot("Search")
 st.title("Strategy search")
-st.caption("Every valid layout (tp, pp, vpp, schedule, cp, ep, micro-batch, ZeRO, recompute, overlap flags) of the current "
+st.caption("Every valid layout (tp, pp, vpp, schedule, cp, ep, micro-batch, ZeRO, recompute or activation offload, overlap flags) of the current "
            "model on the current GPU type, memory-filtered before timing, ranked with the same estimate as everywhere else.")
 
 sc = state.scenario_dict()

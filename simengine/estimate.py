@@ -80,16 +80,35 @@ def _stage_memory(sc: Scenario, st: StagePlan, inflight: int, exact: tuple[float
         c = st.chunks[0]
         held = inflight * c.activation_bytes
         extra = c.peak_extra_bytes
+    # offload runs with one chunk a rank (pp 1, config/scenario.py _offload_checks): the offloaded
+    # layers of every held micro-batch sit in host memory
+    host = inflight * sum(c.host_bytes for c in st.chunks) if exact is None else 0.0
     alloc = static.weights + static.grads + static.optimizer + static.buffers + held + extra
     reserved = alloc * (1.0 + sc.strategy.allocator_overhead)
-    cap = sc.system.gpu.memory_gib
+    gpu = sc.system.gpu
     sm = StageMemory(
         stage=st.rank, peak_gib=alloc / GIB, reserved_gib=reserved / GIB,
         weights_gib=static.weights / GIB, grads_gib=static.grads / GIB, optimizer_gib=static.optimizer / GIB,
         activations_gib=held / GIB, other_gib=(static.buffers + extra) / GIB,
-        inflight_microbatches=inflight, fits=reserved / GIB + sc.system.gpu.non_torch_gib <= cap,
+        inflight_microbatches=inflight, host_offload_gib=host / GIB,
+        fits=reserved / GIB + gpu.non_torch_gib <= gpu.memory_gib and host / GIB <= gpu.host_memory_gib,
     )
     return sm, alloc
+
+
+def _fit_warnings(sc: Scenario, mems: list[StageMemory]) -> list[str]:
+    """Why a step does not fit (StageMemory.fits): GPU memory on the fullest stage, host memory for
+    the activations it offloads."""
+    gpu, out = sc.system.gpu, []
+    worst = max(mems, key=lambda x: x.reserved_gib)
+    if worst.reserved_gib + gpu.non_torch_gib > gpu.memory_gib:
+        out.append(f"does not fit: {worst.reserved_gib:.1f} GiB reserved + {gpu.non_torch_gib:.1f} GiB outside PyTorch "
+                   f"> {gpu.memory_gib:.1f} GiB on stage {worst.stage}")
+    host = max(x.host_offload_gib for x in mems)
+    if host > gpu.host_memory_gib:
+        out.append(f"does not fit in host memory: {host:.1f} GiB of activations offloaded per GPU > "
+                   f"{gpu.host_memory_gib:.1f} GiB (system.gpu.host_memory_gib); offload fewer layers")
+    return out
 
 
 def memory_by_stage(sc: Scenario, plan: Plan) -> list[StageMemory]:
@@ -144,9 +163,7 @@ def estimate_plan(sc: Scenario, plan: Plan) -> Report:
     launch = launch_warning(us, launched, met.critical_rank, sc.model.is_moe and sc.model.capacity_factor is None)
     if launch:
         warnings.append(launch)
-    if not all(x.fits for x in mems):
-        warnings.append(f"does not fit: {reserved_gib:.1f} GiB reserved + {sysm.gpu.non_torch_gib:.1f} GiB outside PyTorch "
-                        f"> {sysm.gpu.memory_gib:.1f} GiB on stage {max(mems, key=lambda x: x.reserved_gib).stage}")
+    warnings += _fit_warnings(sc, mems)
     return Report(
         step_time_s=step, tokens_per_s=tokens / step, tokens_per_s_per_gpu=tokens / step / gpus,
         mfu=mflops / (step * peak * gpus), hfu=hflops / (step * peak * gpus),

@@ -20,7 +20,8 @@ class StageMemory(BaseModel):
     activations_gib: float = Field(..., description="Activations held for backward at the peak (all in-flight micro-batches).")
     other_gib: float = Field(..., description="Transient buffers at the peak (logits, collective buffers, workspaces) and framework buffers.")
     inflight_microbatches: int = Field(..., description="Forward passes whose activations are held at the peak: micro-batches × the model chunks each has gone through (= micro-batches with one chunk per rank).")
-    fits: bool = Field(..., description="reserved + system.gpu.non_torch_gib <= system.gpu.memory_gib")
+    host_offload_gib: float = Field(0.0, description="Activations offloaded to host memory at the peak (strategy.cpu_offload_layers), per GPU.")
+    fits: bool = Field(..., description="reserved + system.gpu.non_torch_gib <= system.gpu.memory_gib, and host_offload_gib <= system.gpu.host_memory_gib")
 
 
 class Report(BaseModel):
@@ -37,7 +38,8 @@ class Report(BaseModel):
     peak_memory_gib: float = Field(..., description="Largest allocated peak over pipeline stages.")
     reserved_memory_gib: float
     memory_capacity_gib: float
-    fits: bool = Field(..., description="reserved + system.gpu.non_torch_gib <= system.gpu.memory_gib")
+    fits: bool = Field(..., description="Every stage fits: reserved + system.gpu.non_torch_gib <= system.gpu.memory_gib, "
+                                         "and the activations offloaded to host memory fit in system.gpu.host_memory_gib")
     memory_by_stage: list[StageMemory]
     breakdown_s: dict[str, float] = Field(..., description=(
         "Where the step time goes on the critical rank; sums to step_time_s. Keys: forward_compute, backward_compute, "

@@ -125,3 +125,54 @@ def test_the_smallest_change_to_fit_offers_the_fewest_offloaded_layers_that_fit(
     assert offs[0]["change"] == f"cpu_offload_layers 0 → {k}" and 0 < k < 79
     assert api.estimate(_cfg(k, 256.0, dtype="fp8")).fits and not api.estimate(_cfg(k - 1, 256.0, dtype="fp8")).fits
     assert offs[0]["throughput_lost"] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_the_offloaded_activations_sit_in_host_memory_and_must_fit_there():
+    """What leaves the GPU is in host memory: the activations the GPU no longer holds, per GPU;
+    more than system.gpu.host_memory_gib does not fit, whatever the GPU holds."""
+    base, off = api.estimate(_cfg(0, dtype="fp8")), api.estimate(_cfg(50, dtype="fp8"))
+    b, o = base.memory_by_stage[0], off.memory_by_stage[0]
+    assert b.host_offload_gib == 0.0
+    assert o.host_offload_gib == pytest.approx(b.activations_gib - o.activations_gib, rel=1e-9)
+    cfg = _cfg(50, dtype="fp8")
+    cfg["system"]["gpu"]["host_memory_gib"] = o.host_offload_gib * 1.01
+    assert api.estimate(cfg).fits
+    cfg["system"]["gpu"]["host_memory_gib"] = o.host_offload_gib * 0.99
+    tight = api.estimate(cfg)
+    assert not tight.fits and tight.memory_by_stage[0].reserved_gib == pytest.approx(o.reserved_gib)
+    assert any(w.startswith("does not fit in host memory") for w in tight.warnings)
+    assert not any(w.startswith("does not fit:") for w in tight.warnings)   # the GPU itself fits
+
+
+def test_a_shared_pcie_link_splits_fairly_with_the_nic():
+    from simengine.cost.offload import shared_link
+
+    assert shared_link(50.0, 50.0, 0.0) == 50.0            # the NIC idle: the whole link
+    assert shared_link(50.0, 50.0, 1.0) == 25.0            # both streaming: half each
+    assert shared_link(50.0, 10.0, 1.0) == 40.0            # the copies get what the NIC leaves
+    assert shared_link(50.0, 50.0, 0.4) == pytest.approx(0.6 * 50 + 0.4 * 25)
+    assert shared_link(50.0, 50.0, 3.0) == 25.0            # busy is a share: at most the whole phase
+
+
+def _fsdp_70b(gpus: int, shares: bool, n: int = 60):
+    cfg = scenario_dict(model_preset="llama3-70b", system_preset="h100-sxm5-80gb", system={"num_gpus": gpus},
+                        strategy={"tp": 2, "pp": 1, "micro_batch_size": 1, "global_batch_size": 2 * gpus, "seq_len": 8192,
+                                  "zero_stage": 3, "cpu_offload_layers": n, "overlap_grad_reduce": True,
+                                  "overlap_param_gather": True})
+    cfg["system"]["gpu"] = {**cfg["system"]["gpu"], "host_link_shares_nic": shares}
+    return api.estimate(cfg)
+
+
+def test_the_nics_traffic_slows_the_copies_only_where_it_crosses_the_same_link():
+    """ZeRO-3 over 64 H100s gathers and reduce-scatters across nodes every micro-batch: on a PCIe
+    GPU that traffic shares the link the copies take, so they stall more; on one node (the DP group
+    inside NVLink) and where the link is not shared (NVLink-C2C) nothing changes."""
+    shared, own = _fsdp_70b(64, True), _fsdp_70b(64, False)
+    assert shared.breakdown_s["offload_comm"] > own.breakdown_s["offload_comm"] > 0
+    assert shared.step_time_s > own.step_time_s
+    one_node = [_fsdp_70b(8, s).breakdown_s["offload_comm"] for s in (True, False)]
+    assert one_node[0] == one_node[1] > 0
+    from simengine.presets import load_preset
+
+    assert not load_preset("systems", "gb200-nvl72")["gpu"]["host_link_shares_nic"]
+    assert load_preset("systems", "h100-sxm5-80gb")["gpu"].get("host_link_shares_nic", True)

@@ -43,9 +43,14 @@ def brute_force(space):
         for lay in layouts(space, g):
             for mbs in micro_batches(space, g, lay):
                 dp = max(g // (lay["tp"] * lay["pp"] * lay["cp"]), 1)
-                for z, rc, fl in itertools.product(zero_stages(space), recompute_options(space, lay), flag_options(space, lay, dp)):
+                # activation offload on its own: every layer count with recompute 'none' (invalid ones skipped)
+                acts = [(rc[0], rc[1], 0) for rc in recompute_options(space, lay) if rc[0] != "offload"]
+                none_ok = "none" in space.choices.get("recompute", ("none",)) and "recompute_num_layers" not in space.choices
+                acts += [("none", None, k) for k in range(1, int(space.model["num_layers"]))
+                         if none_ok and ("cpu_offload_layers" not in space.choices or k in space.choices["cpu_offload_layers"])]
+                for z, rc, fl in itertools.product(zero_stages(space), acts, flag_options(space, lay, dp)):
                     strat = {**space.base, **lay, "micro_batch_size": mbs, "zero_stage": z, "recompute": rc[0],
-                             "recompute_num_layers": rc[1], **fl}
+                             "recompute_num_layers": rc[1], "cpu_offload_layers": rc[2], **fl}
                     try:
                         rep = api.estimate({"model": space.model, "system": dict(space.system, num_gpus=g), "strategy": strat})
                     except ConfigError:

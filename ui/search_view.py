@@ -20,7 +20,8 @@ from .search_inputs import (INPUT_KEYS, INPUT_RANGES, LINK_PARAM, MAX_TOKEN_CHAR
 from .text import csv_text
 
 # the strategy fields the table shows as they are (after the GPU count, before the overlap flags)
-STRATEGY_COLUMNS = ["tp", "pp", "vpp", "cp", "ep", "micro_batch_size", "zero_stage", "recompute", "schedule"]
+STRATEGY_COLUMNS = ["tp", "pp", "vpp", "cp", "ep", "micro_batch_size", "zero_stage", "recompute", "cpu_offload_layers",
+                    "schedule"]
 LAYOUT_COLUMNS = ["gpus", *STRATEGY_COLUMNS, "overlap"]
 TABLE_COLUMNS = ["rank", "layout", "tokens_per_s", "band_lo", "band_hi", "tie", "mfu", "us_per_launch",
                  "cost_per_million_tokens_usd", "peak_memory_gib", "headroom_gib", *LAYOUT_COLUMNS]

@@ -35,11 +35,25 @@ class GPUSpec(_Frozen):
         "benchmark (boost). Scales attention and grouped-GEMM efficiencies (measured per shape or scalar); dense "
         "GEMM efficiencies are used as measured (cost/compute.py). 1 = no derate; at least 0.05 (a GPU held "
         "below a twentieth of its boost clock is not training: measured ratios are 0.6–1)."))
-    host_link_gbs: float = Field(64.0, ge=0.001, le=1e6, description=(
-        "CPU–GPU bandwidth per direction, GB/s: what activation offload copies over (strategy."
-        "cpu_offload_layers). PCIe Gen5 x16 = 64 (128 GB/s bidirectional, the default), Gen4 = 32; "
-        "a GB200/GB300 superchip = 256 (each GPU's NVLink-C2C link carries 450 per direction, but the Grace's "
-        "~512 GB/s of LPDDR5X is shared by its two GPUs)."))
+    # the default: an 8-GPU HGX node whose GPUs each have their own PCIe Gen5 x16 path to the host
+    # (DGX H100: each GPU behind its ConnectX-7's PCIe switch; 63 GB/s nominal per GPU, MLPerf
+    # inference v4.1 DGX-H100 system description "GPU-PCIe: 504GB/s"), measured with every GPU
+    # copying at once: nvbandwidth v0.2 host_to_all_memcpy_ce 55.1–55.3 and all_to_host_memcpy_ce
+    # 44.4–45.1 GB/s per GPU on an 8× H800 HGX (driver 525.105.17; the H800 has the H100's PCIe)
+    host_link_gbs: float = Field(50.0, ge=0.001, le=1e6, description=(
+        "CPU–GPU bandwidth per direction while every GPU of the node copies at once, GB/s: what activation offload "
+        "copies over (strategy.cpu_offload_layers). Default 50: a PCIe Gen5 x16 GPU of an 8-GPU HGX node, measured "
+        "(nvbandwidth host_to_all / all_to_host: 55 and 45 per GPU); GB200 / GB300 trays measure 175 / 186 "
+        "(NVLink-C2C, a Grace's LPDDR5X shared by its two GPUs); DGX A100 13 (two GPUs per PCIe Gen4 switch)."))
+    host_link_shares_nic: bool = Field(True, description=(
+        "The GPU's link to the host also carries its NIC's traffic (PCIe GPUs of an HGX/DGX node reach the host "
+        "and their ConnectX NIC through one x16 link): offload copies share it with the scale-out collectives of "
+        "the same phase (cost/offload.py shared_link). False on GB200/GB300, whose copies cross NVLink-C2C."))
+    host_memory_gib: float = Field(200.0, ge=0, le=1e7, description=(
+        "Host (CPU) memory one GPU's offloaded activations may take, GiB: the node's DRAM over its GPUs, less what "
+        "the OS, the data loader and pinned buffers keep (default 200: a DGX H100's or DGX B200's 2 TB over 8 GPUs is "
+        "238 GiB, 85 % of it, an assumption, left to activations; a GB200/GB300 Grace's 480 GB over 2 GPUs gives 190). "
+        "An estimate that offloads more (strategy.cpu_offload_layers) does not fit."))
     non_torch_gib: float = Field(2.5, ge=0, le=1e4, description=(
         "Memory outside PyTorch's allocator: CUDA context, NCCL buffers, cuBLAS/cuDNN workspaces, GiB "
         "(SimuMax keeps a 6 GiB margin for the same; nvidia-smi minus torch reserved is typically 1.5–4 GiB)."))

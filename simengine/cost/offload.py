@@ -12,24 +12,41 @@ only; StrategySpec.cpu_offload_layers): TransformerEngine's default scheduling
 So the GPU holds L − N layers' activations at the peak (``cost/stage.py`` ``_chunk_memory``), and the
 copies cost time only where they outlast the compute beside them: ``stalls`` runs the two streams
 layer by layer (copies and reloads one after another at the host link's bandwidth,
-``GPUSpec.host_link_gbs``) and returns how much later the forward and the backward end. Copy
+``GPUSpec.host_link_gbs``; on PCIe-attached GPUs shared with the NIC's traffic of the same phase,
+``shared_link``) and returns how much later the forward and the backward end. Copy
 engines take no SMs; the HBM traffic of a copy at the host link's rate is a few percent of HBM
 bandwidth and is not priced (the TE docs: "unlikely to affect compute-bound operations")."""
 
 from __future__ import annotations
 
 
-def stalls(saved: list[float], n_layers: int, fwd_s: float, bwd_s: float, link_gbs: float) -> tuple[float, float]:
+def stalls(saved: list[float], n_layers: int, fwd_s: float, bwd_s: float, link_gbs: float,
+           back_gbs: float | None = None) -> tuple[float, float]:
     """(forward stall, backward stall) seconds of one micro-batch through a chunk of ``n_layers``
     layers whose first ``len(saved)`` are offloaded, ``saved[j]`` the bytes of layer j; ``fwd_s`` and
-    ``bwd_s`` one layer's forward and backward (input and weight gradients) compute seconds."""
+    ``bwd_s`` one layer's forward and backward (input and weight gradients) compute seconds; the
+    copies at ``link_gbs``, the reloads at ``back_gbs`` (default the same)."""
     n = len(saved)
     if not n or n >= n_layers:
         return 0.0, 0.0
     keep = n_layers - n  # activation sets the GPU may hold
-    rate = link_gbs * 1e9
-    copy = [b / rate for b in saved]
-    return _forward(copy, n_layers, keep, fwd_s), _backward(copy, n_layers, keep, bwd_s)
+    back = link_gbs if back_gbs is None else back_gbs
+    copy = [b / (link_gbs * 1e9) for b in saved]
+    reload = [b / (back * 1e9) for b in saved]
+    return _forward(copy, n_layers, keep, fwd_s), _backward(reload, n_layers, keep, bwd_s)
+
+
+def shared_link(link_gbs: float, nic_gbs: float, busy: float) -> float:
+    """The host-copy bandwidth, averaged over a phase, of a GPU whose one PCIe link also carries its
+    NIC's traffic (GPUDirect RDMA: on an HGX/DGX H100 or B200 node each GPU reaches both the host
+    and its ConnectX NIC through the same x16 link and the NIC's PCIe switch) for a share ``busy``
+    of the phase. While both stream, the link splits max-min fair (each DMA flow at least half of
+    it; the copies get what the NIC leaves when it needs less); otherwise the copies have it all.
+    The collectives are priced at their own bandwidth as before (what the copies take from them is
+    not charged: optimistic for them)."""
+    busy = min(max(busy, 0.0), 1.0)
+    during = max(link_gbs - nic_gbs, link_gbs / 2.0)
+    return (1.0 - busy) * link_gbs + busy * during
 
 
 def _forward(copy: list[float], n_layers: int, keep: int, f: float) -> float:

@@ -17,7 +17,7 @@ from ..workload.dims import Dims
 from ..workload.ops import BF16, Attention
 from ..workload.phases import Phases
 from ..workload.recompute import gemms, op_sac, op_sac_stack, recomputed_layers, recomputed_ops
-from .offload import stalls as offload_stalls
+from .offload import shared_link as offload_shared_link, stalls as offload_stalls
 from .activations import (BlockActivations, attention_activations, head_activations, kept_outputs, layer_input, mamba_activations,
                           mlp_activations, moe_activations)
 from .comm import CommModel
@@ -37,6 +37,7 @@ class ChunkPlan:
     recompute: PhaseCost
     activation_bytes: float   # held per in-flight micro-batch
     peak_extra_bytes: float   # transient on top while this chunk runs
+    host_bytes: float = 0.0   # offloaded to host memory per in-flight micro-batch (cpu_offload_layers)
 
 
 @dataclass(slots=True)
@@ -258,9 +259,30 @@ def _offload_comm(p: _Priced, cw: ChunkWork, fwd: PhaseCost, bwd: PhaseCost) -> 
     n = len(cw.layers)
     f = sum(p.costs[k][0].compute_s * c for k, c in _layer_blocks(cw) if c) / n
     b = sum((p.costs[k][1].compute_s + p.costs[k][2].compute_s) * c for k, c in _layer_blocks(cw) if c) / n
-    s_f, s_b = offload_stalls(saved, n, f, b, p.sc.system.gpu.host_link_gbs)
+    gpu = p.sc.system.gpu
+    link_f = link_b = gpu.host_link_gbs
+    if gpu.host_link_shares_nic:   # the NIC's traffic of the same phase takes part of the one PCIe link
+        nic = p.sc.system.scale_out.bandwidth_gbs
+        link_f = offload_shared_link(link_f, nic, _nic_seconds(p, fwd) / max(n * f, 1e-12))
+        link_b = offload_shared_link(link_b, nic, _nic_seconds(p, bwd) / max(n * b, 1e-12))
+    s_f, s_b = offload_stalls(saved, n, f, b, link_f, link_b)
     fwd.add_comm("offload_comm", s_f)
     bwd.add_comm("offload_comm", s_b)
+
+
+# the parallel group (cost/comm.py ``group_placements``) each kind of a phase's collectives runs on
+_KIND_GROUP = {"dp_comm": "dps", "cp_comm": "cp", "ep_comm": "ep", "tp_comm": "tp"}
+
+
+def _nic_seconds(p: _Priced, ph: PhaseCost) -> float:
+    """Seconds of a phase's collectives whose group crosses the scale-out network: what keeps the
+    GPU's NIC streaming during the phase (cost/comm.py ``tier_of``)."""
+    out = 0.0
+    for kind, seconds, _, _, count in ph.tasks():
+        group = _KIND_GROUP.get(kind)
+        if group is not None and p.comm.tier_of(group) == "scale_out":
+            out += seconds * count
+    return out
 
 
 def _regrown(p: _Priced, cw: ChunkWork, drops: tuple[float, float, float], extra: float, sac: bool) -> float:
@@ -319,7 +341,7 @@ def _plan_chunk(p: _Priced, cw: ChunkWork) -> ChunkPlan:
     if _zero_in_chunks(sc):
         zero_per_microbatch(sc, p.comm, cw, fwd, bwd, rc, wgt.compute_s)
     _offload_comm(p, cw, fwd, bwd)
-    return ChunkPlan(cw, fwd, bwd, wgt, rc, held, extra)
+    return ChunkPlan(cw, fwd, bwd, wgt, rc, held, extra, sum(_offloaded(p, cw)))
 
 
 def _chunk_key(p: _Priced, cw: ChunkWork) -> tuple:
@@ -342,7 +364,7 @@ def _plan_chunk_once(p: _Priced, cw: ChunkWork, priced: dict[tuple, ChunkPlan], 
         hit = priced[key] = _plan_chunk_kept(p, cw, key)
         if hit.work is cw:
             return hit
-    return ChunkPlan(cw, hit.fwd, hit.bwd, hit.wgt, hit.recompute, hit.activation_bytes, hit.peak_extra_bytes)
+    return ChunkPlan(cw, hit.fwd, hit.bwd, hit.wgt, hit.recompute, hit.activation_bytes, hit.peak_extra_bytes, hit.host_bytes)
 
 
 def _plan_chunk_kept(p: _Priced, cw: ChunkWork, key: tuple) -> ChunkPlan:
@@ -357,13 +379,21 @@ def _plan_chunk_kept(p: _Priced, cw: ChunkWork, key: tuple) -> ChunkPlan:
     if _zero_in_chunks(p.sc):
         return _plan_chunk(p, cw)
     mk = (id(p.costs), key, st.recompute, st.recompute_num_layers, tuple(st.recompute_modules or ()), op_sac_stack(p.sc),
-          st.cpu_offload_layers, p.sc.system.gpu.host_link_gbs if st.cpu_offload_layers else None)
+          st.cpu_offload_layers, _offload_key(p.sc) if st.cpu_offload_layers else None)
     hit = _CHUNKS.get(mk)
     if hit is not None and hit[0] is p.costs:
         return hit[1]
     plan = _plan_chunk(p, cw)
     remember(_CHUNKS, mk, (p.costs, plan), MAX_PRICED)   # the priced blocks kept alive with their key: their id stays theirs
     return plan
+
+
+def _offload_key(sc: Scenario) -> tuple:
+    """What an offload's copies read beyond the priced blocks (``_offload_comm``): the host link,
+    whether the NIC shares it, the NIC's bandwidth and the groups' tiers (the GPU count)."""
+    gpu = sc.system.gpu
+    return (gpu.host_link_gbs, gpu.host_link_shares_nic, sc.system.scale_out.bandwidth_gbs, sc.system.num_gpus,
+            sc.system.domain, sc.dp, sc.strategy.cp, sc.strategy.ep)
 
 
 # (id of priced blocks, chunk key, recompute fields) -> (those priced blocks, the chunk's plan)

@@ -17,7 +17,7 @@ from ..config.strategy import StrategySpec, fp8_gather_min_zero
 from ..config.system import SystemSpec
 from ..errors import ConfigError, from_pydantic, issues_text
 from ..schedule import get_schedule
-from .space import SearchSpace
+from .space import SearchSpace, rc_fields
 from .types import example
 
 _SHARED_OF: list = [None, ""]   # (space, its text): the key every per-space memo of the search uses
@@ -65,13 +65,14 @@ def _strategy(space: SearchSpace, layout: dict[str, Any], mbs: int, z: int, rc: 
 
 
 def _recompute(space: SearchSpace, level: str, layers: int | None) -> dict[str, Any]:
-    """The recompute fields of a candidate. The base's ``recompute_modules`` ride with the
+    """The recompute and offload fields of a candidate's activation option (``space.rc_fields``).
+    The base's ``recompute_modules`` ride with the
     selective level only: Megatron-Core reads them under ``recompute_granularity == "selective"``
     alone (attention.py ``Attention.__init__``: ``checkpoint_core_attention = recompute_granularity
     == 'selective' and "core_attn" in recompute_modules``; multi_latent_attention.py likewise for
     ``mla_up_proj``), so a none / full candidate takes the default and is not refused for modules
     it would not use."""
-    out: dict[str, Any] = {"recompute": level, "recompute_num_layers": layers}
+    out = rc_fields((level, layers))
     if level != "selective" and "recompute_modules" in space.base:
         out["recompute_modules"] = StrategySpec.model_fields["recompute_modules"].default
     return out

@@ -34,7 +34,7 @@ from .candidate import _strategy, construct, scenario
 from .flow import flow_of
 from .orders import order_terms
 from .plan_terms import dp_tails, plan_a2a, zero_deltas
-from .space import SearchSpace, flag_options
+from .space import SearchSpace, flag_options, rc_fields
 from .types import GroupScreen
 
 
@@ -55,7 +55,7 @@ def rc_scenario(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int,
     """The scenario the screen prices recompute ``rc`` with at ZeRO stage ``z`` (flags off);
     ConfigError when it is invalid."""
     base = _strategy(space, layout, mbs, z, ("none", None), {})
-    return scenario(space, gpus, dict(base, recompute=rc[0], recompute_num_layers=rc[1]))
+    return scenario(space, gpus, dict(base, **rc_fields(rc)))
 
 
 def group_context(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int) -> tuple[dict[str, Any], Scenario, list, bool]:

@@ -12,6 +12,12 @@ Why each rule is safe (the brute-force test in tests/test_search.py re-checks th
   per-stream order makes the list scheduler's finish time monotone in task durations (max-plus
   recurrences, ``simengine/sim/engine.py``). So if ``none`` fits, every recompute is dominated;
   otherwise ``full(k)`` with the least fitting k dominates ``full(k' > k)``; ``selective`` is timed too.
+* Activation offload (``offload(k)``: the first k layers' saved activations in host memory,
+  ``cost/offload.py``) follows the same rules: the GPU holds L − k layers' activations, so
+  memory falls with k, and the copies add exposed time that only grows with k (one more layer
+  copied and one fewer activation set the GPU may hold: every wait of ``offload.stalls`` is at
+  least as long; tests/test_cpu_offload.py checks it), so the fewest offloaded layers that fit
+  dominate more, and ``none`` dominates every offload when it fits.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from .bound import ep_alone, phase_alone, pipe_of, pipeline_bound, schedule_chai
 from .candidate import (_SHARED_OF, _in_field_ranges, _recompute, _shared_key, _strategy,  # noqa: F401  (re-exported)
                         construct, example, group_error, quick_error, scenario, specs)
 from .plan_terms import dp_tail, dp_tails, plan_a2a, zero_chunk, zero_deltas  # noqa: F401  (re-exported)
-from .space import SearchSpace, flag_options, group_size, recompute_options, zero_stages
+from .space import SearchSpace, flag_options, group_size, rc_fields, recompute_options, zero_stages
 from .types import Candidate, GroupScreen, Rejection
 
 GIB = float(1 << 30)
@@ -130,6 +136,8 @@ def _alone(pc, with_tp: bool, seen: dict[tuple[int, bool], float], slow: float, 
 
 def _rc_label(rc: tuple[str, int | None]) -> str:
     lvl, k = rc
+    if lvl == "offload":
+        return f"offload of {k} layer{'s' if k != 1 else ''}"
     return lvl if lvl != "full" else ("full (all layers)" if k is None else f"full ({k} layers)")
 
 
@@ -417,14 +425,16 @@ def _fitting_recompute(space: SearchSpace, gpus: int, layout: dict[str, Any], mb
 
     def reject(kind, reason, n, rc):
         if n:
-            ex = example(gpus, dict(base, recompute=rc[0], recompute_num_layers=rc[1]))
+            ex = example(gpus, dict(base, **rc_fields(rc)))
             out.rejections.append(Rejection(kind, reason, n * nflags, ex))
 
     keep: list[tuple[tuple[str, int | None], tuple[tuple[float, float], float]]] = []
     if ("none", None) in rcs:
         o, stage, err = check(("none", None))
         if o <= 0:
-            reject("dominated", "recompute 'none' fits; any recompute only adds time", len(rcs) - 1, rcs[-1])
+            why = ("recompute 'none' without offload fits; any recompute or offload only adds time"
+                   if any(rc[0] == "offload" for rc in rcs) else "recompute 'none' fits; any recompute only adds time")
+            reject("dominated", why, len(rcs) - 1, rcs[-1])
             return [(("none", None), known[("none", None)])]
         reject("invalid" if err else "oom", err or _oom(o, stage), 1, ("none", None))
     if ("selective", None) in rcs:
@@ -433,13 +443,25 @@ def _fitting_recompute(space: SearchSpace, gpus: int, layout: dict[str, Any], mb
             keep.append((("selective", None), known[("selective", None)]))
         else:
             reject("invalid" if err else "oom", err or _oom(o, stage), 1, ("selective", None))
+
+    def host_full(rc):   # host memory rises with the offloaded layers: past the least that fits the GPU, none fits the host
+        host, cap = max(m.host_offload_gib for m in plans[rc][1]), specs(space, gpus)[1].gpu.host_memory_gib
+        return f"host memory: {host:.2f} GiB of activations offloaded per GPU > {cap:.2f} GiB (at least; {_rc_label(rc)})" \
+            if host > cap else ""
+
+    keep += _least_full([rc for rc in rcs if rc[0] == "offload"], check, reject, known, "offload of fewer layers", "more offload",
+                        host_full)
     keep += _least_full([rc for rc in rcs if rc[0] == "full"], check, reject, known)
     return keep
 
 
-def _least_full(fulls, check, reject, known) -> list:
-    """Bisect the full-recompute options (memory falls along the list) for the fewest recomputed
-    layers that fit; the ones with more only add time (dominated), those with fewer do not fit."""
+def _least_full(fulls, check, reject, known, fewer: str = "full recompute of fewer layers", more: str = "more recompute",
+                beyond=None) -> list:
+    """Bisect the full-recompute (or offload) options (memory falls along the list) for the fewest
+    recomputed (offloaded) layers that fit; the ones with more only add time (dominated), those
+    with fewer do not fit. ``beyond(rc)``: why the least that fits the GPU and every option after
+    it cannot run for a limit that only tightens along the list (the host memory an offload
+    takes), '' when it can."""
     lo, hi, last_bad = 0, len(fulls), None
     while lo < hi:  # first index whose memory fits
         mid = (lo + hi) // 2
@@ -452,13 +474,16 @@ def _least_full(fulls, check, reject, known) -> list:
         else:
             lo, last_bad = mid + 1, (o, stage, fulls[mid])
     keep = []
-    if lo < len(fulls):
+    why = beyond(fulls[lo]) if beyond is not None and lo < len(fulls) else ""
+    if why:
+        reject("oom", why, len(fulls) - lo, fulls[lo])
+    elif lo < len(fulls):
         keep.append((fulls[lo], known[fulls[lo]]))
-        reject("dominated", f"full recompute of fewer layers ({_rc_label(fulls[lo])}) fits; more recompute only adds time",
+        reject("dominated", f"{fewer} ({_rc_label(fulls[lo])}) fits; {more} only adds time",
                len(fulls) - lo - 1, fulls[-1])
     if lo and last_bad is not None:
         o, stage, rc = last_bad
-        reject("oom", f"{_oom(o, stage)} (at least; {_rc_label(rc)} recompute)", lo, fulls[0])
+        reject("oom", f"{_oom(o, stage)} (at least; {_rc_label(rc)}{'' if rc[0] == 'offload' else ' recompute'})", lo, fulls[0])
     return keep
 
 
@@ -481,6 +506,11 @@ def time_candidate(space: SearchSpace, gpus: int, strat: dict[str, Any], order: 
     head = gpu.memory_gib - worst.reserved_gib - gpu.non_torch_gib
     if head < 0:  # the estimate's verdict wins over the pre-filter's (each candidate counted once)
         out.rejections.append(Rejection("oom", _oom(-head, worst.stage), 1, example(gpus, strat)))
+        return None
+    if not rep.fits:   # the GPU fits, the host memory its offloaded activations need does not (estimate.py)
+        host = max(m.host_offload_gib for m in rep.memory_by_stage)
+        out.rejections.append(Rejection("oom", f"host memory: {host:.2f} GiB of activations offloaded per GPU > "
+                                               f"{gpu.host_memory_gib:.2f} GiB", 1, example(gpus, strat)))
         return None
     out.timed += 1
     st = sc.strategy.model_dump(mode="json")

@@ -15,8 +15,9 @@ closed forms the estimate uses, priced once per block kind:
 * the model states at the ZeRO stage of the space that needs the least of them on that rank
   (``static_memory``): a lower bound on the memory of every candidate using that recompute.
 
-Memory only falls along none → full(1) → … → full(all) (``prune``), so the least full recompute
-that may fit is found by bisection; recompute only adds time. The group's bound becomes the
+Memory only falls along none → full(1) → … → full(all) and along offload(1) → … → offload(L − 1)
+(``prune``), so the least full recompute and the fewest offloaded layers that may fit are found
+by bisection; recompute and offload only add time (the bound leaves an offload's copies out). The group's bound becomes the
 least bound over the options that may fit (selective, the least full), each with its recompute
 phase; a group where none may fit is rejected as OOM with the smallest excess found.
 
@@ -41,7 +42,7 @@ from ..pipeline import max_inflight, order_memory_peaks
 from ..schedule import get_schedule
 from ..errors import ConfigError
 from .bound import BLOCK_KEY, PLACE_KEY, TP_OFF, TP_UB, a2a_terms, ep_alone, phase_alone, pipeline_bound, speed_factors, stage_phases_of
-from .space import SearchSpace, flag_options, group_size, recompute_options, zero_stages
+from .space import SearchSpace, flag_options, group_size, rc_fields, recompute_options, zero_stages
 from .types import Rejection
 
 GIB = float(1 << 30)
@@ -215,26 +216,36 @@ def memory_of(space: SearchSpace, gpus: int, sc0: Scenario, probe: dict[str, Any
 
 
 def _may_fit(rcs: list[tuple[str, int | None]], over, lo: int = 0) -> list[tuple[str, int | None]]:
-    """The recompute options worth bounding: none when it fits (every other only adds time), else
-    selective if it fits and the least full recompute that fits (memory falls along the full
-    options: bisection; more recomputed layers only add time). ``lo``: the full options before
-    that index are known not to fit."""
+    """The activation options worth bounding: none when it fits (every other only adds time), else
+    selective if it fits, the fewest offloaded layers that fit and the least full recompute that
+    fits (memory falls along each of those families: bisection; more offloaded or recomputed
+    layers only add time). ``lo``: the full options before that index are known not to fit."""
     if ("none", None) in rcs and over(("none", None)) <= 0:
         return [("none", None)]
     out: list[tuple[str, int | None]] = []
     if ("selective", None) in rcs and over(("selective", None)) <= 0:
         out.append(("selective", None))
+    offs = [rc for rc in rcs if rc[0] == "offload"]
+    i = _first_fit(offs, over, 0)
+    if i < len(offs):
+        out.append(offs[i])
     fulls = [rc for rc in rcs if rc[0] == "full"]
-    hi = len(fulls)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if over(fulls[mid]) <= 0:
-            hi = mid
-        else:
-            lo = mid + 1
+    lo = _first_fit(fulls, over, lo)
     if lo < len(fulls):
         out.append(fulls[lo])
     return out
+
+
+def _first_fit(family: list[tuple[str, int | None]], over, lo: int) -> int:
+    """The first index of ``family`` (memory falls along it) whose option fits, from ``lo``."""
+    hi = len(family)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if over(family[mid]) <= 0:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
 
 
 def _bound(sc0: Scenario, placed, secs, memo: "_Memory", rc: tuple[str, int | None], tco: bool,
@@ -351,7 +362,7 @@ class _Memory:
     def _priced_for(self, rc: tuple[str, int | None]):
         hit = self._pf.get(rc)
         if hit is None:
-            hit = self._pf[rc] = replace(self.p, sc=self._scenario(recompute=rc[0], recompute_num_layers=rc[1]))
+            hit = self._pf[rc] = replace(self.p, sc=self._scenario(**rc_fields(rc)))
         return hit
 
     def over(self, rc: tuple[str, int | None], z: int) -> float:
@@ -386,7 +397,7 @@ class _Memory:
         p = self._priced_for(rc)
         for base, cw in self.mem_kinds:
             n_rc = _recomputed_layers(p, cw)
-            key = (rc[0], n_rc, *base)
+            key = (rc[0], n_rc, rc[1] if rc[0] == "offload" else None, *base)
             hit = seen.get(key)
             if hit is None:
                 hit = seen[key] = _chunk_memory(p, cw, n_rc)
@@ -434,8 +445,7 @@ class _Memory:
                 r = _recompute_cost(p, cw, _recomputed_layers(p, cw)).compute_s
                 best: tuple[float, float, float] | None = None
                 for ogr, opg in fl:
-                    sc = self._scenario(zero_stage=z, recompute=rc[0], recompute_num_layers=rc[1],
-                                        overlap_grad_reduce=ogr, overlap_param_gather=opg)
+                    sc = self._scenario(zero_stage=z, **rc_fields(rc), overlap_grad_reduce=ogr, overlap_param_gather=opg)
                     d = zero_chunk(sc, self._comm, cw, f, b, r, self.slow, w)
                     best = d if best is None else (min(best[0], d[0]), min(best[1], d[1]), min(best[2], d[2]))
                 hit = self.zero_memo[key] = best or (0.0, 0.0, 0.0)
@@ -446,7 +456,7 @@ class _Memory:
         """The recompute phase of each distinct chunk of the layout (``Placed.kinds``), run alone
         without its TP collectives, with its expert all-to-all (cost/stage.py: _recompute_cost)."""
 
-        if rc[0] == "none":
+        if rc[0] in ("none", "offload"):   # (an offload's copies only add time: left out of the bound)
             return [0.0] * len(self.placed.kinds)
         p = self._priced_for(rc)
         out: list[float] = [0.0] * len(self.placed.kinds)

@@ -8,7 +8,9 @@ kept as a rejection with the scenario's own message.
 Dimensions are split the way SimuMax separates a unit's local cost from the pipeline layout
 (SimuMax ``search_best_parallel_strategy``): a *layout* (gpus, tp, pp, vpp, schedule, cp,
 cp_comm_type, ep, etp) fixes the groups; *knobs* (micro_batch_size, zero_stage, recompute,
-recompute_num_layers and the overlap flags) are searched inside each layout.
+recompute_num_layers, cpu_offload_layers and the overlap flags) are searched inside each layout.
+Recompute and activation offload are one knob, the *activation option* (``recompute_options``):
+Megatron-Core runs offload only without recompute (``config/scenario.py`` ``_offload_checks``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 from ..errors import ConfigError
 
 LAYOUT_DIMS = ("tp", "pp", "vpp", "schedule", "cp", "cp_comm_type", "ep", "etp")
-KNOB_DIMS = ("micro_batch_size", "zero_stage", "recompute", "recompute_num_layers",
+KNOB_DIMS = ("micro_batch_size", "zero_stage", "recompute", "recompute_num_layers", "cpu_offload_layers",
              "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap")
 DIMS = LAYOUT_DIMS + KNOB_DIMS
 FLAG_DIMS = ("overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap")
@@ -238,22 +240,52 @@ def micro_batches(space: SearchSpace, gpus: int, layout: dict[str, Any]) -> list
 
 
 def recompute_options(space: SearchSpace, layout: dict[str, Any]) -> list[tuple[str, int | None]]:
-    """(recompute, recompute_num_layers) ordered from most memory to least: none, selective, then
-    full with 1 … all layers of a stage recomputed (None = all). A function of the space and pp,
-    memoised per space object (every group a search looks at asks; callers do not mutate it)."""
+    """The activation options (recompute, layers) ordered from most memory to least within each
+    family: none, selective, ("offload", k) with the first k = 1 … L − 1 layers' activations in
+    host memory (``offload_options``), then full with 1 … all layers of a stage recomputed
+    (None = all). A function of the space, pp and the schedule, memoised per space object (every
+    group a search looks at asks; callers do not mutate it)."""
     memo = _per_space(space)
-    hit = memo.get(("rc", layout["pp"]))
+    key = ("rc", layout["pp"], layout.get("schedule"))
+    hit = memo.get(key)
     if hit is not None:
         return hit
     per_stage = math.ceil(int(space.model["num_layers"]) / layout["pp"])
     # a pinned layer count applies to full recompute only (StrategySpec): it asks for that level
     levels = _allowed(space, "recompute", ("full",) if "recompute_num_layers" in space.choices else RECOMPUTE_LEVELS)
     ks = _allowed(space, "recompute_num_layers", list(range(1, per_stage)) + [None])
-    out: list[tuple[str, int | None]] = [(lvl, None) for lvl in ("none", "selective") if lvl in levels]
-    if "full" in levels:
+    out: list[tuple[str, int | None]] = []
+    if 0 in _allowed(space, "cpu_offload_layers", [0]):   # candidates without offload
+        out += [(lvl, None) for lvl in ("none", "selective") if lvl in levels]
+    out += offload_options(space, layout, levels)
+    if "full" in levels and 0 in _allowed(space, "cpu_offload_layers", [0]):
         out += [("full", k) for k in ks]
-    memo[("rc", layout["pp"])] = out
+    memo[key] = out
     return out
+
+
+def offload_options(space: SearchSpace, layout: dict[str, Any], levels) -> list[tuple[str, int | None]]:
+    """("offload", k) activation options: Megatron-Core's --cpu-offloading-num-layers k
+    (StrategySpec.cpu_offload_layers), which runs without recompute, so only where the space
+    allows recompute 'none'. Proposed for the layouts Megatron-Core runs it in (pp 1, its
+    unpipelined schedule, its own stack: ``config/scenario.py`` ``_offload_checks``), every k below
+    the layer count; a restriction of the dimension proposes its values for every layout (the
+    scenario check rejects the ones that cannot run, with its own message)."""
+    if "none" not in levels:
+        return []
+    if "cpu_offload_layers" in space.choices:
+        return [("offload", int(k)) for k in space.choices["cpu_offload_layers"] if k]
+    if layout["pp"] != 1 or layout.get("schedule") != "1f1b" or space.base.get("framework", "megatron-te") != "megatron-te":
+        return []
+    return [("offload", k) for k in range(1, int(space.model["num_layers"]))]
+
+
+def rc_fields(rc: tuple[str, int | None]) -> dict[str, Any]:
+    """The strategy fields of an activation option (``recompute_options``)."""
+    level, k = rc
+    if level == "offload":
+        return {"recompute": "none", "recompute_num_layers": None, "cpu_offload_layers": k}
+    return {"recompute": level, "recompute_num_layers": k, "cpu_offload_layers": 0}
 
 
 def zero_stages(space: SearchSpace) -> list[int]:
@@ -310,10 +342,10 @@ def replica_dp(gpus: int, layout: dict[str, Any]) -> int:
 
 def group_size(space: SearchSpace, gpus: int, layout: dict[str, Any]) -> int:
     """Candidates in one (layout, micro-batch size) group: zero stages × recompute × flags; a
-    function of the GPU count, pp (``recompute_options``) and tp, cp, ep (``flag_options``)
+    function of the GPU count, pp and the schedule (``recompute_options``) and tp, cp, ep (``flag_options``)
     alone, memoised per space object (huge spaces count millions of groups)."""
     memo = _per_space(space)
-    key = ("size", gpus, layout["tp"], layout["pp"], layout["cp"], layout["ep"])
+    key = ("size", gpus, layout["tp"], layout["pp"], layout["cp"], layout["ep"], layout.get("schedule"))
     hit = memo.get(key)
     if hit is None:
         hit = memo[key] = len(zero_stages(space)) * len(recompute_options(space, layout)) * \
@@ -330,6 +362,8 @@ def _check_value(dim: str, v: Any) -> bool:
         return isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 65_536
     if dim in ("etp", "recompute_num_layers"):   # None: etp = tp, or every layer of a stage recomputed
         return v is None or (isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 65_536)
+    if dim == "cpu_offload_layers":   # 0: no offload
+        return isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 65_536
     if dim == "zero_stage":
         return isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 3
     if dim in FLAG_DIMS:
@@ -355,4 +389,7 @@ def check_choices(choices: dict[str, Any]) -> dict[str, tuple]:
     if "recompute_num_layers" in out and "full" not in out.get("recompute", ("full",)):
         raise ConfigError([("strategy.recompute_num_layers", "recompute_num_layers applies to recompute='full' only, "
                                                              f"and recompute is restricted to {list(out['recompute'])}")])
+    if not any(v == 0 for v in out.get("cpu_offload_layers", (0,))) and "none" not in out.get("recompute", ("none",)):
+        raise ConfigError([("strategy.cpu_offload_layers", "CPU activation offloading runs with recompute='none' only "
+                                                           f"(Megatron-Core), and recompute is restricted to {list(out['recompute'])}")])
     return out

@@ -11,7 +11,7 @@ from ..report import to_train
 # the overlap flags as a layout's label names them (``Candidate.label``; the studio's overlap column)
 FLAG_LABELS = (("overlap_grad_reduce", "grad"), ("overlap_param_gather", "param"), ("tp_comm_overlap", "tp"))
 SEARCHED = ("tp", "pp", "vpp", "schedule", "cp", "cp_comm_type", "ep", "etp", "micro_batch_size", "zero_stage",
-            "recompute", "recompute_num_layers", "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap",
+            "recompute", "recompute_num_layers", "cpu_offload_layers", "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap",
             "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers")
 
 
@@ -74,6 +74,8 @@ class Candidate:
 
 
 def _recompute_label(s: dict[str, Any]) -> str:
+    if s.get("cpu_offload_layers"):
+        return f"offload{s['cpu_offload_layers']}"
     if s["recompute"] != "full":
         return f"rc-{s['recompute']}"
     k = s.get("recompute_num_layers")
