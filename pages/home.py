@@ -1,4 +1,5 @@
-"""Home: what the studio does, the current scenario at a glance, size presets, share link."""
+"""Home: what the studio does, the current scenario at a glance, size presets and named scenarios,
+share link."""
 
 import streamlit as st
 
@@ -8,6 +9,7 @@ from ui.config_io import UPLOAD_MB, section_of, validate_scenario
 from ui.editor import take_upload
 from ui.engine import estimate_report
 from ui.labels import MFU_HELP, PEAK_LABEL, memory_help
+from ui.named import open_named, options
 from ui.layout import (LINK_BOX_CHARS, LINK_BOX_PX, boot, glance, issue_lines, issues_box, page_link, scenario_download,
                        show_notices)
 from ui.share import size_canonical
@@ -88,6 +90,12 @@ with right:
         b.button(size.capitalize(), key=f"size.{size}", on_click=state.load_size, args=(size,), width="stretch",
                  type="primary" if state.link_params() == {"preset": size} else "secondary")
         d.caption(desc)
+    named = options()
+    if named:
+        st.selectbox("Or a named scenario: a strategy preset with the model, system and GPU count it was written for",
+                     list(named), format_func=named.get, key="pick.named")
+        st.button("Open this scenario", key="open.named", on_click=lambda: open_named(st.session_state["pick.named"]))
+        show_notices("named")
     st.subheader("Share link")
     if state.link_too_long():
         st.caption("This scenario is too large for a link; keep or send the scenario file below instead.")

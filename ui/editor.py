@@ -49,7 +49,10 @@ def _load_preset(section: str) -> None:
     if issues:
         state.notify("error", f"Preset {md(repr(name))} is invalid:  \n" + issues_md(issues, 6))
     else:
-        state.notify("success", f"Loaded {section} preset {md(repr(name))}.")
+        from .named import strategy_hint   # a strategy preset written for another GPU count: say which scenario
+
+        hint = strategy_hint(name, state.section_dict("system")) if section == "strategy" else ""
+        state.notify("warning" if hint else "success", f"Loaded {section} preset {md(repr(name))}.{hint}")
 
 
 def read_upload(f) -> Any:
