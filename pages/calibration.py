@@ -79,15 +79,18 @@ elif res:
             st.markdown("  \n".join(f"- {md(w, 300)}" for w in s["warnings"][:50]))
     st.markdown("**What it changes in the current scenario**")
     effect = cal.effect_rows(res["system"])
+    cov = cal.coverage_rows(res["system"], [p["target"] for p in s["provenance"]])
     if isinstance(effect, str):
         st.warning(effect)
     else:
         st.dataframe(pd.DataFrame(effect), hide_index=True, width="content",
                      column_config={"change [%]": st.column_config.NumberColumn(format="%+.2f")})
+        note = cal.extrapolation_note(cov)
+        if note:
+            st.warning(note, icon="⚠️")
         fields = cal.changed_fields(state.section_dict("system"), res["system"])
         st.caption(("System fields it sets: " + md(", ".join(fields), 600)) if fields else
                    "The calibrated system equals the scenario's: nothing changes (already in use).")
-    cov = cal.coverage_rows(res["system"], [p["target"] for p in s["provenance"]])
     st.markdown("**Coverage of the current scenario** (share of op time, %)")
     st.caption("Op time: every op one step runs, summed over the pipeline ranks, before overlap and bubbles; "
                "so it exceeds the step time.")

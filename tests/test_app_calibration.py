@@ -212,3 +212,19 @@ def test_an_uploads_error_is_said_under_it_naming_its_file(systems_dir):
     said = texts(at.error).replace("\\", "")
     assert "bw.csv: no header row (expected e.g. 'bytes,time_us')" in said and "memory_csv" not in said
     assert "bad.csv" not in said
+
+
+def test_a_change_that_rests_on_extrapolation_says_so(systems_dir):
+    """A sweep up to m = 1,536 priced every GEMM of the 8,192-token scenario from its edge, and the
+    page showed the change (MFU 55 → 61 %) with no word that it was extrapolated. Now a warning
+    under the change gives the share; a sweep that covers the shapes gets none."""
+    from ui.calibration_run import extrapolation_note
+
+    at = calibrate(open_cal())
+    warned = texts(at.warning)
+    assert "beyond the measured shapes" in warned and "gemm" in warned
+    cov = next(df.value for df in at.dataframe if "op kind" in df.value.columns)
+    total = float(cov.loc[cov["op kind"] == "total", "extrapolated"].iloc[0])
+    assert f"{total:.0f} % of this scenario's op time" in warned and total >= 25
+    covered = [{"op kind": "gemm", "extrapolated": 0.0}, {"op kind": "total", "extrapolated": 10.0}]
+    assert extrapolation_note(covered) == "" and extrapolation_note("no scenario") == ""

@@ -204,3 +204,24 @@ def coverage_rows(system: dict[str, Any], measured_fields=()) -> list[dict[str, 
         return "Coverage needs a valid scenario: " + md("; ".join(m for _, m in e.issues[:3]), 300)
     return [{"op kind": k, "op time [ms]": v["seconds"] * 1e3, **{c: v[c] * 100 for c in
              ("measured", "interpolated", "extrapolated", "default")}} for k, v in cov.items()]
+
+
+EXTRAPOLATED_WARN = 0.25   # share of the scenario's op time priced beyond the measured tables that earns a warning
+
+
+def extrapolation_note(cov: list[dict[str, Any]] | str) -> str:
+    """A warning when much of the scenario's op time is priced beyond what was measured (clamped
+    to a table's edge, ``simengine.calibration.table``): the change the calibration makes then
+    rests on extrapolation ('' otherwise)."""
+    if isinstance(cov, str):
+        return ""
+    rows = {r["op kind"]: r for r in cov}
+    total = rows.get("total")
+    if total is None or total["extrapolated"] < EXTRAPOLATED_WARN * 100:
+        return ""
+    worst = [f"{k.replace('_', ' ')} {r['extrapolated']:.0f} %" for k, r in rows.items()
+             if k != "total" and r["extrapolated"] >= 50][:4]
+    return (f"{total['extrapolated']:.0f} % of this scenario's op time is priced beyond the measured shapes (clamped to "
+            f"the tables' edge{': ' + ', '.join(worst) if worst else ''}), so the change above is mostly an "
+            "extrapolation. Measure the shapes this scenario runs before relying on it (coverage below).")
+
