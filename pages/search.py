@@ -16,7 +16,7 @@ from ui.layout import boot, issues_box
 from ui.pins import BUDGET_RANGE
 from ui.search_fit import fit_list
 from ui.search_inputs import INPUT_LABELS, LINK_PARAM, decode_inputs, encode_inputs, parse_count, parse_counts, parse_restrict
-from ui.search_view import cached_result, cached_search, candidates_frame, empty_reason, grid_options, item_labels, pareto_chart, points_frame, results_csv, search_base, search_payload, with_budget
+from ui.search_view import cached_result, cached_search, candidates_frame, empty_reason, grid_options, item_labels, pareto_caption, pareto_chart, points_frame, results_csv, search_base, search_payload, with_budget
 from ui.text import md
 
 boot("Search")
@@ -181,7 +181,9 @@ def _results(sc: dict, res: dict) -> None:
     pts, items = points_frame(cands, res["pareto"])
     st.subheader("Pareto front: throughput vs cost vs memory headroom")
     front = pts[pts["pareto"]]
-    ev = st.altair_chart(pareto_chart(front if not front.empty else pts), on_select="rerun", key="search.chart", width="stretch")
+    shown = front if not front.empty else pts
+    ev = st.altair_chart(pareto_chart(shown), on_select="rerun", key="search.chart", width="stretch")
+    st.caption(pareto_caption(shown))
     sel_pts = (ev.get("selection", {}).get("pick") if isinstance(ev, dict) else None) or []
     if sel_pts and isinstance(sel_pts[0], dict) and "id" in sel_pts[0]:
         picked = int(sel_pts[0]["id"]) - 1

@@ -419,12 +419,35 @@ def test_every_candidate_shows_the_days_and_cost_to_train_the_sessions_budget():
 
 
 def test_the_pareto_chart_formats_its_axes_and_legend():
-    """One point (a degenerate domain) drew its ticks as "82,994.000000" and "0.080100"."""
+    """One point (a degenerate domain) drew its ticks as "82,994.000000" and "0.080100"; with one
+    GPU count the x axis is the memory headroom (below)."""
     from ui.search_view import pareto_chart, points_frame
 
     cand = {"label": "L", "order": 0, "strategy": {}, "band": {}, "tokens_per_s": 82994.0, "mfu": 0.5, "gpus": 8,
             "cost_per_million_tokens_usd": 0.0801, "peak_memory_gib": 1.0, "headroom_gib": 21.29}
-    df, _ = points_frame([cand], [cand])
+    other = dict(cand, label="M", order=1, gpus=16, cost_per_million_tokens_usd=0.0905, tokens_per_s=146000.0)
+    df, _ = points_frame([cand, other], [cand, other])
     enc = pareto_chart(df).to_dict()["encoding"]
-    assert enc["y"]["axis"]["format"] == ",.0f" and enc["x"]["axis"]["format"] == "$,.4~f"  # $0.0801
+    assert enc["y"]["axis"]["format"] == ",.0f" and enc["x"]["axis"]["format"] == "$,.3~f"  # $0.080 … $0.091
     assert enc["color"]["legend"]["format"] == ",.1f"
+    one, _ = points_frame([cand], [cand])
+    assert pareto_chart(one).to_dict()["encoding"]["x"]["axis"]["format"] == ",.1f"
+
+
+def test_with_one_gpu_count_the_pareto_chart_trades_throughput_for_memory():
+    """With one GPU count the cost per token is price × GPUs / tokens/s: cost against tokens/s drew
+    one curve twice (x and y the same information), 0.3 % apart filling the plot. Now tokens/s
+    against free memory, and the caption says how far apart the points are."""
+    from ui.search_view import pareto_caption, pareto_chart, points_frame
+
+    base = {"strategy": {}, "band": {}, "mfu": 0.5, "gpus": 8, "peak_memory_gib": 1.0}
+    cands = [dict(base, label="A", order=0, tokens_per_s=85600.0, cost_per_million_tokens_usd=0.0777, headroom_gib=3.9),
+             dict(base, label="B", order=1, tokens_per_s=85250.0, cost_per_million_tokens_usd=0.0780, headroom_gib=21.0)]
+    df, _ = points_frame(cands, cands)
+    enc = pareto_chart(df).to_dict()["encoding"]
+    assert enc["x"]["field"] == "headroom_gib" and "color" not in enc
+    said = pareto_caption(df)
+    assert "One GPU count" in said and "85,250 to 85,600 (0.4 % apart" in said
+    df2, _ = points_frame([cands[0], dict(cands[1], gpus=16)], [cands[0], dict(cands[1], gpus=16)])
+    assert pareto_chart(df2).to_dict()["encoding"]["x"]["field"] == "cost_per_million_tokens_usd"
+    assert pareto_caption(df2).startswith("Colour: free GiB")

@@ -346,7 +346,7 @@ def test_pareto_cost_ticks_tell_near_equal_costs_apart():
     assert round(near.min(), d) != round(near.min() + step, d)
     assert tick_decimals(pd.Series([0.5, 2.7])) == 2 and tick_decimals(pd.Series([1.0])) == 2
     front = pd.DataFrame({"cost_per_million_tokens_usd": near, "tokens_per_s": [1.0, 2.0], "headroom_gib": [1.0, 2.0],
-                          "place": [1, 2], "layout": ["a", "b"], "id": [0, 1]})
+                          "place": [1, 2], "layout": ["a", "b"], "id": [0, 1], "gpus": [8, 16]})
     assert pareto_chart(front).to_dict()["encoding"]["x"]["axis"]["format"] == f"$,.{d}~f"
 
 

@@ -212,20 +212,40 @@ def tick_decimals(values: pd.Series, ticks: int = 5) -> int:
 
 
 def pareto_chart(front: pd.DataFrame) -> alt.Chart:
-    """tokens/s vs cost per million tokens, colour = memory headroom; hover shows the layout,
-    a click selects the point (selection parameter ``pick``)."""
+    """tokens/s vs cost per million tokens, colour = memory headroom; with one GPU count (cost per
+    token then follows throughput: price × GPUs / tokens/s) tokens/s vs memory headroom instead.
+    Hover shows the layout, a click selects the point (selection parameter ``pick``)."""
     pick = alt.selection_point(name="pick", fields=["id"], on="click")
+    one_count = front["gpus"].nunique() <= 1
     # padded scales: the extreme points (the best one among them) sit inside the axes, not on
     # them; a grey rim keeps viridis' dark end visible on a dark background
-    return alt.Chart(front).mark_circle(size=110, stroke="#9a9a9a", strokeWidth=1).encode(
-        # formats on the axes and legend: one point (a degenerate domain) drew "82,994.000000"
-        x=alt.X("cost_per_million_tokens_usd:Q", title="USD per 1M tokens", scale=alt.Scale(zero=False, padding=16),
-                axis=alt.Axis(format=f"$,.{tick_decimals(front['cost_per_million_tokens_usd'])}~f", tickCount=5)),
-        y=alt.Y("tokens_per_s:Q", title="tokens/s", scale=alt.Scale(zero=False, padding=16), axis=alt.Axis(format=",.0f")),
-        color=alt.Color("headroom_gib:Q", title="free GiB", scale=alt.Scale(scheme="viridis"), legend=alt.Legend(format=",.1f")),
+    cost = alt.X("cost_per_million_tokens_usd:Q", title="USD per 1M tokens", scale=alt.Scale(zero=False, padding=16),
+                 # formats on the axes and legend: one point (a degenerate domain) drew "82,994.000000"
+                 axis=alt.Axis(format=f"$,.{tick_decimals(front['cost_per_million_tokens_usd'])}~f", tickCount=5))
+    free = alt.X("headroom_gib:Q", title="free GiB on the fullest stage", scale=alt.Scale(zero=False, padding=16),
+                 axis=alt.Axis(format=",.1f", tickCount=5))
+    enc = {"x": free if one_count else cost,
+           "y": alt.Y("tokens_per_s:Q", title="tokens/s", scale=alt.Scale(zero=False, padding=16), axis=alt.Axis(format=",.0f"))}
+    if not one_count:
+        enc["color"] = alt.Color("headroom_gib:Q", title="free GiB", scale=alt.Scale(scheme="viridis"), legend=alt.Legend(format=",.1f"))
+    return alt.Chart(front).mark_circle(size=110, stroke="#9a9a9a", strokeWidth=1, **({"color": "#4c78a8"} if one_count else {})).encode(
+        **enc,
         opacity=alt.condition(pick, alt.value(1.0), alt.value(0.45)),
         tooltip=[alt.Tooltip("place:N", title="rank"), alt.Tooltip("layout:N", title="layout"),
                  alt.Tooltip("tokens_per_s:Q", title="tokens/s", format=",.0f"),
                  alt.Tooltip("cost_per_million_tokens_usd:Q", title="USD per 1M tokens", format=",.4f"),
                  alt.Tooltip("headroom_gib:Q", title="free GiB", format=",.1f")],
     ).add_params(pick).properties(height=340)
+
+
+def pareto_caption(front: pd.DataFrame) -> str:
+    """What the Pareto chart's axes hold and how far apart its points are: the axes start at the
+    points, so a spread of a few tenths of a percent fills the plot."""
+    if front.empty:
+        return ""
+    lo, hi = float(front["tokens_per_s"].min()), float(front["tokens_per_s"].max())
+    spread = f"tokens/s from {lo:,.0f} to {hi:,.0f} ({(hi / lo - 1) * 100 if lo > 0 else 0:.1f} % apart; the axes start at the points)"
+    if front["gpus"].nunique() <= 1:
+        return ("One GPU count: the cost per token follows the throughput (GPU price × GPUs / tokens/s), so the front "
+                f"trades throughput against free memory. {spread[0].upper()}{spread[1:]}.")
+    return f"Colour: free GiB on the fullest stage. {spread[0].upper()}{spread[1:]}."
