@@ -107,6 +107,12 @@ def test_log_given_as_path_and_errors_name_the_file(tmp_path):
     with pytest.raises(ConfigError) as e:
         calibrate(_h100(), gemm_csv="m,n,k\n1,2,3\n")
     assert e.value.field == "gemm_csv"
+    # every unreadable log is named, not only the first (an empty one went unmentioned beside garbage)
+    good = LOGS / "xxrjun-c01-n1g8_5coll_8gpu.log"
+    with pytest.raises(ConfigError) as e:
+        calibrate(_h100(), nccl_logs={"junk.log": str(bad), "ok.log": good, "empty.log": ""})
+    said = " ".join(m for _, m in e.value.issues)
+    assert "junk.log" in said and "empty.log" in said and "ok.log" not in said
 
 
 def test_nothing_given_changes_nothing():

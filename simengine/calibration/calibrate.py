@@ -302,13 +302,17 @@ def _nccl(system, nccl_logs, eff_update, summary, warnings, sources, prov) -> No
     points: dict[tuple[str, str], tuple[tuple, object, int]] = {}
     digests: dict[str, str] = {}
     curve_rows: list[tuple[int, list[dict]]] = []
+    bad: list[tuple[str, str]] = []   # every unreadable log named, not only the first
     for name, content in nccl_logs:
         label = str(name)[:200]
         try:
             text, _, digests[label] = read_input(content, "nccl_log")
             log = parse_nccl_log(text, name=label)
         except ConfigError as exc:  # named once: the log's own messages may already start with its name
-            raise ConfigError([(f, m if m.startswith(f"{label}: ") else f"{label}: {m}") for f, m in exc.issues]) from None
+            bad += [(f, m if m.startswith(f"{label}: ") else f"{label}: {m}") for f, m in exc.issues]
+            continue
+        if bad:
+            continue
         warnings.extend(f"{label}: {w}" for w in log.warnings)
         for ti, table in enumerate(log.tables):
             got = _fit_one(system, label, ti + 1, table, warnings)
@@ -324,6 +328,8 @@ def _nccl(system, nccl_logs, eff_update, summary, warnings, sources, prov) -> No
             rank, key = (table.n_ranks, fit.busbw_gbs), (table.collective, tier)
             if key not in points or rank > points[key][0]:
                 points[key] = (rank, point, len(fits) - 1)
+    if bad:
+        raise ConfigError(bad)
     if not points:
         raise ConfigError([("nccl_log", "no collective could be fitted from the logs given")])
     used = {i for _, _, i in points.values()}
