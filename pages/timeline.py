@@ -141,7 +141,8 @@ def gantt_section(scenario_text: str, spans, total_ms: float, shown_ranks, pre=N
                        tuple(shown_ranks) if shown_ranks is not None else None, bool(labels), spans, pre)
     if gantt["aggregated"]:
         st.caption(f"{len(spans):,} spans in the step; more than {MAX_EXACT_SPANS:,} in this window, so each row shows "
-                   "the dominant phase per time bin (opacity = busy share). Narrow the window for individual spans"
+                   "the dominant phase per time bin (opacity = busy share); communication on a side stream (comm, pp, dp) "
+                   "is hidden while compute runs beside it. Narrow the window for individual spans"
                    + (" and their micro-batch labels." if labels else "."))
     else:
         st.caption(f"{gantt['shown']:,} span{'' if gantt['shown'] == 1 else 's'} shown. Colour = phase; hover for micro-batch, chunk and times. "

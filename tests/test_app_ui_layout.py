@@ -96,5 +96,5 @@ def test_side_stream_communication_is_a_lighter_shade_of_its_kind():
     for k in comm:
         base, side = colours[k], colours[k + OFF_STREAM]
         assert side == color_of(k + OFF_STREAM) == tint(base)
-        assert _lightness(side) - _lightness(base) > 0.15 and abs(_hue(side) - _hue(base)) < 0.02
+        assert _lightness(side) - _lightness(base) > 0.12 and abs(_hue(side) - _hue(base)) < 0.02
     assert tint("#000000", 0.5) == "#808080" and tint("#ef8a3c", 0.0) == "#ef8a3c"

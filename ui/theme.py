@@ -60,7 +60,9 @@ def span_label(category: str) -> str:
     """Legend text of a Gantt category: TIME_LABELS, or the off-compute-stream wording."""
     base = category.removesuffix(OFF_STREAM)
     if base != category:
-        return TIME_LABELS.get(base, base).replace(" (exposed)", "") + " (side stream: hidden while compute runs)"
+        # short: three legend columns of "… (side stream: hidden while compute runs)" ran past the
+        # chart at 1,280 px; the caption under the chart says what a side stream hides
+        return TIME_LABELS.get(base, base).replace(" (exposed)", "") + " (side stream)"
     return TIME_LABELS.get(category, category)
 
 
@@ -77,7 +79,7 @@ def _kind_category(kind: str) -> str:
 
 # How far a side-stream category's colour is mixed towards white: the kind's hue, visibly lighter
 # (in one colour, "TP comm (exposed)" and "TP comm (side stream…)" read as the same legend entry)
-SIDE_TINT = 0.5
+SIDE_TINT = 0.42
 
 
 def tint(color: str, share: float = SIDE_TINT) -> str:
