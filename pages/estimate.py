@@ -10,32 +10,27 @@ from ui.engine import estimate_report
 from ui.layout import boot, issues_box
 from ui.compare import compare_section
 from ui.report_io import budget, report_csv, report_json
-from ui.labels import HFU_HELP, MFU_HELP, PEAK_LABEL, memory_help, mfu_causal_note, trained_note
+from ui.labels import (HFU_HELP, MFU_HELP, PEAK_LABEL, STAGE_MEMORY_COLUMNS, memory_help, mfu_causal_note,
+                       stage_memory_fields, trained_note)
 from ui.text import md
 from ui.units import fmt_count, fmt_flops, fmt_gib, fmt_num, fmt_pct, fmt_time, fmt_usd
 
 
-INFLIGHT_HELP = ("Forward passes whose activations are held at the peak: one per micro-batch and model chunk it "
-                 "has gone through (with vpp chunks per rank, up to vpp per micro-batch).")
-
-
 def memory_by_stage(r: dict, chart: dict) -> None:
-    a, b = st.columns([1, 1], gap="large")
+    # the table a little wider than the chart: its short headers read whole at 1,280 px
+    a, b = st.columns([1, 1.25], gap="large")
     with a:
         draw(chart)
     with b:
-        mdf = pd.DataFrame(r["memory_by_stage"])
-        brief = mdf[["stage", "peak_gib", "reserved_gib", "activations_gib", "inflight_microbatches"]].rename(columns={
-            "peak_gib": "allocated [GiB]", "reserved_gib": "reserved [GiB]", "activations_gib": "activations [GiB]",
-            "inflight_microbatches": "in flight"})
-        st.dataframe(brief, hide_index=True, width="stretch", height=min(420, 38 + 35 * len(brief)), column_config={
-            "stage": st.column_config.NumberColumn(width=50),
-            "allocated [GiB]": st.column_config.NumberColumn(format="%.2f", width=95, help="Live tensors at the peak."),
-            "reserved [GiB]": st.column_config.NumberColumn(format="%.2f", width=95,
-                                                            help="Allocated + the caching allocator's overhead."),
-            "activations [GiB]": st.column_config.NumberColumn(format="%.2f", width=95),
-            "in flight": st.column_config.NumberColumn(width=80, help=INFLIGHT_HELP)})
-        st.caption("Every memory category per stage is in the CSV download.")
+        fields = stage_memory_fields(r["memory_by_stage"])
+        mdf = pd.DataFrame(r["memory_by_stage"])[fields].rename(columns={f: STAGE_MEMORY_COLUMNS[f][0] for f in fields})
+        # px per column: the six (with "on host") fit the ~400 px table of a 1,280 px window
+        px = {"stage": 46, "peak_gib": 72, "reserved_gib": 66, "activations_gib": 78, "inflight_microbatches": 62}
+        config = {head: st.column_config.NumberColumn(format="%.2f" if f.endswith("_gib") else None, help=tip,
+                                                      width=px.get(f, 62))
+                  for f, (head, tip) in STAGE_MEMORY_COLUMNS.items() if f in fields}
+        st.dataframe(mdf, hide_index=True, width="stretch", height=min(420, 38 + 35 * len(mdf)), column_config=config)
+        st.caption("GiB per GPU. Every memory category per stage is in the CSV download.")
 
 
 def _keep_budget() -> None:

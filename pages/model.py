@@ -21,8 +21,10 @@ def show_figures() -> None:
     c = st.columns(5)
     if f["ok"]:
         x = f["figures"]
+        # a short label (the full wording in help): "Parameters (active/token)" read "Parameters (active/t…" at 1,280 px
         c[0].metric("Parameters (total)", fmt_count(x["params_total"]), help="simengine.workload.params.count_parameters; MTP modules excluded, as published.")
-        c[1].metric("Parameters (active/token)", fmt_count(x["params_active"]), help="MoE: top-k routed + shared experts.")
+        c[1].metric("Active per token", fmt_count(x["params_active"]), help="Parameters active per token; MoE: top-k "
+                    "routed + shared experts.")
         c[2].metric("Weights in BF16", fmt_gib(x["weights_bf16_gib"]), help="2 bytes per parameter, whole model.")
         c[3].metric("MoE layers", f"{x['moe_layers']:.0f}")
     if lay["ok"]:

@@ -15,7 +15,7 @@ from ui.heavy import run_search
 from ui.layout import boot, issues_box
 from ui.pins import BUDGET_RANGE
 from ui.search_fit import fit_list
-from ui.search_inputs import INPUT_LABELS, LINK_PARAM, decode_inputs, encode_inputs, parse_count, parse_counts, parse_restrict
+from ui.search_inputs import INPUT_HELP, INPUT_LABELS, LINK_PARAM, decode_inputs, encode_inputs, parse_count, parse_counts, parse_restrict
 from ui.search_view import cached_result, cached_search, candidates_frame, empty_reason, grid_options, item_labels, pareto_caption, pareto_chart, points_frame, results_csv, search_base, search_payload, with_budget
 from ui.text import md
 
@@ -46,7 +46,8 @@ with st.form("search.form"):
     # its field (ui/search_inputs.py parse_count) instead of the browser refusing it silently
     nums = {}
     for col, key, wkey in ((c[1], "global_batch", "search.gbs"), (c[2], "seq_len", "search.seq"), (c[4], "top", "search.top")):
-        nums[key] = col.number_input(INPUT_LABELS[key], value=float(defaults[key]), step=1.0, format="%.15g", key=wkey)
+        nums[key] = col.number_input(INPUT_LABELS[key], value=float(defaults[key]), step=1.0, format="%.15g", key=wkey,
+                                      help=INPUT_HELP[key])
         slots[f"search.{key}"] = col.empty()
     objs = list(OBJECTIVES)
     obj = c[3].selectbox("Objective", objs, objs.index(defaults["objective"]), format_func=lambda k: OBJECTIVES[k][1], key="search.obj")

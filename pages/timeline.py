@@ -14,7 +14,7 @@ from ui.config_io import cross_issues, validate_section
 from ui.engine import MAX_TRACE_SPANS, chrome_trace, timeline
 from ui.labels import LEANER_SCHEDULE, SIM_PEAK_LABEL, fits, reserved_gib
 from ui.layout import boot, issues_box
-from ui.timeline_data import MAX_EXACT_SPANS, MAX_GANTT_RANKS, representative_ranks, usable_window
+from ui.timeline_data import MAX_EXACT_SPANS, MAX_GANTT_RANKS, per_rank_view, representative_ranks, usable_window
 from ui.text import issues_md, md
 from ui.units import fmt_gib, fmt_pct, fmt_time, fmt_time_beside
 
@@ -54,18 +54,13 @@ def _switch_schedule() -> None:
                              f"({md(new)} runs {n} chunk{'' if n == 1 else 's'} per rank).{kept}")
 
 
-def per_rank_table(ranks: pd.DataFrame, exposed_cols: list[str]) -> None:
-    view = ranks.copy()
-    view["bubble [%]"] = 100 * view.pop("bubble_fraction")
-    if "critical" in view:  # the rank the Estimate page's breakdown describes
-        view["critical"] = view["critical"].map({True: "yes", False: ""})
-    for col in ["compute_s", "exposed_comm_s", "hidden_comm_s"] + exposed_cols:
-        if col in view:
-            view[col.replace("exposed:", "exposed ").removesuffix("_s") + " [ms]"] = 1e3 * view.pop(col)
-    view = view.rename(columns={"peak_gib": "peak [GiB]"})
+def per_rank_table(ranks: pd.DataFrame) -> None:
+    view = per_rank_view(ranks)
     number_cols = [k for k in view.columns if k != "rank" and pd.api.types.is_numeric_dtype(view[k])]
     st.dataframe(view, hide_index=True, width="stretch", height=min(400, 38 + 35 * len(view)), column_config={
         **{k: st.column_config.NumberColumn(format="%.2f") for k in number_cols},
+        "exposed comm [ms]": st.column_config.NumberColumn(format="%.2f", help="Communication nothing else covers."),
+        "hidden comm [ms]": st.column_config.NumberColumn(format="%.2f", help="Communication overlapped by compute."),
         # a text column: as a number column its blank cells read "None"
         "critical": st.column_config.TextColumn(help="yes = the critical rank (the Estimate page's breakdown)")})
 
@@ -96,26 +91,27 @@ if not tl["ok"]:
     st.stop()
 
 spans, ranks, step = tl["spans"], tl["ranks"], tl["step_time_s"]
-exposed_cols = [c for c in ranks.columns if c.startswith("exposed:")]
 crit = ranks[ranks["critical"]].iloc[0] if len(ranks) and "critical" in ranks and ranks["critical"].any() else None
 # the rank in a caption, so the five labels stay short enough to show whole at 1,400 px
 st.caption(f"Bubble and communication on the critical rank ({int(crit['rank']) if crit is not None else '—'}): the rank "
            "with the least bubble, whose breakdown the Estimate page shows.")
-c = st.columns(5)
-c[0].metric("Step time", fmt_time(step))
-c[1].metric("Bubble", fmt_pct(crit["bubble_fraction"]) if crit is not None else "—",
-            help="Step time − compute − exposed communication on the critical rank (the one with the least "
-                 "bubble: the Estimate page's breakdown); the mean over ranks is "
-                 + (fmt_pct(ranks["bubble_fraction"].mean()) if len(ranks) else "—") + ".")
-c[2].metric("Exposed comm", fmt_time(crit["exposed_comm_s"]) if crit is not None else "—",
-            help="Communication time nothing else covers (sim/metrics.py), as in the Estimate page's breakdown.")
-c[3].metric("Hidden comm", fmt_time_beside(crit["hidden_comm_s"], crit["exposed_comm_s"]) if crit is not None else "—",
-            help="Communication overlapped by compute kernels.")
+# a wrapping row (as the Estimate page's headline): in five equal columns a 1,280 px window cut
+# "Allocated peak (worst rank)" to "Allocated peak (wors…"
+row = st.container(horizontal=True, gap="medium")
+row.metric("Step time", fmt_time(step))
+row.metric("Bubble", fmt_pct(crit["bubble_fraction"]) if crit is not None else "—",
+           help="Step time − compute − exposed communication on the critical rank (the one with the least "
+                "bubble: the Estimate page's breakdown); the mean over ranks is "
+                + (fmt_pct(ranks["bubble_fraction"].mean()) if len(ranks) else "—") + ".")
+row.metric("Exposed comm", fmt_time(crit["exposed_comm_s"]) if crit is not None else "—",
+           help="Communication time nothing else covers (sim/metrics.py), as in the Estimate page's breakdown.")
+row.metric("Hidden comm", fmt_time_beside(crit["hidden_comm_s"], crit["exposed_comm_s"]) if crit is not None else "—",
+           help="Communication overlapped by compute kernels.")
 peak = float(ranks["peak_gib"].max()) if len(ranks) and ranks["peak_gib"].notna().any() else None
-c[4].metric(SIM_PEAK_LABEL, "—" if peak is None else fmt_gib(peak),
-            help="Simulated live bytes over the step (weights, gradients, optimizer state, held activations); "
-                 "the caching allocator reserves more (strategy.allocator_overhead). The Estimate page's headline "
-                 "is the same kind of figure, from the closed-form per-stage model.")
+row.metric(SIM_PEAK_LABEL, "—" if peak is None else fmt_gib(peak),
+           help="Simulated live bytes over the step (weights, gradients, optimizer state, held activations); "
+                "the caching allocator reserves more (strategy.allocator_overhead). The Estimate page's headline "
+                "is the same kind of figure, from the closed-form per-stage model.")
 system = state.section_dict("system")
 if peak is not None and not fits(peak, strategy, system):
     worst = int(ranks.loc[ranks["peak_gib"].idxmax(), "rank"]) if "rank" in ranks else 0
@@ -133,12 +129,11 @@ st.subheader("Pipeline")
 def gantt_section(scenario_text: str, spans, total_ms: float, shown_ranks, pre=None) -> None:
     """Window slider, labels toggle and the chart: a fragment, so moving the window redraws only
     the chart (not the whole page)."""
-    a, b = st.columns([4, 1], vertical_alignment="bottom")  # [5, 1] cut the toggle's label at 1,280 px
-    with a:
+    # the slider takes what the toggle leaves: in columns [4, 1] a 1,280 px window cut its label to "Micro-batch l…"
+    with st.container(horizontal=True, vertical_alignment="bottom", gap="medium"):
         window = st.slider("Time window [ms]", 0.0, float(round(total_ms, 3)), (0.0, float(round(total_ms, 3))),
                            key=f"tl.window.{hash(scenario_text)}", help="Narrow the window to see individual spans of a "
                            "large timeline; the chart also zooms with the mouse wheel and pans by dragging.")
-    with b:
         labels = st.toggle("Micro-batch labels", value=False, key="tl.labels",
                            help="Writes each span's micro-batch on it: drawn when the window holds individual "
                                 f"spans (at most {MAX_EXACT_SPANS:,}), not in the binned view of a large timeline.")
@@ -146,7 +141,8 @@ def gantt_section(scenario_text: str, spans, total_ms: float, shown_ranks, pre=N
                        tuple(shown_ranks) if shown_ranks is not None else None, bool(labels), spans, pre)
     if gantt["aggregated"]:
         st.caption(f"{len(spans):,} spans in the step; more than {MAX_EXACT_SPANS:,} in this window, so each row shows "
-                   "the dominant phase per time bin (opacity = busy share). Narrow the window for individual spans"
+                   "the dominant phase per time bin (opacity = busy share); communication on a side stream (comm, pp, dp) "
+                   "is hidden while compute runs beside it. Narrow the window for individual spans"
                    + (" and their micro-batch labels." if labels else "."))
     else:
         st.caption(f"{gantt['shown']:,} span{'' if gantt['shown'] == 1 else 's'} shown. Colour = phase; hover for micro-batch, chunk and times. "
@@ -189,7 +185,7 @@ box, ranks_open = fold.group("Per rank: bubble, compute, exposed and hidden comm
                              f"tl.rankfold.{place}", st.session_state.setdefault(f"tl.fold.ranks.{place}", {}), oom)
 if ranks_open:
     with box:
-        per_rank_table(ranks, exposed_cols)
+        per_rank_table(ranks)
 # The memory curves open by themselves when the step does not fit (they show where it peaks);
 # otherwise on demand: a folded box draws nothing (ui/fold.py), and the curves cost the browser
 # about as much as the Gantt. Open or folded is remembered separately for the two cases.

@@ -22,7 +22,7 @@ from ui.derived import model_figures, scenario_figures, system_figures
 from ui.report_io import budget, compare_rows, report_csv
 from ui.schema import OTHER_OK, fields_of, grouped_fields, table_fields, text_fields
 from ui.share import size_canonical
-from ui.theme import TIME_COLORS, color_of, span_category, span_label
+from ui.theme import TIME_COLORS, color_of, span_category, span_label, tint
 from ui.timeline_data import gantt_frame, memory_frame, timeline_tables
 from ui.units import fmt_count, fmt_time, unit_for
 
@@ -173,7 +173,10 @@ def test_gantt_legend_says_where_comm_runs():
         if exact == 0:  # the legend the page draws (binned: the exact frame is over Altair's row cap)
             spec = json.dumps(valid_spec(charts.gantt_chart(df, sorted(df["row"].unique()), True)))
             assert all(lab in spec for lab in off_labels) and "DP comm (exposed)" not in spec
-    assert color_of(span_category("dp_grad", "dp")) == color_of("dp_comm")
+    # the side-stream (hidden) variant: its kind's colour, visibly lighter (one colour for both read
+    # as one legend entry)
+    side, base = color_of(span_category("dp_grad", "dp")), color_of("dp_comm")
+    assert side == tint(base) != base
     assert span_category("F", "comm") == "forward_compute"
 
 

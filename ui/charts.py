@@ -20,7 +20,7 @@ from .theme import MEMORY_COLORS, TIME_COLORS, TIME_LABELS, scale, span_label
 
 SCHEMA = "https://vega.github.io/schema/vega-lite/v6.json"
 _FONT = {"labelFontSize": 11, "titleFontSize": 11}
-# legend labels up to 320 px: Vega-Lite's default 160 cut "DP comm (side stream: hidden while compute runs)"
+# legend labels up to 320 px (Vega-Lite's default is 160)
 CONFIG = {"view": {"continuousWidth": 300, "continuousHeight": 300, "strokeWidth": 0}, "axis": _FONT,
           "legend": {**_FONT, "labelLimit": 320}}
 # Charts of thousands of marks are drawn on a canvas: Vega's SVG renderer builds one DOM node per

@@ -117,11 +117,13 @@ def toolbar(section: str) -> None:
         # page was left; a pick not loaded yet is left alone (the section did not change)
         ss[f"pick.{section}"] = current if current in options else None
         ss[f"pick.synced.{section}"] = (origin, state.generation(section))
-    c1, c2, c3, c4 = st.columns([3, 1.1, 3, 1.4], vertical_alignment="bottom")
+    # widths for a 1,280 px window (an ~820 px main column): [3, 1.1, 3, 1.4] cut the buttons to
+    # "Load pre…" and "Download…"; the upload box needs less than the preset picker
+    c1, c2, c3, c4 = st.columns([2.6, 1.35, 2.3, 1.75], vertical_alignment="bottom")
     with c1:
         # a section that is no preset (edited, uploaded, calibrated, from a link) shows none picked,
         # not the first preset, which read as if that were the current one
-        st.selectbox("Preset (size presets first, then the catalogue)", options, key=f"pick.{section}",
+        st.selectbox("Preset", options, key=f"pick.{section}", help="Size presets first, then the catalogue.",
                      placeholder=f"{current or 'custom'} — pick a preset to load"[:80],
                      format_func=lambda n: f"{n} (size preset)" if n in SCENARIO_SIZES else n)
     with c2:

@@ -64,3 +64,26 @@ LEANER_SCHEDULE = {
     "gpipe": ", a smaller micro-batch or 1F1B (pp micro-batches in flight; GPipe holds all of them)",
     "zb-h2": ", a smaller micro-batch or ZB-H1 (as many micro-batches in flight as 1F1B; ZB-H2 holds more to fill its drain)",
 }
+
+
+# The Estimate page's "Memory per pipeline stage" table: field → (short header, tooltip). Short
+# headers with the unit in the caption: "activations [GiB]" and "in flight" were cut to
+# "activations [Gi…" and "in f…" in the half-width table of a 1,280 px window.
+STAGE_MEMORY_COLUMNS: dict[str, tuple[str, str]] = {
+    "stage": ("stage", "Pipeline stage."),
+    "peak_gib": ("allocated", "Live tensors at the peak [GiB per GPU]."),
+    "reserved_gib": ("reserved", "Allocated + the caching allocator's overhead [GiB per GPU]."),
+    "activations_gib": ("activations", "Activations held at the peak [GiB per GPU]."),
+    "inflight_microbatches": ("in flight", "Forward passes whose activations are held at the peak: one per micro-batch "
+                                           "and model chunk it has gone through (with vpp chunks per rank, up to vpp "
+                                           "per micro-batch)."),
+    "host_offload_gib": ("on host", "Activations offloaded to host memory at the peak (strategy.cpu_offload_layers) "
+                                    "[GiB per GPU]."),
+}
+
+
+def stage_memory_fields(stages: list[dict[str, Any]]) -> list[str]:
+    """The fields of the per-stage memory table: activations offloaded to the host only when some
+    stage offloads any."""
+    host = any((s.get("host_offload_gib") or 0.0) > 0 for s in stages)
+    return [f for f in STAGE_MEMORY_COLUMNS if f != "host_offload_gib" or host]

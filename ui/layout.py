@@ -144,7 +144,8 @@ def glance(compact: bool = False) -> None:
     lines = [
         f"**Model** {md(m['name'], NAME_CHARS)}{params}",
         f"**System** {sy['num_gpus']:,} × {md(sy['gpu']['name'], NAME_CHARS)}",
-        f"**Strategy** {par} · {md(s['schedule'])} · gbs {s['global_batch_size']:,} × {s['seq_len']:,} tokens · {md(s['dtype'])}",
+        f"**Strategy** {par} · {md(s['schedule'])} · {memory_knobs(s)} · gbs {s['global_batch_size']:,} × "
+        f"{s['seq_len']:,} tokens · {md(s['dtype'])}",
     ]
     if compact:
         st.markdown("  \n".join(lines))
@@ -157,6 +158,25 @@ def glance(compact: bool = False) -> None:
         # the Strategy editor lists them below its form: do not send its user to the page they are on
         where = "listed on this page" if st.session_state.get("ui.page") == "strategy" else "see the Strategy page"
         st.warning(f"{n}; {where}.", icon="⚠️")
+
+
+# the overlap flags as the Search page's layout labels name them (simengine.api.SEARCH_FLAG_LABELS)
+OVERLAP_FLAGS = (("overlap_grad_reduce", "grad"), ("overlap_param_gather", "param"), ("tp_comm_overlap", "tp"))
+
+
+def memory_knobs(s: dict) -> str:
+    """Micro-batch, ZeRO stage, recompute, activation offload and overlap flags in the Search
+    page's notation ("mbs2 zero1 rc-none overlap grad+param"): what "Use this layout" changes
+    besides the split, so the sidebar shows it."""
+    rc = s.get("recompute", "none")
+    if rc == "full" and s.get("recompute_num_layers") is not None:
+        rc = f"full{s['recompute_num_layers']}"
+    parts = [f"mbs{s.get('micro_batch_size', 1):,}", f"zero{s.get('zero_stage', 0)}", f"rc-{md(rc)}"]
+    if s.get("cpu_offload_layers"):
+        parts.append(f"offload{s['cpu_offload_layers']:,}")
+    on = [name for flag, name in OVERLAP_FLAGS if s.get(flag)]
+    parts.append("overlap " + "+".join(on) if on else "no overlap")
+    return " ".join(parts)
 
 
 def issue_lines(issues, limit: int | None = None) -> str:

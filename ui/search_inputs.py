@@ -22,7 +22,11 @@ INPUT_KEYS = ("gpus", "global_batch", "seq_len", "objective", "top", "restrict")
 INPUT_RANGES = {"global_batch": (1, 100_000_000), "seq_len": (1, 16_777_216), "top": (1, 500)}
 
 
-INPUT_LABELS = {"global_batch": "Global batch (sequences)", "seq_len": "Sequence length", "top": "Top"}
+# short labels: "Global batch (sequences)" wrapped onto two lines at 1,280 px and sat its input
+# lower than its neighbours'; the unit is in the help
+INPUT_LABELS = {"global_batch": "Global batch", "seq_len": "Sequence length", "top": "Top"}
+INPUT_HELP = {"global_batch": "Sequences per optimizer step (strategy.global_batch_size).",
+              "seq_len": "Tokens per sequence (strategy.seq_len).", "top": "How many of the best layouts to show."}
 
 
 def parse_count(key: str, value: Any) -> int:

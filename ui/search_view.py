@@ -23,8 +23,9 @@ from .text import csv_text
 STRATEGY_COLUMNS = ["tp", "pp", "vpp", "cp", "ep", "micro_batch_size", "zero_stage", "recompute", "cpu_offload_layers",
                     "schedule"]
 LAYOUT_COLUMNS = ["gpus", *STRATEGY_COLUMNS, "overlap"]
-TABLE_COLUMNS = ["rank", "layout", "tokens_per_s", "band_lo", "band_hi", "tie", "mfu", "us_per_launch",
-                 "cost_per_million_tokens_usd", "peak_memory_gib", "headroom_gib", *LAYOUT_COLUMNS]
+# the grid's order (grid_options): the result first, the detail after
+TABLE_COLUMNS = ["rank", "layout", "tokens_per_s", "mfu", "tie", "headroom_gib", "band_lo", "band_hi", "us_per_launch",
+                 "cost_per_million_tokens_usd", "peak_memory_gib", *LAYOUT_COLUMNS]
 
 
 CACHE_ENTRIES = 16
@@ -172,30 +173,35 @@ def item_labels(items: list[dict[str, Any]], ranked: int) -> list[str]:
 
 
 def grid_options(df: pd.DataFrame) -> dict[str, Any]:
-    """AgGrid options: sortable, filterable, columns grouped into result / memory / layout."""
+    """AgGrid options: sortable, filterable, columns grouped into result / detail / layout."""
     def col(name, header, **kw):
-        # 98 px and wrapping headers: in the 820 px grid of a 1,280 px window the throughput group
-        # (tokens/s to MFU) stays beside the pinned rank and layout; at AgGrid's 200 px default only
-        # two of its columns did
+        # 98 px and wrapping headers: in the 820 px grid of a 1,280 px window the result group
+        # (tokens/s, MFU, tie, free memory) stays beside the pinned rank and layout; at AgGrid's
+        # 200 px default only two of its columns did
         return {"field": name, "headerName": header, "sortable": True, "filter": True, "resizable": True,
                 "width": 98, "wrapHeaderText": True, "autoHeaderHeight": True, **kw}
 
     return {"columnDefs": [
-        # 270 px keeps the result columns (tokens/s to MFU) in view at 1,280 px; a longer label (a
-        # 16,384-GPU layout with its split, cp and every flag, ~90 characters) wraps onto a second
-        # line, so rows that differ only in their overlap flags never read alike; whole on hover too
+        # 270 px keeps the result group in view at 1,280 px; a longer label (a 16,384-GPU layout
+        # with its split, cp and every flag, ~90 characters) wraps onto a second line, so rows that
+        # differ only in their overlap flags never read alike; whole on hover too
         col("rank", "#", width=56, pinned="left"),
         col("layout", "layout", width=270, pinned="left", tooltipField="layout", wrapText=True, autoHeight=True),
-        {"headerName": "throughput", "children": [col("tokens_per_s", "tokens/s"), col("band_lo", "band low"),
-                                                  col("band_hi", "band high"), col("tie", "tie with #1"), col("mfu", "MFU %"),
-                                                  # below ~50 µs the run risks waiting on the host (cost/launch.py)
-                                                  col("us_per_launch", "µs / kernel", headerTooltip=(
-                                                      "GPU work per kernel launch; below ~50 µs eager training risks "
-                                                      "waiting on the host (not modelled)"))]},
-        {"headerName": "cost & memory", "children": [col("cost_per_million_tokens_usd", "$ / 1M tokens"),
-                                                     *([col("days_to_train", "days to train"), col("usd_to_train", "$ to train")]
-                                                       if "days_to_train" in df.columns else []),
-                                                     col("peak_memory_gib", "peak GiB"), col("headroom_gib", "free GiB")]},
+        # what decides between layouts first: speed, whether it is a tie, and how close it runs to
+        # the memory limit (a #1 with a few GiB free is a risk)
+        {"headerName": "result", "children": [
+            col("tokens_per_s", "tokens/s"), col("mfu", "MFU %"),
+            col("tie", "tie with #1", headerTooltip="Its tokens/s uncertainty band reaches the best one's: not clearly slower than #1"),
+            col("headroom_gib", "free GiB", headerTooltip="GPU memory left free at the allocated peak (the tightest stage)")]},
+        {"headerName": "detail", "children": [
+            col("band_lo", "band low", headerTooltip="tokens/s at the low end of the uncertainty band"),
+            col("band_hi", "band high", headerTooltip="tokens/s at the high end of the uncertainty band"),
+            # below ~50 µs the run risks waiting on the host (cost/launch.py)
+            col("us_per_launch", "µs / kernel", headerTooltip=(
+                "GPU work per kernel launch; below ~50 µs eager training risks waiting on the host (not modelled)")),
+            col("cost_per_million_tokens_usd", "$ / 1M tokens"),
+            *([col("days_to_train", "days to train"), col("usd_to_train", "$ to train")] if "days_to_train" in df.columns else []),
+            col("peak_memory_gib", "peak GiB", headerTooltip="Allocated peak memory of the tightest stage")]},
         {"headerName": "layout", "children": [col(k, k) for k in LAYOUT_COLUMNS]},
     ], "defaultColDef": {"sortable": True, "filter": True}, "rowSelection": "single"}
 

@@ -44,7 +44,8 @@ SPAN_CATEGORY: dict[str, str] = {
 
 # A communication span off the compute stream (comm, pp, dp streams) runs beside compute: the part
 # a compute kernel covers is hidden, the rest exposed (sim/metrics.py); on the compute stream it
-# is exposed in full, as TIME_LABELS says. Such spans get this suffix and their own legend entry.
+# is exposed in full, as TIME_LABELS says. Such spans get this suffix and their own legend entry, in
+# a lighter tint of their kind's colour (color_of).
 OFF_STREAM = ".overlapped"
 
 
@@ -59,7 +60,9 @@ def span_label(category: str) -> str:
     """Legend text of a Gantt category: TIME_LABELS, or the off-compute-stream wording."""
     base = category.removesuffix(OFF_STREAM)
     if base != category:
-        return TIME_LABELS.get(base, base).replace(" (exposed)", "") + " (side stream: hidden while compute runs)"
+        # short: three legend columns of "… (side stream: hidden while compute runs)" ran past the
+        # chart at 1,280 px; the caption under the chart says what a side stream hides
+        return TIME_LABELS.get(base, base).replace(" (exposed)", "") + " (side stream)"
     return TIME_LABELS.get(category, category)
 
 
@@ -74,16 +77,32 @@ def _kind_category(kind: str) -> str:
     return "other"
 
 
-def color_of(category: str) -> str:
-    return TIME_COLORS.get(category.removesuffix(OFF_STREAM), TIME_COLORS["other"])
+# How far a side-stream category's colour is mixed towards white: the kind's hue, visibly lighter
+# (in one colour, "TP comm (exposed)" and "TP comm (side stream…)" read as the same legend entry)
+SIDE_TINT = 0.42
+
+
+def tint(color: str, share: float = SIDE_TINT) -> str:
+    """``#rrggbb`` mixed with white: ``share`` 0 keeps it, 1 is white."""
+    rgb = [int(color[i:i + 2], 16) for i in (1, 3, 5)]
+    return "#" + "".join(f"{round(c + (255 - c) * share):02x}" for c in rgb)
+
+
+def color_of(category: str, colors: dict[str, str] | None = None) -> str:
+    """A category's colour; a side-stream (hidden) communication category gets its kind's colour
+    tinted lighter."""
+    colors = colors or TIME_COLORS
+    base = category.removesuffix(OFF_STREAM)
+    color = colors.get(base, TIME_COLORS["other"])
+    return tint(color) if base != category else color
 
 
 def scale(categories: list[str], colors: dict[str, str] | None = None) -> tuple[list[str], list[str]]:
     """(domain, range) for an Altair colour scale over ``categories`` in a stable order (an
-    off-compute-stream category follows its base, in the base's colour)."""
+    off-compute-stream category follows its base, in a lighter tint of the base's colour)."""
     colors = colors or TIME_COLORS
     order = []
     for c in colors:
         order += [x for x in (c, c + OFF_STREAM) if x in categories]
     order += sorted(c for c in set(categories) if c not in order)
-    return order, [colors.get(c.removesuffix(OFF_STREAM), TIME_COLORS["other"]) for c in order]
+    return order, [color_of(c, colors) for c in order]

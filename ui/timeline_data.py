@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .theme import span_category
+from .theme import TIME_LABELS, span_category
 
 SPAN_COLUMNS = ["rank", "stream", "kind", "mb", "chunk", "start_s", "end_s"]
 STREAM_ORDER = ["compute", "comm", "pp", "dp"]
@@ -108,6 +108,35 @@ def timeline_tables(tl: Any) -> dict[str, Any]:
             mem_rows.append((r, float(t), float(b)))
     mdf = pd.DataFrame(mem_rows, columns=["rank", "t_s", "bytes"])
     return {"spans": sdf, "ranks": pd.DataFrame(rank_rows), "memory": mdf, "step_time_s": step}
+
+
+RANK_COLUMN_NAMES = {"bubble_fraction": "bubble [%]", "compute_s": "compute [ms]", "exposed_comm_s": "exposed comm [ms]",
+                     "hidden_comm_s": "hidden comm [ms]", "peak_gib": "peak [GiB]"}
+
+
+def rank_column_name(col: str) -> str:
+    """The per-rank table's header of a ``timeline_tables`` ranks column: readable words and the
+    unit ("exposed:dp_comm" → "exposed DP comm [ms]", with the time breakdown's category names)."""
+    if col in RANK_COLUMN_NAMES:
+        return RANK_COLUMN_NAMES[col]
+    if col.startswith("exposed:"):
+        cat = col.removeprefix("exposed:")
+        return f"exposed {TIME_LABELS.get(cat, cat.replace('_', ' ')).removesuffix(' (exposed)')} [ms]"
+    return col
+
+
+def per_rank_view(ranks: pd.DataFrame) -> pd.DataFrame:
+    """The ranks table as the Timeline page shows it: readable headers, times in ms, the bubble in
+    %, "yes" on the critical rank (blank elsewhere)."""
+    view = ranks.copy()
+    for col in view.columns:
+        if col.endswith("_s") or col.startswith("exposed:"):
+            view[col] = 1e3 * pd.to_numeric(view[col], errors="coerce")
+    if "bubble_fraction" in view:
+        view["bubble_fraction"] = 100 * pd.to_numeric(view["bubble_fraction"], errors="coerce")
+    if "critical" in view:  # the rank the Estimate page's breakdown describes
+        view["critical"] = view["critical"].map({True: "yes", False: ""})
+    return view.rename(columns=rank_column_name)
 
 
 def row_labels(spans: pd.DataFrame) -> list[str]:
