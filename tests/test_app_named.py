@@ -19,7 +19,7 @@ def _scenario(at) -> dict:
 def test_home_opens_a_named_scenario_whole_and_it_estimates():
     at = open_app("pages/home.py")
     names = at.selectbox(key="pick.named").options
-    assert len(names) == len(named_scenarios())
+    assert len(names) == len(named_scenarios()) - 3   # small, medium, large: the size buttons above it
     at.selectbox(key="pick.named").set_value("deepseek-v3-ep64").run()
     at.button(key="open.named").click().run()
     assert not at.exception
@@ -39,3 +39,6 @@ def test_a_strategy_preset_for_another_gpu_count_names_its_scenario():
     at.selectbox(key="pick.strategy").set_value("llama3-8b-fsdp")   # written for 8 GPUs: no hint
     at.button(key="load.strategy").click().run()
     assert any("Loaded strategy preset" in str(s.value) for s in at.success)
+    at.selectbox(key="pick.strategy").set_value("medium")   # a size scenario (no count of its own): no crash
+    at.button(key="load.strategy").click().run()
+    assert not at.exception and any("Loaded strategy preset" in str(s.value) for s in at.success)

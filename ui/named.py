@@ -7,27 +7,38 @@ from __future__ import annotations
 from typing import Any
 
 from simengine.errors import ConfigError
-from simengine.presets import load_preset, named_scenarios, scenario_preset
+from simengine.presets import SCENARIO_SIZES, load_preset, named_scenarios, scenario_preset
 
 from . import state
 from .config_io import validate_scenario
 from .text import md
 
 
+def _gpus(entry: dict[str, Any]) -> int:
+    """A named scenario's GPU count: its own, else its system preset's (the size scenarios)."""
+    n = entry.get("num_gpus")
+    if n is None:
+        n = load_preset("systems", entry["system"]).get("num_gpus")
+    return int(n) if isinstance(n, int) and not isinstance(n, bool) else 0
+
+
 def options() -> dict[str, str]:
-    """Each named scenario's name → a one-line label ("DeepSeek-V3 · 1,024 × NVIDIA H100 …")."""
+    """Each named scenario's name → a one-line label ("DeepSeek-V3 · 1,024 × NVIDIA H100 …"); the
+    size scenarios have their own buttons on Home."""
     out = {}
     try:
         table = named_scenarios()
     except ConfigError:   # a broken catalogue file must not break Home
         return {}
     for name, e in sorted(table.items()):
+        if name in SCENARIO_SIZES:
+            continue
         try:
             model = load_preset("models", e["model"]).get("name", e["model"])
             gpu = load_preset("systems", e["system"]).get("gpu", {}).get("name", e["system"])
+            out[name] = f"{name}: {model} on {_gpus(e):,} × {gpu}"
         except (ConfigError, KeyError, TypeError, AttributeError):
             continue
-        out[name] = f"{name}: {model} on {int(e.get('num_gpus') or 0):,} × {gpu}"
     return out
 
 
@@ -53,7 +64,13 @@ def strategy_hint(strategy_name: str, system: dict[str, Any]) -> str:
     except ConfigError:
         return ""
     for name, e in sorted(table.items()):
-        if e.get("strategy") == strategy_name and int(e.get("num_gpus") or 0) != int(system.get("num_gpus") or 0):
-            return (f" It was written for {int(e['num_gpus']):,} GPUs ({md(e['model'])} on {md(e['system'])}): open the "
+        if e.get("strategy") != strategy_name or name in SCENARIO_SIZES:
+            continue
+        try:
+            n = _gpus(e)
+        except (ConfigError, KeyError, TypeError, AttributeError):
+            continue
+        if n and n != system.get("num_gpus"):
+            return (f" It was written for {n:,} GPUs ({md(e.get('model'))} on {md(e.get('system'))}): open the "
                     f"scenario {md(repr(name))} on Home, or set num_gpus on the System page.")
     return ""
