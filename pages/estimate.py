@@ -86,8 +86,11 @@ elif host_full and not any(w.startswith("does not fit:") for w in r.get("warning
     st.error(f"**Does not fit in host memory:** {md(host_full.removeprefix('does not fit in host memory: '), 300)}. "
              "Or raise system.gpu.host_memory_gib to what your nodes have.", icon="⛔")
 else:
-    st.error(f"**Does not fit:** {mem_text}. Try more tp/pp, recompute, a higher ZeRO stage or a smaller "
-             "micro-batch.", icon="⛔")
+    # with offload Megatron-Core refuses recompute (config/scenario.py _offload_checks): offload more instead
+    knob = "more offloaded layers (within host memory)" if host > 0 else "recompute"
+    also = f" The host does not fit either: {md(host_full.removeprefix('does not fit in host memory: '), 300)}." if host_full else ""
+    st.error(f"**Does not fit:** {mem_text}. Try more tp/pp, {knob}, a higher ZeRO stage or a smaller "
+             f"micro-batch.{also}", icon="⛔")
     if all(state.origin(s).startswith("measured run ") for s in ("model", "system", "strategy")):
         # a run opened from the Validation page, unedited: it ran, so the verdict is the model's error
         st.info("This is a measured run as it was launched: it ran on real GPUs, so this verdict is our memory "

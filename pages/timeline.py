@@ -11,7 +11,7 @@ from simengine.config import StrategySpec
 from ui import fold, state
 from ui.chart_cache import draw, gantt_view, memory_view
 from ui.config_io import cross_issues, validate_section
-from ui.engine import MAX_TRACE_SPANS, chrome_trace, timeline
+from ui.engine import MAX_TRACE_SPANS, chrome_trace, estimate_report, timeline
 from ui.labels import LEANER_SCHEDULE, SIM_PEAK_LABEL, fits, reserved_gib
 from ui.layout import boot, issues_box
 from ui.timeline_data import MAX_EXACT_SPANS, MAX_GANTT_RANKS, per_rank_view, representative_ranks, usable_window
@@ -120,6 +120,13 @@ if peak is not None and not fits(peak, strategy, system):
              f"{fmt_gib(system['gpu'].get('non_torch_gib', 0.0))} outside PyTorch) on "
              f"{fmt_gib(system['gpu']['memory_gib'])} GPUs. Try more tp/pp, recompute, a higher ZeRO stage"
              f"{LEANER_SCHEDULE.get(str(strategy.get('schedule')), ' or a smaller micro-batch')}.", icon="⛔")
+if strategy.get("cpu_offload_layers"):   # what the GPU no longer holds sits in host memory: the Estimate page's verdict
+    est = estimate_report(state.scenario_json())
+    host_full = next((w for w in est["report"]["warnings"] if w.startswith("does not fit in host memory")), None) \
+        if est.get("ok") else None
+    if host_full:
+        st.error(f"**Does not fit in host memory:** {md(host_full.removeprefix('does not fit in host memory: '), 300)}.",
+                 icon="⛔")
 
 # ---- Gantt ---------------------------------------------------------------------------------
 st.subheader("Pipeline")

@@ -106,8 +106,8 @@ def _fit_warnings(sc: Scenario, mems: list[StageMemory]) -> list[str]:
                    f"> {gpu.memory_gib:.1f} GiB on stage {worst.stage}")
     host = max(x.host_offload_gib for x in mems)
     if host > gpu.host_memory_gib:
-        out.append(f"does not fit in host memory: {host:.1f} GiB of activations offloaded per GPU > "
-                   f"{gpu.host_memory_gib:.1f} GiB (system.gpu.host_memory_gib); offload fewer layers")
+        out.append(f"does not fit in host memory: {host:.2f} GiB of activations offloaded per GPU > "
+                   f"{gpu.host_memory_gib:.2f} GiB (system.gpu.host_memory_gib); offload fewer layers")
     return out
 
 

@@ -176,3 +176,19 @@ def test_the_nics_traffic_slows_the_copies_only_where_it_crosses_the_same_link()
 
     assert not load_preset("systems", "gb200-nvl72")["gpu"]["host_link_shares_nic"]
     assert load_preset("systems", "h100-sxm5-80gb")["gpu"].get("host_link_shares_nic", True)
+
+
+def test_the_smallest_change_to_fit_offers_fewer_offloaded_layers_when_the_host_overflows():
+    """An 8B step whose GPU holds every activation but whose 8 offloaded layers overfill a 3 GiB
+    host: the fit list offered tp and cp changes that cost 7–19 %, never the free one."""
+    from simengine.api import search_fit_changes
+    from simengine.presets import size_scenario
+
+    cfg = size_scenario("small")
+    cfg["strategy"].update(cpu_offload_layers=8, recompute="none", recompute_num_layers=None, schedule="1f1b")
+    cfg["system"]["gpu"]["host_memory_gib"] = 3.0
+    rep = api.estimate(cfg)
+    assert not rep.fits and max(m.host_offload_gib for m in rep.memory_by_stage) > 3.0
+    fewer = [c for c in search_fit_changes(cfg) if c["change"].startswith("cpu_offload_layers 8 → ")]
+    assert len(fewer) == 1 and fewer[0]["strategy"]["cpu_offload_layers"] < 8
+    assert fewer[0]["throughput_lost"] <= 1e-9

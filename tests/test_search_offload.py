@@ -88,7 +88,7 @@ def test_offload_needs_recompute_none_among_the_choices():
     assert e.value.issues[0][0] == "strategy.cpu_offload_layers"
     with pytest.raises(ConfigError):
         check_choices({"cpu_offload_layers": (-1,)})
-    assert check_choices({"cpu_offload_layers": (0, 2), "recompute": ("full",)})["cpu_offload_layers"] == (0, 2)
+    assert check_choices({"cpu_offload_layers": (0,), "recompute": ("full",)})["cpu_offload_layers"] == (0,)
 
 
 def test_the_cli_pins_offload_with_set(capsys, tmp_path):
@@ -121,3 +121,22 @@ def test_offload_past_the_host_memory_is_rejected_and_brute_force_agrees():
     best = max(b[0] for b in brute_force(space))
     assert res.candidates[0].tokens_per_s == pytest.approx(best, rel=1e-12)
     assert res.evaluated + sum(r.count for r in res.rejections) == res.space_size
+
+
+@pytest.mark.parametrize("pins", [{"cpu_offload_layers": (0, 3, 1)}, {"cpu_offload_layers": (3, 1)},
+                                  {"recompute": ("full",), "recompute_num_layers": (None, 1)},
+                                  {"recompute": ("full",), "recompute_num_layers": (3, 1)}])
+def test_restrictions_listed_in_any_order_find_the_brute_force_best(pins):
+    """The bisections need memory to fall along each family: a restriction listed as 3, 1 once
+    checked offload 1 (OOM) and rejected offload 3, the best, as 'OOM (at least; offload of 1 layer)'."""
+    space = _space({**CHOICES, **pins})
+    best = max(b[0] for b in brute_force(space))
+    assert search(space, top=1).candidates[0].tokens_per_s == pytest.approx(best, rel=1e-12)
+
+
+def test_offload_pins_that_nothing_could_run_are_refused():
+    with pytest.raises(ConfigError) as e:
+        check_choices({"cpu_offload_layers": (0, 2), "recompute_num_layers": (1,)})
+    assert e.value.issues[0][0] == "strategy.cpu_offload_layers" and "recompute_num_layers" in e.value.issues[0][1]
+    with pytest.raises(ConfigError):
+        check_choices({"cpu_offload_layers": (0, 2), "recompute": ("selective", "full")})

@@ -43,7 +43,9 @@ def reserved_gib(allocated_gib: float, allocator_overhead: float) -> float:
 
 
 def fits(allocated_gib: float, strategy: dict[str, Any], system: dict[str, Any]) -> bool:
-    """The engine's fit rule (Report.fits): reserved + gpu.non_torch_gib ≤ gpu.memory_gib."""
+    """The engine's GPU fit rule (StageMemory.fits' first half): reserved + gpu.non_torch_gib ≤
+    gpu.memory_gib. Host memory for offloaded activations is the other half: the report's
+    "does not fit in host memory" warning (the Timeline page shows it from the estimate)."""
     gpu = system["gpu"]
     need = reserved_gib(allocated_gib, float(strategy.get("allocator_overhead", 0.0))) + float(gpu.get("non_torch_gib", 0.0))
     return need <= float(gpu["memory_gib"])

@@ -46,8 +46,8 @@ def open_named(name: str) -> None:
     """Replace the whole scenario by the named one (a message either way, the scenario kept on error)."""
     try:
         cfg, issues = validate_scenario(scenario_preset(name))
-    except ConfigError as e:
-        state.notify("error", f"Could not open scenario {md(repr(name))}: {md(e)}", "named")
+    except (ConfigError, KeyError, TypeError, AttributeError) as e:   # a malformed catalogue entry: a message
+        state.notify("error", f"Could not open scenario {md(repr(name))}: {md(str(e) or type(e).__name__)}", "named")
         return
     if cfg is None:
         state.notify("error", f"Scenario {md(repr(name))} is invalid: {md('; '.join(f'{f}: {m}' for f, m in issues[:4]))}", "named")

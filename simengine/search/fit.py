@@ -58,13 +58,20 @@ def _changes(cfg: dict[str, Any]) -> list[tuple[str, dict[str, Any], dict[str, A
 def _offload_change(cfg: dict[str, Any]) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
     """More layers' activations offloaded to host memory (StrategySpec.cpu_offload_layers), where
     Megatron-Core runs it (config/scenario.py ``_offload_checks``: pp 1, its unpipelined 1F1B, no
-    recompute, Megatron's stack); ``_try`` keeps the fewest layers that fit (``_least_offload``)."""
+    recompute, Megatron's stack); ``_try`` keeps the fewest layers that fit (``_least_offload``).
+    And fewer of them, for a step whose offloaded activations overfill host memory
+    (``gpu.host_memory_gib``): the fewest the GPU still holds."""
     s = cfg["strategy"]
     if int(s.get("pp", 1)) != 1 or s.get("recompute", "none") != "none" or s.get("schedule", "1f1b") != "1f1b" \
             or s.get("framework", "megatron-te") != "megatron-te":
         return []
     n, most = int(s.get("cpu_offload_layers") or 0), int(cfg["model"].get("num_layers", 0)) - 1
-    return [(f"cpu_offload_layers {n} → {most}", {"cpu_offload_layers": most}, {})] if most > n else []
+    out: list[tuple[str, dict[str, Any], dict[str, Any]]] = [(f"cpu_offload_layers {n} → {most}", {"cpu_offload_layers": most}, {})] if most > n else []
+    if n > 0:   # fewer: the host holds less (what its memory may need), the GPU more; the fewest the GPU holds
+        k = _fewest_that_fit(cfg, "cpu_offload_layers", 0, n)
+        if k < n:
+            out.append((f"cpu_offload_layers {n} → {k}", {"cpu_offload_layers": k}, {}))
+    return out
 
 
 def _module_changes(s: dict[str, Any]) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:

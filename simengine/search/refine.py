@@ -18,7 +18,7 @@ closed forms the estimate uses, priced once per block kind:
 Memory only falls along none → full(1) → … → full(all) and along offload(1) → … → offload(L − 1)
 (``prune``), so the least full recompute and the fewest offloaded layers that may fit are found
 by bisection; recompute and offload only add time (the bound leaves an offload's copies out). The group's bound becomes the
-least bound over the options that may fit (selective, the least full), each with its recompute
+least bound over the options that may fit (selective, the fewest offloaded layers, the least full), each with its recompute
 phase; a group where none may fit is rejected as OOM with the smallest excess found.
 
 Two steps, so the frontier prices the ZeRO-2/3 collectives only where they can matter:

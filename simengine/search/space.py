@@ -253,7 +253,9 @@ def recompute_options(space: SearchSpace, layout: dict[str, Any]) -> list[tuple[
     per_stage = math.ceil(int(space.model["num_layers"]) / layout["pp"])
     # a pinned layer count applies to full recompute only (StrategySpec): it asks for that level
     levels = _allowed(space, "recompute", ("full",) if "recompute_num_layers" in space.choices else RECOMPUTE_LEVELS)
-    ks = _allowed(space, "recompute_num_layers", list(range(1, per_stage)) + [None])
+    # ascending, all layers (None) last: memory falls along the list, which the bisections need
+    # whatever order a restriction listed them in
+    ks = sorted(_allowed(space, "recompute_num_layers", list(range(1, per_stage)) + [None]), key=lambda k: (k is None, k or 0))
     out: list[tuple[str, int | None]] = []
     if 0 in _allowed(space, "cpu_offload_layers", [0]):   # candidates without offload
         out += [(lvl, None) for lvl in ("none", "selective") if lvl in levels]
@@ -274,7 +276,7 @@ def offload_options(space: SearchSpace, layout: dict[str, Any], levels) -> list[
     if "none" not in levels:
         return []
     if "cpu_offload_layers" in space.choices:
-        return [("offload", int(k)) for k in space.choices["cpu_offload_layers"] if k]
+        return [("offload", k) for k in sorted(int(k) for k in space.choices["cpu_offload_layers"] if k)]   # ascending: bisected
     if layout["pp"] != 1 or layout.get("schedule") != "1f1b" or space.base.get("framework", "megatron-te") != "megatron-te":
         return []
     return [("offload", k) for k in range(1, int(space.model["num_layers"]))]
@@ -389,7 +391,10 @@ def check_choices(choices: dict[str, Any]) -> dict[str, tuple]:
     if "recompute_num_layers" in out and "full" not in out.get("recompute", ("full",)):
         raise ConfigError([("strategy.recompute_num_layers", "recompute_num_layers applies to recompute='full' only, "
                                                              f"and recompute is restricted to {list(out['recompute'])}")])
-    if not any(v == 0 for v in out.get("cpu_offload_layers", (0,))) and "none" not in out.get("recompute", ("none",)):
+    offloads = any(v for v in out.get("cpu_offload_layers", ()))
+    if offloads and ("none" not in out.get("recompute", ("none",)) or "recompute_num_layers" in out):
+        pinned = f"recompute is restricted to {list(out['recompute'])}" if "recompute" in out else \
+            "recompute_num_layers asks for full recompute"
         raise ConfigError([("strategy.cpu_offload_layers", "CPU activation offloading runs with recompute='none' only "
-                                                           f"(Megatron-Core), and recompute is restricted to {list(out['recompute'])}")])
+                                                           f"(Megatron-Core), and {pinned}")])
     return out

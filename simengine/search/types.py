@@ -82,6 +82,11 @@ def _recompute_label(s: dict[str, Any]) -> str:
     return "rc-full" if k is None else f"rc-full{k}"
 
 
+def oom_text(over_gib: float, stage: int) -> str:
+    """The reason of a candidate over GPU memory."""
+    return f"OOM by {over_gib:.2f} GiB on stage {stage}"
+
+
 @dataclass(slots=True)
 class Rejection:
     """``count`` candidates rejected for one reason; ``example`` is one of them (searched fields)."""
