@@ -107,7 +107,8 @@ def _fit_warnings(sc: Scenario, mems: list[StageMemory]) -> list[str]:
     host = max(x.host_offload_gib for x in mems)
     if host > gpu.host_memory_gib:
         out.append(f"does not fit in host memory: {host:.2f} GiB of activations offloaded per GPU > "
-                   f"{gpu.host_memory_gib:.2f} GiB (system.gpu.host_memory_gib); offload fewer layers")
+                   f"{gpu.host_memory_gib:.2f} GiB (system.gpu.host_memory_gib); offload fewer layers where the GPU "
+                   "has room for them, else a smaller micro-batch or more tp/pp")
     return out
 
 

@@ -30,15 +30,31 @@ def test_home_opens_a_named_scenario_whole_and_it_estimates():
     assert any(m.label == "Step time" and m.value.endswith("s") for m in at.metric)
 
 
-def test_a_strategy_preset_for_another_gpu_count_names_its_scenario():
-    at = open_app("pages/strategy.py")   # the default system: 8 GPUs
+def test_a_strategy_preset_for_another_scenario_names_it():
+    at = open_app("pages/strategy.py")   # the default: the small model on 8 H100
     at.selectbox(key="pick.strategy").set_value("deepseek-v3-ep64")
     at.button(key="load.strategy").click().run()
     warned = " ".join(str(w.value) for w in at.warning)
-    assert "written for 1,024 GPUs" in warned and "deepseek-v3-ep64" in warned and "num_gpus" in warned
-    at.selectbox(key="pick.strategy").set_value("llama3-8b-fsdp")   # written for 8 GPUs: no hint
+    assert "written for DeepSeek-V3" in warned and "1,024 × H100" in warned and "'deepseek-v3-ep64' on Home" in warned
+    assert "num_gpus" not in warned   # another model: a GPU count would not fix it
+    at.selectbox(key="pick.strategy").set_value("qwen3-30b-a3b-ep8")   # the same 8 GPUs, another model and GPU
     at.button(key="load.strategy").click().run()
-    assert any("Loaded strategy preset" in str(s.value) for s in at.success)
+    assert "'qwen3-30b-a3b-ep8' on Home" in " ".join(str(w.value) for w in at.warning)
     at.selectbox(key="pick.strategy").set_value("medium")   # a size scenario (no count of its own): no crash
     at.button(key="load.strategy").click().run()
     assert not at.exception and any("Loaded strategy preset" in str(s.value) for s in at.success)
+
+
+def test_only_the_gpu_count_differs_so_it_says_set_num_gpus():
+    at = open_app("pages/home.py")
+    at.selectbox(key="pick.named").set_value("llama3-70b-tp4-pp4").run()
+    at.button(key="open.named").click().run()
+    at.switch_page("pages/strategy.py").run()
+    at.selectbox(key="pick.strategy").set_value("llama3-70b-tp4-pp4")
+    at.button(key="load.strategy").click().run()   # the scenario it was written for: no hint
+    assert any("Loaded strategy preset" in str(s.value) for s in at.success)
+    from ui.named import strategy_hint
+
+    model, system = _scenario(at)["model"], _scenario(at)["system"]
+    said = strategy_hint("llama3-70b-tp4-pp4", model, dict(system, num_gpus=32))
+    assert "64 × H100" in said and "set num_gpus" in said

@@ -222,6 +222,6 @@ def extrapolation_note(cov: list[dict[str, Any]] | str) -> str:
     worst = [f"{k.replace('_', ' ')} {r['extrapolated']:.0f} %" for k, r in rows.items()
              if k != "total" and r["extrapolated"] >= 50][:4]
     return (f"{total['extrapolated']:.0f} % of this scenario's op time is priced beyond the measured shapes (clamped to "
-            f"the tables' edge{': ' + ', '.join(worst) if worst else ''}), so the change above is mostly an "
+            f"the tables' edge{': ' + ', '.join(worst) if worst else ''}), so that much of the change above is an "
             "extrapolation. Measure the shapes this scenario runs before relying on it (coverage below).")
 

@@ -214,7 +214,9 @@ def gantt_chart(df: pd.DataFrame, rows: list[str], aggregated: bool, x_domain: t
     t0, t1 = ("start ms", "end ms") if aggregated else ("start_ms", "end_ms")
     enc: Spec = {"y": y, "x": field(t0, "quantitative", title="time [ms]", **x_scale), "x2": {"field": t1},
                  # three a row: six side-stream labels of up to 320 px ran past a 1,280 px window's chart
-                 "color": colour("phase", domain, rng, {"orient": "bottom", "title": None, "columns": 3})}
+                 # no symbol stroke: the bars' grey rim framed each swatch and washed out the side-stream tints
+                 "color": colour("phase", domain, rng, {"orient": "bottom", "title": None, "columns": 3,
+                                                         "symbolStrokeWidth": 0, "symbolOpacity": 1})}
     mark: Spec = {}
     if aggregated:
         enc["opacity"] = field("busy %", "quantitative", scale={"domain": [0, 100], "range": [0.15, 1]}, legend=None)

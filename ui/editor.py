@@ -51,7 +51,7 @@ def _load_preset(section: str) -> None:
     else:
         from .named import strategy_hint   # a strategy preset written for another GPU count: say which scenario
 
-        hint = strategy_hint(name, state.section_dict("system")) if section == "strategy" else ""
+        hint = strategy_hint(name, state.section_dict("model"), state.section_dict("system")) if section == "strategy" else ""
         state.notify("warning" if hint else "success", f"Loaded {section} preset {md(repr(name))}.{hint}")
 
 

@@ -36,7 +36,7 @@ def options() -> dict[str, str]:
         try:
             model = load_preset("models", e["model"]).get("name", e["model"])
             gpu = load_preset("systems", e["system"]).get("gpu", {}).get("name", e["system"])
-            out[name] = f"{name}: {model} on {_gpus(e):,} × {gpu}"
+            out[name] = f"{model} · {_gpus(e):,} × {_short(gpu)}"   # the part that tells them apart, whole at 1,280 px
         except (ConfigError, KeyError, TypeError, AttributeError):
             continue
     return out
@@ -56,9 +56,13 @@ def open_named(name: str) -> None:
     state.notify("success", f"Opened the scenario {md(repr(name))}.", "named")
 
 
-def strategy_hint(strategy_name: str, system: dict[str, Any]) -> str:
-    """For a strategy preset written for a named scenario on another GPU count than the current
-    system's: which scenario, as a sentence ('' when none or the count already matches)."""
+def _short(gpu: str) -> str:
+    return gpu.removeprefix("NVIDIA ").removeprefix("AMD Instinct ")
+
+
+def strategy_hint(strategy_name: str, model: dict[str, Any], system: dict[str, Any]) -> str:
+    """For a strategy preset written for a named scenario the current one is not — another model,
+    GPU or GPU count: which scenario, as a sentence ('' when none or the scenario already matches)."""
     try:
         table = named_scenarios()
     except ConfigError:
@@ -68,9 +72,14 @@ def strategy_hint(strategy_name: str, system: dict[str, Any]) -> str:
             continue
         try:
             n = _gpus(e)
+            want_model = load_preset("models", e["model"]).get("name")
+            want_gpu = load_preset("systems", e["system"]).get("gpu", {}).get("name")
         except (ConfigError, KeyError, TypeError, AttributeError):
             continue
-        if n and n != system.get("num_gpus"):
-            return (f" It was written for {n:,} GPUs ({md(e.get('model'))} on {md(e.get('system'))}): open the "
-                    f"scenario {md(repr(name))} on Home, or set num_gpus on the System page.")
+        same = model.get("name") == want_model and system.get("gpu", {}).get("name") == want_gpu
+        if same and n == system.get("num_gpus"):
+            return ""
+        how = "or set num_gpus on the System page" if same else "where its model and system come with it"
+        return (f" It was written for {md(want_model)} on {n:,} × {md(_short(str(want_gpu)))}: open the scenario "
+                f"{md(repr(name))} on Home, {how}.")
     return ""
