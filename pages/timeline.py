@@ -149,7 +149,9 @@ def gantt_section(scenario_text: str, spans, total_ms: float, shown_ranks, pre=N
     if gantt["aggregated"]:
         st.caption(f"{len(spans):,} spans in the step; more than {MAX_EXACT_SPANS:,} in this window, so each row shows "
                    "the dominant phase per time bin (opacity = busy share); communication on a side stream (comm, pp, dp) "
-                   "is hidden while compute runs beside it. Narrow the window for individual spans"
+                   "is hidden while compute runs beside it. A phase that dominates no bin (short exposed collectives "
+                   "between kernels) does not show: its time is in the figures above and the per-rank table. "
+                   "Narrow the window for individual spans"
                    + (" and their micro-batch labels." if labels else "."))
     else:
         st.caption(f"{gantt['shown']:,} span{'' if gantt['shown'] == 1 else 's'} shown. Colour = phase; hover for micro-batch, chunk and times. "
