@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from .config.model import ModelSpec
 from .config.scenario import Scenario
+from .config.system import GPUSpec
 from .memo import config_cache
 from .cost.launch import gpu_us_per_launch, launch_warning
 from .cost.stage import Plan, StagePlan, build_plan
@@ -104,12 +105,21 @@ def _fit_warnings(sc: Scenario, mems: list[StageMemory]) -> list[str]:
     if worst.reserved_gib + gpu.non_torch_gib > gpu.memory_gib:
         out.append(f"does not fit: {worst.reserved_gib:.1f} GiB reserved + {gpu.non_torch_gib:.1f} GiB outside PyTorch "
                    f"> {gpu.memory_gib:.1f} GiB on stage {worst.stage}")
-    host = max(x.host_offload_gib for x in mems)
-    if host > gpu.host_memory_gib:
-        out.append(f"does not fit in host memory: {host:.2f} GiB of activations offloaded per GPU > "
-                   f"{gpu.host_memory_gib:.2f} GiB (system.gpu.host_memory_gib); offload fewer layers where the GPU "
+    host = host_overflow(gpu, mems)
+    if host:
+        out.append(f"does not fit in host memory: {host}; offload fewer layers where the GPU "
                    "has room for them, else a smaller micro-batch or more tp/pp")
     return out
+
+
+def host_overflow(gpu: GPUSpec, mems: list[StageMemory]) -> str:
+    """'X GiB of activations offloaded per GPU > Y GiB (system.gpu.host_memory_gib)' when the
+    host cannot hold what the fullest stage offloads (StageMemory.fits' host half), else ''."""
+    host = max((x.host_offload_gib for x in mems), default=0.0)
+    if host <= gpu.host_memory_gib:
+        return ""
+    return (f"{host:.2f} GiB of activations offloaded per GPU > {gpu.host_memory_gib:.2f} GiB "
+            "(system.gpu.host_memory_gib)")
 
 
 def memory_by_stage(sc: Scenario, plan: Plan) -> list[StageMemory]:

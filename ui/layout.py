@@ -11,6 +11,8 @@ from pathlib import Path
 
 import streamlit as st
 
+from simengine.api import SEARCH_FLAG_LABELS
+
 from . import share, state
 from .text import issues_md, md
 from .units import fmt_count
@@ -160,8 +162,7 @@ def glance(compact: bool = False) -> None:
         st.warning(f"{n}; {where}.", icon="⚠️")
 
 
-# the overlap flags as the Search page's layout labels name them (simengine.api.SEARCH_FLAG_LABELS)
-OVERLAP_FLAGS = (("overlap_grad_reduce", "grad"), ("overlap_param_gather", "param"), ("tp_comm_overlap", "tp"))
+OVERLAP_FLAGS = SEARCH_FLAG_LABELS   # the overlap flags as the Search page's layout labels name them
 
 
 def memory_knobs(s: dict) -> str:

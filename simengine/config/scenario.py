@@ -292,29 +292,35 @@ def _attention_checks(s: StrategySpec, gpu_name: str) -> list[tuple[str, str]]:
 
 
 def _offload_checks(model: ModelSpec, s: StrategySpec) -> list[tuple[str, str]]:
-    """Megatron-Core's rules for CPU activation offloading (transformer_config.py __post_init__:
+    """Megatron-Core's rules for CPU activation offloading (``offload_issues``) on a scenario."""
+    if not s.cpu_offload_layers:
+        return []
+    return offload_issues(s.cpu_offload_layers, model.num_layers, s.pp, s.schedule, s.recompute, s.framework)
+
+
+def offload_issues(n: int, num_layers: int, pp: int, schedule: str, recompute: str, framework: str) -> list[tuple[str, str]]:
+    """Why ``n`` layers' activations cannot be offloaded in this layout ([] when they can):
+    Megatron-Core's rules for CPU activation offloading (transformer_config.py __post_init__:
     "CPU offloading can be done only for layers less than num_layers", "no support for Pipeline
     parallelism with CPU offloading", "CPU offloading does not work when activation recomputation is
-    enabled"); TransformerEngine's cpu_offload is Megatron's path, so Megatron's stack only."""
-    n = s.cpu_offload_layers
-    if not n:
-        return []
+    enabled"); TransformerEngine's cpu_offload is Megatron's path, so Megatron's stack only. The one
+    owner of those rules: the scenario check, the search's proposals and the fit list read them."""
     f, out = "strategy.cpu_offload_layers", []
-    if n >= model.num_layers:
-        out.append((f, f"cpu_offload_layers={n} must be below num_layers={model.num_layers} (at least one layer's "
+    if n >= num_layers:
+        out.append((f, f"cpu_offload_layers={n} must be below num_layers={num_layers} (at least one layer's "
                        "activations stay on the GPU)"))
-    if s.pp > 1:
-        out.append((f, f"CPU activation offloading runs without pipeline parallelism in Megatron-Core: pp={s.pp}, use pp=1"))
-    elif s.schedule != "1f1b":
+    if pp > 1:
+        out.append((f, f"CPU activation offloading runs without pipeline parallelism in Megatron-Core: pp={pp}, use pp=1"))
+    elif schedule != "1f1b":
         # pp 1 runs Megatron-Core's forward_backward_no_pipelining: one micro-batch's forward, then its
         # backward (what TransformerEngine's layer-by-layer schedule assumes); DualPipeV's two chunks
         # or GPipe's m micro-batches in flight are not that
         out.append((f, f"CPU activation offloading runs in Megatron-Core's schedule without pipelining (one "
-                       f"micro-batch's forward, then its backward): use schedule='1f1b', not {s.schedule!r}"))
-    if s.recompute != "none":
-        out.append((f, f"CPU activation offloading does not work with recompute={s.recompute!r} in Megatron-Core: use recompute='none'"))
-    if s.framework != "megatron-te":
-        out.append((f, f"CPU activation offloading is modelled as Megatron-Core runs it (framework='megatron-te'), not {s.framework!r}"))
+                       f"micro-batch's forward, then its backward): use schedule='1f1b', not {schedule!r}"))
+    if recompute != "none":
+        out.append((f, f"CPU activation offloading does not work with recompute={recompute!r} in Megatron-Core: use recompute='none'"))
+    if framework != "megatron-te":
+        out.append((f, f"CPU activation offloading is modelled as Megatron-Core runs it (framework='megatron-te'), not {framework!r}"))
     return out
 
 

@@ -61,11 +61,13 @@ def _offload_change(cfg: dict[str, Any]) -> list[tuple[str, dict[str, Any], dict
     recompute, Megatron's stack); ``_try`` keeps the fewest layers that fit (``_least_offload``).
     And fewer of them, for a step whose offloaded activations overfill host memory
     (``gpu.host_memory_gib``): the fewest the GPU still holds."""
+    from ..config.scenario import offload_issues
+
     s = cfg["strategy"]
-    if int(s.get("pp", 1)) != 1 or s.get("recompute", "none") != "none" or s.get("schedule", "1f1b") != "1f1b" \
-            or s.get("framework", "megatron-te") != "megatron-te":
-        return []
     n, most = int(s.get("cpu_offload_layers") or 0), int(cfg["model"].get("num_layers", 0)) - 1
+    if offload_issues(1, most + 1, int(s.get("pp", 1)), s.get("schedule", "1f1b"), s.get("recompute", "none"),
+                      s.get("framework", "megatron-te")):
+        return []
     out: list[tuple[str, dict[str, Any], dict[str, Any]]] = [(f"cpu_offload_layers {n} → {most}", {"cpu_offload_layers": most}, {})] if most > n else []
     if n > 0:   # fewer: the host holds less (what its memory may need), the GPU more; the fewest the GPU holds
         k = _fewest_that_fit(cfg, "cpu_offload_layers", 0, n)

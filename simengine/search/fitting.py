@@ -9,6 +9,7 @@ import math
 from typing import Any
 
 from ..errors import ConfigError
+from ..estimate import host_overflow
 from ..pipeline import sim_microbatches
 from .bound import pipeline_bound
 from .candidate import _strategy, example, specs
@@ -29,9 +30,9 @@ SURE_OOM_GIB = 1e-6   # refine's closed form over capacity by more than this: th
 
 
 def fitting_options(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int, z: int,
-                       rcs: list[tuple[str, int | None]], nflags: int, out: GroupScreen,
-                       known: dict[tuple[str, int | None], tuple[tuple[float, float], float]],
-                       plans: dict[tuple[str, int | None], tuple], memo) -> list[tuple[tuple[str, int | None], tuple[tuple[float, float], float]]]:
+                    rcs: list[tuple[str, int | None]], nflags: int, out: GroupScreen,
+                    known: dict[tuple[str, int | None], tuple[tuple[float, float], float]],
+                    plans: dict[tuple[str, int | None], tuple], memo) -> list[tuple[tuple[str, int | None], tuple[tuple[float, float], float]]]:
     """The recompute options worth timing at ZeRO stage ``z``, each with (a lower bound on its
     step time, its memory headroom in GiB: the estimate's own, ``memory_at_zero``); the others
     become rejections (each standing for its ``nflags`` flag combinations). ``known`` maps the
@@ -94,9 +95,8 @@ def fitting_options(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: 
             reject("invalid" if err else "oom", err or oom_text(o, stage), 1, ("selective", None))
 
     def host_full(rc):   # host memory rises with the offloaded layers: past the least that fits the GPU, none fits the host
-        host, cap = max(m.host_offload_gib for m in plans[rc][1]), specs(space, gpus)[1].gpu.host_memory_gib
-        return f"host memory: {host:.2f} GiB of activations offloaded per GPU > {cap:.2f} GiB (at least; {_rc_label(rc)})" \
-            if host > cap else ""
+        over = host_overflow(specs(space, gpus)[1].gpu, plans[rc][1])
+        return f"host memory: {over} (at least; {_rc_label(rc)})" if over else ""
 
     keep += _least_full([rc for rc in rcs if rc[0] == "offload"], check, reject, known, "offload of fewer layers", "more offload",
                         host_full)

@@ -373,6 +373,7 @@ def _userbuffer_phases(space: SearchSpace, gpus: int, probe: dict[str, Any], sc0
 def time_candidate(space: SearchSpace, gpus: int, strat: dict[str, Any], order: int, out) -> Candidate | None:
     """Time one candidate with the estimate; a Candidate, or None with a rejection in ``out``."""
     from .. import api
+    from ..estimate import host_overflow
 
     try:
         sc = scenario(space, gpus, strat)
@@ -386,10 +387,9 @@ def time_candidate(space: SearchSpace, gpus: int, strat: dict[str, Any], order: 
     if head < 0:  # the estimate's verdict wins over the pre-filter's (each candidate counted once)
         out.rejections.append(Rejection("oom", oom_text(-head, worst.stage), 1, example(gpus, strat)))
         return None
-    host = max(m.host_offload_gib for m in rep.memory_by_stage)
-    if host > gpu.host_memory_gib:   # the GPU fits, the host memory its offloaded activations need does not (estimate.py)
-        out.rejections.append(Rejection("oom", f"host memory: {host:.2f} GiB of activations offloaded per GPU > "
-                                               f"{gpu.host_memory_gib:.2f} GiB", 1, example(gpus, strat)))
+    over = host_overflow(gpu, rep.memory_by_stage)
+    if over:   # the GPU fits, the host memory its offloaded activations need does not
+        out.rejections.append(Rejection("oom", f"host memory: {over}", 1, example(gpus, strat)))
         return None
     out.timed += 1
     st = sc.strategy.model_dump(mode="json")

@@ -277,9 +277,12 @@ def offload_options(space: SearchSpace, layout: dict[str, Any], levels) -> list[
         return []
     if "cpu_offload_layers" in space.choices:
         return [("offload", k) for k in sorted(int(k) for k in space.choices["cpu_offload_layers"] if k)]   # ascending: bisected
-    if layout["pp"] != 1 or layout.get("schedule") != "1f1b" or space.base.get("framework", "megatron-te") != "megatron-te":
+    from ..config.scenario import offload_issues
+
+    layers = int(space.model["num_layers"])
+    if offload_issues(1, layers, layout["pp"], str(layout.get("schedule")), "none", space.base.get("framework", "megatron-te")):
         return []
-    return [("offload", k) for k in range(1, int(space.model["num_layers"]))]
+    return [("offload", k) for k in range(1, layers)]
 
 
 def rc_fields(rc: tuple[str, int | None]) -> dict[str, Any]:
