@@ -18,7 +18,9 @@ def show_figures() -> None:
     x = f["figures"]
     c = st.columns(5)
     c[0].metric("Cluster peak BF16", fmt_flops_rate(x["peak_bf16_pflops"]), help="num_gpus × dense BF16 tensor peak.")
-    c[1].metric("Cluster peak FP8", "—" if x["peak_fp8_pflops"] is None else fmt_flops_rate(x["peak_fp8_pflops"]))
+    fp4 = "no FP4 peak" if x["peak_fp4_pflops"] is None else f"FP4 (NVFP4) {fmt_flops_rate(x['peak_fp4_pflops'])}"
+    c[1].metric("Cluster peak FP8", "—" if x["peak_fp8_pflops"] is None else fmt_flops_rate(x["peak_fp8_pflops"]),
+                help=f"num_gpus × dense FP8 tensor peak; {fp4}.")
     c[2].metric("Cost per hour", fmt_usd(x["cost_per_hour_usd"]) + "/h", help="num_gpus × price_per_hour.")
     c[3].metric("HBM in total", f"{fmt_num(x['hbm_total_tib'], ',.2f')} TiB")
     c[4].metric("Nodes · domains", f"{x['nodes']:,} · {x['scale_up_domains']:,}",

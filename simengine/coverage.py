@@ -98,14 +98,14 @@ class _Ctx:
         return "other", "default", 0.0
 
     def _gemm(self, op: Gemm) -> str:
-        if self.index is None or (self.dtype == "fp8" and op.name.endswith(BF16_ONLY_GEMMS)):
+        if self.index is None or (self.dtype != "bf16" and op.name.endswith(BF16_ONLY_GEMMS)):
             return "default"
         return self.index.source(op.m, op.n, op.k, op.b, self.dtype, op.layout)
 
     def _grouped(self, op: GroupedGemm) -> str:
         # cost/compute.py ComputeModel.grouped_efficiency: nearest forward shape of the same pass
         table = [p for p in self.sc.system.efficiency.grouped_gemm_table if p.layout == op.layout]
-        if not table or self.dtype == "fp8":
+        if not table or self.dtype != "bf16":
             return "default"
         fwd = {"TN": (op.m, op.n, op.k), "NN": (op.m, op.k, op.n), "NT": (op.k, op.m, op.n)}[op.layout]
         want = (op.groups, *fwd)

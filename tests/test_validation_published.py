@@ -31,8 +31,8 @@ def evaluated(mapped):
 def test_counts(mapped):
     runs, skipped = mapped
     assert len(runs) + len(skipped) == 266
-    assert len(runs) == 239
-    assert len(skipped) == 27
+    assert len(runs) == 257
+    assert len(skipped) == 9
 
 
 def test_deepseek_v3_report_run(mapped, evaluated):
@@ -109,7 +109,7 @@ def test_nemo_models_named_but_not_spelled_out_come_from_presets(mapped):
     nano = [r for rid, r in runs.items() if "nemotron_3_nano" in rid.lower()]
     assert len(nano) == 5 and all(r.config["model"]["hybrid_pattern"].count("M") == 23 for r in nano)
     # Nemotron 3 Super: the MXFP8 rows from the latent-MoE preset (40 Mamba, 40 MoE layers, MTP "*E" run at
-    # two depths); the NVFP4 ones need an FP4 GEMM precision simengine does not have
+    # two depths); the NVFP4 ones run the recipe's per-module BF16 overrides, which are not modelled
     super_ = [r for rid, r in runs.items() if "nemotron_3_super" in rid.lower()]
     assert len(super_) == 2 and all(r.config["model"]["moe_latent_size"] == 1024 and r.config["model"]["mtp_repeated_layer"]
                                     and r.config["model"]["hybrid_pattern"].count("M") == 40 for r in super_)
@@ -117,7 +117,7 @@ def test_nemo_models_named_but_not_spelled_out_come_from_presets(mapped):
     assert all(r.config["strategy"]["moe_dispatcher"] == "deepep" and r.config["strategy"]["recompute_modules"] == ["moe_act", "layernorm"]
                and any("keep_mtp_spec_in_bf16" in x for x in r.assumptions) for r in super_)
     fp4 = [s for rid, s in skipped.items() if "nemotron_3_super" in rid.lower()]
-    assert len(fp4) == 2 and all("FP4" in s.reason for s in fp4)
+    assert len(fp4) == 2 and all("NVFP4 with per-module BF16 overrides" in s.reason for s in fp4)
 
 
 def test_a_row_contradicting_its_preset_is_skipped():
@@ -300,6 +300,31 @@ def test_bridge_moe_cross_node_tokens(mapped, evaluated):
     assert abs(statistics.median(c.error_pct for c in rows)) <= 15.0
 
 
+def test_bridge_nvfp4_rows(mapped, evaluated):
+    """Megatron-Bridge's NVFP4 recipes (Llama 3 70B and 3.1 405B on GB200 / GB300, bf16_with_nvfp4_mixed):
+    every block linear in NVFP4 with FP4 primary weights. Their tokens/s within 10 % at the median and
+    20 % each; and NVFP4 beats the same layout's MXFP8 where the page ran both (405B on GB200, 70B on
+    GB300: pp 4 · vp 5)."""
+    import statistics
+
+    runs, _ = mapped
+    comps, _ = evaluated
+    nv = [r for r in runs.values() if r.config["strategy"]["dtype"] == "nvfp4"]
+    assert len(nv) == 18 and all(r.config["strategy"]["fp8_param_gather"] for r in nv)
+    rows = [c for c in comps if c.run_id in {r.run_id for r in nv} and c.metric == "tokens_per_sec_per_gpu"]
+    assert len(rows) == 18
+    assert abs(statistics.median(abs(c.error_pct) for c in rows)) <= 10.0
+    assert max(abs(c.error_pct) for c in rows) <= 20.0
+    pred = {c.run_id: c.predicted for c in comps if c.metric == "tokens_per_sec_per_gpu"}
+    for a, b in (("mbridge_26.04_Pre-Training_LLAMA3.1_405B_DGX-GB200_NVFP4_256gpu_v0",
+                  "mbridge_26.04_Pre-Training_LLAMA3.1_405B_DGX-GB200_MXFP8_256gpu_v0"),
+                 ("mbridge_26.04_Pre-Training_LLAMA3_70B_DGX-GB300_NVFP4_64gpu_v0",
+                  "mbridge_26.04_Pre-Training_LLAMA3_70B_DGX-GB300_MXFP8_64gpu_v0")):
+        la, lb = (runs[x].config["strategy"] for x in (a, b))
+        assert {k: la[k] for k in ("tp", "pp", "vpp", "cp")} == {k: lb[k] for k in ("tp", "pp", "vpp", "cp")}
+        assert pred[a] > 1.2 * pred[b]
+
+
 def test_megatron_bridge_flop_count_reproduces_the_table(mapped):
     """Megatron-Bridge's own FLOP count (flop_utils.num_floating_point_operations) gives the table's
     model TFLOP/s per token/s for every row — dense, MoE, MLA, and DeepSeek-V3 only with its MTP block."""
@@ -318,7 +343,7 @@ def test_megatron_bridge_flop_count_reproduces_the_table(mapped):
             continue
         ratios.append(flops_megatron_bridge(r.config["model"], st["seq_len"], st["tp"], r.flop_basis.get("glu_silu", True))
                       / st["seq_len"] / table)
-    assert len(ratios) == 119
+    assert len(ratios) == 137   # 18 of them NVFP4 runs (the same FLOP count: precision changes no FLOP)
     # the hybrid rows (five Nano, two Super): the tables print TFLOP/s and tokens/s to 3–5 digits
     assert len(hybrid) == 7 and max(abs(x - 1) for x in hybrid) <= 0.006
     assert max(abs(x - 1) for x in ratios) <= 0.025  # two rows' printed figures round to 2 %
@@ -441,15 +466,18 @@ def test_narayanan_table2_zero3_rows_no_worse_than_now(evaluated):
 
 def test_bridge_fp8_rows_keep_fp8_primary_weights_except_subchannel(mapped):
     """Megatron-Bridge's mixed-precision recipes set fp8_param_gather for delayed, current and MX
-    scaling, not for subchannel scaling (the H100 "alternate quantization granularity" rows)."""
+    scaling, not for subchannel scaling (the H100 "alternate quantization granularity" rows), and
+    fp4_param_gather for NVFP4 (mixed_precision.py ``bf16_with_nvfp4_mixed``)."""
     runs, _ = mapped
     bridge = [r for r in runs.values() if r.source == "megatron-bridge"]
     for r in bridge:
         s, row = r.config["strategy"], r.run_id.lower()
         sub = "alternate_quantization" in row and "h100" in row
         lora = s.get("peft") == "lora"  # frozen weights have no fp32 master to cast from
-        assert s.get("fp8_param_gather", False) is (s["dtype"] == "fp8" and not sub and not lora), r.run_id
+        # bf16_with_nvfp4_mixed sets fp4_param_gather (the same field here) as well
+        assert s.get("fp8_param_gather", False) is (s["dtype"] in ("fp8", "nvfp4") and not sub and not lora), r.run_id
     assert any("alternate_quantization" in r.run_id.lower() and "h100" in r.run_id.lower() for r in bridge)
+    assert sum(r.config["strategy"]["dtype"] == "nvfp4" for r in bridge) == 18
 
 
 def test_the_deepseek_v3_recipe_keeps_adam_moments_in_bf16(mapped):

@@ -26,6 +26,7 @@ def system_figures(system: dict[str, Any]) -> dict[str, float | None]:
     return {
         "peak_bf16_pflops": s.num_gpus * g.peak_tflops.bf16 / 1e3,
         "peak_fp8_pflops": None if g.peak_tflops.fp8 is None else s.num_gpus * g.peak_tflops.fp8 / 1e3,
+        "peak_fp4_pflops": None if g.peak_tflops.fp4 is None else s.num_gpus * g.peak_tflops.fp4 / 1e3,
         "cost_per_hour_usd": s.num_gpus * g.price_per_hour,
         "hbm_total_tib": s.num_gpus * g.memory_gib / 1024,
         "power_kw": s.num_gpus * g.tdp_w / 1e3,

@@ -196,12 +196,12 @@ GROUPS: dict[str, list[tuple[str, list[str]]]] = {
     ],
     "system": [
         ("Cluster", ["name", "num_gpus", "gpus_per_node"]),
-        ("GPU", ["gpu.name", "gpu.memory_gib", "gpu.peak_tflops.bf16", "gpu.peak_tflops.fp8", "gpu.peak_tflops.fp32",
+        ("GPU", ["gpu.name", "gpu.memory_gib", "gpu.peak_tflops.bf16", "gpu.peak_tflops.fp8", "gpu.peak_tflops.fp4", "gpu.peak_tflops.fp32",
                  "gpu.hbm_bandwidth_gbs", "gpu.host_link_gbs", "gpu.host_link_shares_nic", "gpu.host_memory_gib", "gpu.tdp_w", "gpu.price_per_hour"]),
         ("Network", ["scale_up.domain_size", "scale_up.bandwidth_gbs", "scale_up.latency_us",
                      "scale_out.bandwidth_gbs", "scale_out.latency_us"]),
         ("Efficiency model", [f"efficiency.{n}" for n in (
-            "gemm", "gemm_half_dim", "fp8_gemm", "grouped_gemm", "attention_fwd", "attention_bwd", "hbm",
+            "gemm", "gemm_half_dim", "fp8_gemm", "fp4_gemm", "grouped_gemm", "attention_fwd", "attention_bwd", "hbm",
             "kernel_overhead_us", "collective_scale_up", "collective_scale_out", "collective_overhead_us")]),
     ],
     "strategy": [

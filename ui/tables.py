@@ -68,7 +68,7 @@ def gemm_grid(section: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
         gb = GridOptionsBuilder.from_dataframe(df)
         gb.configure_default_column(editable=True, resizable=True, sortable=True, filter=True, flex=1)
-        gb.configure_column("dtype", cellEditor="agSelectCellEditor", cellEditorParams={"values": ["bf16", "fp8", "fp32"]})
+        gb.configure_column("dtype", cellEditor="agSelectCellEditor", cellEditorParams={"values": ["bf16", "fp8", "nvfp4", "fp32"]})
         gb.configure_column("layout", cellEditor="agSelectCellEditor", cellEditorParams={"values": ["", "TN", "NN", "NT"]})
         for c in ("m", "n", "k", "b"):
             gb.configure_column(c, type=["numericColumn"], headerTooltip=f"GEMM dimension {c} (elements)")

@@ -7,7 +7,7 @@ import math
 # Unit of a field, by exact name first, then by suffix. Shown in every label.
 UNIT_BY_NAME: dict[str, str] = {
     "price_per_hour": "USD/GPU·h",
-    "bf16": "TFLOP/s", "fp8": "TFLOP/s", "fp32": "TFLOP/s",
+    "bf16": "TFLOP/s", "fp8": "TFLOP/s", "fp4": "TFLOP/s", "fp32": "TFLOP/s",
     "seq_len": "tokens", "packed_doc_len": "tokens", "micro_batch_size": "sequences", "global_batch_size": "sequences",
     "num_gpus": "GPUs", "gpus_per_node": "GPUs", "domain_size": "GPUs",
     "hidden_dropout": "probability", "attention_dropout": "probability",
@@ -15,7 +15,7 @@ UNIT_BY_NAME: dict[str, str] = {
     "moe_load_imbalance": "×", "capacity_factor": "×", "jitter_cv": "fraction",
     "n_group": "groups", "topk_group": "groups", "attention_window": "tokens", "full_attention_interval": "layers",
     "gemm": "× peak", "attention_fwd": "× peak", "attention_bwd": "× peak", "grouped_gemm": "× peak",
-    "hbm": "× peak BW", "fp8_gemm": "× FP8 peak", "collective_scale_up": "× link BW",
+    "hbm": "× peak BW", "fp8_gemm": "× FP8 peak", "fp4_gemm": "× FP4 peak", "collective_scale_up": "× link BW",
     "collective_scale_out": "× link BW", "efficiency": "× peak", "sustained_clock_ratio": "× boost clock",
     "gemm_half_dim": "elements", "max_position_embeddings": "positions",
     "hidden_size": "elements", "ffn_hidden_size": "elements", "moe_ffn_hidden_size": "elements",

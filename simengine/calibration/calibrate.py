@@ -39,7 +39,7 @@ from .provenance import GEMM_FIT_WARN, Provenance, gemm_holdout_error, read_inpu
 Source = str | bytes | os.PathLike
 LogsLike = Mapping[str, Source] | Sequence[Source | tuple[str, Source]]
 
-TRAINING_DTYPES = ("bf16", "fp8")
+TRAINING_DTYPES = ("bf16", "fp8", "nvfp4")
 
 
 class _Frozen(BaseModel):

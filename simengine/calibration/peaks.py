@@ -24,6 +24,7 @@ _DTYPES = {
     "fp8": "fp8", "f8": "fp8", "e4m3": "fp8", "e5m2": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8",
     "float8": "fp8", "float8_e4m3fn": "fp8", "float8_e5m2": "fp8", "f8e4m3": "fp8", "f8e5m2": "fp8",
     "f8e4m3fn": "fp8",
+    "nvfp4": "nvfp4", "fp4": "nvfp4", "e2m1": "nvfp4", "fp4_e2m1": "nvfp4", "float4_e2m1fn_x2": "nvfp4",
     "fp32": "fp32", "f32": "fp32", "float32": "fp32", "float": "fp32", "tf32": "fp32",
     "f32xf32_f32": "fp32", "torch_float32": "fp32",
 }
@@ -43,11 +44,13 @@ def peak_map(peak: PeakLike) -> dict[str, float]:
         out = {"bf16": peak.bf16, "fp32": peak.fp32}
         if peak.fp8 is not None:
             out["fp8"] = peak.fp8
+        if peak.fp4 is not None:
+            out["nvfp4"] = peak.fp4
         return out
     if isinstance(peak, (int, float)) and not isinstance(peak, bool):
         if not peak > 0:
             raise ConfigError([(FIELD, f"peak_tflops must be positive, got {peak}")])
-        return {"bf16": float(peak), "fp8": float(peak), "fp32": float(peak)}
+        return {"bf16": float(peak), "fp8": float(peak), "nvfp4": float(peak), "fp32": float(peak)}
     if isinstance(peak, Mapping):
         out = {}
         for k, v in peak.items():

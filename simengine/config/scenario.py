@@ -20,7 +20,7 @@ from .layout import strategy_stage_counts
 from .model import ModelSpec
 from .notes import scenario_notes
 from .strategy import StrategySpec, fp8_gather_min_zero
-from .system import SystemSpec
+from .system import GPUSpec, SystemSpec
 
 
 def padded_vocab(vocab_size: int, tp: int, multiple: int = 128) -> int:
@@ -92,6 +92,7 @@ def layout_checks(model: ModelSpec, system: SystemSpec, strategy: StrategySpec) 
             tail.append((f, "packed sequences with context parallelism (THD across cp ranks) are not modelled: use cp=1"))
     if s.dtype == "fp8" and system.gpu.peak_tflops.fp8 is None:
         tail.append(("strategy.dtype", f"dtype='fp8' but system.gpu.peak_tflops.fp8 is not set ({system.gpu.name} has no FP8 peak)"))
+    tail += _nvfp4_checks(s, system.gpu)
     return issues, tail, dp
 
 
@@ -241,8 +242,12 @@ def _fp8_param_checks(s: StrategySpec) -> list[tuple[str, str]]:
     if not s.fp8_param_gather:
         return []
     out = []
+    if s.dtype == "nvfp4" and s.framework == "megatron-te":
+        if s.zero_stage < 1:
+            out.append((f, "fp8_param_gather (Megatron --fp4-param-gather under nvfp4) needs the distributed optimizer or FSDP (zero_stage >= 1)"))
+        return out
     if s.dtype != "fp8":
-        out.append((f, f"fp8_param_gather needs dtype='fp8' (dtype={s.dtype!r})"))
+        out.append((f, f"fp8_param_gather needs dtype='fp8' or 'nvfp4' (dtype={s.dtype!r})"))
     short = s.zero_stage < fp8_gather_min_zero(s.framework)
     if s.framework == "megatron-te":
         if short:
@@ -275,6 +280,22 @@ def _fp8_recipe_checks(s: StrategySpec, gpu_name: str) -> list[tuple[str, str]]:
         return [(f, f"fp8_recipe='mxfp8' needs a Blackwell GPU (MXFP8 GEMMs); {gpu_name} is not one: "
                     "use tensorwise or delayed")]
     return []
+
+
+def _nvfp4_checks(s: StrategySpec, gpu: GPUSpec) -> list[tuple[str, str]]:
+    """NVFP4 is TransformerEngine's recipe (transformer_engine/common/recipe/__init__.py
+    ``NVFP4BlockScaling``, run by Megatron-Core's ``fp4``/``fp4_recipe``), on GPUs with FP4 tensor
+    cores (the FP4 peak says so: a what-if GPU may have one)."""
+    if s.dtype != "nvfp4":
+        return []
+    f = "strategy.dtype"
+    out = []
+    if s.framework != "megatron-te":
+        out.append((f, f"dtype='nvfp4' is TransformerEngine's NVFP4 recipe (framework megatron-te); "
+                       f"framework={s.framework!r} has no FP4 training recipe"))
+    if gpu.peak_tflops.fp4 is None:
+        out.append((f, f"dtype='nvfp4' but system.gpu.peak_tflops.fp4 is not set ({gpu.name} has no FP4 peak)"))
+    return out
 
 
 def _attention_checks(s: StrategySpec, gpu_name: str) -> list[tuple[str, str]]:

@@ -36,7 +36,11 @@ class StrategySpec(Spec):
     micro_batch_size: int = Field(1, ge=1, le=65_536, description="Sequences per micro-batch.")
     global_batch_size: int = Field(..., ge=1, le=100_000_000, description="Sequences per optimizer step.")
     seq_len: int = Field(..., ge=1, le=16_777_216, description="Tokens per sequence.")
-    dtype: Literal["bf16", "fp8"] = Field("bf16", description="GEMM precision (fp8: the scaling recipe is fp8_recipe; master weights stay fp32).")
+    dtype: Literal["bf16", "fp8", "nvfp4"] = Field("bf16", description=(
+        "GEMM precision; master weights stay fp32. fp8: the scaling recipe is fp8_recipe. nvfp4: TransformerEngine "
+        "NVFP4BlockScaling (Megatron-Core --fp4-format e2m1 --fp4-recipe nvfp4): every transformer-block linear's "
+        "fprop, dgrad and wgrad GEMM in FP4 with a scale per 16 values, the wgrad operands through a random "
+        "Hadamard transform (workload/fp8_recipes.py); needs megatron-te and a GPU with an FP4 peak."))
     fp8_recipe: Literal["tensorwise", "delayed", "mxfp8", "rowwise"] = Field("tensorwise", description=(
         "With dtype='fp8', how tensors are scaled (workload/fp8_recipes.py). tensorwise = one scale per tensor from "
         "the tensor itself (TransformerEngine Float8CurrentScaling, Megatron --fp8-recipe tensorwise; torchao "
@@ -108,7 +112,8 @@ class StrategySpec(Spec):
         "block weights live only in TE's fp8 storage (no bf16 copy); needs zero_stage >= 1. On the torch "
         "stacks: torchao's FSDP2 float8 all-gather (torchtitan enable_fsdp_float8_all_gather), the fp32 "
         "shards cast to fp8 before the gather; needs FSDP (zero_stage 3) and fp8_recipe='tensorwise'. "
-        "Needs dtype='fp8'."))
+        "Needs dtype='fp8'. With dtype='nvfp4': Megatron-Core --fp4-param-gather (FP4 primary weights, 0.5625 "
+        "B/param gathered: the rowwise copy, the columnwise one re-made by a transpose)."))
     packed_doc_len: int | None = Field(None, ge=1, le=16_777_216, description=(
         "Sequence packing (SFT): documents of this many tokens packed into each seq_len sequence, attention "
         "confined to each document (THD layout with cu_seqlens, TransformerEngine fused attention; Megatron-Bridge "

@@ -20,6 +20,7 @@ class _Frozen(Spec):
 class PeakTflops(_Frozen):
     bf16: float = Field(..., ge=0.001, le=1e6, description="Dense BF16 tensor-core peak, TFLOP/s.")
     fp8: float | None = Field(None, ge=0.001, le=1e6, description="Dense FP8 tensor-core peak, TFLOP/s (None = no FP8 support).")
+    fp4: float | None = Field(None, ge=0.001, le=1e6, description="Dense FP4 (NVFP4) tensor-core peak, TFLOP/s (None = no FP4 support).")
     fp32: float = Field(..., ge=0.001, le=1e6, description="FP32 (non-tensor) peak, TFLOP/s.")
 
 
@@ -78,7 +79,7 @@ class GemmPoint(_Frozen):
     n: int = Field(..., ge=1, le=2**31)
     k: int = Field(..., ge=1, le=2**31)
     b: int = Field(1, ge=1, le=2**20)
-    dtype: Literal["bf16", "fp8", "fp32"] = "bf16"
+    dtype: Literal["bf16", "fp8", "nvfp4", "fp32"] = "bf16"
     layout: Literal["TN", "NN", "NT"] | None = Field(None, description="cuBLAS layout: TN = forward, NN = data-grad, NT = weight-grad (None = any).")
     efficiency: float = Field(..., ge=1e-4, le=1.0, description="Achieved / peak of that dtype (at most 1).")
 
@@ -147,6 +148,10 @@ class Efficiency(_Frozen):
         "(TE/Megatron backward all-gather / reduce-scatter). 0 when persistent GEMM kernels hold every SM, "
         "as cuBLAS/CUTLASS do on Hopper and Blackwell; TE userbuffers (tp_comm_overlap) reserve SMs and overlap regardless."))
     fp8_gemm: float = Field(0.55, ge=1e-4, le=1.0, description="FP8 GEMM efficiency relative to the FP8 peak.")
+    fp4_gemm: float | None = Field(None, ge=1e-4, le=1.0, description=(
+        "NVFP4 GEMM efficiency relative to the FP4 peak. None = fp8_gemm × min(1, 1.90 × FP8 peak / FP4 peak): "
+        "TransformerEngine's GEMM profiling on a B300 measured pre-quantized NVFP4 GEMMs 1.90× as fast as "
+        "MXFP8 ones (cost/compute.py ``FP4_OVER_FP8``)."))
     gemm_table: tuple[GemmPoint, ...] = Field((), description="Measured GEMM efficiencies; interpolated in log-shape space when present.")
     attention_table: tuple[AttentionPoint, ...] = Field((), description="Measured flash-attention efficiencies per shape; nearest shape wins when present.")
     grouped_gemm_table: tuple[GroupedGemmPoint, ...] = Field((), description="Measured grouped-GEMM efficiencies per shape; nearest shape wins when present.")

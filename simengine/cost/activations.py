@@ -9,7 +9,7 @@ instead of the s² scores. TransformerEngine's LayerNormLinear keeps both the no
 output (the QKV / FC1 input), as in Korthikanti's accounting.
 
 FP8 (TransformerEngine): a Linear saves its input already cast to fp8 (1 B) — with SP the local
-shard, not the all-gathered input: _LayerNormLinear.forward quantizes ``ln_out`` before the
+shard, not the all-gathered input (NVFP4: its columnwise copy, 0.5625 B, ``Dims.q_bytes``): _LayerNormLinear.forward quantizes ``ln_out`` before the
 all-gather, frees ``ln_out_total`` after the GEMM and saves ``ln_out``; backward re-gathers it for
 the wgrad GEMM (transformer_engine/pytorch/module/layernorm_linear.py, ``ln_out_needs_gather``) —
 and core attention then keeps its bf16 output separately because the out-projection saved only
@@ -79,7 +79,7 @@ def kept_outputs(ops) -> float:
 def fp8_gemm_input(d: Dims) -> float:
     """Bytes a column-parallel fp8 GEMM saves of its input: TransformerEngine the 1-B local (SP)
     shard (module docstring: layernorm_linear.py ``ln_out_needs_gather``), others the gathered input."""
-    return float(d.sp_tokens * d.h if d.stack.name == "megatron-te" else d.tokens * d.h)
+    return d.q_bytes * (d.sp_tokens * d.h if d.stack.name == "megatron-te" else d.tokens * d.h)
 
 
 def attention_activations(d: Dims, m: ModelSpec) -> BlockActivations:
@@ -108,7 +108,7 @@ def attention_activations(d: Dims, m: ModelSpec) -> BlockActivations:
             # (transformer_engine/pytorch/module/rmsnorm.py → ops/basic/rmsnorm.py save_for_backward)
             rows = S * (d.heads + d.kv_heads)
             extra = BF16 * rows * d.d_qk + 4.0 * rows
-    out_in = (1 + BF16) * S * d.heads * d.d_v if d.fp8 else BF16 * S * d.heads * d.d_v
+    out_in = (d.q_bytes + BF16) * S * d.heads * d.d_v if d.fp8 else BF16 * S * d.heads * d.d_v
     softmax: float
     selective: float
     if d.unfused_attention:
@@ -139,7 +139,7 @@ def mlp_activations(d: Dims, width: int) -> BlockActivations:
         targets = TARGETS[d.lora]
         keep1, keep2 = float("fc1" in targets), float("fc2" in targets)
     if d.fp8:  # fc1 input: the fp8 local shard (module docstring), fc2 input in fp8; the activation input stays bf16
-        saved = BF16 * Ssp * h + keep1 * fp8_gemm_input(d) + BF16 * S * f_in + keep2 * S * width + (Ssp * h if d.dropout else 0)
+        saved = BF16 * Ssp * h + keep1 * fp8_gemm_input(d) + BF16 * S * f_in + keep2 * d.q_bytes * S * width + (Ssp * h if d.dropout else 0)
     else:
         saved = BF16 * (Ssp * h + keep1 * Ssp * h + S * f_in + keep2 * S * width) + (Ssp * h if d.dropout else 0)
     gathered = keep1 * BF16 * S * h if d.sp else 0  # all-gathered input re-made for the wgrad GEMM
@@ -171,7 +171,7 @@ def moe_activations(d: Dims, m: ModelSpec) -> BlockActivations:
     f_in = (2 if d.gated else 1) * d.moe_ffn
     kept = BF16 * (Ssp * h + T * h)  # the pre-MLP norm's input and output (the MoE layer's input)
     saved = kept + 8.0 * T * m.num_experts
-    gemm_in = 1.0 if d.fp8 and d.stack.name == "megatron-te" else BF16   # FC1's and FC2's saved inputs
+    gemm_in = d.q_bytes if d.fp8 and d.stack.name == "megatron-te" else BF16   # FC1's and FC2's saved inputs
     fc2_in = gemm_in * R * d.moe_ffn
     saved += gemm_in * R * x + BF16 * R * f_in + fc2_in
     if x != h:

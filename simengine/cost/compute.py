@@ -32,30 +32,57 @@ from __future__ import annotations
 import math
 
 from ..config.system import SystemSpec
-from ..workload.ops import BF16, BF16_ONLY_GEMMS, Attention, Gemm, GroupedGemm, Memory
+from ..workload.ops import BF16, BF16_ONLY_GEMMS, Attention, Gemm, GroupedGemm, Memory, operand_bytes
 from ..calibration.table import gemm_efficiency as _table_lookup  # measured-table interpolation
 from .attention_kernels import kernel_scale
 
 
 
 
+# An NVFP4 GEMM against the FP8 one of the same shape, when ``Efficiency.fp4_gemm`` is unset:
+# TransformerEngine's GEMM profiling tutorial (docs/examples/gemm_profiling/gemm_profiling.rst, B300,
+# pre-quantized operands, a 5B model's 12 GEMM shapes) measured NVFP4 3.764 ms against MXFP8 7.161
+# ms a layer, "NVFP4 vs MXFP8: 1.90x", where the B300's dense FP4/FP8 peak ratio is 2.92 (HGX B300:
+# 105 and 36 PF over 8 GPUs): the FP4 kernels are held by what their tensor cores do not speed up
+# (operand delivery, scales, the epilogue), which Blackwell Ultra shares with Blackwell. So an NVFP4
+# GEMM runs at most 1.90× its FP8 GEMM, and at most at the FP8 level's fraction of the FP4 peak:
+# level = fp8 level × min(1, 1.90 × FP8 peak / FP4 peak) — 0.65 × on B300, 0.63 × on GB300, 0.95 ×
+# on B200 and GB200 (peak ratio 2; unmeasured there: an assumption).
+FP4_OVER_FP8 = 1.90
+
+
+def gemm_level(e, dtype: str, peaks=None) -> float:
+    """The GEMM efficiency level of ``dtype`` (the default curve's maximum): gemm, fp8_gemm, or
+    fp4_gemm (unset: ``FP4_OVER_FP8`` against the FP8 level, on the GPU's ``peaks``)."""
+    if dtype == "fp8":
+        return e.fp8_gemm
+    if dtype == "nvfp4":
+        if e.fp4_gemm is not None:
+            return e.fp4_gemm
+        ratio = FP4_OVER_FP8 * peaks.fp8 / peaks.fp4 if peaks is not None and peaks.fp8 and peaks.fp4 else 1.0
+        return e.fp8_gemm * min(1.0, ratio)
+    return e.gemm
+
+
 class ComputeModel:
     """Prices compute ops for one system and dtype. Cheap to build; memoises GEMM efficiencies."""
 
-    __slots__ = ("peak", "peak_bf16", "eff", "hbm", "overhead", "dtype", "_cache", "table", "elem", "clock", "gpu_name")
+    __slots__ = ("peak", "peak_bf16", "eff", "hbm", "overhead", "dtype", "_cache", "table", "elem", "clock", "gpu_name", "level")
 
     def __init__(self, system: SystemSpec, dtype: str = "bf16"):
         g, e = system.gpu, system.efficiency
+        low = {"fp8": g.peak_tflops.fp8, "nvfp4": g.peak_tflops.fp4}.get(dtype)
+        if low is None:   # no peak of that precision: the GEMMs run in bf16
+            dtype = "bf16"
         self.dtype = dtype
-        peak_fp8 = g.peak_tflops.fp8 if dtype == "fp8" else None
-        fp8 = peak_fp8 is not None
-        self.peak = (peak_fp8 if peak_fp8 is not None else g.peak_tflops.bf16) * 1e12
+        self.peak = (low if low is not None else g.peak_tflops.bf16) * 1e12
         self.peak_bf16 = g.peak_tflops.bf16 * 1e12
         self.eff = e
         self.hbm = g.hbm_bandwidth_gbs * 1e9 * e.hbm
         self.overhead = e.kernel_overhead_us * 1e-6
         self.table = e.gemm_table
-        self.elem = 1 if fp8 else BF16
+        self.elem = operand_bytes(dtype)
+        self.level = gemm_level(e, dtype, g.peak_tflops)
         self.clock = g.sustained_clock_ratio  # isolated (boost) → in-step clock, module docstring
         self.gpu_name = g.name
         self._cache: dict[tuple, float] = {}
@@ -69,16 +96,14 @@ class ComputeModel:
         if self.table:
             eff = _table_lookup(self.table, m, n, k, b=b, dtype=self.dtype, layout=layout)
         if eff is None:
-            e = self.eff
-            base = e.fp8_gemm if self.dtype == "fp8" else e.gemm
-            half = e.gemm_half_dim
-            eff = base * (m / (m + half)) * (n / (n + half)) * (k / (k + half))
+            half = self.eff.gemm_half_dim
+            eff = self.level * (m / (m + half)) * (n / (n + half)) * (k / (k + half))
         eff = min(eff, 1.0)
         self._cache[key] = eff
         return eff
 
     def gemm(self, op: Gemm) -> float:
-        if self.dtype == "fp8" and op.name.endswith(BF16_ONLY_GEMMS):
+        if self.dtype != "bf16" and op.name.endswith(BF16_ONLY_GEMMS):
             return self._bf16_gemm(op)
         eff = self.gemm_efficiency(op.m, op.n, op.k, op.b, op.layout)
         t_flop = op.flops / (self.peak * eff)
@@ -88,7 +113,7 @@ class ComputeModel:
         return max(t_flop, bytes_ / self.hbm) + op.count * self.overhead
 
     def _bf16_gemm(self, op: Gemm) -> float:
-        """A GEMM that stays in bf16 in fp8 recipes (Megatron-Core's output layer is a plain
+        """A GEMM that stays in bf16 in fp8 and nvfp4 recipes (Megatron-Core's output layer is a plain
         ColumnParallelLinear, outside TransformerEngine's fp8 autocast)."""
         e = self.eff
         half = e.gemm_half_dim
@@ -106,7 +131,7 @@ class ComputeModel:
             return hit
         e = self.eff
         table = [p for p in e.grouped_gemm_table if p.layout == op.layout]
-        if table and self.dtype != "fp8":
+        if table and self.dtype == "bf16":
             # back to the forward shape (tokens, out, in) the table is keyed by
             fwd = {"TN": (op.m, op.n, op.k), "NN": (op.m, op.k, op.n), "NT": (op.k, op.m, op.n)}[op.layout]
             want = (op.groups, *fwd)
@@ -116,7 +141,7 @@ class ComputeModel:
         else:
             # the shape factor of the plain-GEMM curve or table, at most 1 (a table above the scalar
             # must not lift the grouped GEMM above its own level)
-            shape = min(self.gemm_efficiency(op.m, op.n, op.k, 1, op.layout) / (e.fp8_gemm if self.dtype == "fp8" else e.gemm), 1.0)
+            shape = min(self.gemm_efficiency(op.m, op.n, op.k, 1, op.layout) / self.level, 1.0)
             eff = e.grouped_gemm * shape
         eff = min(max(eff * self.clock, 1e-4), 1.0)
         self._cache[key] = eff

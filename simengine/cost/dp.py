@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from ..config.framework import optimizer_adam_cost
 from ..config.scenario import Scenario
 from ..memo import remember
+from ..workload.ops import operand_bytes
 from .comm import CommModel
 from .static_memory import StageParams, keeps_gathered, optimizer_state_bytes
 
@@ -88,9 +89,10 @@ def param_gather_bytes(sc: Scenario, p: StageParams, expert: bool) -> float:
     while the embedding and LM head stay bf16 — averaged over the group's parameters."""
     if not sc.strategy.fp8_param_gather:
         return 2.0
+    q = operand_bytes(sc.strategy.dtype)   # NVFP4 (--fp4-param-gather): the rowwise copy, 0.5625 B
     if expert:
-        return 1.0
-    return (2.0 * p.ends + 1.0 * max(p.dense - p.ends, 0.0)) / p.dense if p.dense > 0 else 2.0
+        return q
+    return (2.0 * p.ends + q * max(p.dense - p.ends, 0.0)) / p.dense if p.dense > 0 else 2.0
 
 
 def microbatch_dp(sc: Scenario, comm: CommModel, p: StageParams, ag_calls: int = 0, rs_calls: int = 0) -> tuple[float, float]:
@@ -128,7 +130,7 @@ def dp_work(sc: Scenario, comm: CommModel, p: StageParams, chunks: tuple[StagePa
     kind's every time; a what-if edit of the schedule, the micro-batch size or recompute, or a
     search's next candidate of the same layout, changes none of it. DPWork is frozen: shared."""
     st = sc.strategy
-    key = (p, chunks, rank == 0, st.zero_stage, keeps_gathered(sc), st.fp32_main_grads, st.adam_moments_dtype, st.fp8_param_gather, st.overlap_grad_reduce,
+    key = (p, chunks, rank == 0, st.zero_stage, keeps_gathered(sc), st.fp32_main_grads, st.adam_moments_dtype, st.fp8_param_gather, st.dtype, st.overlap_grad_reduce,
            st.cp, st.framework, sc.dp, sc.dp_shard, sc.dp_replicas, sc.edp, sc.system,
            tuple(comm.places[g] for g in _DP_GROUPS))
     try:

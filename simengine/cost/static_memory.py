@@ -17,6 +17,7 @@ from ..memo import config_cache
 from ..workload.builder import ChunkWork
 from ..workload.lora import adapter_params
 from ..workload.mamba import mamba_dims
+from ..workload.ops import operand_bytes
 from ..workload.params import (attention_params, dense_mlp_params, embedding_params, head_params, mamba_params, moe_params,
                               mtp_module_params)
 
@@ -197,7 +198,8 @@ def static_memory(sc: Scenario, p: StageParams) -> StaticMemory:
         # gradients accumulate into main_grad (te/pytorch/module/base.py get_dummy_wgrad;
         # peer_model_notes.md §5).
         buffers += sum(2.0 * a * b for a, b in p.gemm_shapes)
-    gathered_b = 1.0 if st.fp8_param_gather else 2.0   # gathered in fp8 with FP8 primary weights
+    q = operand_bytes(st.dtype)   # a quantized weight copy: fp8 1 B, nvfp4 0.5625 B a parameter
+    gathered_b = q if st.fp8_param_gather else 2.0   # gathered quantized with FP8 / FP4 primary weights
     if z >= 3 and keeps_gathered(sc):
         # FSDP2 under a pipeline (``keeps_gathered``): the stage's parameters stay gathered
         # for the whole step, and its gradients accumulate unsharded in the reduce dtype across the
@@ -211,12 +213,13 @@ def static_memory(sc: Scenario, p: StageParams) -> StaticMemory:
         # next unit's all-gather); a stage of one layer has no second layer to hold.
         layers = max(1, sc.model.num_layers // st.pp)
         buffers += min(2, layers) * gathered_b * p.total / layers
-    if st.dtype == "fp8":
+    if st.dtype in ("fp8", "nvfp4"):
         # TE caches an fp8 copy and its transpose of every transformer-block GEMM weight (1 B + 1 B
-        # per param); the embedding and the LM head (a plain ColumnParallelLinear) stay bf16.
+        # per param; NVFP4 its rowwise and columnwise copies, 0.5625 B each: tensor/nvfp4_tensor.py);
+        # the embedding and the LM head (a plain ColumnParallelLinear) stay bf16.
         # Under LoRA those are the frozen weights' (the bf16 adapters are plain Megatron linears).
         if p.frozen:
-            buffers += 2.0 * max(p.frozen - p.frozen_ends, 0.0)
+            buffers += 2.0 * q * max(p.frozen - p.frozen_ends, 0.0)
         else:
-            buffers += 2.0 * max(p.total - p.ends, 0.0) / (dpcp if z >= 3 else 1)
+            buffers += 2.0 * q * max(p.total - p.ends, 0.0) / (dpcp if z >= 3 else 1)
     return StaticMemory(w, g, o, buffers)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from ..config.framework import FRAMEWORKS, Stack
 from ..config.generation import gpu_generation
 from ..config.scenario import Scenario
+from .ops import operand_bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +32,7 @@ class Dims:
     dropout: bool
     attn_dropout: bool
     unfused_attention: bool
-    fp8: bool         # GEMM inputs cast to fp8 (TransformerEngine recipes)
+    fp8: bool         # GEMM inputs quantized by a low-precision recipe (fp8 or nvfp4; workload/fp8_recipes.py)
     # MoE (zeros on dense models)
     experts_local: int
     moe_ffn: int      # expert FFN width per rank (÷ etp)
@@ -50,7 +51,8 @@ class Dims:
     lora_rank: int = 0
     doc_len: int = 0                   # packed documents' length (StrategySpec.packed_doc_len), 0 = not packed
     moe_dim: int = 0                   # width of the routed tokens (ModelSpec.moe_dim: h, or the latent size); 0 on dense models
-    fp8_recipe: str = "tensorwise"     # StrategySpec.fp8_recipe when fp8, else "tensorwise" (workload/fp8_recipes.py)
+    fp8_recipe: str = "tensorwise"     # StrategySpec.fp8_recipe when fp8, "nvfp4" under NVFP4, else "tensorwise" (workload/fp8_recipes.py)
+    q_bytes: float = 1.0               # bytes per element of a quantized GEMM operand (ops.operand_bytes: fp8 1, nvfp4 0.5625)
     fp8_tn_only: bool = True           # the GPU's FP8 GEMMs take only the TN layout (all but datacenter Blackwell)
     grad_accum_bytes: float = 0.0      # per weight element, a separate gradient-accumulation pass (``grad_accumulation_bytes``)
 
@@ -94,7 +96,8 @@ def dims_of(sc: Scenario) -> Dims:
         heads=heads, kv_heads=kv_local, d_qk=m.qk_head_dim, d_v=m.v_dim,
         ffn=m.ffn_hidden_size // tp, gated=m.activation == "swiglu", activation=m.activation,
         vocab=sc.vocab_padded // tp, dropout=m.hidden_dropout > 0,
-        attn_dropout=m.attention_dropout > 0, unfused_attention=st.attention_impl == "unfused", fp8=st.dtype == "fp8",
+        attn_dropout=m.attention_dropout > 0, unfused_attention=st.attention_impl == "unfused",
+        fp8=st.dtype in ("fp8", "nvfp4"), q_bytes=operand_bytes(st.dtype) if st.dtype != "bf16" else 1.0,
         experts_local=experts_local, moe_ffn=moe_ffn, moe_tokens=moe_tokens,
         tokens_per_expert=tpe, shared_ffn=shared, ep=ep, etp=etp,
         stack=FRAMEWORKS[st.framework], attention_kernel=st.attention_kernel_name,
@@ -103,7 +106,7 @@ def dims_of(sc: Scenario) -> Dims:
         lora=st.lora_targets if st.peft == "lora" else "", lora_rank=st.lora_rank if st.peft == "lora" else 0,
         doc_len=st.packed_doc_len if st.packed_doc_len and st.packed_doc_len < st.seq_len else 0,
         moe_dim=m.moe_dim if m.is_moe else 0,
-        fp8_recipe=st.fp8_recipe if st.dtype == "fp8" else "tensorwise",
+        fp8_recipe={"fp8": st.fp8_recipe, "nvfp4": "nvfp4"}.get(st.dtype, "tensorwise"),
         # TransformerEngine utils.py is_non_tn_fp8_gemm_supported: sm100–sm119 (and sm130+) run FP8
         # GEMMs in any layout, so a gathered FP8 tensor needs no transposed copy there
         fp8_tn_only=st.dtype != "fp8" or gpu_generation(sc.system.gpu.name) != "blackwell",

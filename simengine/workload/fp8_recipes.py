@@ -28,6 +28,19 @@ the memory-bound kernels around them and in which TP collectives async TP can fu
   rowwise and columnwise copies quantized from bf16 in one kernel (read 2, write 1 + 1: 4 B, no
   amax pass, no transpose). The norm is not fused by default (normalization.cpp: the fused MXFP8
   norm is cuDNN's, only under ``NVTE_NORM_FWD_USE_CUDNN``), so its inputs pay the 4 B cast too.
+- ``nvfp4`` — TransformerEngine ``NVFP4BlockScaling`` (``StrategySpec.dtype = 'nvfp4'``; Megatron-Core
+  ``fp4_recipe='nvfp4'``): fprop, dgrad and wgrad GEMMs in FP4 (E2M1) with an E4M3 scale per 16
+  values and an fp32 one per tensor, so the cast needs the tensor's amax first; the wgrad operands
+  (the columnwise copies of the input and the output gradient) go through a 16×16 random Hadamard
+  transform (common/recipe/__init__.py: ``fp4_quant_fwd_inp`` / ``fp4_quant_bwd_grad``
+  ``random_hadamard_transform=True``). TE runs one amax kernel over the bf16 tensor that gives
+  the rowwise and the post-transform columnwise amax (pytorch/csrc/quantizer.cpp
+  ``NVFP4Quantizer::quantize_impl``: ``nvte_hadamard_transform_amax``, read 2 B) and one kernel
+  that writes both copies (``nvte_quantize_with_hadamard_transform``: read 2, write 2 × 0.5625):
+  5.125 B per element. No norm is fused with it (pytorch/csrc/extensions/normalization.cpp: the
+  norm's NVFP4 amax fusion only without the transform, which the default recipe has), so every
+  input pays the cast. Weights are quantized once per step (2D 16×16 blocks, cached across
+  micro-batches like FP8's). TP reductions stay bf16 (the NVFP4 paper, arXiv 2509.25149 §4.1).
 - The LayerNorm-fused linears are Megatron-Core's ``TELayerNormColumnParallelLinear`` (models/gpt/
   gpt_layer_specs.py: ``linear_qkv``, the dense MLP's ``linear_fc1``, MLA's ``linear_q_up_proj``
   and ``linear_kv_up_proj`` with q/kv layernorm; models/mamba/mamba_layer_specs.py ``in_proj``).
@@ -79,6 +92,9 @@ columnwise one in the backward re-gather, 1 B each (distributed.py ``_all_gather
 all-gather per usage the quantizer holds); a row-parallel output gradient is gathered for dgrad
 and wgrad at once, both copies (layernorm_linear.py / linear.py backward:
 ``grad_output_quantizer.set_usage(rowwise=True, columnwise=True)``), as many bytes as bf16.
+NVFP4 quantizes the shard (both copies, 5.125 B per element) and gathers NVFP4 data
+(distributed.py ``_all_gather_nvfp4``): the rowwise copy forward, the columnwise one in the
+backward re-gather, both copies of a row-parallel output gradient — 0.5625 B per element a copy.
 Delayed scaling's norm writes the fp8 shard itself (no shard cast on the LayerNorm-fused inputs);
 current scaling adds the amax read of the shards it casts. Rowwise communicates bf16 (above);
 DeepSpeed's stack keeps the cast on the gathered input.
@@ -91,12 +107,14 @@ from dataclasses import replace
 from typing import TypeGuard
 
 from .dims import Dims
-from .ops import BF16, BF16_ONLY_GEMMS, Collective, Gemm, GroupedGemm, Memory, Op
+from .ops import BF16, BF16_ONLY_GEMMS, NVFP4_BYTES, Collective, Gemm, GroupedGemm, Memory, Op
 from .phases import Phases
 
 TENSORWISE_CAST = 4.0      # B per element of a GEMM input: read bf16 2, write fp8 + its transpose 2
 AMAX_READ = 2.0            # current scaling's amax pass over the bf16 tensor (TE nvte_compute_amax)
 MX_CAST = 4.0              # MXFP8: read bf16 2, write the rowwise and the columnwise copy 1 + 1
+NV_CAST = 2.0 + 2.0 + 2 * NVFP4_BYTES   # NVFP4: amax read 2, then read 2, write both copies (docstring)
+_BOTH_COPIES = ("mxfp8", "nvfp4")      # recipes whose cast writes the columnwise (wgrad) copy itself
 NORM_TRANSPOSE = 2.0       # delayed scaling's fused norm: the fp8 output's transpose (read 1, write 1)
 ROWWISE_FIRST_CAST = 3.0   # read bf16 2, write fp8 1 (roofline_utils: the cast half of kernel 1)
 ROWWISE_SECOND_CAST = 5.0  # transposed bf16 copy (write 2), then read 2 and write fp8 1
@@ -130,6 +148,8 @@ def _cast_bytes(d: Dims, gemm: str, shard: bool = False) -> float:
     copies)."""
     if d.fp8_recipe == "mxfp8":
         return MX_CAST
+    if d.fp8_recipe == "nvfp4":
+        return NV_CAST
     fused = _norm_fused(d, gemm)
     cast = SHARD_CAST if shard else TENSORWISE_CAST
     if d.fp8_recipe == "delayed":   # the fused norm writes fp8 (and, unsharded, its transpose)
@@ -156,19 +176,20 @@ def _sharded_casts(ph: Phases, d: Dims, fp8: set[str]) -> set[str]:
             readers = _readers(ops, i, phase, fp8)
             if not readers:
                 continue
-            if not (phase == "dgrad:" and d.fp8_recipe == "mxfp8"):
-                ops[i] = replace(op, bytes=op.bytes / BF16)
+            # one copy forward; a row-parallel output gradient carries both (MXFP8: bf16's bytes)
+            copies = 2.0 if phase == "dgrad:" and d.fp8_recipe in _BOTH_COPIES else 1.0
+            ops[i] = replace(op, bytes=op.bytes * copies * d.q_bytes / BF16)
             first = readers[0]
             elems = _elems(first, "a")
             nbytes = _cast_bytes(d, first.name, shard=True)
             if nbytes:
                 ops.append(Memory("fp8-cast:" + first.name, nbytes * elems / d.tp))
-            if d.fp8_tn_only and d.fp8_recipe != "mxfp8":   # MXFP8 quantized the columnwise copy itself
+            if d.fp8_tn_only and d.fp8_recipe not in _BOTH_COPIES:   # MXFP8 / NVFP4 quantized the columnwise copy itself
                 ph.wgt.append(Memory("fp8-transpose:" + first.name, GATHERED_TRANSPOSE * elems))
             done.update(g.name for g in readers)
     for i, op in enumerate(ph.bwd):   # the column-parallel re-gather of a saved fp8 input (wgrad's)
         if _tp_gather(op) and op.name.startswith("ag-bwd:") and op.overlap_with and "fwd:" + op.name.split(":", 1)[1] in done:
-            ph.bwd[i] = replace(op, bytes=op.bytes / BF16)
+            ph.bwd[i] = replace(op, bytes=op.bytes * d.q_bytes / BF16)
     return done
 
 

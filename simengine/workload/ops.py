@@ -18,6 +18,15 @@ CollectiveKind = Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_a
 AttentionImpl = Literal["flash", "unfused"]
 GroupName = Literal["tp", "cp", "ep", "etp", "dp", "edp", "pp"]
 BF16 = 2
+# NVFP4 (TransformerEngine NVFP4BlockScaling): E2M1 values packed two per byte and one E4M3 scale per
+# 16 values (transformer_engine/pytorch/tensor/nvfp4_tensor.py ``inner_tensor_specs``: data [A, B/2],
+# scales [A, B/16]), per copy; the per-tensor fp32 scale is negligible
+NVFP4_BYTES = 0.5 + 1.0 / 16.0
+
+
+def operand_bytes(dtype: str) -> float:
+    """Bytes per element of a GEMM operand of the training precision ``dtype`` (StrategySpec.dtype)."""
+    return {"fp8": 1.0, "nvfp4": NVFP4_BYTES}.get(dtype, float(BF16))
 
 
 @dataclass(frozen=True, slots=True)

@@ -281,6 +281,11 @@ def _megatron_bridge(d: Draft) -> None:
     if d.dtype == "fp8" and not subchannel and d.strat.get("zero_stage", 1) >= 1 and d.strat.get("peft") != "lora":
         d.strat["fp8_param_gather"] = True
         d.a.append("FP8 primary weights (fp8_param_gather, the recipe's mixed-precision config)")
+    if d.dtype == "nvfp4" and d.strat.get("zero_stage", 1) >= 1:
+        # bf16_with_nvfp4_mixed (src/megatron/bridge/training/mixed_precision.py, commit 067f987):
+        # fp4_param_gather=True, no BF16 first/last layers (Bridge's defaults: 0 and 0)
+        d.strat["fp8_param_gather"] = True
+        d.a.append("NVFP4 primary weights (fp4_param_gather, bf16_with_nvfp4_mixed); every block linear in NVFP4")
     _account_split(d)
     apply_recipe(d)
 
