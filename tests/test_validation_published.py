@@ -31,8 +31,8 @@ def evaluated(mapped):
 def test_counts(mapped):
     runs, skipped = mapped
     assert len(runs) + len(skipped) == 266
-    assert len(runs) == 257
-    assert len(skipped) == 9
+    assert len(runs) == 255
+    assert len(skipped) == 11
 
 
 def test_deepseek_v3_report_run(mapped, evaluated):
@@ -310,9 +310,9 @@ def test_bridge_nvfp4_rows(mapped, evaluated):
     runs, _ = mapped
     comps, _ = evaluated
     nv = [r for r in runs.values() if r.config["strategy"]["dtype"] == "nvfp4"]
-    assert len(nv) == 18 and all(r.config["strategy"]["fp8_param_gather"] for r in nv)
+    assert len(nv) == 17 and all(r.config["strategy"]["fp8_param_gather"] for r in nv)
     rows = [c for c in comps if c.run_id in {r.run_id for r in nv} and c.metric == "tokens_per_sec_per_gpu"]
-    assert len(rows) == 18
+    assert len(rows) == 17
     assert abs(statistics.median(abs(c.error_pct) for c in rows)) <= 10.0
     assert max(abs(c.error_pct) for c in rows) <= 20.0
     pred = {c.run_id: c.predicted for c in comps if c.metric == "tokens_per_sec_per_gpu"}
@@ -323,6 +323,16 @@ def test_bridge_nvfp4_rows(mapped, evaluated):
         la, lb = (runs[x].config["strategy"] for x in (a, b))
         assert {k: la[k] for k in ("tp", "pp", "vpp", "cp")} == {k: lb[k] for k in ("tp", "pp", "vpp", "cp")}
         assert pred[a] > 1.2 * pred[b]
+
+
+def test_rows_their_release_recipe_contradicts_are_skipped(mapped):
+    """The 26.02.01 table's GB300 Llama 3 70B MXFP8 and NVFP4 rows print layouts that r0.3.0's recipe
+    (pp 4 · vp 5, micro-batch 1) contradicts; the NVFP4 one (tp 1 · pp 1 without FSDP) holds no 70B."""
+    runs, skipped = mapped
+    bad = {rid: s.reason for rid, s in skipped.items() if rid.startswith("mbridge_26.02.01_Pre-Training_LLAMA3_70B_DGX-GB300")}
+    assert set(bad) == {f"mbridge_26.02.01_Pre-Training_LLAMA3_70B_DGX-GB300_{d}_64gpu_v0" for d in ("MXFP8", "NVFP4")}
+    assert all("recipe contradicts" in r and "r0.3.0" in r for r in bad.values())
+    assert "mbridge_26.02.01_Pre-Training_LLAMA3_70B_DGX-GB300_FP8_64gpu_v0" in runs   # the FSDP row beside them
 
 
 def test_megatron_bridge_flop_count_reproduces_the_table(mapped):
@@ -343,7 +353,7 @@ def test_megatron_bridge_flop_count_reproduces_the_table(mapped):
             continue
         ratios.append(flops_megatron_bridge(r.config["model"], st["seq_len"], st["tp"], r.flop_basis.get("glu_silu", True))
                       / st["seq_len"] / table)
-    assert len(ratios) == 137   # 18 of them NVFP4 runs (the same FLOP count: precision changes no FLOP)
+    assert len(ratios) == 135   # 17 of them NVFP4 runs (the same FLOP count: precision changes no FLOP)
     # the hybrid rows (five Nano, two Super): the tables print TFLOP/s and tokens/s to 3–5 digits
     assert len(hybrid) == 7 and max(abs(x - 1) for x in hybrid) <= 0.006
     assert max(abs(x - 1) for x in ratios) <= 0.025  # two rows' printed figures round to 2 %
@@ -477,7 +487,7 @@ def test_bridge_fp8_rows_keep_fp8_primary_weights_except_subchannel(mapped):
         # bf16_with_nvfp4_mixed sets fp4_param_gather (the same field here) as well
         assert s.get("fp8_param_gather", False) is (s["dtype"] in ("fp8", "nvfp4") and not sub and not lora), r.run_id
     assert any("alternate_quantization" in r.run_id.lower() and "h100" in r.run_id.lower() for r in bridge)
-    assert sum(r.config["strategy"]["dtype"] == "nvfp4" for r in bridge) == 18
+    assert sum(r.config["strategy"]["dtype"] == "nvfp4" for r in bridge) == 17
 
 
 def test_the_deepseek_v3_recipe_keeps_adam_moments_in_bf16(mapped):

@@ -7,6 +7,7 @@ import io
 from typing import Any
 
 from ...errors import ConfigError
+from .mbridge_recipes import MISPRINTED
 from .cells import NOT_STATED, _dtype, _int, _layout, _model, _s, _source_key, _system, _vpp
 from .settings import SOURCE_SETTINGS, Draft
 from .types import PublishedRun, SkippedRun, _Skip
@@ -19,6 +20,8 @@ def _draft(rows: list[dict[str, str]], src: str) -> Draft:
     a: list[str] = []
     if src == "megatron-readme" and "strong" in rid:
         raise _Skip("tp/pp not stated (strong-scaling text gives only MFU endpoints)")
+    if rid in MISPRINTED:
+        raise _Skip(MISPRINTED[rid])
     seq = _int(row, "seq_len") or _recipe_seq_len(src, rid, a)
     model = _model(row, a)
     gpus, tp, pp, cp, dp = _layout(row)
