@@ -97,6 +97,18 @@ def _stage_memory(sc: Scenario, st: StagePlan, inflight: int, exact: tuple[float
     return sm, alloc
 
 
+def _mfu_basis_note(sc: Scenario, mfu: float) -> list[str]:
+    """MFU is counted against the dense BF16 peak for every precision (Megatron's convention for its
+    mixed-precision runs), so an FP8 or NVFP4 step can pass 100 %: say so, with the share of the
+    GEMM precision's own peak."""
+    g, dtype = sc.system.gpu.peak_tflops, sc.strategy.dtype
+    low = {"fp8": g.fp8, "nvfp4": g.fp4}.get(dtype)
+    if mfu <= 1.0 or not low:
+        return []
+    return [f"MFU {mfu:.0%} is counted against the dense BF16 peak ({g.bf16:,.0f} TFLOP/s a GPU), the convention for "
+            f"mixed-precision runs; against the {dtype} peak ({low:,.0f}) the same FLOPs are {mfu * g.bf16 / low:.0%}"]
+
+
 def _fit_warnings(sc: Scenario, mems: list[StageMemory]) -> list[str]:
     """Why a step does not fit (StageMemory.fits): GPU memory on the fullest stage, host memory for
     the activations it offloads."""
@@ -175,6 +187,7 @@ def estimate_plan(sc: Scenario, plan: Plan) -> Report:
     if launch:
         warnings.append(launch)
     warnings += _fit_warnings(sc, mems)
+    warnings += _mfu_basis_note(sc, mflops / (step * peak * gpus))
     return Report(
         step_time_s=step, tokens_per_s=tokens / step, tokens_per_s_per_gpu=tokens / step / gpus,
         mfu=mflops / (step * peak * gpus), hfu=hflops / (step * peak * gpus),

@@ -27,6 +27,7 @@ PAIRINGS = {
     "megatron-gpt-18.4b-256xa100": ("gpt-18.4b", "a100-sxm4-80gb", 256),
     "megatron-gpt-1008b-3072xa100": ("gpt-1008b", "a100-sxm4-80gb", 3072),
     "llama3-70b-tp4-pp4": ("llama3-70b", "h100-sxm5-80gb", 64),
+    "llama3-70b-nvfp4-gb300": ("llama3-70b", "gb300-nvl72", 64),
     "deepseek-v3-ep64": ("deepseek-v3", "h100-sxm5-80gb", 1024),
     "mixtral-8x7b-ep8": ("mixtral-8x7b", "h100-sxm5-80gb", 64),
     "qwen3-30b-a3b-ep8": ("qwen3-30b-a3b", "b200-sxm-180gb", 8),
