@@ -51,7 +51,7 @@ with st.form("search.form"):
         slots[f"search.{key}"] = col.empty()
     objs = list(OBJECTIVES)
     obj = c[3].selectbox("Objective", objs, objs.index(defaults["objective"]), format_func=lambda k: OBJECTIVES[k][1], key="search.obj")
-    restrict = st.text_area("Pin or restrict dimensions (one per line)", defaults["restrict"], height=80, key="search.restrict",
+    restrict = st.text_area("Pin or restrict dimensions (one per line)", defaults["restrict"], height=120, key="search.restrict",
                             help=f"e.g. tp=4,8 or pp=1,2,4 or recompute=none. Dimensions: {', '.join(DIMS)}.")
     slots["search.restrict"] = st.empty()
     go = st.form_submit_button("Search", type="primary", icon=":material/search:")

@@ -105,8 +105,10 @@ def _mfu_basis_note(sc: Scenario, mfu: float) -> list[str]:
     low = {"fp8": g.fp8, "nvfp4": g.fp4}.get(dtype)
     if mfu <= 1.0 or not low:
         return []
-    return [f"MFU {mfu:.0%} is counted against the dense BF16 peak ({g.bf16:,.0f} TFLOP/s a GPU), the convention for "
-            f"mixed-precision runs; against the {dtype} peak ({low:,.0f}) the same FLOPs are {mfu * g.bf16 / low:.0%}"]
+    name = {"fp8": "FP8", "nvfp4": "NVFP4"}[dtype]
+    return [f"MFU {mfu:.1%} is counted against the dense BF16 peak ({g.bf16:,.0f} TFLOP/s a GPU), the convention for "
+            f"mixed-precision runs; against the dense {name} peak ({low:,.0f} TFLOP/s) the same FLOPs are "
+            f"{mfu * g.bf16 / low:.1%}."]
 
 
 def _fit_warnings(sc: Scenario, mems: list[StageMemory]) -> list[str]:

@@ -58,3 +58,14 @@ def test_only_the_gpu_count_differs_so_it_says_set_num_gpus():
     model, system = _scenario(at)["model"], _scenario(at)["system"]
     said = strategy_hint("llama3-70b-tp4-pp4", model, dict(system, num_gpus=32))
     assert "64 × H100" in said and "set num_gpus" in said
+
+
+def test_named_labels_read_whole_and_name_a_low_precision():
+    """At 1,280 px "Llama-3-70B · 64 × GB300 (Blackwell Ultra" was cut (a browser audit): the GPU's
+    parenthesis goes, and an FP8 / NVFP4 scenario says its precision."""
+    from ui import named
+
+    labels = named.options()
+    assert labels["llama3-70b-nvfp4-gb300"] == "Llama-3-70B · 64 × GB300 · NVFP4"
+    assert labels["llama3-70b-tp4-pp4"] == "Llama-3-70B · 64 × H100 80GB HBM3"
+    assert max(len(v) for v in labels.values()) <= 45

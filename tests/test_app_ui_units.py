@@ -146,7 +146,7 @@ def test_charts_build_for_real_reports(size):
         valid_spec(chart)
     wf = charts.mfu_waterfall_frame(r)
     assert wf.iloc[-1]["end"] == pytest.approx(r["mfu"])
-    losses = wf[(wf["step"] != "peak") & (wf["step"] != "MFU")]
+    losses = wf[(wf["step"] != charts.PEAK_STEP) & (wf["step"] != "MFU")]
     # the bars add up: peak − losses lands on the reported MFU (tiny losses are not drawn)
     assert 1.0 + losses["value"].sum() == pytest.approx(r["mfu"], abs=0.01)
 
@@ -322,6 +322,8 @@ def test_calibration_charts_label_log_axes_alike_and_show_whole_series_names():
                      "held_out_prediction": None}, {"flops": 1e13, "efficiency": 0.7, "layout": "TN", "shape": "t",
                                                     "dtype": "bf16", "held_out_prediction": None}]).to_dict()
     assert g["layer"][0]["encoding"]["x"]["axis"]["format"] == "~s"
+    # the precision is the mark's shape (bf16 and nvfp4 rows of one GEMM were identical dots)
+    assert g["layer"][0]["encoding"]["shape"]["field"] == "dtype"
     c = collective_chart([{"size_bytes": 2 ** k, "busbw_gbs": 10.0 * k, "fit_busbw_gbs": 10.0 * k, "kind": "all_gather",
                            "tier": "scale_out", "ranks": 16, "source": "dstack-a3mega-c0_all_gather_16gpu.log", "table": 0}
                           for k in (10, 20)]).to_dict()

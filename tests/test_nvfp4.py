@@ -145,12 +145,20 @@ def test_fp4_primary_weights_are_gathered_at_0_5625_bytes():
 
 
 @pytest.mark.parametrize("system,framework,field", [(H100, "megatron-te", "strategy.dtype"),
-                                                     (GB200, "torch-native", "strategy.dtype")])
+                                                     (GB200, "torch-native", "strategy.framework")])
 def test_nvfp4_needs_an_fp4_peak_and_transformer_engine(system, framework, field):
     with pytest.raises(ConfigError) as e:
         _make(system, strategy=_st("nvfp4", framework=framework))
     assert [f for f, _ in e.value.issues] == [field]
     assert "nvfp4" in e.value.issues[0][1]
+
+
+def test_fp4_param_gather_on_another_stack_is_refused_once_by_the_framework():
+    """(A browser audit found fp8_param_gather "needs dtype='fp8' or 'nvfp4' (dtype='nvfp4')" beside
+    the framework's refusal on torch-native.)"""
+    with pytest.raises(ConfigError) as e:
+        _make(strategy=_st("nvfp4", framework="torch-native", zero_stage=3, fp8_param_gather=True))
+    assert [f for f, _ in e.value.issues] == ["strategy.framework"]
 
 
 def test_fp4_param_gather_needs_the_distributed_optimizer():
@@ -195,6 +203,24 @@ def test_an_mfu_past_100_percent_says_its_basis():
     rep = api.estimate(cfg)
     assert rep.mfu > 1.0
     (note,) = [w for w in rep.warnings if "counted against the dense BF16 peak" in w]
-    assert f"{rep.mfu * 2500 / 15000:.0%}" in note
+    assert f"MFU {rep.mfu:.1%}" in note and f"NVFP4 peak (15,000 TFLOP/s) the same FLOPs are {rep.mfu * 2500 / 15000:.1%}." in note
+    from ui.charts import ABOVE_PEAK, mfu_waterfall_frame
+    wf = mfu_waterfall_frame(rep.model_dump(mode="json"))   # the kernels' bar is a gain, named so
+    assert wf[wf["step"] == ABOVE_PEAK]["value"].iloc[0] > 0 and wf.iloc[-1]["end"] == pytest.approx(rep.mfu)
     bf = api.estimate({**cfg, "strategy": {**cfg["strategy"], "dtype": "bf16", "fp8_param_gather": False}})
     assert bf.mfu < 1.0 and not [w for w in bf.warnings if "BF16 peak" in w]
+
+
+@pytest.mark.parametrize("system,base,field", [(H100, {"dtype": "nvfp4"}, "strategy.dtype"),
+                                               (GB200, {"dtype": "nvfp4", "framework": "torch-native"}, "strategy.framework"),
+                                               ("a100-sxm4-80gb", {"dtype": "fp8"}, "strategy.dtype")])
+def test_a_search_of_a_precision_the_gpu_cannot_run_is_refused_whole(system, base, field):
+    """(A browser audit: nvfp4 on 8 H100 searched every layout and reported 316,228 of 321,980
+    candidates rejected for the same reason.)"""
+    from simengine.search import make_space
+
+    m, s = presets.load_preset("models", "llama3-8b"), presets.load_preset("systems", system)
+    with pytest.raises(ConfigError) as e:
+        make_space(m, s, global_batch=64, seq_len=4096, gpus=[8], base=base)
+    assert [f for f, _ in e.value.issues] == [field]
+    make_space(m, presets.load_preset("systems", GB200), global_batch=64, seq_len=4096, gpus=[8], base={"dtype": "nvfp4"})

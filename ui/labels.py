@@ -20,7 +20,7 @@ SIM_PEAK_LABEL = "Allocated peak (worst rank)"
 MFU_LABEL = "MFU"
 MFU_HELP = ("Model FLOPs utilisation: model FLOPs per step (6·N_active per token + full s² attention, PaLM "
             "App. B; recompute not counted) / (step time · dense BF16 peak · GPUs). The BF16 peak is used for "
-            "FP8 runs too.")
+            "FP8 and NVFP4 runs too, so theirs can pass 100 %.")
 HFU_HELP = "Hardware FLOPs (model FLOPs + recomputed forward) / (step time · dense BF16 peak · GPUs)."
 
 

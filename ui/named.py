@@ -36,7 +36,9 @@ def options() -> dict[str, str]:
         try:
             model = load_preset("models", e["model"]).get("name", e["model"])
             gpu = load_preset("systems", e["system"]).get("gpu", {}).get("name", e["system"])
-            out[name] = f"{model} · {_gpus(e):,} × {_short(gpu)}"   # the part that tells them apart, whole at 1,280 px
+            dtype = load_preset("strategies", e["strategy"]).get("dtype", "bf16")
+            tail = f" · {dtype.upper()}" if dtype in ("fp8", "nvfp4") else ""
+            out[name] = f"{model} · {_gpus(e):,} × {_short(gpu)}{tail}"   # the part that tells them apart, whole at 1,280 px
         except (ConfigError, KeyError, TypeError, AttributeError):
             continue
     return out
@@ -57,7 +59,9 @@ def open_named(name: str) -> None:
 
 
 def _short(gpu: str) -> str:
-    return gpu.removeprefix("NVIDIA ").removeprefix("AMD Instinct ")
+    """"NVIDIA GB300 (Blackwell Ultra GPU)" → "GB300": the vendor and the parenthesis (which cut the
+    label at 1,280 px) go."""
+    return gpu.removeprefix("NVIDIA ").removeprefix("AMD Instinct ").split(" (")[0]
 
 
 def strategy_hint(strategy_name: str, model: dict[str, Any], system: dict[str, Any]) -> str:

@@ -90,9 +90,7 @@ def layout_checks(model: ModelSpec, system: SystemSpec, strategy: StrategySpec) 
             tail.append((f, f"packed_doc_len={s.packed_doc_len} must divide seq_len={s.seq_len} (whole documents per sequence)"))
         if s.cp > 1:
             tail.append((f, "packed sequences with context parallelism (THD across cp ranks) are not modelled: use cp=1"))
-    if s.dtype == "fp8" and system.gpu.peak_tflops.fp8 is None:
-        tail.append(("strategy.dtype", f"dtype='fp8' but system.gpu.peak_tflops.fp8 is not set ({system.gpu.name} has no FP8 peak)"))
-    tail += _nvfp4_checks(s, system.gpu)
+    tail += precision_issues(s.dtype, s.framework, system.gpu)
     return issues, tail, dp
 
 
@@ -242,7 +240,7 @@ def _fp8_param_checks(s: StrategySpec) -> list[tuple[str, str]]:
     if not s.fp8_param_gather:
         return []
     out = []
-    if s.dtype == "nvfp4" and s.framework == "megatron-te":
+    if s.dtype == "nvfp4":   # Megatron's --fp4-param-gather (a stack without NVFP4 is refused by _nvfp4_checks)
         if s.zero_stage < 1:
             out.append((f, "fp8_param_gather (Megatron --fp4-param-gather under nvfp4) needs the distributed optimizer or FSDP (zero_stage >= 1)"))
         return out
@@ -282,19 +280,22 @@ def _fp8_recipe_checks(s: StrategySpec, gpu_name: str) -> list[tuple[str, str]]:
     return []
 
 
-def _nvfp4_checks(s: StrategySpec, gpu: GPUSpec) -> list[tuple[str, str]]:
-    """NVFP4 is TransformerEngine's recipe (transformer_engine/common/recipe/__init__.py
+def precision_issues(dtype: str, framework: str, gpu: GPUSpec) -> list[tuple[str, str]]:
+    """The GEMM precision against the GPU and the software stack, which no parallel layout changes
+    (``check_scenario``'s; the search refuses its whole space on one). FP8 needs an FP8 peak.
+    NVFP4 is TransformerEngine's recipe (transformer_engine/common/recipe/__init__.py
     ``NVFP4BlockScaling``, run by Megatron-Core's ``fp4``/``fp4_recipe``), on GPUs with FP4 tensor
     cores (the FP4 peak says so: a what-if GPU may have one)."""
-    if s.dtype != "nvfp4":
-        return []
-    f = "strategy.dtype"
     out = []
-    if s.framework != "megatron-te":
-        out.append((f, f"dtype='nvfp4' is TransformerEngine's NVFP4 recipe (framework megatron-te); "
-                       f"framework={s.framework!r} has no FP4 training recipe"))
+    if dtype == "fp8" and gpu.peak_tflops.fp8 is None:
+        out.append(("strategy.dtype", f"dtype='fp8' but system.gpu.peak_tflops.fp8 is not set ({gpu.name} has no FP8 peak)"))
+    if dtype != "nvfp4":
+        return out
+    if framework != "megatron-te":
+        out.append(("strategy.framework", f"dtype='nvfp4' is TransformerEngine's NVFP4 recipe (framework megatron-te); "
+                                          f"framework={framework!r} has no FP4 training recipe"))
     if gpu.peak_tflops.fp4 is None:
-        out.append((f, f"dtype='nvfp4' but system.gpu.peak_tflops.fp4 is not set ({gpu.name} has no FP4 peak)"))
+        out.append(("strategy.dtype", f"dtype='nvfp4' but system.gpu.peak_tflops.fp4 is not set ({gpu.name} has no FP4 peak)"))
     return out
 
 

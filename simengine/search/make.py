@@ -41,6 +41,7 @@ def make_space(model: dict[str, Any], system: dict[str, Any], *, global_batch: i
             raise ConfigError([(key, f"{key} must be a mapping of strategy fields, got {type(value).__name__}")])
     model, system = _validated(model, system)
     _check_base(base or {})
+    _check_precision(base or {}, system)
     if gpus is not None and not isinstance(gpus, (list, tuple)):
         raise ConfigError([("system.num_gpus", f"GPU counts must be a list of integers, got {type(gpus).__name__}")])
     counts = tuple(gpus) if gpus is not None else (int(system["num_gpus"]),)
@@ -86,6 +87,19 @@ def _check_base(base: dict[str, Any]) -> None:
             issues += [i for i in from_pydantic(e, "strategy").issues if i[0] == f"strategy.{key}"][:1]
         except (TypeError, ValueError) as e:   # a validator that did not expect the value's type
             issues.append((f"strategy.{key}", f"invalid value: {str(e)[:160]}"))
+    if issues:
+        raise ConfigError(issues)
+
+
+def _check_precision(base: dict[str, Any], system: dict[str, Any]) -> None:
+    """A precision the GPU or the stack cannot run (no FP8 / FP4 peak, NVFP4 off TransformerEngine)
+    refuses the whole space: every candidate would fail the same check (a search of nvfp4 on
+    H100 reported "316,228 of 321,980 candidates" rejected for it)."""
+    from ..config.scenario import precision_issues
+    from ..config.system import GPUSpec
+
+    issues = precision_issues(str(base.get("dtype", "bf16")), str(base.get("framework", "megatron-te")),
+                              GPUSpec.model_validate(system["gpu"]))
     if issues:
         raise ConfigError(issues)
 
