@@ -397,15 +397,15 @@ def _deal_key(node: tuple) -> tuple:
 # what a group left on the frontier has been through, by the step it was waiting for
 _LEFT = {
     "family": ("unevaluated", "not evaluated (validity and memory not checked): a lower bound on its step time "
-                              "(the average rank's share of the step's work, or the pipeline's fill and drain) is not below the {top}-th best timed candidate"),
+                              "(the average rank's share of the step's work, or the pipeline's fill and drain) is not below the slowest of the {top} best timed candidates"),
     "bound": ("unevaluated", "not evaluated (validity and memory not checked): a lower bound on its step time "
-                             "(the average rank's share of the step's work, or the pipeline's fill and drain) is not below the {top}-th best timed candidate"),
+                             "(the average rank's share of the step's work, or the pipeline's fill and drain) is not below the slowest of the {top} best timed candidates"),
     "refine": ("bound", "layout valid, memory not checked; outside the top {top}: a lower bound on its step time "
-                        "(its pipeline without recompute) is not below the {top}-th best timed candidate"),
+                        "(its pipeline without recompute) is not below the slowest of the {top} best timed candidates"),
     "zero": ("bound", "layout valid, may fit; outside the top {top}: a lower bound on its step time (its pipeline with the "
-                      "recompute its memory needs) is not below the {top}-th best timed candidate"),
+                      "recompute its memory needs) is not below the slowest of the {top} best timed candidates"),
     "screen": ("bound", "layout valid, may fit; outside the top {top}: a lower bound on its step time (its pipeline with the "
-                        "recompute its memory needs and the per-micro-batch ZeRO collectives where they apply) is not below the {top}-th best timed candidate"),
+                        "recompute its memory needs and the per-micro-batch ZeRO collectives where they apply) is not below the slowest of the {top} best timed candidates"),
 }
 
 
@@ -432,10 +432,10 @@ def _bound_rejections(space: SearchSpace, groups: list, cands: list, top: int | 
             n = group_size(space, g, lay)
         out.append(Rejection(kind, why.format(top=top), n, {"num_gpus": g, **lay, "micro_batch_size": mbs}))
     why = f"passed the memory pre-filter; outside the top {top}: a lower bound on its step time (its pipeline, " \
-          f"DP tail and collectives at its flags) is not below the {top}-th best timed candidate"
+          f"DP tail and collectives at its flags) is not below the slowest of the {top} best timed candidates"
     if objective == HEADROOM:
         why = f"fits; outside the top {top}: its memory headroom (from the memory pre-filter, before timing) " \
-              f"is below the {top}-th best timed candidate's"
+              f"is below the least of the {top} best timed candidates'"
     out += [Rejection("bound", why, 1, example(g, strat)) for g, strat, _ in cands]
     return out
 
@@ -446,5 +446,5 @@ def _option_left(space: SearchSpace, item: tuple, top: int | None) -> Rejection:
 
     (g, lay, mbs, _), opt = item
     why = f"passed the memory pre-filter; outside the top {top}: a lower bound on its step time (its pipeline with " \
-          f"the recompute it needs, at any overlap flags) is not below the {top}-th best timed candidate"
+          f"the recompute it needs, at any overlap flags) is not below the slowest of the {top} best timed candidates"
     return Rejection("bound", why, opt.count, example(g, first_candidate(space, g, lay, mbs, opt)))
