@@ -99,6 +99,8 @@ else:
 for w in r.get("warnings", []):
     if "does not fit" not in w:
         st.warning(md(w, 600))
+for n in r.get("notes", []):   # how a number is counted (an FP8 / NVFP4 MFU past 100 %): not a problem
+    st.info(md(n, 600), icon=":material/info:")
 st.caption(f"{r['num_gpus']:,} GPUs · dp {r['dp']} · {r['num_microbatches']} micro-batches/step · "
            f"{fmt_count(r['tokens_per_step'])} tokens/step · {fmt_count(r['num_parameters'])} parameters "
            f"({fmt_count(r['num_active_parameters'])} active{trained_note(r)}) · {fmt_flops(r['model_flops_per_step'])} model FLOPs/step · "

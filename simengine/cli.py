@@ -94,6 +94,7 @@ def _table(rep) -> str:
         lines.append(f"  stage {s.stage:<3d}            {s.peak_gib:7.2f} {s.weights_gib:7.2f} {s.grads_gib:6.2f} {s.optimizer_gib:6.2f} "
                      f"{s.activations_gib:6.2f} {s.other_gib:6.2f} {s.inflight_microbatches:6d}")
     lines += [f"warning: {w}" for w in rep.warnings]
+    lines += [f"note: {n}" for n in rep.notes]
     return "\n".join(lines)
 
 

@@ -98,16 +98,16 @@ def _stage_memory(sc: Scenario, st: StagePlan, inflight: int, exact: tuple[float
 
 
 def _mfu_basis_note(sc: Scenario, mfu: float) -> list[str]:
-    """MFU is counted against the dense BF16 peak for every precision (Megatron's convention for its
-    mixed-precision runs), so an FP8 or NVFP4 step can pass 100 %: say so, with the share of the
-    GEMM precision's own peak."""
+    """MFU is counted against the dense BF16 peak for every precision (``Report.mfu``; torchtitan
+    counts its Float8 runs against the FP8 peak instead, validation/published/settings.py), so an
+    FP8 or NVFP4 step can pass 100 %: a note says so, with the share of the precision's own peak."""
     g, dtype = sc.system.gpu.peak_tflops, sc.strategy.dtype
     low = {"fp8": g.fp8, "nvfp4": g.fp4}.get(dtype)
     if mfu <= 1.0 or not low:
         return []
     name = {"fp8": "FP8", "nvfp4": "NVFP4"}[dtype]
-    return [f"MFU {mfu:.1%} is counted against the dense BF16 peak ({g.bf16:,.0f} TFLOP/s a GPU), the convention for "
-            f"mixed-precision runs; against the dense {name} peak ({low:,.0f} TFLOP/s) the same FLOPs are "
+    return [f"MFU {mfu:.1%} is counted against the dense BF16 peak ({g.bf16:,.0f} TFLOP/s a GPU), as simengine counts "
+            f"it for every precision; against the dense {name} peak ({low:,.0f} TFLOP/s) the same FLOPs are "
             f"{mfu * g.bf16 / low:.1%}."]
 
 
@@ -189,7 +189,6 @@ def estimate_plan(sc: Scenario, plan: Plan) -> Report:
     if launch:
         warnings.append(launch)
     warnings += _fit_warnings(sc, mems)
-    warnings += _mfu_basis_note(sc, mflops / (step * peak * gpus))
     return Report(
         step_time_s=step, tokens_per_s=tokens / step, tokens_per_s_per_gpu=tokens / step / gpus,
         mfu=mflops / (step * peak * gpus), hfu=hflops / (step * peak * gpus),
@@ -204,7 +203,7 @@ def estimate_plan(sc: Scenario, plan: Plan) -> Report:
         bubble_fraction=met.bubble_fraction(), critical_rank=met.critical_rank,
         hidden_comm_s=hidden, gpu_us_per_launch=us,
         uncertainty=bands(step, parts, sysm, tokens, mflops / (step * peak * gpus), peak_gib, sum(hidden.values())),
-        warnings=warnings,
+        warnings=warnings, notes=_mfu_basis_note(sc, mflops / (step * peak * gpus)),
     )
 
 

@@ -70,6 +70,8 @@ class Report(BaseModel):
         description="(low, high) of step_time_s, tokens_per_s, mfu and peak_memory_gib from the relative "
                     "uncertainty of each cost component (uncertainty.py).")
     warnings: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list, description="How a number is counted where it could mislead (not a problem: "
+                                                              "an FP8 / NVFP4 MFU past 100 % of the BF16 peak).")
 
 
 def to_train(tokens: float, tokens_per_s: float, cost_per_million_tokens_usd: float) -> tuple[float, float]:

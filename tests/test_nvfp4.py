@@ -17,7 +17,7 @@ from simengine.cost.static_memory import stage_params, static_memory
 from simengine.errors import ConfigError
 from simengine.workload.builder import build_workload, scenario_blocks
 from simengine.workload.fp8_recipes import NV_CAST
-from simengine.workload.ops import NVFP4_BYTES, Collective, Gemm, Memory
+from simengine.workload.ops import NVFP4_BYTES, Attention, Collective, Gemm, GroupedGemm, Memory
 
 B200, GB200, GB300, B300, H100 = "b200-sxm-180gb", "gb200-nvl72", "gb300-nvl72", "b300-sxm-288gb", "h100-sxm5-80gb"
 BIG = Gemm("fwd:fc1:mlp", m=16384, n=16384, k=16384)
@@ -57,6 +57,11 @@ def test_an_nvfp4_gemm_runs_190_percent_of_its_fp8_gemm(system):
     assert _flop_seconds(system, "fp8") / _flop_seconds(system, "nvfp4") == pytest.approx(FP4_OVER_FP8, rel=1e-12)
     cm = ComputeModel(presets.load_spec("systems", system), "nvfp4")
     assert cm.peak == presets.load_spec("systems", system).gpu.peak_tflops.fp4 * 1e12
+    # MoE expert GEMMs too (a review found them at the FP4/FP8 peak ratio, 3× on GB300)
+    g = GroupedGemm("fwd:expert_fc1", groups=8, m=4096, n=4096, k=7168)
+    cm8 = ComputeModel(presets.load_spec("systems", system), "fp8")
+    ratio = (cm.peak * cm.grouped_efficiency(g)) / (cm8.peak * cm8.grouped_efficiency(g))
+    assert ratio == pytest.approx(FP4_OVER_FP8, rel=1e-12)
 
 
 def test_the_fp4_level_is_capped_at_the_fp8_level_and_can_be_set():
@@ -80,6 +85,11 @@ def test_bf16_only_gemms_stay_bf16_under_nvfp4():
         op = Gemm(name, m=8192, n=16384, k=8192)
         assert cm4.gemm(op) == cm16.gemm(op)
     assert cm4.gemm(BIG) < cm16.gemm(BIG) / 3
+    # unfused attention's batched GEMMs too (they took the NVFP4 level at the BF16 peak: slower than bf16)
+    for phase in ("fwd", "bwd"):
+        att = Attention("core", b=1, heads=8, kv_heads=8, s_q=4096, s_kv=4096, d_qk=128, d_v=128, causal=True,
+                        phase=phase, impl="unfused")
+        assert cm4.attention(att) == cm16.attention(att)
 
 
 def _casts(ph, ops) -> dict[str, float]:
@@ -180,14 +190,18 @@ def test_nvfp4_trains_faster_than_mxfp8_and_counts_the_same_flops(system):
 
 
 def test_a_measured_nvfp4_gemm_table_is_read_against_the_fp4_peak_and_used():
-    """Calibration: an uploaded GEMM CSV's NVFP4 rows (dtype 'nvfp4' / 'fp4' / 'e2m1') become points
-    against the FP4 peak, which an NVFP4 estimate then reads instead of the default curve."""
+    """Calibration: an uploaded GEMM CSV's NVFP4 rows (dtype 'nvfp4') become points against the FP4
+    peak, which an NVFP4 estimate then reads instead of the default curve; 'fp4' or 'e2m1', which
+    name MXFP4's elements too, are refused by line."""
     from simengine.calibration.gemm import load_gemm_csv
 
     gpu = presets.load_spec("systems", GB200).gpu
-    csv = "m,n,k,dtype,tflops\n8192,8192,8192,e2m1,5000\n8192,8192,8192,bf16,1500\n"
+    csv = "m,n,k,dtype,tflops\n8192,8192,8192,nvfp4,5000\n8192,8192,8192,bf16,1500\n"
     pts = load_gemm_csv(csv.encode(), peak_tflops=gpu.peak_tflops, dtypes=("bf16", "fp8", "nvfp4")).points
     by = {p.dtype: p.efficiency for p in pts}
+    with pytest.raises(ConfigError) as e:
+        load_gemm_csv(b"m,n,k,dtype,tflops\n8192,8192,8192,e2m1,5000\n", peak_tflops=gpu.peak_tflops)
+    assert "line 2" in str(e.value) and "'e2m1' is not bf16, fp8, nvfp4 or fp32" in str(e.value)
     assert by == {"nvfp4": pytest.approx(0.5), "bf16": pytest.approx(0.6)}
     sysd = presets.load_preset("systems", GB200)
     eff = {**sysd.get("efficiency", {}), "gemm_table": [p.model_dump() for p in pts]}
@@ -202,13 +216,14 @@ def test_an_mfu_past_100_percent_says_its_basis():
                         system={"num_gpus": 64})
     rep = api.estimate(cfg)
     assert rep.mfu > 1.0
-    (note,) = [w for w in rep.warnings if "counted against the dense BF16 peak" in w]
+    (note,) = [w for w in rep.notes if "counted against the dense BF16 peak" in w]
+    assert not [w for w in rep.warnings if "BF16 peak" in w]   # a note, not a warning: nothing is wrong
     assert f"MFU {rep.mfu:.1%}" in note and f"NVFP4 peak (15,000 TFLOP/s) the same FLOPs are {rep.mfu * 2500 / 15000:.1%}." in note
     from ui.charts import ABOVE_PEAK, mfu_waterfall_frame
     wf = mfu_waterfall_frame(rep.model_dump(mode="json"))   # the kernels' bar is a gain, named so
     assert wf[wf["step"] == ABOVE_PEAK]["value"].iloc[0] > 0 and wf.iloc[-1]["end"] == pytest.approx(rep.mfu)
     bf = api.estimate({**cfg, "strategy": {**cfg["strategy"], "dtype": "bf16", "fp8_param_gather": False}})
-    assert bf.mfu < 1.0 and not [w for w in bf.warnings if "BF16 peak" in w]
+    assert bf.mfu < 1.0 and not bf.notes
 
 
 @pytest.mark.parametrize("system,base,field", [(H100, {"dtype": "nvfp4"}, "strategy.dtype"),
@@ -224,3 +239,18 @@ def test_a_search_of_a_precision_the_gpu_cannot_run_is_refused_whole(system, bas
         make_space(m, s, global_batch=64, seq_len=4096, gpus=[8], base=base)
     assert [f for f, _ in e.value.issues] == [field]
     make_space(m, presets.load_preset("systems", GB200), global_batch=64, seq_len=4096, gpus=[8], base={"dtype": "nvfp4"})
+
+
+def test_a_check_run_refit_scales_a_set_fp4_level_and_the_derived_one():
+    """checkrun/compare.py scaled_config: an fp4_gemm the user set scales with the other levels; an
+    unset one stays unset and follows fp8_gemm (a review found a set one left out)."""
+    from simengine.checkrun.compare import scaled_config
+
+    sysd = presets.load_preset("systems", GB200)
+    cfg = _cfg(strategy=_st("nvfp4"))
+    set_ = _cfg(strategy=_st("nvfp4"))
+    set_["system"] = {**set_["system"], "efficiency": {**sysd.get("efficiency", {}), "fp4_gemm": 0.4}}
+    assert scaled_config(set_, 0.5)["system"]["efficiency"]["fp4_gemm"] == pytest.approx(0.2)
+    assert "fp4_gemm" not in scaled_config(cfg, 0.5)["system"]["efficiency"]
+    slow, fast = (api.estimate(scaled_config(c, 0.5)).step_time_s for c in (cfg, set_))
+    assert slow > api.estimate(cfg).step_time_s and fast > api.estimate(set_).step_time_s

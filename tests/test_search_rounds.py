@@ -121,3 +121,12 @@ def test_searches_in_two_threads_return_what_each_returns_alone():
             assert out == alone
     finally:
         sys.setswitchinterval(old)
+
+
+@pytest.mark.parametrize("top,words", [(1, "not below the best timed candidate"),
+                                       (3, "not below the slowest of the 3 best timed candidates")])
+def test_bound_rejections_name_the_candidate_they_lost_to_in_words(top, words):
+    """The CLI printed "is not below the 3-th best timed candidate"."""
+    res = search(_space(), top=top)
+    texts = [r.reason for r in res.rejections if r.kind in ("bound", "unevaluated")]
+    assert texts and any(words in t for t in texts) and not any("-th best" in t for t in texts)

@@ -41,6 +41,8 @@ def report_csv(report: dict[str, Any]) -> str:
             rows.append(["uncertainty", f"{k}.high", pair[1], unit])
     for msg in report.get("warnings") or []:
         rows.append(["warning", "", msg, ""])
+    for msg in report.get("notes") or []:
+        rows.append(["note", "", msg, ""])
     return csv_text(rows)
 
 

@@ -8,7 +8,7 @@ per collective kind and tier); a SimuMax/B200 file also sets ``attention_fwd`` /
 (counts, each fit, warnings) for the UI.
 
 Choices:
-* GEMM rows of dtypes other than bf16 / fp8 are skipped (simengine trains in bf16 or fp8, and
+* GEMM rows of dtypes other than bf16 / fp8 / nvfp4 are skipped (simengine trains in those, and
   fp32 sweeps usually run on TF32 tensor cores, whose peak ``PeakTflops`` does not carry).
 * Efficiencies are re-expressed against the system's peaks (same achieved TFLOP/s).
 * When several logs measure the same collective on the same tier, the table with the most
@@ -181,7 +181,7 @@ def _gemm(system, gemm_csv, eff_update, summary, warnings, sources, prov) -> Non
                    gemm_rows_skipped=dict(load.skipped_dtypes))
     warnings.extend(load.notes)
     if load.skipped_dtypes:
-        warnings.append(f"GEMM rows of dtypes {sorted(load.skipped_dtypes)} skipped (simengine trains in bf16/fp8)")
+        warnings.append(f"GEMM rows of dtypes {sorted(load.skipped_dtypes)} skipped (simengine trains in bf16, fp8 or nvfp4)")
     if load.points:
         eff_update["gemm_table"] = load.points
     sources.append(f"{load.format} GEMM table ({len(load.points)} shapes)")

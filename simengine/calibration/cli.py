@@ -110,7 +110,7 @@ def summary_lines(summary) -> list[str]:
                    f"{f.tier}: busbw {f.busbw_gbs:.1f} GB/s ({f.efficiency:.2f} of {f.tier_bandwidth_gbs:g}), "
                    f"alpha {f.alpha_us:.1f} us, RMS error {f.rel_rms_error * 100:.1f}% over {f.n_points} sizes")
     if summary.gemm_rows_skipped:
-        out.append(f"refused: GEMM rows by dtype {summary.gemm_rows_skipped} (simengine trains in bf16/fp8)")
+        out.append(f"refused: GEMM rows by dtype {summary.gemm_rows_skipped} (simengine trains in bf16, fp8 or nvfp4)")
     out += [f"refused/warning: {w}" for w in summary.warnings]
     return out
 

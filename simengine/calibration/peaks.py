@@ -24,7 +24,8 @@ _DTYPES = {
     "fp8": "fp8", "f8": "fp8", "e4m3": "fp8", "e5m2": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8",
     "float8": "fp8", "float8_e4m3fn": "fp8", "float8_e5m2": "fp8", "f8e4m3": "fp8", "f8e5m2": "fp8",
     "f8e4m3fn": "fp8",
-    "nvfp4": "nvfp4", "fp4": "nvfp4", "e2m1": "nvfp4", "fp4_e2m1": "nvfp4", "float4_e2m1fn_x2": "nvfp4",
+    # NVFP4 by its own name only: "fp4" / "e2m1" name MXFP4's elements too, whose scales differ
+    "nvfp4": "nvfp4", "nv_fp4": "nvfp4",
     "fp32": "fp32", "f32": "fp32", "float32": "fp32", "float": "fp32", "tf32": "fp32",
     "f32xf32_f32": "fp32", "torch_float32": "fp32",
 }
@@ -56,7 +57,7 @@ def peak_map(peak: PeakLike) -> dict[str, float]:
         for k, v in peak.items():
             d = normalize_dtype(str(k))
             if d is None or not isinstance(v, (int, float)) or not v > 0:
-                raise ConfigError([(FIELD, f"peak_tflops entry {k!r}: {v!r} is not a positive TFLOP/s for bf16|fp8|fp32")])
+                raise ConfigError([(FIELD, f"peak_tflops entry {k!r}: {v!r} is not a positive TFLOP/s for bf16|fp8|nvfp4|fp32")])
             out[d] = float(v)
         return out
     raise ConfigError([(FIELD, f"peak_tflops must be a number, a mapping or PeakTflops, got {type(peak).__name__}")])

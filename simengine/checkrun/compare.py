@@ -30,7 +30,7 @@ from ..errors import ConfigError
 from .logs import RunLog
 
 COMPUTE_PARTS = ("forward_compute", "backward_compute", "recompute")
-_SCALARS = ("gemm", "fp8_gemm", "attention_fwd", "attention_bwd", "grouped_gemm")
+_SCALARS = ("gemm", "fp8_gemm", "fp4_gemm", "attention_fwd", "attention_bwd", "grouped_gemm")
 _TABLES = ("gemm_table", "attention_table", "grouped_gemm_table")
 
 
@@ -105,7 +105,9 @@ def scaled_config(config: dict[str, Any], s: float) -> dict[str, Any]:
     eff = cfg["system"].setdefault("efficiency", {})
     base = scenario_from(config).system.efficiency
     for k in _SCALARS:
-        eff[k] = min(max(getattr(base, k) * s, 1e-4), 1.0)
+        v = getattr(base, k)
+        if v is not None:   # fp4_gemm unset follows fp8_gemm (cost/compute.py gemm_level)
+            eff[k] = min(max(v * s, 1e-4), 1.0)
     for t in _TABLES:
         eff[t] = [{**p.model_dump(mode="json"), "efficiency": min(max(p.efficiency * s, 1e-4), 2.0)}
                   for p in getattr(base, t)]

@@ -240,7 +240,7 @@ def _fp8_param_checks(s: StrategySpec) -> list[tuple[str, str]]:
     if not s.fp8_param_gather:
         return []
     out = []
-    if s.dtype == "nvfp4":   # Megatron's --fp4-param-gather (a stack without NVFP4 is refused by _nvfp4_checks)
+    if s.dtype == "nvfp4":   # Megatron's --fp4-param-gather (a stack without NVFP4 is refused by precision_issues)
         if s.zero_stage < 1:
             out.append((f, "fp8_param_gather (Megatron --fp4-param-gather under nvfp4) needs the distributed optimizer or FSDP (zero_stage >= 1)"))
         return out

@@ -115,12 +115,28 @@ class ComputeModel:
     def _bf16_gemm(self, op: Gemm) -> float:
         """A GEMM that stays in bf16 in fp8 and nvfp4 recipes (Megatron-Core's output layer is a plain
         ColumnParallelLinear, outside TransformerEngine's fp8 autocast)."""
-        e = self.eff
-        half = e.gemm_half_dim
-        eff = e.gemm * (op.m / (op.m + half)) * (op.n / (op.n + half)) * (op.k / (op.k + half))
+        eff = self.bf16_efficiency(op.m, op.n, op.k, op.b, op.layout)
         out = 4 if op.layout == "NT" else BF16
         bytes_ = op.count * op.b * (op.m * op.k * BF16 + op.k * op.n * BF16 + op.m * op.n * out)
         return max(op.flops / (self.peak_bf16 * eff), bytes_ / self.hbm) + op.count * self.overhead
+
+    def bf16_efficiency(self, m: int, n: int, k: int, b: int = 1, layout: str | None = None) -> float:
+        """The efficiency of a GEMM that runs in bf16 whatever the recipe (the LM head, the router,
+        the batched GEMMs of unfused attention): the table's bf16 points, else the bf16 curve."""
+        if self.dtype == "bf16":
+            return self.gemm_efficiency(m, n, k, b, layout)
+        key = ("bf16", m, n, k, b, layout)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        eff = _table_lookup(self.table, m, n, k, b=b, dtype="bf16", layout=layout) if self.table else None
+        if eff is None:
+            e = self.eff
+            half = e.gemm_half_dim
+            eff = e.gemm * (m / (m + half)) * (n / (n + half)) * (k / (k + half))
+        eff = min(eff, 1.0)
+        self._cache[key] = eff
+        return eff
 
     def grouped_efficiency(self, op: GroupedGemm) -> float:
         """Measured grouped-GEMM table (nearest forward shape of the same pass) when present, else
@@ -142,7 +158,9 @@ class ComputeModel:
             # the shape factor of the plain-GEMM curve or table, at most 1 (a table above the scalar
             # must not lift the grouped GEMM above its own level)
             shape = min(self.gemm_efficiency(op.m, op.n, op.k, 1, op.layout) / self.level, 1.0)
-            eff = e.grouped_gemm * shape
+            # the grouped level is one fraction of the FP8 peak and of the BF16 one; an NVFP4 grouped
+            # GEMM keeps the dense GEMMs' FP4/FP8 ratio (``gemm_level``: at most 1.90× its FP8 one)
+            eff = e.grouped_gemm * shape * (self.level / e.fp8_gemm if self.dtype == "nvfp4" else 1.0)
         eff = min(max(eff * self.clock, 1e-4), 1.0)
         self._cache[key] = eff
         return eff
@@ -195,9 +213,9 @@ class ComputeModel:
         (``Attention.bytes``); the backward runs each GEMM twice."""
         bh = op.b * op.heads
         per = 2.0 * op.s_q * op.s_kv * bh
-        peak = self.peak_bf16  # batched attention GEMMs run in bf16 in fp8 recipes too
-        t_qk = per * op.d_qk / (peak * self.gemm_efficiency(op.s_q, op.s_kv, op.d_qk, bh, "TN"))
-        t_pv = per * op.d_v / (peak * self.gemm_efficiency(op.s_q, op.d_v, op.s_kv, bh, "TN"))
+        peak = self.peak_bf16  # batched attention GEMMs run in bf16 in fp8 and nvfp4 recipes too
+        t_qk = per * op.d_qk / (peak * self.bf16_efficiency(op.s_q, op.s_kv, op.d_qk, bh, "TN"))
+        t_pv = per * op.d_v / (peak * self.bf16_efficiency(op.s_q, op.d_v, op.s_kv, bh, "TN"))
         times = 1.0 if op.phase == "fwd" else 2.0
         return times * (t_qk + t_pv) + op.bytes / self.hbm + self.launches(op) * self.overhead
 

@@ -397,15 +397,15 @@ def _deal_key(node: tuple) -> tuple:
 # what a group left on the frontier has been through, by the step it was waiting for
 _LEFT = {
     "family": ("unevaluated", "not evaluated (validity and memory not checked): a lower bound on its step time "
-                              "(the average rank's share of the step's work, or the pipeline's fill and drain) is not below the slowest of the {top} best timed candidates"),
+                              "(the average rank's share of the step's work, or the pipeline's fill and drain) is not below {kth}"),
     "bound": ("unevaluated", "not evaluated (validity and memory not checked): a lower bound on its step time "
-                             "(the average rank's share of the step's work, or the pipeline's fill and drain) is not below the slowest of the {top} best timed candidates"),
+                             "(the average rank's share of the step's work, or the pipeline's fill and drain) is not below {kth}"),
     "refine": ("bound", "layout valid, memory not checked; outside the top {top}: a lower bound on its step time "
-                        "(its pipeline without recompute) is not below the slowest of the {top} best timed candidates"),
+                        "(its pipeline without recompute) is not below {kth}"),
     "zero": ("bound", "layout valid, may fit; outside the top {top}: a lower bound on its step time (its pipeline with the "
-                      "recompute its memory needs) is not below the slowest of the {top} best timed candidates"),
+                      "recompute its memory needs) is not below {kth}"),
     "screen": ("bound", "layout valid, may fit; outside the top {top}: a lower bound on its step time (its pipeline with the "
-                        "recompute its memory needs and the per-micro-batch ZeRO collectives where they apply) is not below the slowest of the {top} best timed candidates"),
+                        "recompute its memory needs and the per-micro-batch ZeRO collectives where they apply) is not below {kth}"),
 }
 
 
@@ -430,14 +430,23 @@ def _bound_rejections(space: SearchSpace, groups: list, cands: list, top: int | 
         else:
             g, lay, mbs, _ = item
             n = group_size(space, g, lay)
-        out.append(Rejection(kind, why.format(top=top), n, {"num_gpus": g, **lay, "micro_batch_size": mbs}))
+        out.append(Rejection(kind, why.format(top=top, kth=_kth_words(top)), n, {"num_gpus": g, **lay, "micro_batch_size": mbs}))
     why = f"passed the memory pre-filter; outside the top {top}: a lower bound on its step time (its pipeline, " \
-          f"DP tail and collectives at its flags) is not below the slowest of the {top} best timed candidates"
+          f"DP tail and collectives at its flags) is not below {_kth_words(top)}"
     if objective == HEADROOM:
         why = f"fits; outside the top {top}: its memory headroom (from the memory pre-filter, before timing) " \
-              f"is below the least of the {top} best timed candidates'"
+              f"is below {_kth_words(top, 'headroom')}"
     out += [Rejection("bound", why, 1, example(g, strat)) for g, strat, _ in cands]
     return out
+
+
+def _kth_words(top: int | None, what: str = "") -> str:
+    """The timed candidate a bound is compared with, in words: "the best timed candidate" or "the
+    slowest of the 10 best timed candidates" (the CLI printed "the 3-th best"); ``what`` =
+    "headroom": that candidate's memory headroom."""
+    if what == "headroom":
+        return "the best timed candidate's" if top == 1 else f"the least of the {top} best timed candidates'"
+    return "the best timed candidate" if top == 1 else f"the slowest of the {top} best timed candidates"
 
 
 def _option_left(space: SearchSpace, item: tuple, top: int | None) -> Rejection:
@@ -446,5 +455,5 @@ def _option_left(space: SearchSpace, item: tuple, top: int | None) -> Rejection:
 
     (g, lay, mbs, _), opt = item
     why = f"passed the memory pre-filter; outside the top {top}: a lower bound on its step time (its pipeline with " \
-          f"the recompute it needs, at any overlap flags) is not below the slowest of the {top} best timed candidates"
+          f"the recompute it needs, at any overlap flags) is not below {_kth_words(top)}"
     return Rejection("bound", why, opt.count, example(g, first_candidate(space, g, lay, mbs, opt)))

@@ -143,7 +143,7 @@ def add_fp8_ops(ph: Phases, d: Dims) -> None:
 
 def _cast_bytes(d: Dims, gemm: str, shard: bool = False) -> float:
     """B per element to quantize the input of ``gemm`` (a fwd or dgrad GEMM) under the tensorwise,
-    delayed or mxfp8 recipe (module docstring): on the whole tensor, or with ``shard`` on the SP
+    delayed, mxfp8 or nvfp4 recipe (module docstring): on the whole tensor, or with ``shard`` on the SP
     shard before its fp8 all-gather (rowwise only, its transpose made after the gather; MXFP8 both
     copies)."""
     if d.fp8_recipe == "mxfp8":
@@ -163,8 +163,9 @@ def _norm_fused(d: Dims, gemm: str) -> bool:
 
 
 def _sharded_casts(ph: Phases, d: Dims, fp8: set[str]) -> set[str]:
-    """Quantize-then-gather under SP (module docstring): each TP all-gather feeding fp8 GEMMs drops
-    to 1 B per element (in place; MXFP8's output-gradient gathers carry both copies: bf16's bytes),
+    """Quantize-then-gather under SP (module docstring): each TP all-gather feeding fp8 / nvfp4 GEMMs
+    drops to ``Dims.q_bytes`` per element (in place: 1 B fp8, 0.5625 B nvfp4; MXFP8's and NVFP4's
+    output-gradient gathers carry both copies),
     its tensor gets one cast on the shard and one transpose of the gathered copy where FP8 GEMMs
     are TN-only; returns the GEMMs whose input that cast covers (no cast of their own)."""
     done: set[str] = set()

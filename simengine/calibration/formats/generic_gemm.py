@@ -74,7 +74,7 @@ def read_generic_rows(
         raw_dtype = cell(cells, cols["dtype"][0])
         dtype = normalize_dtype(raw_dtype) if raw_dtype else "bf16"
         if dtype is None:
-            issues.add(line, _name(header, cols["dtype"][0], "dtype"), f"dtype {raw_dtype[:30]!r} is not bf16, fp8 or fp32")
+            issues.add(line, _name(header, cols["dtype"][0], "dtype"), f"dtype {raw_dtype[:30]!r} is not bf16, fp8, nvfp4 or fp32")
             continue
         if keep is not None and dtype not in keep:
             skipped[dtype] = skipped.get(dtype, 0) + 1

@@ -281,13 +281,23 @@ def _megatron_bridge(d: Draft) -> None:
     if d.dtype == "fp8" and not subchannel and d.strat.get("zero_stage", 1) >= 1 and d.strat.get("peft") != "lora":
         d.strat["fp8_param_gather"] = True
         d.a.append("FP8 primary weights (fp8_param_gather, the recipe's mixed-precision config)")
-    if d.dtype == "nvfp4" and d.strat.get("zero_stage", 1) >= 1:
-        # bf16_with_nvfp4_mixed (src/megatron/bridge/training/mixed_precision.py, commit 067f987):
-        # fp4_param_gather=True, no BF16 first/last layers (Bridge's defaults: 0 and 0)
-        d.strat["fp8_param_gather"] = True
-        d.a.append("NVFP4 primary weights (fp4_param_gather, bf16_with_nvfp4_mixed); every block linear in NVFP4")
+    if d.dtype == "nvfp4":
+        _nvfp4_weights(d)
     _account_split(d)
     apply_recipe(d)
+
+
+def _nvfp4_weights(d: Draft) -> None:
+    """Megatron-Bridge's ``bf16_with_nvfp4_mixed`` (src/megatron/bridge/training/mixed_precision.py):
+    every block linear in NVFP4, no BF16 first/last layers (Bridge's defaults 0 and 0); FP4 primary
+    weights (``fp4_param_gather = True``) only from ecbd4ead5 (#3364, 2026-04-21, first in v0.5.0:
+    the 26.06 table's 63b08b397) — r0.3.0 (26.02.01) and r0.4.0 (26.04, 26.04.01) set
+    ``fp8_param_gather = False`` and no FP4 gather, so the weights keep their bf16 copy there."""
+    primary = d.rid.startswith("mbridge_26.06_") and d.strat.get("zero_stage", 1) >= 1 and d.strat.get("peft") != "lora"
+    if primary:
+        d.strat["fp8_param_gather"] = True
+    d.a.append("every block linear in NVFP4 (bf16_with_nvfp4_mixed)" + (
+        "; FP4 primary weights (fp4_param_gather, from v0.5.0)" if primary else "; bf16 primary weights (no fp4_param_gather before v0.5.0)"))
 
 
 # Megatron-Bridge's activation offload on the Grace superchips, per (model, system): the FP8
