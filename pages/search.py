@@ -208,10 +208,15 @@ def _results(sc: dict, res: dict) -> None:
 
 
 def _rejections(res: dict, expanded: bool) -> None:
+    """Each reason whole, with its count and one example (a table cut the reasons at 1,600 px, so
+    two "bound:" rows read alike)."""
     with st.expander("Rejected candidates and why", expanded=expanded):
         eg = res.get("rejected_examples", {})
-        st.dataframe(pd.DataFrame([{"reason": k, "candidates": v, "for example": eg.get(k, {}).get("reason", "")}
-                                   for k, v in res["rejected"].items()]), hide_index=True, width="stretch")
+        lines = []
+        for k, v in res["rejected"].items():
+            ex = eg.get(k, {}).get("reason", "")
+            lines.append(f"- **{v:,}** · {md(k, 500)}" + (f"  \n  e.g. {md(ex, 500)}" if ex and ex != k else ""))
+        st.markdown("\n".join(lines))
 
 
 # Functions, not one script: a worker process started from this page re-imports it bare (no

@@ -62,10 +62,11 @@ def test_only_the_gpu_count_differs_so_it_says_set_num_gpus():
 
 def test_named_labels_read_whole_and_name_a_low_precision():
     """At 1,280 px "Llama-3-70B · 64 × GB300 (Blackwell Ultra" was cut (a browser audit): the GPU's
-    parenthesis goes, and an FP8 / NVFP4 scenario says its precision."""
+    parenthesis, memory type and form factor go, and an FP8 / NVFP4 scenario says its precision."""
     from ui import named
 
     labels = named.options()
     assert labels["llama3-70b-nvfp4-gb300"] == "Llama-3-70B · 64 × GB300 · NVFP4"
-    assert labels["llama3-70b-tp4-pp4"] == "Llama-3-70B · 64 × H100 80GB HBM3"
-    assert max(len(v) for v in labels.values()) <= 45
+    assert labels["llama3-70b-tp4-pp4"] == "Llama-3-70B · 64 × H100 80GB"
+    assert labels["megatron-gpt-145.6b-1536xa100"] == "Megatron GPT 145.6B · 1,536 × A100 80GB"
+    assert max(len(v) for v in labels.values()) <= 40   # "DeepSeek-V3 (671B) · 1,024 × H100 80GB H…" was cut too

@@ -355,6 +355,9 @@ def test_a_space_with_no_valid_layout_says_why_and_draws_no_table():
     assert not at.get("vega_lite_chart") and not at.get("download_button")
     assert not at.get("component_instance")   # no AgGrid either
     assert any("Rejected candidates" in e.label for e in at.expander)
+    # each reason whole with its count and an example (a table cut them at 1,600 px)
+    listed = [m.value for m in at.markdown if m.value.startswith("- **")]
+    assert listed and "invalid" in listed[0] and "e.g." in listed[0]
 
 
 def test_empty_reason_tells_memory_from_invalid_layouts():

@@ -221,7 +221,9 @@ def test_an_mfu_past_100_percent_says_its_basis():
     assert f"MFU {rep.mfu:.1%}" in note and f"NVFP4 peak (15,000 TFLOP/s) the same FLOPs are {rep.mfu * 2500 / 15000:.1%}." in note
     from ui.charts import ABOVE_PEAK, mfu_waterfall_frame
     wf = mfu_waterfall_frame(rep.model_dump(mode="json"))   # the kernels' bar is a gain, named so
-    assert wf[wf["step"] == ABOVE_PEAK]["value"].iloc[0] > 0 and wf.iloc[-1]["end"] == pytest.approx(rep.mfu)
+    gain = wf[wf["step"] == ABOVE_PEAK].iloc[0]
+    assert gain["value"] > 0 and wf.iloc[-1]["end"] == pytest.approx(rep.mfu)
+    assert gain["top"] == gain["start"] > gain["end"]   # its label above the bar, not inside it
     bf = api.estimate({**cfg, "strategy": {**cfg["strategy"], "dtype": "bf16", "fp8_param_gather": False}})
     assert bf.mfu < 1.0 and not bf.notes
 

@@ -124,7 +124,9 @@ def mfu_waterfall_frame(report: dict[str, Any]) -> pd.DataFrame:
         rows.append({"step": name, "category": k, "start": level - share, "end": level, "value": -share})
         level -= share
     rows.append({"step": "MFU", "category": "mfu", "start": 0.0, "end": mfu, "value": mfu})
-    return pd.DataFrame(rows)
+    df = pd.DataFrame(rows)
+    df["top"] = df[["start", "end"]].max(axis=1)   # a label sits above its bar, a gain's too
+    return df
 
 
 def mfu_waterfall_chart(report: dict[str, Any]) -> Spec:
@@ -138,7 +140,7 @@ def mfu_waterfall_chart(report: dict[str, Any]) -> Spec:
         "y2": {"field": "end"}, "color": colour("category", domain, rng, None),
         "tooltip": [tip("step", "nominal"), tip("value", "quantitative", "+.1%", "change")]}}
     text = {"mark": {"type": "text", "dy": -6, "fontSize": 10}, "encoding": {
-        "x": x, "y": field("end", "quantitative"), "text": field("value", "quantitative", format="+.1%")}}
+        "x": x, "y": field("top", "quantitative"), "text": field("value", "quantitative", format="+.1%")}}
     return top([data := dataset(rows_of(df))], {"data": {"name": data[0]}, "layer": [bars, text], "height": 280,
                                                 "title": "MFU loss waterfall"})
 

@@ -4,6 +4,7 @@ strategy preset belongs to when the current system cannot run it."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from simengine.errors import ConfigError
@@ -59,9 +60,12 @@ def open_named(name: str) -> None:
 
 
 def _short(gpu: str) -> str:
-    """"NVIDIA GB300 (Blackwell Ultra GPU)" → "GB300": the vendor and the parenthesis (which cut the
-    label at 1,280 px) go."""
-    return gpu.removeprefix("NVIDIA ").removeprefix("AMD Instinct ").split(" (")[0]
+    """"NVIDIA GB300 (Blackwell Ultra GPU)" → "GB300", "NVIDIA H100 80GB HBM3" → "H100 80GB",
+    "NVIDIA A100-SXM4-80GB" → "A100 80GB": the vendor, the parenthesis, the memory type and the
+    form factor go (they cut the labels at 1,280 px); the model and its memory size stay."""
+    name = gpu.removeprefix("NVIDIA ").removeprefix("AMD Instinct ").split(" (")[0]
+    name = re.sub(r"-SXM\d?-?", " ", name)
+    return re.sub(r" HBM\w*$", "", name).strip()
 
 
 def strategy_hint(strategy_name: str, model: dict[str, Any], system: dict[str, Any]) -> str:
