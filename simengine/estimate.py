@@ -102,8 +102,8 @@ def _mfu_basis_note(sc: Scenario, mfu: float) -> list[str]:
     counts its Float8 runs against the FP8 peak instead, validation/published/settings.py), so an
     FP8 or NVFP4 step can pass 100 %: a note says so, with the share of the precision's own peak."""
     g, dtype = sc.system.gpu.peak_tflops, sc.strategy.dtype
-    low = {"fp8": g.fp8, "nvfp4": g.fp4}.get(dtype)
-    if mfu <= 1.0 or not low:
+    low = g.of(dtype)
+    if mfu <= 1.0 or dtype == "bf16" or not low:
         return []
     name = {"fp8": "FP8", "nvfp4": "NVFP4"}[dtype]
     return [f"MFU {mfu:.1%} is counted against the dense BF16 peak ({g.bf16:,.0f} TFLOP/s a GPU), as simengine counts "

@@ -23,6 +23,11 @@ class PeakTflops(_Frozen):
     fp4: float | None = Field(None, ge=0.001, le=1e6, description="Dense FP4 (NVFP4) tensor-core peak, TFLOP/s (None = no FP4 support).")
     fp32: float = Field(..., ge=0.001, le=1e6, description="FP32 (non-tensor) peak, TFLOP/s.")
 
+    def of(self, dtype: str) -> float | None:
+        """The dense tensor peak a training precision's GEMMs run at (StrategySpec.dtype: bf16, fp8,
+        nvfp4 → fp4), None when the GPU has none."""
+        return {"bf16": self.bf16, "fp8": self.fp8, "nvfp4": self.fp4}.get(dtype)
+
 
 class GPUSpec(_Frozen):
     name: str = Field(..., max_length=120, description="GPU model name.")

@@ -71,11 +71,11 @@ class ComputeModel:
 
     def __init__(self, system: SystemSpec, dtype: str = "bf16"):
         g, e = system.gpu, system.efficiency
-        low = {"fp8": g.peak_tflops.fp8, "nvfp4": g.peak_tflops.fp4}.get(dtype)
-        if low is None:   # no peak of that precision: the GEMMs run in bf16
-            dtype = "bf16"
+        peak = g.peak_tflops.of(dtype)
+        if peak is None:   # no peak of that precision: the GEMMs run in bf16
+            dtype, peak = "bf16", g.peak_tflops.bf16
         self.dtype = dtype
-        self.peak = (low if low is not None else g.peak_tflops.bf16) * 1e12
+        self.peak = peak * 1e12
         self.peak_bf16 = g.peak_tflops.bf16 * 1e12
         self.eff = e
         self.hbm = g.hbm_bandwidth_gbs * 1e9 * e.hbm
@@ -88,16 +88,20 @@ class ComputeModel:
         self._cache: dict[tuple, float] = {}
 
     def gemm_efficiency(self, m: int, n: int, k: int, b: int = 1, layout: str | None = None) -> float:
-        key = (m, n, k, b, layout)
+        return self._efficiency(self.dtype, self.level, m, n, k, b, layout)
+
+    def _efficiency(self, dtype: str, level: float, m: int, n: int, k: int, b: int, layout: str | None) -> float:
+        """The table's points of ``dtype`` when it has them, else the default curve at ``level``."""
+        key = (dtype, m, n, k, b, layout)
         hit = self._cache.get(key)
         if hit is not None:
             return hit
         eff: float | None = None
         if self.table:
-            eff = _table_lookup(self.table, m, n, k, b=b, dtype=self.dtype, layout=layout)
+            eff = _table_lookup(self.table, m, n, k, b=b, dtype=dtype, layout=layout)
         if eff is None:
             half = self.eff.gemm_half_dim
-            eff = self.level * (m / (m + half)) * (n / (n + half)) * (k / (k + half))
+            eff = level * (m / (m + half)) * (n / (n + half)) * (k / (k + half))
         eff = min(eff, 1.0)
         self._cache[key] = eff
         return eff
@@ -123,20 +127,7 @@ class ComputeModel:
     def bf16_efficiency(self, m: int, n: int, k: int, b: int = 1, layout: str | None = None) -> float:
         """The efficiency of a GEMM that runs in bf16 whatever the recipe (the LM head, the router,
         the batched GEMMs of unfused attention): the table's bf16 points, else the bf16 curve."""
-        if self.dtype == "bf16":
-            return self.gemm_efficiency(m, n, k, b, layout)
-        key = ("bf16", m, n, k, b, layout)
-        hit = self._cache.get(key)
-        if hit is not None:
-            return hit
-        eff = _table_lookup(self.table, m, n, k, b=b, dtype="bf16", layout=layout) if self.table else None
-        if eff is None:
-            e = self.eff
-            half = e.gemm_half_dim
-            eff = e.gemm * (m / (m + half)) * (n / (n + half)) * (k / (k + half))
-        eff = min(eff, 1.0)
-        self._cache[key] = eff
-        return eff
+        return self._efficiency("bf16", self.eff.gemm, m, n, k, b, layout)
 
     def grouped_efficiency(self, op: GroupedGemm) -> float:
         """Measured grouped-GEMM table (nearest forward shape of the same pass) when present, else

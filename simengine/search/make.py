@@ -95,7 +95,7 @@ def _check_precision(base: dict[str, Any], system: dict[str, Any]) -> None:
     """A precision the GPU or the stack cannot run (no FP8 / FP4 peak, NVFP4 off TransformerEngine)
     refuses the whole space: every candidate would fail the same check (a search of nvfp4 on
     H100 reported "316,228 of 321,980 candidates" rejected for it)."""
-    from ..config.scenario import precision_issues
+    from ..config.precision import precision_issues
     from ..config.system import GPUSpec
 
     issues = precision_issues(str(base.get("dtype", "bf16")), str(base.get("framework", "megatron-te")),

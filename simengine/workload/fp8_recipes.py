@@ -47,7 +47,7 @@ the memory-bound kernels around them and in which TP collectives async TP can fu
   The MoE layer's ``pre_mlp_layernorm`` and MLA's ``input_layernorm`` are separate ``TENorm``
   modules: the router, experts and down projections cast their input like any other.
 - ``rowwise`` — torchao's ``ROWWISE`` recipe (torchao/float8/config.py; the torch stacks only,
-  config/scenario.py ``_fp8_recipe_checks``). Each GEMM is fed operands scaled along its own
+  config/precision.py ``fp8_recipe_checks``). Each GEMM is fed operands scaled along its own
   reduction dimension (torchao/float8/float8_linear.py ``matmul_with_hp_or_float8_args``: x along
   dim −1 for the forward, dy along dim −1 for dgrad, both along dim 0 for wgrad), always cast from
   the saved bf16 tensor, so x and dy are each quantised twice. torchao's own roofline model
