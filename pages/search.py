@@ -15,8 +15,8 @@ from ui.heavy import run_search
 from ui.layout import boot, issues_box
 from ui.pins import BUDGET_RANGE
 from ui.search_fit import fit_list
-from ui.search_inputs import INPUT_HELP, INPUT_LABELS, LINK_PARAM, decode_inputs, encode_inputs, parse_count, parse_counts, parse_restrict
-from ui.search_view import cached_result, cached_search, candidates_frame, empty_reason, grid_options, item_labels, pareto_caption, pareto_chart, points_frame, results_csv, search_base, search_payload, with_budget
+from ui.search_inputs import INPUT_HELP, INPUT_LABELS, LINK_PARAM, decode_inputs, encode_inputs, parse_count, parse_counts, parse_restrict, restricted_to_schedules
+from ui.search_view import cached_result, cached_search, candidates_frame, empty_reason, grid_options, item_labels, pareto_caption, pareto_chart, points_frame, results_csv, search_base, search_payload, what_if_text, with_budget
 from ui.text import md
 
 boot("Search")
@@ -155,6 +155,10 @@ def _results(sc: dict, res: dict) -> None:
     if len(res["ties"]) > 1:
         st.info(f"{len(res['ties'])} candidates have an uncertainty band that reaches the best one's ('tie with #1'): "
                 "a tie, not a winner.")
+    if res.get("what_if"):
+        st.info(md(what_if_text(res), 1200))
+        st.button(f"Search only the schedules this stack runs ({', '.join(res['shipped_schedules'])})", key="search.shipped",
+                  on_click=_only_shipped, args=(res["shipped_schedules"],), icon=":material/filter_alt:")
     tokens = _budget() * 1e9
     cands = with_budget(cands, tokens)
     res = {**res, "candidates": cands, "pareto": with_budget(res["pareto"], tokens)}
@@ -205,6 +209,16 @@ def _results(sc: dict, res: dict) -> None:
     _rejections(res, expanded=False)
     st.subheader("Smallest changes to make the current scenario fit")
     fit_list(state.scenario_json())
+
+
+def _only_shipped(schedules: list[str]) -> None:
+    """Search again with the schedule restricted to the stack's own (the form's restriction box
+    takes the new text: its widget state is dropped), keeping the share link in step."""
+    new = restricted_to_schedules(st.session_state["search.inputs"], schedules)
+    st.session_state["search.inputs"] = new
+    st.session_state.pop("search.restrict", None)
+    st.session_state["search.token"] = tok = encode_inputs(new)
+    st.query_params[LINK_PARAM] = tok
 
 
 def _rejections(res: dict, expanded: bool) -> None:

@@ -454,3 +454,31 @@ def test_with_one_gpu_count_the_pareto_chart_trades_throughput_for_memory():
     df2, _ = points_frame([cands[0], dict(cands[1], gpus=16)], [cands[0], dict(cands[1], gpus=16)])
     assert pareto_chart(df2).to_dict()["encoding"]["x"]["field"] == "cost_per_million_tokens_usd"
     assert pareto_caption(df2).startswith("Colour: free GiB")
+
+
+def test_what_if_rows_are_marked_and_one_click_searches_the_stacks_own_schedules():
+    """A pp 4 space of the default model at 2,048 tokens ranks DualPipe / zero-bubble layouts first: Megatron-Core
+    ships neither, so the page says so, marks the rows, and its button restricts the schedules to
+    the stack's own (the restriction box, the search and the share link follow)."""
+    from ui import search_view
+
+    search_view._store.clear()
+    at = open_search(search=encode_inputs({**INPUTS, "seq_len": 2048, "top": 3, "restrict": "tp=1\npp=4\ncp=1\ntp_comm_overlap=false"}))
+    assert not at.exception, [e.value for e in at.exception]
+    said = " ".join(i.value for i in at.info)
+    assert "what-if" in said and "Megatron-Core does not ship" in said
+    at.button(key="search.shipped").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    restrict = at.session_state["search.inputs"]["restrict"]
+    assert restrict.endswith("schedule=1f1b,interleaved") and "pp=4" in restrict
+    assert at.text_area(key="search.restrict").value == restrict
+    assert "what-if" not in " ".join(i.value for i in at.info)
+    assert f"&search={at.session_state['search.token']}" in at.sidebar.code[0].value
+
+
+def test_restricting_to_the_stacks_schedules_replaces_a_schedule_line():
+    from ui.search_inputs import restricted_to_schedules
+
+    got = restricted_to_schedules({"restrict": "tp=1; strategy.schedule=dualpipe\npp=4", "top": 3}, ["1f1b", "interleaved"])
+    assert got == {"restrict": "tp=1\npp=4\nschedule=1f1b,interleaved", "top": 3}
+    assert parse_restrict(got["restrict"])["schedule"] == ["1f1b", "interleaved"]

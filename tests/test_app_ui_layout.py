@@ -26,7 +26,7 @@ def _cand(i: int) -> dict:
 
 
 def test_search_grid_shows_speed_tie_and_memory_headroom_beside_the_layout():
-    """tokens/s, MFU, tie with #1 and free GiB come right after the pinned rank and layout and fit
+    """tokens/s, MFU, tie with #1, what-if (a schedule its stack does not ship) and free GiB come right after the pinned rank and layout and fit
     an 820 px grid (a #1 with 3.9 GiB free of 184 was out of view at 1,280 px); the rest follows."""
     df = candidates_frame([_cand(0), _cand(1)], [0, 1])
     defs = grid_options(df)["columnDefs"]
@@ -34,7 +34,7 @@ def test_search_grid_shows_speed_tie_and_memory_headroom_beside_the_layout():
     groups = {d["headerName"]: [c["field"] for c in d["children"]] for d in defs if "children" in d}
     assert [d["field"] for d in pinned] == ["rank", "layout"]
     assert list(groups) == ["result", "detail", "layout"]
-    assert groups["result"] == ["tokens_per_s", "mfu", "tie", "headroom_gib"]
+    assert groups["result"] == ["tokens_per_s", "mfu", "tie", "what_if", "headroom_gib"]
     assert {"band_lo", "band_hi", "us_per_launch", "cost_per_million_tokens_usd", "peak_memory_gib",
             "days_to_train", "usd_to_train"} <= set(groups["detail"])
     first = next(d for d in defs if d.get("headerName") == "result")["children"]
@@ -42,7 +42,7 @@ def test_search_grid_shows_speed_tie_and_memory_headroom_beside_the_layout():
     # every column of the frame is in the grid once, sortable and filterable
     fields = [d["field"] for d in pinned] + [f for g in groups.values() for f in g]
     assert sorted(fields) == sorted(df.columns) and len(set(fields)) == len(fields)
-    assert list(df.columns[:6]) == TABLE_COLUMNS[:6] == ["rank", "layout", "tokens_per_s", "mfu", "tie", "headroom_gib"]
+    assert list(df.columns[:7]) == TABLE_COLUMNS[:7] == ["rank", "layout", "tokens_per_s", "mfu", "tie", "what_if", "headroom_gib"]
     assert all(c["sortable"] and c["filter"] for d in defs for c in d.get("children", [d]))
 
 

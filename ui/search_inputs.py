@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+import re
 import zlib
 from typing import Any
 
@@ -126,3 +127,11 @@ def decode_inputs(token: str) -> dict[str, Any]:
     if data["objective"] not in OBJECTIVES or not isinstance(data["gpus"], str) or not isinstance(data["restrict"], str):
         raise ConfigError([("search", "the search link holds invalid values")])
     return data
+
+
+def restricted_to_schedules(inputs: dict[str, Any], schedules: list[str]) -> dict[str, Any]:
+    """``inputs`` with the schedule restricted to ``schedules`` (the Search page's "only the
+    schedules this stack runs"): any schedule line replaced, the other lines kept."""
+    lines = [x.strip() for x in re.split(r"[;\n]", inputs.get("restrict", "")) if x.strip()]
+    kept = [x for x in lines if x.split("=", 1)[0].strip().removeprefix("strategy.") != "schedule"]
+    return {**inputs, "restrict": "\n".join(kept + [f"schedule={','.join(schedules)}"])}

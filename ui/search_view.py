@@ -24,7 +24,7 @@ STRATEGY_COLUMNS = ["tp", "pp", "vpp", "cp", "ep", "micro_batch_size", "zero_sta
                     "schedule"]
 LAYOUT_COLUMNS = ["gpus", *STRATEGY_COLUMNS, "overlap"]
 # the grid's order (grid_options): the result first, the detail after
-TABLE_COLUMNS = ["rank", "layout", "tokens_per_s", "mfu", "tie", "headroom_gib", "band_lo", "band_hi", "us_per_launch",
+TABLE_COLUMNS = ["rank", "layout", "tokens_per_s", "mfu", "tie", "what_if", "headroom_gib", "band_lo", "band_hi", "us_per_launch",
                  "cost_per_million_tokens_usd", "peak_memory_gib", *LAYOUT_COLUMNS]
 
 
@@ -110,7 +110,7 @@ def candidates_frame(cands: list[dict[str, Any]], ties: list[int]) -> pd.DataFra
         s = c["strategy"]
         lo, hi = c["band"].get("tokens_per_s", [c["tokens_per_s"]] * 2)
         rows.append({"rank": i + 1, "layout": c["label"], "tokens_per_s": round(c["tokens_per_s"]), "band_lo": round(lo),
-                     "band_hi": round(hi), "tie": i in ties, "mfu": round(c["mfu"] * 100, 2),
+                     "band_hi": round(hi), "tie": i in ties, "what_if": bool(c.get("what_if")), "mfu": round(c["mfu"] * 100, 2),
                      "us_per_launch": round(c.get("gpu_us_per_launch", 0.0), 1),
                      "cost_per_million_tokens_usd": round(c["cost_per_million_tokens_usd"], 4),
                      "peak_memory_gib": round(c["peak_memory_gib"], 2), "headroom_gib": round(c["headroom_gib"], 2),
@@ -127,7 +127,7 @@ BUDGET_COLUMNS = ["days_to_train", "usd_to_train"]
 
 # the CSV download: every number of a candidate unrounded, its band, then its whole strategy
 RESULT_FIELDS = ["gpus", "tokens_per_s", "step_time_s", "mfu", "cost_per_million_tokens_usd", "cost_per_step_usd",
-                 "peak_memory_gib", "reserved_memory_gib", "headroom_gib", "tight_stage", "gpu_us_per_launch"]
+                 "peak_memory_gib", "reserved_memory_gib", "headroom_gib", "tight_stage", "gpu_us_per_launch", "what_if"]
 BAND_FIELDS = ["tokens_per_s", "step_time_s", "mfu", "peak_memory_gib"]
 
 
@@ -192,6 +192,8 @@ def grid_options(df: pd.DataFrame) -> dict[str, Any]:
         {"headerName": "result", "children": [
             col("tokens_per_s", "tokens/s"), col("mfu", "MFU %"),
             col("tie", "tie with #1", headerTooltip="Its tokens/s uncertainty band reaches the best one's: not clearly slower than #1"),
+            col("what_if", "what-if", width=74, headerTooltip="Its stack does not ship its pipeline schedule: priced with the stack's "
+                "kernels as a what-if (the note above the table)"),
             col("headroom_gib", "free GiB", headerTooltip="GPU memory left free at the allocated peak (the tightest stage)")]},
         {"headerName": "detail", "children": [
             col("band_lo", "band low", headerTooltip="tokens/s at the low end of the uncertainty band"),
@@ -255,3 +257,19 @@ def pareto_caption(front: pd.DataFrame) -> str:
         return ("One GPU count: the cost per token follows the throughput (GPU price × GPUs / tokens/s), so the front "
                 f"trades throughput against free memory. {spread[0].upper()}{spread[1:]}.")
     return f"Colour: free GiB on the fullest stage. {spread[0].upper()}{spread[1:]}."
+
+
+def what_if_text(res: dict[str, Any]) -> str:
+    """The note over a result with what-if rows (``SearchResult.what_if_note``), with where the best
+    candidate its stack runs ranks ('' when no row is a what-if)."""
+    if not res.get("what_if"):
+        return ""
+    k = res.get("first_shipped")
+    head = f"Rows marked **what-if**: {res['what_if']}; they are priced with its kernels."
+    if k is None:
+        return head + " None of the candidates shown runs on this stack: search only its schedules for the best one it runs."
+    if k == 0:
+        return head
+    best, c = res["candidates"][0], res["candidates"][k]
+    return head + (f" The best this stack runs is #{k + 1}, {c['tokens_per_s']:,.0f} tokens/s "
+                   f"({(best['tokens_per_s'] / c['tokens_per_s'] - 1) * 100:.1f} % below #1).")

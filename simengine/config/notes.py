@@ -1,11 +1,12 @@
-"""Accepted layouts that Megatron-LM itself would refuse, each with what simengine does instead
-(``Scenario.notes``; the Report shows them as warnings): a flag combination Megatron-LM's
-arguments.py asserts against, a default layer split it would not build (with the Megatron
-arguments that would build it, where some do), a sequence longer than a learned position table."""
+"""Accepted layouts that the chosen stack itself would refuse or cannot run, each with what
+simengine does instead (``Scenario.notes``; the Report shows them as warnings): a flag combination
+Megatron-LM's arguments.py asserts against, a default layer split it would not build (with the
+Megatron arguments that would build it, where some do), a sequence longer than a learned position
+table, a pipeline schedule the stack does not ship (a what-if)."""
 
 from __future__ import annotations
 
-from ..schedule import get_schedule
+from ..schedule import SCHEDULES, get_schedule
 from .layout import strategy_stage_counts
 from .model import ModelSpec
 from .strategy import StrategySpec
@@ -15,7 +16,41 @@ def scenario_notes(model: ModelSpec, strategy: StrategySpec) -> list[tuple[str, 
     """Accepted layouts that Megatron-LM itself would refuse, each with what simengine does instead
     (the Report shows them as warnings). Only the default (even) split: an explicit
     decoder_first/last_pipeline_num_layers or pipeline_layers already follows Megatron's rules."""
-    return _flag_notes(strategy) + _split_notes(model, strategy) + _position_notes(model, strategy)
+    return (_flag_notes(strategy) + _split_notes(model, strategy) + _position_notes(model, strategy)
+            + _schedule_notes(strategy))
+
+
+# what the notes call each stack (config/framework.py FrameworkName)
+STACK_NAMES = {"megatron-te": "Megatron-Core", "torch-native": "PyTorch's pipelining (torchtitan)",
+               "torch-compile": "PyTorch's pipelining under torch.compile", "deepspeed": "DeepSpeed"}
+
+
+def shipped(framework: str) -> list[str]:
+    """The pipeline schedules ``framework``'s code runs (``Schedule.frameworks``), in menu order."""
+    return [name for name, sc in SCHEDULES.items() if framework in sc.frameworks]
+
+
+def unshipped(framework: str, schedules: list[str]) -> str:
+    """One line for several what-if schedules of one stack: which it does not ship, which it runs."""
+    own = shipped(framework)
+    return (f"{STACK_NAMES.get(framework, framework)} does not ship {', '.join(schedules)} "
+            f"(it runs {', '.join(own) or 'no pipeline schedule'})")
+
+
+def schedule_what_if(framework: str, schedule: str, pp: int) -> str:
+    """Why ``schedule`` is a what-if on ``framework`` (its code does not ship that pipeline
+    schedule: ``Schedule.frameworks``, each schedule module cites where it runs), '' when the stack
+    runs it or nothing is pipelined (pp 1 runs no schedule)."""
+    sched = get_schedule(schedule)
+    if pp <= 1 or framework in sched.frameworks:
+        return ""
+    return (f"a what-if: {unshipped(framework, [repr(schedule)])}; simengine prices it with this stack's kernels. "
+            f"'{schedule}' is in {sched.shipped_in}")
+
+
+def _schedule_notes(s: StrategySpec) -> list[tuple[str, str]]:
+    why = schedule_what_if(s.framework, s.schedule, s.pp)
+    return [("strategy.schedule", why)] if why else []
 
 
 def _position_notes(model: ModelSpec, s: StrategySpec) -> list[tuple[str, str]]:

@@ -17,7 +17,10 @@ through its module-level ``SCHEDULE``) provides:
 * ``chains`` — independent pipelines the stages form (1; DualPipe's two directions: 2, stage
   s holds the layers of stage s mod (stages/chains), and ``m`` counts micro-batches per chain);
 * ``pairs(p, m, vpp)`` (optional) — per rank, the positions of the F actions that run as one
-  overlapped F&B pair with the B right after them (DualPipe's ``_forward_backward_chunk``).
+  overlapped F&B pair with the B right after them (DualPipe's ``_forward_backward_chunk``);
+* ``frameworks`` / ``shipped_in`` — the software stacks (``config/framework.py`` names) whose code
+  runs the schedule, and where (file and function or class). On any other stack the schedule is a
+  what-if (``config/notes.py``: a note on the scenario, a mark on a search candidate).
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ from typing import Callable
 from .action import Action
 
 Issues = list[tuple[str, str]]
+# PyTorch's pipeline schedules (``get_schedule_class``; torchtitan's pipeline_parallel_schedule names them)
+TORCH_PIPELINING = "PyTorch torch/distributed/pipelining/schedules.py"
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,8 @@ class Schedule:
     # independent pipelines: the stages split into ``chains`` equal chains, each with its own first
     # stage and loss, each micro-batch id one micro-batch per chain (DualPipe's two directions)
     chains: int = 1
+    frameworks: tuple[str, ...] = ()
+    shipped_in: str = ""
 
 
 def check_basic(name: str, p: int, m: int, vpp: int) -> None:

@@ -87,4 +87,6 @@ def requirements(pp: int, microbatches: int | None, vpp: int, layers: int | None
 
 
 SCHEDULE = Schedule(NAME, orders, max_inflight, chunks_per_rank, stage_of, check, True,
-                    requirements=requirements, menu_order=65, pairs=pairs, chains=2)
+                    requirements=requirements, menu_order=65, pairs=pairs, chains=2,
+                    frameworks=(),
+                    shipped_in="DeepSeek's reference implementation (deepseek-ai/DualPipe dualpipe/dualpipe.py DualPipe) only")

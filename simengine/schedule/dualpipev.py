@@ -17,7 +17,7 @@ after, each one's expert all-to-all beside the other's compute; ``simengine/sim/
 from __future__ import annotations
 
 from .action import Action
-from .base import Issues, Schedule, check_basic, layer_rule
+from .base import Issues, Schedule, check_basic, layer_rule, TORCH_PIPELINING
 
 NAME = "dualpipev"
 
@@ -140,4 +140,6 @@ def requirements(pp: int, microbatches: int | None, vpp: int, layers: int | None
 
 
 SCHEDULE = Schedule(NAME, orders, max_inflight, chunks_per_rank, stage_of, check, True,
-                    requirements=requirements, menu_order=60, pairs=pairs)
+                    requirements=requirements, menu_order=60, pairs=pairs,
+                    frameworks=("torch-native",),
+                    shipped_in=f"{TORCH_PIPELINING} ScheduleDualPipeV, not under torch.compile (_check_torch_compile_compatibility)")

@@ -7,7 +7,7 @@ Every rank holds all m micro-batches' activations at the F→B turn.
 from __future__ import annotations
 
 from .action import Action
-from .base import Schedule, check_basic, one_chunk, one_chunk_requirements, require_vpp1, stage_is_rank
+from .base import Schedule, check_basic, one_chunk, one_chunk_requirements, require_vpp1, stage_is_rank, TORCH_PIPELINING
 
 NAME = "gpipe"
 
@@ -28,4 +28,6 @@ def max_inflight(rank: int, p: int, m: int, vpp: int = 1) -> int:
 
 
 SCHEDULE = Schedule(NAME, orders, max_inflight, one_chunk, stage_is_rank, check, False,
-                    requirements=one_chunk_requirements(NAME), menu_order=10)
+                    requirements=one_chunk_requirements(NAME), menu_order=10,
+                    frameworks=("torch-native", "torch-compile"),
+                    shipped_in=f"{TORCH_PIPELINING} ScheduleGPipe")

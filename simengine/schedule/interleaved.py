@@ -16,7 +16,7 @@ Global stage of (rank, chunk) is ``chunk·p + rank``. Requires m % p == 0 (Megat
 from __future__ import annotations
 
 from .action import Action
-from .base import Issues, Schedule, check_basic, layer_rule
+from .base import Issues, Schedule, check_basic, layer_rule, TORCH_PIPELINING
 
 NAME = "interleaved"
 
@@ -91,4 +91,7 @@ def requirements(pp: int, microbatches: int | None, vpp: int, layers: int | None
 
 
 SCHEDULE = Schedule(NAME, orders, max_inflight, chunks_per_rank, stage_of, check, False,
-                    requirements=requirements, menu_order=30)
+                    requirements=requirements, menu_order=30,
+                    frameworks=("megatron-te", "torch-native", "torch-compile"),
+                    shipped_in="Megatron-Core megatron/core/pipeline_parallel/schedules.py forward_backward_pipelining_with_interleaving; "
+                             f"{TORCH_PIPELINING} ScheduleInterleaved1F1B")

@@ -6,7 +6,7 @@ warm-up ``min(p - rank - 1, m)`` forwards, steady state one F then one B, cool-d
 from __future__ import annotations
 
 from .action import Action
-from .base import Schedule, check_basic, one_chunk, one_chunk_requirements, require_vpp1, stage_is_rank
+from .base import Schedule, check_basic, one_chunk, one_chunk_requirements, require_vpp1, stage_is_rank, TORCH_PIPELINING
 
 NAME = "1f1b"
 
@@ -37,4 +37,7 @@ def max_inflight(rank: int, p: int, m: int, vpp: int = 1) -> int:
 
 
 SCHEDULE = Schedule(NAME, orders, max_inflight, one_chunk, stage_is_rank, check, False,
-                    requirements=one_chunk_requirements(NAME), menu_order=20)
+                    requirements=one_chunk_requirements(NAME), menu_order=20,
+                    frameworks=("megatron-te", "torch-native", "torch-compile", "deepspeed"),
+                    shipped_in="Megatron-Core megatron/core/pipeline_parallel/schedules.py forward_backward_pipelining_without_interleaving; "
+                             f"{TORCH_PIPELINING} Schedule1F1B; DeepSpeed deepspeed/runtime/pipe/schedule.py TrainSchedule")

@@ -11,7 +11,7 @@ In the cool-down each B is followed by one pending W; the remaining Ws close the
 from __future__ import annotations
 
 from .action import Action
-from .base import Schedule, check_basic, one_chunk, one_chunk_requirements, require_vpp1, stage_is_rank
+from .base import Schedule, check_basic, one_chunk, one_chunk_requirements, require_vpp1, stage_is_rank, TORCH_PIPELINING
 
 NAME = "zb-h1"
 
@@ -50,4 +50,6 @@ def max_inflight(rank: int, p: int, m: int, vpp: int = 1) -> int:
 
 
 SCHEDULE = Schedule(NAME, orders, max_inflight, one_chunk, stage_is_rank, check, True,
-                    requirements=one_chunk_requirements(NAME), menu_order=40)
+                    requirements=one_chunk_requirements(NAME), menu_order=40,
+                    frameworks=("torch-native",),
+                    shipped_in=f"{TORCH_PIPELINING} ScheduleInterleavedZeroBubble (ZB-1P, Qi et al. 2024), not under torch.compile")

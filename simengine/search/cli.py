@@ -225,7 +225,7 @@ def _table(res, budget: float | None, fits: list[dict[str, Any]], scen_fits: boo
     lines = [f"{'#':>3} {'layout':78s} {'tokens/s':>10} {'(band)':>19} {'MFU':>6} {'$/1M tok':>9} {'peak GiB':>8} {'free':>6}"]
     for i, c in enumerate(res.candidates):
         lo, hi = c.band.get("tokens_per_s", (c.tokens_per_s, c.tokens_per_s))
-        tie = "=" if i in res.ties else " "
+        tie = ("=" if i in res.ties else " ") if not c.what_if else ("?" if i in res.ties else "*")
         lines.append(f"{i + 1:>3}{tie}{c.label():78s} {c.tokens_per_s:10,.0f} {lo:9,.0f}–{hi:<9,.0f} {c.mfu * 100:5.1f}% "
                      f"{c.cost_per_million_tokens_usd:9.4f} {c.peak_memory_gib:8.2f} {c.headroom_gib:6.2f}")
         if budget:
@@ -236,6 +236,7 @@ def _table(res, budget: float | None, fits: list[dict[str, Any]], scen_fits: boo
     if len(res.ties) > 1:
         lines.append(f"'=' : within the best one's uncertainty band of {res.objective} ({len(res.ties)} candidates): "
                      "a tie, not a winner")
+    lines += _what_if_lines(res)
     lines += ["", f"space {res.space_size:,} candidates, {res.memory_checked:,} memory checks, {res.evaluated:,} timed, "
               f"{res.seconds:.2f} s; Pareto front {len(res.pareto)}", "rejected:"]
     for k, (n, first) in list(res.rejected_by_key().items())[:10]:
@@ -250,3 +251,21 @@ def _table(res, budget: float | None, fits: list[dict[str, Any]], scen_fits: boo
         lines += ["", "--strategy fits in memory: nothing to change" if scen_fits
                   else "--strategy does not fit, and no single change (or pair of changes) tried makes it fit"]
     return "\n".join(lines)
+
+
+def _what_if_lines(res) -> list[str]:
+    """The footnote of the candidates whose schedule their stack does not run (``Candidate.what_if``),
+    and the best one it does run where the best shown is a what-if."""
+    note = res.what_if_note()
+    if not note:
+        return []
+    out = [f"'*' : a what-if ('?' where also a tie): {note}; priced with its kernels"]
+    k = res.first_shipped()
+    if k is None:
+        out.append(f"none of these runs on this stack: add --space strategy.schedule={','.join(res.shipped_schedules())} "
+                   "for the best one it runs")
+    elif k > 0:
+        best, c = res.candidates[0], res.candidates[k]
+        out.append(f"the best this stack runs is #{k + 1}, {c.tokens_per_s:,.0f} tokens/s "
+                   f"({(best.tokens_per_s / c.tokens_per_s - 1) * 100:.1f} % below #1)")
+    return out

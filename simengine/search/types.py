@@ -6,6 +6,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..config.notes import shipped, unshipped
 from ..report import to_train
 
 # the overlap flags as a layout's label names them (``Candidate.label``; the studio's overlap column)
@@ -44,6 +45,7 @@ class Candidate:
     band: dict[str, tuple[float, float]] = field(default_factory=dict)
     order: int = 0                    # enumeration index: the deterministic tie-break
     gpu_us_per_launch: float = 0.0    # Report.gpu_us_per_launch: below ~50 µs a launch-bound risk (cost/launch.py)
+    what_if: str = ""                 # why its stack does not run its schedule (config/notes.py schedule_what_if), '' if it does
 
     def layout(self) -> dict[str, Any]:
         return example(self.gpus, self.strategy)
@@ -156,6 +158,25 @@ class SearchResult:
     ties: list[int] = field(default_factory=list)   # indices (in candidates) within the best one's band
     token_budget: float | None = None  # tokens to train (SearchSpace.token_budget): adds time and cost to train
 
+    def first_shipped(self) -> int | None:
+        """Index of the best candidate whose schedule its stack runs (``Candidate.what_if`` empty),
+        None when every candidate kept is a what-if."""
+        return next((i for i, c in enumerate(self.candidates) if not c.what_if), None)
+
+    def shipped_schedules(self) -> list[str]:
+        """The schedules the candidates' stack runs (``config/notes.py``), for the restriction that
+        keeps only those."""
+        fw = self.candidates[0].strategy.get("framework", "megatron-te") if self.candidates else "megatron-te"
+        return shipped(fw)
+
+    def what_if_note(self) -> str:
+        """Which schedules of the candidates kept their stack does not ship ('' when none)."""
+        whats = [c for c in self.candidates if c.what_if]
+        if not whats:
+            return ""
+        return unshipped(whats[0].strategy.get("framework", "megatron-te"),
+                         sorted({c.strategy["schedule"] for c in whats}))
+
     def rejected_counts(self) -> dict[str, int]:
         return _counts(self.rejected_by_key())
 
@@ -181,7 +202,9 @@ class SearchResult:
                "pareto": [self._json(c) for c in self.pareto], "ties": self.ties,
                "rejected": _counts(by), "rejected_examples": _examples(by),
                "space_size": self.space_size, "evaluated": self.evaluated,
-               "memory_checked": self.memory_checked, "shown": len(self.candidates), "seconds": self.seconds}
+               "memory_checked": self.memory_checked, "shown": len(self.candidates), "seconds": self.seconds,
+               "first_shipped": self.first_shipped(), "what_if": self.what_if_note(),
+               "shipped_schedules": self.shipped_schedules()}
         if self.token_budget:
             out["token_budget"] = self.token_budget
         return out

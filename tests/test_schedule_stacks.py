@@ -1,0 +1,108 @@
+"""Which stack ships which pipeline schedule (``Schedule.frameworks``): a schedule its stack does
+not ship is a what-if — a note on the scenario, a mark on a search candidate, and the search says
+where the best candidate the stack runs ranks."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from simengine import api, presets
+from simengine.config import load_scenario
+from simengine.config.framework import FRAMEWORKS
+from simengine.config.notes import schedule_what_if, shipped
+from simengine.schedule import SCHEDULES
+from simengine.search import make_space, search
+
+TINY = {**presets.load_preset("models", "llama3-8b"), "name": "tiny", "hidden_size": 1024, "num_layers": 8,
+        "num_attention_heads": 16, "num_kv_heads": 4, "ffn_hidden_size": 4096, "vocab_size": 32000}
+SYSTEM = presets.load_preset("systems", "h100-sxm5-80gb")
+
+
+def test_every_schedule_names_real_stacks_and_where_it_runs():
+    for name, sched in SCHEDULES.items():
+        assert set(sched.frameworks) <= set(FRAMEWORKS), name
+        assert sched.shipped_in, name
+
+
+def test_each_stack_runs_the_schedules_its_code_has():
+    # megatron/core/pipeline_parallel/schedules.py: no pipelining, 1F1B, interleaved (combined 1F1B is a flag)
+    assert shipped("megatron-te") == ["1f1b", "interleaved"]
+    assert shipped("deepspeed") == ["1f1b"]   # deepspeed/runtime/pipe/schedule.py TrainSchedule
+    # torch/distributed/pipelining: the zero-bubble and DualPipeV schedules refuse torch.compile'd stages
+    assert set(shipped("torch-native")) == {"gpipe", "1f1b", "interleaved", "zb-h1", "dualpipev"}
+    assert set(shipped("torch-compile")) == {"gpipe", "1f1b", "interleaved"}
+    assert not any("zb-h2" in shipped(f) or "dualpipe" in shipped(f) for f in FRAMEWORKS)
+
+
+def _scenario(schedule: str, framework: str, pp: int = 4) -> dict:
+    sc = presets.size_scenario("medium")
+    sc["strategy"].update(schedule=schedule, framework=framework, pp=pp, vpp=1, tp=1, cp=1,
+                          tp_comm_overlap=False, overlap_param_gather=False, global_batch_size=512)
+    return sc
+
+
+def test_a_schedule_the_stack_does_not_ship_is_a_noted_what_if_and_the_same_estimate():
+    sc = load_scenario(_scenario("dualpipe", "megatron-te"))
+    (field, msg), = [n for n in sc.notes if n[0] == "strategy.schedule"]
+    assert "Megatron-Core does not ship 'dualpipe'" in msg and "1f1b, interleaved" in msg and "deepseek-ai/DualPipe" in msg
+    rep = api.estimate(sc)
+    assert msg in rep.warnings
+    # the note changes no number: the same layout with the note's text gone times the same
+    quiet = sc.model_copy(update={"notes": ()})
+    assert api.estimate(quiet).step_time_s == rep.step_time_s
+
+
+@pytest.mark.parametrize("schedule, framework", [("1f1b", "megatron-te"), ("interleaved", "megatron-te"),
+                                                 ("dualpipev", "torch-native"), ("zb-h1", "torch-native"),
+                                                 ("1f1b", "deepspeed")])
+def test_a_schedule_the_stack_ships_has_no_note(schedule, framework):
+    cfg = _scenario(schedule, framework)
+    if schedule == "interleaved":
+        cfg["strategy"].update(vpp=2)
+    assert not [n for n in load_scenario(cfg).notes if n[0] == "strategy.schedule"]
+
+
+def test_no_pipeline_runs_no_schedule():
+    assert schedule_what_if("megatron-te", "dualpipe", 1) == ""
+    assert schedule_what_if("torch-compile", "zb-h1", 2).startswith("a what-if: PyTorch's pipelining under torch.compile")
+
+
+@pytest.fixture(scope="module")
+def result():
+    space = make_space(TINY, SYSTEM, global_batch=64, seq_len=4096, gpus=[8],
+                       choices={"pp": (4,), "tp": (1,), "cp": (1,), "tp_comm_overlap": (False,)})
+    return search(space, top=100)
+
+
+def test_search_marks_what_ifs_and_finds_the_best_the_stack_runs(result):
+    cands = result.candidates
+    assert {c.strategy["schedule"] for c in cands} - {"1f1b", "interleaved"}, "the space should hold what-ifs"
+    for c in cands:
+        assert bool(c.what_if) == (c.strategy["schedule"] not in ("1f1b", "interleaved"))
+    k = result.first_shipped()
+    assert k is not None and all(c.what_if for c in cands[:k]) and not cands[k].what_if
+    data = result.to_json()
+    assert data["first_shipped"] == k and data["shipped_schedules"] == ["1f1b", "interleaved"]
+    assert data["what_if"].startswith("Megatron-Core does not ship ")
+    assert all(s in data["what_if"] for s in {c.strategy["schedule"] for c in cands if c.what_if})
+    json.dumps(data)
+
+
+def test_cli_table_marks_what_ifs_and_names_the_restriction(capsys, tmp_path):
+    from simengine.cli import main
+
+    mpath = tmp_path / "tiny.json"
+    mpath.write_text(json.dumps(TINY))
+    args = ["search", "--model", str(mpath), "--system", "h100-sxm5-80gb", "--set", "system.num_gpus=8",
+            "--global-batch", "64", "--seq-len", "4096", "--space", "strategy.pp=4", "--space", "strategy.tp=1",
+            "--space", "strategy.cp=1", "--top", "2"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    rows = [x for x in out.splitlines() if x[:3].strip() in ("1", "2")]
+    assert all(r[3] in "*?" for r in rows), rows   # the top two of this space are DualPipe / zero-bubble what-ifs
+    assert "a what-if" in out and "add --space strategy.schedule=1f1b,interleaved" in out
+    assert main(args + ["--space", "strategy.schedule=1f1b,interleaved"]) == 0
+    out = capsys.readouterr().out
+    assert "what-if" not in out
