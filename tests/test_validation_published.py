@@ -30,9 +30,9 @@ def evaluated(mapped):
 
 def test_counts(mapped):
     runs, skipped = mapped
-    assert len(runs) + len(skipped) == 266
-    assert len(runs) == 255
-    assert len(skipped) == 11
+    assert len(runs) + len(skipped) == 330
+    assert len(runs) == 311
+    assert len(skipped) == 19
 
 
 def test_deepseek_v3_report_run(mapped, evaluated):
@@ -52,6 +52,24 @@ def test_deepseek_v3_report_run(mapped, evaluated):
     comps, _ = evaluated
     (c,) = [c for c in comps if c.run_id == r.run_id]
     assert abs(c.error_pct) < 15
+
+
+def test_dgxc_benchmarking_runs_map_with_the_nemo_recipe(mapped, evaluated):
+    """NVIDIA/dgxc-benchmarking v25.04.02 (llama3.1/README.md @0efdb23): Llama 3.1 70B FP8 on 64 H100s,
+    TP 4 · PP 8 · VP 5, MBS 1, GBS 128, 9.86 s a step; the NeMo defaults (ZeRO-1, sequence parallelism,
+    TP and P2P overlap) and delayed scaling; its Nemotron4 340B rows, printed without interleaving, are
+    skipped with the reason."""
+    runs, skipped = mapped
+    r = runs["dgxc_v25.04.02_llama3.1_70b_FP8_64gpu"]
+    st = r.config["strategy"]
+    assert (st["tp"], st["pp"], st["cp"], st["vpp"], st["micro_batch_size"], st["global_batch_size"]) == (4, 8, 1, 5, 1, 128)
+    assert st["fp8_recipe"] == "delayed" and st["zero_stage"] == 1 and st["tp_comm_overlap"] and st["overlap_p2p_comm"]
+    assert r.measured == {"step_time": 9.86} and r.units == {"step_time": "s"}
+    assert "VP NA" in skipped["dgxc_v25.04.02_nemotron_340b_FP8_512gpu"].reason
+    comps, _ = evaluated
+    dg = [c for c in comps if c.source == "dgxc-benchmarking"]
+    assert len(dg) == 56 and all(c.metric == "step_time" for c in dg)
+    assert max(abs(c.error_pct) for c in dg) < 15
 
 
 def test_the_published_fp8_moe_runs_fit(mapped):

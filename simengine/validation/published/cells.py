@@ -82,6 +82,8 @@ def _source_key(source: str, run_id: str) -> str:
         return "torchtitan"
     if "megatron-bridge" in s:
         return "megatron-bridge"
+    if "dgxc-benchmarking" in s:   # before "nemo": its recipes run NeMo containers
+        return "dgxc-benchmarking"
     if "nemo" in s:
         return "nemo"
     if "deepseek-v3 technical report" in s:

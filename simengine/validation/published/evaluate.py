@@ -129,11 +129,17 @@ def _megatron_bridge(run: PublishedRun, report: Any, metric: str, layer_times: L
     return _nemo(run, report, metric, layer_times)
 
 
+def _dgxc(run: PublishedRun, report: Any, metric: str, layer_times: LayerTimes | None) -> float | None:
+    """dgxc-benchmarking's "Training step time (seconds per step)" (its tokens/s is GBS × seq / that)."""
+    return report.step_time_s if metric == "step_time" else None
+
+
 # source (types.SOURCES) → its metric conversion
 _METRIC_OF: dict[str, Callable[[PublishedRun, Any, str, LayerTimes | None], float | None]] = {
     "narayanan21": _narayanan21, "korthikanti22": _korthikanti22, "megatron-readme": _megatron_readme,
     "torchtitan": _torchtitan, "nemo": _nemo, "megatron-bridge": _megatron_bridge,
     "deepseek-v3-report": _nemo,  # tokens/s per GPU only
+    "dgxc-benchmarking": _dgxc,
 }
 
 

@@ -64,6 +64,11 @@ def _fp8_recipe(src: str, row: dict[str, str], a: list[str]) -> str:
         # (transformer_engine/common/recipe/__init__.py at v1.9; Float8CurrentScaling came in 2025-03, TE #1471)
         a.append("FP8 delayed scaling (TransformerEngine 1.x in NeMo 24.07 has no other recipe)")
         return "delayed"
+    if src == "dgxc-benchmarking":
+        # its READMEs from v25.07: "Per-tensor delayed scaling recipe is used for FP8 training here";
+        # NeMo 2's bf16_with_fp8_mixed defaults to fp8_recipe "delayed" in the 24.12 / 25.02 containers
+        a.append("FP8 delayed scaling (the recipes' stated FP8 recipe from v25.07; NeMo's default before)")
+        return "delayed"
     return "tensorwise"
 
 

@@ -370,8 +370,28 @@ def _deepseek_v3_report(d: Draft) -> None:
     d.a.append("E5M6-cached attention outputs (report §3.3) not modelled: memory only")
 
 
+def _dgxc(d: Draft) -> None:
+    """NVIDIA/dgxc-benchmarking's NeMo performance recipes (MIT): the same NeMo recipe defaults as
+    the NeMo pages (``_nemo``); their READMEs up to v25.05.05 state no recompute, overlap or FP8
+    recipe (the FP8 one is said from v25.07: "Per-tensor delayed scaling recipe is used for FP8
+    training here"; mapping.py ``_fp8_recipe``). A row whose config table contradicts its own
+    recipe is skipped, not mapped (``DGXC_MISPRINTED``)."""
+    why = DGXC_MISPRINTED.get(d.rid.rsplit("_", 2)[0])   # the run id less its dtype and GPU count
+    if why:
+        raise _Skip(why)
+    _nemo(d)
+
+
+# v25.04 … v25.04.02's Nemotron4 340B config table prints VP NA for pp 8, while v24.11.1 … v25.03 ran
+# the recipe with VP 12 (table titles) and v25.05 … v25.05.05 again print VP 12: its step times (4.36 s
+# BF16 at 256 GPUs, below the VP 12 releases' 4.61-4.67 s) cannot come from pp 8 without interleaving
+# at 16 micro-batches (a bubble of (p - 1)/m = 44 % of the work)
+DGXC_MISPRINTED = {"dgxc_v25.04.02_nemotron_340b": "the config table prints VP NA (no interleaving) for pp 8, which every "
+                   "other release runs with VP 12: its step times cannot hold that layout's bubble ((pp - 1)/m = 44 % at 256 GPUs)"}
+
+
 SOURCE_SETTINGS: dict[str, Callable[[Draft], None]] = {
     "narayanan21": _narayanan21, "korthikanti22": _korthikanti22, "megatron-readme": _megatron_readme,
     "torchtitan": _torchtitan, "nemo": _nemo, "megatron-bridge": _megatron_bridge,
-    "deepseek-v3-report": _deepseek_v3_report,
+    "deepseek-v3-report": _deepseek_v3_report, "dgxc-benchmarking": _dgxc,
 }

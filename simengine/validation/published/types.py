@@ -11,7 +11,7 @@ from typing import Any
 # ---------------------------------------------------------------------------------------------
 
 SOURCES: tuple[str, ...] = ("narayanan21", "korthikanti22", "megatron-readme", "torchtitan", "nemo", "megatron-bridge",
-                             "deepseek-v3-report")
+                             "deepseek-v3-report", "dgxc-benchmarking")
 
 
 @dataclass(frozen=True)
