@@ -1,8 +1,8 @@
 """Where each published, hand-tuned layout ranks in our search of its model / GPU count / batch.
 
-Run: python benchmarks/search_published.py [--sources narayanan21,nemo,megatron-bridge] [--top 10] [--limit N] [--only ID,...]
+Run: python benchmarks/search_published.py [--sources narayanan21,nemo,megatron-bridge,dgxc-benchmarking] [--top 10] [--limit N] [--only ID,...]
 For each mapped run (simengine.validation.published: Narayanan et al. 2021 weak scaling, NeMo 24.07 and
-Megatron-Bridge performance pages) the search keeps the run's fixed settings (dtype, attention,
+Megatron-Bridge performance pages, NVIDIA/dgxc-benchmarking's NeMo recipes) the search keeps the run's fixed settings (dtype, attention,
 overlap flags, cp_comm_type, fused cross-entropy, …) and the schedules Megatron offers (1f1b,
 interleaved), and searches tp, pp, vpp, cp, ep, micro-batch size, ZeRO stage, recompute, activation
 offload and the uneven first/last splits. Above ``--full-up-to`` GPUs (64) the space is the published layout's
@@ -33,7 +33,7 @@ SCHEDULES = ("1f1b", "interleaved")
 # ZeRO stages the source's framework offered: Megatron-LM of 2021 had no optimizer sharding (PTD-P
 # runs, Narayanan et al. 2021 §5.9 compares ZeRO-3 as a separate system); NeMo 24.07's
 # Megatron-Core had the distributed optimizer (ZeRO-1) only; Megatron-Bridge adds Megatron-FSDP.
-FRAMEWORK_ZERO = {"narayanan21": (0,), "nemo": (0, 1)}
+FRAMEWORK_ZERO = {"narayanan21": (0,), "nemo": (0, 1), "dgxc-benchmarking": (0, 1)}  # (its NeMo recipes: the same)
 # what else the framework of the time lacked: Megatron-LM of 2021 had neither context parallelism
 # (Megatron-Core, 2023) nor selective recompute (Korthikanti et al. 2022, §5) nor activation offload
 FRAMEWORK_PINS = {"narayanan21": {"cp": (1,), "recompute": ("none", "full"), "cpu_offload_layers": (0,)}}
@@ -86,13 +86,14 @@ def neighbourhood(s: dict, model: dict) -> dict:
 # recipe's moe_a2a_overlap is applied only where Megatron allows it (pp 1 or vpp > 1). Fixed in the
 # base they would make every other layout invalid, so they are dropped (the search's uneven
 # first/last splits stand in for the layout) or searched both ways (``variants``).
-TIED_TO_LAYOUT = {"megatron-bridge": ("sequence_parallel", "pipeline_layers"), "nemo": ("sequence_parallel",)}
+TIED_TO_LAYOUT = {"megatron-bridge": ("sequence_parallel", "pipeline_layers"), "nemo": ("sequence_parallel",),
+                  "dgxc-benchmarking": ("sequence_parallel",)}
 
 
 # NeMo's and Megatron-Bridge's recipes send pipeline activations off the compute stream for every
 # interleaved layout (validation/published/settings.py ``_nemo``), and Megatron ignores the flag on
 # plain 1F1B (StrategySpec.p2p_overlapped): on in the base, every candidate runs as the recipe would.
-RECIPE_P2P_OVERLAP = ("nemo", "megatron-bridge")
+RECIPE_P2P_OVERLAP = ("nemo", "megatron-bridge", "dgxc-benchmarking")
 
 
 def variants(base: dict, pins: dict) -> list[tuple[dict, dict]]:
@@ -164,7 +165,7 @@ def rank_one(run, top: int, full_up_to: int = 64) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--sources", default="narayanan21,nemo,megatron-bridge")
+    ap.add_argument("--sources", default="narayanan21,nemo,megatron-bridge,dgxc-benchmarking")
     ap.add_argument("--top", type=int, default=10)
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--max-gpus", type=int, default=0, help="skip runs on more GPUs (search time grows with the space)")

@@ -27,10 +27,28 @@ st.caption("Every valid layout (tp, pp, vpp, schedule, cp, ep, micro-batch, ZeRO
 sc = state.scenario_dict()
 inputs = st.session_state.get("search.inputs")
 token = st.query_params.get(LINK_PARAM)
+WIDGETS = {"gpus": "search.gpus", "global_batch": "search.gbs", "seq_len": "search.seq", "top": "search.top",
+           "objective": "search.obj", "restrict": "search.restrict"}
+
+
+def _show_inputs(new: dict) -> None:
+    """Put ``new`` into the form's widgets (a link or a button changed the inputs outside the form:
+    a widget keeps what the browser last sent unless its state is set)."""
+    for k, key in WIDGETS.items():
+        st.session_state[key] = float(new[k]) if k in ("global_batch", "seq_len", "top") else new[k]
+
+
+def _value(key: str, value):
+    """A widget's ``value`` argument: none once its state exists (set by ``_show_inputs`` or the user),
+    so Streamlit never sees a default beside a state it was given."""
+    return {} if key in st.session_state else {"value": value}
+
+
 if token and st.session_state.get("search.token") != token:
     try:
         inputs = decode_inputs(token)
         st.session_state["search.inputs"] = inputs
+        _show_inputs(inputs)
     except Exception as e:  # noqa: BLE001 — a bad link is a message, never a traceback
         said = "; ".join(m for _, m in e.issues) if isinstance(e, ConfigError) else e  # not "search: the search link…"
         st.error(f"Could not open the search link: {md(said)}.")
@@ -40,19 +58,22 @@ defaults = inputs or {"gpus": str(sc["system"]["num_gpus"]), "global_batch": int
 
 with st.form("search.form"):
     c = st.columns([2, 2, 2, 3, 1])
-    gpus = c[0].text_input("GPU counts", defaults["gpus"], help="64, or 64,128, or 64..512 (doubling).", key="search.gpus")
+    gpus = c[0].text_input("GPU counts", help="64, or 64,128, or 64..512 (doubling).", key="search.gpus",
+                           **_value("search.gpus", defaults["gpus"]))
     slots = {"search.gpus": c[0].empty()}  # an input's error goes right under it (_searched)
     # float widgets without min/max: "1e3" reads as 1000, and a value out of range is said under
     # its field (ui/search_inputs.py parse_count) instead of the browser refusing it silently
     nums = {}
     for col, key, wkey in ((c[1], "global_batch", "search.gbs"), (c[2], "seq_len", "search.seq"), (c[4], "top", "search.top")):
-        nums[key] = col.number_input(INPUT_LABELS[key], value=float(defaults[key]), step=1.0, format="%.15g", key=wkey,
-                                      help=INPUT_HELP[key])
+        nums[key] = col.number_input(INPUT_LABELS[key], step=1.0, format="%.15g", key=wkey, help=INPUT_HELP[key],
+                                      **_value(wkey, float(defaults[key])))
         slots[f"search.{key}"] = col.empty()
     objs = list(OBJECTIVES)
-    obj = c[3].selectbox("Objective", objs, objs.index(defaults["objective"]), format_func=lambda k: OBJECTIVES[k][1], key="search.obj")
-    restrict = st.text_area("Pin or restrict dimensions (one per line)", defaults["restrict"], height=120, key="search.restrict",
-                            help=f"e.g. tp=4,8 or pp=1,2,4 or recompute=none. Dimensions: {', '.join(DIMS)}.")
+    obj = c[3].selectbox("Objective", objs, format_func=lambda k: OBJECTIVES[k][1], key="search.obj",
+                         **({} if "search.obj" in st.session_state else {"index": objs.index(defaults["objective"])}))
+    restrict = st.text_area("Pin or restrict dimensions (one per line)", height=120, key="search.restrict",
+                            help=f"e.g. tp=4,8 or pp=1,2,4 or recompute=none. Dimensions: {', '.join(DIMS)}.",
+                            **_value("search.restrict", defaults["restrict"]))
     slots["search.restrict"] = st.empty()
     go = st.form_submit_button("Search", type="primary", icon=":material/search:")
 bad_numbers = []
@@ -212,11 +233,11 @@ def _results(sc: dict, res: dict) -> None:
 
 
 def _only_shipped(schedules: list[str]) -> None:
-    """Search again with the schedule restricted to the stack's own (the form's restriction box
-    takes the new text: its widget state is dropped), keeping the share link in step."""
+    """Search again with the schedule restricted to the stack's own (the form shows the new
+    restriction), keeping the share link in step."""
     new = restricted_to_schedules(st.session_state["search.inputs"], schedules)
     st.session_state["search.inputs"] = new
-    st.session_state.pop("search.restrict", None)
+    _show_inputs(new)
     st.session_state["search.token"] = tok = encode_inputs(new)
     st.query_params[LINK_PARAM] = tok
 

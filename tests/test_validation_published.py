@@ -8,6 +8,7 @@ import io
 
 import pytest
 
+from simengine import api
 from simengine.validation.data import read_text
 from simengine.validation.published import (evaluate, flops_eq3, flops_eq7, flops_megatron, flops_megatron_bridge,
                                             flops_megatron_bridge_hybrid, predict_metrics,
@@ -64,12 +65,17 @@ def test_dgxc_benchmarking_runs_map_with_the_nemo_recipe(mapped, evaluated):
     st = r.config["strategy"]
     assert (st["tp"], st["pp"], st["cp"], st["vpp"], st["micro_batch_size"], st["global_batch_size"]) == (4, 8, 1, 5, 1, 128)
     assert st["fp8_recipe"] == "delayed" and st["zero_stage"] == 1 and st["tp_comm_overlap"] and st["overlap_p2p_comm"]
+    # the recipes' bf16 gradients (grad_reduce_in_fp32 = False) and FP8 primary weights (fp8_params = True)
+    assert st["fp32_main_grads"] is False and st["fp8_param_gather"] is True
     assert r.measured == {"step_time": 9.86} and r.units == {"step_time": "s"}
     assert "VP NA" in skipped["dgxc_v25.04.02_nemotron_340b_FP8_512gpu"].reason
     comps, _ = evaluated
     dg = [c for c in comps if c.source == "dgxc-benchmarking"]
     assert len(dg) == 56 and all(c.metric == "step_time" for c in dg)
     assert max(abs(c.error_pct) for c in dg) < 15
+    # each ran on 80 GB H100s: with the recipes' own gradient and weight precision every layout fits
+    # (with fp32 gradients, the default, 26 of them did not)
+    assert all(api.estimate(runs[c.run_id].config).fits for c in dg)
 
 
 def test_the_published_fp8_moe_runs_fit(mapped):

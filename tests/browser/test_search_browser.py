@@ -51,3 +51,35 @@ def test_search_page_end_to_end(server, page, browser):
     settle(page)
     assert page.get_by_role("textbox", name=re.compile("name")).first.input_value().startswith("search:")
     no_exceptions(page)
+
+
+WHAT_IF = {"gpus": "8", "global_batch": 64, "seq_len": 2048, "objective": "tokens_per_s", "top": 6,
+           "restrict": "tp=1\npp=4\ncp=1\ntp_comm_overlap=false"}
+
+
+def test_what_if_schedules_are_marked_and_one_click_keeps_the_stacks_own(server, page):
+    """At pp 4 and 2,048 tokens the small model's best layouts are DualPipe ones, which Megatron-Core
+    does not ship: the page says so above the grid, the grid's what-if column marks them, and the
+    button searches again with only 1F1B and interleaved (the restriction box and the link follow).
+    Screenshot: search-what-if.png."""
+    page.goto(f"{server.url}/search?preset=small&search={encode_inputs(WHAT_IF)}")
+    settle(page)
+    page.get_by_text("done").first.wait_for(timeout=120_000)
+    main = page.locator("[data-testid=stMain]")
+    main.get_by_text(re.compile(r"Megatron-Core does not ship")).first.wait_for(timeout=30_000)
+    frame = page.frame_locator("iframe[title*='aggrid'], iframe[title*='agGrid'], iframe").first
+    frame.locator(".ag-row").first.wait_for(timeout=30_000)
+    assert "dualpipe" in frame.locator(".ag-row[row-index='0'] [col-id='layout']").inner_text()
+    assert frame.locator(".ag-row[row-index='0'] [col-id='what_if'] input[type=checkbox]").is_checked()   # a boolean cell
+    no_exceptions(page)
+    shot(page, "search-what-if")
+    page.get_by_role("button", name=re.compile("Search only the schedules this stack runs")).click()
+    settle(page)
+    page.get_by_text("done").first.wait_for(timeout=120_000)
+    main.get_by_text(re.compile(r"candidates in the space")).first.wait_for()
+    frame = page.frame_locator("iframe[title*='aggrid'], iframe[title*='agGrid'], iframe").first
+    frame.locator(".ag-row").first.wait_for(timeout=30_000)
+    assert "dualpipe" not in frame.locator(".ag-row[row-index='0'] [col-id='layout']").inner_text()
+    assert main.get_by_text(re.compile(r"Megatron-Core does not ship")).count() == 0
+    assert "schedule=1f1b,interleaved" in main.locator("textarea").first.input_value()   # the restriction box
+    no_exceptions(page)

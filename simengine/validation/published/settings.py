@@ -380,6 +380,18 @@ def _dgxc(d: Draft) -> None:
     if why:
         raise _Skip(why)
     _nemo(d)
+    # bf16 gradients: NeMo v2.2.0 (the 25.02 containers) recipes' pretrain_performance_optimizations
+    # (nemo/collections/llm/recipes/llama3_8b.py, llama3_70b.py, llama31_405b.py, nemotron4_15b.py,
+    # nemotron4_340b.py: ``recipe.trainer.plugins.grad_reduce_in_fp32 = False``), the FP8 path of
+    # dgxc's llama3.1/pretrain_llama31.py the same; GPT-3's NeMo 1 config
+    # (nemo_megatron/cfg/gpt3_175b_hydra.yaml) ``optim.grad_sync_dtype: bf16``
+    d.strat["fp32_main_grads"] = False
+    d.a.append("bf16 gradients (the recipes' grad_reduce_in_fp32 = False / grad_sync_dtype: bf16)")
+    if d.dtype == "fp8":
+        # FP8 primary weights: NeMo 2's bf16_with_fp8_mixed sets ``fp8_params = True``
+        # (recipes/precision/mixed_precision.py, v2.2.0); GPT-3's config ``fp8_params: true``
+        d.strat["fp8_param_gather"] = True
+        d.a.append("FP8 primary weights (fp8_params = True in bf16_with_fp8_mixed / the GPT-3 config)")
 
 
 # v25.04 … v25.04.02's Nemotron4 340B config table prints VP NA for pp 8, while v24.11.1 … v25.03 ran
