@@ -52,3 +52,20 @@ def test_pending_values_are_dropped_when_the_section_is_replaced():
     at.switch_page("pages/model.py").run()
     assert widget(at, "model.num_layers").value == size_canonical("medium")["model"]["num_layers"]
     assert "Not applied" not in texts(at.warning)
+
+
+def test_a_what_if_schedule_is_noted_under_the_schedule_field():
+    """The medium scenario with DualPipe under Megatron-Core: valid, so no error, but the Strategy
+    editor says under the schedule field that Megatron-Core does not ship it (config/notes.py), and the
+    note goes when the stack runs the schedule (PyTorch's pipelining runs DualPipeV)."""
+    from ui.share import link_params
+
+    cfg = size_canonical("medium")
+    cfg["strategy"].update(schedule="dualpipe", vpp=1, global_batch_size=512)
+    at = open_groups(open_app("pages/strategy.py", **link_params(cfg)), "strategy")
+    assert not at.exception and not at.error, texts(at.error)
+    assert "Megatron-Core does not ship 'dualpipe'" in texts(at.warning)
+    cfg["strategy"].update(schedule="dualpipev", framework="torch-native", tp_comm_overlap=False)
+    at = open_groups(open_app("pages/strategy.py", **link_params(cfg)), "strategy")
+    assert not at.exception and not at.error, texts(at.error)
+    assert "does not ship" not in texts(at.warning)

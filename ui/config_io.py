@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from simengine.config import ModelSpec, StrategySpec, SystemSpec
+from simengine.config.notes import scenario_notes
 from simengine.config.scenario import check_scenario
 from simengine.errors import ConfigError, from_pydantic
 
@@ -112,6 +113,16 @@ def cross_issues(cfg: dict[str, dict[str, Any]]) -> Issues:
     except (ValidationError, KeyError, TypeError) as e:
         return [("", f"invalid scenario: {e}")]
     return check_scenario(*specs)
+
+
+def notes_of(cfg: dict[str, dict[str, Any]]) -> Issues:
+    """What a valid scenario's own stack would refuse or does not ship (``config/notes.py``: a
+    schedule it runs as a what-if, a split Megatron would not build), each with the field it names:
+    warnings the editors show under that field, never errors."""
+    try:
+        return scenario_notes(ModelSpec.model_validate(cfg["model"]), StrategySpec.model_validate(cfg["strategy"]))
+    except (ValidationError, KeyError, TypeError):
+        return []
 
 
 def parse_json_text(text: str | bytes, what: str, limit: int = MAX_UPLOAD_BYTES) -> Any:

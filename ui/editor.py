@@ -169,7 +169,7 @@ def editor_page(section: str, title: str, intro: str, figures: Callable[[], None
     in_use = [(f, m) for f, m in applied if f in pending_names]
     own = held + [x for x in applied if x not in in_use]
     banner = st.container()
-    rest = form.render_fields(section, own)
+    rest = form.render_fields(section, own, notes=[(f, m) for f, m in state.scenario_notes() if f.startswith(section + ".")])
     if rest or in_use:
         with banner:
             st.error("  \n".join([("Not applied: " if k in pending_names else "") + md(m, 600)

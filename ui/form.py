@@ -154,15 +154,20 @@ def _error(msgs: list[str], prefix: str = "") -> None:
     st.error(prefix + "  \n".join(md(m, 600) for m in dict.fromkeys(msgs)), icon="⚠️")
 
 
-def render_fields(section: str, issues: Issues = (), *, expanded_groups: int = 99) -> dict[str, list[str]]:
+def render_fields(section: str, issues: Issues = (), *, expanded_groups: int = 99,
+                  notes: Issues = ()) -> dict[str, list[str]]:
     """Draw every scalar field of ``section`` (pending values shown as typed) with its issues
-    right under it; returns the issues no field took (the caller shows them as a banner)."""
+    right under it, and under a field the scenario's notes on it (warnings: what the stack would
+    refuse or runs as a what-if); returns the issues no field took (the caller shows them as a banner)."""
     current = state.section_dict(section)
     shown = copy.deepcopy(current)
     for dotted, v in pending(section).items():
         set_in(shown, tuple(dotted.split(".")), v)
     groups, texts = field_specs(section)
     by_field = locate(section, list(issues), [m.dotted for m in _all_fields(section)])
+    noted: dict[str, list[str]] = {}
+    for f, msg in notes:   # "strategy.schedule" → the field "schedule", as ``locate`` names them
+        noted.setdefault(f.removeprefix(section + "."), []).append(msg)
     remember = _open_groups(section)
     gen = state.generation(section)
     for gi, (title, metas) in enumerate(groups):
@@ -182,6 +187,8 @@ def render_fields(section: str, issues: Issues = (), *, expanded_groups: int = 9
                     _widget(section, m, get_in(shown, m.path))
                     if m.dotted in by_field:
                         _error(by_field[m.dotted])
+                    elif m.dotted in noted:
+                        st.warning("  \n".join(md(x, 600) for x in noted[m.dotted]), icon=":material/info:")
     if texts:
         box, is_open = fold.group(PROVENANCE, group_key(section, gen, PROVENANCE), remember, False,
                                   any(m.dotted in by_field for m in texts))

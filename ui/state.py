@@ -31,7 +31,7 @@ from simengine.presets import SCENARIO_SIZES
 
 from . import pins as pin_link
 from . import share
-from .config_io import SECTIONS, Issues, cross_issues, dumps, join_sections, validate_section
+from .config_io import SECTIONS, Issues, cross_issues, dumps, join_sections, notes_of, validate_section
 from .text import clip, md
 
 LINK_KEYS = ("s", "preset")
@@ -85,6 +85,17 @@ def _cross(scenario_text: str) -> Issues:
 def scenario_issues() -> Issues:
     """Cross-section problems of the current scenario (empty when it can be estimated)."""
     return _cross(scenario_json())
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def _notes(scenario_text: str) -> Issues:
+    return notes_of(json.loads(scenario_text))
+
+
+def scenario_notes() -> Issues:
+    """The current scenario's notes (``config_io.notes_of``): what its stack would refuse or runs
+    only as a what-if, with the field each names."""
+    return _notes(scenario_json())
 
 
 # ---- writing --------------------------------------------------------------------------------
