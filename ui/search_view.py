@@ -265,7 +265,7 @@ def what_if_text(res: dict[str, Any]) -> str:
     if not res.get("what_if"):
         return ""
     k = res.get("first_shipped")
-    head = f"Rows marked **what-if**: {res['what_if']}; they are priced with its kernels."
+    head = f"Rows marked what-if: {res['what_if']}; they are priced with its kernels."
     if k is None:
         return head + " None of the candidates shown runs on this stack: search only its schedules for the best one it runs."
     if k == 0:
