@@ -33,7 +33,9 @@ SCHEDULES = ("1f1b", "interleaved")
 # ZeRO stages the source's framework offered: Megatron-LM of 2021 had no optimizer sharding (PTD-P
 # runs, Narayanan et al. 2021 §5.9 compares ZeRO-3 as a separate system); NeMo 24.07's
 # Megatron-Core had the distributed optimizer (ZeRO-1) only; Megatron-Bridge adds Megatron-FSDP.
-FRAMEWORK_ZERO = {"narayanan21": (0,), "nemo": (0, 1), "dgxc-benchmarking": (0, 1)}  # (its NeMo recipes: the same)
+FRAMEWORK_ZERO = {"narayanan21": (0,), "nemo": (0, 1)}
+# a source whose runs are another's recipes: NVIDIA/dgxc-benchmarking runs NeMo's (the tables below)
+SAME_AS = {"dgxc-benchmarking": "nemo"}
 # what else the framework of the time lacked: Megatron-LM of 2021 had neither context parallelism
 # (Megatron-Core, 2023) nor selective recompute (Korthikanti et al. 2022, §5) nor activation offload
 FRAMEWORK_PINS = {"narayanan21": {"cp": (1,), "recompute": ("none", "full"), "cpu_offload_layers": (0,)}}
@@ -86,14 +88,13 @@ def neighbourhood(s: dict, model: dict) -> dict:
 # recipe's moe_a2a_overlap is applied only where Megatron allows it (pp 1 or vpp > 1). Fixed in the
 # base they would make every other layout invalid, so they are dropped (the search's uneven
 # first/last splits stand in for the layout) or searched both ways (``variants``).
-TIED_TO_LAYOUT = {"megatron-bridge": ("sequence_parallel", "pipeline_layers"), "nemo": ("sequence_parallel",),
-                  "dgxc-benchmarking": ("sequence_parallel",)}
+TIED_TO_LAYOUT = {"megatron-bridge": ("sequence_parallel", "pipeline_layers"), "nemo": ("sequence_parallel",)}
 
 
 # NeMo's and Megatron-Bridge's recipes send pipeline activations off the compute stream for every
 # interleaved layout (validation/published/settings.py ``_nemo``), and Megatron ignores the flag on
 # plain 1F1B (StrategySpec.p2p_overlapped): on in the base, every candidate runs as the recipe would.
-RECIPE_P2P_OVERLAP = ("nemo", "megatron-bridge", "dgxc-benchmarking")
+RECIPE_P2P_OVERLAP = ("nemo", "megatron-bridge")
 
 
 def variants(base: dict, pins: dict) -> list[tuple[dict, dict]]:
@@ -128,12 +129,13 @@ def rank_one(run, top: int, full_up_to: int = 64) -> dict:
     s = cfg["strategy"]
     pins = {k: (s.get(k),) for k in DIMS if k not in SEARCHED and k != "schedule" and k in s}
     pins["schedule"] = SCHEDULES
-    if run.source in FRAMEWORK_ZERO and not run.run_id.startswith("narayanan21_t2_ZeRO"):
-        pins["zero_stage"] = FRAMEWORK_ZERO[run.source]
-    pins.update(FRAMEWORK_PINS.get(run.source, {}))
-    drop = ("global_batch_size", "seq_len", "dp", "name") + TIED_TO_LAYOUT.get(run.source, ())
+    src = SAME_AS.get(run.source, run.source)
+    if src in FRAMEWORK_ZERO and not run.run_id.startswith("narayanan21_t2_ZeRO"):
+        pins["zero_stage"] = FRAMEWORK_ZERO[src]
+    pins.update(FRAMEWORK_PINS.get(src, {}))
+    drop = ("global_batch_size", "seq_len", "dp", "name") + TIED_TO_LAYOUT.get(src, ())
     base = {k: v for k, v in s.items() if k not in DIMS and k not in drop}
-    if run.source in RECIPE_P2P_OVERLAP:
+    if src in RECIPE_P2P_OVERLAP:
         base["overlap_p2p_comm"] = True
     g = int(cfg["system"]["num_gpus"])
     if g > full_up_to:
@@ -157,6 +159,8 @@ def rank_one(run, top: int, full_up_to: int = 64) -> dict:
     else:
         faster = sum(1 for c in cands if c.tokens_per_s > tps * (1 + 1e-9))
         rank = (str(faster + 1) if faster < len(cands) or len(cands) < top else f">{top}") if fits else "-"
+        if fits and tps > best.tokens_per_s * (1 + 1e-9):   # its space holds the published layout: a miss, said
+            note += " (the published layout is faster than the search's best: the search missed it)"
         rank += note
     return {"run": run.run_id, "gpus": g, "published": layout(s, g), "pub_tps": tps, "rank": rank,
             "best": layout(best.strategy, g) if best else "-", "best_tps": best.tokens_per_s if best else 0.0,

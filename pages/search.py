@@ -176,10 +176,7 @@ def _results(sc: dict, res: dict) -> None:
     if len(res["ties"]) > 1:
         st.info(f"{len(res['ties'])} candidates have an uncertainty band that reaches the best one's ('tie with #1'): "
                 "a tie, not a winner.")
-    if res.get("what_if"):
-        st.info(md(what_if_text(res), 1200))
-        st.button(f"Search only the schedules this stack runs ({', '.join(res['shipped_schedules'])})", key="search.shipped",
-                  on_click=_only_shipped, args=(res["shipped_schedules"],), icon=":material/filter_alt:")
+    _what_if_box(res)
     tokens = _budget() * 1e9
     cands = with_budget(cands, tokens)
     res = {**res, "candidates": cands, "pareto": with_budget(res["pareto"], tokens)}
@@ -230,6 +227,16 @@ def _results(sc: dict, res: dict) -> None:
     _rejections(res, expanded=False)
     st.subheader("Smallest changes to make the current scenario fit")
     fit_list(state.scenario_json())
+
+
+def _what_if_box(res: dict) -> None:
+    """The note over what-if rows (a schedule the stack does not ship) and the button that searches
+    the stack's own schedules only."""
+    if not res.get("what_if"):
+        return
+    st.info(md(what_if_text(res), 1200))
+    st.button(f"Search only the schedules this stack runs ({', '.join(res['shipped_schedules'])})", key="search.shipped",
+              on_click=_only_shipped, args=(res["shipped_schedules"],), icon=":material/filter_alt:")
 
 
 def _only_shipped(schedules: list[str]) -> None:

@@ -47,11 +47,13 @@ def test_a_schedule_the_stack_does_not_ship_is_a_noted_what_if_and_the_same_esti
     sc = load_scenario(_scenario("dualpipe", "megatron-te"))
     (field, msg), = [n for n in sc.notes if n[0] == "strategy.schedule"]
     assert "Megatron-Core does not ship 'dualpipe'" in msg and "1f1b, interleaved" in msg and "deepseek-ai/DualPipe" in msg
-    rep = api.estimate(sc)
-    assert msg in rep.warnings
-    # the note changes no number: the same layout with the note's text gone times the same
-    quiet = sc.model_copy(update={"notes": ()})
-    assert api.estimate(quiet).step_time_s == rep.step_time_s
+    assert msg in api.estimate(sc).warnings
+
+
+def test_every_stack_has_a_name_in_the_notes():
+    from simengine.config.notes import STACK_NAMES
+
+    assert set(STACK_NAMES) == set(FRAMEWORKS) and all(shipped(f) for f in FRAMEWORKS)
 
 
 @pytest.mark.parametrize("schedule, framework", [("1f1b", "megatron-te"), ("interleaved", "megatron-te"),
@@ -81,13 +83,31 @@ def test_search_marks_what_ifs_and_finds_the_best_the_stack_runs(result):
     assert {c.strategy["schedule"] for c in cands} - {"1f1b", "interleaved"}, "the space should hold what-ifs"
     for c in cands:
         assert bool(c.what_if) == (c.strategy["schedule"] not in ("1f1b", "interleaved"))
-    k = result.first_shipped()
+    k = result.what_if()["first_shipped"]
     assert k is not None and all(c.what_if for c in cands[:k]) and not cands[k].what_if
     data = result.to_json()
     assert data["first_shipped"] == k and data["shipped_schedules"] == ["1f1b", "interleaved"]
     assert data["what_if"].startswith("Megatron-Core does not ship ")
     assert all(s in data["what_if"] for s in {c.strategy["schedule"] for c in cands if c.what_if})
+    gap = (1 - cands[k].tokens_per_s / cands[0].tokens_per_s) * 100   # how far behind #1, in its own terms
+    assert f"The best this stack runs is #{k + 1} ({gap:.1f} % fewer tokens/s than #1)" in data["what_if_summary"]
     json.dumps(data)
+    shown = result.to_json(top=k)   # every candidate shown is a what-if: nothing points past the list
+    assert shown["first_shipped"] is None and "None of the candidates shown runs on this stack" in shown["what_if_summary"]
+
+
+def test_the_gap_to_the_best_shipped_candidate_is_read_on_the_objective():
+    """With the headroom objective the best the stack runs is behind #1 in headroom, not tokens/s."""
+    from simengine.search.types import Candidate
+    from simengine.search.what_if import summary
+
+    def cand(schedule, tps, head, what_if):
+        return Candidate(gpus=8, strategy={"schedule": schedule, "framework": "megatron-te"}, tokens_per_s=tps,
+                         step_time_s=1.0, mfu=0.4, cost_per_million_tokens_usd=1.0, cost_per_step_usd=1.0,
+                         peak_memory_gib=1.0, reserved_memory_gib=1.0, headroom_gib=head, tight_stage=0, what_if=what_if)
+
+    said = summary([cand("dualpipe", 100.0, 40.0, "x"), cand("1f1b", 120.0, 30.0, "")], "megatron-te", "memory_headroom")
+    assert said["first_shipped"] == 1 and "(25.0 % less headroom than #1)" in said["what_if_summary"]
 
 
 def test_cli_table_marks_what_ifs_and_names_the_restriction(capsys, tmp_path):

@@ -119,3 +119,28 @@ def test_groups_never_reached_say_how_far_they_got():
             ex = r.example
             strat = {**space.base, **{k: v for k, v in ex.items() if k != "num_gpus" and v is not None}}
             scenario(space, ex["num_gpus"], strat)  # a layout called valid is valid (raises otherwise)
+
+
+def test_fp8_parameter_gathers_are_priced_at_every_zero_stage_of_the_space():
+    """A space asking for FP8 parameter gathers with ZeRO 0 and 1: its groups' probes sit at ZeRO
+    0, where no parameter is gathered, and the memory bound prices ZeRO 1 from them; it must price
+    ZeRO 1 with its FP8 gathers (smaller weights), or it prunes layouts that fit. On a 4 GiB GPU the
+    best layout fits only so: both searches must find it (the bound once dropped it, leaving 2.8 M
+    tokens/s where 3.45 M fit)."""
+    from simengine import presets
+    from simengine.search import make_space, search
+
+    tiny = {**presets.load_preset("models", "llama3-8b"), "name": "tiny", "hidden_size": 1024, "num_layers": 4,
+            "num_attention_heads": 16, "num_kv_heads": 4, "ffn_hidden_size": 4096, "vocab_size": 32000}
+    system = presets.load_preset("systems", "h100-sxm5-80gb")
+    system = {**system, "gpu": {**system["gpu"], "memory_gib": 4.0}}
+    base = {"dtype": "fp8", "fp8_param_gather": True, "fp8_recipe": "delayed"}
+
+    def best(zs):
+        space = make_space(tiny, system, global_batch=16, seq_len=8192, gpus=[8], base=base,
+                           choices={"tp": (1, 2), "pp": (1, 2), "cp": (1,), "zero_stage": zs, "recompute": ("none",),
+                                    "cpu_offload_layers": (0,)})
+        return search(space, top=5).candidates[0]
+
+    wide, one = best((0, 1)), best((1,))
+    assert one.strategy["fp8_param_gather"] and wide.tokens_per_s >= one.tokens_per_s * (1 - 1e-12)

@@ -165,6 +165,7 @@ def render_fields(section: str, issues: Issues = (), *, expanded_groups: int = 9
         set_in(shown, tuple(dotted.split(".")), v)
     groups, texts = field_specs(section)
     by_field = locate(section, list(issues), [m.dotted for m in _all_fields(section)])
+    typed = {d.removeprefix(section + ".") for d in pending(section)}
     noted: dict[str, list[str]] = {}
     for f, msg in notes:   # "strategy.schedule" → the field "schedule", as ``locate`` names them
         noted.setdefault(f.removeprefix(section + "."), []).append(msg)
@@ -187,7 +188,7 @@ def render_fields(section: str, issues: Issues = (), *, expanded_groups: int = 9
                     _widget(section, m, get_in(shown, m.path))
                     if m.dotted in by_field:
                         _error(by_field[m.dotted])
-                    elif m.dotted in noted:
+                    elif m.dotted in noted and m.dotted not in typed:   # a note on the applied value, not on a typed one
                         st.warning("  \n".join(md(x, 600) for x in noted[m.dotted]), icon=":material/info:")
     if texts:
         box, is_open = fold.group(PROVENANCE, group_key(section, gen, PROVENANCE), remember, False,

@@ -260,16 +260,7 @@ def pareto_caption(front: pd.DataFrame) -> str:
 
 
 def what_if_text(res: dict[str, Any]) -> str:
-    """The note over a result with what-if rows (``SearchResult.what_if_note``), with where the best
-    candidate its stack runs ranks ('' when no row is a what-if)."""
-    if not res.get("what_if"):
-        return ""
-    k = res.get("first_shipped")
-    head = f"Rows marked what-if: {res['what_if']}; they are priced with its kernels."
-    if k is None:
-        return head + " None of the candidates shown runs on this stack: search only its schedules for the best one it runs."
-    if k == 0:
-        return head
-    best, c = res["candidates"][0], res["candidates"][k]
-    return head + (f" The best this stack runs is #{k + 1}, {c['tokens_per_s']:,.0f} tokens/s "
-                   f"({(best['tokens_per_s'] / c['tokens_per_s'] - 1) * 100:.1f} % below #1).")
+    """The note over a result with what-if rows (``SearchResult.what_if``'s sentence), '' when no
+    row is a what-if; plain text (the page escapes it)."""
+    said = res.get("what_if_summary", "")
+    return f"Rows marked what-if: {said}" if said else ""

@@ -13,9 +13,10 @@ from .strategy import StrategySpec
 
 
 def scenario_notes(model: ModelSpec, strategy: StrategySpec) -> list[tuple[str, str]]:
-    """Accepted layouts that Megatron-LM itself would refuse, each with what simengine does instead
-    (the Report shows them as warnings). Only the default (even) split: an explicit
-    decoder_first/last_pipeline_num_layers or pipeline_layers already follows Megatron's rules."""
+    """Accepted layouts that the chosen stack itself would refuse or cannot run, each with what
+    simengine does instead (the Report shows them as warnings). A split is noted only when it is the
+    default (even) one: an explicit decoder_first/last_pipeline_num_layers or pipeline_layers
+    already follows Megatron's rules."""
     return (_flag_notes(strategy) + _split_notes(model, strategy) + _position_notes(model, strategy)
             + _schedule_notes(strategy))
 

@@ -59,9 +59,17 @@ def scenario(space: SearchSpace, gpus: int, strategy: dict[str, Any]) -> Scenari
 def _strategy(space: SearchSpace, layout: dict[str, Any], mbs: int, z: int, rc: tuple[str, int | None],
               flags: dict[str, bool]) -> dict[str, Any]:
     out = {**space.base, **layout, "micro_batch_size": mbs, "zero_stage": z, **_recompute(space, *rc), "dp": None, **flags}
-    if out.get("fp8_param_gather") and z < fp8_gather_min_zero(out.get("framework", "megatron-te")):
-        out["fp8_param_gather"] = False   # fp8 parameter gathers ride with the sharding that gathers them
+    if out.get("fp8_param_gather"):
+        out["fp8_param_gather"] = fp8_gather_at(True, out.get("framework", "megatron-te"), z)
     return out
+
+
+def fp8_gather_at(wanted: bool, framework: str, z: int) -> bool:
+    """Whether a candidate at ZeRO stage ``z`` gathers FP8 parameters when its space asks for them
+    (``wanted``): fp8 parameter gathers ride with the sharding that gathers them
+    (config/strategy.py ``fp8_gather_min_zero``). The one rule for a candidate's strategy and for
+    the closed forms that price another ZeRO stage from a group's probe (refine.py ``_Memory``)."""
+    return bool(wanted) and z >= fp8_gather_min_zero(framework)
 
 
 def _recompute(space: SearchSpace, level: str, layers: int | None) -> dict[str, Any]:

@@ -225,7 +225,8 @@ def _table(res, budget: float | None, fits: list[dict[str, Any]], scen_fits: boo
     lines = [f"{'#':>3} {'layout':78s} {'tokens/s':>10} {'(band)':>19} {'MFU':>6} {'$/1M tok':>9} {'peak GiB':>8} {'free':>6}"]
     for i, c in enumerate(res.candidates):
         lo, hi = c.band.get("tokens_per_s", (c.tokens_per_s, c.tokens_per_s))
-        tie = ("=" if i in res.ties else " ") if not c.what_if else ("?" if i in res.ties else "*")
+        tied = i in res.ties and len(res.ties) > 1   # #1 is in its own band: a tie needs a second
+        tie = ("=" if tied else " ") if not c.what_if else ("?" if tied else "*")
         lines.append(f"{i + 1:>3}{tie}{c.label():78s} {c.tokens_per_s:10,.0f} {lo:9,.0f}–{hi:<9,.0f} {c.mfu * 100:5.1f}% "
                      f"{c.cost_per_million_tokens_usd:9.4f} {c.peak_memory_gib:8.2f} {c.headroom_gib:6.2f}")
         if budget:
@@ -254,18 +255,12 @@ def _table(res, budget: float | None, fits: list[dict[str, Any]], scen_fits: boo
 
 
 def _what_if_lines(res) -> list[str]:
-    """The footnote of the candidates whose schedule their stack does not run (``Candidate.what_if``),
-    and the best one it does run where the best shown is a what-if."""
-    note = res.what_if_note()
-    if not note:
+    """The footnote of the candidates whose schedule their stack does not ship (``what_if.summary``),
+    with the ``--space`` that keeps the stack's own where none of them runs on it."""
+    w = res.what_if()
+    if not w["what_if_summary"]:
         return []
-    out = [f"'*' : a what-if ('?' where also a tie): {note}; priced with its kernels"]
-    k = res.first_shipped()
-    if k is None:
-        out.append(f"none of these runs on this stack: add --space strategy.schedule={','.join(res.shipped_schedules())} "
-                   "for the best one it runs")
-    elif k > 0:
-        best, c = res.candidates[0], res.candidates[k]
-        out.append(f"the best this stack runs is #{k + 1}, {c.tokens_per_s:,.0f} tokens/s "
-                   f"({(best.tokens_per_s / c.tokens_per_s - 1) * 100:.1f} % below #1)")
+    out = [f"'*' : a what-if ('?' where also a tie): {w['what_if_summary']}"]
+    if w["first_shipped"] is None and w["shipped_schedules"]:
+        out.append(f"  add --space strategy.schedule={','.join(w['shipped_schedules'])} for the best one it runs")
     return out

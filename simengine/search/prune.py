@@ -26,7 +26,6 @@ import math
 from typing import Any
 
 
-from ..config.notes import schedule_what_if
 from ..config.scenario import Scenario
 from ..errors import ConfigError
 from ..pipeline import sim_microbatches
@@ -399,5 +398,5 @@ def time_candidate(space: SearchSpace, gpus: int, strat: dict[str, Any], order: 
         cost_per_million_tokens_usd=rep.cost_per_million_tokens_usd, cost_per_step_usd=rep.cost_per_step_usd,
         peak_memory_gib=rep.peak_memory_gib, reserved_memory_gib=rep.reserved_memory_gib, headroom_gib=head,
         tight_stage=worst.stage, band={k: (float(v[0]), float(v[1])) for k, v in rep.uncertainty.items()},
-        order=order, gpu_us_per_launch=rep.gpu_us_per_launch, what_if=schedule_what_if(st["framework"], st["schedule"], st["pp"]))
+        order=order, gpu_us_per_launch=rep.gpu_us_per_launch, what_if=dict(sc.notes).get("strategy.schedule", ""))
 

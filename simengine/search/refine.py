@@ -212,7 +212,7 @@ def memory_of(space: SearchSpace, gpus: int, sc0: Scenario, probe: dict[str, Any
     sb = _shared(space)
     placed = sb.placed(probe, sc0.model, sc0.strategy)
     return _Memory(sc0, placed, sb.priced_blocks(gpus, probe, lambda: sc0), zero_stages(space), sb,
-                   (gpus, *(probe[k] for k in BLOCK_KEY)))
+                   (gpus, *(probe[k] for k in BLOCK_KEY)), bool(space.base.get("fp8_param_gather")))
 
 
 def _may_fit(rcs: list[tuple[str, int | None]], over, lo: int = 0) -> list[tuple[str, int | None]]:
@@ -310,8 +310,9 @@ def _chunk_kinds(shared, placed, model) -> tuple:
 class _Memory:
     """Memory lower bound and recompute phase of one group, per recompute option."""
 
-    def __init__(self, sc0: Scenario, placed, p, zs: list[int], shared, block: tuple):
+    def __init__(self, sc0: Scenario, placed, p, zs: list[int], shared, block: tuple, fp8_gather: bool = False):
         self.sc0, self.placed, self.p = sc0, placed, p
+        self.fp8_gather = fp8_gather   # the space's fp8_param_gather (its base), whatever the probe's stage
         # chunk memory is shared across the groups of one block kind (``bound.SharedBounds.chunk_memory``)
         self.chunk_memory: dict[tuple, tuple[float, float]] = shared.chunk_memory.setdefault(block, {})
         self.order_peaks: dict[tuple, list[tuple[float, float]]] = shared.order_peaks
@@ -340,8 +341,14 @@ class _Memory:
 
     def _scenario(self, **update) -> Scenario:
         """The group's scenario with some strategy fields changed, not re-validated (the fields
-        come from the space's own proposals; only the closed forms below read it)."""
+        come from the space's own proposals; only the closed forms below read it). At another ZeRO
+        stage its FP8 parameter gathers follow that stage (``fp8_gather_at``): the probe's stage
+        may have turned off what the space asks for (ZeRO 0 gathers nothing)."""
+        from .candidate import fp8_gather_at
+
         sc0 = self.sc0
+        if "zero_stage" in update:
+            update.setdefault("fp8_param_gather", fp8_gather_at(self.fp8_gather, sc0.strategy.framework, update["zero_stage"]))
         return Scenario.model_construct(model=sc0.model, system=sc0.system, strategy=sc0.strategy.model_copy(update=update))
 
     def _statics(self, zs: list[int]) -> dict[int, list[float]]:

@@ -247,7 +247,7 @@ def _search(space: SearchSpace, objective: str, top: int | None, progress: Progr
     hook = None
     if best_so_far is not None:
         def hook(screens: list[GroupScreen], timed: list[Timed]) -> None:
-            best_so_far(_result(objective, top, screens, timed, [], size, t0, space.token_budget))
+            best_so_far(_result(objective, top, screens, timed, [], size, t0, space.token_budget, _framework(space)))
     try:
         bounds = _floors(ex, space, groups, progress)
         screens, timed, left_groups, left_cands, refused = _best_first(ex, space, groups, bounds, objective, top,
@@ -258,11 +258,17 @@ def _search(space: SearchSpace, objective: str, top: int | None, progress: Progr
             close()
     rejections = [r for _, (_, r) in bounds if r is not None] + [r for s in screens for r in s.rejections]
     rejections += [r for t in timed for r in t.rejections] + refused + _bound_rejections(space, left_groups, left_cands, top, objective)
-    return _result(objective, top, screens, timed, rejections, size, t0, space.token_budget)
+    return _result(objective, top, screens, timed, rejections, size, t0, space.token_budget, _framework(space))
+
+
+def _framework(space: SearchSpace) -> str:
+    """The space's stack: its base's ``framework`` (the search never varies it)."""
+    return str(space.base.get("framework", "megatron-te"))
 
 
 def _result(objective: str, top: int | None, screens: list[GroupScreen], timed: list[Timed],
-            rejections: list[Rejection], size: int, t0: float, token_budget: float | None = None) -> SearchResult:
+            rejections: list[Rejection], size: int, t0: float, token_budget: float | None = None,
+            framework: str = "megatron-te") -> SearchResult:
     """The search's result from what it screened and timed (``rejections`` as given)."""
     cands = [c for t in timed for c in t.candidates]
     ranked = rank(cands, objective)
@@ -272,7 +278,7 @@ def _result(objective: str, top: int | None, screens: list[GroupScreen], timed: 
         rejections=rejections, space_size=size,
         evaluated=sum(t.timed for t in timed),
         memory_checked=sum(s.memory_checked for s in screens),
-        seconds=0.0, objective=objective, ties=ties(ranked, objective), token_budget=token_budget)
+        seconds=0.0, objective=objective, ties=ties(ranked, objective), token_budget=token_budget, framework=framework)
     res.seconds = time.perf_counter() - t0
     return res
 

@@ -6,7 +6,6 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..config.notes import shipped, unshipped
 from ..report import to_train
 
 # the overlap flags as a layout's label names them (``Candidate.label``; the studio's overlap column)
@@ -157,25 +156,14 @@ class SearchResult:
     objective: str
     ties: list[int] = field(default_factory=list)   # indices (in candidates) within the best one's band
     token_budget: float | None = None  # tokens to train (SearchSpace.token_budget): adds time and cost to train
+    framework: str = "megatron-te"     # the space's stack (StrategySpec.framework): which schedules it ships
 
-    def first_shipped(self) -> int | None:
-        """Index of the best candidate whose schedule its stack runs (``Candidate.what_if`` empty),
-        None when every candidate kept is a what-if."""
-        return next((i for i, c in enumerate(self.candidates) if not c.what_if), None)
+    def what_if(self, cands: list[Candidate] | None = None) -> dict[str, Any]:
+        """What the result says of its what-if candidates (``what_if.summary``), of ``cands``
+        (default: every candidate kept)."""
+        from .what_if import summary
 
-    def shipped_schedules(self) -> list[str]:
-        """The schedules the candidates' stack runs (``config/notes.py``), for the restriction that
-        keeps only those."""
-        fw = self.candidates[0].strategy.get("framework", "megatron-te") if self.candidates else "megatron-te"
-        return shipped(fw)
-
-    def what_if_note(self) -> str:
-        """Which schedules of the candidates kept their stack does not ship ('' when none)."""
-        whats = [c for c in self.candidates if c.what_if]
-        if not whats:
-            return ""
-        return unshipped(whats[0].strategy.get("framework", "megatron-te"),
-                         sorted({c.strategy["schedule"] for c in whats}))
+        return summary(self.candidates if cands is None else cands, self.framework, self.objective)
 
     def rejected_counts(self) -> dict[str, int]:
         return _counts(self.rejected_by_key())
@@ -203,8 +191,7 @@ class SearchResult:
                "rejected": _counts(by), "rejected_examples": _examples(by),
                "space_size": self.space_size, "evaluated": self.evaluated,
                "memory_checked": self.memory_checked, "shown": len(self.candidates), "seconds": self.seconds,
-               "first_shipped": self.first_shipped(), "what_if": self.what_if_note(),
-               "shipped_schedules": self.shipped_schedules()}
+               **self.what_if(cands)}
         if self.token_budget:
             out["token_budget"] = self.token_budget
         return out

@@ -66,7 +66,8 @@ def _fp8_recipe(src: str, row: dict[str, str], a: list[str]) -> str:
         return "delayed"
     if src == "dgxc-benchmarking":
         # its READMEs from v25.07: "Per-tensor delayed scaling recipe is used for FP8 training here";
-        # NeMo 2's bf16_with_fp8_mixed defaults to fp8_recipe "delayed" in the 24.12 / 25.02 containers
+        # before, NeMo 2's bf16_with_fp8_mixed (v2.2.0) names no recipe and sets an amax history of
+        # 1024: TransformerEngine's DelayedScaling, the one its MegatronMixedPrecision builds
         a.append("FP8 delayed scaling (the recipes' stated FP8 recipe from v25.07; NeMo's default before)")
         return "delayed"
     return "tensorwise"

@@ -371,35 +371,25 @@ def _deepseek_v3_report(d: Draft) -> None:
 
 
 def _dgxc(d: Draft) -> None:
-    """NVIDIA/dgxc-benchmarking's NeMo performance recipes (MIT): the same NeMo recipe defaults as
-    the NeMo pages (``_nemo``); their READMEs up to v25.05.05 state no recompute, overlap or FP8
-    recipe (the FP8 one is said from v25.07: "Per-tensor delayed scaling recipe is used for FP8
-    training here"; mapping.py ``_fp8_recipe``). A row whose config table contradicts its own
-    recipe is skipped, not mapped (``DGXC_MISPRINTED``)."""
-    why = DGXC_MISPRINTED.get(d.rid.rsplit("_", 2)[0])   # the run id less its dtype and GPU count
-    if why:
-        raise _Skip(why)
+    """NVIDIA/dgxc-benchmarking's NeMo performance recipes (MIT): the NeMo pages' recipe defaults
+    (``_nemo``) and what the recipes' code sets beyond them. Its READMEs up to v25.05.05 state no
+    recompute, overlap or FP8 recipe (the FP8 one is said from v25.07: "Per-tensor delayed scaling
+    recipe is used for FP8 training here"; mapping.py ``_fp8_recipe``)."""
     _nemo(d)
-    # bf16 gradients: NeMo v2.2.0 (the 25.02 containers) recipes' pretrain_performance_optimizations
+    # bf16 gradients: NeMo's recipes under the NeMo checkout dgxc v25.04.02 runs (NEMO_COMMIT
+    # d2b21556, llama3.1/setup.sh and nemotron/setup.sh @0efdb23; the same in v2.2.0 and in the
+    # 25.04.00 container of v25.05.05): every pretrain_performance_optimizations
     # (nemo/collections/llm/recipes/llama3_8b.py, llama3_70b.py, llama31_405b.py, nemotron4_15b.py,
-    # nemotron4_340b.py: ``recipe.trainer.plugins.grad_reduce_in_fp32 = False``), the FP8 path of
-    # dgxc's llama3.1/pretrain_llama31.py the same; GPT-3's NeMo 1 config
+    # nemotron4_340b.py) sets ``recipe.trainer.plugins.grad_reduce_in_fp32 = False``, dgxc's
+    # llama3.1/pretrain_llama31.py the same on its FP8 path; GPT-3's NeMo 1 config
     # (nemo_megatron/cfg/gpt3_175b_hydra.yaml) ``optim.grad_sync_dtype: bf16``
     d.strat["fp32_main_grads"] = False
     d.a.append("bf16 gradients (the recipes' grad_reduce_in_fp32 = False / grad_sync_dtype: bf16)")
     if d.dtype == "fp8":
         # FP8 primary weights: NeMo 2's bf16_with_fp8_mixed sets ``fp8_params = True``
-        # (recipes/precision/mixed_precision.py, v2.2.0); GPT-3's config ``fp8_params: true``
+        # (recipes/precision/mixed_precision.py); GPT-3's config ``fp8_params: true``
         d.strat["fp8_param_gather"] = True
         d.a.append("FP8 primary weights (fp8_params = True in bf16_with_fp8_mixed / the GPT-3 config)")
-
-
-# v25.04 … v25.04.02's Nemotron4 340B config table prints VP NA for pp 8, while v24.11.1 … v25.03 ran
-# the recipe with VP 12 (table titles) and v25.05 … v25.05.05 again print VP 12: its step times (4.36 s
-# BF16 at 256 GPUs, below the VP 12 releases' 4.61-4.67 s) cannot come from pp 8 without interleaving
-# at 16 micro-batches (a bubble of (p - 1)/m = 44 % of the work)
-DGXC_MISPRINTED = {"dgxc_v25.04.02_nemotron_340b": "the config table prints VP NA (no interleaving) for pp 8, which every "
-                   "other release runs with VP 12: its step times cannot hold that layout's bubble ((pp - 1)/m = 44 % at 256 GPUs)"}
 
 
 SOURCE_SETTINGS: dict[str, Callable[[Draft], None]] = {
