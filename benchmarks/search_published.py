@@ -160,7 +160,7 @@ def rank_one(run, top: int, full_up_to: int = 64) -> dict:
         faster = sum(1 for c in cands if c.tokens_per_s > tps * (1 + 1e-9))
         rank = (str(faster + 1) if faster < len(cands) or len(cands) < top else f">{top}") if fits else "-"
         if fits and tps > best.tokens_per_s * (1 + 1e-9):   # its space holds the published layout: a miss, said
-            note += " (the published layout is faster than the search's best: the search missed it)"
+            note += " (faster than the search's best: a layout outside the space searched, or missed)"
         rank += note
     return {"run": run.run_id, "gpus": g, "published": layout(s, g), "pub_tps": tps, "rank": rank,
             "best": layout(best.strategy, g) if best else "-", "best_tps": best.tokens_per_s if best else 0.0,

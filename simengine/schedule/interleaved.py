@@ -92,6 +92,9 @@ def requirements(pp: int, microbatches: int | None, vpp: int, layers: int | None
 
 SCHEDULE = Schedule(NAME, orders, max_inflight, chunks_per_rank, stage_of, check, False,
                     requirements=requirements, menu_order=30,
+                    # not "deepspeed": DeepSpeed's PipelineEngine runs TrainSchedule (1F1B) with no virtual
+                    # stages; Megatron-DeepSpeed's copy of Megatron's interleaved schedule is its path
+                    # without that engine, which the "deepspeed" stack (ZeRO-3 and its pipeline) is not
                     frameworks=("megatron-te", "torch-native", "torch-compile"),
                     shipped_in="Megatron-Core megatron/core/pipeline_parallel/schedules.py forward_backward_pipelining_with_interleaving; "
                              f"{TORCH_PIPELINING} ScheduleInterleaved1F1B")
