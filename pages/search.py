@@ -27,21 +27,23 @@ st.caption("Every valid layout (tp, pp, vpp, schedule, cp, ep, micro-batch, ZeRO
 sc = state.scenario_dict()
 inputs = st.session_state.get("search.inputs")
 token = st.query_params.get(LINK_PARAM)
+# the form's widget of each search input (number inputs are float widgets: "1e3" reads as 1000)
 WIDGETS = {"gpus": "search.gpus", "global_batch": "search.gbs", "seq_len": "search.seq", "top": "search.top",
            "objective": "search.obj", "restrict": "search.restrict"}
+NUMBERS = ("global_batch", "seq_len", "top")
 
 
 def _show_inputs(new: dict) -> None:
     """Put ``new`` into the form's widgets (a link or a button changed the inputs outside the form:
     a widget keeps what the browser last sent unless its state is set)."""
     for k, key in WIDGETS.items():
-        st.session_state[key] = float(new[k]) if k in ("global_batch", "seq_len", "top") else new[k]
+        st.session_state[key] = float(new[k]) if k in NUMBERS else new[k]
 
 
-def _value(key: str, value):
-    """A widget's ``value`` argument: none once its state exists (set by ``_show_inputs`` or the user),
-    so Streamlit never sees a default beside a state it was given."""
-    return {} if key in st.session_state else {"value": value}
+def _default(input_name: str, **kw) -> dict:
+    """A widget's default argument (``value``, ``index``): none once its state exists (set by
+    ``_show_inputs`` or the user), so Streamlit never sees a default beside a state it was given."""
+    return {} if WIDGETS[input_name] in st.session_state else kw
 
 
 if token and st.session_state.get("search.token") != token:
@@ -58,22 +60,22 @@ defaults = inputs or {"gpus": str(sc["system"]["num_gpus"]), "global_batch": int
 
 with st.form("search.form"):
     c = st.columns([2, 2, 2, 3, 1])
-    gpus = c[0].text_input("GPU counts", help="64, or 64,128, or 64..512 (doubling).", key="search.gpus",
-                           **_value("search.gpus", defaults["gpus"]))
+    gpus = c[0].text_input("GPU counts", help="64, or 64,128, or 64..512 (doubling).", key=WIDGETS["gpus"],
+                           **_default("gpus", value=defaults["gpus"]))
     slots = {"search.gpus": c[0].empty()}  # an input's error goes right under it (_searched)
     # float widgets without min/max: "1e3" reads as 1000, and a value out of range is said under
     # its field (ui/search_inputs.py parse_count) instead of the browser refusing it silently
     nums = {}
-    for col, key, wkey in ((c[1], "global_batch", "search.gbs"), (c[2], "seq_len", "search.seq"), (c[4], "top", "search.top")):
-        nums[key] = col.number_input(INPUT_LABELS[key], step=1.0, format="%.15g", key=wkey, help=INPUT_HELP[key],
-                                      **_value(wkey, float(defaults[key])))
+    for col, key in zip((c[1], c[2], c[4]), NUMBERS):
+        nums[key] = col.number_input(INPUT_LABELS[key], step=1.0, format="%.15g", key=WIDGETS[key], help=INPUT_HELP[key],
+                                      **_default(key, value=float(defaults[key])))
         slots[f"search.{key}"] = col.empty()
     objs = list(OBJECTIVES)
-    obj = c[3].selectbox("Objective", objs, format_func=lambda k: OBJECTIVES[k][1], key="search.obj",
-                         **({} if "search.obj" in st.session_state else {"index": objs.index(defaults["objective"])}))
-    restrict = st.text_area("Pin or restrict dimensions (one per line)", height=120, key="search.restrict",
+    obj = c[3].selectbox("Objective", objs, format_func=lambda k: OBJECTIVES[k][1], key=WIDGETS["objective"],
+                         **_default("objective", index=objs.index(defaults["objective"])))
+    restrict = st.text_area("Pin or restrict dimensions (one per line)", height=120, key=WIDGETS["restrict"],
                             help=f"e.g. tp=4,8 or pp=1,2,4 or recompute=none. Dimensions: {', '.join(DIMS)}.",
-                            **_value("search.restrict", defaults["restrict"]))
+                            **_default("restrict", value=defaults["restrict"]))
     slots["search.restrict"] = st.empty()
     go = st.form_submit_button("Search", type="primary", icon=":material/search:")
 bad_numbers = []

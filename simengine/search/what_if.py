@@ -7,18 +7,14 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ..config.notes import shipped, unshipped
+from .rank import OBJECTIVES
 from .types import Candidate
 
-# how far the best candidate the stack runs is behind #1, on the objective's own value:
-# objective → (the candidate's value, higher is better, what the difference reads as)
-_GAP = {
-    "tokens_per_s": (lambda c: c.tokens_per_s, True, "% fewer tokens/s"),
-    "time_to_train": (lambda c: c.tokens_per_s, True, "% fewer tokens/s"),
-    "mfu": (lambda c: c.mfu, True, "% lower MFU"),
-    "cost_per_million_tokens": (lambda c: c.cost_per_million_tokens_usd, False, "% dearer per token"),
-    "cost_to_train": (lambda c: c.cost_per_million_tokens_usd, False, "% dearer per token"),
-    "memory_headroom": (lambda c: c.headroom_gib, True, "% less headroom"),
-}
+# how the gap between the best candidate the stack runs and #1 reads, per objective; the gap itself
+# is taken on the objective's own sort key (rank.py ``OBJECTIVES``: smaller is better)
+_GAP_READS = {"tokens_per_s": "% fewer tokens/s", "time_to_train": "% fewer tokens/s", "mfu": "% lower MFU",
+              "cost_per_million_tokens": "% dearer per token", "cost_to_train": "% dearer per token",
+              "memory_headroom": "% less headroom"}
 
 
 def first_shipped(cands: Sequence[Candidate]) -> int | None:
@@ -42,9 +38,9 @@ def summary(cands: Sequence[Candidate], framework: str, objective: str) -> dict[
         text += (f" None of the candidates shown runs on this stack: search only its schedules "
                  f"({', '.join(own) or 'none'}) for the best one it runs.")
     elif k > 0:
-        value, higher, reads = _GAP[objective]
-        a, b = value(cands[0]), value(cands[k])
-        gap = (1 - b / a if higher else b / a - 1) * 100 if a else 0.0
-        text += f" The best this stack runs is #{k + 1} ({gap:.1f} {reads} than #1)."
+        key = OBJECTIVES[objective][0]
+        a, b = key(cands[0]), key(cands[k])
+        gap = (b - a) / abs(a) * 100 if a else 0.0
+        text += f" The best this stack runs is #{k + 1} ({gap:.1f} {_GAP_READS[objective]} than #1)."
     out["what_if_summary"] = text
     return out
