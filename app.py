@@ -31,7 +31,9 @@ if wanted and wanted not in slugs:   # a mistyped or old link: say so rather tha
 
     state.notify("warning", f"The link asks for a page {md_code(wanted, 40)} that does not exist; Home opened "
                             f"instead (pages: {', '.join(slugs)}).")
-if "page" in st.query_params:
-    del st.query_params["page"]  # consumed: the page's own address takes over from here
+if "page" in st.query_params and first == 0:
+    del st.query_params["page"]  # Home (or no such page): the root's own address
+# another page keeps ``page=`` in the address: it is drawn at the root (the navigation's default
+# page), so the address bar reloads and shares it as the sidebar's link does (ui/layout.py boot)
 pages = [st.Page(path, title=label, default=(i == first)) for i, (path, label, _) in enumerate(PAGES)]
 st.navigation(pages, position="hidden").run()

@@ -46,15 +46,22 @@ def _default(input_name: str, **kw) -> dict:
     return {} if WIDGETS[input_name] in st.session_state else kw
 
 
-if token and st.session_state.get("search.token") != token:
+if token and token not in (st.session_state.get("search.token"), st.session_state.get("search.badtoken")):
     try:
         inputs = decode_inputs(token)
         st.session_state["search.inputs"] = inputs
+        st.session_state["search.token"] = token
         _show_inputs(inputs)
     except Exception as e:  # noqa: BLE001 — a bad link is a message, never a traceback
         said = "; ".join(m for _, m in e.issues) if isinstance(e, ConfigError) else e  # not "search: the search link…"
         st.error(f"Could not open the search link: {md(said)}.")
-    st.session_state["search.token"] = token
+        st.session_state["search.badtoken"] = token
+if inputs and st.session_state.get("search.token") and token != st.session_state["search.token"]:
+    # the page shows the session's search (opened again from the sidebar, or past a damaged
+    # link): the address bar carries its token, as the sidebar's share link does (ui/state.py)
+    st.query_params[LINK_PARAM] = st.session_state["search.token"]
+elif token and token == st.session_state.get("search.badtoken"):
+    del st.query_params[LINK_PARAM]   # no search shown: a damaged token is not kept to be copied on
 defaults = inputs or {"gpus": str(sc["system"]["num_gpus"]), "global_batch": int(sc["strategy"]["global_batch_size"]),
                       "seq_len": int(sc["strategy"]["seq_len"]), "objective": "tokens_per_s", "top": 25, "restrict": ""}
 

@@ -71,6 +71,28 @@ def test_search_from_link_runs_and_loads_a_layout():
 def test_damaged_search_link_is_a_message():
     at = open_search(search="not-a-token")
     assert [e.value for e in at.error] == ["Could not open the search link: the search link is damaged."]
+    assert "search" not in at.query_params and "search=" not in at.sidebar.code[0].value   # not handed on
+
+
+def test_the_search_shown_keeps_its_link_after_another_page():
+    """Back on the Search page from another page (whose address has no ``search=``), the result is
+    still shown, and so the address bar and the share link carry its token again; past a damaged
+    link the page shows the session's search and the links carry its token, not the damaged one."""
+    from ui import search_view
+
+    search_view._store.clear()
+    tok = encode_inputs({**INPUTS, "top": 2})
+    at = open_search(search=tok)
+    at.switch_page("pages/estimate.py").run()
+    at.query_params.pop("search", None)   # a page's own address holds no search (sidebar navigation)
+    at.switch_page("pages/search.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert "timed" in " ".join(c.value for c in at.caption)
+    assert at.query_params["search"] == tok and f"&search={tok}" in at.sidebar.code[0].value
+    at.query_params["search"] = "damaged"
+    at.run()
+    assert [e.value for e in at.error] == ["Could not open the search link: the search link is damaged."]
+    assert at.query_params["search"] == tok and "damaged" not in at.sidebar.code[0].value
 
 
 # -- the search runs in a bounded worker process, never on the server's script thread ---------

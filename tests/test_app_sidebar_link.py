@@ -41,5 +41,5 @@ def test_share_link_names_the_page_and_opens_it():
     assert not fresh.exception
     assert fresh.title[0].value == "Estimate"
     assert scenario(fresh) == size_canonical("medium")
-    assert dict(fresh.query_params) == {"preset": "medium"}  # "page" consumed, nothing reported
+    assert dict(fresh.query_params) == {"page": "estimate", "preset": "medium"}  # the page kept: a reload opens it again
     assert not fresh.info

@@ -58,7 +58,9 @@ def page_slug(path: str) -> str:
 
 def boot(title: str) -> None:
     """Call first on every page: config, scenario from the link or session, sidebar, notices."""
-    st.session_state["ui.page"] = next((page_slug(p) for p, label, _ in PAGES if label == title), "home")
+    slug = st.session_state["ui.page"] = next((page_slug(p) for p, label, _ in PAGES if label == title), "home")
+    if st.query_params.get("page") not in (None, slug):
+        del st.query_params["page"]   # app.py keeps it for the page drawn at the root; any other page drops it
     icon = str(FAVICON) if FAVICON.is_file() else None  # local file: no font CDN needed offline
     st.set_page_config(page_title=f"{title} · {APP_NAME}", page_icon=icon, layout="wide",
                        initial_sidebar_state="auto")  # "auto": folded on a phone, open on a desktop

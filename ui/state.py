@@ -200,17 +200,36 @@ def share_url() -> str:
 
 
 def _search_param(page: str) -> dict[str, str]:
-    """On the Search page, the search link's token (``search=``, ui/search_inputs.py) the address bar
-    holds, so the shared link reproduces the search too; only a token that could be one (URL-safe
-    base64 text of at most the size decoding accepts): anything else stays out of the link."""
-    from .search_inputs import LINK_PARAM, MAX_TOKEN_CHARS
+    """On the Search page, the token (``search=``, ui/search_inputs.py) of the search it shows, so
+    the shared link reproduces the search too: the address bar's when it opens, else the session's
+    (the page opened again from the sidebar, whose address has none; a damaged one in the address
+    bar). Never a token that does not open: a damaged link is not handed on."""
+    from .search_inputs import LINK_PARAM
 
     if page != "search":
         return {}
-    tok = st.query_params.get(LINK_PARAM)
-    if not isinstance(tok, str) or not tok or len(tok) > MAX_TOKEN_CHARS or not _URL_SAFE.fullmatch(tok):
-        return {}
-    return {LINK_PARAM: tok}
+    for tok in (st.query_params.get(LINK_PARAM), _ss().get("search.token")):
+        if search_token_opens(tok):
+            return {LINK_PARAM: tok}
+    return {}
+
+
+def search_token_opens(tok: object) -> bool:
+    """Whether ``tok`` is a search link token that opens (``search_inputs.decode_inputs``)."""
+    from .search_inputs import MAX_TOKEN_CHARS
+
+    return isinstance(tok, str) and 0 < len(tok) <= MAX_TOKEN_CHARS and bool(_URL_SAFE.fullmatch(tok)) and _opens(tok)
+
+
+@lru_cache(maxsize=64)
+def _opens(tok: str) -> bool:
+    from .search_inputs import decode_inputs
+
+    try:
+        decode_inputs(tok)
+    except Exception:  # noqa: BLE001 — any failure means the link does not open (the page says why)
+        return False
+    return True
 
 
 _URL_SAFE = re.compile(r"[A-Za-z0-9_-]+")

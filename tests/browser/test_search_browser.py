@@ -9,7 +9,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from test_studio_browser import charts_drawn, no_exceptions, settle, shot
+from test_studio_browser import charts_drawn, nav, no_exceptions, settle, shot
 from ui.search_view import encode_inputs
 
 pytestmark = pytest.mark.browser
@@ -46,6 +46,15 @@ def test_search_page_end_to_end(server, page, browser):
     f2.locator(".ag-row").first.wait_for(timeout=30_000)
     assert f2.locator(".ag-row[row-index='0'] [col-id='layout']").inner_text() == first_before
     other.context.close()
+    # back from another page, the result is still shown and the address carries its search again
+    token = url.split("search=")[1].split("&")[0]
+    nav(page, "Estimate")
+    settle(page, "[data-testid=stMetric]")
+    nav(page, "Search")
+    settle(page)
+    page.get_by_text("done").first.wait_for(timeout=120_000)
+    page.wait_for_function("() => location.search.includes('search=')", timeout=30_000)
+    assert page.url.split("search=")[1].split("&")[0] == token
     # load the best layout into the Strategy editor
     page.get_by_role("button", name="Use this layout").click()
     page.wait_for_url(re.compile(r"/strategy"), timeout=60_000)

@@ -279,6 +279,10 @@ def test_studio_works_offline_with_no_404(server, browser):
     page.goto(f"{server.url}/?page=estimate&preset=medium")
     settle(page, "[data-testid=stMetric]")
     assert page.locator("[data-testid=stMain] h1").first.inner_text().strip() == "Estimate"
+    assert "page=estimate" in page.url   # the page drawn at the root keeps its name: a reload opens it again
+    page.reload()
+    settle(page, "[data-testid=stMetric]")
+    assert page.locator("[data-testid=stMain] h1").first.inner_text().strip() == "Estimate"
     for label in ("Timeline", "System", "Model", "Home"):
         nav(page, label)
         settle(page)
