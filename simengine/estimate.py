@@ -111,6 +111,18 @@ def _mfu_basis_note(sc: Scenario, mfu: float) -> list[str]:
             f"{mfu * g.bf16 / low:.1%}."]
 
 
+def _mfu_band_note(sc: Scenario, mfu_high: float, causal_flops: float) -> list[str]:
+    """MFU counts attention's FLOPs in full, as Megatron-LM's ``num_floating_point_operations``
+    does; causal flash attention runs about half of them, so the band's fast end of a BF16 step may
+    pass 100 % although no GPU passes its peak (the band stops at the peak-bound of the FLOPs run,
+    ``peak_floor_s``): a note says so, with that end on the FLOPs run."""
+    if mfu_high <= 1.0 or sc.strategy.dtype != "bf16":
+        return []
+    ran = mfu_high * causal_flops / model_flops_per_step(sc)
+    return [f"The MFU band reaches {mfu_high:.1%}: MFU counts attention's FLOPs in full (Megatron-LM's convention), "
+            f"while causal attention runs about half of them; on the FLOPs the step runs, the band's end is {ran:.1%}."]
+
+
 def _fit_warnings(sc: Scenario, mems: list[StageMemory]) -> list[str]:
     """Why a step does not fit (StageMemory.fits): GPU memory on the fullest stage, host memory for
     the activations it offloads."""
@@ -189,10 +201,13 @@ def estimate_plan(sc: Scenario, plan: Plan) -> Report:
     if launch:
         warnings.append(launch)
     warnings += _fit_warnings(sc, mems)
+    causal = model_flops_per_step(sc, causal=True)
+    unc = bands(step, parts, sysm, tokens, mflops / (step * peak * gpus), peak_gib, sum(hidden.values()),
+                peak_floor_s(sc, causal * hflops / mflops if mflops > 0 else 0.0))
     return Report(
         step_time_s=step, tokens_per_s=tokens / step, tokens_per_s_per_gpu=tokens / step / gpus,
         mfu=mflops / (step * peak * gpus), hfu=hflops / (step * peak * gpus),
-        mfu_causal=model_flops_per_step(sc, causal=True) / (step * peak * gpus),
+        mfu_causal=causal / (step * peak * gpus),
         peak_memory_gib=peak_gib, reserved_memory_gib=reserved_gib, memory_capacity_gib=sysm.gpu.memory_gib,
         fits=all(x.fits for x in mems), memory_by_stage=mems, breakdown_s=parts,
         num_parameters=total, num_active_parameters=active, num_trainable_parameters=trainable_parameters(sc),
@@ -202,9 +217,18 @@ def estimate_plan(sc: Scenario, plan: Plan) -> Report:
         num_microbatches=m_mb, dp=sc.dp, num_gpus=gpus, tokens_per_step=tokens,
         bubble_fraction=met.bubble_fraction(), critical_rank=met.critical_rank,
         hidden_comm_s=hidden, gpu_us_per_launch=us,
-        uncertainty=bands(step, parts, sysm, tokens, mflops / (step * peak * gpus), peak_gib, sum(hidden.values())),
-        warnings=warnings, notes=_mfu_basis_note(sc, mflops / (step * peak * gpus)),
+        uncertainty=unc, warnings=warnings, notes=_mfu_basis_note(sc, mflops / (step * peak * gpus)) + _mfu_band_note(sc, unc["mfu"][1], causal),
     )
+
+
+def peak_floor_s(sc: Scenario, executed_flops: float) -> float:
+    """The least step time the hardware allows: each GPU's share of the FLOPs a step executes
+    (causal attention as flash attention runs it, recompute included) at the fastest tensor peak
+    the recipe uses (its dtype's, else bf16's). A lower bound whatever the efficiencies: the
+    busiest GPU runs at least the average share, at most at peak."""
+    g = sc.system.gpu
+    peak = max(g.peak_tflops.of(sc.strategy.dtype) or 0.0, g.peak_tflops.bf16) * 1e12
+    return executed_flops / (sc.system.num_gpus * peak)
 
 
 def layer_times(sc: Scenario) -> tuple[float, float]:

@@ -52,8 +52,13 @@ def step_time_band(breakdown_s: dict[str, float], system: SystemSpec, hidden_s: 
 
 
 def bands(step_time_s: float, breakdown_s: dict[str, float], system: SystemSpec, tokens: float, mfu: float,
-          peak_gib: float, hidden_s: float = 0.0) -> dict[str, tuple[float, float]]:
+          peak_gib: float, hidden_s: float = 0.0, floor_s: float = 0.0) -> dict[str, tuple[float, float]]:
+    """The headline numbers' bands. ``floor_s``: the least step time the hardware allows (every
+    GPU's share of the executed FLOPs at the tensor peak, ``estimate.peak_floor_s``): the low end
+    never goes below it, so no band promises more than the peak (an estimate at ideal efficiencies
+    otherwise had MFU up to 109 % in bf16)."""
     lo, hi = step_time_band(breakdown_s, system, hidden_s)
+    lo = min(max(lo, floor_s), step_time_s)   # (the estimate itself is the engine's, left as it is)
     lo, hi = max(lo, 1e-12), max(hi, lo)
     return {
         "step_time_s": (lo, hi),
