@@ -79,7 +79,7 @@ def _space(**kw):
     ({"gpus": [True]}, "system.num_gpus"), ({"gpus": 8}, "system.num_gpus"), ({"gpus": [float("nan")]}, "system.num_gpus"),
     ({"global_batch": None, "global_batch_tokens": "64"}, "global_batch_tokens"), ({"global_batch": True}, "global_batch"),
     ({"choices": [1]}, "choices"), ({"base": [1]}, "base"), ({"token_budget": float("inf")}, "token_budget"),
-    ({"token_budget": True}, "token_budget"),
+    ({"token_budget": True}, "token_budget"), ({"token_budget": 1e308}, "token_budget"),
 ])
 def test_a_search_space_refuses_what_is_no_count(kw, field):
     with pytest.raises(ConfigError) as e:

@@ -169,3 +169,28 @@ def test_fixed_fields_in_the_text_forms_the_strategy_reads_are_accepted(capsys):
     assert main(["search", "--model", "small", "--system", "small", "--seq-len", "2048", "--global-batch", "64",
                  "--top", "2", "--set", "strategy.recompute_modules=core_attn,mlp"]) == 0
     capsys.readouterr()
+
+
+def test_the_cli_refuses_a_top_past_its_limit(capsys):
+    """--top 10,000 timed nearly every layout of an 8-GPU space (> 2 min: the bound prunes nothing
+    until ``top`` layouts are timed); the CLI refuses it in one line, naming the argument."""
+    from simengine.search.cli import MAX_TOP
+
+    code = main(["search", "--model", "small", "--system", "small", "--global-batch", "64", "--seq-len", "8192",
+                 "--top", str(MAX_TOP + 1)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.count("\n") == 0 and "--top" in err and f"{MAX_TOP:,}" in err
+
+
+def test_a_space_past_the_group_limit_is_refused_before_its_floors(monkeypatch):
+    """A space is enumerated group by group and refused once it passes ``run.MAX_GROUPS``: DeepSeek-V3
+    over the GPU counts 1..10 M made 29 M groups and 8 GB before the first progress tick."""
+    from simengine.search import run
+
+    groups, _ = run.plan_groups(_space())
+    monkeypatch.setattr(run, "MAX_GROUPS", len(groups) - 1)
+    with pytest.raises(ConfigError) as e:
+        search(_space(), top=3)
+    assert e.value.issues[0][0] == "space" and "restrict it" in e.value.issues[0][1]
+    monkeypatch.setattr(run, "MAX_GROUPS", len(groups))
+    assert search(_space(), top=3).candidates

@@ -151,6 +151,7 @@ def _bar(enabled: bool):
 
 
 _now = time.monotonic  # the clock --time-limit reads (tests replace it)
+MAX_TOP = 1000   # --top's limit (the studio's is 500, ui/search_inputs.py INPUT_RANGES)
 
 
 def _limited(tick, seconds: float | None):
@@ -177,6 +178,11 @@ def _search(space, args, tick, ex):
         raise ConfigError([("--objective", f"--objective {args.objective} needs --token-budget (the tokens to train)")])
     if args.time_limit is not None and not args.time_limit >= 0:
         raise ConfigError([("--time-limit", f"--time-limit={args.time_limit} must be a number of seconds >= 0")])
+    if args.top is not None and args.top > MAX_TOP:
+        # the bound prunes nothing until ``top`` layouts are timed (run.py ``_kth``): --top 10,000 times
+        # nearly every layout of a small space (> 2 min), where --top 1,000 takes seconds
+        raise ConfigError([("--top", f"--top={args.top} is more than the {MAX_TOP:,} a search ranks (a larger top "
+                                     "times nearly every layout); use api.search(space, top=None) to rank them all")])
     best: list = [None]
     try:
         return search(space, objective=args.objective, top=args.top, progress=_limited(tick, args.time_limit), executor=ex,

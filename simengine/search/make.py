@@ -5,7 +5,6 @@ validated and normalised."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from ..config.system import MAX_NUM_GPUS as MAX_GPUS
@@ -13,6 +12,7 @@ from ..config.generation import gpu_generation
 from ..errors import ConfigError
 from .space import SearchSpace, check_choices
 
+MAX_TOKEN_BUDGET = 1e15   # tokens: the Studio's limit too (ui/pins.py BUDGET_RANGE, 1e6 billion)
 MAX_BATCH = 100_000_000   # StrategySpec.global_batch_size
 MAX_SEQ = 16_777_216      # StrategySpec.seq_len
 
@@ -55,8 +55,9 @@ def make_space(model: dict[str, Any], system: dict[str, Any], *, global_batch: i
         # flash attention does not run on Volta (config/scenario.py _attention_checks): a search
         # that does not fix the attention searches what runs there, unfused softmax attention
         b["attention_impl"] = "unfused"
-    if token_budget is not None and not (type(token_budget) in (int, float) and 0 < token_budget < math.inf):
-        raise ConfigError([("token_budget", f"token_budget={token_budget!r} must be a positive, finite number")])
+    if token_budget is not None and not (type(token_budget) in (int, float) and 0 < token_budget <= MAX_TOKEN_BUDGET):
+        raise ConfigError([("token_budget", f"token_budget={token_budget!r} must be a positive number of tokens, at most "
+                                            f"{MAX_TOKEN_BUDGET:.0e} (1e308 printed a 300-digit day count)")])
     return SearchSpace(model=dict(model), system=dict(system), base=b, gpus=tuple(sorted(set(counts))),
                        choices=check_choices(choices or {}), token_budget=token_budget)
 

@@ -62,7 +62,9 @@ def round_size(frontier: int) -> int:
 
 
 def plan_groups(space: SearchSpace) -> tuple[list[tuple[int, dict[str, Any], int, int]], int]:
-    """Every (gpus, layout, micro-batch size) group in enumeration order, and the space size."""
+    """Every (gpus, layout, micro-batch size) group in enumeration order, and the space size.
+    ConfigError past ``MAX_GROUPS``: the search holds every group's floor in memory (phase 0), so a
+    space of 29 M groups (DeepSeek-V3 over the GPU counts 1..10 M) took 8 GB before any progress."""
     groups: list = []
     size = 0
     for g in space.gpus:
@@ -71,7 +73,20 @@ def plan_groups(space: SearchSpace) -> tuple[list[tuple[int, dict[str, Any], int
             for mbs in micro_batches(space, g, lay):
                 groups.append((g, lay, int(mbs), len(groups)))
                 size += per
+            if len(groups) > MAX_GROUPS:
+                raise ConfigError([("space", too_many_groups(space))])
     return groups, size
+
+
+# (layout, micro-batch size) groups a search takes: DeepSeek-V3's full space on 16,384 GPUs has
+# ~0.7 M (~1 GB, benchmarks/bench_search.py v3-16k), on 131,072 GPUs 2.3 M (2.6 GB, ~3 min)
+MAX_GROUPS = 2_000_000
+
+
+def too_many_groups(space: SearchSpace) -> str:
+    n = len(space.gpus)
+    return (f"the space has more than {MAX_GROUPS:,} layouts × micro-batch sizes over its {n} GPU count{'s' * (n != 1)}: "
+            "restrict it (fewer GPU counts, or pin tp, pp, ep or the micro-batch size)")
 
 
 def _scaled(progress: Progress | None, offset: int, width: int, total: int) -> Progress | None:
