@@ -299,6 +299,21 @@ def test_an_out_path_it_cannot_write_fails_before_anything_is_saved(tmp_path, ca
     assert not (sysdir / "mine.json").exists()
 
 
+def test_out_never_replaces_a_measured_file_nor_makes_folders(tmp_path, capsys):
+    """``--out sweep.csv`` replaced the measured sweep with the JSON, and ``--out /no/such/dir/x.json``
+    made the folders: both are refused before any work, the sweep and the systems folder untouched."""
+    sysdir, good = tmp_path / "systems", _gemm_csv(tmp_path)
+    before = good.read_bytes()
+    base = ["calibrate", "--gemm", str(good), "--base", "small", "--name", "mine", "--systems-dir", str(sysdir)]
+    for out, said in ((str(good), "a measured file this command reads"),
+                      (str(tmp_path / "." / good.name), "a measured file this command reads"),
+                      (str(tmp_path / "no" / "such" / "x.json"), "create it first")):
+        code, printed, err = _run(base + ["--out", out], capsys)
+        assert code == 2 and said in err and err.count("\n") == 1 and not printed
+    assert good.read_bytes() == before and not (tmp_path / "no").exists() and not sysdir.exists()
+    assert _run(base + ["--out", str(tmp_path / "sys.json")], capsys)[0] == 0
+
+
 def test_a_name_with_a_final_newline_is_refused(tmp_path, capsys):
     """'$' matched before a final newline: a file 'evil\\n.json' was saved and 'saved: evil' printed a line break."""
     code, _, err = _run(["calibrate", "--gemm", str(_gemm_csv(tmp_path)), "--base", "small", "--name", "evil\n",

@@ -10,6 +10,7 @@ The folder of saved systems is chosen here, in the CLI layer: ``--systems-dir`` 
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from ..errors import ConfigError
@@ -81,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
     logs = [_file(f, "--nccl") for f in (args.nccl or [])]
     if not (gemm or att or grp or mem or logs):
         raise ConfigError([("arguments", "give at least one of --gemm, --nccl, --attention, --grouped-gemm, --memory")])
+    if args.out:
+        _check_out(args.out, [f for f in (gemm, att, grp, mem, *logs) if f is not None])
     try:
         system, summary = calibrate_with_summary(base.model_copy(update={"name": name}), gemm, logs or None,
                                                  attention_csv=att, grouped_gemm_csv=grp, memory_csv=mem)
@@ -113,6 +116,20 @@ def summary_lines(summary) -> list[str]:
         out.append(f"refused: GEMM rows by dtype {summary.gemm_rows_skipped} (simengine trains in bf16, fp8 or nvfp4)")
     out += [f"refused/warning: {w}" for w in summary.warnings]
     return out
+
+
+def _check_out(raw: str, inputs: list[Path]) -> None:
+    """Before any work: --out names a file in a folder that exists (it creates none: a typo made a
+    folder at the file system's root) and none of the measured files read (``--out sweep.csv``
+    replaced the measurements with the JSON)."""
+    out = Path(raw)
+    if not out.parent.is_dir():
+        raise ConfigError([("--out", f"no folder {str(out.parent)[:200]}: create it first (--out creates no folders)")])
+    real = os.path.realpath(out)
+    for f in inputs:
+        if real == os.path.realpath(f):
+            raise ConfigError([("--out", f"{raw[:200]} is a measured file this command reads: writing the system "
+                                         "there would replace the measurements; give another path")])
 
 
 def _write_json(path: Path, data: object) -> None:
