@@ -155,6 +155,9 @@ def main(argv: list[str] | None = None) -> int:
     except MemoryError:
         print("error: out of memory: the scenario or input is too large for this machine", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:   # Ctrl-C during a long search: one line, not Python's traceback
+        print("interrupted", file=sys.stderr)
+        return 130
     finally:
         sys.stdout = raw
 

@@ -49,6 +49,14 @@ def test_memory_error_is_one_line_exit_2():
     assert p.stderr.count("\n") == 1 and p.stderr.startswith("error: out of memory"), p.stderr
 
 
+def test_ctrl_c_is_one_line_exit_130():
+    """Ctrl-C in a long search printed Python's 68-line KeyboardInterrupt traceback."""
+    p = py("import sys\nfrom simengine import api, cli\n"
+           "def stop(cfg):\n    raise KeyboardInterrupt\n"
+           f"api.estimate = stop\nsys.exit(cli.main(['estimate', *{SMALL!r}]))")
+    assert p.returncode == 130 and p.stdout == "" and p.stderr == "interrupted\n", p.stderr
+
+
 def test_trace_is_written_atomically(tmp_path):
     out = tmp_path / "trace.json"
     p = subprocess.run([sys.executable, "-m", "simengine", "simulate", *SMALL, "--trace", str(out)], cwd=REPO,
