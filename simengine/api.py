@@ -108,34 +108,61 @@ def calibrate_with_summary(*args: Any, **kwargs: Any):
     return _calibrate(*args, **kwargs)
 
 
+def _spec(kind: str, value: Any):
+    """``value`` as the validated spec of ``kind`` ("model", "system"): a spec as it is, a dict
+    validated (ConfigError naming the field), anything else a ConfigError."""
+    from pydantic import ValidationError
+
+    from .config import ModelSpec, SystemSpec
+    from .errors import from_pydantic
+
+    cls: type[ModelSpec] | type[SystemSpec] = ModelSpec if kind == "model" else SystemSpec
+    if isinstance(value, cls):
+        return value
+    if not isinstance(value, dict):
+        raise ConfigError([(kind, f"expected a {cls.__name__} or its dict, not {type(value).__name__}")])
+    try:
+        return cls.model_validate(value)
+    except ValidationError as e:
+        raise from_pydantic(e, kind) from None
+
+
 def count_parameters(model) -> tuple[int, int]:
-    """(total, active) parameters of a ModelSpec (``simengine.workload.params.count_parameters``)."""
+    """(total, active) parameters of a ModelSpec or its dict (``simengine.workload.params.count_parameters``)."""
     from .workload.params import count_parameters as _count
 
-    return _count(model)
+    return _count(_spec("model", model))
 
 
-def model_flops_per_step(sc: Scenario, causal: bool = False) -> float:
+def model_flops_per_step(sc: dict[str, Any] | Scenario, causal: bool = False) -> float:
     """Model FLOPs of one step (``simengine.estimate.model_flops_per_step``; no timing)."""
     from .estimate import model_flops_per_step as _flops
 
-    return _flops(sc, causal=causal)
+    return _flops(scenario_from(sc), causal=bool(causal))
 
 
 def chrome_trace(timeline, name: str = "simengine") -> dict:
-    """The Chrome-trace (Perfetto) dict of a simulated timeline (``simengine.sim.trace.to_chrome_trace``)."""
+    """The Chrome-trace (Perfetto) dict of a simulated timeline (``simulate``'s result;
+    ``simengine.sim.trace.to_chrome_trace``)."""
+    from .sim.timeline import Timeline
     from .sim.trace import to_chrome_trace
 
-    return to_chrome_trace(timeline, name)
+    if not isinstance(timeline, Timeline):
+        raise ConfigError([("timeline", f"expected the Timeline simulate() returns, not {type(timeline).__name__}")])
+    return to_chrome_trace(timeline, str(name))
 
 
 def write_chrome_trace(timeline, path, name: str = "simengine") -> None:
     """Write the Chrome trace of ``timeline`` to ``path`` atomically (temp file + os.replace: a
-    failure leaves an existing file intact). Raises OSError."""
+    failure leaves an existing file intact). Raises OSError (ConfigError for a path that is no
+    path)."""
     import json as _json
+    import os
 
     from .fileio import write_atomic
 
+    if not isinstance(path, (str, os.PathLike)) or not str(path).strip():
+        raise ConfigError([("path", f"expected a file path, not {str(path)[:60]!r}")])
     trace = chrome_trace(timeline, name)
     write_atomic(path, lambda fh: _json.dump(trace, fh))
 
@@ -227,9 +254,18 @@ def save_user_system(folder, name: str, system, provenance=()):
     """Save ``system`` (validated first) as ``folder/name.json`` atomically, with its provenance.
     A built-in system preset's name is refused: presets resolve first (``presets.load_spec``), so a
     saved system of that name could never be picked by it."""
+    import os
+
+    from .calibration.provenance import Provenance
     from .calibration.store import check_not_preset, save_system
 
-    return save_system(folder, check_not_preset(name), system, provenance)
+    if not isinstance(folder, (str, os.PathLike)) or not str(folder).strip():
+        raise ConfigError([("folder", f"expected a folder path, not {str(folder)[:60]!r}")])
+    if isinstance(provenance, (str, bytes)) or not isinstance(provenance, (list, tuple)) \
+            or not all(isinstance(p, (Provenance, dict)) for p in provenance):
+        raise ConfigError([("provenance", "expected a list of Provenance records or their dicts (calibrate()'s "
+                                          "summary.provenance)")])
+    return save_system(folder, check_not_preset(name), _spec("system", system), provenance)
 def search(space, objective: str = "tokens_per_s", top: int | None = None, progress=None, executor=None,
            best_so_far=None):
     """Rank every fitting layout of a search space (``simengine.search``). ``space`` is a
@@ -259,11 +295,21 @@ def make_search_space(*args: Any, **kwargs: Any):
     return make_space(*args, **kwargs)
 
 
-def search_fit_changes(*args: Any, **kwargs: Any):
+def search_fit_changes(config: dict[str, Any], top: int = 10):
     """The smallest changes that make a scenario fit (``simengine.search.fit_changes``)."""
     from .search import fit_changes
 
-    return fit_changes(*args, **kwargs)
+    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
+        raise ConfigError([("top", f"top={str(top)[:40]!r} must be a positive integer")])
+    return fit_changes(config, top=top)
 
 
-from .report import to_train as time_and_cost_to_train  # noqa: E402, F401  (re-exported: seconds and USD to train a token budget)
+def time_and_cost_to_train(tokens: float, tokens_per_s: float, cost_per_million_tokens_usd: float) -> tuple[float, float]:
+    """(seconds, USD) to train ``tokens`` (``report.to_train``, the estimate's and the search's own):
+    ConfigError for a number that is not finite, or negative (zero throughput: infinite time)."""
+    from .report import to_train
+
+    for name, v in (("tokens", tokens), ("tokens_per_s", tokens_per_s), ("cost_per_million_tokens_usd", cost_per_million_tokens_usd)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise ConfigError([(name, f"{name}={str(v)[:40]} must be a finite number >= 0")])
+    return to_train(tokens, tokens_per_s, cost_per_million_tokens_usd)

@@ -31,6 +31,11 @@ def run_search(space: SearchSpace | dict[str, Any], objective: str = "tokens_per
         raise ConfigError([("space", "expected a SearchSpace or a dict")])
     if executor is None or isinstance(executor, str):
         executor = make_executor(executor)
+    elif not callable(getattr(executor, "map", None)):
+        raise ConfigError([("executor", "expected an executor (InProcess, ProcessPool, RayExecutor) or its name")])
+    for name, fn in (("progress", progress), ("best_so_far", best_so_far)):
+        if fn is not None and not callable(fn):
+            raise ConfigError([(name, f"{name} must be a function or None")])
     return search(space, objective=objective, top=top, progress=progress, executor=executor, best_so_far=best_so_far)
 
 

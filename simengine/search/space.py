@@ -380,6 +380,8 @@ def _check_value(dim: str, v: Any) -> bool:
 def check_choices(choices: dict[str, Any]) -> dict[str, tuple]:
     """Validate user restrictions: known dimension names, non-empty lists of values of the
     dimension's type (ConfigError naming the dimension otherwise)."""
+    if not isinstance(choices, dict):
+        raise ConfigError([("choices", f"expected a dict of dimension → values, not {type(choices).__name__}")])
     out = {}
     for k, v in choices.items():
         if k not in DIMS:
