@@ -10,7 +10,7 @@ from ui.engine import estimate_report
 from ui.layout import boot, issues_box
 from ui.compare import compare_section
 from ui.report_io import budget, report_csv, report_json
-from ui.labels import (HFU_HELP, MFU_HELP, PEAK_LABEL, STAGE_MEMORY_COLUMNS, memory_help, mfu_causal_note,
+from ui.labels import (HFU_HELP, MFU_HELP, PEAK_LABEL, STAGE_MEMORY_COLUMNS, allocated_limit_gib, memory_help, mfu_causal_note,
                        stage_memory_fields, trained_note)
 from ui.text import md
 from ui.units import fmt_count, fmt_flops, fmt_gib, fmt_num, fmt_pct, fmt_time, fmt_usd
@@ -61,9 +61,10 @@ row.metric("Step time", fmt_time(r["step_time_s"]), help="One optimizer step, sl
 row.metric("Throughput", f"{fmt_count(r['tokens_per_s'])} tok/s", help=f"{fmt_num(r['tokens_per_s_per_gpu'], ',.0f')} tokens/s per GPU.")
 row.metric("MFU", fmt_pct(r["mfu"]), help=MFU_HELP + mfu_causal_note(r))
 row.metric("HFU", fmt_pct(r["hfu"]), help=HFU_HELP)
-row.metric(PEAK_LABEL, f"{fmt_num(r['peak_memory_gib'])} / {fmt_num(r['memory_capacity_gib'])} GiB",
+limit = allocated_limit_gib(sc["strategy"], sc["system"])   # the allocated peak that still fits (not the capacity)
+row.metric(PEAK_LABEL, f"{fmt_num(r['peak_memory_gib'])} / {fmt_num(limit)} GiB",
            "fits" if r["fits"] else "does not fit", delta_color="normal" if r["fits"] else "inverse", delta_arrow="off",
-           help=memory_help(r))
+           help=memory_help(r, limit))
 row.metric("Cost / 1M tokens", fmt_usd(r["cost_per_million_tokens_usd"]), help=f"{fmt_usd(r['cost_per_step_usd'])} per step.")
 band = r.get("uncertainty") or {}
 fmt_band = {"step_time_s": fmt_time, "tokens_per_s": lambda v: f"{fmt_count(v)} tok/s", "mfu": fmt_pct, "peak_memory_gib": fmt_gib}

@@ -12,7 +12,7 @@ from ui import fold, state
 from ui.chart_cache import draw, gantt_view, memory_view
 from ui.config_io import cross_issues, validate_section
 from ui.engine import MAX_TRACE_SPANS, chrome_trace, estimate_report, timeline
-from ui.labels import LEANER_SCHEDULE, SIM_PEAK_LABEL, fits, reserved_gib
+from ui.labels import LEANER_SCHEDULE, SIM_PEAK_LABEL, allocated_limit_gib, fits, reserved_gib
 from ui.layout import boot, issues_box
 from ui.timeline_data import MAX_EXACT_SPANS, MAX_GANTT_RANKS, per_rank_view, representative_ranks, usable_window
 from ui.text import issues_md, md
@@ -202,10 +202,13 @@ box, is_open = fold.group("Memory over the step (allocated bytes per rank)", f"t
                           st.session_state.setdefault(f"tl.fold.{'oom' if oom else 'fits'}", {}), oom)
 if is_open:
     with box:
+        limit = allocated_limit_gib(strategy, system)
         mem_spec = memory_view(scenario_text, tuple(shown_ranks) if shown_ranks is not None else None,
-                               float(system["gpu"]["memory_gib"]), tl["memory"], float(step))
+                               limit, tl["memory"], float(step))
         if mem_spec is not None:
-            st.caption("Allocated bytes per rank over the step; the dashed line is the GPU's capacity.")
+            st.caption(f"Allocated bytes per rank over the step; the dashed line, {fmt_gib(limit)}, is the most a rank may "
+                       f"allocate and still fit ({fmt_gib(system['gpu']['memory_gib'])} GPUs, less the memory outside "
+                       "PyTorch and the caching allocator's share).")
             draw(mem_spec)
         else:
             st.caption("No memory-over-time series in this timeline.")

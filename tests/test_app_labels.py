@@ -52,3 +52,25 @@ def test_fit_rule_matches_the_engine():
             assert fits(worst["peak_gib"], cfg["strategy"], cfg["system"]) == r["fits"], (size, cap)
             seen.add(r["fits"])
     assert seen == {True, False}
+
+
+def test_the_headline_limit_agrees_with_the_fit_verdict():
+    """"77.9 / 79.1 GiB" beside "does not fit" (reserved 81.8 + 2.5 GiB outside PyTorch) read as
+    fitting: the headline's figure after the slash is the allocated limit, so the peak is over it
+    exactly when the stage does not fit (the Timeline's dashed line is the same limit)."""
+    from ui.config_io import dumps
+    from ui.labels import allocated_limit_gib
+
+    for size in ("small", "medium", "large"):
+        cfg = size_canonical(size)
+        r = estimate_report(dumps(cfg))["report"]
+        worst = max(r["memory_by_stage"], key=lambda x: x["reserved_gib"])
+        for cap in (worst["reserved_gib"] * 1.02, float(cfg["system"]["gpu"]["memory_gib"]) * 1.5):
+            cfg["system"]["gpu"]["memory_gib"] = cap
+            limit = allocated_limit_gib(cfg["strategy"], cfg["system"])
+            assert (worst["peak_gib"] <= limit) == fits(worst["peak_gib"], cfg["strategy"], cfg["system"])
+    at = open_app("pages/estimate.py", preset="medium")
+    cfg = size_canonical("medium")
+    m = _metric(at, "Allocated peak")
+    assert m.value.endswith(f" / {allocated_limit_gib(cfg['strategy'], cfg['system']):,.1f} GiB")
+    assert "most a stage may allocate and still fit" in m.proto.help

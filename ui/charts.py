@@ -283,7 +283,8 @@ def _rank_colour(n: int) -> Spec:
 
 
 def memory_time_chart(df: pd.DataFrame, capacity_gib: float | None) -> Spec:
-    """Allocated memory over the step per rank (step-after lines) and the GPU capacity."""
+    """Allocated memory over the step per rank (step-after lines) and the allocated limit
+    (``capacity_gib``: the most a rank may allocate and still fit, ui/labels.py ``allocated_limit_gib``)."""
     df = df[["rank", "t_ms", "GiB"]].assign(t_ms=df["t_ms"].astype(float).round(GANTT_DECIMALS),
                                             GiB=df["GiB"].astype(float).round(4))  # 0.1 MiB; tooltips show 0.01 GiB
     curves = dataset(rows_of(df))
@@ -299,5 +300,5 @@ def memory_time_chart(df: pd.DataFrame, capacity_gib: float | None) -> Spec:
         datasets.append(cap)
         layers.append({"data": {"name": cap[0]}, "mark": {"type": "rule", "color": "#111111", "strokeDash": [5, 3]},
                        "encoding": {"y": field("cap", "quantitative")}})
-    return top(datasets, {"layer": layers, "height": 260, "title": "Memory over the step (dashed = capacity)",
+    return top(datasets, {"layer": layers, "height": 260, "title": "Memory over the step (dashed = the allocated limit)",
                           "usermeta": CANVAS})

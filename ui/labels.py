@@ -24,11 +24,13 @@ MFU_HELP = ("Model FLOPs utilisation: model FLOPs per step (6·N_active per toke
 HFU_HELP = "Hardware FLOPs (model FLOPs + recomputed forward) / (step time · dense BF16 peak · GPUs)."
 
 
-def memory_help(r: dict[str, Any]) -> str:
-    """Tooltip of the memory headline of a Report dict."""
+def memory_help(r: dict[str, Any], limit_gib: float | None = None) -> str:
+    """Tooltip of the memory headline of a Report dict (``limit_gib``: ``allocated_limit_gib``)."""
+    limit = "" if limit_gib is None else (
+        f" The figure after the slash, {fmt_num(limit_gib)} GiB, is the most a stage may allocate and still fit.")
     return (f"Allocated peak (live tensors) of the fullest stage. Reserved by PyTorch's caching allocator: "
             f"{fmt_num(r['reserved_memory_gib'])} GiB; a stage fits when reserved + the memory outside PyTorch "
-            f"≤ {fmt_num(r['memory_capacity_gib'])} GiB.")
+            f"≤ {fmt_num(r['memory_capacity_gib'])} GiB." + limit)
 
 
 def mfu_causal_note(r: dict[str, Any]) -> str:
@@ -40,6 +42,16 @@ def reserved_gib(allocated_gib: float, allocator_overhead: float) -> float:
     """Reserved from allocated, as the engine does (simengine/estimate.py, memory_by_stage:
     ``reserved = alloc * (1 + strategy.allocator_overhead)``)."""
     return allocated_gib * (1.0 + allocator_overhead)
+
+
+def allocated_limit_gib(strategy: dict[str, Any], system: dict[str, Any]) -> float:
+    """The most a stage may allocate and still fit (``fits``, solved for the allocated peak):
+    (capacity − memory outside PyTorch) / (1 + allocator overhead). The headlines compare the
+    allocated peak with it, not with the raw capacity: "77.9 / 79.1 GiB" read as fitting beside a
+    "does not fit" verdict (81.8 GiB reserved + 2.5 GiB outside PyTorch)."""
+    gpu = system["gpu"]
+    free = float(gpu["memory_gib"]) - float(gpu.get("non_torch_gib", 0.0))
+    return max(free, 0.0) / (1.0 + float(strategy.get("allocator_overhead", 0.0)))
 
 
 def fits(allocated_gib: float, strategy: dict[str, Any], system: dict[str, Any]) -> bool:
