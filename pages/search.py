@@ -16,7 +16,7 @@ from ui.layout import boot, issues_box
 from ui.pins import BUDGET_RANGE
 from ui.search_fit import fit_list
 from ui.search_inputs import INPUT_HELP, INPUT_LABELS, LINK_PARAM, decode_inputs, encode_inputs, parse_count, parse_counts, parse_restrict, restricted_to_schedules
-from ui.search_view import cached_result, cached_search, candidates_frame, empty_reason, grid_options, item_labels, pareto_caption, pareto_chart, points_frame, results_csv, search_base, search_payload, what_if_text, with_budget
+from ui.search_view import cached_result, cached_search, candidates_frame, empty_reason, grid_height, grid_options, item_labels, pareto_caption, pareto_chart, points_frame, results_csv, search_base, search_payload, what_if_text, with_budget
 from ui.text import md
 
 boot("Search")
@@ -195,7 +195,7 @@ def _results(sc: dict, res: dict) -> None:
     try:
         from st_aggrid import AgGrid
 
-        grid = AgGrid(df, gridOptions=grid_options(df), height=min(460, 70 + 30 * len(df)), theme="streamlit",
+        grid = AgGrid(df, gridOptions=grid_options(df), height=grid_height(list(df["layout"])), theme="streamlit",
                       update_on=["selectionChanged"], key="search.grid", show_toolbar=False)
         sel = grid.selected_rows
         if isinstance(sel, pd.DataFrame) and not sel.empty:

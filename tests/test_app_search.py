@@ -505,3 +505,14 @@ def test_restricting_to_the_stacks_schedules_replaces_a_schedule_line():
     got = restricted_to_schedules({"restrict": "tp=1; strategy.schedule=dualpipe\npp=4", "top": 3}, ["1f1b", "interleaved"])
     assert got == {"restrict": "tp=1\npp=4\nschedule=1f1b,interleaved", "top": 3}
     assert parse_restrict(got["restrict"])["schedule"] == ["1f1b", "interleaved"]
+
+
+def test_the_grid_is_as_tall_as_its_wrapped_rows():
+    """The grid's height assumed one-line rows (70 + 30·rows): with Top = 4 and two-line layout
+    labels only two rows were in view. Each row now counts its label's lines, up to the cap."""
+    from ui.search_view import GRID_MAX_PX, grid_height
+
+    two_lines = "8 GPUs tp2 pp1 mbs4 zero3 offload9 overlap grad+param+tp"   # 56 characters: wraps once
+    assert grid_height([two_lines] * 4) == 125 + 4 * (8 + 2 * 26) > 70 + 30 * 4 + 4 * 26
+    assert grid_height(["8 GPUs tp8 pp1 mbs1"]) == 125 + 34
+    assert grid_height([two_lines] * 25) == GRID_MAX_PX

@@ -172,6 +172,18 @@ def item_labels(items: list[dict[str, Any]], ranked: int) -> list[str]:
     return [f"#{i + 1} {c['label']}" if i < ranked else f"(Pareto) {c['label']}" for i, c in enumerate(items)]
 
 
+GRID_MAX_PX = 460
+LABEL_CHARS_PER_LINE = 40   # of a layout label in its 270 px column (a 56-character label wraps once)
+
+
+def grid_height(labels: list[str]) -> int:
+    """The ranked grid's height in px: its two header rows and each row as tall as its wrapped
+    layout label (26 px a line), at most ``GRID_MAX_PX`` (then it scrolls). ``70 + 30·rows``
+    assumed one-line rows: with four two-line rows only two were in view."""
+    rows = sum(8 + 26 * max(1, math.ceil(len(s) / LABEL_CHARS_PER_LINE)) for s in labels)
+    return min(GRID_MAX_PX, 125 + rows)
+
+
 def grid_options(df: pd.DataFrame) -> dict[str, Any]:
     """AgGrid options: sortable, filterable, columns grouped into result / detail / layout."""
     def col(name, header, **kw):
