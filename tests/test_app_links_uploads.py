@@ -4,6 +4,7 @@ section's file uploaded, and a list of problems cut short."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
@@ -43,6 +44,18 @@ def test_another_sections_file_is_named_as_such_in_one_line():
     home.file_uploader(key="upl.scenario").upload("m.json", json.dumps(full["model"]).encode(), "application/json").run()
     err = texts(home.error).replace("\\", "")
     assert "m.json is a model file, not a scenario" in err and "unknown section" not in err
+
+
+def test_a_hugging_face_config_is_pointed_to_its_importer():
+    """A Hugging Face config.json uploaded as a model gave ~20 "Extra inputs are not permitted"
+    lines and no word of the importer just above."""
+    hf = json.loads((Path(__file__).resolve().parent / "data" / "hf" / "llama-3-8b.json").read_text())
+    at = page("pages/model.py")
+    before = scenario(at)
+    at.file_uploader(key="upl.model").upload("config.json", json.dumps(hf).encode(), "application/json").run()
+    err = texts(at.error).replace("\\", "")
+    assert "config.json is a Hugging Face config.json" in err and "Import a Hugging Face config.json" in err
+    assert "Extra inputs" not in err and scenario(at) == before
 
 
 def test_a_list_of_problems_cut_short_says_how_many_more():

@@ -187,6 +187,15 @@ def issue_text(issues: Issues) -> str:
     return "; ".join(f"{f}: {m}" if f else m for f, m in issues)
 
 
+HF_KEYS = frozenset({"model_type", "architectures", "num_hidden_layers", "intermediate_size"})
+
+
+def is_hf_config(data: Any) -> bool:
+    """A Hugging Face ``config.json`` (its own field names: ``model_type``, ``architectures``,
+    ``num_hidden_layers`` …, none of a ModelSpec's ``num_layers``): the Model page imports it."""
+    return isinstance(data, dict) and len(HF_KEYS & {str(k) for k in data}) >= 2 and "num_layers" not in data
+
+
 def section_of(data: Any) -> str | None:
     """The section an uploaded JSON object is, by its fields: the one whose field names it shares
     most of (at least half of its keys), or a whole scenario ("scenario"); None when none fits."""

@@ -13,7 +13,7 @@ from simengine.errors import ConfigError
 from simengine.presets import SCENARIO_SIZES, list_presets, load_preset
 
 from . import form, state
-from .config_io import PRESET_KIND, SECTIONS, UPLOAD_MB, parse_json_text, section_of
+from .config_io import PRESET_KIND, SECTIONS, UPLOAD_MB, is_hf_config, parse_json_text, section_of
 from .layout import issue_lines, issues_box, show_notices
 from .text import clip, issues_md, md, md_code
 
@@ -89,6 +89,10 @@ def _upload(section: str) -> None:
     name, data = got
     if isinstance(data, dict) and section in data and set(data) <= set(SECTIONS):
         data = data[section]  # a whole scenario file: take this editor's section
+    if is_hf_config(data):   # not twenty "Extra inputs are not permitted" lines: where it is read
+        state.notify("error", f"Upload rejected: {md(name)} is a Hugging Face config.json, not a simengine {section}; "
+                              "import it with *Import a Hugging Face config.json* on the Model page.", f"upl.{section}")
+        return
     kind = section_of(data)
     if kind not in (None, section):   # another section's file: one line, not each of its fields refused
         where = "Home page (Open a scenario file)" if kind == "scenario" else f"{kind.capitalize()} page"
