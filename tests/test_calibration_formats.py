@@ -122,3 +122,17 @@ def test_a_zero_padded_shape_is_its_number():
     assert [pos_int(x, 2, "m", issues) for x in ("0000000000000001", "+12", "12.0", "0", "1.5")] == [1, 12, 12, None, None]
     assert [m for _, m in issues.items] == ["line 2, column 'm': '0' is not a positive integer",
                                            "line 2, column 'm': '1.5' is not a positive integer"]
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be", "utf-8-sig"])
+def test_a_utf16_sweep_reads_as_its_text(encoding):
+    """Excel's "Unicode text" export (UTF-16) read as UTF-8 gave the header "\ufffd\ufffdm, n, k" and a
+    "missing column" error; the bytes say which encoding they are (a byte-order mark, or a NUL beside
+    every ASCII character)."""
+    from simengine.calibration.source import read_text
+
+    text = "m,n,k,dtype,efficiency\n4096,4096,4096,bf16,0.62\n"
+    assert read_text(text.encode(encoding), "gemm")[0] == text
+    system = presets.load_spec("systems", "h100-sxm5-80gb")
+    got, _ = calibrate_with_summary(system, text.encode(encoding))
+    assert [p.efficiency for p in got.efficiency.gemm_table] == [0.62]

@@ -44,5 +44,23 @@ def read_text(source: str | bytes | os.PathLike, field: str) -> tuple[str, str]:
 
 
 def _decode(raw: bytes) -> str:
-    text = raw.decode("utf-8", errors="replace")
+    """UTF-8, or UTF-16 where the bytes say so (Excel's "Unicode text" export: a byte-order mark,
+    or a NUL beside every ASCII character), which read as UTF-8 gave a header like "\ufffd\ufffdm"
+    and a "missing column" error."""
+    text = raw.decode(_utf16(raw) or "utf-8", errors="replace")
     return text.lstrip("\ufeff")
+
+
+def _utf16(raw: bytes) -> str | None:
+    """"utf-16" (a byte-order mark), "utf-16-le"/"-be" (NULs in every other byte of the first
+    512, the ASCII text of a BOM-less file), else None."""
+    if raw[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return "utf-16"
+    head = raw[:512]
+    if len(head) >= 8:
+        odd, even = head[1::2], head[0::2]
+        if odd.count(0) >= 0.9 * len(odd) and even.count(0) == 0:
+            return "utf-16-le"
+        if even.count(0) >= 0.9 * len(even) and odd.count(0) == 0:
+            return "utf-16-be"
+    return None
