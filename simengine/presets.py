@@ -149,7 +149,11 @@ def load_spec(kind: str, name_or_path: str | Path, *, user_systems: str | Path |
 
         if is_saved(user_systems, str(name_or_path)):
             return load_system(user_systems, str(name_or_path))
-        data = load_preset(kind, str(name_or_path))
+        try:
+            data = load_preset(kind, str(name_or_path))
+        except ConfigError as e:   # say where the saved systems were looked for too
+            raise ConfigError([(f, m + (f"; no saved system of that name in {str(user_systems)[:200]}" if m.startswith("unknown") else ""))
+                               for f, m in e.issues]) from None
         origin = f"preset {kind}/{name_or_path}"
     else:
         data = load_preset(kind, str(name_or_path))

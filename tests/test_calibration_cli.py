@@ -359,3 +359,23 @@ def test_a_system_too_large_to_save_writes_no_out_file(tmp_path, capsys, monkeyp
                                "--systems-dir", str(tmp_path / "s"), "--out", str(out)], capsys)
     assert code == 2 and "not saved" in err and "wrote:" not in printed
     assert not out.exists() and not (tmp_path / "s" / "big.json").exists()
+
+
+def test_search_finds_a_saved_system(tmp_path, capsys):
+    """``search --system NAME`` said "unknown system preset": the one command without the saved
+    systems (README: they resolve after the presets) and without --systems-dir."""
+    sysdir = tmp_path / "systems"
+    assert _run(["calibrate", "--nccl", str(AR8), "--base", "small", "--name", "mine", "--systems-dir", str(sysdir)], capsys)[0] == 0
+    code, out, err = _run(["search", "--model", "small", "--system", "mine", "--systems-dir", str(sysdir), "--seq-len", "8192",
+                           "--global-batch", "64", "--top", "2", "--space", "strategy.tp=1,2", "--space", "strategy.pp=1", "--json"], capsys)
+    assert code == 0, err
+    assert json.loads(out)["candidates"]
+    code, _, err = _run(["search", "--model", "small", "--system", "mine", "--seq-len", "8192", "--global-batch", "64",
+                         "--systems-dir", str(tmp_path / "elsewhere")], capsys)
+    assert code == 2 and "mine" in err
+
+
+def test_an_unknown_system_says_where_saved_systems_were_looked_for(tmp_path, capsys):
+    code, _, err = _run(["estimate", "--model", "small", "--strategy", "small", "--system", "nosuch",
+                         "--systems-dir", str(tmp_path)], capsys)
+    assert code == 2 and "unknown system preset 'nosuch'" in err and f"no saved system of that name in {tmp_path}" in err

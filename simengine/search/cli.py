@@ -15,6 +15,7 @@ import sys
 import time
 from typing import Any
 
+from ..calibration.cli import add_systems_dir, systems_dir
 from ..errors import ConfigError
 from ..terminal.cli import warn
 from .space import DIMS
@@ -23,7 +24,7 @@ from .space import DIMS
 def add_parser(sub) -> None:
     p = sub.add_parser("search", help="rank every feasible parallel layout")
     p.add_argument("--model", required=True, help="preset name or path to a ModelSpec JSON")
-    p.add_argument("--system", required=True, help="preset name or path to a SystemSpec JSON")
+    p.add_argument("--system", required=True, help="preset name, saved user system or path to a SystemSpec JSON")
     p.add_argument("--strategy", help="preset/path whose fixed fields (dtype, …) the search keeps; reports the smallest changes to fit it")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE", help="override a field or pin a dimension")
     p.add_argument("--space", action="append", default=[], metavar="strategy.DIM=V1,V2", help="restrict a dimension to a list")
@@ -39,6 +40,7 @@ def add_parser(sub) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--time-limit", type=float, metavar="SECONDS",
                    help="stop after this many seconds and report the best layouts timed by then (not proven the best)")
+    add_systems_dir(p)
 
 
 def _values(text: str) -> list[Any]:
@@ -64,7 +66,7 @@ def build(args: argparse.Namespace) -> tuple[Any, dict[str, Any] | None]:
     from ..cli import _load, _parse_value, apply_sets
     from .make import make_space
 
-    cfg = {"model": _load("model", args.model), "system": _load("system", args.system),
+    cfg = {"model": _load("model", args.model), "system": _load("system", args.system, systems_dir(args)),  # saved systems too
            "strategy": _load("strategy", args.strategy) if args.strategy else {}}
     choices: dict[str, list] = {}
     pins: dict[str, Any] = {}   # --set strategy.<dim>: also the --strategy scenario's, for its fit changes
