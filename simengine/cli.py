@@ -230,7 +230,8 @@ def _main(argv: list[str] | None) -> int:
         if args.trace:
             _write_trace(args.trace, tl, cfg["model"].get("name", "simengine"))
         summary = {"step_time_s": tl.step_time_s, "bubble_fraction": list(tl.bubble_fraction),
-                   "peak_memory_gib": [b / 2**30 for b in tl.peak_memory_bytes], "spans": len(tl.spans)}
+                   "peak_memory_gib": [b / 2**30 for b in tl.peak_memory_bytes], "spans": len(tl.spans),
+                   "fits": api.estimate(cfg).fits}   # the estimate's verdict (StageMemory.fits), as the estimate prints it
         emit(json.dumps(summary) if args.json else "\n".join(f"{k}: {v}" for k, v in summary.items()))
         return 0
     except ConfigError as e:

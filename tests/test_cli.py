@@ -89,6 +89,16 @@ def test_simulate_writes_a_trace(tmp_path, capsys):
                           "--set", "strategy.global_batch_size=16", "--trace", str(trace), "--json"], capsys)
     assert code == 0, err
     assert json.loads(trace.read_text())["traceEvents"]
+    assert json.loads(out)["fits"] is True
+
+
+def test_simulate_says_whether_the_step_fits(capsys):
+    """``simulate`` printed the peaks of a step ``estimate`` calls DOES NOT FIT without a verdict."""
+    argv = ["--model", "small", "--system", "small", "--strategy", "small", "--set", "system.gpu.memory_gib=8", "--json"]
+    code, out, err = run(["simulate", *argv], capsys)
+    assert code == 0, err
+    code, est, _ = run(["estimate", *argv], capsys)
+    assert json.loads(out)["fits"] is False is json.loads(est)["fits"]
 
 
 def test_module_entry_point():
