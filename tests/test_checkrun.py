@@ -413,6 +413,17 @@ def test_cli_runs_file_refit(tmp_path, capsys):
     assert "compute = 0.9" in out.out and "scale_up = 0.7" in out.out and "held out" in out.out
     assert main(["check-run", "--runs", str(tmp_path / "none.json")]) == 2
     assert main(["check-run", "--model", "small"]) == 2
+    capsys.readouterr()
+    # nothing to fit, --factors without --refit, a misspelt key, a warm-up of true: refused before
+    # any run is compared (",,," fitted nothing and printed a refit; the others were ignored)
+    for argv in (["--refit", "--factors", ",,,"], ["--factors", "compute"]):
+        assert main(["check-run", "--runs", str(runs), *argv]) == 2
+        out = capsys.readouterr()
+        assert "--factors" in out.err and "run 1" not in out.out
+    for bad in ({"warmpu": 5}, {"warmup": True}):
+        runs.write_text(_json.dumps([{**items[0], **bad}]))
+        assert main(["check-run", "--runs", str(runs)]) == 2
+        assert "run 1:" in capsys.readouterr().err
 
 
 def test_a_parsed_log_carries_the_digest_of_its_text():

@@ -18,6 +18,8 @@ from ..errors import ConfigError
 from ..presets import read_bounded   # fileio.py's bounded read (no device, no pipe, a size limit)
 
 MAX_RUNS_BYTES = 1 << 20   # --runs: a JSON list of 1-50 small objects
+FACTORS_DEFAULT = "compute,scale_up,scale_out"
+RUN_KEYS = ("log", "model", "system", "strategy", "set", "warmup")
 
 
 def add_parser(sub) -> None:
@@ -36,7 +38,7 @@ def add_parser(sub) -> None:
     c.add_argument("--strategy")
     c.add_argument("--runs", metavar="FILE", help="JSON list of runs [{log, model, system, strategy, set?, warmup?}] "
                    "(paths relative to FILE): with --refit, fit --factors on all of them, each held out in turn")
-    c.add_argument("--factors", default="compute,scale_up,scale_out",
+    c.add_argument("--factors", default=FACTORS_DEFAULT,
                    help="with --runs --refit: factors to fit (compute, scale_up, scale_out)")
     c.add_argument("--set", action="append", metavar="SECTION.FIELD=VALUE", help="override a field (repeatable)")
     c.add_argument("--warmup", type=int, default=None,
@@ -73,6 +75,25 @@ def run_coverage(args: argparse.Namespace) -> int:
     return 0
 
 
+def _factors(args: argparse.Namespace) -> list[str]:
+    """--factors as names (refit.py refuses unknown ones); ConfigError when it names none (',,,'
+    fitted nothing and printed a refit)."""
+    names = [f.strip() for f in args.factors.split(",") if f.strip()]
+    if not names:
+        raise ConfigError([("--factors", f"name at least one of {FACTORS_DEFAULT.replace(',', ', ')}")])
+    return names
+
+
+def _check_run_item(n: int, item: dict) -> None:
+    """A --runs entry's keys and its warm-up: a misspelt key ("warmpu") was ignored, ``true`` read as 1."""
+    unknown = sorted(set(item) - set(RUN_KEYS))
+    if unknown:
+        raise ConfigError([("--runs", f"run {n}: unknown key {str(unknown[0])[:40]!r} (keys: {', '.join(RUN_KEYS)})")])
+    w = item.get("warmup")
+    if w is not None and (isinstance(w, bool) or not isinstance(w, int) or w < 0):
+        raise ConfigError([("--runs", f"run {n}: 'warmup' must be a whole number of steps >= 0")])
+
+
 def run_many(args: argparse.Namespace) -> int:
     """``--runs FILE``: compare every run; with ``--refit`` fit the factors on all of them."""
     import json
@@ -94,6 +115,7 @@ def run_many(args: argparse.Namespace) -> int:
         raise ConfigError([("--runs", "expected a JSON list of 1-50 objects {log, model, system, strategy}")])
     runs, names = [], []
     for n, item in enumerate(items, start=1):
+        _check_run_item(n, item)
         missing = [k for k in ("log", "model", "system", "strategy") if not isinstance(item.get(k), str)]
         if missing:
             raise ConfigError([("--runs", f"run {n}: missing {', '.join(missing)}")])
@@ -112,7 +134,7 @@ def run_many(args: argparse.Namespace) -> int:
         names.append(lp.name)
     if not args.refit:
         return 0
-    fit = fit_factors(runs, [f.strip() for f in args.factors.split(",") if f.strip()])
+    fit = fit_factors(runs, _factors(args))
     shown = ", ".join(f"{k} = {v:.4f}" + ("" if k in fit.identifiable else " (not identifiable: no run moves it)")
                       for k, v in fit.values.items())
     print(f"refit           {shown} ({fit.evaluations} estimates)")
@@ -128,6 +150,10 @@ def run(args: argparse.Namespace) -> int:
         return run_coverage(args)
     if getattr(args, "holdout_log", None) and not getattr(args, "refit", False):   # said before any output, not ignored
         raise ConfigError([("--holdout-log", "--holdout-log checks a refit: give --refit with it")])
+    if args.factors != FACTORS_DEFAULT and not (args.runs and args.refit):
+        raise ConfigError([("--factors", "--factors chooses what --runs FILE --refit fits: give those with it")])
+    if args.runs and args.refit:
+        _factors(args)   # before every run is compared and printed
     if args.runs:
         given = [f"--{k.replace('_', '-')}" for k in ("log", "model", "system", "strategy", "holdout_log", "set")
                  if getattr(args, k, None)]
