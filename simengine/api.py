@@ -173,8 +173,10 @@ def chunks_per_rank(schedule: str, vpp: int = 1) -> int:
     Raises ConfigError for an unknown schedule or a vpp that is no positive integer."""
     from .schedule import get_schedule
 
-    if type(vpp) is not int or vpp < 1:
-        raise ConfigError([("strategy.vpp", f"vpp={str(vpp)[:40]!r} must be a positive integer")])
+    from .config.strategy import MAX_VPP
+
+    if type(vpp) is not int or not 1 <= vpp <= MAX_VPP:
+        raise ConfigError([("strategy.vpp", f"vpp={str(vpp)[:40]!r} must be an integer from 1 to {MAX_VPP} (StrategySpec.vpp)")])
     try:
         sched = get_schedule(schedule)
     except (ValueError, KeyError, TypeError) as e:
@@ -214,6 +216,10 @@ def calibrate(system: dict[str, Any] | Any, *, gemm=None, nccl=None, attention=N
             system = SystemSpec.model_validate(system)
         except ValidationError as e:
             raise from_pydantic(e, "system") from None
+    given = [x for x in (gemm, nccl, attention, grouped_gemm, memory)
+             if x is not None and not (isinstance(x, (list, tuple, dict)) and not x)]   # (an empty file: its reader says so)
+    if not given:   # as the CLI: no measurement, no calibration (the system came back unchanged)
+        raise ConfigError([("arguments", "give at least one of gemm, nccl, attention, grouped_gemm, memory")])
     return calibrate_with_summary(system, gemm, nccl, attention_csv=attention, grouped_gemm_csv=grouped_gemm,
                                   memory_csv=memory)
 

@@ -54,3 +54,16 @@ def test_a_trace_needs_a_path(tmp_path):
         assert e.value.field == "path"
     api.write_chrome_trace(tl, tmp_path / "t.json")
     assert (tmp_path / "t.json").stat().st_size > 0
+
+
+def test_a_calibration_needs_a_measurement_and_chunks_a_vpp_in_range():
+    """``calibrate(system)`` with no file returned the system unchanged where the CLI refuses, and
+    ``chunks_per_rank("interleaved", 10**30)`` answered 10**30 (StrategySpec.vpp stops at 128)."""
+    for nccl in (None, [], {}):
+        with pytest.raises(ConfigError) as e:
+            api.calibrate(SYSTEM, nccl=nccl)
+        assert e.value.field == "arguments"
+    assert api.chunks_per_rank("interleaved", 128) == 128
+    with pytest.raises(ConfigError) as e:
+        api.chunks_per_rank("interleaved", 10**30)
+    assert e.value.field == "strategy.vpp"

@@ -136,3 +136,11 @@ def test_a_utf16_sweep_reads_as_its_text(encoding):
     system = presets.load_spec("systems", "h100-sxm5-80gb")
     got, _ = calibrate_with_summary(system, text.encode(encoding))
     assert [p.efficiency for p in got.efficiency.gemm_table] == [0.62]
+
+
+def test_a_cell_past_the_csv_limit_is_named_as_such():
+    """A 200,000-character cell was reported as "a malformed quoted field" (Python's field limit)."""
+    system = presets.load_spec("systems", "h100-sxm5-80gb")
+    with pytest.raises(ConfigError) as e:
+        calibrate_with_summary(system, "m,n,k,dtype,efficiency\n" + "x" * 200_000 + ",1,1,bf16,0.5\n")
+    assert "a cell longer than" in str(e.value) and "malformed" not in str(e.value)

@@ -39,8 +39,10 @@ def read_rows(text: str, field: str, example: str = "m,n,k,efficiency") -> tuple
                                            "split the sweep or sample it")])
             rows.append((reader.line_num, cells))
     except csv.Error as exc:   # Python's text ("new-line character seen in unquoted field …") means nothing to a user
-        why = "a stray carriage return or NUL byte — a binary file, or not saved as text" \
-            if "new-line" in str(exc) or "NUL" in str(exc) else "a malformed quoted field"
+        text = str(exc)
+        why = ("a stray carriage return or NUL byte — a binary file, or not saved as text" if "new-line" in text or "NUL" in text
+               else f"a cell longer than {csv.field_size_limit():,} characters" if "field limit" in text
+               else "a malformed quoted field")
         raise ConfigError([(field, f"line {reader.line_num}: not valid CSV ({why})")]) from None
     if header is None:
         raise ConfigError([(field, f"no header row (expected e.g. '{example}')")])

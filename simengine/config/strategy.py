@@ -21,6 +21,8 @@ ScheduleName = Literal[SCHEDULE_NAMES]  # type: ignore[valid-type]
 # Megatron-Core TransformerConfig.recompute_modules choices of a decoder layer (transformer_config.py)
 RecomputeModule = Literal["core_attn", "layernorm", "moe_act", "mla_up_proj", "mlp", "moe", "shared_experts"]
 
+MAX_VPP = 128   # StrategySpec.vpp
+
 
 class StrategySpec(Spec):
 
@@ -31,7 +33,7 @@ class StrategySpec(Spec):
     cp: int = Field(1, ge=1, le=1024, description="Context-parallel size (sequence split for attention).")
     ep: int = Field(1, ge=1, le=65_536, description="Expert-parallel size (MoE), carved out of DP×CP.")
     etp: int | None = Field(None, ge=1, le=1024, description="Expert tensor-parallel size; None = tp (Megatron-LM arguments.py: expert_tensor_parallel_size defaults to tensor_model_parallel_size).")
-    vpp: int = Field(1, ge=1, le=128, description="Virtual pipeline chunks per rank (interleaved schedule).")
+    vpp: int = Field(1, ge=1, le=MAX_VPP, description="Virtual pipeline chunks per rank (interleaved schedule).")
     sequence_parallel: bool = Field(True, description="Megatron sequence parallelism (norms/dropout sharded over TP; AG/RS instead of AR).")
     micro_batch_size: int = Field(1, ge=1, le=65_536, description="Sequences per micro-batch.")
     global_batch_size: int = Field(..., ge=1, le=100_000_000, description="Sequences per optimizer step.")
