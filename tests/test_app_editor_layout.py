@@ -82,13 +82,14 @@ def test_with_deltas_relative_and_points():
             {"scenario": "b", "fits": False, "step time [s]": 1.0, "tokens/s/GPU": 200, "MFU [%]": 45.0,
              "peak alloc [GiB]": 60.0, "USD / 1M tokens": 0.5}]
     out = with_deltas(rows, 0)
-    assert out[1]["Δ step time [s] [%]"] == -50.0 and out[1]["Δ MFU [%]"] == 5.0 and out[1]["Δ tokens/s/GPU [%]"] == 100.0
+    # each delta in its own unit, not the figure's as well ("Δ step time [s] [%]")
+    assert out[1]["Δ step time [%]"] == -50.0 and out[1]["Δ MFU [pt]"] == 5.0 and out[1]["Δ tokens/s/GPU [%]"] == 100.0
     frame = compact_frame(out)
     assert list(frame.columns)[:2] == ["scenario", "fits"] and len(frame.columns) == 2 + 2 * len(SHOWN)
     from ui.compare import rows_csv
 
     back = pd.read_csv(io.StringIO(rows_csv(out)))
-    assert list(back["scenario"]) == ["a", "b"] and "Δ MFU [%]" in back.columns
+    assert list(back["scenario"]) == ["a", "b"] and "Δ MFU [pt]" in back.columns and "Δ peak alloc [%]" in back.columns
 
 
 def test_sidebar_problem_count_does_not_send_the_strategy_page_to_itself():
@@ -166,3 +167,15 @@ def test_under_a_rejected_value_only_its_own_error_the_value_in_use_in_the_banne
     assert own and not any("does not divide" in b for b in own)
     banner = [b for b in boxes if "In use (" in b]
     assert banner and "does not divide system.num_gpus" in banner[0]
+
+
+def test_a_rounding_bubble_reads_as_none_in_the_comparison():
+    """A pp 1 step's bubble is the rounding of step − compute − exposed: the CSV said 5.22e-13 %."""
+    from ui.report_io import compare_rows
+
+    sc = {"model": {"name": "m"}, "system": {"num_gpus": 8, "gpu": {"name": "g"}},
+          "strategy": {"tp": 1, "pp": 1, "cp": 1, "ep": 1, "vpp": 1, "schedule": "1f1b"}}
+    r = {"dp": 8, "step_time_s": 1.0, "tokens_per_s": 1.0, "tokens_per_s_per_gpu": 1.0, "mfu": 0.5, "hfu": 0.5,
+         "peak_memory_gib": 1.0, "reserved_memory_gib": 1.0, "fits": True, "cost_per_million_tokens_usd": 1.0}
+    rows = compare_rows([("a", sc, {**r, "bubble_fraction": 5.22e-15}), ("b", sc, {**r, "bubble_fraction": 0.0371})])
+    assert [x["bubble [%]"] for x in rows] == [0.0, 3.71]

@@ -21,19 +21,22 @@ SHOWN = [("step time [s]", "step [s]", "%.3f", "rel"), ("tokens/s/GPU", "tok/s/G
 CURRENT = "current (unpinned)"
 
 
+def delta_key(col: str, kind: str | None) -> str:
+    """The CSV column of a delta: the figure's name with the delta's own unit ("Δ step time [%]",
+    "Δ MFU [pt]"), not the figure's unit as well ("Δ step time [s] [%]")."""
+    return f"Δ {col.split(' [')[0]} [{'pt' if kind == 'pt' else '%'}]"
+
+
 def with_deltas(rows: list[dict[str, Any]], baseline: int) -> list[dict[str, Any]]:
-    """Every row plus ``Δ <column>`` against row ``baseline``: relative change in % (step time,
-    throughput, memory, cost) or the difference in points (MFU)."""
+    """Every row plus its ``delta_key`` columns against row ``baseline``: relative change in %
+    (step time, throughput, memory, cost) or the difference in points (MFU)."""
     base = rows[baseline]
     out = []
     for row in rows:
         extra = {}
         for col, _, _, kind in SHOWN:
             b, v = base[col], row[col]
-            if kind == "pt":
-                extra[f"Δ {col}"] = v - b
-            else:
-                extra[f"Δ {col} [%]"] = 100.0 * (v - b) / b if b else float("nan")
+            extra[delta_key(col, kind)] = v - b if kind == "pt" else (100.0 * (v - b) / b if b else float("nan"))
         out.append({**row, **extra})
     return out
 
@@ -59,7 +62,7 @@ def compact_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
         item = {"scenario": row["scenario"], "fits": row["fits"]}
         for col, short, _, kind in SHOWN:
             item[short] = row[col]
-            item[delta_title(short, kind)] = row[f"Δ {col}" if kind == "pt" else f"Δ {col} [%]"]
+            item[delta_title(short, kind)] = row[delta_key(col, kind)]
         data.append(item)
     return pd.DataFrame(data)
 
