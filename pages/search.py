@@ -40,6 +40,16 @@ def _show_inputs(new: dict) -> None:
         st.session_state[key] = float(new[k]) if k in NUMBERS else new[k]
 
 
+def _said_under(slots: dict, issues: list) -> None:
+    """Each field's messages together under it (a slot holds one element: a second ``error``
+    replaced the first, so only the last bad line of the restrictions was said)."""
+    by_field: dict[str, list[str]] = {}
+    for field, msg in issues:
+        by_field.setdefault(field, []).append(md(msg, 600))
+    for field, msgs in by_field.items():
+        slots.get(field, st).error("  \n".join(msgs), icon="⚠️")
+
+
 def _default(input_name: str, **kw) -> dict:
     """A widget's default argument (``value``, ``index``): none once its state exists (set by
     ``_show_inputs`` or the user), so Streamlit never sees a default beside a state it was given."""
@@ -92,8 +102,7 @@ if go:
             nums[key] = parse_count(key, value)
         except ConfigError as e:
             bad_numbers += e.issues
-    for field, msg in bad_numbers:
-        slots[field].error(md(msg, 600), icon="⚠️")
+    _said_under(slots, bad_numbers)
 if go and not bad_numbers:
     inputs = {"gpus": gpus, **nums, "objective": obj, "restrict": restrict}
     inputs = {k: inputs[k] for k in ("gpus", "global_batch", "seq_len", "objective", "top", "restrict")}
@@ -114,8 +123,7 @@ def _searched(sc: dict, inputs: dict, slots: dict) -> dict | None:
             parse(inputs[key])
         except ConfigError as e:
             issues += e.issues
-    for field, msg in issues:
-        slots.get(field, st).error(md(msg, 600), icon="⚠️")
+    _said_under(slots, issues)
     if issues:
         return None
     base, split_dropped = search_base(sc["strategy"])

@@ -219,6 +219,14 @@ def test_a_bad_restriction_value_is_shown_under_the_field_before_any_worker(monk
     with pytest.raises(ConfigError) as e:
         parse_restrict("pp=1,2\nschedule=1f1b,nope")
     assert e.value.issues[0][0] == "search.restrict" and "nope" in e.value.issues[0][1]
+    # every bad line is said, all under the box (only the first was, then only the last)
+    with pytest.raises(ConfigError) as e:
+        parse_restrict("tp=0\nfoo=bar\npp=1\npp=2\nschedule=")
+    said = [m for _, m in e.value.issues]
+    assert len(said) == 4 and "'foo=bar'" in said[1] and "restricted twice" in said[2] and "lists no value" in said[3]
+    at = open_search(search=encode_inputs({**INPUTS, "restrict": "tp=abc\nfoo=bar"}))
+    box = list(at.get("form")[0].children.values())[2]
+    assert type(box).__name__ == "Error" and "'abc' is not a valid value of tp" in box.value and "foo=bar" in box.value
 
 
 def test_cancelled_search_waits_for_the_user():

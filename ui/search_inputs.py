@@ -75,26 +75,35 @@ def _whole(text: str) -> int:
 
 
 def parse_restrict(text: str) -> dict[str, list[Any]]:
-    """One restriction per line or ';': ``tp=4,8`` / ``recompute=none,full``; ConfigError naming the line."""
+    """One restriction per line or ';': ``tp=4,8`` / ``recompute=none,full``; a ConfigError with
+    one issue per bad line (only the first was said, so each fix met the next error)."""
     out: dict[str, list[Any]] = {}
+    issues: list[tuple[str, str]] = []
     for part in (text or "").replace("\n", ";").split(";"):
         part = part.strip()
         if not part:
             continue
         name, eq, vals = part.partition("=")
         name = name.strip().removeprefix("strategy.")
+        values = [_value(v.strip()) for v in vals.split(",") if v.strip()]
         if not eq or name not in DIMS:
-            raise ConfigError([("search.restrict", f"'{part[:60]}' is not DIMENSION=V1,V2 with a dimension among {', '.join(DIMS)}")])
-        if name in out:  # two lines for one dimension: which one was meant is not ours to guess
-            raise ConfigError([("search.restrict", f"{name} is restricted twice; list its values on one line ({name}=V1,V2)")])
-        out[name] = [_value(v.strip()) for v in vals.split(",") if v.strip()]
-        if not out[name]:
-            raise ConfigError([("search.restrict", f"'{part[:60]}' lists no value")])
-    try:  # the values too (tp=abc), so the message is under the field, not the search's failure
-        check_search_choices(out)
-    except ConfigError as e:
-        raise ConfigError([("search.restrict", m) for _, m in e.issues]) from None
+            issues.append(("search.restrict", f"'{part[:60]}' is not DIMENSION=V1,V2 with a dimension among {', '.join(DIMS)}"))
+        elif name in out:  # two lines for one dimension: which one was meant is not ours to guess
+            issues.append(("search.restrict", f"{name} is restricted twice; list its values on one line ({name}=V1,V2)"))
+        elif not values:
+            issues.append(("search.restrict", f"'{part[:60]}' lists no value"))
+        else:
+            try:  # the values too (tp=abc), so the message is under the field, not the search's failure
+                check_search_choices({name: values})
+                out[name] = values
+            except ConfigError as e:
+                issues += [("search.restrict", m) for _, m in e.issues]
+    if issues:
+        raise ConfigError(issues[:MAX_RESTRICT_ISSUES])
     return out
+
+
+MAX_RESTRICT_ISSUES = 8   # lines said at once under the box
 
 
 def _value(text: str) -> Any:
