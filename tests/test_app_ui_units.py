@@ -312,6 +312,9 @@ def test_the_memory_chart_keeps_its_height_for_deep_pipelines():
     assert few["color"]["type"] == "nominal" and few["color"]["legend"]["orient"] == "right"
     assert many["color"]["type"] == "quantitative" and many["color"]["legend"]["orient"] == "right"
     assert many["detail"] == {"field": "rank", "type": "nominal"}
+    df = pd.DataFrame({"rank": [0, 0], "t_ms": [0.0, 18_694.0], "GiB": 1.0})
+    x = memory_time_chart(df, 80.0, 18_694.0)["layer"][0]["encoding"]["x"]
+    assert x["scale"] == {"domain": [0, 18_694.0], "nice": False}   # it ran to a "nice" 20,000 ms
 
 
 def test_calibration_charts_label_log_axes_alike_and_show_whole_series_names():

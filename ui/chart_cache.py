@@ -75,4 +75,4 @@ def memory_view(scenario_json: str, ranks: tuple[int, ...] | None, capacity_gib:
     if ranks is not None and len(memory):
         memory = memory[memory["rank"].isin(list(ranks))]
     mem = memory_frame(memory, max_points=VIEW_MEMORY_POINTS, max_total=VIEW_MEMORY_TOTAL, end_s=step_s)
-    return memory_time_chart(mem, capacity_gib) if len(mem) else None
+    return memory_time_chart(mem, capacity_gib, step_s * 1e3 if step_s else None) if len(mem) else None
