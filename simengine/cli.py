@@ -43,8 +43,10 @@ def apply_sets(config: dict[str, Any], sets: list[str]) -> dict[str, Any]:
             raise ConfigError([("--set", f"'{item}' is not of the form section.field=value")])
         path, raw = item.split("=", 1)
         keys = [k.strip() for k in path.strip().split(".")]
-        if len(keys) < 2 or keys[0] not in KINDS or not all(keys):
+        if len(keys) < 2 or keys[0] not in KINDS:
             raise ConfigError([("--set", f"'{path}' must start with model., system. or strategy.")])
+        if not all(keys):   # "strategy..tp" starts right: its empty name is what is wrong
+            raise ConfigError([("--set", f"'{path}' has an empty field name (two dots in a row, or a dot at the end)")])
         node = config[keys[0]]
         for k in keys[1:-1]:
             nxt = node.get(k) if isinstance(node, dict) else None

@@ -55,6 +55,8 @@ def from_pydantic(err, prefix: str = "", fields=()) -> ConfigError:
         elif e.get("type") in ("int_parsing", "float_parsing", "int_from_float"):   # pydantic's "Input should be …, unable to parse string as …"
             what = "a number" if e["type"] == "float_parsing" else "a whole number"
             msg = f"should be {what}, not {_shown(e.get('input'))}"
+        elif e.get("type") == "int_parsing_size":   # 1e30: "Unable to parse input string as an integer, exceeded maximum size"
+            msg = f"should be a whole number within its range, not {_shown(e.get('input'))}"
         if _not_finite(e.get("input")):   # NaN fails every bound: "less than or equal to 100000" misled
             msg = f"should be a finite number, not {e['input']}"
         if not loc and fields:

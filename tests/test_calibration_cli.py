@@ -379,3 +379,12 @@ def test_an_unknown_system_says_where_saved_systems_were_looked_for(tmp_path, ca
     code, _, err = _run(["estimate", "--model", "small", "--strategy", "small", "--system", "nosuch",
                          "--systems-dir", str(tmp_path)], capsys)
     assert code == 2 and "unknown system preset 'nosuch'" in err and f"no saved system of that name in {tmp_path}" in err
+
+
+def test_a_systems_dir_that_is_no_folder_is_said_as_such(tmp_path, capsys):
+    """--systems-dir /dev/null said "cannot save 'mine': File exists"."""
+    afile = tmp_path / "f"
+    afile.write_text("x")
+    for where in ("/dev/null", str(afile)):
+        code, _, err = _run(["calibrate", "--nccl", str(AR8), "--base", "small", "--name", "mine", "--systems-dir", where], capsys)
+        assert code == 2 and "is not a folder" in err and err.count("\n") == 1

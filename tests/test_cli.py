@@ -38,6 +38,14 @@ def test_set_overrides_nested_fields(capsys):
     assert data["memory_by_stage"][0]["weights_gib"] < 4 and data["memory_capacity_gib"] == 40
 
 
+@pytest.mark.parametrize("path, said", [("strategy..tp", "empty field name"), ("strategy.tp.", "empty field name"),
+                                         ("strategi.tp", "must start with"), ("system.num_gpus", "a whole number within its range")])
+def test_a_set_path_is_refused_for_what_is_wrong_with_it(path, said, capsys):
+    """``strategy..tp`` was told it "must start with strategy." (it does)."""
+    code, _, err = run(["estimate", "--model", "small", "--system", "small", "--strategy", "small", "--set", f"{path}=" + ("1e30" if path == "system.num_gpus" else "1")], capsys)
+    assert code == 2 and said in err and err.count("\n") == 1
+
+
 def test_table_output(capsys):
     code, out, _ = run(["estimate", "--model", "small", "--system", "small", "--strategy", "small"], capsys)
     assert code == 0 and "step time" in out and "memory per stage" in out

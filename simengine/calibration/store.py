@@ -78,6 +78,8 @@ def save_system(folder: str | os.PathLike, name: str, system: SystemSpec,
                 provenance: Sequence[Provenance] = ()) -> Path:
     """Validate and write ``system`` as ``folder/name.json`` atomically; returns the path."""
     path = _path(folder, name)
+    if Path(folder).exists() and not Path(folder).is_dir():   # (/dev/null: "cannot save: File exists")
+        raise ConfigError([("systems_dir", f"{str(folder)[:200]} is not a folder: saved systems go in a folder")])
     data = saved_text(name, system, provenance)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
