@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from typing import Any
 
 from .config.scenario import Scenario, load_scenario
@@ -157,7 +158,6 @@ def write_chrome_trace(timeline, path, name: str = "simengine") -> None:
     failure leaves an existing file intact). Raises OSError (ConfigError for a path that is no
     path)."""
     import json as _json
-    import os
 
     from .fileio import write_atomic
 
@@ -171,9 +171,8 @@ def chunks_per_rank(schedule: str, vpp: int = 1) -> int:
     """Model chunks each pipeline rank holds under ``schedule`` (the schedule registry's
     ``Schedule.chunks_per_rank``: vpp for interleaved, 2 for dualpipe/dualpipev, else 1).
     Raises ConfigError for an unknown schedule or a vpp that is no positive integer."""
-    from .schedule import get_schedule
-
     from .config.strategy import MAX_VPP
+    from .schedule import get_schedule
 
     if type(vpp) is not int or not 1 <= vpp <= MAX_VPP:
         raise ConfigError([("strategy.vpp", f"vpp={str(vpp)[:40]!r} must be an integer from 1 to {MAX_VPP} (StrategySpec.vpp)")])
@@ -205,17 +204,9 @@ def calibrate(system: dict[str, Any] | Any, *, gemm=None, nccl=None, attention=N
     """Calibrate a system (a SystemSpec or its dict) from measured files (text, bytes or
     ``pathlib.Path``; ``nccl`` a list or a mapping name → content) →
     ``(SystemSpec, CalibrationSummary)`` (fits, errors, refused rows, provenance, plot curves)."""
-    from pydantic import ValidationError
-
     from .calibration.calibrate import calibrate_with_summary
-    from .config import SystemSpec
-    from .errors import from_pydantic
 
-    if not isinstance(system, SystemSpec):
-        try:
-            system = SystemSpec.model_validate(system)
-        except ValidationError as e:
-            raise from_pydantic(e, "system") from None
+    system = _spec("system", system)
     given = [x for x in (gemm, nccl, attention, grouped_gemm, memory)
              if x is not None and not (isinstance(x, (list, tuple, dict)) and not x)]   # (an empty file: its reader says so)
     if not given:   # as the CLI: no measurement, no calibration (the system came back unchanged)
@@ -260,8 +251,6 @@ def save_user_system(folder, name: str, system, provenance=()):
     """Save ``system`` (validated first) as ``folder/name.json`` atomically, with its provenance.
     A built-in system preset's name is refused: presets resolve first (``presets.load_spec``), so a
     saved system of that name could never be picked by it."""
-    import os
-
     from .calibration.provenance import Provenance
     from .calibration.store import check_not_preset, save_system
 
@@ -272,6 +261,8 @@ def save_user_system(folder, name: str, system, provenance=()):
         raise ConfigError([("provenance", "expected a list of Provenance records or their dicts (calibrate()'s "
                                           "summary.provenance)")])
     return save_system(folder, check_not_preset(name), _spec("system", system), provenance)
+
+
 def search(space, objective: str = "tokens_per_s", top: int | None = None, progress=None, executor=None,
            best_so_far=None):
     """Rank every fitting layout of a search space (``simengine.search``). ``space`` is a
