@@ -128,3 +128,16 @@ def test_decode_params_preset_and_precedence():
     cfg, _ = decode_params({"preset": "large", "s": [encode_token(edited)]})
     assert cfg == edited  # s wins over preset
     assert decode_params({}) == (None, [])
+
+
+def test_a_damaged_edit_beside_a_preset_opens_the_preset_and_says_so():
+    """``preset=medium&s=<damaged>`` showed the default small preset: the link names a preset that
+    opens, so that one is shown, with a note; without a preset (or with one that does not open)
+    the edit's own error stands."""
+    from ui.share import ShareLinkError, decode_params
+
+    cfg, notes = decode_params({"s": "hello", "preset": "medium"})
+    assert cfg == size_canonical("medium") and any("('s') does not open" in n and "'medium' preset" in n for n in notes)
+    for params in ({"s": "hello"}, {"s": "hello", "preset": "nope"}):
+        with pytest.raises(ShareLinkError, match="v1"):
+            decode_params(params)

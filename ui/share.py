@@ -239,6 +239,7 @@ def decode_params(params: dict[str, Any]) -> tuple[dict[str, dict[str, Any]] | N
         vals = [str(x) for x in v] if isinstance(v, (list, tuple)) else [str(v)]
         return vals or [""]
 
+    failed: ShareLinkError | None = None
     for key, decode in (("s", lambda v: decode_token(v.strip())), ("preset", _decode_preset)):
         vals = values(key)
         if vals is None:
@@ -252,9 +253,15 @@ def decode_params(params: dict[str, Any]) -> tuple[dict[str, dict[str, Any]] | N
                 continue
             if i:
                 notes = [*notes, f"the link repeats '{key}' {len(vals)} times; opened the last value that works"]
+            if failed is not None:   # an 's' that does not open beside a preset that does: the preset, said so
+                notes = [*notes, f"its edited scenario ('s') does not open ({failed}); opened the '{v}' preset the link also names"]
             return cfg, notes
         assert first_error is not None
-        raise first_error
+        if key == "preset" or failed is not None:
+            raise failed or first_error
+        failed = first_error
+    if failed is not None:
+        raise failed
     return None, []
 
 
