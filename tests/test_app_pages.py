@@ -153,6 +153,14 @@ def test_bad_link_keeps_the_session_scenario():
     assert scenario(at) == size_canonical("large")
 
 
+def test_a_fresh_session_opens_the_preset_beside_a_damaged_edit():
+    """``preset=medium&s=<damaged>`` opened in a new session showed the default small preset; it
+    shows medium, and says why (a session with a scenario keeps it: the test above)."""
+    at = open_page("pages/home.py", preset="medium", s="v1.garbage!")
+    assert scenario(at) == size_canonical("medium") and not at.error
+    assert "does not open" in texts(at.warning) and "'medium' preset" in texts(at.warning)
+
+
 # ---- inline validation -----------------------------------------------------------------------
 def _expander(at: AppTest, title: str):
     for ex in at.expander:

@@ -258,7 +258,11 @@ def _sentence(e: Exception) -> str:
 
 
 def _open_scenario(link: dict[str, list[str]], have: bool) -> list[str]:
-    """Load the scenario a link names; returns error messages (nothing loaded then)."""
+    """Load the scenario a link names; returns error messages (nothing loaded then). A session that
+    has a scenario keeps it when the link's ``s`` does not open, whatever ``preset`` the link also
+    names (that preset would replace the session's edits); a fresh one opens that preset instead."""
+    if have and "s" in link:
+        link = {k: v for k, v in link.items() if k != "preset"}
     try:
         cfg, notes = share.decode_params(link)
     except share.ShareLinkError as e:
