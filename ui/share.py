@@ -257,8 +257,8 @@ def decode_params(params: dict[str, Any]) -> tuple[dict[str, dict[str, Any]] | N
                 notes = [*notes, f"its edited scenario ('s') does not open ({failed}); opened the '{v}' preset the link also names"]
             return cfg, notes
         assert first_error is not None
-        if key == "preset" or failed is not None:
-            raise failed or first_error
+        if key == "preset":
+            raise failed or first_error   # the edit's own error when it failed too
         failed = first_error
     if failed is not None:
         raise failed
