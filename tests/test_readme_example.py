@@ -43,3 +43,21 @@ def test_the_published_tables_median_is_a_speed_error():
     assert tool.speed_error({"unit": "s", "error_pct": 8.0}) == -8.0
     assert tool.speed_error({"unit": "tokens/s/GPU", "error_pct": 5.0}) == 5.0
     assert tool.speed_error({"unit": "GiB", "error_pct": 3.0}) is None
+
+
+def test_the_readme_lists_every_field_of_the_json_report():
+    """README "`--json` prints the whole report: `…`" names the Report's fields and a stage's, in
+    order (it had lost nine of them: mfu_causal, notes, gpu_us_per_launch, …)."""
+    import re
+
+    from simengine.report import Report, StageMemory
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    found = re.search(r"`--json` prints the whole report: `([^`]*)`", text)
+    assert found is not None, "README.md lost its list of the --json report's fields"
+    listed = " ".join(found.group(1).split())
+    stage = re.search(r"memory_by_stage\[\{([^}]*)\}\]", listed)
+    assert stage is not None
+    assert [s.strip() for s in stage.group(1).split(",")] == list(StageMemory.model_fields)
+    top = [s.strip() for s in re.sub(r"\[\{[^}]*\}\]", "", listed).split(",")]
+    assert top == list(Report.model_fields)
