@@ -80,3 +80,28 @@ def test_uncertainty_band_covers_most_measured_runs(data):
             assert lo < rep.step_time_s < hi
             inside += lo * 1e3 <= r.real_ms <= hi * 1e3
         assert inside >= 0.75 * len(runs)
+
+
+def test_validation_rows_carry_the_estimates_band():
+    """``validate --json`` rows carry the band the README's coverage table counts: a step time's is
+    the report's step-time band in the row's unit, a memory row's ±MEMORY_REL, a rate's the inverse
+    of the step-time band (a faster step raises it) and a per-layer time none."""
+    from types import SimpleNamespace
+
+    from simengine.uncertainty import MEMORY_REL
+    from simengine.validation.bands import metric_band
+    from simengine.validation.run import b200_rows
+
+    rows = b200_rows()
+    for r in rows:
+        rep = estimate(r.scenario)
+        lo, hi = r.band
+        if r.metric == "step_time":
+            assert (lo, hi) == pytest.approx(tuple(x * 1e3 for x in rep.uncertainty["step_time_s"]), rel=1e-12)
+        else:
+            assert (lo, hi) == pytest.approx((r.predicted * (1 - MEMORY_REL), r.predicted * (1 + MEMORY_REL)), rel=1e-12)
+        assert lo <= r.predicted <= hi
+    rep = SimpleNamespace(step_time_s=2.0, uncertainty={"step_time_s": (1.6, 2.5)})
+    assert metric_band("tokens_per_sec_per_gpu", 1000.0, rep) == pytest.approx((800.0, 1250.0))
+    assert metric_band("iteration_time", 2.0, rep) == pytest.approx((1.6, 2.5))
+    assert metric_band("layer_forward_time", 5.0, rep) is None

@@ -157,11 +157,62 @@ def moe_tier_table(res: dict) -> str:
     return "\n".join(lines)
 
 
+def _slower(r: dict) -> bool:
+    """Whether the measured run was slower than the band's slow end (a time above it, a rate below)."""
+    lo, hi = r["band"]
+    return r["measured"] > hi if r.get("unit") in _TIME_UNITS else r["measured"] < lo
+
+
+_SPEED_FIRST = ("tokens_per_sec_per_gpu", "step_time", "iteration_time")   # a run's speed row, in this order
+
+
+def _speed_rows(rows: list[dict]) -> list[dict]:
+    """One speed row with a band per run: its tokens/s, else its step time, else its first rate
+    (a run's speed metrics all follow its one step time: counting each would weigh runs unevenly)."""
+    by_run: dict[str, list[dict]] = {}
+    for r in rows:
+        if r.get("band") and speed_error(r) is not None:
+            by_run.setdefault(r["run"], []).append(r)
+    rank = {m: i for i, m in enumerate(_SPEED_FIRST)}
+    return [min(rs, key=lambda r: rank.get(r["metric"], len(rank))) for rs in by_run.values()]
+
+
+def band_table(plain: dict, cal: dict) -> str:
+    """How often the measured speed (a step time or a rate) falls inside the estimate's band
+    (simengine/validation/bands.py), one row per run, per source; Megatron-Bridge split into dense
+    and MoE runs."""
+    lines = ["| runs | with a speed figure | measured inside the band | slower than the band | faster than the band |",
+             "|---|---|---|---|---|"]
+
+    def line(name: str, rows: list[dict]) -> None:
+        sel = _speed_rows(rows)
+        if not sel:
+            return
+        inside = sum(r["band"][0] <= r["measured"] <= r["band"][1] for r in sel)
+        slower = sum(_slower(r) for r in sel if not r["band"][0] <= r["measured"] <= r["band"][1])
+        lines.append(f"| {name} | {len(sel)} | {inside} ({100 * inside / len(sel):.0f} %) | {slower} | {len(sel) - inside - slower} |")
+
+    line("b200 (Megatron-LM on 8 B200)", [r for r in plain["rows"] if r["source"] == "b200"])
+    line("b200, calibrated", [r for r in cal["rows"] if r["source"] == "b200"])
+    published = [r for r in plain["rows"] if r["source"] in PUBLISHED]
+    for src in PUBLISHED:
+        rows = [r for r in published if r["source"] == src]
+        if src == "megatron-bridge":
+            moe = [r for r in rows if r["scenario"]["model"].get("num_experts")]
+            line(f"{src}, dense", [r for r in rows if r not in moe])
+            line(f"{src}, MoE", moe)
+        else:
+            line(src, rows)
+    line("**all published**", published)
+    return "\n".join(lines)
+
+
 def tables() -> dict[str, str]:
     everything = validate_json()
-    return {"validation:b200": b200_tables(everything, validate_json("--source", "b200", "--calibrated")),
+    cal = validate_json("--source", "b200", "--calibrated")
+    return {"validation:b200": b200_tables(everything, cal),
             "validation:published": published_table(everything), "validation:moe_tiers": moe_tier_table(everything),
-            "output:estimate": estimate_output()}
+            "validation:bands": band_table(everything, cal), "output:estimate": estimate_output()}
 
 
 def block(text: str, name: str) -> str | None:

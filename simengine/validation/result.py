@@ -23,6 +23,7 @@ class ValidationRow(_Frozen):
     weak: bool = Field(False, description="the mapping needs a setting the source does not print (see assumptions)")
     assumptions: list[str] = []
     peer_predicted: float | None = Field(None, description="the peer SimuMax v1.2's prediction (b200 only)")
+    band: tuple[float, float] | None = Field(None, description="the estimate's uncertainty band on this metric (bands.py); None for per-layer times")
     scenario: dict[str, Any] = Field(..., description="{model, system, strategy} dicts, as launched: load it with api.estimate")
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from .. import presets
 from ..errors import ConfigError
 from .b200 import b200_runs, b200_system
+from .bands import metric_band
 from .data import read_text
 from .published import SOURCES as PUBLISHED_SOURCES
 from .published import evaluate, published_runs
@@ -46,7 +47,8 @@ def b200_rows(calibrated: bool = False) -> list[ValidationRow]:
             ("peak_memory", "GiB", run.real_alloc_gib, rep.peak_memory_gib, run.peer_alloc_gib),
         ):
             rows.append(ValidationRow(source="b200", run=run.case, metric=metric, unit=unit, measured=meas, predicted=pred,
-                                      error_pct=_pct(pred, meas), peer_predicted=peer, scenario=run.config))
+                                      error_pct=_pct(pred, meas), peer_predicted=peer, band=metric_band(metric, pred, rep),
+                                      scenario=run.config))
     return rows
 
 
@@ -63,7 +65,7 @@ def published_rows(source: str | None = None) -> tuple[list[ValidationRow], list
     for c in comps:
         run = by_id[c.run_id]
         rows.append(ValidationRow(source=c.source, run=c.run_id, metric=c.metric, unit=run.units.get(c.metric, ""),
-                                  measured=c.measured, predicted=c.predicted, error_pct=c.error_pct, weak=c.weak,
+                                  measured=c.measured, predicted=c.predicted, error_pct=c.error_pct, weak=c.weak, band=c.band,
                                   assumptions=list(run.assumptions), scenario=run.config))
     skips = [SkippedRow(source=s.source, run=s.run_id, reason=s.reason) for s in (*skipped, *failed)]
     return rows, skips

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ...errors import ConfigError
+from ..bands import metric_band
 from .types import PublishedRun, SkippedRun
 from .flops import (flops_eq3, flops_eq7, flops_eq8, flops_megatron, flops_megatron_bridge, flops_megatron_bridge_hybrid,
                     torchtitan_flops_per_token)
@@ -151,6 +152,7 @@ class Comparison:
     measured: float
     predicted: float
     weak: bool
+    band: tuple[float, float] | None = None   # the estimate's band on this metric (validation/bands.py)
 
     @property
     def error_pct(self) -> float:
@@ -180,7 +182,8 @@ def evaluate(runs: list[PublishedRun]) -> tuple[list[Comparison], list[SkippedRu
             continue
         for metric, meas in run.measured.items():
             if metric in pred and meas:
-                comps.append(Comparison(run.run_id, run.source, metric, meas, pred[metric], run.weak))
+                comps.append(Comparison(run.run_id, run.source, metric, meas, pred[metric], run.weak,
+                                        metric_band(metric, pred[metric], rep)))
     return comps, failed
 
 
