@@ -61,3 +61,12 @@ def test_the_readme_lists_every_field_of_the_json_report():
     assert [s.strip() for s in stage.group(1).split(",")] == list(StageMemory.model_fields)
     top = [s.strip() for s in re.sub(r"\[\{[^}]*\}\]", "", listed).split(",")]
     assert top == list(Report.model_fields)
+
+
+def test_the_readme_study_tables_are_the_studies_output():
+    """The MoE studies' tables (supernode domains, all-to-all overlaps, DualPipe) are what their
+    benchmarks print today: hand-copied, they had drifted by up to 8 points and 1.8×."""
+    tool = _tool()
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    for name, body in tool.study_tables().items():
+        assert tool.block(text, name) == body, f"{name}: run python tools/readme_tables.py --write"

@@ -16,6 +16,7 @@ The numbers come only from the CLI: nothing is computed twice.
 from __future__ import annotations
 
 import json
+import importlib.util
 import os
 import re
 import subprocess
@@ -207,12 +208,27 @@ def band_table(plain: dict, cal: dict) -> str:
     return "\n".join(lines)
 
 
+def _benchmark(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def study_tables() -> dict[str, str]:
+    """The MoE studies' tables (``benchmarks/supernode_study.py``, ``benchmarks/moe_overlap_study.py``)."""
+    sn, ov = _benchmark("supernode_study"), _benchmark("moe_overlap_study")
+    a2a, deepep = sn.study(), sn.study("deepep", 1)
+    return {"study:supernode": sn.table_md(a2a), "study:supernode_vs_published": sn.comparison_md(a2a, deepep),
+            "study:a2a_overlap": ov.overlap_md(), "study:dualpipe": ov.dualpipe_md()}
+
+
 def tables() -> dict[str, str]:
     everything = validate_json()
     cal = validate_json("--source", "b200", "--calibrated")
     return {"validation:b200": b200_tables(everything, cal),
             "validation:published": published_table(everything), "validation:moe_tiers": moe_tier_table(everything),
-            "validation:bands": band_table(everything, cal), "output:estimate": estimate_output()}
+            "validation:bands": band_table(everything, cal), **study_tables(), "output:estimate": estimate_output()}
 
 
 def block(text: str, name: str) -> str | None:
