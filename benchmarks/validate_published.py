@@ -71,4 +71,8 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    import argparse
+
+    ap = argparse.ArgumentParser(description="Error table on the published runs (module docstring).")
+    ap.add_argument("--assumptions", action="store_true", help="also list the assumptions of every weak run")
+    main(["--assumptions"] if ap.parse_args().assumptions else [])

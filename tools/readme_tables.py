@@ -178,6 +178,33 @@ def _speed_rows(rows: list[dict]) -> list[dict]:
     return [min(rs, key=lambda r: rank.get(r["metric"], len(rank))) for rs in by_run.values()]
 
 
+def _step_error(r: dict) -> float:
+    """A speed row's error as a step-time error, % (a rate's error e is a step off by 1/(1 + e) − 1)."""
+    e = r["error_pct"] / 100.0
+    return 100.0 * (e if r.get("unit") in _TIME_UNITS else 1.0 / (1.0 + e) - 1.0)
+
+
+def _quantile(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+def pair_table(res: dict) -> str:
+    """Whether two layouts' errors share an offset a comparison would cancel: the step-time errors
+    of two runs of one model on one machine (one source, precision and stack) against one run's own."""
+    groups: dict[tuple, list[float]] = {}
+    for r in _speed_rows(res["rows"]):
+        sc = r["scenario"]
+        key = (r["source"], sc["model"]["name"], sc["system"]["gpu"]["name"], sc["strategy"]["dtype"],
+               sc["strategy"].get("framework"))
+        groups.setdefault(key, []).append(_step_error(r))
+    own = [abs(e) for errs in groups.values() for e in errs]
+    pairs = [abs(a - b) for errs in groups.values() for i, a in enumerate(errs) for b in errs[i + 1:]]
+    return ("| step-time error | runs or pairs | median | 90th percentile |\n|---|---|---|---|\n"
+            f"| one run's own | {len(own)} runs | {_median(own):.1f} % | {_quantile(own, 0.9):.1f} % |\n"
+            f"| between two runs of one model on one machine | {len(pairs)} pairs | {_median(pairs):.1f} % | {_quantile(pairs, 0.9):.1f} % |")
+
+
 def band_table(plain: dict, cal: dict) -> str:
     """How often the measured speed (a step time or a rate) falls inside the estimate's band
     (simengine/validation/bands.py), one row per run, per source; Megatron-Bridge split into dense
@@ -228,7 +255,7 @@ def tables() -> dict[str, str]:
     cal = validate_json("--source", "b200", "--calibrated")
     return {"validation:b200": b200_tables(everything, cal),
             "validation:published": published_table(everything), "validation:moe_tiers": moe_tier_table(everything),
-            "validation:bands": band_table(everything, cal), **study_tables(), "output:estimate": estimate_output()}
+            "validation:bands": band_table(everything, cal), "validation:pairs": pair_table(everything), **study_tables(), "output:estimate": estimate_output()}
 
 
 def block(text: str, name: str) -> str | None:

@@ -27,7 +27,8 @@ def add_parser(sub) -> None:
     p.add_argument("--system", required=True, help="preset name, saved user system or path to a SystemSpec JSON")
     p.add_argument("--strategy", help="preset/path whose fixed fields (dtype, …) the search keeps; reports the smallest changes to fit it")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE", help="override a field or pin a dimension")
-    p.add_argument("--space", action="append", default=[], metavar="strategy.DIM=V1,V2", help="restrict a dimension to a list")
+    p.add_argument("--space", action="append", default=[], metavar="strategy.DIM=V1,V2",
+                   help="restrict a dimension to a list (also system.num_gpus=V1,V2 or a doubling range system.num_gpus=A..B)")
     p.add_argument("--global-batch", type=int, help="sequences per step")
     p.add_argument("--global-batch-tokens", type=int, help="tokens per step (a multiple of --seq-len)")
     p.add_argument("--seq-len", type=int, required=True)
