@@ -9,6 +9,7 @@ from ui.chart_cache import draw, estimate_memory_spec, estimate_specs
 from ui.engine import estimate_report
 from ui.layout import boot, issues_box
 from ui.compare import compare_section
+from ui.pins import budget_problem
 from ui.report_io import budget, report_csv, report_json
 from ui.labels import (HFU_HELP, MFU_HELP, PEAK_LABEL, STAGE_MEMORY_COLUMNS, allocated_limit_gib, memory_help, mfu_causal_note,
                        stage_memory_fields, trained_note)
@@ -35,7 +36,7 @@ def memory_by_stage(r: dict, chart: dict) -> None:
 
 def _keep_budget() -> None:
     value = st.session_state.get("budget.tokens")
-    if value is not None:
+    if budget_problem(value) is None:
         state.set_budget(value)
 
 
@@ -130,18 +131,24 @@ if is_open:
 st.subheader("Cost and training budget")
 a, b = st.columns([1, 3], gap="large")
 with a:
-    tokens_b = st.number_input("Token budget [billion tokens]", min_value=0.001, max_value=1e6, value=state.budget(),
+    tokens_b = st.number_input("Token budget [billion tokens]", value=state.budget(),
                                step=100.0, format="%g", key="budget.tokens", on_change=_keep_budget,
                                help="Tokens to train on; time and cost follow from the reported throughput. "
                                     "Kept when you change page, and in the share link.")
-bud = budget(r, tokens_b * 1e9)
+    bad_budget = budget_problem(tokens_b)
+    if bad_budget:
+        st.error(bad_budget, icon="⚠️")
 with b:
-    row = st.container(horizontal=True, gap="medium")
-    row.metric("Time to train", fmt_time(bud["seconds"]))
-    row.metric("Optimizer steps", fmt_count(bud["steps"]))
-    row.metric("GPU-hours", fmt_count(bud["gpu_hours"]))
-    row.metric("Cost", fmt_usd(bud["cost_usd"]), help=f"At {sc['system']['gpu']['price_per_hour']} USD per GPU-hour.")
-    row.metric("Energy at TDP", f"{fmt_num(bud['energy_mwh'])} MWh")
+    if bad_budget:   # no figures for a budget the field does not show
+        st.caption("Time, steps, GPU-hours, cost and energy to train appear once the budget is in range.")
+    else:
+        bud = budget(r, tokens_b * 1e9)
+        row = st.container(horizontal=True, gap="medium")
+        row.metric("Time to train", fmt_time(bud["seconds"]))
+        row.metric("Optimizer steps", fmt_count(bud["steps"]))
+        row.metric("GPU-hours", fmt_count(bud["gpu_hours"]))
+        row.metric("Cost", fmt_usd(bud["cost_usd"]), help=f"At {sc['system']['gpu']['price_per_hour']} USD per GPU-hour.")
+        row.metric("Energy at TDP", f"{fmt_num(bud['energy_mwh'])} MWh")
 
 # ---- comparison ----------------------------------------------------------------------------
 compare_section(sc, r)

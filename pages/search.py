@@ -12,12 +12,12 @@ from simengine.errors import ConfigError
 from ui import state
 from ui.config_io import dumps
 from ui.heavy import run_search
-from ui.layout import boot, issues_box
-from ui.pins import BUDGET_RANGE
+from ui.layout import boot, issue_lines, issues_box
+from ui.pins import budget_problem
 from ui.search_fit import fit_list
 from ui.search_inputs import INPUT_HELP, INPUT_LABELS, LINK_PARAM, decode_inputs, encode_inputs, parse_count, parse_counts, parse_restrict, restricted_to_schedules
-from ui.search_view import cached_result, cached_search, candidates_frame, empty_reason, grid_height, grid_options, item_labels, pareto_caption, pareto_chart, points_frame, results_csv, search_base, search_payload, what_if_text, with_budget
-from ui.text import md
+from ui.search_view import cached_result, cached_search, candidates_frame, empty_reason, grid_height, grid_options, item_labels, latest_pick, pareto_caption, pareto_chart, points_frame, results_csv, search_base, search_payload, what_if_text, with_budget
+from ui.text import md, sentence_start
 
 boot("Search")
 st.title("Strategy search")
@@ -87,6 +87,9 @@ with st.form("search.form"):
         nums[key] = col.number_input(INPUT_LABELS[key], step=1.0, format="%.15g", key=WIDGETS[key], help=INPUT_HELP[key],
                                       **_default(key, value=float(defaults[key])))
         slots[f"search.{key}"] = col.empty()
+    # the Top column is too narrow for a sentence (it wrapped one letter per line): its error
+    # goes under the whole row
+    slots["search.top"] = st.empty()
     objs = list(OBJECTIVES)
     obj = c[3].selectbox("Objective", objs, format_func=lambda k: OBJECTIVES[k][1], key=WIDGETS["objective"],
                          **_default("objective", index=objs.index(defaults["objective"])))
@@ -96,10 +99,15 @@ with st.form("search.form"):
     slots["search.restrict"] = st.empty()
     go = st.form_submit_button("Search", type="primary", icon=":material/search:")
 bad_numbers = []
-if go:
+if go:   # every input's problem at once, each under its field (the GPU counts and pins were said only once the numbers were right)
     for key, value in nums.items():
         try:
             nums[key] = parse_count(key, value)
+        except ConfigError as e:
+            bad_numbers += e.issues
+    for parse, text in ((parse_counts, gpus), (parse_restrict, restrict)):
+        try:
+            parse(text)
         except ConfigError as e:
             bad_numbers += e.issues
     _said_under(slots, bad_numbers)
@@ -155,14 +163,16 @@ def _searched(sc: dict, inputs: dict, slots: dict) -> dict | None:
     if not out["ok"]:
         space = [m for f, m in out["issues"] if f == "space"]   # pins that leave no layout: said under the pins
         for msg in space:
-            slots["search.restrict"].error(md(msg[:1].upper() + msg[1:], 600), icon="⚠️")
+            slots["search.restrict"].error(md(sentence_start(msg), 600), icon="⚠️")
         others = [i for i in out["issues"] if i[0] != "space"]
-        if others or not space:
-            issues_box(others, "The search could not run")
+        if any(str(f).startswith(("model", "system", "strategy")) for f, _ in others):
+            issues_box(others, "The search could not run")   # the scenario's own fields: links to their pages
+        elif others or not space:   # the search's time limit, a busy server, a worker that died: nothing to fix on a page
+            st.error(f"**The search could not run:**  \n{issue_lines(others)}", icon="⚠️")
         return None
     if out.get("partial"):
         res = out["result"]
-        st.warning(f"{md(out['partial'][:1].upper() + out['partial'][1:])}. Shown: the best of the {res['evaluated']:,} candidates "
+        st.warning(f"{md(sentence_start(out['partial']))}. Shown: the best of the {res['evaluated']:,} candidates "
                    "timed until then — not proven the best of the space, and without the rejections.")
     return out["result"]
 
@@ -171,12 +181,22 @@ def _budget() -> float:
     """The session's token budget [billion tokens] (the Estimate page's, kept in the share link):
     editable here too, outside the form, so a change re-draws the table without searching again."""
     st.session_state.setdefault("search.budget_b", state.budget())
-    value = st.columns([1, 3])[0].number_input("Token budget [billion tokens]", min_value=BUDGET_RANGE[0], max_value=BUDGET_RANGE[1],
-                            step=100.0, format="%g", key="search.budget_b",
-                            on_change=lambda: state.set_budget(st.session_state["search.budget_b"]),
-                            help="Every candidate shows the days and the cost to train it; the same budget as the "
-                                 "Estimate page's, kept in the share link.")
+    col = st.columns([1, 3])[0]
+    value = col.number_input("Token budget [billion tokens]", step=100.0, format="%g", key="search.budget_b",
+                             on_change=_keep_budget,
+                             help="Every candidate shows the days and the cost to train it; the same budget as the "
+                                  "Estimate page's, kept in the share link.")
+    bad = budget_problem(value)
+    if bad:   # the days and cost shown stay those of the session's budget, said so
+        col.error(f"{bad[:-1]}: the table shows the last one in range, {state.budget():g} billion.", icon="⚠️")
+        return state.budget()
     return float(value)
+
+
+def _keep_budget() -> None:
+    value = st.session_state.get("search.budget_b")
+    if budget_problem(value) is None:
+        state.set_budget(value)
 
 
 def _results(sc: dict, res: dict) -> None:
@@ -199,7 +219,7 @@ def _results(sc: dict, res: dict) -> None:
     res = {**res, "candidates": cands, "pareto": with_budget(res["pareto"], tokens)}
 
     df = candidates_frame(cands, res["ties"])
-    picked = None
+    grid_pick = chart_pick = None
     try:
         from st_aggrid import AgGrid
 
@@ -207,7 +227,7 @@ def _results(sc: dict, res: dict) -> None:
                       update_on=["selectionChanged"], key="search.grid", show_toolbar=False)
         sel = grid.selected_rows
         if isinstance(sel, pd.DataFrame) and not sel.empty:
-            picked = int(sel.iloc[0]["rank"]) - 1
+            grid_pick = int(sel.iloc[0]["rank"]) - 1
     except Exception:  # noqa: BLE001 — the component failing must not take the page down
         st.dataframe(df, hide_index=True, width="stretch")
 
@@ -226,7 +246,8 @@ def _results(sc: dict, res: dict) -> None:
     st.caption(pareto_caption(shown))
     sel_pts = (ev.get("selection", {}).get("pick") if isinstance(ev, dict) else None) or []
     if sel_pts and isinstance(sel_pts[0], dict) and "id" in sel_pts[0]:
-        picked = int(sel_pts[0]["id"]) - 1
+        chart_pick = int(sel_pts[0]["id"]) - 1
+    picked = _latest_pick(grid_pick, chart_pick)
 
     labels = item_labels(items, len(cands))
     if labels:
@@ -239,11 +260,28 @@ def _results(sc: dict, res: dict) -> None:
             if issues:
                 issues_box(issues, "Could not load the layout")
             else:
-                st.switch_page("pages/strategy.py")
+                _say_batch_change(sc["strategy"], c["strategy"])
+                st.switch_page("pages/strategy.py", query_params=state.page_address())
 
     _rejections(res, expanded=False)
     st.subheader("Smallest changes to make the current scenario fit")
     fit_list(state.scenario_json())
+
+
+def _say_batch_change(before: dict, after: dict) -> None:
+    """A note on the Strategy page when the loaded layout brings the search's own global batch or
+    sequence length (the scenario's were replaced without a word)."""
+    was, now = (before["global_batch_size"], before["seq_len"]), (after["global_batch_size"], after["seq_len"])
+    if was != now:
+        state.notify("info", f"The layout came with the search's global batch and sequence length, {now[0]:,} × {now[1]:,} "
+                             f"tokens (the scenario had {was[0]:,} × {was[1]:,}).")
+
+
+def _latest_pick(grid: int | None, chart: int | None) -> int | None:
+    """The layout of the latest click in the table or on the chart (``latest_pick``), per search."""
+    st.session_state["search.picks"], picked = latest_pick(st.session_state.get("search.picks"),
+                                                           st.session_state.get("search.token"), grid, chart)
+    return picked
 
 
 def _what_if_box(res: dict) -> None:

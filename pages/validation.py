@@ -90,7 +90,7 @@ if st.button("Load this run", key="val.load", type="primary", icon=":material/op
     else:
         state.set_scenario(cfg, f"measured run {key}"[:120])
         state.notify("success", f"Opened the measured run {md(key, 160)} as the current scenario.")
-        st.switch_page("pages/estimate.py")
+        st.switch_page("pages/estimate.py", query_params=state.page_address())
 
 # ---- not expressible -----------------------------------------------------------------------
 skipped = skipped_frame(data["skipped"])

@@ -74,3 +74,14 @@ def test_the_headline_limit_agrees_with_the_fit_verdict():
     m = _metric(at, "Allocated peak")
     assert m.value.endswith(f" / {allocated_limit_gib(cfg['strategy'], cfg['system']):,.1f} GiB")
     assert "most a stage may allocate and still fit" in m.proto.help
+
+
+def test_a_message_opening_with_a_field_name_keeps_its_case():
+    """'Num_layers=32 is not divisible…' named no field: a sentence that opens with a field name or
+    a value keeps it as written; plain words get their capital."""
+    from ui.text import sentence_start
+
+    assert sentence_start("num_layers=32 is not divisible by pp=3") == "num_layers=32 is not divisible by pp=3"
+    assert sentence_start("seq_len/cp = 8192/2 is not divisible") == "seq_len/cp = 8192/2 is not divisible"
+    assert sentence_start("this search took more than 180 s") == "This search took more than 180 s"
+    assert sentence_start("") == ""

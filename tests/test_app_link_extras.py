@@ -111,3 +111,18 @@ def test_pins_round_trip_and_hostile_entries():
     for bad in ("nan", "inf", "0", "1e9", "x"):
         with pytest.raises(ShareLinkError):
             parse_budget(bad)
+
+
+@pytest.mark.parametrize("value", [-5.0, 2e6, 0.0])
+def test_a_budget_out_of_range_is_said_and_shows_no_figures(value):
+    """A bounded number input kept its last value while showing the refused one, so 'Time to
+    train' and 'Cost' silently belonged to the previous budget: now the field says what is wrong,
+    the figures wait for a budget in range, and the session's budget (and link) stay as they were."""
+    at = open_app("pages/estimate.py")
+    at.number_input(key="budget.tokens").set_value(50.0).run()
+    assert "Time to train" in [m.label for m in at.metric]
+    at.number_input(key="budget.tokens").set_value(value).run()
+    assert not at.exception
+    assert "Give a token budget between" in texts(at.error)
+    assert "Time to train" not in [m.label for m in at.metric]
+    assert at.query_params["budget"] == "50"

@@ -66,6 +66,11 @@ def test_search_from_link_runs_and_loads_a_layout():
     strategy = json.loads(at.session_state["cfg.strategy"])
     assert strategy["tp"] in (1, 2) and strategy["cp"] == 1 and strategy["zero_stage"] in (1, 3)
     assert strategy["name"].startswith("search:")
+    assert not any("came with the search's global batch" in i.value for i in at.info)   # the scenario's own 64 × 8192
+    other = open_search(search=encode_inputs({**INPUTS, "global_batch": 128, "seq_len": 4096}))
+    other.button(key="search.use").click().run()
+    assert not other.exception, [e.value for e in other.exception]
+    assert any("128 × 4,096 tokens (the scenario had 64 × 8,192)" in i.value for i in other.info), [i.value for i in other.info]
 
 
 def test_damaged_search_link_is_a_message():
@@ -189,6 +194,12 @@ def test_bad_search_inputs_are_a_message_before_any_worker(monkeypatch):
     assert any("tpp=4" in e.value for e in at.error)
 
 
+def _after_restrict(at):
+    """The element right under the restrictions box in the search form."""
+    kids = list(at.get("form")[0].children.values())
+    return kids[[type(e).__name__ for e in kids].index("TextArea") + 1]
+
+
 def test_bad_search_inputs_are_shown_under_their_fields():
     """They were a box below the form titled "The search could not run" with links to fix the
     Model, System or Strategy page: the wrong place for a typo in the GPU counts."""
@@ -197,7 +208,7 @@ def test_bad_search_inputs_are_shown_under_their_fields():
     gpus_column = form.children[0].children[0]
     assert [type(e).__name__ for e in gpus_column.children.values()] == ["TextInput", "Error"]
     assert "'abc' is not a GPU count list" in gpus_column.children[1].value
-    after_restrict = list(form.children.values())[2]
+    after_restrict = _after_restrict(at)
     assert type(after_restrict).__name__ == "Error" and "tpp=4" in after_restrict.value
     assert len(at.error) == 2
     assert [p.label for p in at.main.get("page_link")] == []  # no "Fix on the Model page"
@@ -213,7 +224,7 @@ def test_a_bad_restriction_value_is_shown_under_the_field_before_any_worker(monk
 
     monkeypatch.setattr(worker, "run", boom)
     at = open_search(search=encode_inputs({**INPUTS, "restrict": "tp=abc"}))
-    after_restrict = list(at.get("form")[0].children.values())[2]
+    after_restrict = _after_restrict(at)
     assert type(after_restrict).__name__ == "Error" and "'abc' is not a valid value of tp" in after_restrict.value
     assert len(at.error) == 1 and not at.main.get("page_link")
     with pytest.raises(ConfigError) as e:
@@ -225,7 +236,7 @@ def test_a_bad_restriction_value_is_shown_under_the_field_before_any_worker(monk
     said = [m for _, m in e.value.issues]
     assert len(said) == 4 and "'foo=bar'" in said[1] and "restricted twice" in said[2] and "lists no value" in said[3]
     at = open_search(search=encode_inputs({**INPUTS, "restrict": "tp=abc\nfoo=bar"}))
-    box = list(at.get("form")[0].children.values())[2]
+    box = _after_restrict(at)
     assert type(box).__name__ == "Error" and "'abc' is not a valid value of tp" in box.value and "foo=bar" in box.value
 
 
@@ -372,6 +383,23 @@ def test_a_number_out_of_range_is_said_under_its_field_and_nothing_runs(monkeypa
     assert "search.inputs" not in at.session_state
 
 
+def test_every_bad_input_is_said_at_once(monkeypatch):
+    """Bad GPU counts and pins were said only after the numbers were put right (errors in rounds)."""
+    from ui import heavy
+
+    monkeypatch.setattr(heavy, "run_search", lambda *a, **k: pytest.fail("no search may start"))
+    at = open_search()
+    at.text_input(key="search.gpus").input("abc")
+    at.number_input(key="search.top").set_value(0)
+    at.text_area(key="search.restrict").input("foo=1")
+    at.button[0].click()
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    said = " ".join(e.value for e in at.error)
+    assert "give a whole number from 1 to 500" in said and "abc" in said and "foo" in said, said
+    assert "search.inputs" not in at.session_state
+
+
 # -- a search that returns nothing, Pareto points beyond the ranking, a dimension given twice ----
 
 
@@ -441,6 +469,9 @@ def test_every_candidate_shows_the_days_and_cost_to_train_the_sessions_budget():
     box.set_value(15000.0).run()
     assert not at.exception and at.session_state["budget.value"] == 15000.0   # the same budget, kept in the link
     assert at.query_params["budget"] == "15000"
+    at.number_input(key="search.budget_b").set_value(-5.0).run()   # out of range: said, and the table keeps 15000
+    assert not at.exception and "the table shows the last one in range, 15000 billion" in " ".join(e.value for e in at.error)
+    assert at.session_state["budget.value"] == 15000.0 and at.query_params["budget"] == "15000"
     cand = {"label": "L", "order": 0, "strategy": {}, "band": {}, "tokens_per_s": 2.0e6, "mfu": 0.5, "gpus": 64,
             "cost_per_million_tokens_usd": 0.1, "peak_memory_gib": 1.0, "headroom_gib": 1.0}
     [c] = with_budget([cand], 15e12)
@@ -524,3 +555,64 @@ def test_the_grid_is_as_tall_as_its_wrapped_rows():
     assert grid_height([two_lines] * 4) == 125 + 4 * (8 + 2 * 26) > 70 + 30 * 4 + 4 * 26
     assert grid_height(["8 GPUs tp8 pp1 mbs1"]) == 125 + 34
     assert grid_height([two_lines] * 25) == GRID_MAX_PX
+
+
+def test_the_latest_click_in_the_table_or_on_the_chart_picks_the_layout():
+    """A chart point stays selected across reruns, and so does a table row: the one that changed
+    last wins (a chart pick used to override every later table click, so 'Use this layout'
+    loaded #11 with row 5 highlighted); another search starts with nothing picked."""
+    from ui.search_view import latest_pick
+
+    saved, picked = latest_pick(None, "t1", None, 10)        # a chart point
+    assert picked == 10
+    saved, picked = latest_pick(saved, "t1", 2, 10)           # then table row 3
+    assert picked == 2
+    saved, picked = latest_pick(saved, "t1", 4, 10)           # then row 5
+    assert picked == 4
+    saved, picked = latest_pick(saved, "t1", 4, 10)           # a rerun with no new click
+    assert picked == 4
+    saved, picked = latest_pick(saved, "t1", 4, 7)            # another chart point
+    assert picked == 7
+    assert latest_pick(saved, "t2", None, None)[1] is None   # a new search
+
+
+def test_every_page_keeps_the_search_in_its_address_and_links():
+    """After a search, another page's address, its share link and the sidebar's page links carry
+    the search (a reload of Estimate lost it); a fresh session opened on that address shows the
+    search once it goes to the Search page. The page links open each page at the session's
+    address, so the page has nothing left to write to it (one history entry per click)."""
+    from urllib.parse import parse_qs
+
+    from ui import search_view
+
+    search_view._store.clear()
+    tok = encode_inputs({**INPUTS, "top": 2})
+    at = open_search(search=tok)
+    at.switch_page("pages/estimate.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.query_params["search"] == tok and f"&search={tok}" in at.sidebar.code[0].value
+    links = [el.proto for el in at.sidebar.get("page_link")]
+    address = {k: [v] for k, v in at.query_params.items()}
+    assert links and all(parse_qs(p.query_string) == address for p in links), [p.query_string for p in links]
+    fresh = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    for k, v in at.query_params.items():
+        fresh.query_params[k] = v
+    fresh.query_params["page"] = "estimate"
+    fresh.run()
+    fresh.switch_page("pages/search.py").run()
+    assert not fresh.exception, [e.value for e in fresh.exception]
+    assert "timed" in " ".join(c.value for c in fresh.caption)
+
+
+def test_a_search_stopped_with_nothing_timed_points_to_the_search_inputs(monkeypatch):
+    """A search that hit its time limit before timing anything said so with "Fix on the Model /
+    System / Strategy page" links under it: the fix is in the search's own inputs."""
+    from ui import heavy, search_view
+
+    why = "this search took more than 180 s and was stopped; pin or restrict dimensions (e.g. tp=8, pp=8,16)"
+    monkeypatch.setattr(heavy, "run_search", lambda payload, tick=None, progress=None: {"ok": False, "issues": [("", why)]})
+    search_view._store.clear()
+    at = open_search(search=encode_inputs({**INPUTS, "top": 7}))
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("took more than 180 s" in e.value for e in at.error)
+    assert not at.main.get("page_link")

@@ -388,3 +388,18 @@ def test_a_systems_dir_that_is_no_folder_is_said_as_such(tmp_path, capsys):
     for where in ("/dev/null", str(afile)):
         code, _, err = _run(["calibrate", "--nccl", str(AR8), "--base", "small", "--name", "mine", "--systems-dir", where], capsys)
         assert code == 2 and "is not a folder" in err and err.count("\n") == 1
+
+
+def test_every_bad_measured_input_is_said_at_once():
+    """A bad GEMM sweep beside bad nccl-tests logs said only the sweep's problem; the logs' came
+    after the sweep was put right."""
+    import pytest
+
+    from simengine import api, presets
+    from simengine.errors import ConfigError
+
+    system = presets.load_preset("systems", "h100-sxm5-80gb")
+    with pytest.raises(ConfigError) as e:
+        api.calibrate(system, gemm="m,n,k\n1,2\n", nccl={"a.log": "nothing to read here\n"})
+    fields = {f for f, _ in e.value.issues}
+    assert any(f.startswith("gemm") for f in fields) and any(f.startswith("nccl") for f in fields), e.value.issues

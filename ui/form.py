@@ -20,7 +20,7 @@ from simengine.config.strategy import follow_framework
 
 from . import fold, state
 from .config_io import SPEC_CLASS, Issues
-from .text import md
+from .text import md, sentence_start
 from .schema import FieldMeta, get_in, grouped_fields, set_in, text_fields
 
 COLUMNS = 3
@@ -189,7 +189,7 @@ def render_fields(section: str, issues: Issues = (), *, expanded_groups: int = 9
                     if m.dotted in by_field:
                         _error(by_field[m.dotted])
                     elif m.dotted in noted and m.dotted not in typed:   # a note on the applied value, not on a typed one
-                        st.warning("  \n".join(md(x[:1].upper() + x[1:], 600) for x in noted[m.dotted]), icon=":material/info:")
+                        st.warning("  \n".join(md(sentence_start(x), 600) for x in noted[m.dotted]), icon=":material/info:")
     if texts:
         box, is_open = fold.group(PROVENANCE, group_key(section, gen, PROVENANCE), remember, False,
                                   any(m.dotted in by_field for m in texts))

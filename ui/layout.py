@@ -99,12 +99,15 @@ def link_warning() -> None:
     scenario_download("dl.scenario.nolink")
 
 
-def page_link(path: str, label: str, icon: str | None = None, **kw) -> None:
-    """``st.page_link`` that never breaks a page (e.g. a page run outside the app's navigation)."""
+def page_link(path: str, label: str, icon: str | None = None, query: dict[str, str] | None = None, **kw) -> None:
+    """``st.page_link`` that never breaks a page (e.g. a page run outside the app's navigation) and
+    opens the page at the session's address (``state.page_address``, or ``query`` when given): the page
+    then has nothing to write to the address bar, which added a second history entry per click
+    (Back had to be pressed twice per page)."""
     if path == "pages/home.py" and not st.session_state.get(ROUTER_FLAG):
         path = "app.py"  # pages-folder mode: the home page is the main script itself
     try:
-        st.page_link(path, label=label, icon=icon, **kw)
+        st.page_link(path, label=label, icon=icon, query_params=state.page_address() if query is None else query, **kw)
     except Exception:  # noqa: BLE001 — StreamlitPageNotFoundError and friends
         st.caption(label)
 
@@ -112,8 +115,9 @@ def page_link(path: str, label: str, icon: str | None = None, **kw) -> None:
 def sidebar() -> None:
     with st.sidebar:
         st.markdown(f"**{APP_NAME}**")
+        here = state.page_address()
         for path, label, icon in PAGES:
-            page_link(path, label, icon)
+            page_link(path, label, icon, query=here)
         st.divider()
         glance(compact=True)
         params = state.link_params()

@@ -63,6 +63,17 @@ def parse_budget(text: str) -> float:
     return value
 
 
+def budget_problem(value: float | None) -> str | None:
+    """What is wrong with a token budget typed into a page (billion tokens), None when it is in
+    range. The inputs take any number and say so under the field: a bounded ``st.number_input``
+    keeps its last value while showing the refused one, so the figures beside it silently
+    belonged to another budget."""
+    lo, hi = BUDGET_RANGE
+    if value is None or not math.isfinite(value) or not lo <= value <= hi:
+        return f"Give a token budget between {lo:g} and {hi:g} billion tokens; the figures need one."
+    return None
+
+
 def budget_text(value: float) -> str:
     """The budget as the link writes it: short (``50``, ``1e+06``) when that reads back as the same
     number, else every digit needed (``15000.25``: ``%g`` would send ``15000.2``)."""

@@ -43,4 +43,4 @@ def fit_list(scenario_json: str) -> None:
             issues = state.load_section("system", dict(sc["system"], num_gpus=ch["num_gpus"]), "fit change")
             issues += state.load_section("strategy", ch["strategy"], "fit change")
             if not issues:
-                st.switch_page("pages/strategy.py")
+                st.switch_page("pages/strategy.py", query_params=state.page_address())

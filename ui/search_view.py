@@ -276,3 +276,16 @@ def what_if_text(res: dict[str, Any]) -> str:
     row is a what-if; plain text (the page escapes it)."""
     said = res.get("what_if_summary", "")
     return f"Rows marked what-if: {said}" if said else ""
+
+
+def latest_pick(saved: tuple | None, search: Any, grid: int | None, chart: int | None) -> tuple[tuple, int | None]:
+    """(what to keep, the candidate index picked) from the table's and the chart's selections:
+    each keeps its selection across reruns, so the one that changed since ``saved`` wins (the
+    chart's used to override every later table click); ``saved`` from another search
+    (``search``, its token) counts as nothing picked."""
+    g0, c0, last = saved[1:] if saved and saved[0] == search else (None, None, None)
+    if chart is not None and chart != c0:
+        last = chart
+    elif grid is not None and grid != g0:
+        last = grid
+    return (search, grid, chart, last), last

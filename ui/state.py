@@ -164,11 +164,19 @@ def _extra_cached(pinned: tuple[tuple[str, str], ...], budget_b: float) -> dict[
 
 
 def address() -> dict[str, str]:
-    """What the address bar holds for this session: the scenario's link, then pins and budget."""
+    """What the address bar holds for this session: the scenario's link, then pins and budget
+    (``page_address`` adds the search)."""
     extra = extra_params()
     if share.token_too_long({"s": extra.get("pins", "")}):
         extra = {k: v for k, v in extra.items() if k != "pins"}
     return {**share.address_params(link_params()), **extra}
+
+
+def page_address() -> dict[str, str]:
+    """The address a page opens at and its share link: ``address`` and the session's search, on
+    every page (a reload of another page kept the scenario but lost the search; the sidebar's page
+    links carry all of it, ui/layout.py ``page_link``)."""
+    return {**address(), **_search_param()}
 
 
 def sync_link() -> None:
@@ -176,9 +184,12 @@ def sync_link() -> None:
     Repeated or extra parameters are rewritten to the canonical link."""
     params = address()
     current = {k: st.query_params.get_all(k) for k in st.query_params if k not in STREAMLIT_KEYS}
-    if current != {k: [v] for k, v in params.items()}:
-        keep = {k: st.query_params.get_all(k) for k in st.query_params if k in STREAMLIT_KEYS}
-        st.query_params.from_dict({**keep, **params})
+    keep = {k: st.query_params.get_all(k) for k in st.query_params if k in STREAMLIT_KEYS}
+    # the session's search on a page whose address lacks it (the Search page says a damaged one
+    # first and keeps its parameter itself)
+    missing = {k: [v] for k, v in _search_param().items() if k not in keep} if _ss().get("ui.page") != "search" else {}
+    if current != {k: [v] for k, v in params.items()} or missing:
+        st.query_params.from_dict({**keep, **missing, **params})
     _ss()["cfg.link"] = params
     _ss().pop("cfg.badlink", None)
 
@@ -195,19 +206,17 @@ def share_url() -> str:
     prefix = str(st.get_option("server.baseUrlPath") or "").strip("/")
     root = f"{parts.scheme}://{parts.netloc}/" + (prefix + "/" if prefix else "") if parts.netloc else ""
     page = _ss().get("ui.page", "home")
-    query = share.link_query({**address(), **_search_param(page)})
+    query = share.link_query(page_address())
     return root + (f"?page={page}&" + query[1:] if page != "home" else query)
 
 
-def _search_param(page: str) -> dict[str, str]:
-    """On the Search page, the token (``search=``, ui/search_inputs.py) of the search it shows, so
-    the shared link reproduces the search too: the address bar's when it opens, else the session's
-    (the page opened again from the sidebar, whose address has none; a damaged one in the address
-    bar). Never a token that does not open: a damaged link is not handed on."""
+def _search_param() -> dict[str, str]:
+    """The token (``search=``, ui/search_inputs.py) of the session's search, so the address and the
+    shared link reproduce the search too: the address bar's when it opens, else the session's (a
+    damaged one in the address bar). Never a token that does not open: a damaged link is not
+    handed on."""
     from .search_inputs import LINK_PARAM
 
-    if page != "search":
-        return {}
     for tok in (st.query_params.get(LINK_PARAM), _ss().get("search.token")):
         if search_token_opens(tok):
             return {LINK_PARAM: tok}

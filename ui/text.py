@@ -69,6 +69,15 @@ def md(value: Any, limit: int | None = None) -> str:
     return _LINE_START.sub(_escape_start, text, count=1)
 
 
+def sentence_start(text: str) -> str:
+    """``text`` with a capital first letter, unless it opens with a field name or a value
+    (``num_layers=32 …``, ``tp=8``, ``seq_len/cp``): "Num_layers" named no field."""
+    first = text.split(" ", 1)[0]
+    if not text or any(c in first for c in "_=/.0123456789"):
+        return text
+    return text[:1].upper() + text[1:]
+
+
 def md_code(value: Any, limit: int | None = None) -> str:
     """An inline code span showing ``value`` literally, whatever backticks it holds."""
     text = value if isinstance(value, str) else str(value)

@@ -110,19 +110,25 @@ def calibrate_with_summary(
     warnings: list[str] = []
     sources: list[str] = []
     prov: list[Provenance] = []
-    try:
-        if gemm_csv is not None:
-            _gemm(system, gemm_csv, eff_update, summary, warnings, sources, prov)
-        if attention_csv is not None:
-            _attention(system, attention_csv, eff_update, summary, sources, prov)
-        if grouped_gemm_csv is not None:
-            _grouped(system, grouped_gemm_csv, eff_update, summary, sources, prov)
-        if memory_csv is not None:
-            _memory(system, memory_csv, eff_update, warnings, sources, prov)
-        if nccl_logs:
-            _nccl(system, _log_items(nccl_logs), eff_update, summary, warnings, sources, prov)
-    except ValidationError as exc:  # a value a reader let through but the schema refuses
-        raise from_pydantic(exc, "efficiency") from None
+    steps = [
+        (gemm_csv is not None, lambda: _gemm(system, gemm_csv, eff_update, summary, warnings, sources, prov)),
+        (attention_csv is not None, lambda: _attention(system, attention_csv, eff_update, summary, sources, prov)),
+        (grouped_gemm_csv is not None, lambda: _grouped(system, grouped_gemm_csv, eff_update, summary, sources, prov)),
+        (memory_csv is not None, lambda: _memory(system, memory_csv, eff_update, warnings, sources, prov)),
+        (bool(nccl_logs), lambda: _nccl(system, _log_items(nccl_logs or []), eff_update, summary, warnings, sources, prov)),
+    ]
+    issues: list[tuple[str, str]] = []   # every input's problems at once (a bad sweep hid the logs' own)
+    for given, step in steps:
+        if not given:
+            continue
+        try:
+            step()
+        except ConfigError as exc:
+            issues += exc.issues
+        except ValidationError as exc:  # a value a reader let through but the schema refuses
+            issues += from_pydantic(exc, "efficiency").issues
+    if issues:
+        raise ConfigError(issues)
     if sources:
         prior = system.efficiency.source
         eff_update["source"] = ("; ".join(([prior] if prior else []) + ["calibrated: " + "; ".join(sources)]))[:2000]
