@@ -11,7 +11,7 @@ from ui.layout import boot, issues_box
 from ui.compare import compare_section
 from ui.pins import budget_problem
 from ui.report_io import budget, report_csv, report_json
-from ui.labels import (HFU_HELP, MFU_HELP, PEAK_LABEL, STAGE_MEMORY_COLUMNS, allocated_limit_gib, memory_help, mfu_causal_note,
+from ui.labels import (HFU_HELP, MFU_HELP, PEAK_LABEL, STAGE_MEMORY_COLUMNS, allocated_limit_gib, bubble_others, memory_help, mfu_causal_note,
                        stage_memory_fields, trained_note)
 from ui.text import md
 from ui.units import fmt_count, fmt_flops, fmt_gib, fmt_num, fmt_pct, fmt_time, fmt_usd
@@ -106,7 +106,8 @@ for n in r.get("notes", []):   # how a number is counted (an FP8 / NVFP4 MFU pas
 st.caption(f"{r['num_gpus']:,} GPUs · dp {r['dp']} · {r['num_microbatches']} micro-batches/step · "
            f"{fmt_count(r['tokens_per_step'])} tokens/step · {fmt_count(r['num_parameters'])} parameters "
            f"({fmt_count(r['num_active_parameters'])} active{trained_note(r)}) · {fmt_flops(r['model_flops_per_step'])} model FLOPs/step · "
-           f"bubble {fmt_pct(r['bubble_fraction'])} · {fmt_num(r.get('gpu_us_per_launch', 0.0), ',.0f')} µs GPU work per kernel launch")
+           f"bubble {fmt_pct(r['bubble_fraction'])} on the critical rank{bubble_others(r)} · "
+           f"{fmt_num(r.get('gpu_us_per_launch', 0.0), ',.0f')} µs GPU work per kernel launch")
 
 specs = estimate_specs(state.scenario_json(), r)
 

@@ -216,6 +216,7 @@ def estimate_plan(sc: Scenario, plan: Plan) -> Report:
         energy_per_step_j=step * gpus * sysm.gpu.tdp_w,
         num_microbatches=m_mb, dp=sc.dp, num_gpus=gpus, tokens_per_step=tokens,
         bubble_fraction=met.bubble_fraction(), critical_rank=met.critical_rank,
+        bubble_fraction_max=max(met.bubble_fraction(r) for r in range(met.num_ranks)),
         hidden_comm_s=hidden, gpu_us_per_launch=us,
         uncertainty=unc, warnings=warnings, notes=_mfu_basis_note(sc, mflops / (step * peak * gpus)) + _mfu_band_note(sc, unc["mfu"][1], causal),
     )

@@ -59,6 +59,8 @@ class Report(BaseModel):
     num_gpus: int
     tokens_per_step: int
     bubble_fraction: float = Field(..., description="Bubble / step time on the critical rank (sim/metrics.py: step − compute − exposed communication).")
+    bubble_fraction_max: float = Field(0.0, description="The largest bubble / step time over the pipeline ranks: the critical rank "
+                                                        "waits the least, and a rank beside a heavier stage (the LM head) waits more.")
     critical_rank: int = Field(0, description="Pipeline rank the breakdown describes: the one with the least bubble (the most work).")
     hidden_comm_s: dict[str, float] = Field(default_factory=dict, description="Communication hidden under compute on the critical rank, by kind.")
     gpu_us_per_launch: float = Field(0.0, description=(

@@ -85,3 +85,17 @@ def test_a_message_opening_with_a_field_name_keeps_its_case():
     assert sentence_start("seq_len/cp = 8192/2 is not divisible") == "seq_len/cp = 8192/2 is not divisible"
     assert sentence_start("this search took more than 180 s") == "This search took more than 180 s"
     assert sentence_start("") == ""
+
+
+def test_the_estimate_says_when_another_rank_waits_longer_than_the_critical_one():
+    """On `medium` the headline bubble (the critical rank's, 0.6 %) read as the pipeline's while
+    three of four ranks wait 4.4-4.6 %: the report carries the largest, and the page says it."""
+    from simengine import api
+    from ui.labels import bubble_others
+    from ui.share import size_canonical
+
+    r = api.estimate(size_canonical("medium"))
+    per_rank = r.bubble_fraction_max
+    assert r.bubble_fraction < 0.01 < 0.04 < per_rank < 0.05
+    assert bubble_others(r.model_dump()) == f" (up to {100 * per_rank:.1f} % on another rank)"
+    assert bubble_others({"bubble_fraction": 0.02, "bubble_fraction_max": 0.0205}) == ""

@@ -71,6 +71,15 @@ def trained_note(r: dict) -> str:
     return ""
 
 
+def bubble_others(r: dict) -> str:
+    """" (up to 4.5 % on another rank)" when a rank waits visibly longer than the critical one, whose
+    bubble is the least (a headline of 0.6 % read as the pipeline's, with three of four ranks at 4.4 %)."""
+    most, crit = r.get("bubble_fraction_max"), r.get("bubble_fraction", 0.0)
+    if isinstance(most, (int, float)) and most - crit >= 0.001:
+        return f" (up to {fmt_pct(most)} on another rank)"
+    return ""
+
+
 # The Timeline's "does not fit" advice, per schedule: a schedule that keeps fewer micro-batches'
 # activations in flight, where one does (GPipe holds every micro-batch's, 1F1B pp of them; ZB-H2
 # holds more than ZB-H1 to fill its drain, Qi et al. 2024 §3); else only the micro-batch.

@@ -16,7 +16,7 @@ _HEADLINE_UNITS = {
     "num_parameters": "parameters", "num_active_parameters": "parameters", "num_trainable_parameters": "parameters", "model_flops_per_step": "FLOP",
     "hardware_flops_per_step": "FLOP", "cost_per_step_usd": "USD", "cost_per_million_tokens_usd": "USD",
     "energy_per_step_j": "J", "num_microbatches": "micro-batches", "dp": "replicas", "num_gpus": "GPUs",
-    "tokens_per_step": "tokens", "bubble_fraction": "fraction", "fits": "bool", "gpu_us_per_launch": "µs",
+    "tokens_per_step": "tokens", "bubble_fraction": "fraction", "bubble_fraction_max": "fraction", "fits": "bool", "gpu_us_per_launch": "µs",
     "mfu_causal": "fraction", "model_flops_per_token": "FLOP", "critical_rank": "pipeline rank",
 }
 
