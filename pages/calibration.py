@@ -44,6 +44,9 @@ if res and "error" in res:
     st.error(res["error"])
 elif res:
     s = res["summary"]
+    if not any((gemm, att, grp, mem, nccl)) and res.get("files"):   # the uploads are gone after another page; the result stays
+        st.caption(f"This result is from {md(', '.join(res['files'][:6]), 300)}{' …' if len(res['files']) > 6 else ''}, uploaded "
+                   "earlier; the upload boxes empty when you change page, so upload the files again to calibrate anew.")
     used = [f for f in s["collective_fits"] if f["used"]]
     m = st.columns(4)
     m[0].metric("GEMM points", f"{s['gemm_points']:,}", help=f"format: {s['gemm_format'] or '—'}")

@@ -228,3 +228,15 @@ def test_a_change_that_rests_on_extrapolation_says_so(systems_dir):
     assert f"{total:.0f} % of this scenario's op time" in warned and total >= 25
     covered = [{"op kind": "gemm", "extrapolated": 0.0}, {"op kind": "total", "extrapolated": 10.0}]
     assert extrapolation_note(covered) == "" and extrapolation_note("no scenario") == ""
+
+
+def test_a_result_kept_after_another_page_names_the_files_it_came_from(systems_dir):
+    """Back on the page the result was still shown while every upload box was empty, and
+    'Calibrate' then said "Upload at least one file": the page says which files it came from."""
+    at = calibrate(open_cal())
+    assert "uploaded earlier" not in texts(at.caption)   # the files are still in their boxes
+    at.switch_page("pages/estimate.py").run()
+    at.switch_page("pages/calibration.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    said = texts(at.caption)
+    assert "sweep.csv" in said and "uploaded earlier" in said and "upload the files again" in said
