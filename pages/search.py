@@ -188,7 +188,7 @@ def _budget() -> float:
                                   "Estimate page's, kept in the share link.")
     bad = budget_problem(value)
     if bad:   # the days and cost shown stay those of the session's budget, said so
-        col.error(f"{bad[:-1]}: the table shows the last one in range, {state.budget():g} billion.", icon="⚠️")
+        col.error(f"{bad[:-1]}; the table shows the last one in range, {state.budget():g} billion.", icon="⚠️")
         return state.budget()
     return float(value)
 

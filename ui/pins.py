@@ -70,7 +70,7 @@ def budget_problem(value: float | None) -> str | None:
     belonged to another budget."""
     lo, hi = BUDGET_RANGE
     if value is None or not math.isfinite(value) or not lo <= value <= hi:
-        return f"Give a token budget between {lo:g} and {hi:g} billion tokens; the figures need one."
+        return f"Give a token budget between {lo:g} and {hi:g} billion tokens."
     return None
 
 
