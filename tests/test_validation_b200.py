@@ -101,7 +101,9 @@ def test_validation_rows_carry_the_estimates_band():
         else:
             assert (lo, hi) == pytest.approx((r.predicted * (1 - MEMORY_REL), r.predicted * (1 + MEMORY_REL)), rel=1e-12)
         assert lo <= r.predicted <= hi
-    rep = SimpleNamespace(step_time_s=2.0, uncertainty={"step_time_s": (1.6, 2.5)})
+    rep = SimpleNamespace(step_time_s=2.0, uncertainty={"step_time_s": (1.6, 2.5), "peak_memory_gib": (9.9, 10.1)},
+                          peak_memory_gib=10.0)
+    assert metric_band("peak_memory", 20.0, rep) == pytest.approx((19.8, 20.2))   # a reserved figure: the same width
     assert metric_band("tokens_per_sec_per_gpu", 1000.0, rep) == pytest.approx((800.0, 1250.0))
     assert metric_band("iteration_time", 2.0, rep) == pytest.approx((1.6, 2.5))
     assert metric_band("layer_forward_time", 5.0, rep) is None
