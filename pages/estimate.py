@@ -34,12 +34,6 @@ def memory_by_stage(r: dict, chart: dict) -> None:
         st.caption("GiB per GPU. Every memory category per stage is in the CSV download.")
 
 
-def _keep_budget() -> None:
-    value = st.session_state.get("budget.tokens")
-    if budget_problem(value) is None:
-        state.set_budget(value)
-
-
 boot("Estimate")
 st.title("Estimate")
 
@@ -133,7 +127,7 @@ st.subheader("Cost and training budget")
 a, b = st.columns([1, 3], gap="large")
 with a:
     tokens_b = st.number_input("Token budget [billion tokens]", value=state.budget(),
-                               step=100.0, format="%g", key="budget.tokens", on_change=_keep_budget,
+                               step=100.0, format="%g", key="budget.tokens", on_change=state.keep_budget, args=("budget.tokens",),
                                help="Tokens to train on; time and cost follow from the reported throughput. "
                                     "Kept when you change page, and in the share link.")
     bad_budget = budget_problem(tokens_b)

@@ -40,6 +40,17 @@ def _show_inputs(new: dict) -> None:
         st.session_state[key] = float(new[k]) if k in NUMBERS else new[k]
 
 
+def _text_issues(gpus: str, restrict: str) -> list:
+    """The problems of the GPU counts and the restrictions (``parse_counts``, ``parse_restrict``)."""
+    issues: list = []
+    for parse, text in ((parse_counts, gpus), (parse_restrict, restrict)):
+        try:
+            parse(text)
+        except ConfigError as e:
+            issues += e.issues
+    return issues
+
+
 def _said_under(slots: dict, issues: list) -> None:
     """Each field's messages together under it (a slot holds one element: a second ``error``
     replaced the first, so only the last bad line of the restrictions was said)."""
@@ -105,11 +116,7 @@ if go:   # every input's problem at once, each under its field (the GPU counts a
             nums[key] = parse_count(key, value)
         except ConfigError as e:
             bad_numbers += e.issues
-    for parse, text in ((parse_counts, gpus), (parse_restrict, restrict)):
-        try:
-            parse(text)
-        except ConfigError as e:
-            bad_numbers += e.issues
+    bad_numbers += _text_issues(gpus, restrict)
     _said_under(slots, bad_numbers)
 if go and not bad_numbers:
     inputs = {"gpus": gpus, **nums, "objective": obj, "restrict": restrict}
@@ -125,12 +132,7 @@ if go and not bad_numbers:
 def _searched(sc: dict, inputs: dict, slots: dict) -> dict | None:
     """The search's result (JSON), or None once a message says why there is none (bad inputs,
     cancelled, failed). The search runs in a worker process (ui/heavy.py ``run_search``)."""
-    issues = []  # the inputs' own errors, under the field they name, before any worker starts
-    for parse, key in ((parse_counts, "gpus"), (parse_restrict, "restrict")):
-        try:
-            parse(inputs[key])
-        except ConfigError as e:
-            issues += e.issues
+    issues = _text_issues(inputs["gpus"], inputs["restrict"])  # under the field they name, before any worker starts
     _said_under(slots, issues)
     if issues:
         return None
@@ -183,7 +185,7 @@ def _budget() -> float:
     st.session_state.setdefault("search.budget_b", state.budget())
     col = st.columns([1, 3])[0]
     value = col.number_input("Token budget [billion tokens]", step=100.0, format="%g", key="search.budget_b",
-                             on_change=_keep_budget,
+                             on_change=state.keep_budget, args=("search.budget_b",),
                              help="Every candidate shows the days and the cost to train it; the same budget as the "
                                   "Estimate page's, kept in the share link.")
     bad = budget_problem(value)
@@ -191,12 +193,6 @@ def _budget() -> float:
         col.error(f"{bad[:-1]}; the table shows the last one in range, {state.budget():g} billion.", icon="⚠️")
         return state.budget()
     return float(value)
-
-
-def _keep_budget() -> None:
-    value = st.session_state.get("search.budget_b")
-    if budget_problem(value) is None:
-        state.set_budget(value)
 
 
 def _results(sc: dict, res: dict) -> None:

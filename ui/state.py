@@ -375,6 +375,14 @@ def budget() -> float:
     return float(_ss().get("budget.value", pin_link.DEFAULT_BUDGET_B))
 
 
+def keep_budget(key: str) -> None:
+    """``on_change`` of a token-budget input (widget ``key``): the session keeps a value in range
+    only (``pins.budget_problem``: the page says what is wrong under the field)."""
+    value = _ss().get(key)
+    if pin_link.budget_problem(value) is None:
+        set_budget(value)
+
+
 def set_budget(value: float, *, sync: bool = True) -> None:
     _ss()["budget.value"] = float(value)
     if sync:
