@@ -93,10 +93,10 @@ def _table(rep) -> str:
         lines.append(f"  {k:18s} {v * 1e3:10.1f} ms  {v / rep.step_time_s * 100:5.1f}%")
     if rep.bubble_fraction_max - rep.bubble_fraction >= 0.001:   # the critical rank waits the least
         lines.append(f"  (bubble up to {rep.bubble_fraction_max * 100:.1f}% on another rank)")
-    lines += ["", "memory per stage (GiB)   peak  weights  grads  optim  activ  other  in-flight"]
+    lines += ["", "memory per stage (GiB)   peak  weights  grads  optim  activ  other  in-flight   free"]
     for s in rep.memory_by_stage:
         lines.append(f"  stage {s.stage:<3d}            {s.peak_gib:7.2f} {s.weights_gib:7.2f} {s.grads_gib:6.2f} {s.optimizer_gib:6.2f} "
-                     f"{s.activations_gib:6.2f} {s.other_gib:6.2f} {s.inflight_microbatches:6d}")
+                     f"{s.activations_gib:6.2f} {s.other_gib:6.2f} {s.inflight_microbatches:6d} {s.free_gib:7.2f}")
     lines += [f"warning: {w}" for w in rep.warnings]
     lines += [f"note: {n}" for n in rep.notes]
     return "\n".join(lines)

@@ -92,6 +92,7 @@ def _stage_memory(sc: Scenario, st: StagePlan, inflight: int, exact: tuple[float
         weights_gib=static.weights / GIB, grads_gib=static.grads / GIB, optimizer_gib=static.optimizer / GIB,
         activations_gib=held / GIB, other_gib=(static.buffers + extra) / GIB,
         inflight_microbatches=inflight, host_offload_gib=host / GIB,
+        free_gib=gpu.memory_gib - reserved / GIB - gpu.non_torch_gib,
         fits=reserved / GIB + gpu.non_torch_gib <= gpu.memory_gib and host / GIB <= gpu.host_memory_gib,
     )
     return sm, alloc
@@ -209,7 +210,7 @@ def estimate_plan(sc: Scenario, plan: Plan) -> Report:
         mfu=mflops / (step * peak * gpus), hfu=hflops / (step * peak * gpus),
         mfu_causal=causal / (step * peak * gpus),
         peak_memory_gib=peak_gib, reserved_memory_gib=reserved_gib, memory_capacity_gib=sysm.gpu.memory_gib,
-        fits=all(x.fits for x in mems), memory_by_stage=mems, breakdown_s=parts,
+        free_memory_gib=min(x.free_gib for x in mems), fits=all(x.fits for x in mems), memory_by_stage=mems, breakdown_s=parts,
         num_parameters=total, num_active_parameters=active, num_trainable_parameters=trainable_parameters(sc),
         model_flops_per_token=mflops / tokens, model_flops_per_step=mflops, hardware_flops_per_step=hflops,
         cost_per_step_usd=cost, cost_per_million_tokens_usd=cost / tokens * 1e6,

@@ -21,6 +21,7 @@ class StageMemory(BaseModel):
     other_gib: float = Field(..., description="Transient buffers at the peak (logits, collective buffers, workspaces) and framework buffers.")
     inflight_microbatches: int = Field(..., description="Forward passes whose activations are held at the peak: micro-batches × the model chunks each has gone through (= micro-batches with one chunk per rank).")
     host_offload_gib: float = Field(0.0, description="Activations offloaded to host memory at the peak (strategy.cpu_offload_layers), per GPU.")
+    free_gib: float = Field(..., description="GPU memory left free on this stage: system.gpu.memory_gib - reserved - system.gpu.non_torch_gib (negative: over capacity).")
     fits: bool = Field(..., description="reserved + system.gpu.non_torch_gib <= system.gpu.memory_gib, and host_offload_gib <= system.gpu.host_memory_gib")
 
 
@@ -38,6 +39,7 @@ class Report(BaseModel):
     peak_memory_gib: float = Field(..., description="Largest allocated peak over pipeline stages.")
     reserved_memory_gib: float
     memory_capacity_gib: float
+    free_memory_gib: float = Field(..., description="GPU memory left free on the fullest stage (the least StageMemory.free_gib); negative: over capacity.")
     fits: bool = Field(..., description="Every stage fits: reserved + system.gpu.non_torch_gib <= system.gpu.memory_gib, "
                                          "and the activations offloaded to host memory fit in system.gpu.host_memory_gib")
     memory_by_stage: list[StageMemory]

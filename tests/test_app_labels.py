@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from app_walk import open_app, texts
+from app_walk import open_app, open_fold, texts
 from ui.engine import estimate_report
 from ui.labels import fits
 from ui.share import size_canonical
@@ -25,6 +25,8 @@ def test_memory_headline_is_the_allocated_peak_and_says_so(path):
     assert m.label == "Allocated peak"
     assert f"{r['peak_memory_gib']:,.1f}" in m.value and f"{r['reserved_memory_gib']:,.1f}" not in m.value
     assert "Reserved" in m.proto.help and f"{r['reserved_memory_gib']:,.1f}" in m.proto.help
+    # the GPU memory left free: the engine's figure, the one the Search page's "free GiB" shows
+    assert f"Left free on the GPU: {r['free_memory_gib']:,.1f} GiB" in m.proto.help
     assert "BF16 peak" in _metric(at, "MFU").proto.help and "6·N_active" in _metric(at, "MFU").proto.help
 
 
@@ -74,6 +76,9 @@ def test_the_headline_limit_agrees_with_the_fit_verdict():
     m = _metric(at, "Allocated peak")
     assert m.value.endswith(f" / {allocated_limit_gib(cfg['strategy'], cfg['system']):,.1f} GiB")
     assert "most a stage may allocate and still fit" in m.proto.help
+    open_fold(at, "est.memory.fits")
+    table = at.dataframe[0].value
+    assert list(table["free"]) == [s["free_gib"] for s in estimate_report(dumps(cfg))["report"]["memory_by_stage"]]
 
 
 def test_a_message_opening_with_a_field_name_keeps_its_case():

@@ -92,6 +92,20 @@ def test_zero_stages_shrink_memory():
     assert peaks[0] > peaks[1] > peaks[2] > peaks[3]
 
 
+@pytest.mark.parametrize("zero_stage", [0, 3])
+def test_free_memory_is_what_the_fit_rule_leaves(zero_stage):
+    """free = capacity − reserved − memory outside PyTorch, per stage; the report's is the least
+    (the fullest stage), and a stage fits on the GPU exactly when its free memory is not negative."""
+    sc = make("llama3-70b", system={"num_gpus": 32}, strategy={"tp": 8, "pp": 4, "global_batch_size": 16, "zero_stage": zero_stage})
+    rep, gpu = api.estimate(sc), sc.system.gpu
+    assert gpu.non_torch_gib > 0
+    for s in rep.memory_by_stage:
+        assert s.free_gib == pytest.approx(gpu.memory_gib - s.reserved_gib - gpu.non_torch_gib, abs=1e-12)
+        assert (s.free_gib >= 0) == s.fits
+    assert rep.free_memory_gib == min(s.free_gib for s in rep.memory_by_stage)
+    assert len({round(s.free_gib, 6) for s in rep.memory_by_stage}) > 1   # the stages differ (1F1B's in-flight counts)
+
+
 def test_first_stage_holds_most_activations_in_1f1b():
     rep = api.estimate(make("llama3-70b", system={"num_gpus": 32}, strategy={"tp": 8, "pp": 4, "global_batch_size": 16}))
     inflight = [s.inflight_microbatches for s in rep.memory_by_stage]

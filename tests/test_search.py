@@ -66,6 +66,8 @@ def test_every_candidate_is_valid_and_fits(full):
         rep = api.estimate({"model": TINY, "system": dict(SMALL_GPU, num_gpus=c.gpus), "strategy": c.strategy})
         assert rep.fits
         assert rep.tokens_per_s == pytest.approx(c.tokens_per_s, rel=1e-12)
+        # the free GiB a candidate shows is the estimate's own (the Estimate page's stage table)
+        assert c.headroom_gib == rep.free_memory_gib > 0
 
 
 def test_accounting_every_candidate_is_timed_or_rejected_with_a_reason(full):

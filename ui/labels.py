@@ -28,9 +28,12 @@ def memory_help(r: dict[str, Any], limit_gib: float | None = None) -> str:
     """Tooltip of the memory headline of a Report dict (``limit_gib``: ``allocated_limit_gib``)."""
     limit = "" if limit_gib is None else (
         f" The figure after the slash, {fmt_num(limit_gib)} GiB, is the most a stage may allocate and still fit.")
+    free = r.get("free_memory_gib")
+    left = "" if not isinstance(free, (int, float)) else (
+        f" Left free on the GPU: {fmt_num(free)} GiB (the Search page's free GiB)." if free >= 0 else "")
     return (f"Allocated peak (live tensors) of the fullest stage. Reserved by PyTorch's caching allocator: "
             f"{fmt_num(r['reserved_memory_gib'])} GiB; a stage fits when reserved + the memory outside PyTorch "
-            f"≤ {fmt_num(r['memory_capacity_gib'])} GiB." + limit)
+            f"≤ {fmt_num(r['memory_capacity_gib'])} GiB." + left + limit)
 
 
 def mfu_causal_note(r: dict[str, Any]) -> str:
@@ -96,6 +99,8 @@ STAGE_MEMORY_COLUMNS: dict[str, tuple[str, str]] = {
     "stage": ("stage", "Pipeline stage."),
     "peak_gib": ("allocated", "Live tensors at the peak [GiB per GPU]."),
     "reserved_gib": ("reserved", "Allocated + the caching allocator's overhead [GiB per GPU]."),
+    "free_gib": ("free", "GPU memory left free: capacity − reserved − the memory outside PyTorch "
+                         "(negative: over capacity) [GiB per GPU]; the Search page's free GiB."),
     "activations_gib": ("activations", "Activations held at the peak [GiB per GPU]."),
     "inflight_microbatches": ("in flight", "Forward passes whose activations are held at the peak: one per micro-batch "
                                            "and model chunk it has gone through (with vpp chunks per rank, up to vpp "

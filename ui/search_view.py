@@ -206,7 +206,7 @@ def grid_options(df: pd.DataFrame) -> dict[str, Any]:
             col("tie", "tie with #1", headerTooltip="Its tokens/s uncertainty band reaches the best one's: not clearly slower than #1"),
             col("what_if", "what-if", width=74, headerTooltip="Its stack does not ship its pipeline schedule: priced with the stack's "
                 "kernels as a what-if (the note above the table)"),
-            col("headroom_gib", "free GiB", headerTooltip="GPU memory left free at the allocated peak (the tightest stage)")]},
+            col("headroom_gib", "free GiB", headerTooltip="GPU memory left free on the fullest stage: capacity − PyTorch's reserved pool − the memory outside PyTorch (the Estimate page's stage table)")]},
         {"headerName": "detail", "children": [
             col("band_lo", "band low", headerTooltip="tokens/s at the low end of the uncertainty band"),
             col("band_hi", "band high", headerTooltip="tokens/s at the high end of the uncertainty band"),

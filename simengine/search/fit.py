@@ -196,11 +196,9 @@ def _try(config: dict[str, Any], combos, base_per_gpu: float) -> list[dict[str, 
                 desc = desc.replace("full (all layers)", f"full ({k} layers)")
             else:   # the scenario recomputed every layer: the change lets it recompute fewer, and says so
                 desc += f" + recompute_num_layers → {k}"
-        worst = max(rep.memory_by_stage, key=lambda x: x.reserved_gib)
-        gpu = load_scenario(cfg).system.gpu
         out.append({"change": desc, "tokens_per_s": rep.tokens_per_s,
                     "throughput_lost": 1.0 - rep.tokens_per_s / rep.num_gpus / base_per_gpu if base_per_gpu > 0 else 0.0,
-                    "headroom_gib": gpu.memory_gib - worst.reserved_gib - gpu.non_torch_gib,
+                    "headroom_gib": rep.free_memory_gib,   # the estimate's own (Report.free_memory_gib)
                     "strategy": cfg["strategy"], "num_gpus": rep.num_gpus,
                     "band": list(rep.uncertainty.get("tokens_per_s", (rep.tokens_per_s, rep.tokens_per_s)))})
     return out

@@ -382,8 +382,8 @@ def time_candidate(space: SearchSpace, gpus: int, strat: dict[str, Any], order: 
         out.rejections.append(Rejection("invalid", str(e), 1, example(gpus, strat)))
         return None
     gpu = sc.system.gpu
-    worst = max(rep.memory_by_stage, key=lambda x: x.reserved_gib)
-    head = gpu.memory_gib - worst.reserved_gib - gpu.non_torch_gib
+    worst = min(rep.memory_by_stage, key=lambda x: x.free_gib)
+    head = worst.free_gib   # the estimate's own (StageMemory.free_gib)
     if head < 0:  # the estimate's verdict wins over the pre-filter's (each candidate counted once)
         out.rejections.append(Rejection("oom", oom_text(-head, worst.stage), 1, example(gpus, strat)))
         return None

@@ -39,7 +39,7 @@ class Candidate:
     cost_per_step_usd: float
     peak_memory_gib: float
     reserved_memory_gib: float
-    headroom_gib: float               # capacity − (reserved + non-torch) on the tightest stage
+    headroom_gib: float               # the estimate's free_memory_gib: capacity − (reserved + non-torch) on the tightest stage
     tight_stage: int
     band: dict[str, tuple[float, float]] = field(default_factory=dict)
     order: int = 0                    # enumeration index: the deterministic tie-break
