@@ -201,14 +201,14 @@ def test_zero3_holds_two_gathered_layers_but_a_one_layer_stage_only_its_own():
         assert extra == pytest.approx(held * 2.0 * p.total / layers, rel=1e-12)
 
 
-def _unit_phases(pattern: str, recompute: str = "full", zero: int = 3, schedule: str = "1f1b"):
+def _unit_phases(pattern: str, recompute: str = "full", zero: int = 3, schedule: str = "1f1b", pp: int = 1):
     """One chunk's phases with ZeRO-2/3 collectives priced in, for an FSDP pattern (llama3-8b / 64)."""
     from simengine.cost.dp import zero_units
     from simengine.cost.phase import PhaseCost
     from simengine.cost.zero import zero_per_microbatch
 
     cfg = cfg_of("llama3-8b", 64, zero_stage=zero, overlap_grad_reduce=True, overlap_param_gather=True,
-                 fsdp_pattern=pattern, recompute=recompute, schedule=schedule)
+                 fsdp_pattern=pattern, recompute=recompute, schedule=schedule, pp=pp)
     sc = load_scenario(cfg)
     cw = build_plan(sc).workload.ranks[0][0]
     p = stage_params(sc, (cw,))
@@ -280,7 +280,9 @@ def test_torchtitan_405b_float8_hides_fsdp_behind_each_units_backward():
 def test_a_deferred_weight_gradient_is_not_beside_the_backwards_collectives(schedule):
     """Zero-bubble schedules run W as a task of its own, later (Schedule.splits_weight_grad): the
     unit's collectives have its recompute and input gradient beside them, not its weight gradient."""
-    (u, _), ag, rs, fwd, bwd, rc = _unit_phases("fsdp2", schedule=schedule)
+    # a pipeline schedule needs pp > 1, where FSDP2 (torchtitan) keeps the parameters gathered
+    # after the forward: Megatron-FSDP re-gathers them for the backward
+    (u, _), ag, rs, fwd, bwd, rc = _unit_phases("megatron-fsdp", schedule=schedule, pp=2)
     assert _dp(rc, True)[1] + _dp(bwd, True)[1] == pytest.approx((u - 1) * (0.25 + 0.4) / u)
 
 

@@ -126,7 +126,7 @@ def test_schedule_rules_come_from_the_schedule_module():
     assert ("strategy.global_batch_size", "interleaved schedule needs micro-batches per step m=6 divisible by pp=4") in iss
     iss = issues_of(system={"num_gpus": 4}, strategy={"pp": 4, "schedule": "dualpipev", "global_batch_size": 4})
     assert any(f == "strategy.global_batch_size" and "m=4 >= 2*pp = 8" in m for f, m in iss)
-    iss = issues_of(strategy={"vpp": 2, "schedule": "zb-h1"})
+    iss = issues_of(system={"num_gpus": 2}, strategy={"pp": 2, "vpp": 2, "schedule": "zb-h1"})
     assert any(f == "strategy.vpp" and "vpp=2 needs schedule='interleaved'" in m for f, m in iss)
 
 

@@ -67,6 +67,9 @@ def test_requirements_accept_a_plain_layout_and_name_fields(name):
     ("1f1b", (4, 8, 2, 32), "strategy.vpp", "vpp=2 needs schedule='interleaved'"),
     ("gpipe", (8, 8, 1, 4), "strategy.pp", "pp*vpp = 8*1 = 8 exceeds num_layers=4"),
     ("interleaved", (1, 8, 2, 32), "strategy.pp", "needs pp > 1 (pp=1)"),
+    ("gpipe", (1, 8, 1, 32), "strategy.schedule", "schedule='gpipe' needs pp > 1"),
+    ("zb-h1", (1, 8, 1, 32), "strategy.schedule", "use schedule='1f1b'"),
+    ("zb-h2", (1, 8, 1, 32), "strategy.schedule", "no pipeline schedule runs"),
     ("interleaved", (4, 6, 2, 32), "strategy.global_batch_size", "m=6 divisible by pp=4"),
     ("interleaved", (4, 8, 7, 20), "strategy.pp", "pp*vpp = 4*7 = 28 exceeds num_layers=20"),
     ("dualpipev", (4, 7, 1, 32), "strategy.global_batch_size", "m=7 >= 2*pp = 8"),
@@ -76,6 +79,14 @@ def test_requirements_accept_a_plain_layout_and_name_fields(name):
 def test_requirements_messages(name, args, field, text):
     issues = get_schedule(name).requirements(*args)
     assert any(f == field and text in m for f, m in issues), issues
+
+
+def test_at_pp_1_only_the_schedules_a_framework_runs_there_are_accepted():
+    """pp 1 runs no pipeline schedule (Megatron-Core forward_backward_no_pipelining): 1f1b is
+    that; DualPipeV's V on one rank is DeepSeek's overlapped forward/backward pair (DualPipeV.step
+    accepts one rank); the others need a pipeline."""
+    ok = {n for n in SCHEDULES if not get_schedule(n).requirements(1, 8, 1, 32)}
+    assert ok == {"1f1b", "dualpipev"}
 
 
 def test_action_is_small_and_frozen():

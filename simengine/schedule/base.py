@@ -90,8 +90,22 @@ def stage_is_rank(rank: int, chunk: int, p: int, vpp: int) -> int:
     return rank
 
 
-def one_chunk_requirements(name: str):
-    """``requirements`` of a schedule with one chunk per rank and no rule of its own."""
+def pipelined_rule(name: str, pp: int) -> Issues:
+    """A pipeline schedule needs a pipeline: at pp 1 the frameworks run none (Megatron-Core
+    pipeline_parallel/schedules.py ``get_forward_backward_func`` → ``forward_backward_no_pipelining``:
+    each micro-batch's forward, then its backward; torchtitan builds no schedule when pp is off),
+    which is schedule='1f1b' at pp 1 here. GPipe's all-forwards-first at pp 1 held every
+    micro-batch's activations (323 GiB on the ``small`` preset) for a run no framework makes."""
+    if pp == 1:
+        return [("strategy.schedule", f"schedule='{name}' needs pp > 1: at pp=1 no pipeline schedule runs (each "
+                 "micro-batch's forward, then its backward, as Megatron-Core's forward_backward_no_pipelining): "
+                 "use schedule='1f1b'")]
+    return []
+
+
+def one_chunk_requirements(name: str, pipelined: bool = False):
+    """``requirements`` of a schedule with one chunk per rank and no rule of its own
+    (``pipelined``: it also needs pp > 1, ``pipelined_rule``)."""
     def requirements(pp: int, microbatches: int | None, vpp: int, layers: int | None) -> Issues:
-        return vpp1_rule(name, vpp) + layer_rule(pp, 1, layers)
+        return (pipelined_rule(name, pp) if pipelined else []) + vpp1_rule(name, vpp) + layer_rule(pp, 1, layers)
     return requirements

@@ -28,6 +28,6 @@ def max_inflight(rank: int, p: int, m: int, vpp: int = 1) -> int:
 
 
 SCHEDULE = Schedule(NAME, orders, max_inflight, one_chunk, stage_is_rank, check, False,
-                    requirements=one_chunk_requirements(NAME), menu_order=10,
+                    requirements=one_chunk_requirements(NAME, pipelined=True), menu_order=10,
                     frameworks=("torch-native", "torch-compile"),
                     shipped_in=f"{TORCH_PIPELINING} ScheduleGPipe")

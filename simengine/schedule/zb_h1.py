@@ -50,6 +50,6 @@ def max_inflight(rank: int, p: int, m: int, vpp: int = 1) -> int:
 
 
 SCHEDULE = Schedule(NAME, orders, max_inflight, one_chunk, stage_is_rank, check, True,
-                    requirements=one_chunk_requirements(NAME), menu_order=40,
+                    requirements=one_chunk_requirements(NAME, pipelined=True), menu_order=40,
                     frameworks=("torch-native",),
                     shipped_in=f"{TORCH_PIPELINING} ScheduleInterleavedZeroBubble (ZB-1P, Qi et al. 2024), not under torch.compile")

@@ -61,6 +61,6 @@ def max_inflight(rank: int, p: int, m: int, vpp: int = 1) -> int:
 
 
 SCHEDULE = Schedule(NAME, orders, max_inflight, one_chunk, stage_is_rank, check, True,
-                    requirements=one_chunk_requirements(NAME), menu_order=50,
+                    requirements=one_chunk_requirements(NAME, pipelined=True), menu_order=50,
                     frameworks=(),
                     shipped_in="Sea AI Lab's zero-bubble fork of Megatron-LM (sail-sg/zero-bubble-pipeline-parallelism) only")
