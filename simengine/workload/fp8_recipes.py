@@ -6,7 +6,8 @@ the memory-bound kernels around them and in which TP collectives async TP can fu
 - ``tensorwise`` — one scale per tensor, computed from the tensor itself (TransformerEngine
   ``Float8CurrentScaling``, Megatron ``--fp8-recipe tensorwise``; torchao
   ``Float8LinearRecipeName.TENSORWISE``). A cast reads bf16 and writes fp8 and its transpose for the
-  wgrad (4 B per element) after an amax pass over the same tensor (read 2 B): TE
+  wgrad (4 B per element; 3 B on TransformerEngine where FP8 GEMMs take any layout — datacenter
+  Blackwell — whose quantizers then write no transpose, csrc/quantizer.cpp ``with_transpose``) after an amax pass over the same tensor (read 2 B): TE
   ``Float8CurrentScalingQuantizer::quantize_impl`` (pytorch/csrc/quantizer.cpp, v2.7) runs
   ``nvte_compute_amax`` and then ``nvte_quantize_v2``, except on a LayerNorm-fused linear's input,
   whose norm kernel writes the amax itself (pytorch/csrc/extensions/normalization.cpp
@@ -152,6 +153,13 @@ def _cast_bytes(d: Dims, gemm: str, shard: bool = False) -> float:
         return NV_CAST
     fused = _norm_fused(d, gemm)
     cast = SHARD_CAST if shard else TENSORWISE_CAST
+    if not shard and not d.fp8_tn_only and d.stack.name == "megatron-te":
+        # TE's per-tensor quantizers write no transposed copy where FP8 GEMMs take any layout:
+        # transformer_engine/pytorch/csrc/quantizer.cpp (Float8Quantizer / Float8CurrentScalingQuantizer
+        # ::create_tensor, TE main d0067d0): ``with_transpose = columnwise_usage &&
+        # !is_non_tn_fp8_gemm_supported`` (sm100+), the wgrad reading the rowwise copy in another
+        # layout. So the cast reads bf16 2 and writes fp8 1 (3 B, 5 B with current scaling's amax)
+        cast = TENSORWISE_CAST - 1.0
     if d.fp8_recipe == "delayed":   # the fused norm writes fp8 (and, unsharded, its transpose)
         return (0.0 if shard or not d.fp8_tn_only else NORM_TRANSPOSE) if fused else cast
     return cast + (AMAX_READ if d.stack.name in _AMAX_STACKS and not fused else 0.0)
