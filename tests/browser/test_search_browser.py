@@ -29,8 +29,9 @@ def test_search_page_end_to_end(server, page, browser):
     first_before = frame.locator(".ag-row[row-index='0'] [col-id='layout']").inner_text()
     frame.locator(".ag-header-cell[col-id='tokens_per_s']").click()  # ranked best first; a click sorts ascending
     page.wait_for_timeout(800)
-    values = [float(frame.locator(f".ag-row[row-index='{i}'] .ag-cell[col-id='tokens_per_s']").inner_text().replace(",", ""))
-              for i in range(4)]
+    cells = [frame.locator(f".ag-row[row-index='{i}'] .ag-cell[col-id='tokens_per_s']").inner_text() for i in range(4)]
+    assert all(re.fullmatch(r"\d{1,3}(,\d{3})+", c) for c in cells), cells   # thousands separators (grid_options)
+    values = [float(c.replace(",", "")) for c in cells]
     assert len(values) >= 2 and values == sorted(values)
     assert frame.locator(".ag-row[row-index='0'] [col-id='layout']").inner_text() != first_before
     charts_drawn(page, 1)
