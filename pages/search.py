@@ -16,7 +16,7 @@ from ui.layout import boot, issue_lines, issues_box
 from ui.pins import budget_problem
 from ui.search_fit import fit_list
 from ui.search_inputs import INPUT_HELP, INPUT_LABELS, LINK_PARAM, decode_inputs, encode_inputs, parse_count, parse_counts, parse_restrict, restricted_to_schedules
-from ui.search_view import cached_result, cached_search, candidates_frame, empty_reason, grid_height, grid_options, item_labels, latest_pick, pareto_caption, pareto_chart, points_frame, results_csv, search_base, search_payload, what_if_text, with_budget
+from ui.search_view import cached_result, cached_search, candidates_frame, empty_reason, grid_height, grid_options, item_labels, latest_pick, pareto_caption, pareto_chart, points_frame, results_csv, search_base, tie_banner, search_payload, what_if_text, with_budget
 from ui.text import md, sentence_start
 
 boot("Search")
@@ -207,8 +207,7 @@ def _results(sc: dict, res: dict) -> None:
         fit_list(state.scenario_json())
         return
     if len(res["ties"]) > 1:
-        st.info(f"{len(res['ties'])} candidates have an uncertainty band that reaches the best one's ('tie with #1'): "
-                "a tie, not a winner.")
+        st.info(tie_banner(len(res["ties"]), res["objective"]))
     _what_if_box(res)
     tokens = _budget() * 1e9
     cands = with_budget(cands, tokens)
@@ -219,7 +218,7 @@ def _results(sc: dict, res: dict) -> None:
     try:
         from st_aggrid import AgGrid
 
-        grid = AgGrid(df, gridOptions=grid_options(df), height=grid_height(list(df["layout"])), theme="streamlit",
+        grid = AgGrid(df, gridOptions=grid_options(df, res["objective"]), height=grid_height(list(df["layout"])), theme="streamlit",
                       update_on=["selectionChanged"], key="search.grid", show_toolbar=False)
         sel = grid.selected_rows
         if isinstance(sel, pd.DataFrame) and not sel.empty:

@@ -279,6 +279,7 @@ def search(space, objective: str = "tokens_per_s", top: int | None = None, progr
 
 # ---- what the studio's Search page needs (it reaches the engine only through this module)
 from .search.rank import OBJECTIVES as SEARCH_OBJECTIVES  # noqa: E402, F401  (re-exported: the objectives)
+from .search.rank import TIE_ON as SEARCH_TIE_ON  # noqa: E402, F401  (re-exported: the band each objective's ties are read on)
 from .search.space import DIMS as SEARCH_DIMS  # noqa: E402, F401  (re-exported: the searchable dimensions)
 from .search.space import LAYER_SPLIT_FIELDS as SEARCH_SPLIT_FIELDS  # noqa: E402, F401  (searched with pp, not taken from a scenario)
 from .search.space import check_choices as check_search_choices  # noqa: E402, F401  (restrictions' values, before a search)

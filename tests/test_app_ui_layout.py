@@ -3,6 +3,8 @@ readable per-rank headers, the per-stage memory table's columns, side-stream leg
 
 from __future__ import annotations
 
+import pytest
+
 import colorsys
 
 import pandas as pd
@@ -44,6 +46,22 @@ def test_search_grid_shows_speed_tie_and_memory_headroom_beside_the_layout():
     assert sorted(fields) == sorted(df.columns) and len(set(fields)) == len(fields)
     assert list(df.columns[:7]) == TABLE_COLUMNS[:7] == ["rank", "layout", "tokens_per_s", "mfu", "tie", "what_if", "headroom_gib"]
     assert all(c["sortable"] and c["filter"] for d in defs for c in d.get("children", [d]))
+
+
+@pytest.mark.parametrize("objective,band", [("tokens_per_s", "tokens/s"), ("memory_headroom", "free memory"),
+                                            ("mfu", "MFU"), ("cost_to_train", "cost per token")])
+def test_the_tie_column_and_banner_name_the_band_the_tie_is_read_on(objective, band):
+    """A memory-headroom search reads its ties on the free-memory band (rank._band): its tie column
+    said "tokens/s band" beside the tokens/s band columns, so a tie that was slower than #1 on
+    tokens/s looked like a wrong number."""
+    from simengine.api import SEARCH_OBJECTIVES, SEARCH_TIE_ON
+    from ui.search_view import tie_banner
+
+    assert set(SEARCH_TIE_ON) == set(SEARCH_OBJECTIVES)
+    tie = next(c for d in grid_options(candidates_frame([_cand(0)], [0]), objective)["columnDefs"]
+               for c in d.get("children", []) if c["field"] == "tie")
+    assert f"Its {band} uncertainty band" in tie["headerTooltip"]
+    assert f"have a {band} uncertainty band" in tie_banner(3, objective)
 
 
 def test_sidebar_strategy_line_names_what_use_this_layout_changes():

@@ -298,6 +298,14 @@ def test_api_search_accepts_a_dict():
     load_scenario({"model": TINY, "system": dict(SMALL_GPU, num_gpus=8), "strategy": res.candidates[0].strategy})
 
 
+def test_the_cli_names_the_band_a_tie_is_read_on(full):
+    """'=' marks a tie on the objective's band: free memory for the headroom objective, not its name."""
+    from simengine.search.cli import _table
+
+    res = dataclasses.replace(full, objective="memory_headroom", ties=[0, 1])
+    assert "uncertainty band of free memory (2 candidates)" in _table(res, None, [])
+
+
 def test_cli_json_contract(capsys, tmp_path):
     from simengine.cli import main
 

@@ -14,6 +14,7 @@ import streamlit as st
 
 from simengine.api import SEARCH_DIMS, SEARCH_SPLIT_FIELDS, time_and_cost_to_train
 from simengine.api import SEARCH_FLAG_LABELS as FLAG_LABELS
+from simengine.api import SEARCH_TIE_ON
 
 from .search_inputs import (INPUT_KEYS, INPUT_RANGES, LINK_PARAM, MAX_TOKEN_CHARS, decode_inputs,  # noqa: F401 — re-exported
                             encode_inputs, parse_counts, parse_restrict)
@@ -191,7 +192,18 @@ GROUPED = "value == null ? '' : Number(value).toLocaleString('en-US')"
 GROUPED_COLUMNS = ("tokens_per_s", "band_lo", "band_hi", "usd_to_train", "gpus")
 
 
-def grid_options(df: pd.DataFrame) -> dict[str, Any]:
+def tie_on(objective: str) -> str:
+    """The band a search's ties are read on (the engine's ``rank.TIE_ON``): tokens/s for the
+    throughput objectives, free memory for the headroom one, …"""
+    return SEARCH_TIE_ON.get(objective, "tokens/s")
+
+
+def tie_banner(n: int, objective: str) -> str:
+    return (f"{n} candidates have a {tie_on(objective)} uncertainty band that reaches the best one's "
+            "('tie with #1'): a tie, not a winner.")
+
+
+def grid_options(df: pd.DataFrame, objective: str = "tokens_per_s") -> dict[str, Any]:
     """AgGrid options: sortable, filterable, columns grouped into result / detail / layout."""
     def col(name, header, **kw):
         # 98 px and wrapping headers: in the 820 px grid of a 1,280 px window the result group
@@ -211,7 +223,8 @@ def grid_options(df: pd.DataFrame) -> dict[str, Any]:
         # the memory limit (a #1 with a few GiB free is a risk)
         {"headerName": "result", "children": [
             col("tokens_per_s", "tokens/s"), col("mfu", "MFU %"),
-            col("tie", "tie with #1", headerTooltip="Its tokens/s uncertainty band reaches the best one's: not clearly slower than #1"),
+            col("tie", "tie with #1", headerTooltip=f"Its {tie_on(objective)} uncertainty band reaches the best one's: "
+                "not clearly worse than #1 on the objective"),
             col("what_if", "what-if", width=74, headerTooltip="Its stack does not ship its pipeline schedule: priced with the stack's "
                 "kernels as a what-if (the note above the table)"),
             col("headroom_gib", "free GiB", headerTooltip="GPU memory left free on the fullest stage: capacity − PyTorch's reserved pool − the memory outside PyTorch (the Estimate page's stage table)")]},

@@ -19,6 +19,7 @@ from ..calibration.cli import add_systems_dir, systems_dir
 from ..errors import ConfigError
 from ..terminal.cli import warn
 from .space import DIMS
+from .rank import TIE_ON
 
 
 def add_parser(sub) -> None:
@@ -244,7 +245,7 @@ def _table(res, budget: float | None, fits: list[dict[str, Any]], scen_fits: boo
     if not res.candidates:
         lines.append("  no layout of this space is valid and fits: the rejections below say why")
     if len(res.ties) > 1:
-        lines.append(f"'=' : within the best one's uncertainty band of {res.objective} ({len(res.ties)} candidates): "
+        lines.append(f"'=' : within the best one's uncertainty band of {TIE_ON.get(res.objective, res.objective)} ({len(res.ties)} candidates): "
                      "a tie, not a winner")
     lines += _what_if_lines(res)
     lines += ["", f"space {res.space_size:,} candidates, {res.memory_checked:,} memory checks, {res.evaluated:,} timed, "

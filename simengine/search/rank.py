@@ -1,6 +1,7 @@
 """Ranking: objectives, the Pareto front, and ties read off the uncertainty bands.
 
-A tie: the ranked candidates whose tokens/s band overlaps the best candidate's band — the estimate
+A tie: the ranked candidates whose band of the objective (``TIE_ON``: tokens/s for throughput)
+overlaps the best candidate's band — the estimate
 cannot tell them apart (``Report.uncertainty``, simengine/uncertainty.py), so the ranking reports a
 set of equals rather than a winner.
 """
@@ -21,6 +22,15 @@ OBJECTIVES: dict[str, tuple[Callable[[Candidate], float], str]] = {
     "time_to_train": (lambda c: -c.tokens_per_s, "shortest time to train the token budget"),
     "cost_to_train": (lambda c: c.cost_per_million_tokens_usd, "cheapest to train the token budget"),
     "memory_headroom": (lambda c: -c.headroom_gib, "most memory headroom (no more recompute than fitting needs)"),
+}
+
+
+# objective → the band its ties are read on (``_band``), in words: the Search page's tie column and
+# banner name it (a memory-headroom tie read as a tokens/s tie beside the tokens/s band columns)
+TIE_ON: dict[str, str] = {
+    "tokens_per_s": "tokens/s", "mfu": "MFU", "time_to_train": "tokens/s",
+    "cost_per_million_tokens": "cost per token", "cost_to_train": "cost per token",
+    "memory_headroom": "free memory",
 }
 
 
