@@ -283,6 +283,7 @@ from .search.rank import TIE_ON as SEARCH_TIE_ON  # noqa: E402, F401  (re-export
 from .search.space import DIMS as SEARCH_DIMS  # noqa: E402, F401  (re-exported: the searchable dimensions)
 from .search.space import LAYER_SPLIT_FIELDS as SEARCH_SPLIT_FIELDS  # noqa: E402, F401  (searched with pp, not taken from a scenario)
 from .search.space import check_choices as check_search_choices  # noqa: E402, F401  (restrictions' values, before a search)
+from .search.space import expected_values as search_expected_values  # noqa: E402, F401  (what a dimension's values may be, in words)
 from .search.types import FLAG_LABELS as SEARCH_FLAG_LABELS  # noqa: E402, F401  (re-exported: the overlap flags' labels)
 
 

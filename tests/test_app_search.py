@@ -44,6 +44,28 @@ def test_input_parsers_name_the_field():
         assert e.value.field.startswith("search.")
 
 
+def test_restrictions_read_values_as_the_form_does_and_quote_what_was_typed():
+    """Scientific notation as the number fields take it, words in any case; a refused value is
+    quoted as typed, with what the dimension takes ("'1000000000.0' is not a valid value of
+    micro_batch_size" quoted a number nobody wrote, "'True' is not a valid value" gave no hint)."""
+    assert parse_restrict("tp=2e0,8; overlap_grad_reduce=True; recompute=None; schedule=1F1B; etp=null") == {
+        "tp": [2, 8], "overlap_grad_reduce": [True], "recompute": ["none"], "schedule": ["1f1b"], "etp": [None]}
+    for text, said in (("micro_batch_size=1e9", "'1e9' is not a valid value of micro_batch_size (a whole number from 1 to 65,536)"),
+                       ("tp=1e400", "'1e400' is not a valid value of tp"),
+                       ("zero_stage=1.5", "'1.5' is not a valid value of zero_stage (0, 1, 2 or 3)"),
+                       ("overlap_grad_reduce=yes", "(true or false)"),
+                       ("tp=" + ",".join(["2"] * 900), "tp needs 1 to 256 values, not 900")):
+        with pytest.raises(ConfigError) as e:
+            parse_restrict(text)
+        assert said in e.value.issues[0][1], e.value.issues
+
+
+def test_a_backwards_gpu_range_is_said_to_run_backwards():
+    with pytest.raises(ConfigError) as e:
+        parse_counts("8..4")
+    assert e.value.issues == [("search.gpus", "'8..4' runs backwards: write the smaller count first (4..8)")]
+
+
 def test_search_from_link_runs_and_loads_a_layout():
     at = open_search(search=encode_inputs(INPUTS))
     assert not at.error, [e.value for e in at.error]

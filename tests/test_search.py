@@ -947,7 +947,9 @@ def test_a_family_shares_its_first_groups_floor(model, choices):
                 continue
             assert own == (lb, None)
             shared += 1
-    assert shared > len(firsts) // 2 > 5
+    # families whose first group prices (gpipe / zero-bubble at pp 1 are invalid: schedule/base.py pipelined_rule)
+    priced = sum(1 for _, rej in firsts.values() if rej is None)
+    assert shared > priced // 2 > 5
 
 
 @pytest.mark.parametrize("model,choices", [(TINY, {"tp": (1, 2), "pp": (1, 2, 4), "cp": (1, 2)}), (TINY_MOE, MOE_CHOICES)])

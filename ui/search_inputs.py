@@ -5,6 +5,7 @@ the same inputs the page validated."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import math
 import re
@@ -13,7 +14,7 @@ from typing import Any
 
 from simengine.api import SEARCH_DIMS as DIMS
 from simengine.api import SEARCH_OBJECTIVES as OBJECTIVES
-from simengine.api import check_search_choices
+from simengine.api import check_search_choices, search_expected_values
 from simengine.errors import ConfigError
 
 LINK_PARAM = "search"
@@ -47,16 +48,17 @@ def parse_counts(text: str) -> list[int]:
     """"64" or "64,128" or "64..512" (doubling) → GPU counts; ConfigError naming the field."""
     text = (text or "").strip()
     try:
-        if ".." in text:
-            a, b = (_whole(x) for x in text.split("..", 1))
-            out = []
-            while 1 <= a <= b and len(out) < 64:
-                out.append(a)
-                a *= 2
-        else:
-            out = [_whole(x) for x in text.split(",") if x.strip()]
-    except ValueError:
+        ends = [_whole(x) for x in text.split("..", 1)] if ".." in text else None
+        out = [_whole(x) for x in text.split(",") if x.strip()] if ends is None else []
+    except (ValueError, OverflowError):
         raise ConfigError([("search.gpus", f"'{text[:40]}' is not a GPU count list such as 64 or 64,128 or 64..512")]) from None
+    if ends is not None:
+        a, b = ends
+        if 1 <= b < a:
+            raise ConfigError([("search.gpus", f"'{text[:40]}' runs backwards: write the smaller count first ({b}..{a})")])
+        while 1 <= a <= b and len(out) < 64:
+            out.append(a)
+            a *= 2
     if not out or any(g < 1 or g > 1_000_000 for g in out) or len(out) > 64:
         raise ConfigError([("search.gpus", "give 1 to 64 GPU counts between 1 and 1,000,000")])
     return out
@@ -85,15 +87,16 @@ def parse_restrict(text: str) -> dict[str, list[Any]]:
             continue
         name, eq, vals = part.partition("=")
         name = name.strip().removeprefix("strategy.")
-        values = [_value(v.strip()) for v in vals.split(",") if v.strip()]
+        raws = [v.strip() for v in vals.split(",") if v.strip()]
         if not eq or name not in DIMS:
             issues.append(("search.restrict", f"'{part[:60]}' is not DIMENSION=V1,V2 with a dimension among {', '.join(DIMS)}"))
         elif name in out:  # two lines for one dimension: which one was meant is not ours to guess
             issues.append(("search.restrict", f"{name} is restricted twice; list its values on one line ({name}=V1,V2)"))
-        elif not values:
+        elif not raws:
             issues.append(("search.restrict", f"'{part[:60]}' lists no value"))
         else:
             try:  # the values too (tp=abc), so the message is under the field, not the search's failure
+                values = [_value(name, r) for r in raws]
                 check_search_choices({name: values})
                 out[name] = values
             except ConfigError as e:
@@ -106,11 +109,25 @@ def parse_restrict(text: str) -> dict[str, list[Any]]:
 MAX_RESTRICT_ISSUES = 8   # lines said at once under the box
 
 
-def _value(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
+def _value(dim: str, text: str) -> Any:
+    """A restriction's value as the dimension takes it: the first reading of ``text`` the search
+    accepts — JSON (4, true, null, "full"), a whole number in scientific notation (2e0, as the
+    number fields read it), a word in any case (True, None, 1F1B) —, else a ConfigError quoting
+    what was typed ("'1000000000.0' is not a valid value" quoted a number the user never wrote)."""
+    readings: list[Any] = []
+    with contextlib.suppress(ValueError):
+        readings.append(json.loads(text))
+    with contextlib.suppress(ValueError, OverflowError):
+        readings.append(_whole(text))
+    low = text.lower()
+    readings += [{"true": True, "false": False}.get(low, low), None if low in ("none", "null") else low]
+    for v in readings:
+        try:
+            check_search_choices({dim: [v]})
+            return v
+        except ConfigError:
+            continue
+    raise ConfigError([("search.restrict", f"'{text[:40]}' is not a valid value of {dim} ({search_expected_values(dim)})")])
 
 
 def encode_inputs(inputs: dict[str, Any]) -> str:

@@ -377,6 +377,22 @@ def _check_value(dim: str, v: Any) -> bool:
     return isinstance(v, str) and v in allowed
 
 
+def expected_values(dim: str) -> str:
+    """What ``_check_value`` accepts for ``dim``, in words (the messages name it)."""
+    if dim in _INT_DIMS:
+        return "a whole number from 1 to 65,536"
+    if dim in ("etp", "recompute_num_layers"):
+        return "a whole number from 1 to 65,536, or null"
+    if dim == "cpu_offload_layers":
+        return "a whole number from 0 to 65,536"
+    if dim == "zero_stage":
+        return "0, 1, 2 or 3"
+    if dim in FLAG_DIMS:
+        return "true or false"
+    allowed = {"recompute": RECOMPUTE_LEVELS, "cp_comm_type": CP_TYPES, "schedule": schedule_names()}.get(dim, ())
+    return "one of " + ", ".join(allowed)
+
+
 def check_choices(choices: dict[str, Any]) -> dict[str, tuple]:
     """Validate user restrictions: known dimension names, non-empty lists of values of the
     dimension's type (ConfigError naming the dimension otherwise)."""
@@ -388,10 +404,10 @@ def check_choices(choices: dict[str, Any]) -> dict[str, tuple]:
             raise ConfigError([(f"strategy.{k}", f"'{k}' is not a searchable dimension (one of {', '.join(DIMS)})")])
         vals = tuple(v) if isinstance(v, (list, tuple)) else (v,)
         if not vals or len(vals) > MAX_CHOICES:
-            raise ConfigError([(f"strategy.{k}", f"needs 1 to {MAX_CHOICES} values")])
+            raise ConfigError([(f"strategy.{k}", f"{k} needs 1 to {MAX_CHOICES} values, not {len(vals):,}")])
         bad = [x for x in vals if not _check_value(k, x)]
         if bad:
-            raise ConfigError([(f"strategy.{k}", f"{str(bad[0])[:40]!r} is not a valid value of {k}")])
+            raise ConfigError([(f"strategy.{k}", f"{str(bad[0])[:40]!r} is not a valid value of {k} ({expected_values(k)})")])
         out[k] = tuple(dict.fromkeys(vals))
     if "recompute_num_layers" in out and "full" not in out.get("recompute", ("full",)):
         raise ConfigError([("strategy.recompute_num_layers", "recompute_num_layers applies to recompute='full' only, "
