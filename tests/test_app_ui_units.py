@@ -407,3 +407,10 @@ def test_a_cluster_flop_rate_keeps_its_unit_short():
 
     assert fmt_flops_rate(16203.8) == "16.2 EFLOP/s" and fmt_flops_rate(32.4) == "32.4 PFLOP/s"
     assert fmt_flops_rate(0.989) == "989.0 TFLOP/s" and fmt_flops_rate(float("nan")) == "—"
+
+
+def test_a_fit_change_that_loses_nothing_reads_plus_zero():
+    from ui.search_fit import lost_words
+
+    assert lost_words(-0.0003) == "+0.0 % per GPU lost vs. unfitting"
+    assert lost_words(0.0321) == "+3.2 % per GPU lost vs. unfitting" and lost_words(-0.05).startswith("-5.0 %")

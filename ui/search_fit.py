@@ -37,10 +37,15 @@ def fit_list(scenario_json: str) -> None:
         c = st.columns([5, 2, 2, 1])
         c[0].markdown(md(ch["change"]))
         c[1].markdown(f"{fmt_count(ch['tokens_per_s'])} tok/s on {ch['num_gpus']:,} GPUs")
-        c[2].markdown(f"{ch['throughput_lost'] * 100:+.1f} % per GPU lost vs. unfitting")
+        c[2].markdown(lost_words(ch["throughput_lost"]))
         if c[3].button("Use", key=f"search.fit.{i}"):
             sc = json.loads(scenario_json)
             issues = state.load_section("system", dict(sc["system"], num_gpus=ch["num_gpus"]), "fit change")
             issues += state.load_section("strategy", ch["strategy"], "fit change")
             if not issues:
                 st.switch_page("pages/strategy.py", query_params=state.page_address())
+
+
+def lost_words(share: float) -> str:
+    """"+3.2 % per GPU lost vs. unfitting"; a loss that rounds to nothing reads +0.0, not -0.0."""
+    return f"{round(share * 100, 1) + 0.0:+.1f} % per GPU lost vs. unfitting"

@@ -138,7 +138,7 @@ def calibrate_with_summary(
         efficiency = Efficiency.model_validate(efficiency.model_dump())
     except ValidationError as exc:
         raise ConfigError([("efficiency", f"calibrated values invalid: {str(exc).splitlines()[0]}")]) from None
-    summary["warnings"] = tuple(warnings)
+    summary["warnings"] = tuple(dict.fromkeys(warnings))   # once each: a log's tables share its GPU warning
     summary["provenance"] = tuple(prov)
     collected = summary.pop("curves", {})  # set only by _nccl, always a dict
     curves: dict[str, tuple[dict, ...]] = dict(collected) if isinstance(collected, dict) else {}

@@ -257,7 +257,7 @@ def _table(res, budget: float | None, fits: list[dict[str, Any]], scen_fits: boo
     if fits:
         lines += ["", "smallest changes to fit --strategy (by tokens/s per GPU):"]
         lines += [f"  {f['change']:50s} {f['tokens_per_s']:10,.0f} tokens/s on {f['num_gpus']:,} GPUs "
-                  f"({f['throughput_lost'] * 100:+.1f} % per GPU lost)" for f in fits]
+                  f"({round(f['throughput_lost'] * 100, 1) + 0.0:+.1f} % per GPU lost)" for f in fits]
     elif scen_fits is not None:
         lines += ["", "--strategy fits in memory: nothing to change" if scen_fits
                   else "--strategy does not fit, and no single change (or pair of changes) tried makes it fit"]
