@@ -8,6 +8,7 @@ from ui import state
 from ui.config_io import validate_scenario
 from ui.layout import boot, issue_lines
 from ui.text import md
+from ui.labels import MFU_HELP
 from ui.units import fmt_sig
 from ui.validation_chart import plottable, predicted_vs_measured_chart
 from ui.validation_data import collect, sources
@@ -79,7 +80,11 @@ key = st.selectbox("Measured run", list(scenarios), key="val.run",
 mine = run_rows(data["rows"], key)
 st.markdown("  \n".join(f"- {md(r['metric'])}: measured {fmt_sig(r['measured'])} {md(unit_of(r))}, predicted "
                         f"{fmt_sig(r['predicted'])} {md(unit_of(r))} ({r['error_pct']:+.1f} %)" + (" · weak" if r["weak"] else "")
+                        + (f" · {md(r['convention'])}" if r.get("convention") else "")
                         for r in mine))
+if any(r["metric"] in ("mfu", "hfu") and r.get("convention") for r in mine):
+    # the Estimate page shows an MFU of the loaded run under the same name, counted its own way
+    st.caption(f"MFU here is the source's own; the Estimate page's is ours. {md(MFU_HELP)}")
 assumptions = sorted({a for r in mine for a in r.get("assumptions", [])})
 if assumptions:
     st.caption("Assumptions: " + "; ".join(md(a) for a in assumptions))

@@ -112,6 +112,17 @@ def test_load_this_run_opens_it_on_estimate_with_its_link(source):
     assert not at.exception and scenario(at) == expected
 
 
+def test_a_run_whose_mfu_is_counted_its_own_way_says_how():
+    """torchtitan's Float8 MFU is against the FP8 peak (23.5 %); the Estimate page then showed 51.5 %
+    for the loaded run with nothing saying why (validation/published/conventions.py)."""
+    want = next(r for r in api.validate("torchtitan").rows if r.metric == "mfu" and r.run.endswith("_Float8"))
+    assert "FP8 peak" in want.convention and "6·N + 12·L·H·Q·T" in want.convention
+    at = open_validation()
+    at.selectbox(key="val.run").set_value(run_key(want.source, want.run)).run()
+    assert md(want.convention) in texts(at.markdown)
+    assert "the Estimate page's is ours" in texts(at.caption)
+
+
 def test_calibrated_toggle_switches_the_b200_rows():
     at = open_validation()
     at.toggle(key="val.calibrated").set_value(True).run()

@@ -22,6 +22,7 @@ class ValidationRow(_Frozen):
     error_pct: float = Field(..., description="signed error, 100·(predicted − measured)/measured")
     weak: bool = Field(False, description="the mapping needs a setting the source does not print (see assumptions)")
     assumptions: list[str] = []
+    convention: str = Field("", description="the source's definition of a FLOP-based metric (published/conventions.py); '' for times, throughput and memory")
     peer_predicted: float | None = Field(None, description="the peer SimuMax v1.2's prediction (b200 only)")
     band: tuple[float, float] | None = Field(None, description="the estimate's uncertainty band on this metric (bands.py); None for per-layer times")
     scenario: dict[str, Any] = Field(..., description="{model, system, strategy} dicts, as launched: load it with api.estimate")

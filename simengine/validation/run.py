@@ -14,6 +14,7 @@ from .bands import metric_band
 from .data import read_text
 from .published import SOURCES as PUBLISHED_SOURCES
 from .published import evaluate, published_runs
+from .published.conventions import convention
 from .result import SkippedRow, ValidationResult, ValidationRow, summarize
 
 SOURCES: tuple[str, ...] = ("b200", *PUBLISHED_SOURCES)
@@ -66,7 +67,7 @@ def published_rows(source: str | None = None) -> tuple[list[ValidationRow], list
         run = by_id[c.run_id]
         rows.append(ValidationRow(source=c.source, run=c.run_id, metric=c.metric, unit=run.units.get(c.metric, ""),
                                   measured=c.measured, predicted=c.predicted, error_pct=c.error_pct, weak=c.weak, band=c.band,
-                                  assumptions=list(run.assumptions), scenario=run.config))
+                                  assumptions=list(run.assumptions), convention=convention(run, c.metric), scenario=run.config))
     skips = [SkippedRow(source=s.source, run=s.run_id, reason=s.reason) for s in (*skipped, *failed)]
     return rows, skips
 
