@@ -66,6 +66,11 @@ def _work_item(space: SearchSpace, kind: str, item) -> list:
         return [Refined(item, lb, rej, "screen" if exact else "zero")]
     if kind == "bound":
         return [Refined(item, *bound_group(space, *item), "refine")]
+    if kind == "headroom":   # the headroom objective's key: −(most headroom the group may have)
+        from .refine import headroom_bound
+
+        most, rej = headroom_bound(space, *item)
+        return [Refined(item, -most, rej, "screen")]
     if kind == "lazy":
         from .prune import screen_group
         g, lay, mbs, order = item

@@ -141,8 +141,11 @@ def _best_first(ex, space: SearchSpace, groups: list, bounds: list, objective: s
     # with a top to reach, a group first gets the bound its memory allows (refine.py: cheap, no
     # plan); without one every group is screened anyway
     first = "bound" if top is not None and top >= 1 and objective != HEADROOM else "screen"
-    # the headroom objective has no bound before a group's memory is checked: every group is
-    # screened first (key −inf, in order), then its candidates come at −headroom (_push_screen)
+    # the headroom objective: every group first gets the most headroom its memory may leave
+    # (key −inf, in order; refine.headroom_bound), is screened at −that, and its candidates come
+    # at −their headroom (_push_screen), so groups that cannot reach the top are never screened
+    if objective == HEADROOM and top is not None and top >= 1:
+        first = "headroom"
     gkey = (lambda lb, grp: -math.inf) if objective == HEADROOM else (lambda lb, grp: lb * (grp[0] if w else 1))
     for fam, (lb, rej) in bounds:
         if rej is None:
@@ -161,6 +164,11 @@ def _best_first(ex, space: SearchSpace, groups: list, bounds: list, objective: s
             break
         batch: list = []
         while heap and len(batch) < size and heap[0][0] <= bound:
+            if objective == HEADROOM and batch and (heap[0][3][0] == "time") != (batch[-1][0] == "time"):
+                # a headroom round either screens or times: a candidate is timed only once every
+                # group that may hold more headroom is screened, so the first timed are the best
+                # (a mixed round timed candidates a group screened beside them then outranked)
+                break
             kind, item = heapq.heappop(heap)[3]
             if kind == "family":  # reached: its groups join the frontier at the floor they share
                 lb, fam = item
@@ -421,6 +429,7 @@ _LEFT = {
                               "(the average rank's share of the step's work, or the pipeline's fill and drain) is not below {kth}"),
     "bound": ("unevaluated", "not evaluated (validity and memory not checked): a lower bound on its step time "
                              "(the average rank's share of the step's work, or the pipeline's fill and drain) is not below {kth}"),
+    "headroom": ("unevaluated", "not evaluated (validity and memory not checked): the search stopped before it"),
     "refine": ("bound", "layout valid, memory not checked; outside the top {top}: a lower bound on its step time "
                         "(its pipeline without recompute) is not below {kth}"),
     "zero": ("bound", "layout valid, may fit; outside the top {top}: a lower bound on its step time (its pipeline with the "
@@ -428,6 +437,11 @@ _LEFT = {
     "screen": ("bound", "layout valid, may fit; outside the top {top}: a lower bound on its step time (its pipeline with the "
                         "recompute its memory needs and the per-micro-batch ZeRO collectives where they apply) is not below {kth}"),
 }
+
+
+# a group the headroom objective never screened: the most headroom its memory may leave is below the top's
+_LEFT_HEADROOM = ("bound", "layout valid, may fit; outside the top {top}: the most memory headroom it may have (its "
+                           "least memory at any recompute and ZeRO stage) is below {kth}")
 
 
 def _bound_rejections(space: SearchSpace, groups: list, cands: list, top: int | None,
@@ -442,7 +456,7 @@ def _bound_rejections(space: SearchSpace, groups: list, cands: list, top: int | 
         if step == "expand":  # a fitting option never reached: its candidates, all flag combinations
             out.append(_option_left(space, item, top))
             continue
-        kind, why = _LEFT[step]
+        kind, why = _LEFT[step] if not (objective == HEADROOM and step == "screen") else _LEFT_HEADROOM
         if step == "family":  # one rejection for a family never reached: its size, its first group
             g, lay, mbs, _ = item[0]
             # group_size reads the GPU count, tp, pp, cp and ep alone, which a family's groups
@@ -451,7 +465,8 @@ def _bound_rejections(space: SearchSpace, groups: list, cands: list, top: int | 
         else:
             g, lay, mbs, _ = item
             n = group_size(space, g, lay)
-        out.append(Rejection(kind, why.format(top=top, kth=_kth_words(top)), n, {"num_gpus": g, **lay, "micro_batch_size": mbs}))
+        kth = _kth_words(top, "headroom" if objective == HEADROOM else "")
+        out.append(Rejection(kind, why.format(top=top, kth=kth), n, {"num_gpus": g, **lay, "micro_batch_size": mbs}))
     why = f"passed the memory pre-filter; outside the top {top}: a lower bound on its step time (its pipeline, " \
           f"DP tail and collectives at its flags) is not below {_kth_words(top)}"
     if objective == HEADROOM:
