@@ -1,6 +1,6 @@
 """Strategy-search speed: the full space (every dimension) of a model on a GPU count.
 
-Run: python benchmarks/bench_search.py [case ...] [--top K] [--workers N] [--ray N] [--base SECONDS]
+Run: python benchmarks/bench_search.py [case ...] [--top K] [--objective NAME] [--workers N] [--ray N] [--base SECONDS]
 Cases: 70b-64 (llama3-70b on 64 H100, gbs 128 × 8192), 405b-16k (llama3-405b on 16,384 H100,
 gbs 2048 × 8192), v3-16k (deepseek-v3 on 16,384 H100, gbs 8192 × 4096), 8b-8 (llama3-8b on 8).
 Prints space size, memory checks, estimates timed, seconds and the best layout per executor.
@@ -28,6 +28,7 @@ CASES = {
 
 
 CHOICES: dict = {}
+OBJECTIVE = ["tokens_per_s"]   # --objective (memory_headroom: the objective whose groups have no time bound)
 
 
 def _lit(v: str):
@@ -54,7 +55,7 @@ def run(case: str, top: int, executor=None, label: str = "in-process") -> float:
     sp = space_of(case)
     load = os.getloadavg()[0]
     t0, c0 = time.perf_counter(), time.process_time()
-    res = search(sp, top=top, executor=executor)
+    res = search(sp, objective=OBJECTIVE[0], top=top, executor=executor)
     dt, dc = time.perf_counter() - t0, time.process_time() - c0
     best = res.candidates[0].label() if res.candidates else "nothing fits"
     tps = f" ({res.candidates[0].tokens_per_s:,.0f} tokens/s)" if res.candidates else ""
@@ -67,6 +68,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("cases", nargs="*", default=["70b-64"])
     ap.add_argument("--top", type=int, default=10)
+    ap.add_argument("--objective", default="tokens_per_s")
     ap.add_argument("--workers", type=int, default=0, help="also run on a local process pool of N workers")
     ap.add_argument("--ray", type=int, default=0, help="also run on a local Ray cluster of N CPUs")
     ap.add_argument("--space", default="", help="restrict, e.g. tp=4,8;pp=2,4 (python literal values)")
@@ -74,6 +76,7 @@ def main() -> None:
     ap.add_argument("--base", type=float, default=0.0,
                     help="in-process wall seconds measured before: skip the in-process run, report speed-ups against it")
     a = ap.parse_args()
+    OBJECTIVE[0] = a.objective
     if a.space:
         CHOICES.update({k.strip(): tuple(_lit(v) for v in vals.split(",")) for k, _, vals in
                         (part.partition("=") for part in a.space.split(";"))})
@@ -110,7 +113,7 @@ def _fresh(case: str, top: int, how: str, space: str) -> float:
     instead of 9.7 s), which is not what a user starting a search gets."""
     import subprocess
 
-    cmd = [sys.executable, __file__, case, "--top", str(top), "--child", how] + (["--space", space] if space else [])
+    cmd = [sys.executable, __file__, case, "--top", str(top), "--objective", OBJECTIVE[0], "--child", how] + (["--space", space] if space else [])
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip().splitlines()
     print("\n".join(out[:-1]), flush=True)
     return float(out[-1])
