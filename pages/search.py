@@ -16,7 +16,7 @@ from ui.layout import boot, issue_lines, issues_box
 from ui.pins import budget_problem
 from ui.search_fit import fit_list
 from ui.search_inputs import INPUT_HELP, INPUT_LABELS, LINK_PARAM, decode_inputs, encode_inputs, parse_count, parse_counts, parse_restrict, restricted_to_schedules
-from ui.search_view import cached_result, cached_search, candidates_frame, empty_reason, grid_height, grid_options, item_labels, latest_pick, pareto_caption, pareto_chart, points_frame, results_csv, search_base, tie_banner, search_payload, what_if_text, with_budget
+from ui.search_view import cached_result, cached_search, candidates_frame, empty_reason, grid_height, grid_options, item_labels, latest_pick, pareto_caption, pareto_chart, points_frame, results_csv, search_base, search_payload, tie_banner, what_if_text, with_budget
 from ui.text import md, sentence_start
 
 boot("Search")

@@ -43,7 +43,7 @@ from ..schedule import get_schedule
 from ..errors import ConfigError
 from .bound import BLOCK_KEY, PLACE_KEY, TP_OFF, TP_UB, a2a_terms, ep_alone, phase_alone, pipeline_bound, speed_factors, stage_phases_of
 from .space import SearchSpace, flag_options, group_size, rc_fields, recompute_options, zero_stages
-from .types import Rejection
+from .types import HEADROOM_SLACK_GIB, Rejection
 
 GIB = float(1 << 30)
 
@@ -132,9 +132,6 @@ def headroom_bound(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: i
     if best < -HEADROOM_SLACK_GIB:
         return best, g.oom(space, gpus, layout)
     return best + HEADROOM_SLACK_GIB, None
-
-
-HEADROOM_SLACK_GIB = 1e-6   # the closed forms against the plan's sums (fitting.SURE_OOM_GIB)
 
 
 class _Group:

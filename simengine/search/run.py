@@ -36,15 +36,11 @@ from ..sim.nogc import paused_gc
 from .executors import Batch, InProcess, Progress, _tick, bound_batch, work_batch
 from .rank import check_objective, check_top, pareto, rank, ties
 from .space import SearchSpace, group_size, layouts, micro_batches, why_empty
-from .types import Flowed, GroupScreen, Refined, Rejection, SearchResult, Timed, example
+from .types import HEADROOM_SLACK_GIB, Flowed, GroupScreen, Refined, Rejection, SearchResult, Timed, example
 
 BATCH_GROUPS = 16   # groups (or candidates) per executor task: enough work to amortise the transfer
 BOUND_SLACK = 1e-9  # relative: see _kth
 HEADROOM = "memory_headroom"
-# the pre-filter's headroom (prune.memory_at_zero: the plan's peak with the model states swapped)
-# and the estimate's differ by float rounding of the swap (~1e-14 GiB): a key this much looser
-# never prunes a candidate that ties the top-th best
-HEADROOM_SLACK_GIB = 1e-6
 ROUND = 64          # frontier nodes (groups to screen, candidates to time) per branch-and-bound round, at least
 ROUND_MAX = 256     # and at most: 1/25 of the first frontier in between (round_size)
 DEAL = 8            # a round goes out in at least this many batches (``_dealt``): up to 8 workers share it

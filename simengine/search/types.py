@@ -14,6 +14,11 @@ SEARCHED = ("tp", "pp", "vpp", "schedule", "cp", "cp_comm_type", "ep", "etp", "m
             "recompute", "recompute_num_layers", "cpu_offload_layers", "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap",
             "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers")
 
+# the pre-filter's headroom (prune.memory_at_zero: the plan's peak with the model states swapped),
+# the closed forms' (refine.headroom_bound) and the estimate's differ by float rounding (~1e-14
+# GiB): a key this much looser never prunes a candidate that ties the top-th best
+HEADROOM_SLACK_GIB = 1e-6
+
 
 def example(gpus: int, strategy: dict[str, Any]) -> dict[str, Any]:
     """The searched fields of a candidate and its GPU count: a rejection's example, a layout.
