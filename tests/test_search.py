@@ -112,7 +112,7 @@ def test_headroom_search_equals_ranking_every_candidate_and_times_few(full):
 
 
 def test_headroom_search_screens_only_the_groups_that_may_reach_the_top():
-    """Each group first gets the most headroom its memory may leave (refine.headroom_bound), so a
+    """Each group first gets the most headroom its memory may leave (headroom.headroom_bound), so a
     group that cannot reach the top is never screened, and a candidate is timed only once every
     group that may hold more is screened. Every group used to be screened before any timing: a
     medium model over 64…1,024 GPUs took 591 s and 103,221 memory checks for the same top 10 that

@@ -120,7 +120,7 @@ def _value(dim: str, text: str) -> Any:
     with contextlib.suppress(ValueError, OverflowError):
         readings.append(_whole(text))
     low = text.lower()
-    readings += [{"true": True, "false": False}.get(low, low), None if low in ("none", "null") else low]
+    readings += [{"true": True, "false": False, "none": None, "null": None}.get(low, low), low]
     for v in readings:
         try:
             check_search_choices({dim: [v]})

@@ -67,7 +67,7 @@ def _work_item(space: SearchSpace, kind: str, item) -> list:
     if kind == "bound":
         return [Refined(item, *bound_group(space, *item), "refine")]
     if kind == "headroom":   # the headroom objective's key: −(most headroom the group may have)
-        from .refine import headroom_bound
+        from .headroom import headroom_bound
 
         most, rej = headroom_bound(space, *item)
         return [Refined(item, -most, rej, "screen")]

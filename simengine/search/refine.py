@@ -43,7 +43,7 @@ from ..schedule import get_schedule
 from ..errors import ConfigError
 from .bound import BLOCK_KEY, PLACE_KEY, TP_OFF, TP_UB, a2a_terms, ep_alone, phase_alone, pipeline_bound, speed_factors, stage_phases_of
 from .space import SearchSpace, flag_options, group_size, rc_fields, recompute_options, zero_stages
-from .types import HEADROOM_SLACK_GIB, Rejection
+from .types import Rejection
 
 GIB = float(1 << 30)
 
@@ -108,30 +108,6 @@ def refine_memory(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: in
     if exact:
         _GROUPS.pop((gpus, order), None)
     return lb, None, exact
-
-
-def headroom_bound(space: SearchSpace, gpus: int, layout: dict[str, Any], mbs: int,
-                   order: int) -> tuple[float, Rejection | None]:
-    """(an upper bound on the memory headroom — GiB left free on the fullest stage, the estimate's
-    ``free_memory_gib`` — of every candidate of the group; its rejection when its layout is invalid
-    or it fits at no recompute and ZeRO stage). Memory falls along each recompute family
-    (``recompute_options``), so the most any option leaves free is at none, selective or a family's
-    last option, at the ZeRO stage that leaves the most; ``_Memory.over`` is the estimate's memory
-    from its closed forms (equal to the plan's to ~1e-14 GiB, ``tightest``). What lets the headroom
-    objective screen its groups best first instead of all of them before timing any: a 64…1,024-GPU
-    space ran minutes with its progress bar still."""
-    g = _group(space, gpus, layout, mbs)
-    if isinstance(g, Rejection):
-        return -math.inf, g
-    if not g.rcs or not g.zs:
-        return math.inf, None
-    ends = [rc for rc in g.rcs if rc[0] in ("none", "selective")]
-    for fam in ("offload", "full"):
-        ends += [rc for rc in g.rcs if rc[0] == fam][-1:]
-    best = max(-g.memo.over(rc, z) for rc in ends for z in g.zs)
-    if best < -HEADROOM_SLACK_GIB:
-        return best, g.oom(space, gpus, layout)
-    return best + HEADROOM_SLACK_GIB, None
 
 
 class _Group:

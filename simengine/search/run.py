@@ -138,7 +138,7 @@ def _best_first(ex, space: SearchSpace, groups: list, bounds: list, objective: s
     # plan); without one every group is screened anyway
     first = "bound" if top is not None and top >= 1 and objective != HEADROOM else "screen"
     # the headroom objective: every group first gets the most headroom its memory may leave
-    # (key −inf, in order; refine.headroom_bound), is screened at −that, and its candidates come
+    # (key −inf, in order; headroom.headroom_bound), is screened at −that, and its candidates come
     # at −their headroom (_push_screen), so groups that cannot reach the top are never screened
     if objective == HEADROOM and top is not None and top >= 1:
         first = "headroom"

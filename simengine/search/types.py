@@ -15,7 +15,7 @@ SEARCHED = ("tp", "pp", "vpp", "schedule", "cp", "cp_comm_type", "ep", "etp", "m
             "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers")
 
 # the pre-filter's headroom (prune.memory_at_zero: the plan's peak with the model states swapped),
-# the closed forms' (refine.headroom_bound) and the estimate's differ by float rounding (~1e-14
+# the closed forms' (headroom.headroom_bound) and the estimate's differ by float rounding (~1e-14
 # GiB): a key this much looser never prunes a candidate that ties the top-th best
 HEADROOM_SLACK_GIB = 1e-6
 

@@ -121,6 +121,7 @@ ROWWISE_FIRST_CAST = 3.0   # read bf16 2, write fp8 1 (roofline_utils: the cast 
 ROWWISE_SECOND_CAST = 5.0  # transposed bf16 copy (write 2), then read 2 and write fp8 1
 RESCALE = 4.0              # read and write the bf16 GEMM output once more
 SHARD_CAST = 3.0           # read bf16 2, write fp8 1, on the tokens/tp shard before an fp8 all-gather
+ANY_LAYOUT_CAST = 3.0      # read bf16 2, write fp8 1: TE where FP8 GEMMs take any layout writes no transpose
 GATHERED_TRANSPOSE = 2.0   # read fp8 1, write its transpose 1, on the gathered copy (the wgrad's operand)
 _SHARD_STACKS = ("megatron-te", "torch-native", "torch-compile")
 _AMAX_STACKS = ("megatron-te", "torch-native")   # tensorwise's amax pass is its own kernel (docstring)
@@ -159,7 +160,7 @@ def _cast_bytes(d: Dims, gemm: str, shard: bool = False) -> float:
         # ::create_tensor, TE main d0067d0): ``with_transpose = columnwise_usage &&
         # !is_non_tn_fp8_gemm_supported`` (sm100+), the wgrad reading the rowwise copy in another
         # layout. So the cast reads bf16 2 and writes fp8 1 (3 B, 5 B with current scaling's amax)
-        cast = TENSORWISE_CAST - 1.0
+        cast = ANY_LAYOUT_CAST
     if d.fp8_recipe == "delayed":   # the fused norm writes fp8 (and, unsharded, its transpose)
         return (0.0 if shard or not d.fp8_tn_only else NORM_TRANSPOSE) if fused else cast
     return cast + (AMAX_READ if d.stack.name in _AMAX_STACKS and not fused else 0.0)
