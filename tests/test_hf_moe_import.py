@@ -13,14 +13,15 @@ GPT_OSS_120B = {"architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss",
                 "num_key_value_heads": 8, "head_dim": 64, "sliding_window": 128, "hidden_act": "silu",
                 "layer_types": ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(36)],
                 "max_position_embeddings": 131072, "attention_bias": True, "vocab_size": 201088,
-                "tie_word_embeddings": False, "rms_norm_eps": 1e-05}
+                "tie_word_embeddings": False, "rms_norm_eps": 1e-05, "swiglu_limit": 7.0}
 
 
 def test_gpt_oss_config_maps_onto_the_preset():
     model, notes = hf_to_model(GPT_OSS_120B)
     ref = ModelSpec.model_validate(load_preset("models", "gpt-oss-120b"))
     got = ModelSpec.model_validate(model)
-    for k in ("attention_window", "full_attention_interval", "attention_sinks", "linear_bias", "num_experts", "top_k"):
+    for k in ("attention_window", "full_attention_interval", "attention_sinks", "linear_bias", "num_experts", "top_k",
+              "swiglu_limit"):
         assert getattr(got, k) == getattr(ref, k), k
     assert count_parameters(got) == count_parameters(ref)
     assert not any(n.startswith("bias terms") for n in notes)

@@ -184,7 +184,7 @@ GROUPS: dict[str, list[tuple[str, list[str]]]] = {
         # anything else (GPT-2's LayerNorm, GELU and learned positions; sliding windows)
         ("Attention, activation, norm and embeddings", ["attention", "activation", "norm", "position_embedding",
                                                         "tie_embeddings", "linear_bias", "attention_window",
-                                                        "full_attention_interval", "attention_sinks", "qk_norm"]),
+                                                        "full_attention_interval", "attention_sinks", "swiglu_limit", "qk_norm"]),
         ("Multi-head latent attention (MLA)", ["q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"]),
         ("Mixture of experts (MoE)", ["num_experts", "top_k", "moe_ffn_hidden_size", "num_shared_experts",
                                       "shared_expert_ffn_hidden_size", "first_k_dense_layers", "moe_layer_freq",

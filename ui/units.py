@@ -14,6 +14,7 @@ UNIT_BY_NAME: dict[str, str] = {
     "allocator_overhead": "fraction", "overlap_slowdown": "×", "straggler_factor": "×", "async_overlap": "fraction",
     "moe_load_imbalance": "×", "capacity_factor": "×", "jitter_cv": "fraction",
     "n_group": "groups", "topk_group": "groups", "attention_window": "tokens", "full_attention_interval": "layers",
+    "swiglu_limit": "activation value",
     "gemm": "× peak", "attention_fwd": "× peak", "attention_bwd": "× peak", "grouped_gemm": "× peak",
     "hbm": "× peak BW", "fp8_gemm": "× FP8 peak", "fp4_gemm": "× FP4 peak", "collective_scale_up": "× link BW",
     "collective_scale_out": "× link BW", "efficiency": "× peak", "sustained_clock_ratio": "× boost clock",

@@ -81,6 +81,11 @@ class ModelSpec(_Frozen):
     attention_window: int | None = Field(None, ge=1, le=16_777_216, description="Sliding-window attention: each query attends to the last attention_window keys (HF sliding_window). None = full causal attention.")
     full_attention_interval: int | None = Field(None, ge=2, le=1024, description="With attention_window: every n-th layer (layer i with (i+1) % n == 0) uses full attention, the others the window (GPT-OSS: 2, alternating). None = every layer windowed.")
     attention_sinks: bool = Field(False, description="A learned sink logit per attention head in the softmax denominator (GPT-OSS): one parameter per head and layer.")
+    swiglu_limit: float | None = Field(None, gt=0, le=1e6, description=(
+        "Clamped GLU (HF GptOssConfig swiglu_limit; Megatron-Core activation_func_clamp_value): the gate is clamped "
+        "above and the linear half on both sides before the activation (GPT-OSS: 7.0). Megatron-Core clamps the routed "
+        "experts' fc1 output with eager clamps and a concatenation before its fused GLU (fusions/fused_bias_geglu.py "
+        "weighted_bias_quick_geglu_impl): three memory-bound passes more each way. None = no clamp."))
     qk_norm: bool = Field(False, description="RMSNorm over each head of the queries and keys before RoPE (Qwen3 q_norm/k_norm; Megatron-Core qk_layernorm): two norm kernels each way, their inputs saved, 2·head_dim parameters per layer. Not with MLA.")
     # --- hybrid Mamba-2 / attention / MLP / MoE stacks (Nemotron-H, Nemotron-3; workload/mamba.py) ---
     hybrid_pattern: str | None = Field(None, min_length=1, max_length=1024, description=(

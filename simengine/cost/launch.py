@@ -25,7 +25,8 @@ lower than predicted; the number itself is unchanged. Against the published runs
 seven that ran without CUDA graphs over their MoE layers are over-predicted by 26–128 %, the one
 that graphed whole layers with token drop (25.09, B200) is under-predicted by 22 %. NVIDIA's
 eager-vs-graph layout (bf16, alltoall, 50.6 µs) is not flagged and is predicted within 0.5 %. It
-does not catch GPT-OSS-120B and Nemotron 3 Nano on H100 (70–74 µs, over-predicted by 33–50 %) or
+does not catch GPT-OSS-120B on H100 (50 µs with its eager expert elementwise passes priced,
+over-predicted by 9–13 %) and Nemotron 3 Nano on H100 (70–74 µs, +2–6 %) or
 Qwen3-30B-A3B's 25.11 H100 run at micro-batch 2 (57 µs, +175 %); no other run is flagged.
 """
 

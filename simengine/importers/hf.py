@@ -228,6 +228,9 @@ def _routing_and_window(cfg: dict[str, Any], out: dict[str, Any], notes: list[st
     if cfg.get("model_type") == "gpt_oss":  # transformers GptOssAttention.sinks; biased q/k/v/o, experts, router
         out["attention_sinks"] = True
         out["linear_bias"] = bool(cfg.get("attention_bias", True))
+        limit = cfg.get("swiglu_limit")  # transformers GptOssExperts: gate.clamp(max=limit), up.clamp(±limit)
+        if isinstance(limit, (int, float)) and not isinstance(limit, bool) and limit > 0:
+            out["swiglu_limit"] = float(limit)
         notes[:] = [n.replace("no biases", "biased projections" if out["linear_bias"] else "no biases")
                     for n in notes if not n.startswith("bias terms")]
 

@@ -407,10 +407,14 @@ def moe_block(d: Dims, model: ModelSpec, dispatcher: str, shared_overlap: bool =
         ph.fwd.append(GroupedGemm("fwd:expert_fc1", g, mt, fc1_out, x, "TN"))
         ph.bwd.append(GroupedGemm("dgrad:expert_fc1", g, mt, x, fc1_out, "NN"))
         ph.wgt.append(GroupedGemm("wgrad:expert_fc1", g, fc1_out, x, mt, "NT"))
+        if model.swiglu_limit and d.gated and d.stack.name == "megatron-te":
+            _glu_clamp(ph, g * mt * f)
         _activation(ph, "experts", g * mt, f, d.activation)
         ph.fwd.append(GroupedGemm("fwd:expert_fc2", g, mt, x, f, "TN"))
         ph.bwd.append(GroupedGemm("dgrad:expert_fc2", g, mt, f, x, "NN"))
         ph.wgt.append(GroupedGemm("wgrad:expert_fc2", g, x, f, mt, "NT"))
+        if model.linear_bias and d.stack.name == "megatron-te":
+            _expert_fc2_bias(ph, g, g * mt * x)
     ph.fwd.append(Memory("unpermute", 2 * permute, kernels=2))
     ph.bwd.append(Memory("unpermute-bwd", 2 * permute, kernels=2))
     if x != h:
@@ -421,6 +425,56 @@ def moe_block(d: Dims, model: ModelSpec, dispatcher: str, shared_overlap: bool =
             _shared_beside_a2a(ph)
     _residual(ph, "moe", d)
     return ph
+
+
+def _glu_clamp(ph: Phases, elems: int) -> None:
+    """The clamped GLU of the routed experts (``ModelSpec.swiglu_limit``; GPT-OSS: Megatron-Bridge
+    gpt_oss_bridge.py ``activation_func_clamp_value = 7.0``), ``elems`` = routed rows × f.
+
+    Megatron-Core ``TEGroupedMLP.bias_act_func`` → ``weighted_bias_quick_geglu_impl``
+    (megatron/core/fusions/fused_bias_geglu.py, core_v0.15 to core_v0.19) clamps in eager PyTorch
+    before its fused GLU kernel: ``x_glu, x_linear = input.chunk(2, -1)``, then
+    ``torch.cat((x_glu.clamp(max=c), x_linear.clamp(min=-c, max=c)), -1)``. Forward (bf16): each
+    clamp reads and writes one half (4 B per element of f each), the concatenation reads and writes
+    both halves (8 B) → 16 B, 3 kernels. Backward, autograd's ``clamp_backward`` (PyTorch
+    FunctionsManual.cpp: ``where(self <= max, grad, 0)``; with both bounds
+    ``where((self >= min).logical_and_(self <= max), grad, 0)``, each with an ``at::scalar_tensor``
+    zero): the gate's comparison (read 2, write a 1-byte mask) and ``where`` (read the mask and
+    the gradient, write 2) → 8 B; the linear half's two comparisons, ``logical_and_`` and
+    ``where`` → 14 B; the ``chunk``'s backward concatenates the two gradients (8 B) → 30 B, 9
+    kernels. Under the ``moe_act`` recompute module the forward runs again in backward
+    (workload/recompute.py). The fused GLU itself is the activation pass priced next to it."""
+    ph.fwd.append(Memory("glu-clamp:experts", 16 * elems, kernels=3))
+    ph.bwd.append(Memory("glu-clamp-bwd:experts", 30 * elems, kernels=9))
+
+
+def _expert_fc2_bias(ph: Phases, experts: int, elems: int) -> None:
+    """The routed experts' second-linear bias, added outside the GEMM (models with biased linears,
+    e.g. GPT-OSS: Megatron-Bridge gpt_oss_bridge.py provider_bridge ``add_bias_linear = True``).
+
+    Megatron-Core ``TEGroupedMLP`` builds ``linear_fc2`` with ``skip_bias_add=True`` (TE
+    ``GroupedLinear(return_bias=True)``: the bias is returned, not put in the GEMM epilogue) and
+    then runs ``TEGroupedMLP._apply_bias`` (megatron/core/transformer/moe/experts.py, core_v0.15
+    to core_v0.19): ``torch.cat([t + b * p for t, b, p in zip(split(out, tokens_per_expert),
+    biases, split(probs, tokens_per_expert))])`` — eager PyTorch, per local expert a multiply and
+    an add, then one concatenation. fc1's bias is not this: ``skip_bias_add=False`` puts it in
+    the cuBLAS epilogue (TE grouped_linear.py, ``general_grouped_gemm(..., bias=biases)``) and its
+    gradient in the weight-gradient GEMM's epilogue.
+
+    Bytes per routed element (bf16: the probabilities have the router's dtype, the input's unless
+    ``moe_router_dtype`` is set, which the GPT-OSS bridge leaves unset):
+      forward  b·p writes 2, t + b·p reads 4 and writes 2, the concatenation reads 2 and writes 2
+               → 12 B, 2 kernels per expert + 1;
+      backward autograd of the product (MulBackward0 → ``grad * other`` then ``sum_to_size``)
+               for b (over the rows) and for p (over the features): 2 · (read 2, write 2, read 2),
+               and SplitWithSizesBackward's ``cat`` of the per-expert input gradients (read 2,
+               write 2) → 16 B, 4 kernels per expert + 2 (the input's and the probabilities'
+               concatenations); then every expert bias's gradient, fc1's (from TE's weight-gradient
+               epilogue) and fc2's, is added into its main_grad by Megatron-Core's DDP hook
+               (distributed/distributed_data_parallel.py ``_make_backward_post_hook``:
+               ``param.main_grad.add_(param.grad.data)``), one tiny kernel each: 2 per expert."""
+    ph.fwd.append(Memory("expert-fc2-bias", 12 * elems, kernels=2 * experts + 1))
+    ph.bwd.append(Memory("expert-fc2-bias-bwd", 16 * elems, kernels=6 * experts + 2))
 
 
 # --moe-shared-expert-overlap (Megatron-Core MoEAlltoAllTokenDispatcher.token_dispatch /

@@ -6,7 +6,8 @@ backward (megatron/core/transformer/transformer_config.py ``recompute_modules``;
   / ``recompute_pre_mlp_layernorm`` only when the norm is not an IdentityOp): the MoE layer's pre-MLP
   norm and MLA's input norm (gpt_layer_specs.py); a GQA layer's input norm and a dense MLP's norm
   are fused into TransformerEngine's LayerNormLinear and are not recomputed.
-- ``moe_act`` — the expert activation (experts.py TEGroupedMLP ``activation_checkpoint``).
+- ``moe_act`` — the expert activation (experts.py TEGroupedMLP ``activation_checkpoint`` of
+  ``bias_act_func``: the clamped GLU's eager clamps too, fused_bias_geglu.py).
 - ``mla_up_proj`` — MLA's up-projections (with the fused q/kv norms of TE's LayerNormLinear when
   ``qk_layernorm``) and RoPE (multi_latent_attention.py ``qkv_up_proj_and_rope_apply``).
 - ``mlp`` — the whole dense MLP (transformer_layer.py ``recompute_mlp``: not for MoE layers).
@@ -66,7 +67,8 @@ def recomputed_ops(block: str, fwd: Sequence[Op], modules: Sequence[str], mla: b
         if n == "norm:ln2":
             if "layernorm" in mods:
                 out.append(op)
-        elif "moe" in mods or ("moe_act" in mods and _is(n, "swiglu:experts", "gelu:experts", "sqrelu:experts")) \
+        elif "moe" in mods or ("moe_act" in mods and _is(n, "swiglu:experts", "gelu:experts", "sqrelu:experts",
+                                                           "glu-clamp:experts")) \
                 or ("shared_experts" in mods and n.endswith(":shared")):
             out.append(op)
     return out
