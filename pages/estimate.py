@@ -11,7 +11,7 @@ from ui.layout import boot, issues_box
 from ui.compare import compare_section
 from ui.pins import budget_problem
 from ui.report_io import budget, report_csv, report_json
-from ui.labels import (HFU_HELP, MFU_HELP, PEAK_LABEL, STAGE_MEMORY_COLUMNS, allocated_limit_gib, bubble_others, memory_help, mfu_causal_note,
+from ui.labels import (HFU_HELP, MFU_HELP, PEAK_LABEL, STAGE_MEMORY_COLUMNS, allocated_limit_gib, bubble_others, headline_limit_gib, memory_help, mfu_causal_note,
                        stage_memory_fields, trained_note)
 from ui.text import md
 from ui.units import fmt_count, fmt_flops, fmt_gib, fmt_num, fmt_pct, fmt_time, fmt_usd
@@ -56,7 +56,8 @@ row.metric("Step time", fmt_time(r["step_time_s"]), help="One optimizer step, sl
 row.metric("Throughput", f"{fmt_count(r['tokens_per_s'])} tok/s", help=f"{fmt_num(r['tokens_per_s_per_gpu'], ',.0f')} tokens/s per GPU.")
 row.metric("MFU", fmt_pct(r["mfu"]), help=MFU_HELP + mfu_causal_note(r))
 row.metric("HFU", fmt_pct(r["hfu"]), help=HFU_HELP)
-limit = allocated_limit_gib(sc["strategy"], sc["system"])   # the allocated peak that still fits (not the capacity)
+# the allocated peak that still fits (not the capacity): the engine's, of the stage the headline shows
+limit = headline_limit_gib(r) or allocated_limit_gib(sc["strategy"], sc["system"])
 row.metric(PEAK_LABEL, f"{fmt_num(r['peak_memory_gib'])} / {fmt_num(limit)} GiB",
            "fits" if r["fits"] else "does not fit", delta_color="normal" if r["fits"] else "inverse", delta_arrow="off",
            help=memory_help(r, limit))

@@ -12,7 +12,7 @@ from ui import fold, state
 from ui.chart_cache import draw, gantt_view, memory_view
 from ui.config_io import cross_issues, validate_section
 from ui.engine import MAX_TRACE_SPANS, chrome_trace, estimate_report, timeline
-from ui.labels import LEANER_SCHEDULE, SIM_PEAK_LABEL, allocated_limit_gib, fits, reserved_gib
+from ui.labels import LEANER_SCHEDULE, SIM_PEAK_LABEL, allocated_limit_gib, reserved_gib, stage_pools_gib
 from ui.layout import boot, issues_box
 from ui.timeline_data import MAX_EXACT_SPANS, MAX_GANTT_RANKS, per_rank_view, representative_ranks, usable_window
 from ui.text import issues_md, md
@@ -113,15 +113,22 @@ row.metric(SIM_PEAK_LABEL, "—" if peak is None else fmt_gib(peak),
                 "the caching allocator reserves more (strategy.allocator_overhead). The Estimate page's headline "
                 "is the same kind of figure, from the closed-form per-stage model.")
 system = state.section_dict("system")
-if peak is not None and not fits(peak, strategy, system):
-    worst = int(ranks.loc[ranks["peak_gib"].idxmax(), "rank"]) if "rank" in ranks else 0
-    need = reserved_gib(peak, float(strategy.get("allocator_overhead", 0.0)))
-    st.error(f"**Does not fit:** rank {worst} peaks at {fmt_gib(peak)} allocated (≈ {fmt_gib(need)} reserved + "
+# what other CUDA streams' caches hold beside each stage's peak (FSDP2's all-gather buffers): the estimate's
+est = estimate_report(state.scenario_json())
+pools = stage_pools_gib(est["report"] if est.get("ok") else None)
+
+# per rank, GiB allocated past the most it may allocate and still fit (the engine's fit rule, ui/labels.py)
+over = [] if peak is None else [(float(p) - allocated_limit_gib(strategy, system, pools.get(int(r), 0.0)), int(r))
+                                for r, p in zip(ranks["rank"], ranks["peak_gib"]) if pd.notna(p)]
+if over and max(over)[0] > 0:
+    worst = max(over)[1]
+    worst_peak = float(ranks.loc[ranks["rank"] == worst, "peak_gib"].iloc[0])
+    need = reserved_gib(worst_peak, float(strategy.get("allocator_overhead", 0.0)), pools.get(worst, 0.0))
+    st.error(f"**Does not fit:** rank {worst} peaks at {fmt_gib(worst_peak)} allocated (≈ {fmt_gib(need)} reserved + "
              f"{fmt_gib(system['gpu'].get('non_torch_gib', 0.0))} outside PyTorch) on "
              f"{fmt_gib(system['gpu']['memory_gib'])} GPUs. Try more tp/pp, recompute, a higher ZeRO stage"
              f"{LEANER_SCHEDULE.get(str(strategy.get('schedule')), ' or a smaller micro-batch')}.", icon="⛔")
 if strategy.get("cpu_offload_layers"):   # what the GPU no longer holds sits in host memory: the Estimate page's verdict
-    est = estimate_report(state.scenario_json())
     host_full = next((w for w in est["report"]["warnings"] if w.startswith("does not fit in host memory")), None) \
         if est.get("ok") else None
     if host_full:
@@ -188,7 +195,7 @@ gantt_section(scenario_text, spans, max(step * 1e3, 1e-6), shown_ranks, tl.get("
 # the browser about as much as a small chart, benchmarks/bench_studio_profile.py); open by
 # itself when the step does not fit (it shows which ranks overflow). ui/fold.py draws nothing
 # while folded; open or folded is remembered separately for the two cases.
-oom = peak is not None and not fits(peak, strategy, system)
+oom = bool(over) and max(over)[0] > 0
 place = "oom" if oom else "fits"
 box, ranks_open = fold.group("Per rank: bubble, compute, exposed and hidden communication, peak memory",
                              f"tl.rankfold.{place}", st.session_state.setdefault(f"tl.fold.ranks.{place}", {}), oom)
@@ -202,7 +209,7 @@ box, is_open = fold.group("Memory over the step (allocated bytes per rank)", f"t
                           st.session_state.setdefault(f"tl.fold.{'oom' if oom else 'fits'}", {}), oom)
 if is_open:
     with box:
-        limit = allocated_limit_gib(strategy, system)
+        limit = allocated_limit_gib(strategy, system, max(pools.values(), default=0.0))
         mem_spec = memory_view(scenario_text, tuple(shown_ranks) if shown_ranks is not None else None,
                                limit, tl["memory"], float(step))
         if mem_spec is not None:

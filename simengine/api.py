@@ -312,3 +312,18 @@ def time_and_cost_to_train(tokens: float, tokens_per_s: float, cost_per_million_
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
             raise ConfigError([(name, f"{name}={str(v)[:40]} must be a finite number >= 0")])
     return to_train(tokens, tokens_per_s, cost_per_million_tokens_usd)
+
+
+def reserved_gib(allocated_gib: float, allocator_overhead: float, pools_gib: float = 0.0) -> float:
+    """Reserved memory of a stage that allocates ``allocated_gib`` at its peak (the fit rule,
+    simengine/fit.py: what ``StageMemory.reserved_gib`` is of ``peak_gib``)."""
+    from .fit import reserved
+
+    return reserved(allocated_gib, allocator_overhead, pools_gib)
+
+
+def allocated_limit_gib(memory_gib: float, non_torch_gib: float, allocator_overhead: float, pools_gib: float = 0.0) -> float:
+    """The most a stage may allocate and still fit (simengine/fit.py; ``StageMemory.allocated_limit_gib``)."""
+    from .fit import allocated_limit
+
+    return allocated_limit(memory_gib, non_torch_gib, allocator_overhead, pools_gib)

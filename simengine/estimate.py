@@ -10,6 +10,7 @@ from __future__ import annotations
 from .config.model import ModelSpec
 from .config.scenario import Scenario
 from .config.system import GPUSpec
+from . import fit
 from .memo import config_cache
 from .cost.launch import gpu_us_per_launch, launch_warning
 from .cost.stage import Plan, StagePlan, build_plan
@@ -85,10 +86,12 @@ def _stage_memory(sc: Scenario, st: StagePlan, inflight: int, exact: tuple[float
     # layers of every held micro-batch sit in host memory
     host = inflight * sum(c.host_bytes for c in st.chunks) if exact is None else 0.0
     alloc = static.weights + static.grads + static.optimizer + static.buffers + held + extra
-    reserved = alloc * (1.0 + sc.strategy.allocator_overhead)
+    ov = sc.strategy.allocator_overhead
+    reserved = fit.reserved(alloc, ov, static.pools)
     gpu = sc.system.gpu
     sm = StageMemory(
-        stage=st.rank, peak_gib=alloc / GIB, reserved_gib=reserved / GIB,
+        stage=st.rank, peak_gib=alloc / GIB, reserved_gib=reserved / GIB, pools_gib=static.pools / GIB,
+        allocated_limit_gib=fit.allocated_limit(gpu.memory_gib, gpu.non_torch_gib, ov, static.pools / GIB),
         weights_gib=static.weights / GIB, grads_gib=static.grads / GIB, optimizer_gib=static.optimizer / GIB,
         activations_gib=held / GIB, other_gib=(static.buffers + extra) / GIB,
         inflight_microbatches=inflight, host_offload_gib=host / GIB,

@@ -13,7 +13,9 @@ class StageMemory(BaseModel):
 
     stage: int = Field(..., description="Pipeline stage (rank in the PP group), 0 = first.")
     peak_gib: float = Field(..., description="Predicted torch.cuda.max_memory_allocated().")
-    reserved_gib: float = Field(..., description="Predicted reserved memory of the caching allocator.")
+    reserved_gib: float = Field(..., description="Predicted reserved memory of the caching allocator: peak_gib × (1 + strategy.allocator_overhead) + pools_gib (simengine/fit.py).")
+    pools_gib: float = Field(0.0, description="Reserved in other CUDA streams' caches beside the peak (FSDP2's all-gather buffers): in reserved_gib, not in peak_gib.")
+    allocated_limit_gib: float = Field(..., description="The most this stage may allocate and still fit: (system.gpu.memory_gib − system.gpu.non_torch_gib − pools_gib) / (1 + strategy.allocator_overhead).")
     weights_gib: float
     grads_gib: float
     optimizer_gib: float

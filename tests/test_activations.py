@@ -80,3 +80,30 @@ def test_fp8_sequence_parallel_saves_the_shard(t):
         d = dims_of(sc)
         return attention_activations(d, sc.model).saved + mlp_activations(d, d.ffn).saved
     assert fp8_layer(t) * t == pytest.approx(fp8_layer(1), rel=1e-12)
+
+
+def _head(framework, tp=1, compiled=False):
+    from simengine.cost.activations import head_activations
+    from simengine.cost.stage import head_ce
+
+    sc = make("llama3-8b", system={"num_gpus": tp},
+              strategy={"framework": framework, "tp": tp, "sequence_parallel": tp > 1, "global_batch_size": 1,
+                        "fused_cross_entropy": False, "compiled_loss": compiled})
+    d = dims_of(sc)
+    return head_activations(d, False, head_ce(sc)), d
+
+
+@pytest.mark.parametrize("framework,tp,compiled,kept,peak", [
+    ("torch-native", 1, False, 4, 12),     # aten log_softmax out; + nll grad + log_softmax grad (fp32)
+    ("torch-compile", 8, False, 4, 16),    # loss parallel: + zeros_like(x), exp(x), their sum (fp32)
+    ("torch-compile", 1, True, 2, 4),      # compiled loss: the bf16 logits kept, the bf16 grad
+    ("megatron-te", 1, False, 4, 10),      # Megatron's unfused vocab-parallel CE (unchanged)
+])
+def test_cross_entropy_bytes_per_logit(framework, tp, compiled, kept, peak):
+    """torchtitan's cross_entropy(pred.float(), labels): what it keeps for backward and its backward
+    peak, per logit (cost/activations.py head_activations)."""
+    head, d = _head(framework, tp, compiled)
+    logits = d.tokens * d.vocab
+    rest = head.saved - kept * logits   # the final norm's and the LM head's saved inputs
+    assert 0 < rest < logits
+    assert head.bwd_transient == pytest.approx((peak - kept) * logits, rel=1e-12)

@@ -81,6 +81,41 @@ def test_the_headline_limit_agrees_with_the_fit_verdict():
     assert list(table["free"]) == [s["free_gib"] for s in estimate_report(dumps(cfg))["report"]["memory_by_stage"]]
 
 
+def _fsdp2(size="small"):
+    """A torch-native FSDP2 scenario: its all-gather buffers sit in another stream's pool
+    (StageMemory.pools_gib > 0), reserved beside the peak but not allocated."""
+    cfg = size_canonical(size)
+    cfg["strategy"].update(framework="torch-compile", zero_stage=3)
+    return cfg
+
+
+def test_fit_rule_counts_other_streams_pools_as_the_engine_does():
+    """FSDP2's pools are reserved, not allocated: the studio's fit rule and allocated limit take
+    them from the report (StageMemory.pools_gib) and agree with the engine on each side of the
+    boundary; the engine's own limit (StageMemory.allocated_limit_gib) is the same number."""
+    from ui.config_io import dumps
+    from ui.labels import allocated_limit_gib, headline_limit_gib, stage_pools_gib
+
+    cfg = _fsdp2()
+    r = estimate_report(dumps(cfg))["report"]
+    stage = r["memory_by_stage"][0]
+    assert stage["pools_gib"] > 0 and stage_pools_gib(r) == {0: stage["pools_gib"]}
+    need = stage["reserved_gib"] + float(cfg["system"]["gpu"].get("non_torch_gib", 0.0))
+    seen = set()
+    for cap in (need * (1 - 1e-3), need * (1 + 1e-3)):
+        cfg["system"]["gpu"]["memory_gib"] = cap
+        r = estimate_report(dumps(cfg))["report"]
+        stage = r["memory_by_stage"][0]
+        assert fits(stage["peak_gib"], cfg["strategy"], cfg["system"], stage["pools_gib"]) == r["fits"]
+        limit = allocated_limit_gib(cfg["strategy"], cfg["system"], stage["pools_gib"])
+        assert limit == pytest.approx(stage["allocated_limit_gib"], rel=1e-12) == headline_limit_gib(r)
+        assert (stage["peak_gib"] <= limit) == r["fits"]
+        # without the pools the studio would call the tight GPU a fit
+        assert fits(stage["peak_gib"], cfg["strategy"], cfg["system"]) or not r["fits"]
+        seen.add(r["fits"])
+    assert seen == {True, False}
+
+
 def test_a_message_opening_with_a_field_name_keeps_its_case():
     """'Num_layers=32 is not divisible…' named no field: a sentence that opens with a field name or
     a value keeps it as written; plain words get their capital."""

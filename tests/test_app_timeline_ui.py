@@ -132,3 +132,22 @@ def test_the_schedule_caption_counts_stages_in_words():
     """It read "pp = 1 stages" for the small preset."""
     assert "pp = 1 stage · vpp = 1" in texts(open_app("pages/timeline.py").caption)
     assert "pp = 4 stages · vpp = 5" in texts(open_app("pages/timeline.py", preset="medium").caption)
+
+
+def test_fsdp2_pools_count_in_the_timelines_fit_verdict():
+    """FSDP2's all-gather buffers sit in another stream's pool: reserved beside the peak, not
+    allocated (StageMemory.pools_gib). On a GPU with room for the peak but not for the pools too,
+    the Timeline says what the Estimate page says: it does not fit, and its limit line leaves them out."""
+    from ui.config_io import dumps
+    from ui.engine import estimate_report
+
+    cfg = size_canonical("small")
+    cfg["strategy"].update(framework="torch-compile", zero_stage=3)
+    stage = estimate_report(dumps(cfg))["report"]["memory_by_stage"][0]
+    gpu = cfg["system"]["gpu"]
+    gpu["memory_gib"] = stage["reserved_gib"] + float(gpu.get("non_torch_gib", 0.0)) - stage["pools_gib"] / 2
+    assert not estimate_report(dumps(cfg))["report"]["fits"]
+    at = open_app("pages/timeline.py", s=encode_token(cfg))
+    assert not at.exception, [e.value for e in at.exception]
+    err = texts(at.error)
+    assert "Does not fit" in err and "reserved" in err

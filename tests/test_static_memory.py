@@ -112,3 +112,45 @@ def test_a_zero_stage_with_nothing_to_shard_is_zero0(framework, pp):
         r = report(zero)
         assert r.peak_memory_gib == pytest.approx(base.peak_memory_gib, rel=1e-12)
         assert r.step_time_s == pytest.approx(base.step_time_s, rel=1e-12)
+
+
+def _titan(dp, tp=1, **strategy):
+    return make("llama3-8b", system={"num_gpus": dp * tp},
+                strategy={"framework": "torch-compile", "zero_stage": 3, "tp": tp, "sequence_parallel": tp > 1,
+                          "global_batch_size": dp, **strategy})
+
+
+def test_fsdp2_keeps_no_bf16_weight_copy():
+    """FSDP2 (torchtitan): the fp32 shard is the weight the optimizer updates (MixedPrecisionPolicy
+    casts it to bf16 only for the all-gather), so 4 (fp32 shard) + 4 (grad) + 8 (Adam m, v) =
+    16 B/param sharded, not Megatron-FSDP's 2 + 4 + 12 = 18."""
+    sc = _titan(8)
+    p = stage_params(sc, build_workload(sc).ranks[0])
+    mem = static_memory(sc, p)
+    assert (mem.weights + mem.grads + mem.optimizer) / (p.total / 8) == pytest.approx(16.0)
+    assert mem.weights == pytest.approx(4.0 * p.total / 8)
+
+
+def test_fsdp2_root_stays_gathered_without_a_pipeline():
+    """torchtitan's root fully_shard unit (embedding, final norm, LM head) is never resharded after
+    forward (FSDPState._lazy_init: the root's post_forward_mesh_info = None): beside the running
+    and the prefetched block its bf16 parameters are held through the activation peak. The
+    all-gather buffers live in the copy-in stream's pool: reserved, not allocated."""
+    sc = _titan(8)
+    p = stage_params(sc, build_workload(sc).ranks[0])
+    mem = static_memory(sc, p)
+    block = (p.total - p.ends) / sc.model.num_layers
+    assert mem.buffers == pytest.approx(2.0 * p.ends + 2 * 2.0 * block)
+    assert mem.pools == pytest.approx(2.0 * p.ends + 2.0 * block)
+    from simengine import api
+    r = api.estimate(sc)
+    stage = r.memory_by_stage[0]
+    assert stage.reserved_gib == pytest.approx(stage.peak_gib * (1 + sc.strategy.allocator_overhead) + mem.pools / 2**30)
+
+
+def test_torchao_float8_keeps_no_fp8_weight_copy_under_recompute():
+    """torchao's Float8Linear casts its weight in every forward (no module cache, unlike TE): under
+    activation checkpointing nothing fp8 outlives the layer, so fp8 adds no model-state buffer."""
+    bf16, fp8 = _titan(8, recompute="full"), _titan(8, recompute="full", dtype="fp8")
+    p = stage_params(bf16, build_workload(bf16).ranks[0])
+    assert static_memory(fp8, p).buffers == pytest.approx(static_memory(bf16, p).buffers)

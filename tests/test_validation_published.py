@@ -505,6 +505,17 @@ def test_the_deepseek_v3_recipe_keeps_adam_moments_in_bf16(mapped):
     assert all(r.config["strategy"].get("adam_moments_dtype", "fp32") == "fp32" for r in others)
 
 
+def test_torchtitan_compiles_the_loss_only_from_2025_04(mapped):
+    """torchtitan compiles its loss with training.compile since #1033 (bbb1b616e, 2025-04-02); the
+    Dec-2024 page's runs (9dec370) computed it eager (cost/activations.py head_activations)."""
+    runs = mapped[0]
+    trainy = [r for rid, r in runs.items() if rid.startswith("torchtitan_trainy_")]
+    dec = [r for rid, r in runs.items() if rid.startswith("torchtitan202412_")]
+    assert trainy and dec
+    assert all(r.config["strategy"].get("compiled_loss") for r in trainy)
+    assert not any(r.config["strategy"].get("compiled_loss") for r in dec)
+
+
 def test_grand_teton_h100_peak_is_the_500w_bracket(mapped):
     """torchtitan's H100s run at a 500 W power limit, "between SXM and NVL": their dense peaks sit
     between the NVL (400 W) and SXM5 (700 W) datasheets, linear in board power; the datasheet

@@ -1,9 +1,9 @@
 """What each headline figure means, stated once (pure): memory kind and the MFU convention.
 
 Memory: the engine reports the *allocated* peak (tensors alive, ``Report.peak_memory_gib``) and
-the *reserved* peak (allocated × (1 + strategy.allocator_overhead), the caching allocator's pool,
-``Report.reserved_memory_gib``); a stage fits when reserved + system.gpu.non_torch_gib ≤
-system.gpu.memory_gib (simengine/estimate.py, ``memory_by_stage``). The studio's memory headline
+the *reserved* peak (allocated × (1 + strategy.allocator_overhead) + what other CUDA streams'
+caches hold, the caching allocator's pools, ``Report.reserved_memory_gib``); a stage fits when
+reserved + system.gpu.non_torch_gib ≤ system.gpu.memory_gib (the fit rule: simengine/fit.py). The studio's memory headline
 is the allocated peak everywhere (the uncertainty band is on it too); reserved is shown as such.
 The timeline's curves are the simulator's allocated bytes (simengine/sim/metrics.py ``_memory``).
 """
@@ -11,6 +11,8 @@ The timeline's curves are the simulator's allocated bytes (simengine/sim/metrics
 from __future__ import annotations
 
 from typing import Any
+
+from simengine import api
 
 from .units import fmt_count, fmt_num, fmt_pct
 
@@ -41,29 +43,47 @@ def mfu_causal_note(r: dict[str, Any]) -> str:
     return f" With causal attention FLOPs (half the s² term) MFU is {fmt_pct(v)}." if isinstance(v, (int, float)) else ""
 
 
-def reserved_gib(allocated_gib: float, allocator_overhead: float) -> float:
-    """Reserved from allocated, as the engine does (simengine/estimate.py, memory_by_stage:
-    ``reserved = alloc * (1 + strategy.allocator_overhead)``)."""
-    return allocated_gib * (1.0 + allocator_overhead)
+def reserved_gib(allocated_gib: float, allocator_overhead: float, pools_gib: float = 0.0) -> float:
+    """Reserved from allocated: the engine's fit rule (simengine/fit.py, ``api.reserved_gib``);
+    ``pools_gib`` what other CUDA streams' caches hold beside the peak (``StageMemory.pools_gib``)."""
+    return api.reserved_gib(allocated_gib, allocator_overhead, pools_gib)
 
 
-def allocated_limit_gib(strategy: dict[str, Any], system: dict[str, Any]) -> float:
-    """The most a stage may allocate and still fit (``fits``, solved for the allocated peak):
-    (capacity − memory outside PyTorch) / (1 + allocator overhead). The headlines compare the
-    allocated peak with it, not with the raw capacity: "77.9 / 79.1 GiB" read as fitting beside a
-    "does not fit" verdict (81.8 GiB reserved + 2.5 GiB outside PyTorch)."""
+def allocated_limit_gib(strategy: dict[str, Any], system: dict[str, Any], pools_gib: float = 0.0) -> float:
+    """The most a stage may allocate and still fit (``fits``, solved for the allocated peak;
+    simengine/fit.py): (capacity − memory outside PyTorch − other streams' pools) / (1 + allocator
+    overhead). The headlines compare the allocated peak with it, not with the raw capacity: "77.9 /
+    79.1 GiB" read as fitting beside a "does not fit" verdict (81.8 GiB reserved + 2.5 GiB outside
+    PyTorch)."""
     gpu = system["gpu"]
-    free = float(gpu["memory_gib"]) - float(gpu.get("non_torch_gib", 0.0))
-    return max(free, 0.0) / (1.0 + float(strategy.get("allocator_overhead", 0.0)))
+    return api.allocated_limit_gib(float(gpu["memory_gib"]), float(gpu.get("non_torch_gib", 0.0)),
+                                   float(strategy.get("allocator_overhead", 0.0)), pools_gib)
 
 
-def fits(allocated_gib: float, strategy: dict[str, Any], system: dict[str, Any]) -> bool:
+def fits(allocated_gib: float, strategy: dict[str, Any], system: dict[str, Any], pools_gib: float = 0.0) -> bool:
     """The engine's GPU fit rule (StageMemory.fits' first half): reserved + gpu.non_torch_gib ≤
     gpu.memory_gib. Host memory for offloaded activations is the other half: the report's
     "does not fit in host memory" warning (the Timeline page shows it from the estimate)."""
     gpu = system["gpu"]
-    need = reserved_gib(allocated_gib, float(strategy.get("allocator_overhead", 0.0))) + float(gpu.get("non_torch_gib", 0.0))
+    need = reserved_gib(allocated_gib, float(strategy.get("allocator_overhead", 0.0)), pools_gib) + float(gpu.get("non_torch_gib", 0.0))
     return need <= float(gpu["memory_gib"])
+
+
+def stage_pools_gib(report: dict[str, Any] | None) -> dict[int, float]:
+    """Per pipeline stage (its rank), what other CUDA streams' caches hold beside its peak
+    (``StageMemory.pools_gib``; FSDP2's all-gather buffers), from an estimate report dict; {} without one."""
+    if not report:
+        return {}
+    return {int(m["stage"]): float(m.get("pools_gib", 0.0)) for m in report.get("memory_by_stage", [])}
+
+
+def headline_limit_gib(report: dict[str, Any]) -> float | None:
+    """The allocated limit of the stage the memory headline shows (the largest allocated peak):
+    ``StageMemory.allocated_limit_gib``, the engine's own."""
+    stages = report.get("memory_by_stage") or []
+    if not stages:
+        return None
+    return float(max(stages, key=lambda m: m["peak_gib"])["allocated_limit_gib"])
 
 
 def trained_note(r: dict) -> str:

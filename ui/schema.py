@@ -213,7 +213,7 @@ GROUPS: dict[str, list[tuple[str, list[str]]]] = {
                              "pipeline_layers"]),
         ("Precision and memory", ["dtype", "fp8_recipe", "zero_stage", "dp_shard", "recompute", "recompute_num_layers",
                                   "recompute_modules", "cpu_offload_layers", "attention_impl",
-                                  "fused_cross_entropy", "gradient_accumulation_fusion", "fp32_main_grads", "adam_moments_dtype", "fp8_param_gather",
+                                  "fused_cross_entropy", "compiled_loss", "gradient_accumulation_fusion", "fp32_main_grads", "adam_moments_dtype", "fp8_param_gather",
                                   "allocator_overhead"]),
         ("Fine-tuning (packing, LoRA)", ["packed_doc_len", "peft", "lora_rank", "lora_targets"]),
         ("MoE and expert parallelism", ["ep", "etp", "moe_dispatcher", "moe_dispatch_dtype", "moe_shared_expert_overlap",

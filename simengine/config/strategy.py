@@ -97,6 +97,10 @@ class StrategySpec(Spec):
     p2p_scatter_gather: bool = Field(False, description="Without SP, each TP rank sends 1/tp of the pipeline activation and the receiver all-gathers it (Megatron-LM ≤ 2022, Narayanan et al. 2021 §4.1); Megatron-Core sends the full tensor.")
     fused_cross_entropy: bool = Field(True, description="Fused vocab-parallel cross-entropy (no fp32 copy of the logits).")
     gradient_accumulation_fusion: bool = Field(True, description="wgrad GEMMs accumulate straight into fp32 main grads (Megatron).")
+    compiled_loss: bool = Field(False, description=(
+        "torch stacks: the loss function itself runs under torch.compile (torchtitan compiles it with "
+        "training.compile since pytorch/torchtitan#1033, 2025-04-02; before that it ran eager). Only the "
+        "loss's memory reads it (cost/activations.py head_activations)."))
     cpu_offload_layers: int = Field(0, ge=0, le=100_000, description=(
         "Megatron-Core --cpu-offloading-num-layers (activations only): the saved activations of the first this-many "
         "transformer layers are copied to host memory in the forward and back before their backward "

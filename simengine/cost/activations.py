@@ -206,12 +206,49 @@ def layer_input(d: Dims) -> float:
     return BF16 * d.sp_tokens * d.h
 
 
-def head_activations(d: Dims, fused_ce: bool) -> BlockActivations:
+def head_activations(d: Dims, fused_ce: bool, ce: str = "megatron") -> BlockActivations:
     """Final norm input, LM-head input, and the logits state the loss keeps: fused CE keeps the
     bf16 logits-grad buffer it computes in forward; unfused Megatron CE keeps the fp32 softmax and
-    has the bf16 logits plus an fp32 copy alive at its forward peak."""
+    has the bf16 logits plus an fp32 copy alive at its forward peak.
+
+    The torch stacks (torchtitan) compute ``cross_entropy(pred.flatten(0, 1).float(), labels)``
+    (torchtitan 9dec370 train.py ``loss_fn``; components/loss.py ``cross_entropy_loss`` later), so
+    ``ce`` (``head_ce``) is one of:
+
+    - ``"aten"`` — eager, no TP: ``log_softmax`` keeps its fp32 output (4 B a logit). Backward
+      holds at once that output, ``nll_loss_backward``'s dense fp32 grad (``zeros_like`` + scatter)
+      and ``_log_softmax_backward_data``'s fp32 result: 8 B a logit on top of the kept 4 (the
+      forward's bf16 logits + fp32 copy, 6 B, are less; train.py ``del pred`` frees the logits
+      before backward).
+    - ``"loss-parallel"`` — eager under torchtitan's default loss parallelism when tp > 1
+      (torch/distributed/tensor/parallel/loss.py): ``_log_softmax`` keeps ``result`` (4 B), and
+      ``_nll_loss_and_log_softmax_backward`` evaluates ``grad_input = torch.zeros_like(x)`` then
+      ``(grad_input + torch.exp(x)) * grad_output``: ``grad_input``, ``exp(x)`` and their sum are live
+      together beside the kept ``x``, 12 B a logit on top of the kept 4.
+    - ``"compiled"`` — torchtitan compiles the loss with ``training.compile``
+      (components/loss.py ``build_cross_entropy_loss``, since pytorch/torchtitan#1033, bbb1b616e,
+      2025-04-02): Inductor fuses the fp32 upcast, log-softmax and NLL into reductions over the
+      bf16 logits, which the compiled graph keeps (2 B a logit, ``del pred`` no longer frees them),
+      and its backward writes the bf16 logits grad in one kernel (2 B a logit).
+
+    On the torch stacks the final norm runs eager (torchtitan compiles the TransformerBlocks only,
+    ``apply_compile``): models/norms.py ``RMSNorm.forward`` = ``self._norm(x.float()).type_as(x) *
+    self.weight`` saves the fp32 copy of its input (``pow`` and ``mul``) and its bf16 output (the
+    weight ``mul``), 6 B per element of its (sequence-sharded) input. With TP the LM head
+    (``ColwiseParallel(input_layouts=Shard(1))``, parallelize_llama.py ``apply_tp``) all-gathers that
+    output in its input hook and ``F.linear`` saves the gathered [S, h] (Megatron saves its shard
+    and gathers it again); without SP the head's input is the norm output itself."""
     S, Ssp, h, V = d.tokens, d.sp_tokens, d.h, d.vocab
-    base = BF16 * ((1 if d.lora else 2) * Ssp * h)  # a frozen LM head keeps no input (workload/lora.py)
+    if ce in ("aten", "loss-parallel", "compiled"):
+        base = (4.0 + BF16) * Ssp * h + (BF16 * S * h if Ssp != S else 0.0)
+    else:
+        base = BF16 * ((1 if d.lora else 2) * Ssp * h)  # a frozen LM head keeps no input (workload/lora.py)
     if fused_ce:
         return BlockActivations(base + BF16 * S * V, 0.0, BF16 * S * h + 16.0 * S)
+    if ce == "aten":
+        return BlockActivations(base + 4.0 * S * V, 0.0, 8.0 * S * V)
+    if ce == "loss-parallel":
+        return BlockActivations(base + 4.0 * S * V, 0.0, 12.0 * S * V)
+    if ce == "compiled":
+        return BlockActivations(base + BF16 * S * V, 0.0, BF16 * S * V)
     return BlockActivations(base + 4.0 * S * V, 0.0, (BF16 + 4.0) * S * V)

@@ -14,7 +14,7 @@ from ..config.scenario import Scenario
 from ..memo import remember
 from ..workload.builder import ChunkWork, Workload, build_workload
 from ..workload.dims import Dims
-from ..workload.ops import BF16, Attention
+from ..workload.ops import BF16, Attention, Collective, Gemm
 from ..workload.phases import Phases
 from ..workload.recompute import gemms, op_sac, op_sac_stack, recomputed_layers, recomputed_ops
 from .offload import shared_link as offload_shared_link, stalls as offload_stalls
@@ -122,6 +122,21 @@ class _Priced:
     rc_blocks: dict[str, PhaseCost]  # per block, the forward it re-runs under selective recompute_modules
 
 
+def _sac_kept(st, fwd, first_mm: int = 1) -> list:
+    """The ops whose outputs torchtitan's per-op selective AC keeps (workload/recompute.py ``op_sac``).
+    Eager, ``torch.utils.checkpoint``'s caching dispatch mode stores the output of every MUST_SAVE op
+    (``_CachingTorchDispatchMode``: ``storage[func].append(...)`` whatever autograd needs). Under
+    torch.compile the policy only tags the graph and AOTAutograd's min-cut partitioner
+    (torch/_functorch/partitioners.py ``min_cut_rematerialization_partition``) saves just what the
+    backward graph reads: the block's last GEMM (wo, w2) and the reduce-scatter after it only feed
+    the residual add, whose backward reads neither, so they are not saved."""
+    kept = op_sac(fwd, first_mm)[1]
+    if st.framework != "torch-compile":
+        return kept
+    last = [o for o in fwd if isinstance(o, Gemm)][-1:]
+    return [o for o in kept if all(o is not x for x in last) and not (isinstance(o, Collective) and o.kind == "reduce_scatter")]
+
+
 def _priced(sc: Scenario, wl: Workload) -> _Priced:
     st, m, d = sc.strategy, sc.model, wl.dims
     cm = ComputeModel(sc.system, st.dtype)
@@ -143,13 +158,27 @@ def _priced(sc: Scenario, wl: Workload) -> _Priced:
     att = attention_activations(d, m)
     mlp = mlp_activations(d, d.ffn) if "mlp" in wl.blocks else None
     if sac:   # what torchtitan's per-op selective AC drops: all but the block input and the kept outputs
-        att = replace(att, op_sac=max(att.saved - layer_input(d) - kept_outputs(op_sac(wl.blocks["attn"].fwd)[1]), 0.0))
+        att = replace(att, op_sac=max(att.saved - layer_input(d) - kept_outputs(_sac_kept(st, wl.blocks["attn"].fwd)), 0.0))
         if mlp is not None:
-            mlp = replace(mlp, op_sac=max(mlp.saved - kept_outputs(op_sac(wl.blocks["mlp"].fwd, first["mlp"])[1]), 0.0))
+            mlp = replace(mlp, op_sac=max(mlp.saved - kept_outputs(_sac_kept(st, wl.blocks["mlp"].fwd, first["mlp"])), 0.0))
     return _Priced(sc, cm, comm, d, _block_costs(wl, cm, comm, st.tp_comm_overlap, sc.system), att, mlp,
                    moe_activations(d, m) if "moe" in wl.blocks else None,
-                   head_activations(d, st.fused_cross_entropy),
+                   head_activations(d, st.fused_cross_entropy, head_ce(sc)),
                    mamba_activations(d, m) if "mamba" in wl.blocks else None, core, core_w, rc_blocks)
+
+
+def head_ce(sc: Scenario) -> str:
+    """How the unfused loss runs (cost/activations.py ``head_activations``): Megatron's vocab-parallel
+    cross-entropy, or on the torch stacks torchtitan's ``cross_entropy(pred.float(), ...)`` — compiled
+    (``StrategySpec.compiled_loss``), under loss parallelism when tp > 1 (torchtitan's default:
+    ``ParallelDims.loss_parallel_enabled = tp_enabled and enable_loss_parallel``, with
+    ``training.disable_loss_parallel`` False), else plain eager aten."""
+    st = sc.strategy
+    if st.framework not in ("torch-native", "torch-compile"):
+        return "megatron"
+    if st.compiled_loss:
+        return "compiled"
+    return "loss-parallel" if st.tp > 1 else "aten"
 
 
 def _layer_blocks(cw: ChunkWork) -> tuple[tuple[str, int], ...]:

@@ -148,6 +148,9 @@ class StaticMemory:
     grads: float
     optimizer: float
     buffers: float    # framework buffers (TE dummy wgrad, ZeRO-3 gathered layers, fp8 weight casts)
+    # reserved, not allocated at the peak: what other CUDA streams' caches hold (FSDP2's all-gather
+    # buffers); estimate.py adds it to the reserved memory only
+    pools: float = 0.0
 
 
 def shards(sc: Scenario) -> bool:
@@ -192,6 +195,15 @@ def static_memory(sc: Scenario, p: StageParams) -> StaticMemory:
         w -= 2.0 * (max(p.dense - p.ends, 0.0) / (dpcp if z >= 3 else 1) + p.expert / (edp if z >= 3 else 1))
     g = grad_b * (p.dense / (dpcp if z >= 2 else 1) + p.expert / (edp if z >= 2 else 1))
     o = opt_b * (p.dense / (dpcp if z >= 1 else 1) + p.expert / (edp if z >= 1 else 1))
+    fsdp2 = z >= 3 and st.fsdp_pattern_name == "fsdp2"
+    if fsdp2 and not p.frozen:
+        # FSDP2 keeps no bf16 copy of the parameters: the sharded parameters are the fp32 ones the
+        # optimizer updates (torchtitan builds the model in fp32 and fully_shard's
+        # MixedPrecisionPolicy(param_dtype=bf16) casts each shard to bf16 only for the all-gather:
+        # _fsdp_param.py ``FSDPParam.all_gather_inputs``), so the fp32 "master" is the weight itself —
+        # weights 4 B (the fp32 shard) and optimizer states Adam's m and v, not 2 B + 4 + m + v.
+        shard = p.dense / dpcp + p.expert / edp
+        w, o = 4.0 * shard, o - 4.0 * shard
     buffers = 0.0
     if st.gradient_accumulation_fusion:
         # TransformerEngine >= 2.3 keeps one bf16 "dummy" wgrad buffer per unique weight shape when
@@ -207,13 +219,36 @@ def static_memory(sc: Scenario, p: StageParams) -> StaticMemory:
         # reduce-scatters them — both are held at the peak, the last backwards
         buffers += gathered_b * p.total
         g += grad_b * p.total
+    elif fsdp2 and st.pp == 1:
+        # FSDP2 without a pipeline (torchtitan ``apply_fsdp``: each TransformerBlock is its own
+        # fully_shard unit, the model the root unit holding the embedding, final norm and output
+        # layer): the running and the prefetched block are gathered, and the root is never
+        # resharded after forward — FSDPState._lazy_init sets the root group's
+        # ``post_forward_mesh_info = None`` ("For the root, do not reshard after forward since for
+        # training, the parameters would be freed and all-gathered immediately",
+        # torch/distributed/_composable/fsdp/_fsdp_state.py) — so the embedding and LM head stay
+        # gathered, in bf16 (torchao's float8 conversion skips ``output``; the embedding is no
+        # Linear), from the first forward to the end of backward: through the activation peak.
+        layers = max(1, sc.model.num_layers)
+        buffers += min(2, layers) * gathered_b * max(p.total - p.ends, 0.0) / layers + 2.0 * p.ends
     elif z >= 3:
         # FSDP keeps the gathered weights of the running and the prefetched layer
         # (torch/distributed/fsdp/_fully_shard/_fsdp_state.py: one unit's forward prefetches the
         # next unit's all-gather); a stage of one layer has no second layer to hold.
         layers = max(1, sc.model.num_layers // st.pp)
         buffers += min(2, layers) * gathered_b * p.total / layers
-    if st.dtype in ("fp8", "nvfp4"):
+    if st.dtype in ("fp8", "nvfp4") and st.framework in ("torch-native", "torch-compile"):
+        # torchao's Float8Linear keeps no fp8 weight across the step: each forward casts the weight
+        # (``Float8Linear.forward`` → ``cast_weight_to_float8_t(self.weight, ...)``, the gathered
+        # weight under FSDP2; torchao/float8/float8_linear.py @eab345c) and the matmul's autograd
+        # Function saves that cast for backward. Under activation checkpointing (full, or torchtitan's
+        # per-op selective AC, whose _save_list has no cast op) the cast is re-run in backward and
+        # nothing outlives the layer; without it each layer's fp8 weight is saved with the
+        # micro-batch (1 B per block parameter, unsharded). With the float8 all-gather the gathered
+        # parameter already is the fp8 weight: no copy.
+        if st.recompute == "none" and not st.fp8_param_gather:
+            buffers += q * max(p.total - p.ends, 0.0)
+    elif st.dtype in ("fp8", "nvfp4"):
         # TE caches an fp8 copy and its transpose of every transformer-block GEMM weight (1 B + 1 B
         # per param; NVFP4 its rowwise and columnwise copies, 0.5625 B each: tensor/nvfp4_tensor.py);
         # the embedding and the LM head (a plain ColumnParallelLinear) stay bf16.
@@ -222,4 +257,17 @@ def static_memory(sc: Scenario, p: StageParams) -> StaticMemory:
             buffers += 2.0 * q * max(p.frozen - p.frozen_ends, 0.0)
         else:
             buffers += 2.0 * q * max(p.total - p.ends, 0.0) / (dpcp if z >= 3 else 1)
-    return StaticMemory(w, g, o, buffers)
+    pools = 0.0
+    if fsdp2:
+        # FSDP2 allocates each group's flat all-gather buffer on its all-gather copy-in stream
+        # (_fsdp_collectives.py ``foreach_all_gather``: ``all_gather_output`` under
+        # ``torch.cuda.stream(all_gather_copy_in_stream)``), and ``FSDPParamGroup.wait_for_unshard``
+        # keeps the previous group's buffer (``comm_ctx.all_gather_state``) until the next one is
+        # issued: two groups' buffers at once, the root's (embedding + LM head, bf16) and the first
+        # block's the largest pair. The caching allocator hands a cached block only to the stream
+        # it was allocated on (CUDACachingAllocator.cpp ``get_free_block``: the pool is searched
+        # for the requesting stream), so that stream's cache stays reserved beside the default
+        # stream's peak; torchtitan logs max_reserved.
+        block = gathered_b * max(p.total - p.ends, 0.0) / max(1, sc.model.num_layers // st.pp)
+        pools = (2.0 * p.ends if p.ends else block) + block
+    return StaticMemory(w, g, o, buffers, pools)

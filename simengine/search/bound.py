@@ -371,7 +371,7 @@ class SharedBounds:
         self.work: dict[tuple, tuple[float, float]] = {}
         self.chunk_memory: dict[tuple, dict[tuple, tuple[float, float]]] = {}   # refine._Memory, per block kind
         self.order_peaks: dict[tuple, list[tuple[float, float]]] = {}          # refine._Memory: per-rank peaks of an order
-        self.statics: dict[tuple, dict[int, list[float]]] = {}                 # refine._Memory: model states per ZeRO stage, per rank
+        self.statics: dict[tuple, dict[int, list[tuple[float, float]]]] = {}   # refine._Memory: (model states, other streams' pools) per ZeRO stage, per rank
         self.floors: dict[tuple, tuple[float, float, float, float, float]] = {}  # prune.work_floor: model work per block kind
         self.chains: dict[str, int] = {}                                       # prune.work_floor: chains per schedule
         self.priced_rc: dict[tuple, dict[tuple, Any]] = {}                     # refine._Memory: priced blocks per recompute, per block kind

@@ -26,6 +26,7 @@ import math
 from typing import Any
 
 
+from .. import fit
 from ..config.scenario import Scenario
 from ..errors import ConfigError
 from ..pipeline import sim_microbatches
@@ -79,8 +80,7 @@ def memory_at_zero(sc: Scenario, plan, mems) -> tuple[float, int]:
     """(GiB over capacity, tightest stage) of ``sc`` from the plan of the same scenario at another
     ZeRO stage: only the model states change (``cost/static_memory.py``: weights, grads, optimizer
     states and the ZeRO-3 buffers are sharded by the stage; activations and transients are not),
-    so the peak is the other stage's peak with its static part swapped (estimate.py:
-    reserved = allocated · (1 + allocator_overhead))."""
+    so the peak is the other stage's peak with its static part swapped (the fit rule: simengine/fit.py)."""
     from ..cost.static_memory import static_memory
 
     gpu, st = sc.system.gpu, sc.strategy
@@ -88,7 +88,7 @@ def memory_at_zero(sc: Scenario, plan, mems) -> tuple[float, int]:
     for sp, m in zip(plan.stages, mems):
         old, new = sp.static, static_memory(sc, sp.params)
         alloc = m.peak_gib * GIB - (old.weights + old.grads + old.optimizer + old.buffers) + (new.weights + new.grads + new.optimizer + new.buffers)
-        over = alloc * (1.0 + st.allocator_overhead) / GIB + gpu.non_torch_gib - gpu.memory_gib
+        over = fit.reserved(alloc, st.allocator_overhead, new.pools) / GIB + gpu.non_torch_gib - gpu.memory_gib
         if over > worst:
             worst, stage = over, sp.rank
     return worst, stage

@@ -36,6 +36,7 @@ import math
 from dataclasses import replace
 from typing import Any
 
+from .. import fit
 from ..config.scenario import Scenario
 from ..cost.stage import _chunk_memory, _recompute_cost, _recomputed_layers
 from ..pipeline import max_inflight, order_memory_peaks
@@ -351,8 +352,9 @@ class _Memory:
             update.setdefault("fp8_param_gather", fp8_gather_at(self.fp8_gather, sc0.strategy.framework, update["zero_stage"]))
         return Scenario.model_construct(model=sc0.model, system=sc0.system, strategy=sc0.strategy.model_copy(update=update))
 
-    def _statics(self, zs: list[int]) -> dict[int, list[float]]:
-        """Per ZeRO stage of the space, per rank, its model-state bytes (cost/static_memory.py)."""
+    def _statics(self, zs: list[int]) -> dict[int, list[tuple[float, float]]]:
+        """Per ZeRO stage of the space, per rank, its model-state bytes and the other streams' pools
+        (cost/static_memory.py ``StaticMemory.pools``: reserved, not allocated)."""
         from ..cost.static_memory import static_memory, stage_params
 
         kinds: dict[tuple, int] = {}  # ranks holding the same kinds of chunk have the same model states
@@ -362,7 +364,7 @@ class _Memory:
         out = {}
         for z in zs or [self.sc0.strategy.zero_stage]:
             sc = self._scenario(zero_stage=z)
-            per = [sum((s.weights, s.grads, s.optimizer, s.buffers)) for s in (static_memory(sc, p) for p in params)]
+            per = [(sum((s.weights, s.grads, s.optimizer, s.buffers)), s.pools) for s in (static_memory(sc, p) for p in params)]
             out[z] = [per[i] for i in of_rank]
         return out
 
@@ -380,8 +382,8 @@ class _Memory:
             peaks = self._peaks.get(rc)
             if peaks is None:
                 peaks = self._peaks[rc] = self._activation_peaks(rc)
-            hit = self._over[(rc, z)] = max((static + held + extra) * (1.0 + self.ov) / GIB
-                                            for static, (held, extra) in zip(self.static[z], peaks)) - self.cap
+            hit = self._over[(rc, z)] = max(fit.reserved(static + held + extra, self.ov, pools) / GIB
+                                            for (static, pools), (held, extra) in zip(self.static[z], peaks)) - self.cap
         return hit
 
     def tightest(self, rc: tuple[str, int | None], z: int) -> tuple[float, int]:
@@ -390,7 +392,7 @@ class _Memory:
         tests/test_search_options.py)."""
         over = self.over(rc, z)
         peaks = self._peaks[rc]
-        per = [(static + held + extra) for static, (held, extra) in zip(self.static[z], peaks)]
+        per = [fit.reserved(static + held + extra, self.ov, pools) for (static, pools), (held, extra) in zip(self.static[z], peaks)]
         return over, self.ranks[max(range(len(per)), key=per.__getitem__)]
 
     def _activation_peaks(self, rc: tuple[str, int | None]) -> list[tuple[float, float]]:

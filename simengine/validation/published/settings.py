@@ -166,6 +166,14 @@ def _float8_all_gather(rid: str, dtype_cell: str) -> str:
 
 _TITAN_9DEC370 = "torchtitan202412_"  # the Dec-2024 page's runs (torchtitan 9dec370)
 
+# Runs on a torchtitan that compiles the loss with ``training.compile`` (components/loss.py
+# ``build_cross_entropy_loss``, since pytorch/torchtitan#1033, bbb1b616e, 2025-04-02; 9dec370 kept it
+# eager: "TODO: compiling loss function causes CUDA errors, turning off for now").
+_TITAN_COMPILED_LOSS = {
+    "torchtitan_trainy_": "torchtitan e7c0cae (2025-06-11)",
+    "torchtitan202506_": "torchtitan 820504e (2025-06)",
+}
+
 
 def titan_split(layers: int, stages: int) -> list[int]:
     """Layers per pipeline stage as torchtitan 9dec370 splits them when no split points are given
@@ -211,6 +219,10 @@ def _torchtitan(d: Draft) -> None:
                    gradient_accumulation_fusion=False, cp_comm_type="allgather")
     if rec["recompute"] == "selective":
         a.append("torchtitan per-op SAC mapped to selective (attention core) recompute")
+    titan = next((src for prefix, src in _TITAN_COMPILED_LOSS.items() if d.rid.startswith(prefix)), "")
+    if titan and "compile" in dt:
+        d.strat["compiled_loss"] = True
+        a.append(f"loss compiled with the model ({titan} compiles it under training.compile)")
     ag = _float8_all_gather(d.rid, dt)
     if d.dtype == "fp8" and zero >= 3 and ag:
         d.strat["fp8_param_gather"] = True
