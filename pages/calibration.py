@@ -34,7 +34,7 @@ with c1:
 with c2:
     nccl = upload("nccl-tests logs (several at once)", "cal.nccl", ["log", "txt", "out"], many=True)
     grp = upload("Grouped-GEMM sweep CSV (MoE)", "cal.grouped", ["csv", "txt"])
-mem = upload("Memory-bandwidth sweep CSV (bytes, time)", "cal.memory", ["csv", "txt"])
+mem = upload("Memory-bandwidth sweep CSV (bytes + time_us, time_ms, time_ns or time_s)", "cal.memory", ["csv", "txt"])
 st.button("Calibrate the scenario's system", key="cal.run", type="primary", on_click=cal.run,
           args=(gemm, nccl, att, grp, mem))
 
@@ -53,9 +53,14 @@ elif res:
     m[1].metric("Collective fits used", f"{len(used)} of {len(s['collective_fits'])}")
     m[2].metric("Attention shapes", f"{s['attention_rows']:,}")
     m[3].metric("Grouped-GEMM shapes", f"{s['grouped_gemm_rows']:,}")
+    merged = cal.calibrated_system(res)   # the scenario's system now, with the calibration's fields set
     a, b, c = st.columns([2, 2, 3])
-    a.button("Use in this scenario", key="cal.apply", on_click=cal.apply, icon=":material/check:")
-    name = b.text_input("Save as (name)", key="cal.name", max_chars=64, placeholder="my-cluster")
+    a.button("Use in this scenario", key="cal.apply", on_click=cal.apply, icon=":material/check:",
+             disabled=isinstance(merged, str), help=merged if isinstance(merged, str) else
+             "Sets the fitted tables and efficiencies on the scenario's system; its other fields stay as they are.")
+    # a new name clears the tick: 'Replace' answered for one saved system, not for the next one typed
+    name = b.text_input("Save as (name)", key="cal.name", max_chars=64, placeholder="my-cluster",
+                        on_change=lambda: st.session_state.update({"cal.replace": False}))
     taken = bool(name) and name in cal.user_systems()   # a saved system is replaced only when the user says so
     replace = b.checkbox("Replace the saved system of that name", key="cal.replace", value=False) if taken else False
     c.button("Save as a named system", key="cal.save", disabled=not name or (taken and not replace),
@@ -67,7 +72,7 @@ elif res:
         st.dataframe(pd.DataFrame([{"field": p["target"], "file": p["file"], "rows used": p["rows_used"],
                                     "fit error [%]": None if p["fit_error"] is None else p["fit_error"] * 100,
                                     "sha256": p["sha256"][:16], "method": p["method"]} for p in s["provenance"]]),
-                     hide_index=True, width="stretch")
+                     hide_index=True, width="stretch", column_config={"fit error [%]": st.column_config.NumberColumn(format="%.2f")})
     if s["collective_fits"]:
         st.dataframe(pd.DataFrame([{"used": f["used"], "file": f["source"], "table": f["table"], "kind": f["kind"],
                                     "ranks": f["n_ranks"], "tier": f["tier"], "busbw [GB/s]": f["busbw_gbs"],
@@ -79,10 +84,10 @@ elif res:
                          "can then exceed the link's.")})
     if s["warnings"]:
         with st.expander(f"Refused rows and warnings ({len(s['warnings'])})", expanded=True):
-            st.markdown("  \n".join(f"- {md(w, 300)}" for w in s["warnings"][:50]))
+            st.markdown("  \n".join(f"- {md(w, 300)}" for w in cal.warning_lines(s["warnings"])))
     st.markdown("**What it changes in the current scenario**")
-    effect = cal.effect_rows(res["system"])
-    cov = cal.coverage_rows(res["system"], [p["target"] for p in s["provenance"]])
+    effect = merged if isinstance(merged, str) else cal.effect_rows(merged)
+    cov = merged if isinstance(merged, str) else cal.coverage_rows(merged, [p["target"] for p in s["provenance"]])
     if isinstance(effect, str):
         st.warning(effect)
     else:
@@ -91,7 +96,7 @@ elif res:
         note = cal.extrapolation_note(cov)
         if note:
             st.warning(note, icon="⚠️")
-        fields = cal.changed_fields(state.section_dict("system"), res["system"])
+        fields = cal.changed_fields(state.section_dict("system"), merged)
         st.caption(("System fields it sets: " + md(", ".join(fields), 600)) if fields else
                    "The calibrated system equals the scenario's: nothing changes (already in use).")
     st.markdown("**Coverage of the current scenario** (share of op time, %)")

@@ -100,7 +100,11 @@ def test_the_saved_names_command_line_hint_is_literal(systems_dir):
     at.text_input(key="cal.name").input("_lab_h100_").run()
     at.button(key="cal.save").click().run()
     assert (systems_dir / "_lab_h100_.json").is_file(), texts(at.error)
-    assert "`--system _lab_h100_`" in texts(at.success)
+    # saved outside ~/.simengine/systems ($SIMENGINE_SYSTEMS_DIR), where the CLI finds no name: the file itself
+    assert f"`--system {systems_dir / '_lab_h100_.json'}`" in texts(at.success)
+    from ui import calibration_run
+
+    assert Path.home() / ".simengine" / "systems" == calibration_run.DEFAULT_SYSTEMS_DIR
 
 
 @pytest.mark.parametrize("name", ["../escape", "a/b", ".x"])
@@ -240,3 +244,89 @@ def test_a_result_kept_after_another_page_names_the_files_it_came_from(systems_d
     assert not at.exception, [e.value for e in at.exception]
     said = texts(at.caption)
     assert "sweep.csv" in said and "uploaded earlier" in said and "upload the files again" in said
+
+
+def test_use_keeps_the_edits_made_to_the_system_since_calibrating(systems_dir):
+    """"Use in this scenario" set the whole system calibrated earlier: a GPU count changed since
+    went back to 8, and the effect table blamed the calibration for +100 % step time. Now it sets
+    the fitted fields alone on the system as it is; the effect and the fields it lists are theirs."""
+    at = calibrate(open_cal())
+    system = json.loads(at.session_state["cfg.system"])
+    at.session_state["cfg.system"] = json.dumps({**system, "num_gpus": 16})   # an edit on the System page
+    at.run()
+    said = texts(at.caption)
+    assert "System fields it sets:" in said and "num_gpus" not in said
+    at.button(key="cal.apply").click().run()
+    system = json.loads(at.session_state["cfg.system"])
+    assert system["num_gpus"] == 16 and len(system["efficiency"]["gemm_table"]) == 30
+    assert system["efficiency"]["collective_table"]
+
+
+def test_a_calibration_of_another_gpu_cannot_be_used(systems_dir):
+    """Measured on the scenario's H100, then the System switched to another GPU: its tables are
+    not that GPU's, so "Use" is disabled and the page says why (it used to put the old system back)."""
+    from simengine import presets
+
+    at = calibrate(open_cal())
+    b200 = presets.load_spec("systems", "b200-sxm-180gb").model_dump(mode="json")
+    at.session_state["cfg.system"] = json.dumps({**b200, "num_gpus": 8})
+    at.run()
+    assert at.button(key="cal.apply").disabled
+    assert "calibration measured NVIDIA H100" in texts(at.warning)
+
+
+def test_the_replace_tick_does_not_carry_over_to_another_name(systems_dir):
+    """Ticked for one saved name, then another saved name typed: the tick stayed and one click
+    overwrote a system the user never confirmed."""
+    at = calibrate(open_cal())
+    for name in ("one", "two"):
+        at.text_input(key="cal.name").input(name).run()
+        at.button(key="cal.save").click().run()
+    at.text_input(key="cal.name").input("one").run()
+    at.checkbox(key="cal.replace").check().run()
+    assert not at.button(key="cal.save").disabled
+    at.text_input(key="cal.name").input("two").run()
+    assert at.checkbox(key="cal.replace").value is False and at.button(key="cal.save").disabled
+
+
+def test_a_saved_system_keeps_every_measured_gemm_point(systems_dir):
+    """The scenario keeps an evenly spaced sample of a large sweep (its link stays short); the
+    saved system kept the sample too, while its provenance said every row was used."""
+    from ui.tables import MAX_GEMM_POINTS
+
+    at = open_cal()
+    rows = ["m,n,k,dtype,efficiency"] + [f"{128 * (1 + i % 50)},{256 * (1 + (i // 50) % 10)},{512 * (1 + i // 500)},bf16,"
+                                         f"{0.3 + 0.1 * (i % 5):.2f}" for i in range(MAX_GEMM_POINTS + 500)]
+    at.file_uploader(key="cal.gemm").upload("big.csv", ("\n".join(rows) + "\n").encode(), "text/csv")
+    at.run()
+    at.button(key="cal.run").click().run()
+    at.text_input(key="cal.name").input("big").run()
+    at.button(key="cal.save").click().run()
+    saved = json.loads((systems_dir / "big.json").read_text())
+    system = saved.get("system", saved)
+    assert len(system["efficiency"]["gemm_table"]) == MAX_GEMM_POINTS + 500
+    at.button(key="cal.apply").click().run()
+    assert len(json.loads(at.session_state["cfg.system"])["efficiency"]["gemm_table"]) == MAX_GEMM_POINTS
+
+
+def test_warnings_about_many_tables_are_said_once_with_their_count():
+    """7,368 warnings, the first 50 all "duplicate of an earlier table": the GPU mismatch was the
+    last and never shown. The same warning is listed once with its count, the rarest first."""
+    from ui.calibration_run import warning_lines
+
+    dup = [f"big.log: table {i}: duplicate of an earlier table; dropped" for i in range(2, 7300)]
+    lines = warning_lines([*dup, "a100.log: measured on NVIDIA A100-SXM4-40GB, but the system's GPU is NVIDIA H100"])
+    assert lines[0].startswith("a100.log: measured on NVIDIA A100")
+    assert lines[1] == "big.log: duplicate of an earlier table; dropped (7,298 tables)" and len(lines) == 2
+    many = warning_lines([f"w{i}" for i in range(80)])
+    assert len(many) == 50 and many[-1] == "… and 31 more kinds of warning"
+
+
+def test_every_page_says_the_system_is_calibrated(systems_dir):
+    """After "Use in this scenario" the sidebar and the Estimate page read "8 × NVIDIA H100" as
+    before: nothing said the numbers now come from measured tables."""
+    at = calibrate(open_cal())
+    at.button(key="cal.apply").click().run()
+    at.switch_page("pages/estimate.py").run()
+    said = "\n".join(str(m.value) for m in at.sidebar.markdown)
+    assert "calibrated: 30 GEMM shapes, 6 collective fits" in said, said

@@ -256,6 +256,28 @@ def test_gemm_fit_error_is_the_held_out_time_error_without_grid_aliasing():
     assert gemm_holdout_error(points) == err   # deterministic
 
 
+def test_the_gemm_charts_held_out_points_are_interpolated_not_one_edge_plane():
+    """The chart's held-out crosses (curves.gemm_curve) were every 5th point: on OpenXLA's table
+    (five k values per (b, m, n)) all at k = 256, the grid's edge, so the "interpolation" it drew
+    was a clamped extrapolation, 1.66x above the measured points on average. They are now drawn as
+    the fit error's (provenance.holdout): from every k plane, and close to what was measured."""
+    import statistics
+
+    from simengine.calibration.curves import gemm_curve
+    from simengine.calibration.gemm import load_gemm_csv
+    from simengine.presets import load_spec
+
+    text = (Path(__file__).parent / "data" / "calibration" / "gemm_sweeps" / "xla_sm90_h100_matmul_perf_table.csv").read_text()
+    points = load_gemm_csv(text, peak_tflops=load_spec("systems", "h100-sxm5-80gb").gpu.peak_tflops, dtypes=("bf16",)).points
+    rows = gemm_curve(points)
+    held = [r for r in rows if r["held_out_prediction"] is not None]
+    assert len(held) >= len(rows) // 6
+    assert len({r["shape"].split("x")[2].split(" ")[0] for r in held}) >= 4   # k values: not one plane
+    ratio = statistics.median(r["held_out_prediction"] / r["efficiency"] for r in held)
+    assert 0.8 < ratio < 1.25
+    assert gemm_curve(points) == rows   # deterministic
+
+
 def test_a_table_too_sparse_to_interpolate_is_warned_about():
     from simengine.api import calibrate
     from simengine.presets import load_spec

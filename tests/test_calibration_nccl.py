@@ -253,3 +253,16 @@ def test_fuzz_mutated_real_log(data):
     for pos, s in junk:
         kept.insert(min(pos, len(kept)), s)
     _only_config_error("\n".join(kept) + "\n")
+
+
+def test_a_log_whose_ranks_report_several_gpu_models_says_so():
+    """The log's GPU was the majority's, silently: a run with rank 0 on an A100 and the rest on
+    H100s was labelled H100 although the A100 sets its speed."""
+    text = (LOGS / "xxrjun-c01-n1g8_5coll_8gpu.log").read_text()
+    mixed = text.replace("device  0 [0000:1b:00] NVIDIA H100 80GB HBM3", "device  0 [0000:1b:00] NVIDIA A100-SXM4-40GB")
+    assert mixed != text
+    log = parse_nccl_log(mixed, name="mixed.log")
+    said = " ".join(log.warnings)
+    assert "several GPU models" in said and "NVIDIA A100-SXM4-40GB: 1 ranks" in said and "NVIDIA H100 80GB HBM3: 7 ranks" in said
+    assert all(t.gpu == "NVIDIA H100 80GB HBM3" for t in log.tables)
+    assert not any("several GPU models" in w for w in parse_nccl_log(text, name="same.log").warnings)

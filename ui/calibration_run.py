@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +31,12 @@ UPLOAD_OF = {"gemm_csv": "cal.gemm", "attention_csv": "cal.attention", "grouped_
 USER_PREFIX = "user: "
 
 
+DEFAULT_SYSTEMS_DIR = Path.home() / ".simengine" / "systems"   # where the CLI looks for a saved system's name
+
+
 def systems_dir() -> Path:
     given = os.environ.get("SIMENGINE_SYSTEMS_DIR")
-    return Path(given) if given else Path.home() / ".simengine" / "systems"
+    return Path(given) if given else DEFAULT_SYSTEMS_DIR
 
 
 def user_systems() -> list[str]:
@@ -86,10 +90,36 @@ def run(gemm, nccl, attention, grouped, memory=None) -> None:
     if canon is None:
         st.session_state[RESULT_KEY] = json.dumps({"error": "Calibration produced an invalid system:  \n" + _issues_text(issues)})
         return
-    st.session_state[RESULT_KEY] = json.dumps({"system": canon, "summary": named(summary.model_dump(mode="json"), {
+    base = state.section_dict("system")
+    out = {"system": canon, "summary": named(summary.model_dump(mode="json"), {
         "efficiency.gemm_table": gemm, "efficiency.attention_table": attention,
         "efficiency.grouped_gemm_table": grouped, "efficiency.hbm": memory}),
-        "gemm_points": len(table), "files": [f.name[:200] for f in files]})
+        "gemm_points": len(table), "files": [f.name[:200] for f in files],
+        # what the calibration sets, against the system it calibrated: "Use" sets these alone on
+        # the scenario's system as it is then (edits made since stay), on the GPU it measured
+        "fields": changed_fields(base, canon), "gpu": str(base.get("gpu", {}).get("name", ""))}
+    if len(canon["efficiency"].get("gemm_table") or []) < len(table):
+        out["full_gemm_table"] = table   # a saved system keeps every measured point (the scenario a sample)
+    st.session_state[RESULT_KEY] = json.dumps(out)
+
+
+_TABLE_NO = re.compile(r"\btable \d+: ")
+MAX_WARNINGS = 50
+
+
+def warning_lines(warnings: list[str], limit: int = MAX_WARNINGS) -> list[str]:
+    """The calibration's warnings as the page lists them: the same warning about many tables once,
+    with their count ("duplicate of an earlier table" 7,300 times buried a GPU-mismatch warning
+    past the 50 shown), the rarest first, and a last line saying how many more there are."""
+    groups: dict[str, int] = {}
+    for w in warnings:
+        key = _TABLE_NO.sub("", w)
+        groups[key] = groups.get(key, 0) + 1
+    ordered = sorted(groups.items(), key=lambda kv: kv[1])   # stable: first-seen order among equals
+    lines = [w if n == 1 else f"{w} ({n:,} tables)" for w, n in ordered]
+    if len(lines) > limit:
+        lines = lines[:limit - 1] + [f"… and {len(lines) - limit + 1:,} more kinds of warning"]
+    return lines
 
 
 def upload_errors(key: str) -> list[str]:
@@ -114,12 +144,40 @@ def result() -> dict[str, Any] | None:
     return json.loads(text) if text else None
 
 
+def calibrated_system(res: dict[str, Any]) -> dict[str, Any] | str:
+    """The scenario's system as it is now with the calibration's fields set (``run``'s "fields":
+    the tables and efficiencies it fitted), or why it cannot be: the system's GPU is no longer the
+    one measured. The scenario may have changed since the calibration ran (another GPU count, a
+    preset): setting its whole calibrated system back undid those edits and called their effect
+    the calibration's."""
+    cur = state.section_dict("system")
+    gpu = str(cur.get("gpu", {}).get("name", ""))
+    if res.get("gpu") is not None and gpu != res["gpu"]:
+        return (f"This calibration measured {md(res['gpu'], 80)}; the scenario's system is now {md(gpu, 80)}. "
+                "Calibrate again with measurements of this GPU, or switch the System back.")
+    merged = json.loads(json.dumps(cur))
+    for field in res.get("fields", changed_fields(cur, res["system"])):
+        *head, last = field.split(".")
+        src, dst = res["system"], merged
+        for k in head:
+            src, dst = src[k], dst.setdefault(k, {})
+        dst[last] = src.get(last)
+    canon, issues = validate_section("system", merged)
+    if canon is None:
+        return "The calibrated system is not valid with the scenario's current system:  \n" + _issues_text(issues)
+    return canon
+
+
 def apply() -> None:
-    """Make the calibrated system the scenario's system."""
+    """Set the calibration's fields on the scenario's system (``calibrated_system``)."""
     res = result()
     if not res or "system" not in res:
         return
-    state.set_section("system", res["system"], "calibrated")
+    system = calibrated_system(res)
+    if isinstance(system, str):
+        state.notify("error", system, "cal")
+        return
+    state.set_section("system", system, "calibrated")
     state.sync_link()
     s = res["summary"]
     msg = f"Calibrated: {s['gemm_points']:,} GEMM point(s)"
@@ -127,10 +185,10 @@ def apply() -> None:
         used = [f for f in s["collective_fits"] if f["used"]]
         msg += f", {len(used)} collective fit(s) used of {len(s['collective_fits'])}"
     state.notify("success", msg + ".", "cal")
-    kept = len(res["system"]["efficiency"].get("gemm_table") or [])
+    kept = len(system["efficiency"].get("gemm_table") or [])
     if kept < res["gemm_points"]:
         state.notify("info", f"The sweep has {res['gemm_points']:,} GEMM points; the system keeps {kept:,} of them, "
-                             f"evenly spaced over the table (every {res['gemm_points'] / kept:.1f}th row), so the "
+                             f"evenly spaced over the table (about one row in {res['gemm_points'] / kept:.1f}), so the "
                              "scenario, its link and every estimate stay fast. Interpolation between the kept "
                              "shapes covers the rest.", "cal")
 
@@ -148,8 +206,11 @@ def save(name: str, replace: bool = False) -> None:
         state.notify("error", f"Not saved: a system named {md_code(name, 64)} is already saved on this server; "
                               "tick 'Replace the saved system of that name' to overwrite it, or choose another name.", "cal.save")
         return
+    data = json.loads(json.dumps(res["system"]))
+    if res.get("full_gemm_table"):   # the scenario keeps a sample; the saved system every measured point
+        data["efficiency"]["gemm_table"] = res["full_gemm_table"]
     try:
-        system = SystemSpec.model_validate({**res["system"], "name": name})
+        system = SystemSpec.model_validate({**data, "name": name})
         path = api.save_user_system(systems_dir(), name, system, res["summary"].get("provenance", ()))
     except ConfigError as e:
         state.notify("error", "Not saved:  \n" + _issues_text(e.issues), "cal.save")
@@ -157,9 +218,12 @@ def save(name: str, replace: bool = False) -> None:
     except ValueError as e:  # pydantic: a name longer than the schema allows
         state.notify("error", f"Not saved: {md(str(e).splitlines()[0], 200)}", "cal.save")
         return
+    # the CLI finds a saved system by name in ~/.simengine/systems only (it reads no environment
+    # variable): a studio saving elsewhere ($SIMENGINE_SYSTEMS_DIR) hints the file itself
+    cli = name if systems_dir() == DEFAULT_SYSTEMS_DIR else str(path)
     state.notify("success", f"Saved as {md_code(name, 64)} ({md(path.name, 80)}); pick it as "
                             f"'{USER_PREFIX}{md(name, 64)}' in the System editor's preset list or use "
-                            f"{md_code('--system ' + name, 80)} on the command line.", "cal.save")
+                            f"{md_code('--system ' + cli, 400)} on the command line.", "cal.save")
 
 
 EFFECT = (("step time [s]", "step_time_s", "{:,.4f}"), ("tokens/s", "tokens_per_s", "{:,.0f}"), ("MFU", "mfu", "{:.2%}"))
@@ -222,6 +286,6 @@ def extrapolation_note(cov: list[dict[str, Any]] | str) -> str:
     worst = [f"{k.replace('_', ' ')} {r['extrapolated']:.0f} %" for k, r in rows.items()
              if k != "total" and r["extrapolated"] >= 50][:4]
     return (f"{total['extrapolated']:.0f} % of this scenario's op time is priced beyond the measured shapes (clamped to "
-            f"the tables' edge{': ' + ', '.join(worst) if worst else ''}), so that much of the change above is an "
+            f"the tables' edge{': ' + ', '.join(worst) if worst else ''}), so that much of the calibrated pricing is an "
             "extrapolation. Measure the shapes this scenario runs before relying on it (coverage below).")
 

@@ -151,7 +151,7 @@ def glance(compact: bool = False) -> None:
           (f" vpp{s['vpp']}" if s["vpp"] > 1 else "") + (f" dp{s['dp']}" if s.get("dp") else "")
     lines = [
         f"**Model** {md(m['name'], NAME_CHARS)}{params}",
-        f"**System** {sy['num_gpus']:,} × {md(sy['gpu']['name'], NAME_CHARS)}",
+        f"**System** {sy['num_gpus']:,} × {md(sy['gpu']['name'], NAME_CHARS)}{measured_note(sy)}",
         f"**Strategy** {par} · {md(s['schedule'])} · {memory_knobs(s)} · gbs {s['global_batch_size']:,} × "
         f"{s['seq_len']:,} tokens · {md(s['dtype'])}",
     ]
@@ -166,6 +166,19 @@ def glance(compact: bool = False) -> None:
         # the Strategy editor lists them below its form: do not send its user to the page they are on
         where = "listed on this page" if st.session_state.get("ui.page") == "strategy" else "see the Strategy page"
         st.warning(f"{n}; {where}.", icon="⚠️")
+
+
+MEASURED_TABLES = (("gemm_table", "GEMM shapes"), ("grouped_gemm_table", "grouped-GEMM shapes"),
+                   ("attention_table", "attention shapes"), ("collective_table", "collective fits"))
+
+
+def measured_note(system: dict) -> str:
+    """" · calibrated: 30 GEMM shapes, 6 collective fits" after the system's GPU when its efficiencies carry
+    measured tables (a calibration used in the scenario, or a saved system): the estimate then
+    prices from them, and every page should say so ('' without any)."""
+    eff = system.get("efficiency") or {}
+    parts = [f"{len(eff[k]):,} {label}" for k, label in MEASURED_TABLES if eff.get(k)]
+    return f" · calibrated: {', '.join(parts)}" if parts else ""
 
 
 OVERLAP_FLAGS = SEARCH_FLAG_LABELS   # the overlap flags as the Search page's layout labels name them

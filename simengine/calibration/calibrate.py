@@ -187,7 +187,7 @@ def _gemm(system, gemm_csv, eff_update, summary, warnings, sources, prov) -> Non
                    gemm_rows_skipped=dict(load.skipped_dtypes))
     warnings.extend(load.notes)
     if load.skipped_dtypes:
-        warnings.append(f"GEMM rows of dtypes {sorted(load.skipped_dtypes)} skipped (simengine trains in bf16, fp8 or nvfp4)")
+        warnings.append(f"GEMM rows of dtype {', '.join(sorted(load.skipped_dtypes))} skipped (simengine trains in bf16, fp8 or nvfp4)")
     if load.points:
         eff_update["gemm_table"] = load.points
     sources.append(f"{load.format} GEMM table ({len(load.points)} shapes)")

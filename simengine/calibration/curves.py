@@ -2,8 +2,9 @@
 
 * GEMM: efficiency against FLOPs (2·b·m·n·k) of every measured point (evenly sampled to
   ``MAX_POINTS``), with the table's own interpolation at that point when the point is held out
-  (``provenance.gemm_holdout_error`` uses the same split), so a reader sees how well unmeasured
-  shapes are predicted.
+  (one in five, drawn at random as ``provenance.gemm_holdout_error`` draws its own: an evenly
+  spaced stride held out a grid's whole edge plane, an extrapolation shown as interpolation), so
+  a reader sees how well unmeasured shapes are predicted.
 * Collectives: per fitted nccl-tests table, measured busbw against message size and the alpha-beta
   line's busbw = size·factor / t_fit(size) (``fit.AlphaBetaFit.time_us``).
 * Attention: efficiency against sequence length per pass.
@@ -28,8 +29,10 @@ def _sample(rows: Sequence, limit: int = MAX_POINTS) -> list:
 def gemm_curve(points: Sequence) -> list[dict]:
     from .table import GemmIndex
 
+    from .provenance import holdout
+
     pts = _sample(points)
-    held = set(range(0, len(pts), 5)) if len(pts) >= 10 else set()
+    held = holdout(len(pts), len(pts)) if len(pts) >= 10 else set()   # drawn as the fit error's (provenance.holdout)
     index = GemmIndex([p for i, p in enumerate(pts) if i not in held]) if held else None
     out = []
     for i, p in enumerate(pts):

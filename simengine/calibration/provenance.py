@@ -44,6 +44,14 @@ def read_input(source: str | bytes | os.PathLike, field: str) -> tuple[str, str,
 GEMM_FIT_WARN = 0.20  # a held-out error above this is said in the calibration's warnings
 
 
+def holdout(count: int, n: int = HOLDOUT_POINTS) -> set[int]:
+    """Indices of the points held out of a table of ``count``: one in five at most (``n`` at
+    most), drawn at random with a fixed seed (deterministic). An evenly spaced stride aliases
+    with a grid's period: a stride of 5 over OpenXLA's table (five k values per (b, m, n)) held
+    out its whole k = 256 plane, so the "interpolation" it showed was an extrapolation."""
+    return set(random.Random(0).sample(range(count), min(n, count // 5)))
+
+
 def gemm_holdout_error(points: Sequence[GemmPoint], n: int = HOLDOUT_POINTS) -> float | None:
     """How well the table's interpolation (calibration/table.py) predicts the time of shapes it
     did not measure: up to ``n`` points (one in five at most, drawn with a fixed seed) are held out
@@ -60,10 +68,7 @@ def gemm_holdout_error(points: Sequence[GemmPoint], n: int = HOLDOUT_POINTS) -> 
     if len(points) > MAX_INDEX_POINTS:  # bound the time: an evenly spaced sample of the table
         stride = len(points) / MAX_INDEX_POINTS
         points = [points[int(i * stride)] for i in range(MAX_INDEX_POINTS)]
-    # one point in five at most, drawn at random with a fixed seed (deterministic): an evenly
-    # spaced stride aliases with a grid's period — a stride of 5 over OpenXLA's table (five k
-    # values per (b, m, n)) held out its whole k = 256 plane, so the "error" was an extrapolation
-    held = set(random.Random(0).sample(range(len(points)), min(n, len(points) // 5)))
+    held = holdout(len(points), n)
     index = GemmIndex([p for i, p in enumerate(points) if i not in held])
     err = weight = 0.0
     for i in held:

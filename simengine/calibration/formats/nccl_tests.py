@@ -135,8 +135,12 @@ def parse_nccl_log(
     if n_ranks is not None and not (isinstance(n_ranks, int) and 1 <= n_ranks <= 10_000_000):
         raise ConfigError([(FIELD, f"n_ranks must be a positive integer, got {n_ranks!r}")])
 
-    drafts, versions, nranks_info, last_devices, unparsed, gpu = _scan(text)
+    drafts, versions, nranks_info, last_devices, unparsed, models = _scan(text)
     warnings: list[str] = []
+    gpu = max(models, key=models.__getitem__) if models else ""   # the model most ranks report
+    if len(models) > 1:   # a run across GPU models: its bandwidths are its slowest ranks'
+        warnings.append("its ranks report several GPU models (" + ", ".join(f"{g}: {n} ranks" for g, n in models.items())
+                        + f"); its tables are labelled {gpu}, the model most ranks report, but the slowest sets their speed")
     if unparsed:
         warnings.append(f"{unparsed} line(s) looked like result rows but did not parse; ignored")
     tables: list[NcclTable] = []
@@ -159,7 +163,7 @@ def parse_nccl_log(
     return NcclLog(tuple(tables), name, versions.get("nccl"), versions.get("tests"), tuple(warnings))
 
 
-def _scan(text: str) -> tuple[list[_Draft], dict[str, str], int | None, dict[int, str], int, str]:
+def _scan(text: str) -> tuple[list[_Draft], dict[str, str], int | None, dict[int, str], int, dict[str, int]]:
     drafts: list[_Draft] = []
     coll: tuple[str, str] | None = None
     devices: dict[int, str] = {}
@@ -216,8 +220,8 @@ def _scan(text: str) -> tuple[list[_Draft], dict[str, str], int | None, dict[int
                 kind = kind_from_test_name(cmd.test or "") if cmd.test else None
                 if kind:
                     coll = (kind, "command")
-    gpu = max(set(gpus.values()), key=list(gpus.values()).count) if gpus else ""
-    return drafts, versions, nranks_info, dict(last_devices), unparsed, gpu
+    models = {g: list(gpus.values()).count(g) for g in sorted(set(gpus.values()))}   # GPU model → its ranks
+    return drafts, versions, nranks_info, dict(last_devices), unparsed, models
 
 
 def _join_continuations(lines: list[str]) -> list[str]:
