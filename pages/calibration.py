@@ -5,6 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from ui import calibration_charts as charts
+from ui import calibration_log as cal_log
 from ui import calibration_run as cal
 from ui import state
 from ui.layout import boot, page_link, show_notices
@@ -114,6 +115,24 @@ elif res:
         chart = build(list(curves.get(key, [])))
         if chart is not None:
             st.altair_chart(chart, width="stretch")
+
+st.divider()
+st.subheader("Check against a training log")
+st.caption("Upload the stdout of a Megatron-LM or torchtitan run of this scenario: its measured step time and memory "
+           "beside the prediction, where the gap can live, and optionally a refit of the compute efficiency to it "
+           "(fitted on half the steady iterations, checked on the rest). The CLI's `check-run` does the same.")
+lc = st.columns([3, 1, 1])
+log = lc[0].file_uploader("Training log (Megatron-LM or torchtitan stdout)", type=["log", "txt", "out"], key="cal.log")
+warm = lc[1].number_input("Warm-up iterations to skip", min_value=0, max_value=100_000, value=None, step=1,
+                          key="cal.log.warmup", placeholder="10 %", help="Empty: 10 % of the logged iterations, at least 1.")
+refit = lc[2].checkbox("Refit compute to it", key="cal.log.refit")
+st.button("Compare with the log", key="cal.log.run", on_click=cal_log.check, args=(log, warm, refit))
+show_notices("cal.log")
+got = cal_log.result()
+if got and "error" in got:
+    st.error(("" if not got.get("file") else md(got["file"], 200) + ": ") + md(got["error"], 600), icon="⚠️")
+elif got:
+    cal_log.show(got)
 
 st.divider()
 page_link("pages/system.py", "Edit the system's figures and tables on the System page", ":material/dns:")

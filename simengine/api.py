@@ -327,3 +327,22 @@ def allocated_limit_gib(memory_gib: float, non_torch_gib: float, allocator_overh
     from .fit import allocated_limit
 
     return allocated_limit(memory_gib, non_torch_gib, allocator_overhead, pools_gib)
+
+
+def check_run(config: dict[str, Any] | Scenario, log: str | bytes, warmup: int | None = None,
+              refit: bool = False) -> dict[str, Any]:
+    """A training log (Megatron-LM or torchtitan stdout, as text or bytes: never a path) against
+    ``config``'s estimate, as plain data: the measured and predicted step and memory, the parts of
+    the prediction with the scale each alone would need, the settings the log states that the
+    scenario contradicts, and with ``refit`` the compute-efficiency scale fitted on half the steady
+    iterations and checked on the rest, with the system it gives (simengine/checkrun/summary.py;
+    the CLI's ``check-run``). ConfigError for a log it cannot read or compare."""
+    from .checkrun.summary import check_run as _check_run
+
+    if not isinstance(log, (str, bytes)):
+        raise ConfigError([("log", f"expected the log's text or bytes, got {type(log).__name__}")])
+    if warmup is not None and (isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0):
+        raise ConfigError([("warmup", f"must be a non-negative whole number, got {warmup!r}")])
+    cfg = config.model_dump(mode="json") if isinstance(config, Scenario) else config
+    scenario_from(cfg)   # a scenario that is not valid is said as such, before the log is read
+    return _check_run(cfg, log, warmup, refit)

@@ -330,3 +330,49 @@ def test_every_page_says_the_system_is_calibrated(systems_dir):
     at.switch_page("pages/estimate.py").run()
     said = "\n".join(str(m.value) for m in at.sidebar.markdown)
     assert "calibrated: 30 GEMM shapes, 6 collective fits" in said, said
+
+
+LOGS = ROOT / "tests" / "data" / "logs"
+
+
+def test_a_training_log_is_compared_and_its_refit_used(systems_dir):
+    """The studio had no training-log check (the CLI's check-run only): upload a torchtitan log
+    of the scenario, read measured beside predicted, refit the compute efficiency and use it."""
+    from simengine import api
+    from simengine.presets import load_spec
+
+    at = open_cal()
+    cfg = {"model": load_spec("models", "llama3-8b").model_dump(mode="json"),
+           "system": {**load_spec("systems", "h100-sxm5-80gb").model_dump(mode="json"), "num_gpus": 8},
+           "strategy": load_spec("strategies", "llama3-8b-fsdp").model_dump(mode="json")}
+    for s in ("model", "system", "strategy"):
+        at.session_state[f"cfg.{s}"] = json.dumps(cfg[s])
+    at.run()
+    log = LOGS / "torchtitan_llama3_8b_8xh100.log"
+    at.file_uploader(key="cal.log").upload(log.name, log.read_bytes(), "text/plain")
+    at.checkbox(key="cal.log.refit").check()
+    at.run()
+    at.button(key="cal.log.run").click().run()
+    assert not at.exception and not at.error, texts(at.error)
+    want = api.check_run(cfg, log.read_bytes(), refit=True)
+    table = next(df.value for df in at.dataframe if "measured" in df.value.columns)
+    assert table.iloc[0]["measured"] == f"{want['measured_step_s']:,.4f}"
+    assert table.iloc[0]["predicted"] == f"{want['predicted_step_s']:,.4f}"
+    assert f"× {want['refit']['value']:.3f}" in texts(at.markdown)
+    at.button(key="cal.log.use").click().run()
+    system = json.loads(at.session_state["cfg.system"])
+    assert system["efficiency"]["gemm"] == pytest.approx(want["refit"]["system"]["efficiency"]["gemm"])
+    assert system["efficiency"]["gemm"] != cfg["system"]["efficiency"]["gemm"]
+    got = api.estimate({**cfg, "system": system}).step_time_s
+    assert got == pytest.approx(api.estimate({**cfg, "system": want["refit"]["system"]}).step_time_s, rel=1e-9)
+    assert "Compute efficiencies scaled by" in texts(at.success)
+
+
+def test_a_bad_training_log_is_said_with_its_name(systems_dir):
+    at = open_cal()
+    at.file_uploader(key="cal.log").upload("<b>x</b>.log", b"no iterations here\n", "text/plain")
+    at.run()
+    at.button(key="cal.log.run").click().run()
+    assert not at.exception
+    err = texts(at.error)
+    assert "no training iterations" in err and "<b>" not in err

@@ -125,7 +125,19 @@ def fit(scenario_json: str, report=None) -> dict[str, Any]:
         return _issues(e)
 
 
-TASKS = {"estimate": estimate, "timeline": timeline, "search": search, "fit": fit}
+def check_run(payload_json: str, report=None) -> dict[str, Any]:
+    """The Calibration page's training-log check (``ui.calibration_log``): ``payload_json`` holds
+    the scenario, the log's text, the warm-up and whether to refit (``api.check_run``)."""
+    try:
+        from simengine import api
+
+        p = json.loads(payload_json)
+        return {"ok": True, "result": api.check_run(p["scenario"], p["log"], p["warmup"], p["refit"])}
+    except Exception as e:  # noqa: BLE001 — every failure becomes a message on the page
+        return _issues(e)
+
+
+TASKS = {"estimate": estimate, "timeline": timeline, "search": search, "fit": fit, "check_run": check_run}
 CPU_S = {"search": SEARCH_CPU_S}  # per kind, else WORKER_CPU_S
 
 
