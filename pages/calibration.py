@@ -21,7 +21,7 @@ st.caption("Measure your GPUs with `python -m simengine.measure` (or bring nccl-
 def upload(label: str, key: str, types: list[str], many: bool = False):
     """A file uploader with the last calibration's messages about it right under it."""
     got = st.file_uploader(label, type=types, key=key, accept_multiple_files=many)
-    said = cal.upload_errors(key)
+    said = cal.upload_errors(key, got)
     if said:
         st.error("  \n".join(f"- {md(m, 300)}" for m in said[:12]), icon="⚠️")
     return got
@@ -62,9 +62,9 @@ elif res:
     # a new name clears the tick: 'Replace' answered for one saved system, not for the next one typed
     name = b.text_input("Save as (name)", key="cal.name", max_chars=64, placeholder="my-cluster",
                         on_change=lambda: st.session_state.update({"cal.replace": False}))
-    taken = bool(name) and name in cal.user_systems()   # a saved system is replaced only when the user says so
+    taken = bool(name.strip()) and name.strip() in cal.user_systems()   # a saved system is replaced only when the user says so
     replace = b.checkbox("Replace the saved system of that name", key="cal.replace", value=False) if taken else False
-    c.button("Save as a named system", key="cal.save", disabled=not name or (taken and not replace),
+    c.button("Save as a named system", key="cal.save", disabled=not name.strip() or (taken and not replace),
              on_click=lambda: cal.save(st.session_state.get("cal.name", ""), replace=bool(st.session_state.get("cal.replace"))),
              help="A name already saved on this server needs 'Replace the saved system' ticked." if taken else None)
     show_notices("cal.save")

@@ -218,6 +218,26 @@ def test_an_uploads_error_is_said_under_it_naming_its_file(systems_dir):
     assert "bad.csv" not in said
 
 
+def test_an_uploads_error_leaves_with_its_file(systems_dir):
+    """A refused file removed and a good one uploaded: "wrongcols.csv: missing column …" stayed
+    under the GEMM box until Calibrate was clicked again."""
+    at = open_cal()
+    at.file_uploader(key="cal.gemm").set_value(("wrongcols.csv", b"a,b,c\n1,2,3\n", "text/csv"))
+    at.run()
+    at.button(key="cal.run").click().run()
+    assert "wrongcols.csv" in texts(at.columns[0].error)
+    at.file_uploader(key="cal.gemm").set_value(("sweep.csv", gemm_csv(), "text/csv"))
+    at.run()
+    assert "wrongcols.csv" not in texts(at.columns[0].error)
+
+
+def test_spaces_around_a_saved_name_are_not_part_of_it(systems_dir):
+    at = calibrate(open_cal())
+    at.text_input(key="cal.name").input("  lab-b  ").run()
+    at.button(key="cal.save").click().run()
+    assert (systems_dir / "lab-b.json").is_file(), texts(at.error)
+
+
 def test_a_change_that_rests_on_extrapolation_says_so(systems_dir):
     """A sweep up to m = 1,536 priced every GEMM of the 8,192-token scenario from its edge, and the
     page showed the change (MFU 55 → 61 %) with no word that it was extrapolated. Now a warning

@@ -143,3 +143,17 @@ def test_synthetic_log_end_to_end():
 def test_fuzz_calibrate_only_config_error(gemm, log):
     with contextlib.suppress(ConfigError):
         calibrate(_h100(), gemm_csv=gemm + "\n", nccl_logs={"a.log": log + "\n"})
+
+
+def test_a_shape_measured_twice_at_different_efficiencies_is_warned_about():
+    """Two rows for 4096³ at 600 and 300 TFLOP/s were accepted without a word."""
+    from simengine.api import calibrate
+    from simengine.presets import load_spec
+
+    rows = ["m,n,k,dtype,efficiency"] + [f"{256 * 2 ** (i % 5)},{512 * 2 ** (i // 5)},1024,bf16,0.5" for i in range(20)]
+    text = "\n".join(rows + ["4096,4096,4096,bf16,0.6", "4096,4096,4096,bf16,0.3"]) + "\n"
+    _, summary = calibrate(load_spec("systems", "h100-sxm5-80gb"), gemm=text.encode())
+    said = " ".join(summary.warnings)
+    assert "1 GEMM shape(s) measured more than once" in said and "4096x4096x4096 bf16: 0.6, 0.3" in said
+    _, clean = calibrate(load_spec("systems", "h100-sxm5-80gb"), gemm="\n".join(rows).encode())
+    assert not any("more than once" in w for w in clean.warnings)

@@ -150,3 +150,12 @@ def test_fuzz_structured_csv(text, peak):
 @given(st.one_of(st.binary(max_size=1500), st.text(max_size=1500).map(lambda s: s + "\n")))
 def test_fuzz_random_input(data):
     _only_config_error(data, peak_tflops=900.0)
+
+
+def test_a_throughput_past_the_peak_is_said_in_tflops():
+    """A tflops column of 1,200 on a 989 TFLOP/s GPU read "efficiency 1.213 is outside [0.0001, 1]":
+    a number the user never wrote. It is said in what they wrote, against the peak."""
+    with pytest.raises(ConfigError) as e:
+        read_gemm_csv("m,n,k,tflops\n4096,4096,4096,1200\n", peak_tflops=989.4)
+    msg = str(e.value)
+    assert "1200 TFLOP/s achieved is 1.21× the system's bf16 peak of 989.4 TFLOP/s" in msg and "efficiency 1.2" not in msg

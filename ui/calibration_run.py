@@ -81,7 +81,9 @@ def run(gemm, nccl, attention, grouped, memory=None) -> None:
         rest = [(f, m) for f, m in e.issues if f not in UPLOAD_OF]
         st.session_state[RESULT_KEY] = json.dumps({"error": "Calibration failed:  \n" + _issues_text(rest) if rest else
                                                    "Calibration failed: see the message under the upload.",
-                                                   "by_upload": placed})
+                                                   "by_upload": placed, "uploaded": {
+                                                       **{k: upload_names(f) for k, f in one.items()},
+                                                       "cal.nccl": upload_names(nccl)}})
         return
     data = system.model_dump(mode="json")
     table = data["efficiency"].get("gemm_table") or []
@@ -122,11 +124,22 @@ def warning_lines(warnings: list[str], limit: int = MAX_WARNINGS) -> list[str]:
     return lines
 
 
-def upload_errors(key: str) -> list[str]:
+def upload_names(got) -> list[str]:
+    """The file names in an uploader's value (one file, several, or none)."""
+    files = got if isinstance(got, list) else [] if got is None else [got]
+    return [f.name[:200] for f in files]
+
+
+def upload_errors(key: str, got=None) -> list[str]:
     """The last calibration's messages about the upload ``key`` (shown under that upload, each
-    naming its file: the engine's field names, gemm_csv or nccl_log, mean nothing on the page)."""
-    res = result()
-    return [m for k, m in (res or {}).get("by_upload", []) if k == key]
+    naming its file: the engine's field names, gemm_csv or nccl_log, mean nothing on the page),
+    while the uploader still holds the files they were about (``got``, its value): a file removed
+    or replaced since takes its messages with it."""
+    res = result() or {}
+    then = res.get("uploaded", {}).get(key)
+    if then is not None and then != upload_names(got):
+        return []
+    return [m for k, m in res.get("by_upload", []) if k == key]
 
 
 def named(summary: dict[str, Any], uploads: dict[str, Any]) -> dict[str, Any]:
@@ -195,9 +208,11 @@ def apply() -> None:
 
 def save(name: str, replace: bool = False) -> None:
     """Save the calibrated system (with its provenance) as a named user system; an existing one
-    of that name (another session's, on a shared server) only with ``replace``."""
+    of that name (another session's, on a shared server) only with ``replace``. Spaces around the
+    name are not part of it."""
     from simengine.config import SystemSpec
 
+    name = name.strip()
     res = result()
     if not res or "system" not in res:
         state.notify("error", "Calibrate first, then save.", "cal.save")

@@ -169,6 +169,22 @@ def _log_items(logs: LogsLike) -> list[tuple[str, Source]]:
     return out
 
 
+def _repeated_shapes(points) -> str:
+    """A warning when the sweep measured one shape more than once at different efficiencies (two
+    runs of a sweep concatenated, a noisy rerun): the table keeps both and its interpolation reads
+    whichever it meets, so the user should know; '' otherwise."""
+    seen: dict[tuple, list[float]] = {}
+    for p in points:
+        seen.setdefault((p.m, p.n, p.k, p.b, p.dtype, p.layout), []).append(p.efficiency)
+    differ = {k: v for k, v in seen.items() if len(v) > 1 and max(v) > min(v) * (1 + 1e-6)}
+    if not differ:
+        return ""
+    (m, n, k, b, dtype, _), effs = next(iter(differ.items()))
+    return (f"{len(differ):,} GEMM shape(s) measured more than once at different efficiencies (e.g. {m}x{n}x{k}"
+            f"{f' b{b}' if b > 1 else ''} {dtype}: {', '.join(f'{e:.3g}' for e in effs[:4])}); each measurement is kept, "
+            "so shapes near them are priced from whichever the interpolation meets: keep one run of the sweep")
+
+
 def _gemm(system, gemm_csv, eff_update, summary, warnings, sources, prov) -> None:
     text, name, digest = read_input(gemm_csv, "gemm_csv")
     load = load_gemm_csv(text, peak_tflops=system.gpu.peak_tflops, dtypes=TRAINING_DTYPES)
@@ -183,6 +199,8 @@ def _gemm(system, gemm_csv, eff_update, summary, warnings, sources, prov) -> Non
     by_dtype: dict[str, int] = {}
     for p in load.points:
         by_dtype[p.dtype] = by_dtype.get(p.dtype, 0) + 1
+    if (dup := _repeated_shapes(load.points)):
+        warnings.append(dup)
     summary.update(gemm_format=load.format, gemm_points=len(load.points), gemm_points_by_dtype=by_dtype,
                    gemm_rows_skipped=dict(load.skipped_dtypes))
     warnings.extend(load.notes)

@@ -128,7 +128,12 @@ def _efficiency(key, value, dtype, m, n, k, b, peaks, cells, cols, header, line,
                     else 2.0 * b * m * n * k / (value * _TO_SECONDS[key]) * 1e-12)
         eff = achieved / peaks[dtype]
     if not MIN_EFFICIENCY <= eff <= MAX_EFFICIENCY:
-        hint = " (a percentage? name the column efficiency_pct)" if key == "efficiency" and 1 < eff <= 100 else ""
-        issues.add(line, col, f"efficiency {eff:.4g} is outside [{MIN_EFFICIENCY:g}, {MAX_EFFICIENCY:g}]{hint}")
+        if key in ("efficiency", "efficiency_pct"):
+            hint = " (a percentage? name the column efficiency_pct)" if key == "efficiency" and 1 < eff <= 100 else ""
+            issues.add(line, col, f"efficiency {eff:.4g} is outside [{MIN_EFFICIENCY:g}, {MAX_EFFICIENCY:g}]{hint}")
+        else:   # said in what the user wrote: achieved TFLOP/s against the system's peak
+            issues.add(line, col, f"{achieved:.4g} TFLOP/s achieved is {eff:.3g}× the system's {dtype} peak of "
+                                  f"{peaks[dtype]:g} TFLOP/s (a GEMM reaches at most the peak: another GPU's sweep, "
+                                  "or a time in other units?)")
         return None
     return eff
