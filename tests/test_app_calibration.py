@@ -388,6 +388,20 @@ def test_a_training_log_is_compared_and_its_refit_used(systems_dir):
     assert "Compute efficiencies scaled by" in texts(at.success)
 
 
+def test_a_refit_of_a_log_the_scenario_contradicts_cannot_be_used(systems_dir):
+    """The Mixtral log states 16 GPUs at tp 4; on the small preset (8 GPUs, tp 2) its refit would
+    fold that difference into the compute efficiency: it is shown, not offered for use."""
+    at = open_cal()
+    log = LOGS / "megatron_mixtral8x7b_16xh100.log"
+    at.file_uploader(key="cal.log").upload(log.name, log.read_bytes(), "text/plain")
+    at.checkbox(key="cal.log.refit").check()
+    at.run()
+    at.button(key="cal.log.run").click().run()
+    assert not at.exception
+    assert "The log states world_size = 16" in texts(at.warning)
+    assert at.button(key="cal.log.use").disabled and "The log contradicts the scenario" in texts(at.caption)
+
+
 def test_a_bad_training_log_is_said_with_its_name(systems_dir):
     at = open_cal()
     at.file_uploader(key="cal.log").upload("<b>x</b>.log", b"no iterations here\n", "text/plain")

@@ -18,7 +18,7 @@ import streamlit as st
 from . import state
 from .calibration_run import calibrated_system, changed_fields
 from .tables import MAX_CAL_BYTES
-from .text import md
+from .text import md, sentence_start
 
 LOG_KEY = "cal.log.result"
 PARTS = {"forward_compute": "forward compute", "backward_compute": "backward compute", "recompute": "recompute",
@@ -117,7 +117,7 @@ def show(r: dict[str, Any]) -> None:
     st.caption(f"{md(r['file'], 200)}: {r['framework']}, {r['iterations']:,} iterations logged, {r['skipped']:,} skipped "
                f"as warm-up, {r['used']:,} used (spread {r['spread']:.1%}).")
     for w in r["mismatches"]:
-        st.warning(f"{md(w, 300)}: the comparison is not of the logged run.", icon="⚠️")
+        st.warning(f"{sentence_start(md(w, 300))}: the comparison is not of the logged run.", icon="⚠️")
     st.dataframe(pd.DataFrame(compare_rows(r)), hide_index=True, width="content",
                  column_config={"error [%]": st.column_config.NumberColumn(format="%+.2f", help="predicted / measured − 1")})
     st.dataframe(pd.DataFrame(breakdown_rows(r)), hide_index=True, width="content",
@@ -130,6 +130,11 @@ def show(r: dict[str, Any]) -> None:
                     f"iterations (error {fit['fit_error']:+.2%}); on the held-out {md(fit['holdout'], 80)} the error is "
                     f"{fit['holdout_error']:+.2%}.")
         use = calibrated_system(fit["use"])
+        if r["mismatches"] and not isinstance(use, str):   # a refit would absorb what differs into compute
+            use = ("The log contradicts the scenario (above): the refit would put the difference into the compute "
+                   "efficiency. Make the scenario the logged run's, then compare again.")
         st.button("Use the refit system in this scenario", key="cal.log.use", on_click=use_refit,
                   disabled=isinstance(use, str), help=use if isinstance(use, str) else
                   "Scales every compute efficiency (GEMM, attention, grouped GEMM and their tables) of the scenario's system.")
+        if isinstance(use, str):
+            st.caption(md(use, 300))
