@@ -92,7 +92,9 @@ def test_tensorwise_tp_casts_the_shard_once_and_gathers_fp8(framework, first, am
                                                  "fp8-transpose:dgrad:proj": 2.0 * dy.m * dy.k}
     ag = {op.name: op.bytes for op in f8.fwd + f8.bwd if isinstance(op, Collective) and op.kind == "all_gather"}
     ag_bf = {op.name: op.bytes for op in bf.fwd + bf.bwd if isinstance(op, Collective) and op.kind == "all_gather"}
-    assert ag == {k: v / 2 for k, v in ag_bf.items()} and len(ag) == 3
+    # Megatron re-gathers the input for the wgrad; a DTensor stack saves (or recomputes) the gathered
+    # input and gathers once (workload/builder.py ``_regather``)
+    assert ag == {k: v / 2 for k, v in ag_bf.items()} and len(ag) == (3 if framework == "megatron-te" else 2)
 
 
 def test_datacenter_blackwell_needs_no_transpose_of_the_gathered_fp8_copy():
@@ -126,7 +128,8 @@ def test_the_lm_head_stays_bf16_under_either_recipe():
         head = _blocks(tp=8, recipe=recipe)["head"]
         assert not [op for op in head.fwd + head.bwd + head.wgt if isinstance(op, Memory) and "lm_head" in op.name]
         gathers = [op for op in head.fwd if isinstance(op, Collective) and op.name == "ag:lm_head"]
-        assert all(op.decomposable for op in gathers)
+        bf16 = [op for op in _blocks(tp=8, dtype="bf16")["head"].fwd if isinstance(op, Collective) and op.name == "ag:lm_head"]
+        assert gathers and [op.bytes for op in gathers] == [op.bytes for op in bf16]   # gathers bf16
 
 
 @pytest.mark.parametrize("tp", [1, 8])

@@ -29,7 +29,10 @@ intermediates = 4 B), read + write, counted from the op sequence of each impleme
 - ``torch-compile`` — the same model with ``torch.compile`` per TransformerBlock
   (``apply_compile``, fullgraph): Inductor fuses each norm, the SiLU·mul and the RoPE casts into
   one generated kernel each (the fused byte counts); GEMMs stay separate, attention stays SDPA,
-  async TP (micro-pipelined symmetric-memory TP) becomes available; optimizer as eager.
+  async TP (micro-pipelined symmetric-memory TP, ``Stack.tp_overlap_impl``) becomes available
+  inside the compiled TransformerBlocks; optimizer as eager. Both torch stacks run TP through
+  DTensor on the sequence dim (``Stack.dtensor_tp``: a cat copy per collective, no backward
+  re-gather; workload/builder.py ``_torch_tp``).
 - ``deepspeed`` — DeepSpeed with Megatron-DeepSpeed's model code (deepspeedai/Megatron-DeepSpeed:
   apex ``MixedFusedRMSNorm``/``FusedLayerNorm``, fused bias-GeLU / SwiGLU, fused QKV and
   ``dense_h_to_4h``), ``flash_attn`` v2 when flash attention is on, DeepSpeed ``FusedAdam``
@@ -94,6 +97,13 @@ class Stack:
     # uses (torch/distributed/tensor/experimental/_attention.py; workload/layers.py ``_torch_cp``),
     # eager (its collectives overlap the next kernel) or traced by torch.compile (waited at once)
     cp_impl: Literal["te", "torch-eager", "torch-compiled"] = "te"
+    # tensor parallelism: how tp_comm_overlap decomposes a TP collective with its GEMMs —
+    # TransformerEngine's userbuffers, or PyTorch's async TP (Inductor's micro-pipeline pass and
+    # the symmetric-memory fused ops: cost/phase.py ``_symm_mem``) — and whether TP runs through
+    # DTensor with sequence parallelism on the sequence dim (``Shard(1)``, torchtitan
+    # ``parallelize_llama.py``), whose collectives copy the buffer once more (``Collective.cat_copy``)
+    tp_overlap_impl: Literal["userbuffers", "symm_mem"] = "userbuffers"
+    dtensor_tp: bool = False
 
 
 # Fused kernels: norm reads x and writes y (2+2 B), bwd reads x, dy and writes dx (6 B);
@@ -123,11 +133,11 @@ FRAMEWORKS: dict[str, Stack] = {
     "torch-native": Stack("torch-native", _EAGER_NORM, _EAGER_SWIGLU, _FUSED_GELU, _EAGER_ROPE,
                           False, False, "sdpa", False, "fsdp2", "foreach", False, False,
                           "torchtitan eager: unfused norms/SwiGLU/RoPE, separate q/k/v and w1/w3 GEMMs, SDPA, foreach AdamW, "
-                          "per-op selective AC", selective_ac="op", cp_impl="torch-eager"),
+                          "per-op selective AC", selective_ac="op", cp_impl="torch-eager", dtensor_tp=True),
     "torch-compile": Stack("torch-compile", _FUSED_NORM, _FUSED_SWIGLU, _FUSED_GELU, _FUSED_ROPE,
                            False, False, "sdpa", True, "fsdp2", "foreach", False, False,
                            "the same with torch.compile fusing the pointwise ops", selective_ac="op", cp_impl="torch-compiled",
-                           squared_relu=_SQRELU_FUSED),
+                           squared_relu=_SQRELU_FUSED, tp_overlap_impl="symm_mem", dtensor_tp=True),
     "deepspeed": Stack("deepspeed", _FUSED_NORM, _FUSED_SWIGLU, _FUSED_GELU, _FUSED_ROPE,
                        True, True, "flash2", False, "zero3", "fused", False, True,
                        "Megatron-DeepSpeed kernels, flash-attention-2, no TP overlap"),

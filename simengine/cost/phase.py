@@ -4,7 +4,9 @@ Cost decides no overlap. It records, for each collective, what it may run beside
 async backward all-gather/reduce-scatter is launched next to a GEMM (``overlap_with=<gemm>``),
 and with ``tp_comm_overlap`` (TE userbuffers, Wang et al. 2022 "Overlap communication with
 dependent computation via decomposition") every TP collective is decomposed with its
-neighbouring GEMM. An async NCCL kernel only runs beside a GEMM when the GEMM leaves SMs free
+neighbouring GEMM — on the torch-compile stack, PyTorch's async TP, whose fused ops decompose only
+the collectives Inductor's pattern matches and add work of their own (``_symm_mem``); a DTensor
+collective along the sequence dim adds its ``aten.cat`` copy (``Collective.cat_copy``). An async NCCL kernel only runs beside a GEMM when the GEMM leaves SMs free
 (``Efficiency.async_overlap``: 0 for persistent Hopper/Blackwell GEMMs); userbuffers reserve SMs
 (share 1). How much hides, and what the contention costs, the simulator decides
 (``simengine/sim/overlap.py``).
@@ -12,6 +14,7 @@ neighbouring GEMM. An async NCCL kernel only runs beside a GEMM when the GEMM le
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 from ..workload.ops import Attention, Collective, Gemm, GroupedGemm, Memory, Op
@@ -55,7 +58,10 @@ class PhaseCost:
         return tuple((k, s, w, sh, n) for (k, s, w, sh), n in sorted(self.comm.items()) if n > 0)
 
 
-def price_ops(ops: list[Op], cm: ComputeModel, comm: CommModel, tp_overlap: bool = False) -> PhaseCost:
+def price_ops(ops: list[Op], cm: ComputeModel, comm: CommModel, tp_overlap: bool = False,
+              in_backward: bool = False) -> PhaseCost:
+    """The ops' compute and communication tasks. ``in_backward``: a recompute's forward ops, run
+    in the backward graph (async TP's gathers there: ``_symm_mem``)."""
     pc = PhaseCost()
     gemm_t: dict[str, float] = {}
     pending: list[Collective] = []
@@ -80,20 +86,101 @@ def price_ops(ops: list[Op], cm: ComputeModel, comm: CommModel, tp_overlap: bool
     async_share = cm.eff.async_overlap
     for c in pending:
         t = collective_time(comm, c)  # expert all-to-alls per network tier (moe_comm.py)
+        overlap = tp_overlap
+        if tp_overlap and c.overlap_impl == "symm_mem":
+            window, extra = _symm_mem(ops, c, gemm_t, cm, in_backward)
+            if window > 0.0:   # fused (no cat copy: the fused op takes the split/cat pattern in)
+                pc.compute_s += extra
+                pc.kernels += 1
+                pc.add_comm(COMM_KIND[c.group], t, window)
+                continue
+            overlap = False    # not fused: a plain NCCL collective, as without overlap
+        if c.cat_copy:   # DTensor's all-gather / reduce-scatter along the sequence dim
+            # a copy kernel in line with its collective (nothing to hide it behind), counted with
+            # the TP communication it serves: what a bound that drops the TP term drops with it
+            # (search/prune.py ``memory_and_bound``)
+            pc.add_comm(COMM_KIND[c.group], cat_seconds(c, cm))
+            pc.kernels += 1
         partner = c.overlap_with
         share = 1.0
         if partner.startswith(("fwd:", "dgrad:", "wgrad:")):
-            share = 1.0 if (tp_overlap and c.group == "tp" and c.decomposable) else async_share
+            share = 1.0 if (overlap and c.group == "tp" and c.decomposable) else async_share
             if c.group == "ep":
                 # the shared expert beside the token all-to-all runs with CUDA_DEVICE_MAX_CONNECTIONS > 1
                 # (token_dispatcher.py: "overlapped with dispatch A2A when CUDA_DEVICE_MAX_CONNECTIONS>1"):
                 # both kernels really run at once, sharing the SMs (the contention of sim/overlap.py).
                 # async_share is for TE's async TP collectives under CUDA_DEVICE_MAX_CONNECTIONS=1.
                 share = 1.0
-        if not partner and tp_overlap and c.group == "tp" and c.decomposable:
+        if not partner and overlap and c.group == "tp" and c.decomposable:
             partner = _neighbour_gemm(ops, c)
         pc.add_comm(COMM_KIND[c.group], t, gemm_t.get(partner, 0.0), share)
     return pc
+
+
+def cat_seconds(c: Collective, cm: ComputeModel) -> float:
+    """The ``aten.cat`` copy of a DTensor collective along the sequence dim (``Collective.cat_copy``):
+    read and write the whole (gathered / unreduced) buffer."""
+    return 2.0 * c.bytes / cm.hbm + cm.overhead
+
+
+# ATen's ``torch.sum`` over the tp partials of ``fused_matmul_reduce_scatter`` against a streaming
+# kernel moving the same bytes: "On these shapes it reaches 23-43% of HBM peak against the Triton
+# kernel's 82-88%, at identical DRAM traffic, because ATen's `reduce_kernel` is instruction-bound:
+# for a reduction of extent 2-8 ..." (pytorch/pytorch#191803, which replaces it): the midpoints,
+# 0.33 / 0.85, applied to the system's memory-bound efficiency (``Efficiency.hbm``)
+ATEN_SMALL_REDUCE = 0.33 / 0.85
+
+
+def _symm_mem(ops: list[Op], c: Collective, gemm_t: dict[str, float], cm: ComputeModel,
+              in_backward: bool) -> tuple[float, float]:
+    """(compute window, extra compute seconds on the compute stream) of a TP collective under
+    PyTorch's async TP; (0, 0) when it is not fused. Read off Inductor's micro-pipeline pass
+    (torch/_inductor/fx_passes/micro_pipeline_tp.py) and the fused ops it inserts
+    (torch/distributed/_symmetric_memory/__init__.py):
+
+    - what it fuses with: an all-gather with *every* matmul reading the gathered tensor as its left
+      operand (``fuse_all_gather_matmul`` → ``_find_consumer_matmuls``: one
+      ``fused_all_gather_matmul`` for wq, wk and wv — the GEMMs right after it here, so a per-op
+      SAC recompute's gather fuses with the matmul it re-runs), a row-parallel output gradient's
+      gather with its dgrad, a reduce-scatter with its single producer matmul (``_find_producer_matmul``:
+      the forward GEMM; a backward one's dgrad). A gather read only by a wgrad (the input
+      transposed: not a left operand) and an all-reduce (no pattern) are not fused.
+    - the window: the operand is split in ``tp`` chunks, one per rank; the all-gather's last
+      chunk's matmuls and the reduce-scatter's first chunk's run with no copy beside them
+      (``_pipelined_multi_all_gather_and_consume``, ``_pipelined_produce_and_all2all``), so
+      (tp − 1)/tp of the fused GEMMs' time hides the copies (which run on copy engines: ``copy_``
+      of peer buffers, no SMs taken — the contention of sim/overlap.py still applies).
+    - what it adds: the all-gather first copies the local shard into the symmetric buffer behind a
+      barrier, not overlapped ("we are giving up the chance to overlap 'mv' and 'b' with the first
+      shard_consumer": read + write of the shard); the reduce-scatter ends with a ``torch.sum``
+      over the tp partials after the pipeline (``_fused_matmul_reduce_scatter_impl``
+      ``reduce_fn(stacked_partials...)``), reading the whole unreduced output and writing the
+      shard at ``ATEN_SMALL_REDUCE`` of a streaming kernel's bandwidth. And the gathered tensor
+      comes back sequence-major (``_fused_all_gather_matmul_impl``: the gather dim moved to the
+      front, ``unflatten`` a strided view), so where a wgrad reads it as [batch·seq, h] rows —
+      in the backward graph: the recompute's gather, the output gradient's — a batch > 1 makes that
+      reshape a copy of the gathered buffer (``Collective.seq_major``): the cat it saved.
+    """
+    tp = max(c.size, 1)
+    if not c.decomposable or c.kind not in ("all_gather", "reduce_scatter") or c.overlap_with.startswith("dgrad:"):
+        return 0.0, 0.0
+    suffix = c.name.split(":", 1)[-1]
+    if c.kind == "all_gather" and c.name.startswith("ag:"):
+        at = next((i for i, o in enumerate(ops) if o is c), -1)
+        names = [o.name for o in itertools.takewhile(lambda o: isinstance(o, Gemm) and o.name.startswith("fwd:"),
+                                                      ops[at + 1:])] if at >= 0 else []
+    else:
+        names = [("fwd:" if c.name.startswith("rs:") else "dgrad:") + suffix]
+    g = sum(gemm_t.get(n, 0.0) for n in names)
+    if g <= 0.0:
+        return 0.0, 0.0
+    if c.kind == "all_gather":
+        extra = 2.0 * c.bytes / tp / cm.hbm + cm.overhead
+        if c.seq_major and (in_backward or c.name.startswith("ag-bwd:")):
+            extra += cat_seconds(c, cm)
+    else:
+        extra = (c.bytes + c.bytes / tp) / (cm.hbm * ATEN_SMALL_REDUCE) + cm.overhead
+    return g * (tp - 1) / tp, extra
 
 
 def _neighbour_gemm(ops: list[Op], c: Collective) -> str:

@@ -120,6 +120,9 @@ class _Priced:
     core: tuple[Attention, ...]    # the attention core kernels of a full-attention layer (CP ring: one per step)
     core_w: tuple[Attention, ...]  # ... of a sliding-window layer (empty = no windowed layers)
     rc_blocks: dict[str, PhaseCost]  # per block, the forward it re-runs under selective recompute_modules
+    # per block, its forward as full recompute re-runs it in the backward graph, where it prices
+    # differently from the forward (async TP's gathers: cost/phase.py ``_symm_mem``); else ``costs``
+    rc_full: dict[str, PhaseCost] | None = None
 
 
 def _sac_kept(st, fwd, first_mm: int = 1) -> list:
@@ -154,17 +157,20 @@ def _priced(sc: Scenario, wl: Workload) -> _Priced:
             ops = op_sac(fwd, first.get(key, 1))[0] if sac and key != "moe" else \
                 recomputed_ops(key, fwd, st.recompute_modules, m.attention == "mla")
             if ops:
-                rc_blocks[key] = price_ops(ops, cm, comm, st.tp_comm_overlap)
+                rc_blocks[key] = price_ops(ops, cm, comm, st.tp_comm_overlap, in_backward=True)
     att = attention_activations(d, m)
     mlp = mlp_activations(d, d.ffn) if "mlp" in wl.blocks else None
     if sac:   # what torchtitan's per-op selective AC drops: all but the block input and the kept outputs
         att = replace(att, op_sac=max(att.saved - layer_input(d) - kept_outputs(_sac_kept(st, wl.blocks["attn"].fwd)), 0.0))
         if mlp is not None:
             mlp = replace(mlp, op_sac=max(mlp.saved - kept_outputs(_sac_kept(st, wl.blocks["mlp"].fwd, first["mlp"])), 0.0))
+    rc_full = None
+    if st.recompute == "full" and st.tp_comm_overlap and d.tp > 1 and d.stack.tp_overlap_impl == "symm_mem":
+        rc_full = {k: price_ops(ph.fwd, cm, comm, True, in_backward=True) for k, ph in wl.blocks.items()}
     return _Priced(sc, cm, comm, d, _block_costs(wl, cm, comm, st.tp_comm_overlap, sc.system), att, mlp,
                    moe_activations(d, m) if "moe" in wl.blocks else None,
                    head_activations(d, st.fused_cross_entropy, head_ce(sc)),
-                   mamba_activations(d, m) if "mamba" in wl.blocks else None, core, core_w, rc_blocks)
+                   mamba_activations(d, m) if "mamba" in wl.blocks else None, core, core_w, rc_blocks, rc_full)
 
 
 def head_ce(sc: Scenario) -> str:
@@ -340,7 +346,7 @@ def _recompute_cost(p: _Priced, cw: ChunkWork, n_rc: int) -> PhaseCost:
         share = n_rc / max(n_layers, 1)
         for key, n in _layer_blocks(cw):
             if n:
-                rc.add(p.costs[key][0], n * share)
+                rc.add(p.rc_full[key] if p.rc_full else p.costs[key][0], n * share)
     elif p.sc.strategy.recompute == "selective":
         # (torchtitan's per-op selective AC keeps SDPA's output: the attention core is not re-run)
         if "core_attn" in p.sc.strategy.recompute_modules and not op_sac_stack(p.sc):

@@ -18,6 +18,7 @@ from .partition import layer_ranges
 from .lora import frozen
 from .mamba import mamba_block
 from .fp8_recipes import add_fp8_ops
+from .ops import Collective
 from .phases import Phases, add_grad_accumulation
 from .window import window_attention_block, windowed_layers
 
@@ -86,7 +87,7 @@ def block_phases(d: Dims, m: ModelSpec, cp_comm_type: str, fused_cross_entropy: 
     if m.num_mamba_layers:
         blocks["mamba"] = _block("mamba", dense, m, None)
     if m.is_moe:
-        blocks["moe"] = _finished(moe_block(d, m, moe_dispatcher, moe_shared_expert_overlap), d)
+        blocks["moe"] = _torch_tp(_finished(moe_block(d, m, moe_dispatcher, moe_shared_expert_overlap), d), d, "moe")
     if m.mtp_layers:
         blocks["mtp"] = _block("mtp", dense, m, None)
     if m.full_attention_interval:  # mixed pattern (GPT-OSS): windowed layers get their own block
@@ -119,7 +120,7 @@ def _build_block(kind: str, d: Dims, m: ModelSpec, arg) -> Phases:
         ph = mtp_projection(d)
     if d.lora:
         ph = frozen(ph, d)  # LoRA: base weights frozen, adapters on the targets (workload/lora.py)
-    return _finished(ph, d)
+    return _torch_tp(_finished(ph, d), d, kind)
 
 
 _block = config_cache(_build_block, 1024)   # a search's dense blocks: one per (tp, cp, micro-batch, …)
@@ -134,6 +135,51 @@ def _finished(ph: Phases, d: Dims) -> Phases:
     if d.grad_accum_bytes:
         add_grad_accumulation(ph, d.grad_accum_bytes)
     return ph
+
+
+# blocks torchtitan runs outside torch.compile: ``apply_compile`` compiles each TransformerBlock
+# and nothing else (torchtitan/models/llama3/parallelize_llama.py at 820504e, the 2025-06 async-TP
+# page's commit; components/loss.py compiles the loss function alone), so the embedding's and the
+# output projection's TP collectives stay eager NCCL collectives that no Inductor pass can fuse
+_EAGER_BLOCKS = ("embed", "head")
+
+
+def _torch_tp(ph: Phases, d: Dims, kind: str) -> Phases:
+    """TP collectives as the DTensor stacks run them (``Stack.dtensor_tp``): no backward re-gather
+    (``_regather``), each sequence-parallel all-gather and reduce-scatter with its ``aten.cat``
+    copy (``Collective.cat_copy``); and where TP overlap is async TP (``Stack.tp_overlap_impl``
+    "symm_mem", torchtitan's ``enable_async_tensor_parallel``), which Inductor's post-grad
+    ``micro_pipeline_tp_pass`` (torch/_inductor/fx_passes/micro_pipeline_tp.py) applies to every
+    compiled graph, forward and backward, their decomposition as symmetric-memory fused ops
+    (``Collective.overlap_impl``, priced in cost/phase.py ``_symm_mem``) — none in the blocks
+    outside the compiled TransformerBlocks (``_EAGER_BLOCKS``)."""
+    if not d.stack.dtensor_tp or d.tp <= 1:
+        return ph
+    symm = d.stack.tp_overlap_impl == "symm_mem"
+    eager = kind in _EAGER_BLOCKS
+    for ops in (ph.fwd, ph.bwd, ph.wgt):
+        ops[:] = [_dtensor(op, symm, eager, d.b > 1) if isinstance(op, Collective) and op.group == "tp" else op
+                  for op in ops if not _regather(op)]
+    return ph
+
+
+def _dtensor(op: Collective, symm: bool, eager: bool, batched: bool) -> Collective:
+    cat = op.kind in ("all_gather", "reduce_scatter")
+    if symm and not eager:
+        return replace(op, cat_copy=cat, overlap_impl="symm_mem", seq_major=batched and op.kind == "all_gather")
+    return replace(op, cat_copy=cat, decomposable=op.decomposable and not symm)
+
+
+def _regather(op) -> bool:
+    """Megatron's backward re-gather of a column-parallel input for its wgrad (workload/phases.py
+    ``column_linear``: ``ag-bwd:<name>`` beside the dgrad), which a DTensor stack never runs: the
+    all-gather is its own autograd op (``PrepareModuleInput`` / ``ColwiseParallel`` redistribute
+    Shard(1) → Replicate, torch/distributed/tensor/parallel/style.py) whose output the linear saves
+    for its wgrad, so backward reads the saved gathered input — or, under activation
+    checkpointing, the one the recompute gathers again (the recompute's ``ag:`` op, counted there:
+    workload/recompute.py ``op_sac`` re-runs the SP all-gathers, full recompute the whole forward)."""
+    return (isinstance(op, Collective) and op.group == "tp" and op.kind == "all_gather"
+            and op.name.startswith("ag-bwd:") and op.overlap_with == "dgrad:" + op.name.split(":", 1)[1])
 
 
 def place_layers(sc: Scenario) -> tuple[tuple[ChunkWork, ...], ...]:

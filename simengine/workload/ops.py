@@ -159,6 +159,26 @@ class Collective:
     # torch/_inductor/fx_passes/micro_pipeline_tp.py ``fuse_matmul_reduce_scatter`` →
     # ``_find_producer_matmul``, which gives up on anything but mm / reshape-mm-reshape)
     decomposable: bool = True
+    # how ``tp_comm_overlap`` decomposes it (cost/phase.py): "userbuffers" (TransformerEngine: the
+    # layer's own GEMM split with its collective) or "symm_mem" (PyTorch async TP: Inductor's
+    # micro-pipeline pass replaces it with a symmetric-memory fused op,
+    # torch/distributed/_symmetric_memory/__init__.py ``fused_all_gather_matmul`` /
+    # ``fused_matmul_reduce_scatter``; set on the torch-compile stack's compiled blocks,
+    # workload/builder.py ``_torch_tp``)
+    overlap_impl: Literal["userbuffers", "symm_mem"] = "userbuffers"
+    # an ``aten.cat`` copy of the whole buffer on the compute stream beside it: PyTorch's functional
+    # collectives gather and scatter along dim 0 only, so a DTensor all-gather along the sequence
+    # dim (torchtitan's ``Shard(1)``) is followed by ``torch.cat(torch.chunk(res, group_size, dim=0),
+    # dim=gather_dim)`` and a reduce-scatter preceded by ``torch.cat(torch.chunk(self, group_size,
+    # dim=scatter_dim))`` (torch/distributed/_functional_collectives.py ``all_gather_tensor``,
+    # ``reduce_scatter_tensor``): "incurs an extra `aten.cat` after each collective"
+    # (pytorch/torchtitan#437). Read + write of ``bytes``; none where async TP fuses it (the fused op
+    # takes the split/cat pattern in: micro_pipeline_tp.py ``find_all_gather_patterns``)
+    cat_copy: bool = False
+    # async TP's fused all-gather hands the gathered tensor back sequence-major (gather dim first),
+    # which a reader viewing it as [batch·seq, h] rows must copy when the local batch is > 1
+    # (cost/phase.py ``_symm_mem``)
+    seq_major: bool = False
 
 
 Op = Gemm | GroupedGemm | Attention | Memory | Collective
