@@ -82,3 +82,15 @@ def test_bad_logs_and_arguments_are_config_errors():
         api.check_run(cfg, MEGATRON.read_text(), warmup=-1)
     with pytest.raises(ConfigError, match="text or bytes"):
         api.check_run(cfg, TITAN)   # a path is never read: the studio hands over the upload's bytes
+
+
+def test_the_studios_worker_task_returns_the_same_check():
+    """A heavy scenario's log check runs in a worker process (ui/calibration_log.py): the worker's
+    task gives api.check_run's result, and a bad log as issues, never an exception."""
+    from ui.worker_tasks import TASKS
+
+    cfg = _mixtral()
+    got = TASKS["check_run"](json.dumps({"scenario": cfg, "log": MEGATRON.read_text(), "warmup": None, "refit": False}))
+    assert got["ok"] and got["result"] == api.check_run(cfg, MEGATRON.read_text())
+    bad = TASKS["check_run"](json.dumps({"scenario": cfg, "log": "nothing", "warmup": None, "refit": False}))
+    assert not bad["ok"] and "no training iterations" in bad["issues"][0][1]

@@ -51,18 +51,9 @@ def check(upload, warmup: int | None, refit: bool) -> None:
 
 
 def _run(payload: str, scenario_json: str) -> dict[str, Any]:
-    from .heavy import is_heavy
+    from .heavy import is_heavy, run_task
 
-    if is_heavy(scenario_json):
-        from .heavy import _session_id
-        from . import worker
-
-        spent = st.session_state.setdefault("worker.spent", {})
-        try:
-            return worker.run("check_run", payload, _session_id(), spent)
-        except worker.Busy as e:
-            return {"ok": False, "issues": [("", str(e))]}
-    return check_inline(payload)
+    return run_task("check_run", payload) if is_heavy(scenario_json) else check_inline(payload)
 
 
 def check_inline(payload: str) -> dict[str, Any]:

@@ -106,8 +106,14 @@ def run_search(payload: str, tick=None, progress=None) -> dict[str, Any]:
     the session's budget of worker seconds; ``progress(done, total, elapsed_s)`` follows it and
     ``tick(elapsed_s)`` between its reports (either may raise: Streamlit stops the run on any input,
     and the child is killed). Busy or over budget → a message."""
+    return run_task("search", payload, tick, progress)
+
+
+def run_task(kind: str, payload: str, tick=None, progress=None) -> dict[str, Any]:
+    """Worker task ``kind`` (``ui.worker_tasks.TASKS``) on ``payload`` in a bounded worker process,
+    on this session's budget (``run_search``); busy or over budget → a message."""
     spent = st.session_state.setdefault("worker.spent", {})
     try:
-        return worker.run("search", payload, _session_id(), spent, tick, progress)
+        return worker.run(kind, payload, _session_id(), spent, tick, progress)
     except worker.Busy as e:
         return {"ok": False, "issues": [("", str(e))]}
