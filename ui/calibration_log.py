@@ -16,7 +16,7 @@ import pandas as pd
 import streamlit as st
 
 from . import state
-from .calibration_run import calibrated_system, changed_fields
+from .calibration_run import calibrated_system, changed_fields, use_system
 from .tables import MAX_CAL_BYTES
 from .text import md, sentence_start
 
@@ -74,12 +74,8 @@ def use_refit() -> None:
     use = (res or {}).get("refit", {}).get("use")
     if not use:
         return
-    system = calibrated_system(use)
-    if isinstance(system, str):
-        state.notify("error", system, "cal.log")
+    if use_system(use, "refit to a training log", "cal.log") is None:
         return
-    state.set_section("system", system, "refit to a training log")
-    state.sync_link()
     state.notify("success", f"Compute efficiencies scaled by {res['refit']['value']:.3f}, refit to "
                             f"{md(res.get('file', 'the log'), 120)}.", "cal.log")
 

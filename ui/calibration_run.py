@@ -181,17 +181,26 @@ def calibrated_system(res: dict[str, Any]) -> dict[str, Any] | str:
     return canon
 
 
+def use_system(res: dict[str, Any], origin: str, where: str) -> dict[str, Any] | None:
+    """Set ``res``'s fields on the scenario's system (``calibrated_system``) and its link; the
+    system set, or None after saying why it cannot be (under ``where``'s notices)."""
+    system = calibrated_system(res)
+    if isinstance(system, str):
+        state.notify("error", system, where)
+        return None
+    state.set_section("system", system, origin)
+    state.sync_link()
+    return system
+
+
 def apply() -> None:
-    """Set the calibration's fields on the scenario's system (``calibrated_system``)."""
+    """Set the calibration's fields on the scenario's system (``use_system``)."""
     res = result()
     if not res or "system" not in res:
         return
-    system = calibrated_system(res)
-    if isinstance(system, str):
-        state.notify("error", system, "cal")
+    system = use_system(res, "calibrated", "cal")
+    if system is None:
         return
-    state.set_section("system", system, "calibrated")
-    state.sync_link()
     s = res["summary"]
     msg = f"Calibrated: {s['gemm_points']:,} GEMM point(s)"
     if s["collective_fits"]:
