@@ -169,6 +169,7 @@ def run(args: argparse.Namespace) -> int:
     from .flops import logged_check
     from .flops import mismatch as flops_mismatch
     from .stated import disagreements
+    from .summary import halves
 
     log, path = _read_log(args.log, "--log")
     cfg = build_config(args)
@@ -207,11 +208,7 @@ def run(args: argparse.Namespace) -> int:
         hlog, hpath = _read_log(args.holdout_log, "--holdout-log")
         fit_on, hold, label = m, measure(hlog, cfg, args.warmup), f"log {hpath.name}"
     else:
-        n = len(m.iterations_used)
-        if n < 4:
-            raise ConfigError([("--refit", f"needs at least 4 steady iterations to hold some out, the log has {n}")])
-        fit_on = measure(log, cfg, args.warmup, slice(0, n // 2))
-        hold, label = measure(log, cfg, args.warmup, slice(n // 2, None)), f"iterations {m.iterations_used[n // 2]}+"
+        fit_on, hold, label = halves(log, cfg, args.warmup, m, "--refit")
     r = refit_compute_scale(cfg, fit_on, hold, label, log.sha256)
     print(f"refit           {r.factor} = {r.value:.4f} ({r.evaluations} estimates): fit error {r.fit_error:+.2%}, "
           f"held-out ({r.holdout}) error {r.holdout_error:+.2%}")

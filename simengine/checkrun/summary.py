@@ -16,29 +16,22 @@ from typing import Any
 from ..errors import ConfigError
 from .logs import parse_training_log
 
-MIN_REFIT_ITERATIONS = 4   # steady iterations a refit needs: two to fit on, two held out (cli.py, --refit)
+MIN_REFIT_ITERATIONS = 4   # steady iterations a refit needs: two to fit on, two held out (``halves``)
 
 
 def check_run(config: dict[str, Any], log: str | bytes, warmup: int | None = None, refit: bool = False) -> dict[str, Any]:
     """The comparison of ``log`` (Megatron-LM or torchtitan stdout) with ``config``'s estimate
     (module docstring); ConfigError when the log cannot be read or compared."""
-    from ..api import scenario_from
     from .compare import compare, measure
-    from .flops import logged_check, mismatch
-    from .stated import disagreements
 
     run = parse_training_log(log)
     m = measure(run, config, warmup)
     c = compare(config, m)
-    sc = scenario_from(config)
-    mismatches = disagreements(run.stated, config)
-    fc = logged_check(run, m.iterations_used, sc)
-    if fc is not None and (why := mismatch(fc, sc)):
-        mismatches.append(why)
     small = 0.01 * c.predicted_step_s   # a part under 1 % of the step closes no real gap alone
     out: dict[str, Any] = {
         "framework": run.framework, "iterations": len(run.iterations), "skipped": m.iterations_skipped,
-        "used": len(m.iterations_used), "spread": m.spread, "stated": dict(run.stated), "mismatches": mismatches,
+        "used": len(m.iterations_used), "spread": m.spread, "stated": dict(run.stated),
+        "mismatches": mismatches(run, config, m),
         "measured_step_s": m.step_time_s, "predicted_step_s": c.predicted_step_s, "rel_error": c.rel_error,
         "memory": [{"kind": kind, "measured_gib": got, "predicted_gib": pred}
                    for kind, got, pred in (("allocated", m.allocated_gib, c.predicted_allocated_gib),
@@ -53,18 +46,41 @@ def check_run(config: dict[str, Any], log: str | bytes, warmup: int | None = Non
     return out
 
 
-def _refit(config: dict[str, Any], run, m, warmup: int | None) -> dict[str, Any]:
-    """The compute-efficiency scale fitted on the first half of the steady iterations and checked
-    on the second (cli.py ``run``'s --refit without --holdout-log), with the system it gives."""
-    from .compare import measure, refit_compute_scale, scaled_config
+def mismatches(run, config: dict[str, Any], m) -> list[str]:
+    """What the log says the scenario contradicts: the settings it states (``stated.disagreements``)
+    and, for a Megatron log, the FLOPs its TFLOP/s imply over the iterations used (``flops.mismatch``)."""
+    from ..api import scenario_from
+    from .flops import logged_check, mismatch
+    from .stated import disagreements
+
+    out = disagreements(run.stated, config)
+    sc = scenario_from(config)
+    fc = logged_check(run, m.iterations_used, sc)
+    if fc is not None and (why := mismatch(fc, sc)):
+        out.append(why)
+    return out
+
+
+def halves(run, config: dict[str, Any], warmup: int | None, m, field: str = "refit"):
+    """(the first half of the steady iterations, the second, the second's label): what a refit
+    without a second log fits on and holds out; ConfigError (naming ``field``) with too few."""
+    from .compare import measure
 
     n = len(m.iterations_used)
     if n < MIN_REFIT_ITERATIONS:
-        raise ConfigError([("refit", f"a refit needs at least {MIN_REFIT_ITERATIONS} steady iterations, to hold some "
-                                     f"out; the log has {n}")])
-    fit_on = measure(run, config, warmup, slice(0, n // 2))
-    hold = measure(run, config, warmup, slice(n // 2, None))
-    r = refit_compute_scale(config, fit_on, hold, f"iterations {m.iterations_used[n // 2]}+", run.sha256)
+        raise ConfigError([(field, f"a refit needs at least {MIN_REFIT_ITERATIONS} steady iterations, to hold some "
+                                   f"out; the log has {n}")])
+    return (measure(run, config, warmup, slice(0, n // 2)), measure(run, config, warmup, slice(n // 2, None)),
+            f"iterations {m.iterations_used[n // 2]}+")
+
+
+def _refit(config: dict[str, Any], run, m, warmup: int | None) -> dict[str, Any]:
+    """The compute-efficiency scale fitted on the first half of the steady iterations and checked
+    on the second (``halves``), with the system it gives."""
+    from .compare import refit_compute_scale, scaled_config
+
+    fit_on, hold, label = halves(run, config, warmup, m)
+    r = refit_compute_scale(config, fit_on, hold, label, run.sha256)
     return {"factor": r.factor, "value": r.value, "fit_error": r.fit_error, "holdout_error": r.holdout_error,
             "holdout": r.holdout, "evaluations": r.evaluations, "provenance": r.provenance,
             "system": scaled_config(config, r.value)["system"]}
