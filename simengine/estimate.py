@@ -101,6 +101,17 @@ def _stage_memory(sc: Scenario, st: StagePlan, inflight: int, exact: tuple[float
     return sm, alloc
 
 
+def grouped_scalar_share(stage: StagePlan) -> float:
+    """Of the rank's compute seconds, the share in grouped GEMMs priced from the scalar grouped
+    level (``PhaseCost.grouped_scalar_s``): what widens its band (simengine/uncertainty.py)."""
+    total = scalar = 0.0
+    for c in stage.chunks:
+        for ph in (c.fwd, c.bwd, c.wgt, c.recompute):
+            total += ph.compute_s
+            scalar += ph.grouped_scalar_s
+    return scalar / total if total > 0 else 0.0
+
+
 def _mfu_basis_note(sc: Scenario, mfu: float) -> list[str]:
     """MFU is counted against the dense BF16 peak for every precision (``Report.mfu``; torchtitan
     counts its Float8 runs against the FP8 peak instead, validation/published/settings.py), so an
@@ -207,7 +218,8 @@ def estimate_plan(sc: Scenario, plan: Plan) -> Report:
     warnings += _fit_warnings(sc, mems)
     causal = model_flops_per_step(sc, causal=True)
     unc = bands(step, parts, sysm, tokens, mflops / (step * peak * gpus), peak_gib, sum(hidden.values()),
-                peak_floor_s(sc, causal * hflops / mflops if mflops > 0 else 0.0))
+                peak_floor_s(sc, causal * hflops / mflops if mflops > 0 else 0.0),
+                grouped_scalar_share(plan.stages[met.critical_rank]))
     return Report(
         step_time_s=step, tokens_per_s=tokens / step, tokens_per_s_per_gpu=tokens / step / gpus,
         mfu=mflops / (step * peak * gpus), hfu=hflops / (step * peak * gpus),

@@ -12,6 +12,13 @@ bound: all of that extra is exposed), while no error can hide more than all of i
 showed it: torchtitan's async TP, whose reduce-scatter the model first took as hidden and which
 stays exposed (README "Published runs"); an overlap-heavy layout (ZeRO-3 gathers under compute)
 gets a wider band than one with nothing to hide, so a search ranks the two a tie more readily.
+
+MoE expert GEMMs priced from the scalar grouped-GEMM level (no measured table of grouped shapes:
+``cost/compute.py`` ``grouped_measured``) take twice the compute's half-width: against the 108
+grouped and 514 plain GEMM shapes measured on B200 (``validation/data/b200_op_efficiency.csv``),
+the spread (standard deviation of log(measured / modelled)) of the grouped pricing is 0.32, of the
+plain GEMM curve 0.15 (tests/test_uncertainty.py recomputes both). The compute parts then move by
+the mix of the two, weighted by the grouped share of the critical rank's compute.
 """
 
 from __future__ import annotations
@@ -26,22 +33,30 @@ _REL = {
     "comm": (0.20, 0.30),         # alpha-beta collectives: nccl-tests fit vs datasheet bandwidth
     "optimizer": (0.15, 0.15),
     "bubble": (0.10, 0.10),       # follows the stage times that shape it
+    # grouped GEMMs at the scalar level (the calibrated entry is unused: a measured table of
+    # grouped shapes takes the compute's width, as the op is then out of ``grouped_share``)
+    "grouped": (0.20, 0.20),
 }
 _COMPUTE = ("forward_compute", "backward_compute", "recompute")
 MEMORY_REL = 0.01
 
 
-def step_time_band(breakdown_s: dict[str, float], system: SystemSpec, hidden_s: float = 0.0) -> tuple[float, float]:
+def step_time_band(breakdown_s: dict[str, float], system: SystemSpec, hidden_s: float = 0.0,
+                   grouped_share: float = 0.0) -> tuple[float, float]:
     """(low, high) step time: every part at its low / high end; ``hidden_s`` (communication hidden
-    under compute on the critical rank) adds its uncertainty to the high end (module docstring)."""
+    under compute on the critical rank) adds its uncertainty to the high end; ``grouped_share``
+    (of the critical rank's compute, the grouped GEMMs at the scalar level) widens the compute
+    parts' half-width toward the grouped one (module docstring)."""
     e = system.efficiency
     cal_compute = bool(e.gemm_table)
     cal_comm = bool(e.collective_table)
+    u = min(max(grouped_share, 0.0), 1.0)
+    rel_compute = (1.0 - u) * _REL["compute"][0 if cal_compute else 1] + u * _REL["grouped"][1]
     lo = 0.0
     hi = hidden_s * _REL["comm"][0 if cal_comm else 1]
     for part, t in breakdown_s.items():
         if part in _COMPUTE:
-            rel = _REL["compute"][0 if cal_compute else 1]
+            rel = rel_compute
         elif part.endswith("_comm"):
             rel = _REL["comm"][0 if cal_comm else 1]
         else:
@@ -52,12 +67,13 @@ def step_time_band(breakdown_s: dict[str, float], system: SystemSpec, hidden_s: 
 
 
 def bands(step_time_s: float, breakdown_s: dict[str, float], system: SystemSpec, tokens: float, mfu: float,
-          peak_gib: float, hidden_s: float = 0.0, floor_s: float = 0.0) -> dict[str, tuple[float, float]]:
+          peak_gib: float, hidden_s: float = 0.0, floor_s: float = 0.0,
+          grouped_share: float = 0.0) -> dict[str, tuple[float, float]]:
     """The headline numbers' bands. ``floor_s``: the least step time the hardware allows (every
     GPU's share of the executed FLOPs at the tensor peak, ``estimate.peak_floor_s``): the low end
     never goes below it, so no band promises more than the peak (an estimate at ideal efficiencies
     otherwise had MFU up to 109 % in bf16)."""
-    lo, hi = step_time_band(breakdown_s, system, hidden_s)
+    lo, hi = step_time_band(breakdown_s, system, hidden_s, grouped_share)
     lo = min(max(lo, floor_s), step_time_s)   # (the estimate itself is the engine's, left as it is)
     lo, hi = max(lo, 1e-12), max(hi, lo)
     return {

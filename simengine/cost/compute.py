@@ -138,7 +138,7 @@ class ComputeModel:
             return hit
         e = self.eff
         table = [p for p in e.grouped_gemm_table if p.layout == op.layout]
-        if table and self.dtype == "bf16":
+        if table and self.dtype == "bf16":   # (grouped_measured: the same condition)
             # back to the forward shape (tokens, out, in) the table is keyed by
             fwd = {"TN": (op.m, op.n, op.k), "NN": (op.m, op.k, op.n), "NT": (op.k, op.m, op.n)}[op.layout]
             want = (op.groups, *fwd)
@@ -155,6 +155,11 @@ class ComputeModel:
         eff = min(max(eff * self.clock, 1e-4), 1.0)
         self._cache[key] = eff
         return eff
+
+    def grouped_measured(self, op: GroupedGemm) -> bool:
+        """Whether ``grouped_efficiency`` reads the op off a measured table of grouped shapes
+        (else the scalar grouped level times the plain GEMM's shape factor)."""
+        return self.dtype == "bf16" and any(p.layout == op.layout for p in self.eff.grouped_gemm_table)
 
     def grouped_gemm(self, op: GroupedGemm) -> float:
         eff = self.grouped_efficiency(op)

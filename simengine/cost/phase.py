@@ -32,6 +32,9 @@ class PhaseCost:
     comm: dict[tuple[str, float, float, float], float] = field(default_factory=dict)
     flops: float = 0.0
     kernels: float = 0.0  # compute-stream launches (ComputeModel.launches); fractional under a recompute share
+    # of compute_s, the grouped GEMMs priced from the scalar grouped level, not a measured table of
+    # shapes (ComputeModel.grouped_measured): the least certain compute (simengine/uncertainty.py)
+    grouped_scalar_s: float = 0.0
 
     @property
     def comm_s(self) -> dict[str, float]:
@@ -48,6 +51,7 @@ class PhaseCost:
 
     def add(self, other: "PhaseCost", times: float = 1.0) -> None:
         self.compute_s += other.compute_s * times
+        self.grouped_scalar_s += other.grouped_scalar_s * times
         for k, n in other.comm.items():
             self.comm[k] = self.comm.get(k, 0.0) + n * times
         self.flops += other.flops * times
@@ -65,7 +69,7 @@ def price_ops(ops: list[Op], cm: ComputeModel, comm: CommModel, tp_overlap: bool
     pc = PhaseCost()
     gemm_t: dict[str, float] = {}
     pending: list[Collective] = []
-    compute_s = flops = 0.0
+    compute_s = flops = grouped_scalar = 0.0
     kernels = 0
     for op in ops:  # (the op classes are disjoint: workload/ops.py)
         if isinstance(op, Gemm):
@@ -76,13 +80,15 @@ def price_ops(ops: list[Op], cm: ComputeModel, comm: CommModel, tp_overlap: bool
             t = gemm_t[op.name] = cm.attention(op)
         elif isinstance(op, GroupedGemm):
             t = cm.grouped_gemm(op)
+            if not cm.grouped_measured(op):
+                grouped_scalar += t
         else:
             pending.append(op)
             continue
         kernels += cm.launches(op)
         compute_s += t
         flops += op.flops
-    pc.compute_s, pc.flops, pc.kernels = compute_s, flops, kernels
+    pc.compute_s, pc.flops, pc.kernels, pc.grouped_scalar_s = compute_s, flops, kernels, grouped_scalar
     async_share = cm.eff.async_overlap
     for c in pending:
         t = collective_time(comm, c)  # expert all-to-alls per network tier (moe_comm.py)
