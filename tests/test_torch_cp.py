@@ -153,3 +153,49 @@ def test_a_sliding_window_keeps_the_one_kernel_path():
     sc = make("llama3-8b", system={"num_gpus": 8}, model={"attention_window": 4096},
               strategy={**STRAT, "framework": "torch-compile", "cp_comm_type": "p2p"})
     assert len(_ops(sc, "fwd", Attention)) == 1
+
+
+def _pp_sc(framework: str, cp: int, comm: str = "allgather"):
+    """Pipeline stage 0 (no LM head, whose loss transient would hide the layers'), the same tokens
+    per rank at every cp."""
+    return make("llama3-8b", system={"num_gpus": 2 * cp},
+                strategy={"tp": 1, "pp": 2, "cp": cp, "cp_comm_type": comm, "micro_batch_size": 1,
+                          "global_batch_size": 2, "seq_len": 8192 * cp, "recompute": "full", "framework": framework})
+
+
+def _stage0_extra(sc) -> float:
+    from simengine.cost.stage import build_plan
+    return build_plan(sc).stages[0].chunks[0].peak_extra_bytes
+
+
+@pytest.mark.parametrize("framework", ["torch-compile", "torch-native"])
+def test_ring_backward_buffers_raise_the_layer_backward_peak(framework):
+    """``_templated_ring_attention_backward`` holds the all-gathered K,V (cp chunks of the local
+    K,V, expanded to the query heads), their bf16 concatenation, fp32 dQ and the fp32 dK,dV sent
+    and received each step beside the step's flash outputs (cost/activations.py
+    ``torch_cp_bwd_transient``): the stage's backward peak grows by 2 B per local K,V element per
+    extra CP rank with the all-gather rotater, at the same tokens per rank."""
+    from simengine.cost.activations import torch_cp_bwd_transient
+    from simengine.workload.dims import dims_of
+
+    e1, e2, e4 = (_stage0_extra(_pp_sc(framework, cp)) for cp in (1, 2, 4))
+    d = dims_of(_pp_sc(framework, 4))
+    kv = d.tokens * d.heads * (d.d_qk + d.d_v)
+    assert e2 > e1
+    assert e4 - e2 == pytest.approx(2 * 2 * kv, rel=1e-9)
+    q = d.tokens * d.heads * d.d_qk
+    assert torch_cp_bwd_transient(d, True) == pytest.approx(2 * 4 * kv + 2 * kv + 4 * q + 8 * kv + 2 * (q + kv))
+    # alltoall rotation: the K,V hop in flight and received, not the whole ring's K,V
+    assert torch_cp_bwd_transient(d, False) == pytest.approx(2 * 2 * kv + 2 * kv + 4 * q + 8 * kv + 2 * (q + kv))
+    assert _stage0_extra(_pp_sc(framework, 4, "p2p")) < e4
+
+
+def test_te_cp_backward_peak_is_unchanged():
+    """TransformerEngine's CP path keeps its own accounting (the attention block's dQ, dK, dV)."""
+    from simengine.cost.activations import attention_activations
+    from simengine.cost.stage import _priced
+    from simengine.workload.dims import dims_of
+
+    sc = _pp_sc("megatron-te", 4)
+    p = _priced(sc, build_workload(sc))
+    assert p.att.bwd_transient == attention_activations(dims_of(sc), sc.model).bwd_transient

@@ -128,6 +128,33 @@ def attention_activations(d: Dims, m: ModelSpec) -> BlockActivations:
     return BlockActivations(saved, selective, bwd, parts)
 
 
+def torch_cp_bwd_transient(d: Dims, allgather: bool) -> float:
+    """Bytes live at the peak of one layer's attention backward under PyTorch's ``context_parallel``
+    ring attention as torchtitan runs it (workload/layers.py ``_torch_cp``: cp > 1, rotate method
+    "allgather" or "alltoall"), in place of the plain flash backward's dQ, dK, dV. From
+    ``_templated_ring_attention_backward`` (torch/distributed/tensor/experimental/_attention.py,
+    torch 2.6 / pytorch 1963fc8 that torchtitan's 2024-12 benchmarks ran), with K and V expanded
+    to the query heads (torchtitan models/llama/model.py ``repeat_kv`` before SDPA), per element of
+    the local K,V (``kv``) and Q (``q``):
+
+    - the other ranks' K,V: ``_AllGatherRotater`` keeps the one all-gather of the concatenated
+      K,V, cp chunks of bf16 (2·cp·kv), for the whole backward; ``_AllToAllRotater`` the K,V
+      in flight to the next rank and the ones received (2 × 2·kv);
+    - ``next_kv = torch.cat([key.flatten(), value.flatten()])``, the bf16 copy made before each
+      step's exchange (2·kv);
+    - the fp32 accumulators (``_cp_options.convert_to_f32``): ``grad_query`` (4·q) and the dK,dV
+      that ``dkv_rotater`` passes on every step as an fp32 all-to-all permute — the buffer
+      received (``next_buffer``, into which ``grad_key``/``grad_value`` are views) and the
+      ``torch.cat`` sent on (2 × 4·kv);
+    - the step's flash-backward outputs dQ, dK, dV in bf16 (2·q + 2·kv).
+    """
+    heads = d.heads
+    kv = d.tokens * heads * (d.d_qk + d.d_v)
+    q = d.tokens * heads * d.d_qk
+    rotate = BF16 * d.cp * kv if allgather else 2 * BF16 * kv
+    return rotate + BF16 * kv + 4.0 * q + 2 * 4.0 * kv + BF16 * (q + kv)
+
+
 def mlp_activations(d: Dims, width: int) -> BlockActivations:
     """Norm input, FC1 input, activation input, FC2 input (and the dropout mask). Under LoRA a
     frozen FC1 / FC2 without an adapter keeps no input (workload/lora.py: TE saves a linear's

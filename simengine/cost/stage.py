@@ -19,7 +19,7 @@ from ..workload.phases import Phases
 from ..workload.recompute import gemms, op_sac, op_sac_stack, recomputed_layers, recomputed_ops
 from .offload import shared_link as offload_shared_link, stalls as offload_stalls
 from .activations import (BlockActivations, attention_activations, head_activations, kept_outputs, layer_input, mamba_activations,
-                          mlp_activations, moe_activations)
+                          mlp_activations, moe_activations, torch_cp_bwd_transient)
 from .comm import CommModel
 from .compute import ComputeModel
 from .dp import DPWork, dp_work
@@ -159,6 +159,10 @@ def _priced(sc: Scenario, wl: Workload) -> _Priced:
             if ops:
                 rc_blocks[key] = price_ops(ops, cm, comm, st.tp_comm_overlap, in_backward=True)
     att = attention_activations(d, m)
+    if torch_ring_cp(sc, d):
+        # PyTorch's ring attention backward holds the gathered K,V and fp32 dQ, dK,dV buffers
+        # (activations.py ``torch_cp_bwd_transient``) where the plain flash backward holds dQ, dK, dV
+        att = replace(att, bwd_transient=max(att.bwd_transient, torch_cp_bwd_transient(d, st.cp_comm_type == "allgather")))
     mlp = mlp_activations(d, d.ffn) if "mlp" in wl.blocks else None
     if sac:   # what torchtitan's per-op selective AC drops: all but the block input and the kept outputs
         att = replace(att, op_sac=max(att.saved - layer_input(d) - kept_outputs(_sac_kept(st, wl.blocks["attn"].fwd)), 0.0))
@@ -171,6 +175,13 @@ def _priced(sc: Scenario, wl: Workload) -> _Priced:
                    moe_activations(d, m) if "moe" in wl.blocks else None,
                    head_activations(d, st.fused_cross_entropy, head_ce(sc)),
                    mamba_activations(d, m) if "mamba" in wl.blocks else None, core, core_w, rc_blocks, rc_full)
+
+
+def torch_ring_cp(sc: Scenario, d: Dims) -> bool:
+    """Whether the full-attention layers run PyTorch's ``context_parallel`` ring attention: the
+    condition under which workload/layers.py ``_core_attention`` builds ``_torch_cp``'s ops."""
+    return (d.cp > 1 and sc.strategy.cp_comm_type in ("allgather", "p2p") and d.stack.cp_impl != "te"
+            and not d.attention_window)
 
 
 def head_ce(sc: Scenario) -> str:
