@@ -126,3 +126,28 @@ def test_a_budget_out_of_range_is_said_and_shows_no_figures(value):
     assert "Give a token budget between" in texts(at.error)
     assert "Time to train" not in [m.label for m in at.metric]
     assert at.query_params["budget"] == "50"
+
+
+def test_a_full_pin_list_keeps_every_pin_the_user_made(monkeypatch):
+    """A ninth pin silently dropped the first one (state.pin kept the last MAX_PINS): the user's
+    pinned scenario vanished from the table and the link. Now the button is disabled with the
+    reason, and state.pin refuses (saying why) instead of dropping the oldest pin."""
+    from ui import state
+    from ui.pins import MAX_PINS
+
+    mine = [{"label": f"mine {i}", "json": dumps({**size_canonical("small"), "strategy": {
+        **size_canonical("small")["strategy"], "global_batch_size": 8 * (i + 1)}})} for i in range(MAX_PINS)]
+    at = open_app("pages/estimate.py")
+    at.session_state["pins"] = mine
+    at.run()
+    assert at.button(key="pin.add").disabled and "clear the pins" in at.button(key="pin.add").help
+    assert [p["label"] for p in _pins(at)] == [p["label"] for p in mine]
+
+    session = {"pins": list(mine), **{f"cfg.{s}": dumps(size_canonical("medium")[s]) for s in ("model", "system", "strategy")}}
+    monkeypatch.setattr(state, "_ss", lambda: session)
+    monkeypatch.setattr(state, "sync_link", lambda: None)
+    assert "At most 8" in (state.pin("one more") or "")
+    assert [p["label"] for p in session["pins"]] == [p["label"] for p in mine]
+    session["pins"] = mine[:2]
+    assert state.pin("one more") is None and [p["label"] for p in session["pins"]] == ["mine 0", "mine 1", "one more"]
+    assert state.pin("again") == "Already pinned."

@@ -151,6 +151,27 @@ def test_charts_build_for_real_reports(size):
     assert 1.0 + losses["value"].sum() == pytest.approx(r["mfu"], abs=0.01)
 
 
+def test_the_per_stage_memory_line_is_what_a_stage_may_reserve():
+    """The Estimate page's per-stage chart drew the raw capacity (79.1 GiB) as its dashed line: a
+    stage reserving 78.0 GiB sat left of it while the page said "does not fit" (2.5 GiB lie outside
+    PyTorch). The line is capacity − non_torch_gib, so every reserved tick right of it does not fit."""
+    from ui.chart_cache import estimate_memory_spec
+    from ui.config_io import dumps
+
+    cfg = size_canonical("medium")
+    cfg["strategy"]["seq_len"] = 16384
+    r = estimate(cfg).model_dump(mode="json")
+    gpu = cfg["system"]["gpu"]
+    fullest = max(r["memory_by_stage"], key=lambda m: m["reserved_gib"])
+    assert not r["fits"] and fullest["reserved_gib"] < gpu["memory_gib"]   # the case: over only with non_torch
+    spec = estimate_memory_spec(dumps(cfg), r)
+    line = next(d for d in spec["datasets"].values() if d and "cap" in d[0])[0]["cap"]
+    assert line == pytest.approx(gpu["memory_gib"] - gpu["non_torch_gib"])
+    for m in r["memory_by_stage"]:
+        assert (m["reserved_gib"] <= line) == m["fits"]
+    assert "outside PyTorch" in spec["title"]["subtitle"]
+
+
 def test_colours_are_consistent_per_category():
     assert span_category("F") == "forward_compute" and span_category("tp_comm") == "tp_comm"
     assert span_category("dp_grad") == "dp_comm" and span_category("p2p") == "pp_comm"

@@ -50,7 +50,10 @@ def estimate_specs(scenario_json: str, _report: dict[str, Any]) -> dict[str, dic
 @st.cache_data(max_entries=ENTRIES, show_spinner=False)
 def estimate_memory_spec(scenario_json: str, _report: dict[str, Any]) -> dict[str, Any]:
     """The memory-per-stage spec (built only when its box is open)."""
-    return memory_stage_chart(_report["memory_by_stage"], _report["memory_capacity_gib"])
+    from .labels import reserved_limit_gib
+
+    limit = reserved_limit_gib(_report)
+    return memory_stage_chart(_report["memory_by_stage"], _report["memory_capacity_gib"] if limit is None else limit)
 
 
 @st.cache_data(max_entries=ENTRIES, show_spinner=False)

@@ -157,7 +157,9 @@ def memory_frame(memory_by_stage: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def memory_stage_chart(memory_by_stage: list[dict[str, Any]], capacity_gib: float) -> Spec:
-    """Stacked allocated memory per pipeline stage, reserved memory tick and the capacity line."""
+    """Stacked allocated memory per pipeline stage, reserved memory tick and the line a reserved
+    tick must stay left of to fit: ``capacity_gib``, the GPU's memory less what lies outside
+    PyTorch (``labels.reserved_limit_gib``; the fit rule, simengine/fit.py)."""
     df = memory_frame(memory_by_stage)
     stages = [f"stage {m['stage']}" for m in memory_by_stage]
     domain, rng = scale(list(MEMORY_COLORS), MEMORY_COLORS)
@@ -177,12 +179,12 @@ def memory_stage_chart(memory_by_stage: list[dict[str, Any]], capacity_gib: floa
                          "tooltip": [tip("reserved", "quantitative", ",.2f", "reserved GiB")]}}
     rule = {"data": {"name": cap[0]}, "mark": {"type": "rule", "color": "#111111", "strokeDash": [5, 3], "size": 2},
             "encoding": {"x": field("cap", "quantitative"),
-                         "tooltip": [tip("cap", "quantitative", ",.1f", "capacity GiB")]}}
+                         "tooltip": [tip("cap", "quantitative", ",.1f", "most a stage may reserve [GiB]")]}}
     # the key in a subtitle and the legend in rows of three: at 1,280 px the one-line title was cut
     # to "(tick = reser…" and the legend's last entry to "othe"
     return top([parts, res, cap], {"layer": [bars, tick, rule], "height": {"step": 30},
                                    "title": {"text": "Peak memory per pipeline stage",
-                                             "subtitle": "tick = reserved, dashed = capacity"}})
+                                             "subtitle": "tick = reserved, dashed = capacity − memory outside PyTorch"}})
 
 
 def compare_chart(rows: list[dict[str, Any]]) -> Spec:

@@ -83,8 +83,9 @@ def _config(frame: pd.DataFrame) -> dict[str, Any]:
 
 
 def _pin() -> None:
-    if not state.pin(st.session_state.get("pin.label") or ""):
-        st.toast("Already pinned.")
+    refused = state.pin(st.session_state.get("pin.label") or "")
+    if refused:
+        st.toast(refused)
 
 
 def compare_section(sc: dict[str, Any], r: dict[str, Any]) -> None:
@@ -103,7 +104,9 @@ def _compare(sc: dict[str, Any], r: dict[str, Any]) -> None:
     s = sc["strategy"]
     a.text_input("Label for this scenario", key="pin.label",
                  value=f"{sc['model']['name']} · {sc['system']['num_gpus']} GPUs · tp{s['tp']} pp{s['pp']} {s['schedule']}"[:80])
-    b.button("Pin this scenario", key="pin.add", icon=":material/push_pin:", width="stretch", on_click=_pin)
+    full = len(state.pins()) >= state.MAX_PINS   # a ninth pin would have to drop one the user made
+    b.button("Pin this scenario", key="pin.add", icon=":material/push_pin:", width="stretch", on_click=_pin, disabled=full,
+             help=f"At most {state.MAX_PINS} pinned scenarios: clear the pins to pin more." if full else None)
     c.button("Clear pins", key="pin.clear", disabled=not state.pins(), width="stretch", on_click=state.clear_pins)
     from .engine import estimate_report
 

@@ -86,6 +86,18 @@ def headline_limit_gib(report: dict[str, Any]) -> float | None:
     return float(max(stages, key=lambda m: m["peak_gib"])["allocated_limit_gib"])
 
 
+def reserved_limit_gib(report: dict[str, Any]) -> float | None:
+    """The most a stage may *reserve* and still fit: capacity − the memory outside PyTorch (the fit
+    rule, simengine/fit.py), read from the engine's own figures as reserved + free of a stage
+    (``StageMemory.free_gib`` = memory_gib − reserved − non_torch_gib, simengine/report.py).
+    The per-stage chart draws it beside the reserved ticks; the raw capacity there read as room
+    that the memory outside PyTorch takes (a 78.0 GiB tick left of a 79.1 GiB line, "does not fit")."""
+    stages = report.get("memory_by_stage") or []
+    limits = [float(m["reserved_gib"]) + float(m["free_gib"]) for m in stages
+              if isinstance(m.get("reserved_gib"), (int, float)) and isinstance(m.get("free_gib"), (int, float))]
+    return min(limits) if limits else None
+
+
 def trained_note(r: dict) -> str:
     """", 16.8M trained" after the parameter counts when fewer than all are trained (LoRA), else ""."""
     n, t = r.get("num_parameters"), r.get("num_trainable_parameters")

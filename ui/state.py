@@ -346,15 +346,19 @@ def pins() -> list[dict[str, str]]:
     return list(_ss().get("pins", []))
 
 
-def pin(label: str) -> bool:
+def pin(label: str) -> str | None:
+    """Pin the current scenario; None when pinned, else why not (already pinned; the list is full:
+    the oldest pin is not dropped to make room, it was the user's)."""
     text = scenario_json()
     current = pins()
     if any(p["json"] == text for p in current):
-        return False
+        return "Already pinned."
+    if len(current) >= MAX_PINS:
+        return f"At most {MAX_PINS} scenarios can be pinned; clear the pins to pin more."
     current.append({"label": label[:pin_link.LABEL_CHARS] or f"scenario {len(current) + 1}", "json": text})
-    _ss()["pins"] = current[-MAX_PINS:]
+    _ss()["pins"] = current
     sync_link()
-    return True
+    return None
 
 
 def unpin(index: int) -> None:
