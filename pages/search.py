@@ -16,7 +16,7 @@ from ui.layout import boot, issue_lines, issues_box
 from ui.pins import budget_problem
 from ui.search_fit import fit_list
 from ui.search_inputs import INPUT_HELP, INPUT_LABELS, LINK_PARAM, decode_inputs, encode_inputs, parse_count, parse_counts, parse_restrict, restricted_to_schedules
-from ui.search_view import cached_result, cached_search, candidates_frame, empty_reason, grid_height, grid_options, item_labels, latest_pick, pareto_caption, pareto_chart, points_frame, results_csv, search_base, search_payload, tie_banner, what_if_text, with_budget
+from ui.search_view import cached_result, cached_search, candidates_frame, empty_reason, grid_height, grid_options, item_labels, latest_pick, pareto_caption, pareto_chart, points_frame, results_csv, search_base, search_id, search_payload, tie_banner, what_if_text, with_budget
 from ui.text import md, sentence_start
 
 boot("Search")
@@ -129,9 +129,9 @@ if go and not bad_numbers:
     st.rerun()  # the sidebar's share link (drawn before this form) then carries the new search
 
 
-def _searched(sc: dict, inputs: dict, slots: dict) -> dict | None:
-    """The search's result (JSON), or None once a message says why there is none (bad inputs,
-    cancelled, failed). The search runs in a worker process (ui/heavy.py ``run_search``)."""
+def _searched(sc: dict, inputs: dict, slots: dict) -> tuple[dict, str] | None:
+    """The search's result (JSON) and its ``search_id``, or None once a message says why there is
+    none (bad inputs, cancelled, failed). The search runs in a worker process (ui/heavy.py ``run_search``)."""
     issues = _text_issues(inputs["gpus"], inputs["restrict"])  # under the field they name, before any worker starts
     _said_under(slots, issues)
     if issues:
@@ -176,7 +176,7 @@ def _searched(sc: dict, inputs: dict, slots: dict) -> dict | None:
         res = out["result"]
         st.warning(f"{md(sentence_start(out['partial']))}. Shown: the best of the {res['evaluated']:,} candidates "
                    "timed until then — not proven the best of the space, and without the rejections.")
-    return out["result"]
+    return out["result"], search_id(payload)
 
 
 def _budget() -> float:
@@ -195,8 +195,10 @@ def _budget() -> float:
     return float(value)
 
 
-def _results(sc: dict, res: dict) -> None:
-    """The ranked grid, the Pareto chart, "use this layout" and the rejections."""
+def _results(sc: dict, res: dict, sid: str, top: int) -> None:
+    """The ranked grid (at most ``top`` rows), the Pareto chart, "use this layout" and the
+    rejections; the widgets that pick a layout are keyed by the search (``search_id``: a new one
+    starts with nothing picked)."""
     cands = res["candidates"]
     st.caption(f"{res['space_size']:,} candidates in the space · {res['memory_checked']:,} memory checks (a layout's overlap-flag variants share one) · {res['evaluated']:,} timed · "
                f"{res['shown']:,} shown · {res['seconds']:.1f} s")
@@ -207,7 +209,7 @@ def _results(sc: dict, res: dict) -> None:
         fit_list(state.scenario_json())
         return
     if len(res["ties"]) > 1:
-        st.info(tie_banner(len(res["ties"]), res["objective"]))
+        st.info(tie_banner(len(res["ties"]), res["objective"], top))
     _what_if_box(res)
     tokens = _budget() * 1e9
     cands = with_budget(cands, tokens)
@@ -219,7 +221,7 @@ def _results(sc: dict, res: dict) -> None:
         from st_aggrid import AgGrid
 
         grid = AgGrid(df, gridOptions=grid_options(df, res["objective"]), height=grid_height(list(df["layout"])), theme="streamlit",
-                      update_on=["selectionChanged"], key="search.grid", show_toolbar=False)
+                      update_on=["selectionChanged"], key=f"search.grid.{sid}", show_toolbar=False)
         sel = grid.selected_rows
         if isinstance(sel, pd.DataFrame) and not sel.empty:
             grid_pick = int(sel.iloc[0]["rank"]) - 1
@@ -237,17 +239,17 @@ def _results(sc: dict, res: dict) -> None:
     st.subheader("Pareto front: throughput vs cost vs memory headroom")
     front = pts[pts["pareto"]]
     shown = front if not front.empty else pts
-    ev = st.altair_chart(pareto_chart(shown), on_select="rerun", key="search.chart", width="stretch")
+    ev = st.altair_chart(pareto_chart(shown), on_select="rerun", key=f"search.chart.{sid}", width="stretch")
     st.caption(pareto_caption(shown))
     sel_pts = (ev.get("selection", {}).get("pick") if isinstance(ev, dict) else None) or []
     if sel_pts and isinstance(sel_pts[0], dict) and "id" in sel_pts[0]:
         chart_pick = int(sel_pts[0]["id"]) - 1
-    picked = _latest_pick(grid_pick, chart_pick)
+    picked = _latest_pick(sid, grid_pick, chart_pick)
 
     labels = item_labels(items, len(cands))
     if labels:
         choice = st.selectbox("Layout", range(len(items)), index=picked if picked is not None and picked < len(items) else 0,
-                              format_func=lambda i: labels[i], key=f"search.pick.{picked}")
+                              format_func=lambda i: labels[i], key=f"search.pick.{sid}.{picked}")
         if st.button("Use this layout", type="primary", key="search.use", icon=":material/input:"):
             c = items[choice]
             issues = state.load_section("system", dict(sc["system"], num_gpus=c["gpus"]), "search")
@@ -272,10 +274,9 @@ def _say_batch_change(before: dict, after: dict) -> None:
                              f"tokens (the scenario had {was[0]:,} × {was[1]:,}).")
 
 
-def _latest_pick(grid: int | None, chart: int | None) -> int | None:
+def _latest_pick(sid: str, grid: int | None, chart: int | None) -> int | None:
     """The layout of the latest click in the table or on the chart (``latest_pick``), per search."""
-    st.session_state["search.picks"], picked = latest_pick(st.session_state.get("search.picks"),
-                                                           st.session_state.get("search.token"), grid, chart)
+    st.session_state["search.picks"], picked = latest_pick(st.session_state.get("search.picks"), sid, grid, chart)
     return picked
 
 
@@ -318,6 +319,6 @@ if bad_numbers:
 elif not inputs:
     st.info("Set the inputs and press **Search**.")
 else:
-    result = _searched(sc, inputs, slots)
-    if result is not None:
-        _results(sc, result)
+    searched = _searched(sc, inputs, slots)
+    if searched is not None:
+        _results(sc, *searched, top=inputs["top"])

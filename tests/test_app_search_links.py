@@ -15,7 +15,8 @@ from ui.search_view import decode_inputs, encode_inputs
 def test_link_round_trip_and_damaged_links():
     assert decode_inputs(encode_inputs(INPUTS)) == INPUTS
     out_of_range = [encode_inputs({**INPUTS, k: v}) for k, v in (("top", 0), ("top", 501), ("seq_len", 0), ("global_batch", 10**9))]
-    for bad in ("", "!!!", "x" * 5000, encode_inputs({**INPUTS, "objective": "speed"}), *out_of_range):
+    not_text = [encode_inputs({**INPUTS, "objective": v}) for v in (["tokens_per_s"], {"a": 1})]   # unhashable: a TypeError
+    for bad in ("", "!!!", "x" * 5000, encode_inputs({**INPUTS, "objective": "speed"}), *out_of_range, *not_text):
         with pytest.raises(ConfigError):
             decode_inputs(bad)
 
@@ -85,6 +86,28 @@ def test_the_latest_click_in_the_table_or_on_the_chart_picks_the_layout():
     saved, picked = latest_pick(saved, "t1", 4, 7)            # another chart point
     assert picked == 7
     assert latest_pick(saved, "t2", None, None)[1] is None   # a new search
+
+
+def test_another_search_starts_with_its_first_layout_picked():
+    """The Layout picker (and the grid and chart that pick into it) belongs to one search: after
+    another search it names the new #1. Under one key the picker kept the old search's choice, so
+    "Use this layout" loaded the new search's 3rd row; a chart point picked before did the same."""
+    from ui import search_view
+
+    search_view._store.clear()
+    at = open_search(search=encode_inputs({**INPUTS, "top": 4}))
+
+    def picker():
+        return next(s for s in at.selectbox if s.key and s.key.startswith("search.pick"))
+
+    picker().set_value(2).run()
+    assert picker().value == 2
+    at.number_input(key="search.top").set_value(5)
+    at.button[0].click()   # the form's submit button is the page's first
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.session_state["search.inputs"]["top"] == 5
+    assert picker().value == 0 and picker().options[0].startswith("#1 ")
 
 
 def test_every_page_keeps_the_search_in_its_address_and_links():

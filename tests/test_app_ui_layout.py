@@ -64,6 +64,17 @@ def test_the_tie_column_and_banner_name_the_band_the_tie_is_read_on(objective, b
     assert f"have a {band} uncertainty band" in tie_banner(3, objective)
 
 
+def test_a_tie_of_every_row_shown_says_it_is_counted_over_the_rows_shown():
+    """Ties are read over the ranking shown (rank.ties): with all Top rows a tie, "25 candidates
+    tie" was the Top field's count (5 with Top = 5), not the space's; fewer rows than Top are the
+    whole space's fitting layouts, and their count stands."""
+    from ui.search_view import tie_banner
+
+    assert tie_banner(3, "tokens_per_s", 10).startswith("3 candidates have a tokens/s")
+    every = tie_banner(25, "tokens_per_s", 25)
+    assert every.startswith("All 25 candidates shown have a tokens/s") and "more past them may tie too" in every
+
+
 def test_sidebar_strategy_line_names_what_use_this_layout_changes():
     s = {"micro_batch_size": 2, "zero_stage": 3, "recompute": "full", "recompute_num_layers": 4, "cpu_offload_layers": 0,
          "overlap_grad_reduce": True, "overlap_param_gather": True, "tp_comm_overlap": False}

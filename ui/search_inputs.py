@@ -150,7 +150,10 @@ def decode_inputs(token: str) -> dict[str, Any]:
         data.update({k: parse_count(k, data[k]) for k in INPUT_RANGES})
     except ConfigError:
         raise ConfigError([("search", "the search link holds invalid values")]) from None
-    if data["objective"] not in OBJECTIVES or not isinstance(data["gpus"], str) or not isinstance(data["restrict"], str):
+    # the objective's type first: a list or an object is unhashable ('in' raised a TypeError, said
+    # on the page as "Could not open the search link: unhashable type: 'list'")
+    if not isinstance(data["objective"], str) or data["objective"] not in OBJECTIVES \
+            or not isinstance(data["gpus"], str) or not isinstance(data["restrict"], str):
         raise ConfigError([("search", "the search link holds invalid values")])
     return data
 

@@ -4,6 +4,7 @@ in and out; the search itself runs in a worker process (``ui.worker_tasks.search
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from typing import Any
@@ -71,6 +72,16 @@ def search_payload(model_json: str, system_json: str, base_json: str, inputs_jso
     """The worker's input (``ui.worker_tasks.search``): one canonical JSON text, also the cache key."""
     return json.dumps({"model": json.loads(model_json), "system": json.loads(system_json), "base": json.loads(base_json),
                        "inputs": json.loads(inputs_json)}, sort_keys=True, separators=(",", ":"))
+
+
+def search_id(payload: str) -> str:
+    """A short name of one search (its payload: the scenario and the inputs) for the widgets that
+    hold a pick of its results (the grid, the Pareto chart, the Layout picker): keyed by it, a new
+    search starts with nothing picked. Under one key a selection outlived its search (Streamlit
+    keys a chart's selection and a selectbox's value on the key alone), so after another search
+    the picker still named the old search's 3rd layout or chart point, and "Use this layout"
+    loaded that row of the new search instead of #1."""
+    return hashlib.sha256(payload.encode()).hexdigest()[:12]
 
 
 def cached_result(payload: str) -> dict[str, Any] | None:
@@ -198,7 +209,13 @@ def tie_on(objective: str) -> str:
     return SEARCH_TIE_ON.get(objective, "tokens/s")
 
 
-def tie_banner(n: int, objective: str) -> str:
+def tie_banner(n: int, objective: str, top: int | None = None) -> str:
+    """The note over a ranking whose best ``n`` tie (``rank.ties``: read over the ranking shown,
+    at most ``top`` rows). When all ``top`` rows tie, the count is the Top field's, not the
+    space's: "25 candidates have …" read as the whole tie with Top = 25, and as 5 with Top = 5."""
+    if top is not None and n >= top:
+        return (f"All {n} candidates shown have a {tie_on(objective)} uncertainty band that reaches the best one's "
+                "('tie with #1'): a tie, not a winner; more past them may tie too (a larger Top shows them).")
     return (f"{n} candidates have a {tie_on(objective)} uncertainty band that reaches the best one's "
             "('tie with #1'): a tie, not a winner.")
 
