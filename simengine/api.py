@@ -161,7 +161,7 @@ def write_chrome_trace(timeline, path, name: str = "simengine") -> None:
 
     from .fileio import write_atomic
 
-    if not isinstance(path, (str, os.PathLike)) or not str(path).strip():
+    if not isinstance(path, (str, os.PathLike)) or not str(path).strip() or "\x00" in str(path):   # (NUL: open's ValueError)
         raise ConfigError([("path", f"expected a file path, not {str(path)[:60]!r}")])
     trace = chrome_trace(timeline, name)
     write_atomic(path, lambda fh: _json.dump(trace, fh))
@@ -308,10 +308,16 @@ def time_and_cost_to_train(tokens: float, tokens_per_s: float, cost_per_million_
     ConfigError for a number that is not finite, or negative (zero throughput: infinite time)."""
     from .report import to_train
 
-    for name, v in (("tokens", tokens), ("tokens_per_s", tokens_per_s), ("cost_per_million_tokens_usd", cost_per_million_tokens_usd)):
+    _non_negative(tokens=tokens, tokens_per_s=tokens_per_s, cost_per_million_tokens_usd=cost_per_million_tokens_usd)
+    return to_train(tokens, tokens_per_s, cost_per_million_tokens_usd)
+
+
+def _non_negative(**values: Any) -> None:
+    """ConfigError naming the first of ``values`` that is not a finite number >= 0 (a bool, a
+    string, None, NaN: a TypeError or a NaN further on)."""
+    for name, v in values.items():
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
             raise ConfigError([(name, f"{name}={str(v)[:40]} must be a finite number >= 0")])
-    return to_train(tokens, tokens_per_s, cost_per_million_tokens_usd)
 
 
 def reserved_gib(allocated_gib: float, allocator_overhead: float, pools_gib: float = 0.0) -> float:
@@ -319,6 +325,7 @@ def reserved_gib(allocated_gib: float, allocator_overhead: float, pools_gib: flo
     simengine/fit.py: what ``StageMemory.reserved_gib`` is of ``peak_gib``)."""
     from .fit import reserved
 
+    _non_negative(allocated_gib=allocated_gib, allocator_overhead=allocator_overhead, pools_gib=pools_gib)
     return reserved(allocated_gib, allocator_overhead, pools_gib)
 
 
@@ -326,6 +333,7 @@ def allocated_limit_gib(memory_gib: float, non_torch_gib: float, allocator_overh
     """The most a stage may allocate and still fit (simengine/fit.py; ``StageMemory.allocated_limit_gib``)."""
     from .fit import allocated_limit
 
+    _non_negative(memory_gib=memory_gib, non_torch_gib=non_torch_gib, allocator_overhead=allocator_overhead, pools_gib=pools_gib)
     return allocated_limit(memory_gib, non_torch_gib, allocator_overhead, pools_gib)
 
 

@@ -39,6 +39,17 @@ def test_a_saved_system_from_its_dict(tmp_path):
     (lambda: api.search({"model": MODEL, "system": SYSTEM, "seq_len": 8192, "global_batch": 64}, top=3, progress=5), "progress"),
     (lambda: api.time_and_cost_to_train(math.nan, 1.0, 1.0), "tokens"),
     (lambda: api.time_and_cost_to_train(1e9, -1.0, 1.0), "tokens_per_s"),
+    # TypeError / ZeroDivisionError (1 + allocator_overhead = 0) from simengine/fit.py before
+    (lambda: api.reserved_gib(None, 0.05), "allocated_gib"),
+    (lambda: api.reserved_gib(10.0, "x"), "allocator_overhead"),
+    (lambda: api.reserved_gib(10.0, 0.05, math.nan), "pools_gib"),
+    (lambda: api.allocated_limit_gib([], 2.5, 0.05), "memory_gib"),
+    (lambda: api.allocated_limit_gib(80.0, 2.5, -1.0), "allocator_overhead"),
+    # TypeError from pathlib before; a NUL or a name over the file system's limit: ValueError / OSError
+    (lambda: api.load_user_system(None, "mine"), "systems_dir"),
+    (lambda: api.user_system_provenance(5, "mine"), "systems_dir"),
+    (lambda: api.save_user_system("/tmp/a\x00b", "mine", SYSTEM), "systems_dir"),
+    (lambda: api.save_user_system("/tmp/" + "a" * 300, "mine", SYSTEM), "systems_dir"),
 ])
 def test_bad_input_is_a_config_error_naming_the_field(call, field):
     with pytest.raises(ConfigError) as e:
@@ -48,7 +59,7 @@ def test_bad_input_is_a_config_error_naming_the_field(call, field):
 
 def test_a_trace_needs_a_path(tmp_path):
     tl = api.simulate(SCENARIO)
-    for bad in (None, 5, ""):
+    for bad in (None, 5, "", "t\x00.json"):   # a NUL: open's ValueError before
         with pytest.raises(ConfigError) as e:
             api.write_chrome_trace(tl, bad)
         assert e.value.field == "path"

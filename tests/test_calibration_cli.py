@@ -425,3 +425,14 @@ def test_every_bad_measured_input_is_said_at_once():
         api.calibrate(system, gemm="m,n,k\n1,2\n", nccl={"a.log": "nothing to read here\n"})
     fields = {f for f, _ in e.value.issues}
     assert any(f.startswith("gemm") for f in fields) and any(f.startswith("nccl") for f in fields), e.value.issues
+
+
+def test_a_path_over_the_file_system_name_limit_is_one_line_not_an_internal_error(tmp_path, capsys):
+    """--out DIR/x.json and --systems-dir DIR with a 300-character DIR: Path.is_dir / exists raise
+    OSError(ENAMETOOLONG) rather than say False, and the CLI printed "internal error: OSError"."""
+    long = str(tmp_path / ("a" * 300))
+    code, _, err = _run(["calibrate", "--nccl", str(AR8), "--base", "small", "--name", "mine", "--out", long + "/x.json",
+                         "--systems-dir", str(tmp_path)], capsys)
+    assert code == 2 and err.startswith("error: --out: ") and "File name too long" in err and err.count("\n") == 1
+    code, _, err = _run(["calibrate", "--nccl", str(AR8), "--base", "small", "--name", "mine", "--systems-dir", long], capsys)
+    assert code == 2 and err.startswith("error: systems_dir: ") and "File name too long" in err and err.count("\n") == 1

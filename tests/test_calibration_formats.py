@@ -144,3 +144,38 @@ def test_a_cell_past_the_csv_limit_is_named_as_such():
     with pytest.raises(ConfigError) as e:
         calibrate_with_summary(system, "m,n,k,dtype,efficiency\n" + "x" * 200_000 + ",1,1,bf16,0.5\n")
     assert "a cell longer than" in str(e.value) and "malformed" not in str(e.value)
+
+
+@pytest.mark.parametrize("reader, header, row", [
+    ("gemm", "m,n,k,dtype,time_us", "4096,4096,4096,bf16,{t}"),
+    ("attention", "phase,batch,seq_len,heads,kv_heads,d_qk,d_v,causal,time_us", "fwd,1,4096,32,8,128,128,1,{t}"),
+    ("grouped_gemm", "groups,m,n,k,time_us", "8,1024,4096,2048,{t}"),
+    ("memory", "bytes,time_us", "1073741824,{t}"),
+])
+def test_a_subnormal_time_is_refused_not_divided_by(reader, header, row):
+    """A time of 1e-320 µs times 1e-6 rounds to 0 s: the GEMM, attention and grouped-GEMM readers
+    raised ZeroDivisionError (the CLI's "internal error")."""
+    from simengine import api
+
+    system = presets.load_preset("systems", "h100-sxm5-80gb")
+    with pytest.raises(ConfigError) as e:
+        api.calibrate(system, **{reader: f"{header}\n{row.format(t='1e-320')}\n"})
+    assert "line 2, column 'time_us': '1e-320' is too small to compute with" in str(e.value)
+
+
+@pytest.mark.parametrize("t", ["1e-300", "1e300"])
+def test_a_copy_time_no_fit_can_weigh_is_refused_without_numpy_warnings(t):
+    """A memory sweep's time of 1e-300 µs (or 1e300) made the alpha-beta fit's weights 1/time²
+    under- or overflow: numpy's divide-by-zero warnings on stderr, then "time does not grow with
+    message size"."""
+    import warnings
+
+    from simengine import api
+
+    system = presets.load_preset("systems", "h100-sxm5-80gb")
+    sweep = "bytes,time_us\n" + "".join(f"{b},{2 * b / 3e6:.3f}\n" for b in (1 << 20, 1 << 24, 1 << 28))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ConfigError) as e:
+            api.calibrate(system, memory=sweep + f"1073741824,{t}\n")
+    assert e.value.field == "memory_csv" and f"a time of {float(t):.3g} µs is no measurement" in str(e.value)

@@ -65,6 +65,27 @@ def test_an_address_without_the_ray_executor_is_refused_not_ignored(capsys):
     assert len(err) == 1 and "address" in err[0]
 
 
+def test_an_address_ray_cannot_use_is_one_line_not_an_internal_error(monkeypatch, capsys):
+    """--executor ray --address nonsense:// (or "auto" with no cluster, or ray://… without
+    ray[client]): ray.init's RuntimeError / ConnectionError / ValueError was the CLI's "internal
+    error". A stand-in ray module raises as the real one does, so no cluster starts here."""
+    import sys
+    import types
+
+    def init(**kw):
+        raise RuntimeError(f"Module: nonsense does not exist. This module was parsed from Address: {kw.get('address')}")
+
+    fake = types.SimpleNamespace(is_initialized=lambda: False, init=init)
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    with pytest.raises(ConfigError) as e:
+        RayExecutor("nonsense://").map(len, None, [])
+    assert e.value.field == "address" and "nonsense://" in str(e.value)
+    assert main(["search", "--model", "small", "--system", "small", "--global-batch", "64", "--seq-len", "8192",
+                 "--executor", "ray", "--address", "nonsense://"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: address: cannot start or join the Ray cluster at 'nonsense://'")
+
+
 def test_a_space_where_nothing_fits_says_so(capsys):
     code = main(["search", "--model", "small", "--system", "small", "--global-batch", "64", "--seq-len", "8192",
                  "--space", "strategy.pp=3"])

@@ -123,7 +123,11 @@ def _check_out(raw: str, inputs: list[Path]) -> None:
     folder at the file system's root) and none of the measured files read (``--out sweep.csv``
     replaced the measurements with the JSON)."""
     out = Path(raw)
-    if not out.parent.is_dir():
+    try:
+        folder = out.parent.is_dir()
+    except OSError as e:   # a name longer than the file system's limit: is_dir raises, not False
+        raise ConfigError([("--out", f"cannot write {raw[:200]}: {e.strerror or e}")]) from None
+    if not folder:
         raise ConfigError([("--out", f"no folder {str(out.parent)[:200]}: create it first (--out creates no folders)")])
     real = os.path.realpath(out)
     for f in inputs:

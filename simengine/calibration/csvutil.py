@@ -7,6 +7,7 @@ import csv
 import io
 import math
 import re
+import sys
 from collections.abc import Mapping
 
 from ..errors import ConfigError
@@ -91,9 +92,14 @@ def pos_int(raw: str, line: int, col: str, issues: Issues, *, default: int | Non
 
 
 def pos_float(raw: str, line: int, col: str, issues: Issues, *, allow_zero: bool = False) -> float | None:
+    """A finite number > 0 (or 0 with ``allow_zero``); a subnormal one (below ~2.2e-308: "1e-320")
+    is refused too, since its unit conversion (× 1e-6 for µs) rounds to 0 and divides by it."""
     v = float(raw) if _FLOAT_RE.match(raw) else math.nan
     if not math.isfinite(v) or v < 0 or (v == 0 and not allow_zero):
         issues.add(line, col, f"{raw[:40]!r} is not a positive number")
+        return None
+    if 0 < v < sys.float_info.min:
+        issues.add(line, col, f"{raw[:40]!r} is too small to compute with (below {sys.float_info.min:.1e})")
         return None
     return v
 

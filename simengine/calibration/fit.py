@@ -28,6 +28,7 @@ from .collectives import KINDS, bus_factor
 from .formats.nccl_tests import NcclTable
 
 MIN_FIT_BYTES = 1 << 20
+TIME_RANGE_US = (1e-6, 1e12)   # a picosecond to 11.6 days: a copy's or a collective's time
 Tier = Literal["scale_up", "scale_out"]
 
 
@@ -76,6 +77,7 @@ def fit_alpha_beta(
     s, t = s[ok], t[ok]
     if s.size == 0 or not factor > 0:
         raise ConfigError([("nccl_log", "no positive (size, time) pairs to fit")])
+    _check_times(t)
     use = s >= min_bytes
     note = ""
     if use.sum() < 2:
@@ -102,6 +104,15 @@ def fit_alpha_beta(
     if not beta > 0:
         raise ConfigError([("nccl_log", "time does not grow with message size; cannot fit a bandwidth")])
     return _result(alpha, beta, x, y, note, s[use])
+
+
+def _check_times(t: np.ndarray) -> None:
+    """ConfigError for a time outside ``TIME_RANGE_US``: no measurement, and its square (the fit's
+    weights are 1/time²) under- or overflows (1e-300 µs printed numpy's divide-by-zero warnings)."""
+    lo, hi = TIME_RANGE_US
+    bad = t[(t < lo) | (t > hi)]
+    if bad.size:
+        raise ConfigError([("nccl_log", f"a time of {bad[0]:.3g} µs is no measurement (expected {lo:g} to {hi:g} µs)")])
 
 
 def _weighted_line(x: np.ndarray, y: np.ndarray, h: np.ndarray) -> tuple[float, float]:

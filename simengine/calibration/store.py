@@ -53,6 +53,8 @@ def check_not_preset(name: object) -> str:
 
 
 def _path(folder: str | os.PathLike, name: str) -> Path:
+    if not isinstance(folder, (str, os.PathLike)):   # (None, 3: Path's TypeError)
+        raise ConfigError([("systems_dir", f"expected a folder path, got {type(folder).__name__}")])
     return Path(folder) / f"{check_name(name)}.json"
 
 
@@ -78,8 +80,7 @@ def save_system(folder: str | os.PathLike, name: str, system: SystemSpec,
                 provenance: Sequence[Provenance] = ()) -> Path:
     """Validate and write ``system`` as ``folder/name.json`` atomically; returns the path."""
     path = _path(folder, name)
-    if Path(folder).exists() and not Path(folder).is_dir():   # (/dev/null: "cannot save: File exists")
-        raise ConfigError([("systems_dir", f"{str(folder)[:200]} is not a folder: saved systems go in a folder")])
+    _check_folder(folder)
     data = saved_text(name, system, provenance)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -87,6 +88,20 @@ def save_system(folder: str | os.PathLike, name: str, system: SystemSpec,
     except OSError as exc:
         raise ConfigError([("name", f"cannot save {name!r}: {exc.strerror or exc}")]) from None
     return path
+
+
+def _check_folder(folder: str | os.PathLike) -> None:
+    """ConfigError unless ``folder`` is a folder or may become one: a file there (/dev/null: "cannot
+    save: File exists"), or a path the file system refuses (a name over its length limit, a NUL)."""
+    shown = repr(str(folder)[:200])
+    if "\x00" in str(folder):   # exists() says False (Python 3.11), then mkdir raises ValueError
+        raise ConfigError([("systems_dir", f"{shown}: a NUL character in the path")])
+    try:
+        taken = Path(folder).exists() and not Path(folder).is_dir()
+    except OSError as exc:   # ENAMETOOLONG: exists() raises it rather than say False
+        raise ConfigError([("systems_dir", f"{shown}: {exc.strerror or exc}")]) from None
+    if taken:
+        raise ConfigError([("systems_dir", f"{str(folder)[:200]} is not a folder: saved systems go in a folder")])
 
 
 def write_json(path: Path, data: object) -> None:

@@ -168,8 +168,7 @@ class RayExecutor:
         except ImportError:
             raise ConfigError([("executor", "the Ray executor needs ray: pip install .[ray]")]) from None
         if not ray.is_initialized():
-            kw: dict[str, Any] = {"address": self.address} if self.address else {"num_cpus": self.num_cpus}
-            ray.init(ignore_reinit_error=True, include_dashboard=False, log_to_driver=False, **kw)
+            self._init(ray)
         remote = self._remote.get(fn)
         if remote is None:  # a branch-and-bound search maps many rounds: export the function once
             remote = self._remote[fn] = ray.remote(fn)
@@ -188,6 +187,16 @@ class RayExecutor:
                 ray.cancel(r)
             raise
         return out
+
+    def _init(self, ray: Any) -> None:
+        """Start a local Ray instance or join ``address``; an address Ray cannot use ("nonsense://",
+        "auto" with no cluster running, "ray://…" without ray[client]) is a ConfigError naming it."""
+        kw: dict[str, Any] = {"address": self.address} if self.address else {"num_cpus": self.num_cpus}
+        try:
+            ray.init(ignore_reinit_error=True, include_dashboard=False, log_to_driver=False, **kw)
+        except (ConnectionError, RuntimeError, ValueError) as e:
+            where = f"the Ray cluster at {self.address[:100]!r}" if self.address else "a local Ray instance"
+            raise ConfigError([("address", f"cannot start or join {where}: {str(e)[:200]}")]) from None
 
     def close(self) -> None:
         """End of a search: drop the space's object ref (the remote functions stay registered)."""
