@@ -287,6 +287,14 @@ from .search.space import expected_values as search_expected_values  # noqa: E40
 from .search.types import FLAG_LABELS as SEARCH_FLAG_LABELS  # noqa: E402, F401  (re-exported: the overlap flags' labels)
 
 
+def search_fixed_fields(strategy: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """A scenario's strategy fields a search keeps fixed, and whether a layer split was left out
+    (``simengine.search.make.fixed_fields``)."""
+    from .search.make import fixed_fields
+
+    return fixed_fields(strategy)
+
+
 def make_search_space(*args: Any, **kwargs: Any):
     """A ``SearchSpace`` from plain arguments (``simengine.search.make_space``)."""
     from .search import make_space

@@ -215,3 +215,41 @@ def test_a_space_past_the_group_limit_is_refused_before_its_floors(monkeypatch):
     assert e.value.issues[0][0] == "space" and "restrict it" in e.value.issues[0][1]
     monkeypatch.setattr(run, "MAX_GROUPS", len(groups))
     assert search(_space(), top=3).candidates
+
+
+def test_a_scenario_at_tp_1_does_not_fix_sequence_parallel_for_the_search():
+    """``fixed_fields``: the qwen3-30b-a3b-ep8 preset runs tp 1 with sequence_parallel false, which
+    changes nothing there; kept for every layout it refused each tp > 1 layout of the MoE model
+    ("MoE with tp > 1 needs sequence_parallel"). Dropped, StrategySpec's default applies; a
+    scenario at tp > 1 keeps its own choice. The CLI's --strategy and the studio read the same."""
+    from simengine import api
+    from simengine.search.make import fixed_fields
+    from test_search import SYSTEM, TINY_MOE
+    from ui.search_view import search_base
+
+    qwen = presets.scenario_preset("qwen3-30b-a3b-ep8")["strategy"]
+    assert qwen["tp"] == 1 and qwen["sequence_parallel"] is False
+    base, dropped = fixed_fields(qwen)
+    assert "sequence_parallel" not in base and not dropped and search_base(qwen) == (base, dropped)
+    assert fixed_fields(dict(qwen, tp=2))[0]["sequence_parallel"] is False   # a choice at tp 2
+    space = api.make_search_space(TINY_MOE, SYSTEM, global_batch=16, seq_len=4096, gpus=[8], base=base,
+                                  choices={"tp": [2], "pp": [1], "cp": [1], "ep": [4], "zero_stage": [1], "recompute": ["none"]})
+    res = api.search(space, top=3)
+    assert res.candidates and all(c.strategy["tp"] == 2 and c.strategy.get("sequence_parallel", True) for c in res.candidates)
+    pinned = api.make_search_space(TINY_MOE, SYSTEM, global_batch=16, seq_len=4096, gpus=[8], base={**base, "sequence_parallel": False},
+                                   choices={"tp": [2], "pp": [1], "cp": [1], "ep": [4], "zero_stage": [1], "recompute": ["none"]})
+    assert not api.search(pinned, top=3).candidates   # what the kept false did
+
+
+def test_the_cli_reads_a_strategy_file_as_the_studio_does_and_keeps_its_own_pins(capsys):
+    """``--strategy`` at tp 1 with sequence_parallel false: tp 2 layouts of the MoE model are found;
+    the same false given with ``--set`` is the user's pin and refuses them with the scenario's words."""
+    argv = ["search", "--model", "qwen3-30b-a3b", "--system", "h100-sxm5-80gb", "--strategy", "qwen3-30b-a3b-ep8",
+            "--global-batch", "64", "--seq-len", "4096", "--top", "2", "--json", "--set", "system.num_gpus=16",
+            "--set", "strategy.tp=2", "--set", "strategy.pp=1", "--set", "strategy.cp=1", "--set", "strategy.ep=8"]
+    assert main(argv) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["candidates"] and all(c["strategy"]["tp"] == 2 for c in got["candidates"])
+    assert main(argv + ["--set", "strategy.sequence_parallel=false"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert not got["candidates"] and any("needs sequence_parallel" in r for r in got["rejected"])

@@ -13,7 +13,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from simengine.api import SEARCH_DIMS, SEARCH_SPLIT_FIELDS, time_and_cost_to_train
+from simengine.api import search_fixed_fields, time_and_cost_to_train
 from simengine.api import SEARCH_FLAG_LABELS as FLAG_LABELS
 from simengine.api import SEARCH_TIE_ON
 
@@ -59,13 +59,9 @@ def empty_reason(res: dict[str, Any]) -> str:
 
 
 def search_base(strategy: dict[str, Any]) -> tuple[dict[str, Any], bool]:
-    """The scenario's strategy fields a search keeps fixed (everything but the searched dimensions,
-    the batch and the names), and whether an explicit layer split was left out: the search places
-    the layers itself for each pipeline depth (the even split and Megatron's uneven first/last
-    ones), and a split tied to the scenario's pp·vpp would make every other depth invalid."""
-    skip = {*SEARCH_DIMS, *SEARCH_SPLIT_FIELDS, "global_batch_size", "seq_len", "dp", "name"}
-    base = {k: v for k, v in strategy.items() if k not in skip}
-    return base, any(strategy.get(k) is not None for k in SEARCH_SPLIT_FIELDS)
+    """The scenario's strategy fields a search keeps fixed, and whether an explicit layer split was
+    left out (``simengine.search.make.fixed_fields``: the CLI's ``--strategy`` reads the same)."""
+    return search_fixed_fields(strategy)
 
 
 def search_payload(model_json: str, system_json: str, base_json: str, inputs_json: str) -> str:

@@ -66,7 +66,7 @@ def _values(text: str) -> list[Any]:
 def build(args: argparse.Namespace) -> tuple[Any, dict[str, Any] | None]:
     """(SearchSpace, the --strategy scenario dict or None)."""
     from ..cli import _load, _parse_value, apply_sets
-    from .make import make_space
+    from .make import fixed_fields, make_space
 
     cfg = {"model": _load("model", args.model), "system": _load("system", args.system, systems_dir(args)),  # saved systems too
            "strategy": _load("strategy", args.strategy) if args.strategy else {}}
@@ -100,7 +100,17 @@ def build(args: argparse.Namespace) -> tuple[Any, dict[str, Any] | None]:
             choices[path[9:]] = _values(raw)
         else:
             raise ConfigError([("--space", f"'{path}' is not searchable (system.num_gpus or strategy.<{'|'.join(DIMS)}>)")])
-    base = {k: v for k, v in cfg["strategy"].items() if k not in DIMS and k not in ("global_batch_size", "seq_len")}
+    # the --strategy file's fields as the studio's Search page reads a scenario's (fixed_fields);
+    # a field given with --set is the user's pin, kept whatever it is
+    base, split_dropped = fixed_fields(cfg["strategy"])
+    for item in plain:
+        path = item.partition("=")[0].strip()
+        name = path[9:].split(".")[0].strip() if path.startswith("strategy.") else ""
+        if name and name in cfg["strategy"] and name not in DIMS and name not in ("global_batch_size", "seq_len"):
+            base[name] = cfg["strategy"][name]
+    if split_dropped and not any(k in base for k in ("pipeline_layers", "decoder_first_pipeline_num_layers",
+                                                     "decoder_last_pipeline_num_layers")):
+        warn("the --strategy file's layer split is for its own pp·vpp: the search places the layers itself for each depth")
     space = make_space(cfg["model"], cfg["system"], global_batch=args.global_batch, global_batch_tokens=args.global_batch_tokens,
                        seq_len=args.seq_len, gpus=gpus, token_budget=args.token_budget, choices=choices, base=base)
     scen = None

@@ -10,7 +10,7 @@ from typing import Any
 from ..config.system import MAX_NUM_GPUS as MAX_GPUS
 from ..config.generation import gpu_generation
 from ..errors import ConfigError
-from .space import SearchSpace, check_choices
+from .space import DIMS, LAYER_SPLIT_FIELDS, SearchSpace, check_choices
 
 MAX_TOKEN_BUDGET = 1e15   # tokens: the Studio's limit too (ui/pins.py BUDGET_RANGE, 1e6 billion)
 MAX_BATCH = 100_000_000   # StrategySpec.global_batch_size
@@ -128,3 +128,23 @@ def _validated(model: dict[str, Any], system: dict[str, Any]) -> tuple[dict[str,
         except ValidationError as e:
             raise from_pydantic(e, key, cls.model_fields) from None
     return out[0], out[1]
+
+
+def fixed_fields(strategy: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """The scenario's strategy fields a search keeps fixed (``make_space``'s ``base``), and whether
+    an explicit layer split was left out. Everything but the searched dimensions, the batch, the
+    sequence and the names — and the fields that only meant something at the scenario's own layout:
+
+    - the layer split (``LAYER_SPLIT_FIELDS``): tied to the scenario's pp·vpp, it made every other
+      depth invalid; the search places the layers itself for each depth (``space._schedules``);
+    - ``sequence_parallel`` when the scenario's tp is 1: there it changes nothing (Megatron-Core's
+      SP shards a TP group's norms and turns its all-reduces into all-gather / reduce-scatter), and
+      a ``false`` kept for every layout refused all tp > 1 layouts of an MoE model ("MoE with tp > 1
+      needs sequence_parallel", Megatron-LM arguments.py) — the qwen3-30b-a3b-ep8 preset's 13 M
+      candidates — and ran a dense model's without SP. StrategySpec's default (on) applies; a
+      scenario at tp > 1 keeps its own setting, which then was a choice."""
+    skip = {*DIMS, *LAYER_SPLIT_FIELDS, "global_batch_size", "seq_len", "dp", "name"}
+    if int(strategy.get("tp") or 1) == 1:
+        skip.add("sequence_parallel")
+    base = {k: v for k, v in strategy.items() if k not in skip}
+    return base, any(strategy.get(k) is not None for k in LAYER_SPLIT_FIELDS)
