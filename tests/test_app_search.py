@@ -535,3 +535,22 @@ def test_a_search_stopped_with_nothing_timed_points_to_the_search_inputs(monkeyp
     assert not at.exception, [e.value for e in at.exception]
     assert any("took more than 180 s" in e.value for e in at.error)
     assert not at.main.get("page_link")
+
+
+def test_the_shared_result_store_evicts_an_entry_another_session_took_without_an_error(monkeypatch):
+    """The sessions' threads share the store (``cached_search``): an oldest key that another session
+    evicted between this one's choosing and popping it was a KeyError on a full store."""
+    from ui import search_view
+
+    class Racing(dict):
+        raced = False
+
+        def __iter__(self):   # once, as if another session popped the oldest key just before this pop
+            first = [] if self.raced else ["gone"]
+            self.raced = True
+            return iter([*first, *super().__iter__()])
+
+    store = Racing({f"k{i}": {"ok": True} for i in range(search_view.CACHE_ENTRIES)})
+    monkeypatch.setattr(search_view, "_store", lambda: store)
+    assert search_view.cached_search("new", lambda p: {"ok": True})["ok"]
+    assert "new" in store and len(store) <= search_view.CACHE_ENTRIES

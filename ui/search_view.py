@@ -5,6 +5,7 @@ in and out; the search itself runs in a worker process (``ui.worker_tasks.search
 from __future__ import annotations
 
 import hashlib
+import threading
 import json
 import math
 from typing import Any
@@ -31,6 +32,7 @@ TABLE_COLUMNS = ["rank", "layout", "tokens_per_s", "mfu", "tie", "what_if", "hea
 
 
 CACHE_ENTRIES = 16
+_STORE_LOCK = threading.Lock()
 
 
 @st.cache_resource(show_spinner=False)
@@ -96,9 +98,12 @@ def cached_search(payload: str, runner) -> dict[str, Any]:
         return hit
     out = runner(payload)
     if out.get("ok") and not out.get("partial"):  # a search stopped at its time limit is not kept
-        while len(store) >= CACHE_ENTRIES:
-            store.pop(next(iter(store)))
-        store[payload] = out
+        # the sessions' threads share the store: the oldest entry is evicted under a lock, and one
+        # another session took first is no KeyError (ui/heavy.py keeps its cache the same way)
+        with _STORE_LOCK:
+            while len(store) >= CACHE_ENTRIES:
+                store.pop(next(iter(store)), None)
+            store[payload] = out
     return out
 
 
