@@ -23,7 +23,8 @@ intermediates = 4 B), read + write, counted from the op sequence of each impleme
   silu + mul (10 B per element of f) and bwd mul-grad ×2 + silu-backward (18 B); separate ``wq``,
   ``wk``, ``wv`` and ``w1``, ``w3`` GEMMs; ``apply_rotary_emb`` = ``float()``, complex multiply,
   ``type_as`` per tensor, 20 B/element each way; ``F.scaled_dot_product_attention`` (PyTorch
-  SDPA, flash-attention-2 kernels); no TP comm overlap (async TP needs compile:
+  SDPA, flash-attention-2 kernels) on K and V that ``repeat_kv`` has expanded to the query heads
+  (``Stack.repeat_kv``: SDPA saves them at that width); no TP comm overlap (async TP needs compile:
   ``parallelize_llama.py`` "Async TP requires --training.compile"); ``torch.optim.AdamW`` with
   ``foreach=True`` (``optimizer.fused`` defaults to False, ``torchtitan/optimizer.py``).
 - ``torch-compile`` — the same model with ``torch.compile`` per TransformerBlock
@@ -104,6 +105,13 @@ class Stack:
     # ``parallelize_llama.py``), whose collectives copy the buffer once more (``Collective.cat_copy``)
     tp_overlap_impl: Literal["userbuffers", "symm_mem"] = "userbuffers"
     dtensor_tp: bool = False
+    # GQA K and V expanded to the query heads before the attention kernel, so the kernel saves them
+    # (and its backward writes dK, dV) at query-head width: torchtitan's ``Attention.forward`` calls
+    # ``repeat_kv`` (unsqueeze → expand → reshape, a copy) on the roped k and on v before
+    # ``F.scaled_dot_product_attention`` / FlexAttention (torchtitan/models/llama/model.py from
+    # c22d1a8, 2024-04, to models/llama3/model/model.py up to ff0829c, 2026-01-27, "GQA without kv
+    # repeats", which passes ``enable_gqa`` instead); cost/activations.py ``attention_activations``
+    repeat_kv: bool = False
 
 
 # Fused kernels: norm reads x and writes y (2+2 B), bwd reads x, dy and writes dx (6 B);
@@ -133,11 +141,12 @@ FRAMEWORKS: dict[str, Stack] = {
     "torch-native": Stack("torch-native", _EAGER_NORM, _EAGER_SWIGLU, _FUSED_GELU, _EAGER_ROPE,
                           False, False, "sdpa", False, "fsdp2", "foreach", False, False,
                           "torchtitan eager: unfused norms/SwiGLU/RoPE, separate q/k/v and w1/w3 GEMMs, SDPA, foreach AdamW, "
-                          "per-op selective AC", selective_ac="op", cp_impl="torch-eager", dtensor_tp=True),
+                          "per-op selective AC", selective_ac="op", cp_impl="torch-eager", dtensor_tp=True, repeat_kv=True),
     "torch-compile": Stack("torch-compile", _FUSED_NORM, _FUSED_SWIGLU, _FUSED_GELU, _FUSED_ROPE,
                            False, False, "sdpa", True, "fsdp2", "foreach", False, False,
                            "the same with torch.compile fusing the pointwise ops", selective_ac="op", cp_impl="torch-compiled",
-                           squared_relu=_SQRELU_FUSED, tp_overlap_impl="symm_mem", dtensor_tp=True),
+                           squared_relu=_SQRELU_FUSED, tp_overlap_impl="symm_mem", dtensor_tp=True,
+                           repeat_kv=True),
     "deepspeed": Stack("deepspeed", _FUSED_NORM, _FUSED_SWIGLU, _FUSED_GELU, _FUSED_ROPE,
                        True, True, "flash2", False, "zero3", "fused", False, True,
                        "Megatron-DeepSpeed kernels, flash-attention-2, no TP overlap"),

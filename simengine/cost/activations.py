@@ -97,9 +97,19 @@ def attention_activations(d: Dims, m: ModelSpec) -> BlockActivations:
         core = q + k + v
         extra: float = latent
     else:
+        # the K,V the attention kernel saves: at kv_heads, or expanded to the query heads where the
+        # framework repeats them first (Stack.repeat_kv: torchtitan's ``repeat_kv`` output is the
+        # SDPA key/value, which ``_scaled_dot_product_flash_attention`` / ``_efficient_attention`` /
+        # ``_cudnn_attention`` keep for their backward, tools/autograd/derivatives.yaml; nothing keeps
+        # the kv_heads k, v: the expand's and reshape's backward need only sizes, RoPE's complex
+        # multiply only freqs_cis. Under torch.compile AOTAutograd's partitioner saves the expanded
+        # copy too: its backward user, the SDPA backward, cannot fuse with it, so it is banned from
+        # recompute, torch/_functorch/partitioners.py ``is_materialized_backwards``). The backward's
+        # dK, dV (``bwd`` below) are at that width too before the expand's sum reduces them.
+        kv_w = d.heads if d.stack.repeat_kv else d.kv_heads
         q = BF16 * S * d.heads * d.d_qk
-        k = BF16 * S * d.kv_heads * d.d_qk
-        v = BF16 * S * d.kv_heads * d.d_v
+        k = BF16 * S * kv_w * d.d_qk
+        v = BF16 * S * kv_w * d.d_v
         core = q + k + v
         extra = 0.0
         if m.qk_norm:
