@@ -365,3 +365,36 @@ def test_zero3_gathers_and_reduce_scatters_share_the_backward_they_hide_under(fr
             "overlap_grad_reduce": True, "overlap_param_gather": True}}).step_time_s
 
     assert step(1.5) <= step(1.0)
+
+
+def test_fsdp2_copy_out_and_reduce_scatter_copy_in_run_on_the_compute_stream():
+    """FSDP2 copies the gathered buffer into the unsharded parameters (``foreach_all_gather_copy_out``
+    in ``FSDPParamGroup.wait_for_unshard``) and the bf16 gradients into the fp32 reduce-scatter
+    input (``foreach_reduce`` → ``chunk_cat``) on the default stream: one read and one write of the
+    bf16 parameters per forward gather, the same in the backward for every block but the last and
+    the root (torchtitan keeps both gathered), and 2 + 4 B per parameter for the copy-in. They are
+    the chunk's compute, the same seconds a ZeRO-3 run without them lacks (cost/zero.py
+    ``fsdp2_copies``)."""
+    from simengine.cost.compute import ComputeModel
+    from simengine.cost.zero import fsdp2_copies
+
+    cfg = _titan(1, fsdp_pattern="fsdp2")
+    sc = load_scenario(cfg)
+    plan = build_plan(sc)
+    c = plan.stages[0].chunks[0]
+    cw = c.work
+    p = stage_params(sc, (cw,))
+    cm = ComputeModel(sc.system, sc.strategy.dtype)
+    (f_s, f_k), (b_s, b_k) = fsdp2_copies(sc, cw, cm.hbm, cm.overhead)
+    u = len(cw.layers)
+    assert sc.strategy.fp32_main_grads and u == 32 and p.ends > 0
+    assert f_k == u and b_k == 2 * u - 1
+    assert f_s == pytest.approx(4.0 * p.total / cm.hbm + u * cm.overhead)
+    assert b_s == pytest.approx((4.0 * (p.total - p.ends) * (u - 1) / u + 6.0 * p.total) / cm.hbm + (2 * u - 1) * cm.overhead)
+    # the plan's phases hold them: the same scenario as Megatron-FSDP (no such copies) computes less
+    other = build_plan(load_scenario(_titan(1, fsdp_pattern="megatron-fsdp"))).stages[0].chunks[0]
+    assert c.fwd.compute_s - other.fwd.compute_s == pytest.approx(f_s)
+    assert c.bwd.compute_s - other.bwd.compute_s == pytest.approx(b_s)
+    # once per step under a pipeline (keeps_gathered): nothing per micro-batch
+    sc2 = load_scenario(_titan(2, fsdp_pattern="fsdp2"))
+    assert fsdp2_copies(sc2, build_plan(sc2).stages[0].chunks[0].work, cm.hbm, cm.overhead) == ((0.0, 0), (0.0, 0))

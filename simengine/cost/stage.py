@@ -24,7 +24,7 @@ from .comm import CommModel
 from .compute import ComputeModel
 from .dp import DPWork, dp_work
 from .phase import PhaseCost, price_ops
-from .zero import zero_per_microbatch
+from .zero import fsdp2_copies, zero_per_microbatch
 from .static_memory import StageParams, StaticMemory, keeps_gathered, stage_params, static_memory
 
 
@@ -386,6 +386,11 @@ def _plan_chunk(p: _Priced, cw: ChunkWork) -> ChunkPlan:
     rc = _recompute_cost(p, cw, n_rc)
     if _zero_in_chunks(sc):
         zero_per_microbatch(sc, p.comm, cw, fwd, bwd, rc, wgt.compute_s)
+        # FSDP2's copy-out and reduce-scatter copy-in run on the compute stream (cost/zero.py
+        # ``fsdp2_copies``): compute time of the phases, after their collectives took their windows
+        for pc, (sec, k) in zip((fwd, bwd), fsdp2_copies(sc, cw, p.cm.hbm, p.cm.overhead)):
+            pc.compute_s += sec
+            pc.kernels += k
     _offload_comm(p, cw, fwd, bwd)
     return ChunkPlan(cw, fwd, bwd, wgt, rc, held, extra, sum(_offloaded(p, cw)))
 

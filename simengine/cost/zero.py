@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from ..config.scenario import Scenario
 from . import deepspeed_v03
 from .comm import CommModel
-from .dp import microbatch_dp, zero_units
+from .dp import microbatch_dp, param_gather_bytes, zero_units
 from .phase import PhaseCost
 from .static_memory import StageParams, keeps_gathered, stage_params
 from ..workload.recompute import op_sac_stack, recomputed_layers
@@ -87,6 +87,64 @@ def zero_per_microbatch(sc: Scenario, comm: CommModel, cw: ChunkWork, fwd: Phase
         return
     _unit_gathers(windows(units), ag_u, units, opg)
     _unit_gathers(windows(rs_units), rs_u, rs_units, ogr)
+
+
+def fsdp2_copies(sc: Scenario, cw: ChunkWork, hbm: float, overhead: float) -> tuple[tuple[float, int], tuple[float, int]]:
+    """(seconds, launches) of the memory-bound copies FSDP2 runs ON THE COMPUTE STREAM around its
+    collectives in one micro-batch of chunk ``cw``, for the forward and for the backward; ``hbm``
+    the achieved HBM bytes/s and ``overhead`` the seconds of one launch (cost/compute.py
+    ``ComputeModel.memory``). torch.distributed.fsdp._fully_shard (torch 2.4 → 2.8 alike):
+
+    * all-gather copy-out: ``FSDPParamGroup.wait_for_unshard`` (_fsdp_param_group.py), called from
+      ``pre_forward`` / ``pre_backward`` on the current (default) stream, runs
+      ``foreach_all_gather_copy_out`` (_fsdp_collectives.py): ``current_stream().wait_event(
+      all_gather_event)`` then ``split_with_sizes_copy`` of the whole gathered buffer into the
+      unsharded parameters — one read and one write of the gathered bytes (``param_gather_bytes``:
+      bf16, or fp8 with torchao's float8 all-gather), one launch per unit. The next unit's
+      compute waits for it: it is serial with the compute, nothing hides it. Every unit in the
+      forward; in the backward the units ``reshard_after_forward`` freed: torchtitan
+      ``apply_fsdp`` keeps the last TransformerBlock gathered ("FSDP would prefetch it
+      immediately") and FSDP2 never reshards the root (the embedding and LM head:
+      ``FSDPState._lazy_init`` sets its ``post_forward_mesh_info = None``).
+    * reduce-scatter copy-in: ``FSDPParamGroup.post_backward`` (autograd, default stream) calls
+      ``foreach_reduce``, whose ``foreach_reduce_scatter_copy_in`` → ``chunk_cat`` reads every
+      unsharded gradient (param dtype, bf16: 2 B) and writes the reduce-scatter input in the
+      reduce dtype (torchtitan ``mixed_precision_reduce`` float32: 4 B — the upcast is
+      ``_chunk_cat``'s own) on the current stream (torch ≥ 2.5; torch 2.4 ran it on the
+      reduce-scatter stream and then ``current_stream.wait_stream(reduce_scatter_stream)``: the
+      compute waited for it all the same). One launch per unit.
+
+    Not here because they hide or vanish: the all-gather copy-in (the fp32 → bf16 cast of the
+    shard and ``all_gather_copy_in``: shard-sized, 1/dp of the unit, on the
+    ``all_gather_copy_in_stream``, which the compute never waits for); the gradient division
+    (``_get_gradient_divide_factors``: for fp32/bf16 none — NCCL's ReduceOp.AVG divides); the
+    post-reduce cast (reduce dtype fp32 = the fp32 parameters' dtype: none) and the
+    accumulation into the sharded gradient (shard-sized, on the reduce-scatter stream, only the
+    last unit's waited for at ``finalize_backward``). torch.compile changes none of them:
+    torchtitan compiles each TransformerBlock and dynamo skips FSDP2's hooks
+    (``torch._dynamo.config.skip_fsdp_hooks = True``), compiled autograd is off: the copies run
+    eagerly as above."""
+    st = sc.strategy
+    if not (st.zero_stage >= 3 and st.fsdp_pattern_name == "fsdp2") or keeps_gathered(sc):
+        return (0.0, 0), (0.0, 0)
+    p = stage_params(sc, (cw,))
+    units = len(cw.layers) + cw.mtp
+    grad_in = 2.0                                  # autograd's unsharded gradient, in param_dtype bf16
+    grad_out = 4.0 if st.fp32_main_grads else 2.0  # the reduce-scatter input, in reduce_dtype
+    fwd_b = bwd_b = 0.0
+    groups = 0
+    for n, size, ends, expert in ((p.dense, sc.dp_shard * st.cp, p.ends, False), (p.expert, sc.edp, 0.0, True)):
+        if size <= 1 or n <= 0:
+            continue
+        groups += 1
+        pb = param_gather_bytes(sc, p, expert)
+        fwd_b += 2.0 * pb * n
+        # the backward re-gathers every unit but the last block and the root (its ``ends``)
+        bwd_b += 2.0 * pb * max(n - ends, 0.0) * (units - 1) / max(units, 1) + (grad_in + grad_out) * n
+    if not groups:
+        return (0.0, 0), (0.0, 0)
+    fwd_k, bwd_k = groups * units, groups * (2 * units - 1)
+    return (fwd_b / hbm + fwd_k * overhead, fwd_k), (bwd_b / hbm + bwd_k * overhead, bwd_k)
 
 
 def _recomputed_units(sc: Scenario, cw: ChunkWork, units: int) -> int:
