@@ -13,7 +13,9 @@ the sequence, the system, … — not pp, vpp, the schedule, ZeRO or the DP flag
 chunk's plan (``_plan_chunk_kept``: those blocks, what the chunk holds and the recompute) and a
 rank's DP work (cost/dp.py ``dp_work``: its parameters, the DP groups and flags), and so are the
 pipeline engine's inputs read off them (pipeline.py ``_chunk``/``_stage``: a chunk's and a rank's
-costs, by the identity of the priced phases; sim/values.py: a rank's value block), so a what-if
+costs, by the identity of the priced phases; sim/values.py: a rank's value block), the collective
+model's tiers and group placements (cost/comm.py ``_comm_parts``: the system and the group sizes)
+and a stage's memory figures (estimate.py ``_stage_memory``: its byte counts), so a what-if
 edit of the rest, or a search's next layout of the same block kind, reuses them; "blocks priced
 anew" times the same estimate with all those memos emptied before each call (a new block kind).
 Times are CPU time (``time.process_time``: steadier than wall time on a shared machine), median

@@ -7,11 +7,13 @@ steady state, sim/periodic.py), so the two agree up to float rounding.
 
 from __future__ import annotations
 
+import struct
+
 from .config.model import ModelSpec
 from .config.scenario import Scenario
 from .config.system import GPUSpec
 from . import fit
-from .memo import config_cache
+from .memo import config_cache, remember
 from .cost.launch import gpu_us_per_launch, launch_warning
 from .cost.stage import Plan, StagePlan, build_plan
 from .pipeline import max_inflight, order_memory_peaks, pipeline_input, sim_microbatches
@@ -85,20 +87,46 @@ def _stage_memory(sc: Scenario, st: StagePlan, inflight: int, exact: tuple[float
     # offload runs with one chunk a rank (pp 1, config/scenario.py _offload_checks): the offloaded
     # layers of every held micro-batch sit in host memory
     host = inflight * sum(c.host_bytes for c in st.chunks) if exact is None else 0.0
-    alloc = static.weights + static.grads + static.optimizer + static.buffers + held + extra
-    ov = sc.strategy.allocator_overhead
-    reserved = fit.reserved(alloc, ov, static.pools)
     gpu = sc.system.gpu
+    vals = (held, extra, host, static.weights, static.grads, static.optimizer, static.buffers, static.pools,
+            sc.strategy.allocator_overhead, gpu.memory_gib, gpu.non_torch_gib, gpu.host_memory_gib)
+    # everything ``_new_stage_memory`` reads, the floats by bit pattern (``_MEMS``)
+    key = (st.rank, inflight, _BITS.pack(*vals))
+    hit = _MEMS.get(key)
+    if hit is not None and hit[0] == vals:
+        return hit[1]
+    out = _new_stage_memory(st.rank, inflight, *vals)
+    remember(_MEMS, key, (vals, out), MAX_MEMS)
+    return out
+
+
+def _new_stage_memory(rank: int, inflight: int, held: float, extra: float, host: float, weights: float, grads: float,
+                      optimizer: float, buffers: float, pools: float, ov: float, capacity: float, non_torch: float,
+                      host_capacity: float) -> tuple[StageMemory, float]:
+    """A stage's StageMemory and allocated peak (bytes) from its held and transient activation
+    bytes, host-offloaded bytes, model states, the allocator overhead and the GPU's memory."""
+    alloc = weights + grads + optimizer + buffers + held + extra
+    reserved = fit.reserved(alloc, ov, pools)
     sm = StageMemory(
-        stage=st.rank, peak_gib=alloc / GIB, reserved_gib=reserved / GIB, pools_gib=static.pools / GIB,
-        allocated_limit_gib=fit.allocated_limit(gpu.memory_gib, gpu.non_torch_gib, ov, static.pools / GIB),
-        weights_gib=static.weights / GIB, grads_gib=static.grads / GIB, optimizer_gib=static.optimizer / GIB,
-        activations_gib=held / GIB, other_gib=(static.buffers + extra) / GIB,
+        stage=rank, peak_gib=alloc / GIB, reserved_gib=reserved / GIB, pools_gib=pools / GIB,
+        allocated_limit_gib=fit.allocated_limit(capacity, non_torch, ov, pools / GIB),
+        weights_gib=weights / GIB, grads_gib=grads / GIB, optimizer_gib=optimizer / GIB,
+        activations_gib=held / GIB, other_gib=(buffers + extra) / GIB,
         inflight_microbatches=inflight, host_offload_gib=host / GIB,
-        free_gib=gpu.memory_gib - reserved / GIB - gpu.non_torch_gib,
-        fits=reserved / GIB + gpu.non_torch_gib <= gpu.memory_gib and host / GIB <= gpu.host_memory_gib,
+        free_gib=capacity - reserved / GIB - non_torch,
+        fits=reserved / GIB + non_torch <= capacity and host / GIB <= host_capacity,
     )
     return sm, alloc
+
+
+# Across calls and ranks: (rank, in-flight count, the other inputs of ``_new_stage_memory`` packed
+# as doubles) -> (those inputs, (their StageMemory, the allocated bytes)). The result is a pure
+# function of the inputs. The packed bytes tell apart what compares equal but prints apart (0.0
+# and -0.0); a hit also compares the inputs themselves (an int past 2**53 packs as its nearest
+# double, its sums differ). StageMemory is frozen: shared.
+_MEMS: dict[tuple, tuple[tuple, tuple[StageMemory, float]]] = {}
+_BITS = struct.Struct("<12d")
+MAX_MEMS = 4096
 
 
 def grouped_scalar_share(stage: StagePlan) -> float:
@@ -232,7 +260,7 @@ def estimate_plan(sc: Scenario, plan: Plan) -> Report:
         energy_per_step_j=step * gpus * sysm.gpu.tdp_w,
         num_microbatches=m_mb, dp=sc.dp, num_gpus=gpus, tokens_per_step=tokens,
         bubble_fraction=met.bubble_fraction(), critical_rank=met.critical_rank,
-        bubble_fraction_max=max(met.bubble_fraction(r) for r in range(met.num_ranks)),
+        bubble_fraction_max=met.bubble_fraction_max(),
         hidden_comm_s=hidden, gpu_us_per_launch=us,
         uncertainty=unc, warnings=warnings, notes=_mfu_basis_note(sc, mflops / (step * peak * gpus)) + _mfu_band_note(sc, unc["mfu"][1], causal),
     )
@@ -268,15 +296,16 @@ def estimate(sc: Scenario) -> Report:
 
 def forget_priced() -> None:
     """Empty the memos an estimate fills per block kind — the blocks' op lists and prices, the
-    chunks' plans, the ranks' DP work and the pipeline inputs read off them — so the next estimate
-    prices its blocks anew (benchmarks/bench_estimate.py "a new block kind"; tests that check a memo
-    changes no number). The compiled pipeline structures and the efficiency curves stay."""
+    chunks' plans, the ranks' DP work, the pipeline inputs read off them, the collective model's
+    tiers and placements and the stages' memory — so the next estimate prices its blocks anew
+    (benchmarks/bench_estimate.py "a new block kind"; tests that check a memo changes no number).
+    The compiled pipeline structures and the efficiency curves stay."""
     from . import pipeline
-    from .cost import dp, stage
+    from .cost import comm, dp, stage
     from .sim import values
     from .workload.builder import block_phases
 
     for memo in (stage._PRICED, stage._GROUPS, stage._CHUNKS, dp._WORK, pipeline._CHUNK_COSTS,
-                 pipeline._STAGE_COSTS, values._RANKS):
+                 pipeline._STAGE_COSTS, values._RANKS, comm._PARTS, _MEMS):
         memo.clear()
     block_phases.cache_clear()  # type: ignore[attr-defined]

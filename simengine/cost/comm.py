@@ -28,6 +28,7 @@ from functools import lru_cache
 
 from ..collectives import KINDS, alpha_steps, wire_factor
 from ..config.scenario import Scenario
+from ..memo import remember
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,24 +113,8 @@ class CommModel:
     __slots__ = ("tiers", "places", "_cache", "fits", "mesh_links")
 
     def __init__(self, sc: Scenario):
-        sysm, e = sc.system, sc.system.efficiency
-        ov = e.collective_overhead_us * 1e-6
-        up = Tier(sysm.scale_up.bandwidth_gbs * 1e9, e.collective_scale_up, sysm.scale_up.latency_us * 1e-6, ov)
-        out = Tier(sysm.scale_out.bandwidth_gbs * 1e9, e.collective_scale_out, sysm.scale_out.latency_us * 1e-6, ov)
-        self.tiers: dict[tuple[str, str], Tier] = {}
-        for kind in KINDS:
-            for name, tier in (("scale_up", up), ("scale_out", out)):
-                self.tiers[(kind, name)] = tier
-        # measured fits, per (kind, tier) and optionally per group size (closest size wins)
-        self.fits: dict[tuple[str, str], list] = {}
-        for fit in e.collective_table:
-            self.fits.setdefault((fit.kind, fit.tier), []).append(fit)
-            base = self.tiers[(fit.kind, fit.tier)]
-            self.tiers[(fit.kind, fit.tier)] = Tier(base.nominal_Bps, fit.efficiency, fit.step_latency_us * 1e-6, fit.latency_us * 1e-6)
-        self.places = group_placements(sc)
-        self._cache: dict[tuple, float] = {}
-        scale_up = sysm.scale_up
-        self.mesh_links = scale_up.domain_size - 1 if scale_up.topology == "mesh" and scale_up.domain_size > 1 else 0
+        self.tiers, self.fits, self.places, self.mesh_links = _comm_parts(sc)
+        self._cache: dict[tuple, float] = {}  # this model's collective times (``time``)
 
     def tier_of(self, group: str) -> str:
         p = self.places[group]
@@ -184,3 +169,44 @@ class CommModel:
             t = tier.overhead_s + lat + wire_factor(kind, n) * size_bytes / bw
         self._cache[key] = t
         return t
+
+
+def _comm_parts(sc: Scenario) -> tuple[dict, dict, dict, int]:
+    """(tiers, fits, places, mesh links) of ``CommModel``: a pure function of the system and of
+    the group sizes ``group_placements`` reads (tp, cp, dp, pp, ep, etp, the ZeRO shard group),
+    memoised on exactly those (``_PARTS``). Shared between models: read them, never change them."""
+    st = sc.strategy
+    key = (sc.system, st.tp, st.cp, sc.dp, st.pp, st.ep, st.etp_size, sc.dp_shard)
+    try:
+        hit = _PARTS.get(key)
+    except TypeError:  # a system holding a list (unhashable): built every time
+        return _build_parts(sc)
+    if hit is None:
+        hit = _build_parts(sc)
+        remember(_PARTS, key, hit, MAX_PARTS)
+    return hit
+
+
+def _build_parts(sc: Scenario) -> tuple[dict, dict, dict, int]:
+    sysm, e = sc.system, sc.system.efficiency
+    ov = e.collective_overhead_us * 1e-6
+    up = Tier(sysm.scale_up.bandwidth_gbs * 1e9, e.collective_scale_up, sysm.scale_up.latency_us * 1e-6, ov)
+    out = Tier(sysm.scale_out.bandwidth_gbs * 1e9, e.collective_scale_out, sysm.scale_out.latency_us * 1e-6, ov)
+    tiers: dict[tuple[str, str], Tier] = {}
+    for kind in KINDS:
+        for name, tier in (("scale_up", up), ("scale_out", out)):
+            tiers[(kind, name)] = tier
+    # measured fits, per (kind, tier) and optionally per group size (closest size wins)
+    fits: dict[tuple[str, str], list] = {}
+    for fit in e.collective_table:
+        fits.setdefault((fit.kind, fit.tier), []).append(fit)
+        base = tiers[(fit.kind, fit.tier)]
+        tiers[(fit.kind, fit.tier)] = Tier(base.nominal_Bps, fit.efficiency, fit.step_latency_us * 1e-6, fit.latency_us * 1e-6)
+    scale_up = sysm.scale_up
+    mesh_links = scale_up.domain_size - 1 if scale_up.topology == "mesh" and scale_up.domain_size > 1 else 0
+    return tiers, fits, group_placements(sc), mesh_links
+
+
+# (system, tp, cp, dp, pp, ep, etp, dp_shard) -> CommModel's (tiers, fits, places, mesh links)
+_PARTS: dict[tuple, tuple] = {}
+MAX_PARTS = 256

@@ -122,17 +122,14 @@ def microbatch_dp(sc: Scenario, comm: CommModel, p: StageParams, ag_calls: int =
 
 
 def dp_work(sc: Scenario, comm: CommModel, p: StageParams, chunks: tuple[StageParams, ...] = (),
-            rank: int = 0) -> DPWork:
+            rank: int = 0, base: tuple | None = None) -> DPWork:
     """``_dp_work``, memoised on everything it reads: the rank's parameters and each chunk's, whether
-    it is pipeline rank 0, the strategy fields and DP group sizes below, the system (the
-    optimizer's HBM and launch costs; ``comm``'s tiers, built from it) and the placement of the
-    groups its collectives run on (``_DP_GROUPS``, ``comm.places``). ``build_plan`` asks for each rank
-    kind's every time; a what-if edit of the schedule, the micro-batch size or recompute, or a
-    search's next candidate of the same layout, changes none of it. DPWork is frozen: shared."""
-    st = sc.strategy
-    key = (p, chunks, rank == 0, st.zero_stage, keeps_gathered(sc), st.fp32_main_grads, st.adam_moments_dtype, st.fp8_param_gather, st.dtype, st.overlap_grad_reduce,
-           st.cp, st.framework, sc.dp, sc.dp_shard, sc.dp_replicas, sc.edp, sc.system,
-           tuple(comm.places[g] for g in _DP_GROUPS))
+    it is pipeline rank 0, and what the scenario and ``comm`` set for every rank (``dp_key``;
+    ``base``: that key when the caller already has it for this ``sc`` and ``comm``). ``build_plan``
+    asks for each rank kind's every time; a what-if edit of the schedule, the micro-batch size or
+    recompute, or a search's next candidate of the same layout, changes none of it. DPWork is
+    frozen: shared."""
+    key = (p, chunks, rank == 0, dp_key(sc, comm) if base is None else base)
     try:
         hit = _WORK.get(key)
     except TypeError:  # a system holding a list (unhashable): computed every time
@@ -141,6 +138,16 @@ def dp_work(sc: Scenario, comm: CommModel, p: StageParams, chunks: tuple[StagePa
         hit = _dp_work(sc, comm, p, chunks, rank)
         remember(_WORK, key, hit, MAX_WORK)
     return hit
+
+
+def dp_key(sc: Scenario, comm: CommModel) -> tuple:
+    """What ``_dp_work`` reads besides a rank's parameters: the strategy fields and DP group sizes
+    below, the system (the optimizer's HBM and launch costs; ``comm``'s tiers, built from it) and
+    the placement of the groups its collectives run on (``_DP_GROUPS``, ``comm.places``)."""
+    st = sc.strategy
+    return (st.zero_stage, keeps_gathered(sc), st.fp32_main_grads, st.adam_moments_dtype, st.fp8_param_gather, st.dtype,
+            st.overlap_grad_reduce, st.cp, st.framework, sc.dp, sc.dp_shard, sc.dp_replicas, sc.edp, sc.system,
+            tuple(comm.places[g] for g in _DP_GROUPS))
 
 
 _DP_GROUPS = ("dps", "dpr", "edp")   # the groups _chunk_collectives prices on (_dp_buffers, HSDP's replicas)

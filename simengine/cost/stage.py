@@ -22,7 +22,7 @@ from .activations import (BlockActivations, attention_activations, head_activati
                           mlp_activations, moe_activations, torch_cp_bwd_transient)
 from .comm import CommModel
 from .compute import ComputeModel
-from .dp import DPWork, dp_work
+from .dp import DPWork, dp_key, dp_work
 from .phase import PhaseCost, price_ops
 from .zero import fsdp2_copies, zero_per_microbatch
 from .static_memory import StageParams, StaticMemory, keeps_gathered, stage_params, static_memory
@@ -464,6 +464,7 @@ def build_plan(sc: Scenario) -> Plan:
     p2p_s = comm.time("p2p", p2p_bytes, "pp") if st.pp > 1 else 0.0
 
     stages = []
+    dp_base = None  # dp_work's scenario part of its key (cost/dp.py ``dp_key``), once per plan
     memo: dict[tuple, tuple[StageParams, StaticMemory, DPWork]] = {}
     priced: dict[tuple, ChunkPlan] = {}  # middle stages hold the same kind of chunk: price it once
     for rank_chunks in wl.ranks:
@@ -476,13 +477,15 @@ def build_plan(sc: Scenario) -> Plan:
         states = memo.get(sig)
         if states is None:
             params = stage_params(sc, rank_chunks)
-            states = memo[sig] = (params, static_memory(sc, params), rank_dp_work(sc, comm, params, rank_chunks))
+            dp_base = dp_key(sc, comm) if dp_base is None else dp_base
+            states = memo[sig] = (params, static_memory(sc, params), rank_dp_work(sc, comm, params, rank_chunks, dp_base))
         stages.append(StagePlan(rank_chunks[0].rank, chunks, states[0], states[1], p2p_s, states[2], (keys, sig)))
     return Plan(wl, stages, comm)
 
 
-def rank_dp_work(sc: Scenario, comm: CommModel, params: StageParams, rank_chunks) -> DPWork:
+def rank_dp_work(sc: Scenario, comm: CommModel, params: StageParams, rank_chunks, base: tuple | None = None) -> DPWork:
     """``dp_work`` of the rank holding ``rank_chunks`` (ChunkWork, in chunk order) with ``params``:
-    each chunk's own parameters, the rank's position (only pipeline rank 0 buckets)."""
+    each chunk's own parameters, the rank's position (only pipeline rank 0 buckets); ``base``:
+    ``dp_key(sc, comm)`` when the caller has it."""
     per = tuple(stage_params(sc, (cw,)) for cw in rank_chunks) if len(rank_chunks) > 1 else ()
-    return dp_work(sc, comm, params, per, rank_chunks[0].rank)
+    return dp_work(sc, comm, params, per, rank_chunks[0].rank, base)

@@ -77,6 +77,13 @@ class StepMetrics:
         r = self.critical_rank if r is None else r
         return float(self.bubble_s[r] / self.step_time_s) if self.step_time_s > 0 else 0.0
 
+    def bubble_fraction_max(self) -> float:
+        """The largest ``bubble_fraction`` over the ranks: the same divisions, in one numpy call,
+        and the same ``max`` over them in rank order."""
+        if self.step_time_s > 0:
+            return max((self.bubble_s / self.step_time_s).tolist())
+        return 0.0
+
 
 @packable
 class _Cats:
