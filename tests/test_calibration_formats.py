@@ -179,3 +179,18 @@ def test_a_copy_time_no_fit_can_weigh_is_refused_without_numpy_warnings(t):
         with pytest.raises(ConfigError) as e:
             api.calibrate(system, memory=sweep + f"1073741824,{t}\n")
     assert e.value.field == "memory_csv" and f"a time of {float(t):.3g} µs is no measurement" in str(e.value)
+
+
+def test_an_unclosed_quote_is_named_with_its_line_not_the_file_quoted_back():
+    """A quote that never closes takes the rest of the file into one cell: in the header, every
+    row went into a 'missing column (header: …the whole file…)' message over many lines."""
+    from simengine.calibration.csvutil import read_rows
+
+    text = 'm,n,"k,efficiency\n512,512,512,0.5\n1024,1024,1024,0.6\n'
+    with pytest.raises(ConfigError) as e:
+        read_rows(text, "gemm")
+    msg = str(e.value)
+    assert "line 1" in msg and "quote" in msg and "\n" not in msg and "1024" not in msg
+    with pytest.raises(ConfigError, match="line 3: a quote"):   # in a data row: from its own line
+        read_rows('m,n,k,efficiency\n512,512,512,0.5\n"1024,1024,1024,0.6\n2048,2048,2048,0.7\n', "gemm")
+    assert read_rows('m,n,k,efficiency\n"512",512,512,0.5\n', "gemm")[1] == [(2, ["512", "512", "512", "0.5"])]

@@ -29,7 +29,14 @@ def read_rows(text: str, field: str, example: str = "m,n,k,efficiency") -> tuple
     header: list[str] | None = None
     rows: list[tuple[int, list[str]]] = []
     try:
+        end = 0   # the line the previous row ended on
         for cells in reader:
+            start, end = end + 1, reader.line_num
+            if any("\n" in c or "\r" in c for c in cells):
+                # no sweep cell spans lines: an unclosed quote took the rest of the file into one
+                # cell (a header's took every row, and the message quoted the whole file)
+                raise ConfigError([(field, f"line {start}: a quote (\") opens a cell that runs on to line {end}; "
+                                           "close it or remove it")])
             if not cells or all(not c.strip() for c in cells) or cells[0].lstrip().startswith("#"):
                 continue
             if header is None:
