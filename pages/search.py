@@ -195,7 +195,7 @@ def _budget() -> float:
     return float(value)
 
 
-def _results(sc: dict, res: dict, sid: str, top: int) -> None:
+def _results(sc: dict, res: dict, sid: str, top: int, counts: int = 1) -> None:
     """The ranked grid (at most ``top`` rows), the Pareto chart, "use this layout" and the
     rejections; the widgets that pick a layout are keyed by the search (``search_id``: a new one
     starts with nothing picked)."""
@@ -240,7 +240,7 @@ def _results(sc: dict, res: dict, sid: str, top: int) -> None:
     front = pts[pts["pareto"]]
     shown = front if not front.empty else pts
     ev = st.altair_chart(pareto_chart(shown), on_select="rerun", key=f"search.chart.{sid}", width="stretch")
-    st.caption(pareto_caption(shown))
+    st.caption(pareto_caption(shown, counts))
     sel_pts = (ev.get("selection", {}).get("pick") if isinstance(ev, dict) else None) or []
     if sel_pts and isinstance(sel_pts[0], dict) and "id" in sel_pts[0]:
         chart_pick = int(sel_pts[0]["id"]) - 1
@@ -321,4 +321,4 @@ elif not inputs:
 else:
     searched = _searched(sc, inputs, slots)
     if searched is not None:
-        _results(sc, *searched, top=inputs["top"])
+        _results(sc, *searched, top=inputs["top"], counts=len(set(parse_counts(inputs["gpus"]))))

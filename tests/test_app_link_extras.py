@@ -9,10 +9,11 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from app_walk import open_app, open_fold, open_page, texts
+from app_walk import LINK_OR_IMAGE, open_app, open_fold, open_page, texts
 from ui.config_io import dumps
 from ui.pins import budget_text, decode_pins, encode_pins, parse_budget
 from ui.share import ShareLinkError, pack, size_canonical
+from ui.text import md
 
 
 def _pins(at):
@@ -151,3 +152,56 @@ def test_a_full_pin_list_keeps_every_pin_the_user_made(monkeypatch):
     session["pins"] = mine[:2]
     assert state.pin("one more") is None and [p["label"] for p in session["pins"]] == ["mine 0", "mine 1", "one more"]
     assert state.pin("again") == "Already pinned."
+
+
+def test_a_pin_that_cannot_be_estimated_is_said_not_dropped(monkeypatch):
+    """A pinned scenario whose estimate failed vanished from the comparison without a word (the
+    user read it as lost): now a line names the pin and quotes why, escaped, with an Unpin button."""
+    import ui.engine
+
+    real = ui.engine.estimate_report
+    good = dumps(size_canonical("small"))
+    bad = dumps({**size_canonical("small"), "strategy": {**size_canonical("small")["strategy"], "global_batch_size": 16}})
+
+    def estimate(text):
+        if text == bad:
+            return {"ok": False, "issues": [("strategy.tp", "boom *here* [x](https://evil.example)")]}
+        return real(text)
+
+    monkeypatch.setattr(ui.engine, "estimate_report", estimate)
+    at = open_app("pages/estimate.py")
+    at.session_state["pins"] = [{"label": "fine", "json": good}, {"label": "[evil](https://x.example)", "json": bad}]
+    at.run()
+    assert not at.exception
+    said = texts(at.warning)
+    assert f"Pin 2, {md('[evil](https://x.example)')}, could not be estimated" in said
+    assert md("boom *here* [x](https://evil.example)") in said and "`strategy.tp`" in said
+    assert not LINK_OR_IMAGE.search(said)
+    table = at.dataframe[-1].value
+    assert list(table["scenario"]) == ["fine"]   # the current scenario is the first pin
+    at.button(key="pin.drop.1").click().run()
+    assert [p["label"] for p in _pins(at)] == ["fine"] and "could not be estimated" not in texts(at.warning)
+
+    at.session_state["pins"] = [{"label": "only", "json": bad}]   # no pin estimates: the line, not the "pin scenarios" hint
+    at.run()
+    assert "Pin 1, only, could not be estimated" in texts(at.warning)
+    assert "Pin scenarios to compare" not in texts(at.caption)
+
+
+def test_pins_too_long_for_the_link_are_said_to_be_left_out(monkeypatch):
+    """Pins whose token is over the link cap were left out of the address bar and the share link
+    without a word (only the scenario's own link had a warning): a colleague opening the link got
+    no pins. Now every page says so, and the sidebar's link says it comes without them."""
+    from ui import share
+
+    at = open_app("pages/estimate.py")
+    open_fold(at, "pin.box").button(key="pin.add").click().run()
+    assert "pins" in at.query_params and "not in the share link" not in texts(at.warning)
+    monkeypatch.setattr(share, "MAX_TOKEN_CHARS", len(at.query_params["pins"]) - 1)   # the pins' token is now too long
+    for page in ("pages/estimate.py", "pages/home.py"):
+        at.switch_page(page).run()
+        assert not at.exception
+        assert "pins" not in at.query_params
+        assert "The pinned scenarios are not in the share link" in texts(at.warning), page
+        assert "Without the pinned scenarios" in texts(at.sidebar.caption)
+    assert [p["label"] for p in _pins(at)]   # still pinned in the session

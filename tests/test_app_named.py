@@ -70,3 +70,39 @@ def test_named_labels_read_whole_and_name_a_low_precision():
     assert labels["llama3-70b-tp4-pp4"] == "Llama-3-70B · 64 × H100 80GB"
     assert labels["megatron-gpt-145.6b-1536xa100"] == "Megatron GPT 145.6B · 1,536 × A100 80GB"
     assert max(len(v) for v in labels.values()) <= 40   # "DeepSeek-V3 (671B) · 1,024 × H100 80GB H…" was cut too
+
+
+def test_a_preset_name_edited_away_from_says_so_and_stays_stored():
+    """"medium (64x H100 SXM5 80GB)" stayed the System page's name for a system of 48 GPUs (and
+    the sidebar's "medium (Llama-3-70B)" for a 40-layer model): the name is now marked edited with
+    what changed since it was the preset's, in this session and in a session opened from the link;
+    the stored name, the link's format and the saved file stay as they were."""
+    from app_walk import open_groups
+    from test_app_pages import widget
+    from ui.share import decode_params, size_canonical
+
+    at = open_app("pages/home.py")
+    at.button(key="size.medium").click().run()
+    at.switch_page("pages/system.py").run()
+    assert "*(edited)*" not in at.caption[0].value and "(preset medium)" in at.caption[0].value
+    open_groups(at, "system", ["Cluster"])
+    widget(at, "system.num_gpus").set_value(48).run()
+    said = at.caption[0].value
+    assert "**medium (64x H100 SXM5 80GB)** *(edited)*: the name of preset medium, with `num_gpus` 64 → 48." in said
+    assert _scenario(at)["system"]["name"] == "medium (64x H100 SXM5 80GB)"   # not renamed behind the user's back
+    params = dict(at.query_params)
+    assert set(params) == {"s"} and decode_params(params)[0] == _scenario(at)   # the link as before
+    again = open_app("pages/system.py", **params)   # a colleague's session: the same words
+    assert "*(edited)*: the name of preset medium, with `num_gpus` 64 → 48" in again.caption[0].value
+
+    at.switch_page("pages/model.py").run()
+    open_groups(at, "model", ["Architecture"])
+    widget(at, "model.num_layers").set_value(40).run()
+    assert "medium (Llama-3-70B) (edited)" in at.sidebar.markdown[1].value
+    assert "`num_layers` 80 → 40" in at.caption[0].value
+    widget(at, "model.name").set_value("my 40-layer model").run()   # the user's own name: nothing to mark
+    assert "(edited)" not in at.sidebar.markdown[1].value and "*(edited)*" not in at.caption[0].value
+    at.switch_page("pages/home.py").run()
+    at.button(key="size.medium").click().run()   # the preset again: its name is the preset's
+    at.switch_page("pages/system.py").run()
+    assert "*(edited)*" not in at.caption[0].value and _scenario(at) == size_canonical("medium")

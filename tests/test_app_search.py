@@ -483,6 +483,21 @@ def test_with_one_gpu_count_the_pareto_chart_trades_throughput_for_memory():
     assert pareto_caption(df2).startswith("Colour: free GiB")
 
 
+def test_a_front_of_one_gpu_count_out_of_several_searched_says_so():
+    """A search of 64..256 whose front holds only 64-GPU layouts opened its caption "One GPU
+    count: …", as if one count had been searched: now it says the front holds one of the three."""
+    from ui.search_view import pareto_caption, points_frame
+
+    base = {"strategy": {}, "band": {}, "mfu": 0.5, "gpus": 64, "peak_memory_gib": 1.0}
+    cands = [dict(base, label="A", order=0, tokens_per_s=85600.0, cost_per_million_tokens_usd=0.0777, headroom_gib=3.9),
+             dict(base, label="B", order=1, tokens_per_s=85250.0, cost_per_million_tokens_usd=0.0780, headroom_gib=21.0)]
+    df, _ = points_frame(cands, cands)
+    said = pareto_caption(df, 3)
+    assert said.startswith("The front holds one GPU count (64) of the 3 searched") and "One GPU count" not in said
+    assert "85,250 to 85,600" in said
+    assert pareto_caption(df, 1).startswith("One GPU count:") and pareto_caption(df).startswith("One GPU count:")
+
+
 def test_what_if_rows_are_marked_and_one_click_searches_the_stacks_own_schedules():
     """A pp 4 space of the default model at 2,048 tokens ranks DualPipe / zero-bubble layouts first: Megatron-Core
     ships neither, so the page says so, marks the rows, and its button restricts the schedules to

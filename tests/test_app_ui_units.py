@@ -281,6 +281,24 @@ def test_formatting():
     assert isinstance(alt.Chart(pd.DataFrame({"a": [1]})).mark_bar().to_dict(), dict)
 
 
+@pytest.mark.parametrize(("fmt", "value", "shown"), [
+    ("fmt_time", 0.9999996, "1.000 s"), ("fmt_time", 999.96e-6, "1.00 ms"), ("fmt_time", 999.96e-9, "1.0 µs"),
+    ("fmt_time", 119.99996, "2.0 min"), ("fmt_time", 7199.99, "2.0 h"), ("fmt_time", 172799.9, "2.0 d"),
+    ("fmt_time", -0.9999996, "-1.000 s"), ("fmt_time", 0.999, "999.00 ms"), ("fmt_time", 119.96, "119.960 s"),
+    ("fmt_count", 999_999, "1.00 M"), ("fmt_count", 999.996, "1.00 k"), ("fmt_count", 999_999_999, "1.00 B"),
+    ("fmt_count", 999.996e12, "1.00 P"), ("fmt_count", 999, "999"), ("fmt_count", 999_994, "999.99 k"),
+    ("fmt_flops", 999_999.6, "1.00 MFLOP"), ("fmt_flops", 999.996e15, "1.00 EFLOP"),
+    ("fmt_usd", 999_999.996, "$1.00 M"), ("fmt_usd", 99.996, "$100"), ("fmt_usd", 0.99996, "$1.00"),
+    ("fmt_flops_rate", 999.96, "1.0 EFLOP/s"), ("fmt_flops_rate", 0.99996, "1.0 PFLOP/s"),
+])
+def test_the_unit_is_chosen_after_rounding(fmt, value, shown):
+    """fmt_time(0.9999996) read "1,000.00 ms" and fmt_count(999_999) "1,000.00 k": the unit was
+    chosen before rounding. A figure that rounds up to the next unit's start is written in it."""
+    from ui import units
+
+    assert getattr(units, fmt)(value) == shown
+
+
 def test_the_measured_collectives_table_labels_every_column(monkeypatch):
     """The System page's collective_table editor (ui/tables.py): every field of a measured fit has
     its own labelled column, with its unit where it has one (step_latency_us and group_size were

@@ -12,7 +12,7 @@ import streamlit as st
 from . import fold, state
 from .charts import compare_chart
 from .report_io import compare_rows
-from .text import csv_text
+from .text import csv_text, issue_md, md
 
 # (column of compare_rows, short title, format, delta kind: "rel" % change, "pt" points, None)
 SHOWN = [("step time [s]", "step [s]", "%.3f", "rel"), ("tokens/s/GPU", "tok/s/GPU", "localized", "rel"),
@@ -82,6 +82,19 @@ def _config(frame: pd.DataFrame) -> dict[str, Any]:
     return {k: v for k, v in cfg.items() if k in frame.columns}
 
 
+FAILED_ISSUES = 3  # a failed pin's line quotes at most this many of its issues
+
+
+def failed_pin_text(index: int, label: str, issues: list) -> str:
+    """The line that stands in for a pinned scenario the engine could not estimate: which pin (its
+    number and label) and why (its issues, each escaped: labels and messages can hold Markdown)."""
+    issues = list(issues)
+    why = "; ".join(issue_md(f, m, 300) for f, m in issues[:FAILED_ISSUES]) or "no reason was given"
+    more = f" (and {len(issues) - FAILED_ISSUES} more)" if len(issues) > FAILED_ISSUES else ""
+    return (f"**Pin {index + 1}, {md(label, 80)}, could not be estimated** and is not in the comparison: "
+            f"{why}{more}")
+
+
 def _pin() -> None:
     refused = state.pin(st.session_state.get("pin.label") or "")
     if refused:
@@ -103,7 +116,7 @@ def _compare(sc: dict[str, Any], r: dict[str, Any]) -> None:
     a, b, c = st.columns([3, 1, 1], vertical_alignment="bottom")
     s = sc["strategy"]
     a.text_input("Label for this scenario", key="pin.label",
-                 value=f"{sc['model']['name']} · {sc['system']['num_gpus']} GPUs · tp{s['tp']} pp{s['pp']} {s['schedule']}"[:80])
+                 value=f"{state.display_name('model')} · {sc['system']['num_gpus']} GPUs · tp{s['tp']} pp{s['pp']} {s['schedule']}"[:80])
     full = len(state.pins()) >= state.MAX_PINS   # a ninth pin would have to drop one the user made
     b.button("Pin this scenario", key="pin.add", icon=":material/push_pin:", width="stretch", on_click=_pin, disabled=full,
              help=f"At most {state.MAX_PINS} pinned scenarios: clear the pins to pin more." if full else None)
@@ -111,13 +124,19 @@ def _compare(sc: dict[str, Any], r: dict[str, Any]) -> None:
     from .engine import estimate_report
 
     items = []
-    for p in state.pins():
+    for i, p in enumerate(state.pins()):
         pr = estimate_report(p["json"])
         if pr["ok"]:
             items.append((p["label"], json.loads(p["json"]), pr["report"]))
+        else:   # said, not dropped: a pin missing from the table without a word read as lost
+            w, u = st.columns([6, 1], vertical_alignment="center")
+            w.warning(failed_pin_text(i, p["label"], pr["issues"]), icon="⚠️")
+            u.button("Unpin", key=f"pin.drop.{i}", on_click=state.unpin, args=(i,), width="stretch",
+                     help="Remove this pinned scenario (the others stay).")
     if not items:
-        st.caption("Pin scenarios to compare them side by side (step time, MFU, memory, cost) with deltas against a "
-                   "baseline. Pins stay in this session and in the share link.")
+        if not state.pins():
+            st.caption("Pin scenarios to compare them side by side (step time, MFU, memory, cost) with deltas against a "
+                       "baseline. Pins stay in this session and in the share link.")
         return
     if all(json.loads(p["json"]) != sc for p in state.pins()):
         items.append((CURRENT, sc, r))

@@ -151,8 +151,7 @@ def editor_page(section: str, title: str, intro: str, figures: Callable[[], None
     """Field edits are applied by the widgets' callbacks (``form.apply_edit``) before this runs,
     so one rerun draws figures, sidebar and form from the same scenario (no second rerun)."""
     st.title(title)
-    st.caption(intro + f" Current {section}: **{md(state.section_dict(section).get('name', ''), 120)}** "
-               f"({md(state.origin(section) or 'default', 120)}).")
+    st.caption(intro + " " + current_caption(section))
     toolbar(section)
     stale_warning(section, here=True)
     figures()
@@ -184,6 +183,38 @@ def editor_page(section: str, title: str, intro: str, figures: Callable[[], None
         slots: dict[str, Any] = {"": st.empty()}
         if form.commit_tables(section, tables(slots), slots):
             st.rerun()  # derived figures, sidebar and link above the tables follow the edit
+
+
+CHANGES_SHOWN = 4  # changed fields listed beside a name they make stale
+
+
+def _then_now(v: Any) -> str:
+    """A field's value in the "changed since" list: a table as its row count, numbers as typed."""
+    if isinstance(v, list):
+        return f"{len(v):,} row{'' if len(v) == 1 else 's'}"
+    if v is None:
+        return "none"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return f"{v:,}"
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    return clip(v, 30)
+
+
+def current_caption(section: str) -> str:
+    """"Current system: **name** (origin)." — and when fields changed since the section got that
+    name (a size preset's "medium (64x H100 …)" after num_gpus became 48), the name marked as
+    edited with what changed, so it does not read as a description of the current section (the
+    stored name, the link and the saved files stay as they are)."""
+    name = md(state.section_dict(section).get("name", ""), 120)
+    changed = state.renamed_changes(section)
+    if not changed:
+        return f"Current {section}: **{name}** ({md(state.origin(section) or 'default', 120)})."
+    said = ", ".join(f"{md_code(f, 60)} {md(_then_now(a))} → {md(_then_now(b))}" for f, a, b in changed[:CHANGES_SHOWN])
+    more = f" and {len(changed) - CHANGES_SHOWN:,} more" if len(changed) > CHANGES_SHOWN else ""
+    return f"Current {section}: **{name}** *(edited)*: the name of {md(state.base_origin(section), 120)}, with {said}{more}."
 
 
 def _figure(v):

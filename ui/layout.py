@@ -88,7 +88,16 @@ def scenario_download(key: str, label: str = "Download the scenario JSON") -> No
 
 def link_warning() -> None:
     """On every page: say so when the address bar cannot reproduce the scenario (its link is over
-    the cap that decoding accepts), and offer the scenario JSON instead."""
+    the cap that decoding accepts), and offer the scenario JSON instead; and when it leaves the
+    pinned scenarios out for the same reason."""
+    pins_chars = state.pins_too_long()
+    if pins_chars:
+        n = len(state.pins())
+        st.warning(f"**The pinned scenarios are not in the share link.** Their part of the link would be {pins_chars:,} "
+                   f"characters, more than the {share.MAX_TOKEN_CHARS:,} a link may have, so the address bar and the "
+                   f"share link reproduce the scenario without its {n:,} pin{'' if n == 1 else 's'} (usually: very large "
+                   "measured GEMM or collective tables). The pins stay in this session; to share them, pin fewer "
+                   "scenarios (*Clear pins* on the Estimate page, then pin again).", icon="⚠️")
     params = state.link_params()
     if not share.token_too_long(params):
         return
@@ -132,6 +141,8 @@ def sidebar() -> None:
             st.caption(f"Share link: {len(url):,} characters (the address bar holds it too).")
             with st.expander("Show or copy the share link", icon=":material/link:"):
                 st.code(url, language=None, wrap_lines=True, height=LINK_BOX_PX if len(url) > LINK_BOX_CHARS else "content")
+        if state.pins_too_long():
+            st.caption("Without the pinned scenarios: they are too large for a link (see the warning on the page).")
         if len(params.get("s", "")) > share.LONG_LINK_CHARS:
             st.caption(f"A long link ({len(url):,} characters): some proxies and servers refuse addresses over "
                        f"~{share.LONG_LINK_CHARS // 1000}k characters, so keep the scenario JSON (Home page) as well.")
@@ -150,7 +161,7 @@ def glance(compact: bool = False) -> None:
     par = f"tp{s['tp']} pp{s['pp']} cp{s['cp']}" + (f" ep{s['ep']}" if s["ep"] > 1 else "") + \
           (f" vpp{s['vpp']}" if s["vpp"] > 1 else "") + (f" dp{s['dp']}" if s.get("dp") else "")
     lines = [
-        f"**Model** {md(m['name'], NAME_CHARS)}{params}",
+        f"**Model** {md(state.display_name('model'), NAME_CHARS)}{params}",
         f"**System** {sy['num_gpus']:,} × {md(sy['gpu']['name'], NAME_CHARS)}{measured_note(sy)}",
         f"**Strategy** {par} · {md(s['schedule'])} · {memory_knobs(s)} · gbs {s['global_batch_size']:,} × "
         f"{s['seq_len']:,} tokens · {md(s['dtype'])}",

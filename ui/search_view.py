@@ -297,16 +297,22 @@ def pareto_chart(front: pd.DataFrame) -> alt.Chart:
     ).add_params(pick).properties(height=340)
 
 
-def pareto_caption(front: pd.DataFrame) -> str:
+def pareto_caption(front: pd.DataFrame, searched_counts: int = 1) -> str:
     """What the Pareto chart's axes hold and how far apart its points are: the axes start at the
-    points, so a spread of a few tenths of a percent fills the plot."""
+    points, so a spread of a few tenths of a percent fills the plot. ``searched_counts``: how many
+    GPU counts the search tried (a front of one count out of several says so: "One GPU count"
+    read as if only one had been searched)."""
     if front.empty:
         return ""
     lo, hi = float(front["tokens_per_s"].min()), float(front["tokens_per_s"].max())
     spread = f"tokens/s from {lo:,.0f} to {hi:,.0f} ({(hi / lo - 1) * 100 if lo > 0 else 0:.1f} % apart; the axes start at the points)"
     if front["gpus"].nunique() <= 1:
-        return ("One GPU count: the cost per token follows the throughput (GPU price × GPUs / tokens/s), so the front "
-                f"trades throughput against free memory. {spread[0].upper()}{spread[1:]}.")
+        why = ("the cost per token follows the throughput (GPU price × GPUs / tokens/s), so the front trades "
+               f"throughput against free memory. {spread[0].upper()}{spread[1:]}.")
+        if searched_counts > 1:
+            return (f"The front holds one GPU count ({int(front['gpus'].iloc[0]):,}) of the {searched_counts:,} searched: "
+                    f"no layout of the other counts is on it. At one count {why}")
+        return f"One GPU count: {why}"
     return f"Colour: free GiB on the fullest stage. {spread[0].upper()}{spread[1:]}."
 
 

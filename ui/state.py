@@ -5,6 +5,9 @@ Session keys (plain strings / lists only, never engine objects):
 * ``cfg.model`` / ``cfg.system`` / ``cfg.strategy`` — canonical JSON of each validated section;
 * ``cfg.origin.<section>`` — where that section came from ("preset small", "edited", ...);
 * ``cfg.gen.<section>`` — bumped when a section is replaced from outside, so its widgets reset;
+* ``cfg.base.<section>`` / ``cfg.base_origin.<section>`` — the section as it was when it got its
+  name (canonical JSON) and where from: edits since then (``renamed_changes``) make that name
+  stale ("medium (64x H100 …)" on 48 GPUs), so the pages say so (session only, not in the link);
 * ``cfg.link`` — the query parameters last written to the address bar;
 * ``pins`` — scenarios pinned for comparison: ``[{"label", "json"}]`` (also in the link: ``pins``);
 * ``budget.value`` — the Estimate page's token budget [billion tokens] (also in the link: ``budget``);
@@ -73,6 +76,47 @@ def origin(section: str) -> str:
     return _ss().get(f"cfg.origin.{section}", "")
 
 
+def _flat(data: Any, prefix: str = "") -> dict[str, Any]:
+    """Dotted paths of a section's leaves (a list, such as a measured table, is one leaf)."""
+    if not isinstance(data, dict):
+        return {prefix: data}
+    out: dict[str, Any] = {}
+    for k, v in data.items():
+        out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)))
+    return out
+
+
+@lru_cache(maxsize=32)
+def _changes(base_text: str, text: str) -> tuple[tuple[str, Any, Any], ...]:
+    if base_text == text:
+        return ()
+    old, new = _flat(json.loads(base_text)), _flat(json.loads(text))
+    return tuple((k, old.get(k), new.get(k)) for k in sorted(set(old) | set(new))
+                 if k != "name" and old.get(k) != new.get(k))
+
+
+def renamed_changes(section: str) -> tuple[tuple[str, Any, Any], ...]:
+    """``(field, value then, value now)`` of each field changed since the section got the name it
+    still carries (``cfg.base.<section>``): when there are any, that name describes another
+    section than the current one (a size preset's "medium (64x H100 …)" after num_gpus became 48)."""
+    base = _ss().get(f"cfg.base.{section}")
+    if not isinstance(base, str) or f"cfg.{section}" not in _ss() or _name_of(base) != section_dict(section).get("name"):
+        return ()
+    return _changes(base, section_json(section))
+
+
+def base_origin(section: str) -> str:
+    """Where the section got its name from ("preset medium", "uploaded x.json", ...)."""
+    return str(_ss().get(f"cfg.base_origin.{section}", ""))
+
+
+def display_name(section: str) -> str:
+    """The section's name as a page shows it (plain text; escape it): marked "(edited)" when
+    fields changed since it got that name (``renamed_changes``). The stored name is not changed."""
+    name = str(section_dict(section).get("name", ""))
+    return f"{name} (edited)" if renamed_changes(section) else name
+
+
 def generation(section: str) -> int:
     return int(_ss().get(f"cfg.gen.{section}", 0))
 
@@ -99,10 +143,49 @@ def scenario_notes() -> Issues:
 
 
 # ---- writing --------------------------------------------------------------------------------
+# origins that change some fields of the section in place and keep its name (the editors' fields
+# and tables, the Search page's GPU count and fit changes, a calibration)
+IN_PLACE_ORIGINS = frozenset({"edited", "search", "fit change", "calibrated", "refit to a training log"})
+
+
+@lru_cache(maxsize=8)
+def _size_sections(section: str) -> tuple[tuple[str, str, str], ...]:
+    """(size, name, canonical JSON) of ``section`` in each size preset (a broken one left out)."""
+    out = []
+    for size in SCENARIO_SIZES:
+        try:
+            sec = share.size_canonical(size)[section]
+        except (ConfigError, KeyError):
+            continue
+        out.append((size, str(sec.get("name", "")), dumps(sec)))
+    return tuple(out)
+
+
+@lru_cache(maxsize=16)
+def _name_of(text: str) -> Any:
+    return json.loads(text).get("name")
+
+
+def _keep_base(section: str, canonical: dict[str, Any], text: str, origin_label: str) -> None:
+    """Remember the section as it was when it got its name (``cfg.base.<section>``): kept by an
+    in-place change that keeps the name, else the section itself — or the size preset whose name
+    it carries (a share link or a saved file of an edited size preset: "medium (64x H100 …)" on
+    48 GPUs is the medium preset, changed)."""
+    ss = _ss()
+    name = canonical.get("name")
+    base = ss.get(f"cfg.base.{section}")
+    if origin_label in IN_PLACE_ORIGINS and isinstance(base, str) and _name_of(base) == name:
+        return
+    size = next(((s, js) for s, n, js in _size_sections(section) if n == name), None)
+    ss[f"cfg.base.{section}"], ss[f"cfg.base_origin.{section}"] = (size[1], f"preset {size[0]}") if size else (text, origin_label)
+
+
 def set_section(section: str, canonical: dict[str, Any], origin_label: str, *, reset_widgets: bool = True) -> None:
     """Store a section that already passed :func:`validate_section`."""
     ss = _ss()
-    ss[f"cfg.{section}"] = dumps(canonical)
+    text = dumps(canonical)
+    _keep_base(section, canonical, text, origin_label)
+    ss[f"cfg.{section}"] = text
     ss[f"cfg.origin.{section}"] = origin_label
     ss.pop(f"pick.{section}", None)   # the editor's preset picker follows the new origin (ui/editor.py toolbar)
     if reset_widgets:
@@ -163,11 +246,20 @@ def _extra_cached(pinned: tuple[tuple[str, str], ...], budget_b: float) -> dict[
     return pin_link.extra_params([{"label": lab, "json": js} for lab, js in pinned], budget_b)
 
 
+def pins_too_long() -> int:
+    """The length of the pinned scenarios' link token when it is over the cap that decoding
+    accepts (``address`` then leaves the pins out of the link, and ``layout.link_warning`` says
+    so); 0 when the pins are in the link or there are none."""
+    tok = extra_params().get("pins", "")
+    return len(tok) if share.token_too_long({"s": tok}) else 0
+
+
 def address() -> dict[str, str]:
     """What the address bar holds for this session: the scenario's link, then pins and budget
-    (``page_address`` adds the search)."""
+    (``page_address`` adds the search). Pins whose token is too long to open are left out
+    (``pins_too_long``: every page says so)."""
     extra = extra_params()
-    if share.token_too_long({"s": extra.get("pins", "")}):
+    if pins_too_long():
         extra = {k: v for k, v in extra.items() if k != "pins"}
     return {**share.address_params(link_params()), **extra}
 

@@ -73,52 +73,77 @@ def fmt_time_beside(s: float, ref: float) -> str:
     return fmt_time(s)
 
 
+def _shown(x: float, spec: str) -> float:
+    """``x`` as ``format(x, spec)`` writes it, read back: the rounded figure a reader sees."""
+    return float(format(x, spec).replace(",", ""))
+
+
+def _rung(a: float, rungs: tuple[tuple[float, float, str], ...]) -> int | None:
+    """Index of the unit (``(from, divisor, spec)``, largest first) that a magnitude ``a`` is written
+    in, chosen after rounding: the largest unit ``a`` reaches, or the one above it when ``a``
+    rounded in its own unit reads as that unit's start (999.9996 ms is "1.000 s", not
+    "1,000.00 ms"; 999,999 is "1.00 M", not "1,000.00 k"). None below every unit."""
+    for i, (start, div, spec) in enumerate(rungs):
+        if a >= start:
+            if i and _shown(a / div, spec) >= round(rungs[i - 1][0] / div, 9):
+                return i - 1
+            return i
+    return None
+
+
+# (from [s], divisor, format), largest first; then the unit's name
+_TIME = ((86400 * 2, 86400, ",.1f"), (3600 * 2, 3600, ",.1f"), (120, 60, ",.1f"), (1, 1, ",.3f"),
+         (1e-3, 1e-3, ",.2f"), (1e-6, 1e-6, ",.1f"), (1e-9, 1e-9, ",.1f"))
+_TIME_UNITS = ("d", "h", "min", "s", "ms", "µs", "ns")
+
+
 def fmt_time(s: float) -> str:
-    """Seconds with a unit that keeps 3–4 significant figures (ns … days); absurd durations
-    (a million days and more) in scientific notation, under a nanosecond as "< 1 ns"."""
+    """Seconds with a unit that keeps 3–4 significant figures (ns … days), the unit chosen after
+    rounding; absurd durations (a million days and more) in scientific notation, under a
+    nanosecond as "< 1 ns"."""
     if not _finite(s):
         return "—"
-    a = abs(s)
-    if a >= 86400 * 2:
-        return f"{_scaled(s / 86400, ',.1f')} d"
-    if a >= 3600 * 2:
-        return f"{s / 3600:,.1f} h"
-    if a >= 120:
-        return f"{s / 60:,.1f} min"
-    if a >= 1:
-        return f"{s:,.3f} s"
-    if a >= 1e-3:
-        return f"{s * 1e3:,.2f} ms"
-    if a == 0:
+    if s == 0:
         return "0 s"   # none at all (no hidden communication), not "0.0 µs"
-    if a >= 1e-6:
-        return f"{s * 1e6:,.1f} µs"
-    if a >= 1e-9:
-        return f"{s * 1e9:,.1f} ns"
-    return "< 1 ns" if s > 0 else "> -1 ns"  # float noise around zero, or absurd hardware figures
+    i = _rung(abs(s), _TIME)
+    if i is None:
+        return "< 1 ns" if s > 0 else "> -1 ns"  # float noise around zero, or absurd hardware figures
+    _, div, spec = _TIME[i]
+    return f"{_scaled(s / div, spec) if i == 0 else format(s / div, spec)} {_TIME_UNITS[i]}"
+
+
+_COUNT = ((1e15, 1e15, ",.2f"), (1e12, 1e12, ",.2f"), (1e9, 1e9, ",.2f"), (1e6, 1e6, ",.2f"), (1e3, 1e3, ",.2f"),
+          (0.0, 1.0, ",.3g"))
+_COUNT_UNITS = ("P", "T", "B", "M", "k", "")
 
 
 def fmt_count(n: float, unit: str = "") -> str:
-    """1.23 k / M / B / T / P (decimal, as parameter counts and tokens are quoted)."""
+    """1.23 k / M / B / T / P (decimal, as parameter counts and tokens are quoted), the prefix
+    chosen after rounding (999,999 is "1.00 M")."""
     if not _finite(n):
         return "—"
     a = abs(n)
-    for div, sfx in ((1e15, "P"), (1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
-        if a >= div:
-            return f"{_scaled(n / div, ',.2f')} {sfx}{unit}".rstrip()
+    i = _rung(a, _COUNT)
+    if i is not None and i < len(_COUNT) - 1:
+        return f"{_scaled(n / _COUNT[i][1], ',.2f')} {_COUNT_UNITS[i]}{unit}".rstrip()
     if 0 < a < 1e-3:
         return f"{_sci(n)} {unit}".rstrip()
     return f"{n:,.0f} {unit}".rstrip() if float(n).is_integer() else f"{n:,.3g} {unit}".rstrip()
 
 
+_FLOPS = ((1e18, 1e18, ",.2f"), (1e15, 1e15, ",.2f"), (1e12, 1e12, ",.2f"), (1e9, 1e9, ",.2f"), (1e6, 1e6, ",.2f"),
+          (0.0, 1.0, ",.0f"))
+_FLOPS_UNITS = ("E", "P", "T", "G", "M", "")
+
+
 def fmt_flops(f: float, per: str = "") -> str:
-    """FLOP counts or rates: 1.23 PFLOP / 456 TFLOP/s."""
+    """FLOP counts or rates: 1.23 PFLOP / 456 TFLOP/s (the prefix chosen after rounding)."""
     if not _finite(f):
         return "—"
     a = abs(f)
-    for div, sfx in ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M")):
-        if a >= div:
-            return f"{_scaled(f / div, ',.2f')} {sfx}FLOP{per}"
+    i = _rung(a, _FLOPS)
+    if i is not None and i < len(_FLOPS) - 1:
+        return f"{_scaled(f / _FLOPS[i][1], ',.2f')} {_FLOPS_UNITS[i]}FLOP{per}"
     if 0 < a < 1e-3:
         return f"{_sci(f)} FLOP{per}"
     return f"{f:,.0f} FLOP{per}"
@@ -128,20 +153,23 @@ def fmt_gib(g: float) -> str:
     return "—" if not _finite(g) else f"{_scaled(g, ',.1f')} GiB"
 
 
+_USD = ((1e6, 1e6, ",.2f"), (100, 1, ",.0f"), (1, 1, ",.2f"), (0.0, 1, ",.4f"))
+
+
 def fmt_usd(x: float) -> str:
+    """Dollars: $1.23 M, $1,234, $12.34, $0.1234 (the form chosen after rounding: $99.996 is
+    "$100", not "$100.00")."""
     if not _finite(x):
         return "—"
-    if abs(x) >= 1e6:
-        return f"${_scaled(x / 1e6, ',.2f')} M"
-    if abs(x) >= 100:
-        return f"${x:,.0f}"
-    if abs(x) >= 1:
-        return f"${x:,.2f}"
     if x == 0:
         return "$0"   # a free GPU (price 0), not "$0.0000"
-    if 0 < abs(x) < 1e-4:
+    a = abs(x)
+    if a < 1e-4:
         return f"${_sci(x)}"
-    return f"${x:,.4f}"
+    i = _rung(a, _USD)
+    if i == 0:
+        return f"${_scaled(x / 1e6, ',.2f')} M"
+    return f"${format(x, _USD[i if i is not None else -1][2])}"
 
 
 def fmt_pct(x: float) -> str:
@@ -161,15 +189,19 @@ def fmt_sig(x: float) -> str:
     return f"{x:.4g}"
 
 
+_RATE = ((1e3, 1e3, ",.1f"), (1.0, 1.0, ",.1f"), (0.0, 1e-3, ",.1f"))
+_RATE_UNITS = ("EFLOP/s", "PFLOP/s", "TFLOP/s")
+
+
 def fmt_flops_rate(pflops: float) -> str:
-    """A cluster's FLOP rate from PFLOP/s, in the unit that keeps it short: "989.0 TFLOP/s",
-    "16.2 EFLOP/s" (the System page's "16,203.8 PFL…" lost its unit at 1,280 px)."""
+    """A cluster's FLOP rate from PFLOP/s, in the unit that keeps it short (chosen after
+    rounding): "989.0 TFLOP/s", "16.2 EFLOP/s" (the System page's "16,203.8 PFL…" lost its unit
+    at 1,280 px)."""
     if not _finite(pflops):
         return "—"
-    for scale, unit in ((1e3, "EFLOP/s"), (1.0, "PFLOP/s")):
-        if abs(pflops) >= scale:
-            return f"{_scaled(pflops / scale, ',.1f')} {unit}"
-    return f"{pflops * 1e3:,.1f} TFLOP/s"
+    i = _rung(abs(pflops), _RATE)
+    i = len(_RATE) - 1 if i is None else i
+    return f"{_scaled(pflops / _RATE[i][1], ',.1f')} {_RATE_UNITS[i]}"
 
 
 def fmt_num(x: float, spec: str = ",.1f") -> str:
