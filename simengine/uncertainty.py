@@ -33,10 +33,10 @@ _REL = {
     "comm": (0.20, 0.30),         # alpha-beta collectives: nccl-tests fit vs datasheet bandwidth
     "optimizer": (0.15, 0.15),
     "bubble": (0.10, 0.10),       # follows the stage times that shape it
-    # grouped GEMMs at the scalar level (the calibrated entry is unused: a measured table of
-    # grouped shapes takes the compute's width, as the op is then out of ``grouped_share``)
-    "grouped": (0.20, 0.20),
 }
+# grouped GEMMs at the scalar level (module docstring); measured grouped shapes take the compute's
+# width, as the op is then out of ``grouped_share``
+GROUPED_REL = 0.20
 _COMPUTE = ("forward_compute", "backward_compute", "recompute")
 MEMORY_REL = 0.01
 
@@ -51,7 +51,7 @@ def step_time_band(breakdown_s: dict[str, float], system: SystemSpec, hidden_s: 
     cal_compute = bool(e.gemm_table)
     cal_comm = bool(e.collective_table)
     u = min(max(grouped_share, 0.0), 1.0)
-    rel_compute = (1.0 - u) * _REL["compute"][0 if cal_compute else 1] + u * _REL["grouped"][1]
+    rel_compute = (1.0 - u) * _REL["compute"][0 if cal_compute else 1] + u * GROUPED_REL
     lo = 0.0
     hi = hidden_s * _REL["comm"][0 if cal_comm else 1]
     for part, t in breakdown_s.items():

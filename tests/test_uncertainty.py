@@ -4,7 +4,7 @@ communication hidden under compute widening the high end only."""
 import pytest
 
 from simengine.estimate import estimate
-from simengine.uncertainty import _REL, step_time_band
+from simengine.uncertainty import _REL, GROUPED_REL, step_time_band
 
 from scenarios import make
 
@@ -107,7 +107,7 @@ def test_the_grouped_half_width_is_the_measured_spread_of_the_grouped_pricing():
     shapes is about twice the plain GEMM curve's, and so is the grouped half-width."""
     plain, grouped = _log_spread("matmul"), _log_spread("group_matmul")
     assert plain == pytest.approx(0.15, abs=0.01) and grouped == pytest.approx(0.32, abs=0.01)
-    assert _REL["grouped"][1] / _REL["compute"][1] == pytest.approx(grouped / plain, rel=0.1)
+    assert GROUPED_REL / _REL["compute"][1] == pytest.approx(grouped / plain, rel=0.1)
 
 
 def test_moe_experts_at_the_scalar_level_widen_the_band_and_a_measured_table_narrows_it_back():
@@ -123,7 +123,7 @@ def test_moe_experts_at_the_scalar_level_widen_the_band_and_a_measured_table_nar
     assert rep.uncertainty["step_time_s"] == pytest.approx((lo, hi))
     narrow = step_time_band(rep.breakdown_s, sc.system, sum(rep.hidden_comm_s.values()))
     compute = sum(rep.breakdown_s[k] for k in ("forward_compute", "backward_compute", "recompute") if k in rep.breakdown_s)
-    widen = share * (_REL["grouped"][1] - _REL["compute"][1]) * compute
+    widen = share * (GROUPED_REL - _REL["compute"][1]) * compute
     assert hi - narrow[1] == pytest.approx(widen) and narrow[0] - lo == pytest.approx(widen)
     # measured grouped shapes for every pass: the experts are no longer at the scalar level
     points = [{"layout": lay, "groups": 1, "m": 4096, "n": 14336, "k": 4096, "efficiency": 0.5} for lay in ("TN", "NN", "NT")]

@@ -18,7 +18,7 @@ from typing import Any
 from ..calibration.cli import add_systems_dir, systems_dir
 from ..errors import ConfigError
 from ..terminal.cli import warn
-from .space import DIMS
+from .space import DIMS, LAYER_SPLIT_FIELDS
 from .rank import TIE_ON
 
 
@@ -108,8 +108,7 @@ def build(args: argparse.Namespace) -> tuple[Any, dict[str, Any] | None]:
         name = path[9:].split(".")[0].strip() if path.startswith("strategy.") else ""
         if name and name in cfg["strategy"] and name not in DIMS and name not in ("global_batch_size", "seq_len"):
             base[name] = cfg["strategy"][name]
-    if split_dropped and not any(k in base for k in ("pipeline_layers", "decoder_first_pipeline_num_layers",
-                                                     "decoder_last_pipeline_num_layers")):
+    if split_dropped and not any(k in base for k in LAYER_SPLIT_FIELDS):
         warn("the --strategy file's layer split is for its own pp·vpp: the search places the layers itself for each depth")
     space = make_space(cfg["model"], cfg["system"], global_batch=args.global_batch, global_batch_tokens=args.global_batch_tokens,
                        seq_len=args.seq_len, gpus=gpus, token_budget=args.token_budget, choices=choices, base=base)

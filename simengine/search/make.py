@@ -140,7 +140,7 @@ def fixed_fields(strategy: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     - ``sequence_parallel`` when the scenario's tp is 1: there it changes nothing (Megatron-Core's
       SP shards a TP group's norms and turns its all-reduces into all-gather / reduce-scatter), and
       a ``false`` kept for every layout refused all tp > 1 layouts of an MoE model ("MoE with tp > 1
-      needs sequence_parallel", Megatron-LM arguments.py) — the qwen3-30b-a3b-ep8 preset's 13 M
+      needs sequence_parallel", Megatron-LM arguments.py) — the qwen3-30b-a3b-ep8 preset's 19 M
       candidates — and ran a dense model's without SP. StrategySpec's default (on) applies; a
       scenario at tp > 1 keeps its own setting, which then was a choice."""
     skip = {*DIMS, *LAYER_SPLIT_FIELDS, "global_batch_size", "seq_len", "dp", "name"}
