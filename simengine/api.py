@@ -20,14 +20,26 @@ from .importers import MAX_BYTES as HF_CONFIG_MAX_BYTES  # noqa: F401  (re-expor
 from .report import Report
 
 
+_PRESET_KINDS = {"model": "models", "system": "systems", "strategy": "strategies"}
+
+
 def scenario_from(config: dict[str, Any] | Scenario) -> Scenario:
+    """The validated Scenario of ``config``: {"model", "system", "strategy"}, each a dict or, as
+    the CLI's --model/--system/--strategy take them, the name of a preset (``presets.load_preset``:
+    an unknown name is a ConfigError naming the section)."""
     if isinstance(config, Scenario):
         return config
+    if isinstance(config, dict) and any(isinstance(config.get(k), str) for k in _PRESET_KINDS):
+        from . import presets
+
+        config = {**config, **{k: presets.load_preset(kind, config[k]) for k, kind in _PRESET_KINDS.items()
+                               if isinstance(config.get(k), str)}}
     return load_scenario(config)
 
 
 def estimate(config: dict[str, Any] | Scenario) -> Report:
-    """Estimate one training step. ``config`` = {"model": {...}, "system": {...}, "strategy": {...}}."""
+    """Estimate one training step. ``config`` = {"model": {...}, "system": {...}, "strategy": {...}},
+    a section also a preset's name (``scenario_from``)."""
     sc = scenario_from(config)
     try:
         rep = _estimate(sc)

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -70,3 +72,30 @@ def test_the_readme_study_tables_are_the_studies_output():
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     for name, body in tool.study_tables().items():
         assert tool.block(text, name) == body, f"{name}: run python tools/readme_tables.py --write"
+
+
+def test_the_readme_python_example_runs_as_written(capsys):
+    """The README's Python block (preset names in a scenario, an estimate and its band, a search)
+    runs as a newcomer would paste it."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.index("```python\nfrom simengine import api\n") + len("```python\n")
+    code = text[start:text.index("```", start)]
+    exec(compile(code, "README.md", "exec"), {})   # noqa: S102  (the README's own code, not user input)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 4 and "tokens/s" in lines[0] and "fits: True" in lines[0]
+    assert all(line.startswith("tp") and line.endswith("tokens/s") for line in lines[1:])
+
+
+def test_a_scenario_names_its_presets_as_the_cli_does():
+    from simengine import api, presets
+    from simengine.errors import ConfigError
+
+    strategy = {"tp": 2, "global_batch_size": 64, "seq_len": 8192}
+    by_name = api.estimate({"model": "llama3-8b", "system": "h100-sxm5-80gb", "strategy": strategy})
+    by_dict = api.estimate({"model": presets.load_preset("models", "llama3-8b"),
+                            "system": presets.load_preset("systems", "h100-sxm5-80gb"), "strategy": strategy})
+    assert by_name == by_dict
+    with pytest.raises(ConfigError, match="model"):
+        api.estimate({"model": "no-such-model", "system": "h100-sxm5-80gb", "strategy": strategy})
+    with pytest.raises(ConfigError, match="system"):
+        api.estimate({"model": "llama3-8b", "system": "../etc/passwd", "strategy": strategy})
