@@ -395,6 +395,56 @@ def test_fsdp2_copy_out_and_reduce_scatter_copy_in_run_on_the_compute_stream():
     other = build_plan(load_scenario(_titan(1, fsdp_pattern="megatron-fsdp"))).stages[0].chunks[0]
     assert c.fwd.compute_s - other.fwd.compute_s == pytest.approx(f_s)
     assert c.bwd.compute_s - other.bwd.compute_s == pytest.approx(b_s)
-    # once per step under a pipeline (keeps_gathered): nothing per micro-batch
+    # once per step under a pipeline (keeps_gathered): no copy-out, no copy-in per micro-batch (the
+    # backward's accumulation instead: test_fsdp2_under_a_pipeline_accumulates_...)
     sc2 = load_scenario(_titan(2, fsdp_pattern="fsdp2"))
-    assert fsdp2_copies(sc2, build_plan(sc2).stages[0].chunks[0].work, cm.hbm, cm.overhead) == ((0.0, 0), (0.0, 0))
+    assert fsdp2_copies(sc2, build_plan(sc2).stages[0].chunks[0].work, cm.hbm, cm.overhead)[0] == (0.0, 0)
+
+
+def test_fsdp2_under_a_pipeline_accumulates_unsharded_gradients_on_the_compute_stream():
+    """FSDP2 with the units kept gathered across a pipeline's micro-batches (keeps_gathered) runs
+    every backward without gradient sync: each unit's post_backward upcasts the first micro-batch's
+    bf16 gradient to the fp32 reduce dtype (``FSDPParam.to_accumulated_grad_if_needed``: 2 + 4 B a
+    parameter) and adds every later one to it (``accumulate_unsharded_grad_if_needed``: 2 + 4 + 4
+    B), one kernel per parameter tensor, on the default stream: compute of the chunk's backward
+    (cost/zero.py ``fsdp2_accumulation``). With bf16 reduction autograd's AccumulateGrad adds into
+    ``.grad`` from the second micro-batch on (2 + 2 + 2 B). Once a step, the optimizer task carries
+    the reduce-scatter copy-in of the fp32 gradients (4 + 4 B) and the all-gather copy-out (2 + 2 B)
+    (cost/dp.py ``_kept_copies``)."""
+    from simengine.cost.compute import ComputeModel
+    from simengine.cost.dp import _kept_copies
+    from simengine.cost.static_memory import keeps_gathered
+    from simengine.cost.zero import fsdp2_copies
+
+    sc = load_scenario(_titan(2, fsdp_pattern="fsdp2"))
+    sc1 = load_scenario(_titan(2, zero_stage=1))
+    assert keeps_gathered(sc) and sc.strategy.fp32_main_grads
+    plan, plan1 = build_plan(sc), build_plan(sc1)
+    cm = ComputeModel(sc.system, sc.strategy.dtype)
+    m = sc.num_microbatches
+    assert m > 1
+    for st, st1 in zip(plan.stages, plan1.stages):
+        for c, c1 in zip(st.chunks, st1.chunks):
+            cw = c.work
+            p = stage_params(sc, (cw,))
+            (f_s, f_k), (b_s, b_k) = fsdp2_copies(sc, cw, cm.hbm, cm.overhead)
+            # a Llama block's nine tensors (wq, wk, wv, wo, w1, w2, w3 and two norms); the root's
+            # tok_embeddings on the first stage, norm and output on the last
+            k = 9 * len(cw.layers) + (1 if cw.first else 0) + (2 if cw.last else 0)
+            assert (f_s, f_k) == (0.0, 0) and b_k == k
+            assert b_s == pytest.approx(p.total * (6.0 + 10.0 * (m - 1)) / m / cm.hbm + k * cm.overhead)
+            # the backward's compute holds it: ZeRO-1 (the same collectives, once per step) lacks it
+            assert c.fwd.compute_s == pytest.approx(c1.fwd.compute_s)
+            assert c.bwd.compute_s - c1.bwd.compute_s == pytest.approx(b_s)
+        assert _kept_copies(sc, st.params) == pytest.approx(12.0 * st.params.total)
+        assert _kept_copies(sc1, st1.params) == 0.0
+    # reduced in bf16: nothing to upcast, AccumulateGrad's in-place add from the second micro-batch
+    sc_b = load_scenario(_titan(2, fsdp_pattern="fsdp2", fp32_main_grads=False))
+    cw = build_plan(sc_b).stages[0].chunks[0].work
+    p = stage_params(sc_b, (cw,))
+    k = 9 * len(cw.layers) + 1
+    assert fsdp2_copies(sc_b, cw, cm.hbm, cm.overhead)[1] == pytest.approx(
+        (p.total * 6.0 * (m - 1) / m / cm.hbm + round(k * (m - 1) / m) * cm.overhead, round(k * (m - 1) / m)))
+    # without a pipeline (per-micro-batch copies instead) nothing accumulates unsharded
+    sc0 = load_scenario(_titan(1, fsdp_pattern="fsdp2"))
+    assert _kept_copies(sc0, build_plan(sc0).stages[0].params) == 0.0

@@ -297,7 +297,27 @@ def _optimizer_s(sc: Scenario, p: StageParams) -> float:
     # config/framework.py::optimizer_adam_cost)
     adam_b, adam_ops = optimizer_adam_cost(st.framework)
     opt_bytes += (adam_b - 28.0) * shard
-    return opt_bytes / hbm + (OPTIMIZER_KERNELS + adam_ops - 1) * e.kernel_overhead_us * 1e-6
+    return opt_bytes / hbm + (OPTIMIZER_KERNELS + adam_ops - 1) * e.kernel_overhead_us * 1e-6 + _kept_copies(sc, p) / hbm
+
+
+def _kept_copies(sc: Scenario, p: StageParams) -> float:
+    """Bytes of FSDP2's once-per-step copies on the compute stream under a pipeline
+    (``keeps_gathered``), carried by the optimizer task between the step's gradient reduce-scatter
+    and parameter all-gather (``_chunk_collectives``): after the last backward ``foreach_reduce``'s
+    ``foreach_reduce_scatter_copy_in`` (_fsdp_collectives.py, ``chunk_cat``) reads every
+    accumulated unsharded gradient and writes the reduce-scatter input, both in the reduce dtype
+    (fp32 with torchtitan's ``mixed_precision_reduce``: 4 + 4 B; ``FSDPParam.
+    to_accumulated_grad_if_needed`` left it there — cost/zero.py ``fsdp2_accumulation``); before
+    the first forward ``foreach_all_gather_copy_out`` in ``FSDPParamGroup.wait_for_unshard`` reads
+    the gathered buffer and writes the unsharded parameters (``param_gather_bytes`` each way) —
+    the per-micro-batch copies of cost/zero.py ``fsdp2_copies``, here once. Their launches (one a
+    unit each) are left out: ~2 per layer a step."""
+    if not keeps_gathered(sc):
+        return 0.0
+    st = sc.strategy
+    grad_b = 4.0 if st.fp32_main_grads else 2.0
+    return sum((2.0 * grad_b + 2.0 * param_gather_bytes(sc, p, group == "edp")) * n for n, group, size, _ in _dp_buffers(sc, p)
+               if size > 1)
 
 
 MAX_BUCKETS = 64  # more buckets than this change nothing the timeline can show

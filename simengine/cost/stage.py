@@ -386,8 +386,10 @@ def _plan_chunk(p: _Priced, cw: ChunkWork) -> ChunkPlan:
     rc = _recompute_cost(p, cw, n_rc)
     if _zero_in_chunks(sc):
         zero_per_microbatch(sc, p.comm, cw, fwd, bwd, rc, wgt.compute_s)
-        # FSDP2's copy-out and reduce-scatter copy-in run on the compute stream (cost/zero.py
-        # ``fsdp2_copies``): compute time of the phases, after their collectives took their windows
+    if _zero_in_chunks(sc) or keeps_gathered(sc):
+        # FSDP2's copy-out and reduce-scatter copy-in, or under a pipeline its unsharded gradient
+        # accumulation, run on the compute stream (cost/zero.py ``fsdp2_copies``): compute time of
+        # the phases, after their collectives took their windows
         for pc, (sec, k) in zip((fwd, bwd), fsdp2_copies(sc, cw, p.cm.hbm, p.cm.overhead)):
             pc.compute_s += sec
             pc.kernels += k
@@ -424,10 +426,11 @@ def _plan_chunk_kept(p: _Priced, cw: ChunkWork, key: tuple) -> ChunkPlan:
     for the op lists, hence the dims and the model, and the system, dtype, tp_comm_overlap and
     placements they were priced with — the activations, attention cores and selective-recompute
     blocks of ``_Priced`` come from the same), what the chunk holds (``_chunk_key``) and the
-    recompute fields. With ZeRO-2/3 collectives the chunk also reads the DP groups, flags and
-    FSDP pattern: priced every call. The phases are shared: read them, never change them."""
+    recompute fields. With ZeRO-2/3 collectives, or FSDP2's gradient accumulation under a pipeline
+    (cost/zero.py ``fsdp2_accumulation``), the chunk also reads the DP groups, flags, FSDP pattern
+    and micro-batch count: priced every call. The phases are shared: read them, never change them."""
     st = p.sc.strategy
-    if _zero_in_chunks(p.sc):
+    if _zero_in_chunks(p.sc) or keeps_gathered(p.sc):   # (FSDP2 under a pipeline: its accumulation reads the DP groups)
         return _plan_chunk(p, cw)
     mk = (id(p.costs), key, st.recompute, st.recompute_num_layers, tuple(st.recompute_modules or ()), op_sac_stack(p.sc),
           st.cpu_offload_layers, _offload_key(p.sc) if st.cpu_offload_layers else None)

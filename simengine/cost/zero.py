@@ -123,10 +123,16 @@ def fsdp2_copies(sc: Scenario, cw: ChunkWork, hbm: float, overhead: float) -> tu
     last unit's waited for at ``finalize_backward``). torch.compile changes none of them:
     torchtitan compiles each TransformerBlock and dynamo skips FSDP2's hooks
     (``torch._dynamo.config.skip_fsdp_hooks = True``), compiled autograd is off: the copies run
-    eagerly as above."""
+    eagerly as above.
+
+    Under a pipeline (``keeps_gathered``) neither runs per micro-batch; the backward instead
+    accumulates each unit's unsharded gradient (``fsdp2_accumulation``)."""
     st = sc.strategy
-    if not (st.zero_stage >= 3 and st.fsdp_pattern_name == "fsdp2") or keeps_gathered(sc):
+    if not (st.zero_stage >= 3 and st.fsdp_pattern_name == "fsdp2"):
         return (0.0, 0), (0.0, 0)
+    if keeps_gathered(sc):
+        b, k = fsdp2_accumulation(sc, cw)
+        return (0.0, 0), (b / hbm + k * overhead, k)
     p = stage_params(sc, (cw,))
     units = len(cw.layers) + cw.mtp
     grad_in = 2.0                                  # autograd's unsharded gradient, in param_dtype bf16
@@ -145,6 +151,71 @@ def fsdp2_copies(sc: Scenario, cw: ChunkWork, hbm: float, overhead: float) -> tu
         return (0.0, 0), (0.0, 0)
     fwd_k, bwd_k = groups * units, groups * (2 * units - 1)
     return (fwd_b / hbm + fwd_k * overhead, fwd_k), (bwd_b / hbm + bwd_k * overhead, bwd_k)
+
+
+def fsdp2_accumulation(sc: Scenario, cw: ChunkWork) -> tuple[float, int]:
+    """(bytes, launches) of one micro-batch's gradient accumulation of chunk ``cw`` under FSDP2 with
+    the units kept gathered across a pipeline's micro-batches (``keeps_gathered``), the mean over
+    the step's ``num_microbatches`` micro-batches; it runs ON THE COMPUTE STREAM, after each unit's
+    backward. torch.distributed.pipelining ``stage.py`` ``backward_maybe_with_nosync`` runs the
+    backwards without gradient sync (``set_requires_gradient_sync(False)``: every one but the last,
+    torch 2.4; from pytorch PR #134052, 2024-08, all of them, with ``set_reshard_after_backward(False)``,
+    then one manual ``post_backward`` — later a REDUCE_GRAD action of the schedule — reduce-scatters),
+    so each unit's ``FSDPParamGroup.post_backward``
+    (_fsdp_param_group.py; autograd's hook, on the default stream) takes the ``not reduce_grads``
+    path: ``accumulate_unsharded_grad_if_needed`` then ``to_accumulated_grad_if_needed`` for every
+    ``FSDPParam`` (_fsdp_param.py; torch/distributed/_composable/fsdp in torch 2.4–2.5, the same
+    code), one kernel per parameter tensor:
+
+    * reduce dtype ≠ param dtype (torchtitan ``mixed_precision_reduce`` float32 → ``reduce_dtype``
+      fp32, ``fp32_main_grads``; ``init_dtype_attrs`` clamps only ``param_dtype``):
+      ``to_accumulated_grad_if_needed`` upcasts the first micro-batch's bf16 gradient
+      (``unsharded_grad.to(self.reduce_dtype)``: read 2 B, write 4 B a parameter), and from the
+      second on ``accumulate_unsharded_grad_if_needed`` adds it to the fp32 one
+      (``self.unsharded_accumulated_grad += self.unsharded_param.grad``: read 2 + 4 B, write 4 B);
+    * reduce dtype = param dtype (bf16): both return at once and the gradient stays in
+      ``.grad``, where autograd's AccumulateGrad adds each later micro-batch's to it in place
+      (torch/csrc/autograd/functions/accumulate_grad.h ``accumulateGrad``: ``variable_grad +=
+      new_grad``: read 2 + 2 B, write 2 B); the first micro-batch's is stolen, no copy.
+
+    The parameters are the chunk's FSDP-sharded ones (each group of size > 1, as ``fsdp2_copies``)."""
+    st = sc.strategy
+    p = stage_params(sc, (cw,))
+    n = sum(c for c, size in ((p.dense, sc.dp_shard * st.cp), (p.expert, sc.edp)) if size > 1 and c > 0)
+    k = sum(_param_tensors(sc, cw, expert) for expert, size in ((False, sc.dp_shard * st.cp), (True, sc.edp))
+            if size > 1 and (p.expert if expert else p.dense) > 0)
+    if n <= 0:
+        return 0.0, 0
+    m = max(sc.num_microbatches, 1)
+    if st.fp32_main_grads:
+        first, later, first_k = 2.0 + 4.0, 2.0 + 4.0 + 4.0, k
+    else:
+        first, later, first_k = 0.0, 2.0 + 2.0 + 2.0, 0
+    return n * (first + later * (m - 1)) / m, round((first_k + k * (m - 1)) / m)
+
+
+def _param_tensors(sc: Scenario, cw: ChunkWork, expert: bool) -> int:
+    """Parameter tensors of chunk ``cw`` in its dense (``expert`` False) or routed-expert FSDP groups,
+    as torchtitan's models hold them (torchtitan/models/llama3/model.py ``TransformerBlock``:
+    attention wq, wk, wv, wo, feed_forward w1, w2, w3, attention_norm, ffn_norm; deepseek_v3
+    ``MLA``: wq or wq_a, q_norm, wq_b, and wkv_a, kv_norm, wkv_b, wo; moe.py ``MoE``: the router's
+    gate, ``GroupedExperts`` w1, w2, w3 — three tensors whatever the expert count —, the shared
+    experts' w1, w2, w3; the root's tok_embeddings, norm and output). Biases double the linears;
+    a Mamba-2 layer counts Megatron's MambaMixer's in_proj, conv1d weight and bias, dt_bias, A_log,
+    D, norm and out_proj; every attention, MLP, MoE or Mamba module its pre-norm (a Llama block's
+    attention_norm and ffn_norm)."""
+    m = sc.model
+    if expert:
+        return 3 * cw.moe_layers
+    lin = 2 if m.linear_bias else 1
+    # MLA: wq (or wq_a, q_norm, wq_b), wkv_a, kv_norm, wkv_b, wo; else wq, wk, wv, wo (and q/k norms)
+    attn = (3 if m.q_lora_rank else 1) + 4 if m.attention == "mla" else 4 * lin + (2 if m.qk_norm else 0)
+    mlp = (3 if m.activation == "swiglu" else 2) * lin
+    shared = 3 if (m.num_shared_experts or m.shared_expert_ffn_hidden_size) else 0
+    n = cw.attn_layers * attn + cw.dense_layers * mlp + cw.moe_layers * (1 + shared) + cw.mamba_layers * 8
+    n += cw.attn_layers + cw.dense_layers + cw.moe_layers + cw.mamba_layers   # each module's pre-norm
+    n += (1 if cw.first else 0) + ((1 if sc.model.tie_embeddings else 2) if cw.last else 0)
+    return n
 
 
 def _recomputed_units(sc: Scenario, cw: ChunkWork, units: int) -> int:
