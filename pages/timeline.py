@@ -77,7 +77,10 @@ st.session_state["tl.schedule"] = strategy["schedule"]
 st.segmented_control("Pipeline schedule (strategy.schedule)", SCHEDULES, key="tl.schedule",
                      on_change=_switch_schedule, required=True,
                      help="Switching changes the scenario (and its link); interleaved uses vpp chunks per rank.")
-st.caption(f"pp = {strategy['pp']} stage{'' if strategy['pp'] == 1 else 's'} · vpp = {strategy['vpp']} · the schedule orders forward (F), "
+# dualpipe / dualpipev hold two chunks per rank at vpp 1 (the tooltips' chunk 0 and 1): said beside vpp
+chunks = chunks_per_rank(strategy["schedule"], strategy["vpp"])
+chunk_note = f" ({md(strategy['schedule'])} runs {chunks} chunks per rank)" if chunks != strategy["vpp"] else ""
+st.caption(f"pp = {strategy['pp']} stage{'' if strategy['pp'] == 1 else 's'} · vpp = {strategy['vpp']}{chunk_note} · the schedule orders forward (F), "
            "backward (B), weight-gradient (W) and recompute (R) work per micro-batch on each rank.")
 
 issues = state.scenario_issues()
@@ -134,6 +137,12 @@ if strategy.get("cpu_offload_layers"):   # what the GPU no longer holds sits in 
     if host_full:
         st.error(f"**Does not fit in host memory:** {md(host_full.removeprefix('does not fit in host memory: '), 300)}.",
                  icon="⛔")
+
+# the estimate's other cautions, as the Estimate page shows them: a schedule picked above that the
+# stack does not ship (a what-if), a layer split Megatron refuses… (the switcher took users there silently)
+for w in (est["report"]["warnings"] if est.get("ok") else []):
+    if "does not fit" not in w:
+        st.warning(md(w, 600))
 
 # ---- Gantt ---------------------------------------------------------------------------------
 st.subheader("Pipeline")

@@ -34,11 +34,30 @@ def test_gantt_inlines_only_what_it_draws():
                        "label": ["0", "0"]})
     spec = charts.gantt_chart(df, ["rank 0 · compute"], False)
     rows = _values(spec)
-    assert set(rows[0]) == {"row", "phase", "start_ms", "end_ms", "kind", "mb", "chunk", "dur_ms"}
+    assert set(rows[0]) == {"row", "phase", "start_ms", "end_ms", "mb", "chunk", "dur_ms"}
     assert rows[1]["start_ms"] == 1.1235 and spec["usermeta"]["embedOptions"]["renderer"] == "canvas"
     assert spec["mark"]["aria"] is False  # no per-mark ARIA description strings: a canvas has no use for them
     labelled = _values(charts.gantt_chart(df, ["rank 0 · compute"], False, show_labels=True))
     assert {"mid_ms", "label"} <= set(labelled[0])
+
+
+def test_gantt_tooltip_names_the_phase_and_no_negative_micro_batch():
+    """A span's tooltip read "phase F" / "phase tp_comm" (the engine's kind code, where the legend
+    says "forward compute") and "micro-batch −1, chunk −1" on the optimizer step and the DP
+    collectives, which belong to no micro-batch: the legend's words and "—" instead."""
+    from ui.timeline_data import gantt_frame
+
+    spans = pd.DataFrame({"rank": [0, 0, 0, 0], "stream": ["compute", "compute", "dp", "compute"],
+                          "kind": ["F", "tp_comm", "dp_comm", "optimizer"], "mb": [3, 3, -1, -1], "chunk": [1, 1, -1, -1],
+                          "start_s": [0.0, 0.001, 0.0, 0.004], "end_s": [0.001, 0.002, 0.003, 0.005]})
+    gdf, aggregated, rows = gantt_frame(spans)
+    assert not aggregated
+    spec = charts.gantt_chart(gdf, rows, False)
+    tooltip = {t["field"]: t.get("title", t["field"]) for t in spec["encoding"]["tooltip"]}
+    assert tooltip["phase"] == "phase" and "kind" not in tooltip
+    got = {r["phase"]: (r["mb"], r["chunk"]) for r in _values(spec)}
+    assert got == {"forward compute": ("3", "1"), "TP comm (exposed)": ("3", "1"),
+                   "DP comm (side stream)": ("—", "—"), "optimizer": ("—", "—")}
 
 
 def test_aggregated_gantt_tooltip_is_its_named_columns():

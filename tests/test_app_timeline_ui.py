@@ -131,7 +131,16 @@ def test_memory_curve_reaches_the_step_end_and_keeps_each_peak():
 def test_the_schedule_caption_counts_stages_in_words():
     """It read "pp = 1 stages" for the small preset."""
     assert "pp = 1 stage · vpp = 1" in texts(open_app("pages/timeline.py").caption)
-    assert "pp = 4 stages · vpp = 5" in texts(open_app("pages/timeline.py", preset="medium").caption)
+    assert "pp = 4 stages · vpp = 5 · " in texts(open_app("pages/timeline.py", preset="medium").caption)
+
+
+def test_the_schedule_caption_counts_dualpipes_two_chunks():
+    """dualpipe and dualpipev run two chunks per rank at vpp 1 (the Gantt's tooltips show chunk 0
+    and 1): the caption read "vpp = 1" alone."""
+    at = open_app("pages/timeline.py", preset="medium")
+    at.button_group[0].set_value("dualpipev").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert "pp = 4 stages · vpp = 1 (dualpipev runs 2 chunks per rank) · " in texts(at.caption)
 
 
 def test_fsdp2_pools_count_in_the_timelines_fit_verdict():
@@ -151,3 +160,18 @@ def test_fsdp2_pools_count_in_the_timelines_fit_verdict():
     assert not at.exception, [e.value for e in at.exception]
     err = texts(at.error)
     assert "Does not fit" in err and "reserved" in err
+
+
+def test_a_what_if_schedule_is_said_as_on_the_estimate_page():
+    """Switching to a schedule the stack does not ship (zb-h2 on Megatron-Core) showed its timeline
+    without a word; the Estimate page says it is a what-if. The Timeline shows the estimate's
+    warnings too (the fit ones it words itself)."""
+    at = open_app("pages/timeline.py", preset="medium")
+    assert "what-if" not in texts(at.warning)
+    at.button_group[0].set_value("zb-h2").run()
+    assert not at.exception, [e.value for e in at.exception]
+    warned = texts(at.warning).replace("\\", "")   # md() escapes the colon
+    assert "a what-if: Megatron-Core does not ship 'zb-h2'" in warned
+    assert "does not fit" not in warned   # the fit verdict stays the page's own alert
+    est = at.switch_page("pages/estimate.py").run()
+    assert "a what-if: Megatron-Core does not ship 'zb-h2'" in texts(est.warning).replace("\\", "")

@@ -239,10 +239,12 @@ def gantt_chart(df: pd.DataFrame, rows: list[str], aggregated: bool, x_domain: t
         # and so to the tooltip)
         enc["y"] = field("row", "nominal", scale={"domain": rows}, title=None, axis={"labelLimit": 160})
     else:
-        enc["tooltip"] = [tip("row", "nominal"), tip("kind", "nominal", title="phase"),
-                          tip("mb", "quantitative", title="micro-batch"), tip("chunk", "quantitative"),
-                          tip("start_ms", "quantitative", ",.3f"), tip("end_ms", "quantitative", ",.3f"),
-                          tip("dur_ms", "quantitative", ",.3f", "duration ms")]
+        # the phase in the legend's words (it showed the span's kind code: "F", "tp_comm"), and "—"
+        # for a span of no micro-batch or chunk (optimizer, DP collectives: they read "−1")
+        enc["tooltip"] = [tip("row", "nominal"), tip("phase", "nominal"),
+                          tip("mb", "nominal", title="micro-batch"), tip("chunk", "nominal"),
+                          tip("start_ms", "quantitative", ",.3f", "start [ms]"), tip("end_ms", "quantitative", ",.3f", "end [ms]"),
+                          tip("dur_ms", "quantitative", ",.3f", "duration [ms]")]
     bars = {"mark": {"type": "bar", **NO_ARIA, **mark, "stroke": "#808080", "strokeOpacity": 0.35,
                      "strokeWidth": 0.3 if not aggregated else 0}, "encoding": enc}
     body: Spec = {"height": {"step": 22}, "usermeta": CANVAS}
@@ -264,13 +266,21 @@ def gantt_chart(df: pd.DataFrame, rows: list[str], aggregated: bool, x_domain: t
 def _gantt_columns(df: pd.DataFrame, aggregated: bool, labels: bool) -> pd.DataFrame:
     """Only the columns the Gantt encodes, times rounded: the chart's data is inlined in the page
     (JSON), so every column and digit is parsed by the browser once per bar."""
-    cols = ["row", "phase", "start_ms", "end_ms"] + (["occupancy", "spans"] if aggregated else ["kind", "mb", "chunk", "dur_ms"])
+    cols = ["row", "phase", "start_ms", "end_ms"] + (["occupancy", "spans"] if aggregated else ["mb", "chunk", "dur_ms"])
     if labels and not aggregated:
         cols += ["mid_ms", "label"]
     out = df[[c for c in cols if c in df.columns]]
     times = [c for c in ("start_ms", "end_ms", "dur_ms", "mid_ms") if c in out.columns]
     out = out.assign(**{c: out[c].astype(float).round(GANTT_DECIMALS) for c in times})
+    if not aggregated:   # the tooltip's text: a negative number is the engine's "none" (optimizer, DP collectives)
+        out = out.assign(**{c: _index_text(out[c]) for c in ("mb", "chunk") if c in out.columns})
     return out.assign(occupancy=out["occupancy"].astype(float).round(3)) if "occupancy" in out.columns else out
+
+
+def _index_text(values: pd.Series) -> list[str]:
+    """A micro-batch or chunk number as the tooltip shows it: "—" where the span has none (< 0)."""
+    nums = pd.to_numeric(values, errors="coerce")
+    return [str(int(v)) if v >= 0 else "—" for v in nums.fillna(-1)]
 
 
 def _rank_colour(n: int) -> Spec:
