@@ -106,3 +106,21 @@ def test_a_preset_name_edited_away_from_says_so_and_stays_stored():
     at.button(key="size.medium").click().run()   # the preset again: its name is the preset's
     at.switch_page("pages/system.py").run()
     assert "*(edited)*" not in at.caption[0].value and _scenario(at) == size_canonical("medium")
+
+
+def test_a_long_edited_name_keeps_its_mark_in_the_sidebar():
+    """A 115-character model name (the limit is 120) with a field changed: the sidebar clipped
+    "name (edited)" to 120 characters, so the mark was the part cut and the name read unchanged."""
+    from app_walk import open_groups
+    from test_app_pages import widget
+
+    from ui.layout import NAME_CHARS
+
+    at = open_app("pages/model.py")
+    open_groups(at, "model", ["Architecture"])
+    long_name = "L" * 115
+    widget(at, "model.name").set_value(long_name).run()
+    widget(at, "model.num_layers").set_value(16).run()
+    assert "(edited)" in at.caption[0].value
+    assert "(edited)" in at.sidebar.markdown[1].value
+    assert len(at.sidebar.markdown[1].value.split(" ·")[0]) <= len("**Model** ") + NAME_CHARS + 1

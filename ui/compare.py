@@ -116,7 +116,7 @@ def _compare(sc: dict[str, Any], r: dict[str, Any]) -> None:
     a, b, c = st.columns([3, 1, 1], vertical_alignment="bottom")
     s = sc["strategy"]
     a.text_input("Label for this scenario", key="pin.label",
-                 value=f"{state.display_name('model')} · {sc['system']['num_gpus']} GPUs · tp{s['tp']} pp{s['pp']} {s['schedule']}"[:80])
+                 value=f"{state.display_name('model', 40)} · {sc['system']['num_gpus']} GPUs · tp{s['tp']} pp{s['pp']} {s['schedule']}"[:80])
     full = len(state.pins()) >= state.MAX_PINS   # a ninth pin would have to drop one the user made
     b.button("Pin this scenario", key="pin.add", icon=":material/push_pin:", width="stretch", on_click=_pin, disabled=full,
              help=f"At most {state.MAX_PINS} pinned scenarios: clear the pins to pin more." if full else None)

@@ -161,7 +161,7 @@ def glance(compact: bool = False) -> None:
     par = f"tp{s['tp']} pp{s['pp']} cp{s['cp']}" + (f" ep{s['ep']}" if s["ep"] > 1 else "") + \
           (f" vpp{s['vpp']}" if s["vpp"] > 1 else "") + (f" dp{s['dp']}" if s.get("dp") else "")
     lines = [
-        f"**Model** {md(state.display_name('model'), NAME_CHARS)}{params}",
+        f"**Model** {md(state.display_name('model', NAME_CHARS))}{params}",
         f"**System** {sy['num_gpus']:,} × {md(sy['gpu']['name'], NAME_CHARS)}{measured_note(sy)}",
         f"**Strategy** {par} · {md(s['schedule'])} · {memory_knobs(s)} · gbs {s['global_batch_size']:,} × "
         f"{s['seq_len']:,} tokens · {md(s['dtype'])}",

@@ -110,11 +110,19 @@ def base_origin(section: str) -> str:
     return str(_ss().get(f"cfg.base_origin.{section}", ""))
 
 
-def display_name(section: str) -> str:
+EDITED = " (edited)"
+
+
+def display_name(section: str, limit: int | None = None) -> str:
     """The section's name as a page shows it (plain text; escape it): marked "(edited)" when
-    fields changed since it got that name (``renamed_changes``). The stored name is not changed."""
+    fields changed since it got that name (``renamed_changes``). The stored name is not changed.
+    ``limit`` cuts the name, never the mark (a 120-character name clipped after the mark was
+    added lost it: the sidebar showed the preset's name as if unchanged)."""
     name = str(section_dict(section).get("name", ""))
-    return f"{name} (edited)" if renamed_changes(section) else name
+    edited = bool(renamed_changes(section))
+    if limit is not None:
+        name = clip(name, max(limit - (len(EDITED) if edited else 0), 1))
+    return name + EDITED if edited else name
 
 
 def generation(section: str) -> int:
