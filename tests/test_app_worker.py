@@ -5,7 +5,6 @@ one in flight per session and a per-session budget."""
 from __future__ import annotations
 
 import multiprocessing as mp
-import threading
 import time
 
 import pytest
@@ -84,15 +83,11 @@ def test_one_heavy_call_per_session_and_a_budget(monkeypatch):
     assert worker._SLOTS._value == worker.MAX_WORKERS  # every slot was given back
 
 
-def _let_go_after(session: str, seconds: float) -> threading.Timer:
+def _let_go(session: str) -> None:
     """The superseded run of ``session`` letting go of its place, as ``worker.run``'s finally does."""
-    def go():
-        with worker._FREED:
-            worker._INFLIGHT.discard(session)
-            worker._FREED.notify_all()
-    t = threading.Timer(seconds, go)
-    t.start()
-    return t
+    with worker._FREED:
+        worker._INFLIGHT.discard(session)
+        worker._FREED.notify_all()
 
 
 def test_a_new_call_waits_for_the_call_it_supersedes(monkeypatch):
@@ -101,16 +96,14 @@ def test_a_new_call_waits_for_the_call_it_supersedes(monkeypatch):
     events: list = []
     monkeypatch.setattr(worker, "_run_child", lambda *a, **k: events.append("ran") or {"ok": True, "issues": []})
     worker._INFLIGHT.add("s-again")
-    ticks: list = []
-    timer = _let_go_after("s-again", 0.5)
 
     def tick(elapsed):   # each progress tick says whether the superseded call still held its place
-        ticks.append(elapsed)
         events.append("waiting" if "s-again" in worker._INFLIGHT else "free")
+        if events.count("waiting") == 2:   # the superseded call lets go while this one waits: no timer
+            _let_go("s-again")             # racing the wait on a loaded machine
     try:
         res = worker.run("search", "{}", "s-again", {}, tick)
     finally:
-        timer.cancel()
         worker._INFLIGHT.discard("s-again")
     # it waited, drawing its progress meanwhile, and started only once the other had let go (the
     # order of events, not a clock reading: a loaded machine only makes the wait longer)

@@ -221,6 +221,15 @@ def _dp_buffers(sc: Scenario, p: StageParams):
             yield n, group, size, replicas
 
 
+def sharded_buffers(sc: Scenario, p: StageParams):
+    """(parameters, group, shard size) of each of a chunk's buffers that ZeRO-3 / FSDP shards: those
+    of ``_dp_buffers`` whose shard group has more than one member (an HSDP group of one shard only
+    replicates: nothing gathered, nothing copied)."""
+    for n, group, size, _ in _dp_buffers(sc, p):
+        if size > 1:
+            yield n, group, size
+
+
 def _chunk_params(p: StageParams, chunks: tuple[StageParams, ...]) -> list[StageParams]:
     """Each chunk's share of the rank's dense, expert and embedding/LM-head parameters: its own
     counts scaled so the shares add up to the rank's (a tied embedding held once per rank is
@@ -316,8 +325,7 @@ def _kept_copies(sc: Scenario, p: StageParams) -> float:
         return 0.0
     st = sc.strategy
     grad_b = 4.0 if st.fp32_main_grads else 2.0
-    return sum((2.0 * grad_b + 2.0 * param_gather_bytes(sc, p, group == "edp")) * n for n, group, size, _ in _dp_buffers(sc, p)
-               if size > 1)
+    return sum((2.0 * grad_b + 2.0 * param_gather_bytes(sc, p, group == "edp")) * n for n, group, _ in sharded_buffers(sc, p))
 
 
 MAX_BUCKETS = 64  # more buckets than this change nothing the timeline can show

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from ..config.scenario import Scenario
 from . import deepspeed_v03
 from .comm import CommModel
-from .dp import microbatch_dp, param_gather_bytes, zero_units
+from .dp import microbatch_dp, param_gather_bytes, sharded_buffers, zero_units
 from .phase import PhaseCost
 from .static_memory import StageParams, keeps_gathered, stage_params
 from ..workload.recompute import op_sac_stack, recomputed_layers
@@ -139,9 +139,9 @@ def fsdp2_copies(sc: Scenario, cw: ChunkWork, hbm: float, overhead: float) -> tu
     grad_out = 4.0 if st.fp32_main_grads else 2.0  # the reduce-scatter input, in reduce_dtype
     fwd_b = bwd_b = 0.0
     groups = 0
-    for n, size, ends, expert in ((p.dense, sc.dp_shard * st.cp, p.ends, False), (p.expert, sc.edp, 0.0, True)):
-        if size <= 1 or n <= 0:
-            continue
+    for n, group, _ in sharded_buffers(sc, p):
+        expert = group == "edp"
+        ends = 0.0 if expert else p.ends   # the root (embedding, LM head) is dense
         groups += 1
         pb = param_gather_bytes(sc, p, expert)
         fwd_b += 2.0 * pb * n
@@ -180,10 +180,9 @@ def fsdp2_accumulation(sc: Scenario, cw: ChunkWork) -> tuple[float, int]:
 
     The parameters are the chunk's FSDP-sharded ones (each group of size > 1, as ``fsdp2_copies``)."""
     st = sc.strategy
-    p = stage_params(sc, (cw,))
-    n = sum(c for c, size in ((p.dense, sc.dp_shard * st.cp), (p.expert, sc.edp)) if size > 1 and c > 0)
-    k = sum(_param_tensors(sc, cw, expert) for expert, size in ((False, sc.dp_shard * st.cp), (True, sc.edp))
-            if size > 1 and (p.expert if expert else p.dense) > 0)
+    bufs = list(sharded_buffers(sc, stage_params(sc, (cw,))))
+    n = sum(b[0] for b in bufs)
+    k = sum(_param_tensors(sc, cw, group == "edp") for _, group, _ in bufs)
     if n <= 0:
         return 0.0, 0
     m = max(sc.num_microbatches, 1)
