@@ -21,7 +21,7 @@ ABOUT = (
     "from the SimuMax project (Moore Threads, release v1.2, Apache-2.0; SimuMax's own predictions are shown as a "
     "peer baseline), and published runs read from Narayanan et al. 2021 (SC21), Korthikanti et al. 2022 (MLSys23), "
     "the NVIDIA/Megatron-LM README, the pytorch/torchtitan benchmarks and torchao's float8 README, the NVIDIA "
-    "NeMo and Megatron-Bridge performance pages, the DeepSeek-V3 technical report and NVIDIA's dgxc-benchmarking recipes (MIT). Each run is expressed as a scenario from the settings its source states (guesses are "
+    "NeMo and Megatron-Bridge performance pages, the DeepSeek-V3 and Llama 3 technical reports and NVIDIA's dgxc-benchmarking recipes (MIT). Each run is expressed as a scenario from the settings its source states (guesses are "
     "listed as assumptions; a *weak* row needs a setting the source does not print) and estimated as is: no "
     "constant is fitted to any row. Error = (predicted − measured) / measured, in each source's own metric.")
 NUM = st.column_config.NumberColumn(format="%.4g")

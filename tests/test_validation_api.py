@@ -73,7 +73,7 @@ def test_unknown_source_names_the_field():
     with pytest.raises(api.ConfigError) as e:
         api.validate("nope")
     assert e.value.field == "source" and "b200" in str(e.value)
-    assert SOURCES[0] == "b200" and len(SOURCES) == 9
+    assert SOURCES[0] == "b200" and len(SOURCES) == 10
 
 
 def test_missing_bundled_data_fails_loudly(monkeypatch, tmp_path):

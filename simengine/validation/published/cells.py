@@ -88,6 +88,8 @@ def _source_key(source: str, run_id: str) -> str:
         return "nemo"
     if "deepseek-v3 technical report" in s:
         return "deepseek-v3-report"
+    if "llama 3 herd of models" in s:
+        return "llama3-report"
     return "other"
 
 
@@ -120,6 +122,8 @@ def _system(row: dict[str, str], gpus: int) -> dict[str, Any]:
         name = "a100-sxm4-80gb"
     elif "h200" in g:
         name = "h200-sxm-141gb"
+    elif "h100" in g and "roce" in g:
+        name = "h100-roce-400g"   # Meta's 24K-GPU RoCE cluster (Llama 3 report §3.3.1; the preset's source)
     elif "h100" in g:
         name = "h100-sxm5-80gb"
     elif "gb200" in g:  # before "b200", which "gb200" contains (and "b300" in "gb300")

@@ -135,12 +135,22 @@ def _dgxc(run: PublishedRun, report: Any, metric: str, layer_times: LayerTimes |
     return report.step_time_s if metric == "step_time" else None
 
 
+def _llama3_report(run: PublishedRun, report: Any, metric: str, layer_times: LayerTimes | None) -> float | None:
+    """The Llama 3 report's TFLOPs/GPU (Table 4; its BF16 MFU is that over 989): model FLOPs per token
+    6·N + 12·L·H·Q·T (Chowdhery et al. 2023, App. B, the MFU its §3.3.2 reports; the report prints no
+    count of its own) × tokens/s per GPU."""
+    if metric != "achieved_tflops_per_gpu":
+        return None
+    fpt = torchtitan_flops_per_token(run.config["model"], run.config["strategy"]["seq_len"])
+    return fpt * report.tokens_per_s_per_gpu / 1e12
+
+
 # source (types.SOURCES) → its metric conversion
 _METRIC_OF: dict[str, Callable[[PublishedRun, Any, str, LayerTimes | None], float | None]] = {
     "narayanan21": _narayanan21, "korthikanti22": _korthikanti22, "megatron-readme": _megatron_readme,
     "torchtitan": _torchtitan, "nemo": _nemo, "megatron-bridge": _megatron_bridge,
     "deepseek-v3-report": _nemo,  # tokens/s per GPU only
-    "dgxc-benchmarking": _dgxc,
+    "dgxc-benchmarking": _dgxc, "llama3-report": _llama3_report,
 }
 
 

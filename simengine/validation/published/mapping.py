@@ -125,6 +125,12 @@ def _framework(src: str, row: dict[str, str], strat: dict[str, Any], a: list[str
     NeMo and Megatron-Bridge run Megatron(-Core) with its fused kernels."""
     if src == "torchtitan":
         return "torch-compile" if "compile" in _s(row, "dtype").lower() else "torch-native"
+    if src == "llama3-report":
+        # §3.3: Meta's PyTorch training stack (PyTorch's NCCL flight recorder, NCCLX); no
+        # TransformerEngine or compiler is named
+        a.append("Meta's training stack priced as eager PyTorch's kernels (torch-native; the report names "
+                 "no TransformerEngine or compiler)")
+        return "torch-native"
     if src == "narayanan21" and strat.get("zero_stage") == 3:
         a.append("ZeRO-3 baseline run with DeepSpeed (Megatron-DeepSpeed kernels)")
         return "deepspeed"

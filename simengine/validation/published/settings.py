@@ -382,6 +382,37 @@ def _deepseek_v3_report(d: Draft) -> None:
     d.a.append("E5M6-cached attention outputs (report §3.3) not modelled: memory only")
 
 
+def _llama3_report(d: Draft) -> None:
+    """Llama 3 405B pre-training as the Llama 3 report describes it (Dubey et al. 2024,
+    arXiv:2407.21783 §3.3.2, Table 4): the interleaved schedule with one decoder layer fewer on the
+    first and the last stage, no activation checkpointing for 8K sequences (the row's recompute
+    cell), asynchronous point-to-point sends, FSDP that keeps the parameters gathered from forward
+    to backward (priced as the distributed optimizer: gradients kept whole through the micro-batches
+    and reduce-scattered once, parameters all-gathered once, both overlapped). Not stated, and said:
+    the micro-batch size (1), the virtual stages (8: one decoder layer each, the two end stages the
+    embedding and the loss alone, as Megatron-Bridge's 405B recipe at pp 16 runs, ``_account_split``),
+    sequence parallelism with TP (Korthikanti et al. 2022)."""
+    if d.strat["cp"] > 1:
+        # §3.3.2: all-gather the K and V, then attention of the local Q chunk, in Meta's own code;
+        # the torch stacks' CP here is PyTorch's context_parallel (ring attention), which it is not
+        raise _Skip("Meta's own all-gather context parallelism (Llama 3 report §3.3.2) is not PyTorch's "
+                    "context_parallel, the only CP of a PyTorch stack modelled here")
+    if d.mb is None:
+        d.mb = 1
+        d.a.append("micro-batch size not stated: 1")
+    d.vpp = (d.layers + 2) // d.pp if (d.layers + 2) % d.pp == 0 else 1
+    stages = d.pp * d.vpp
+    d.strat["pipeline_layers"] = [0] + [1] * (stages - 2) + [0]
+    d.a.append(f"virtual stages not stated: {d.vpp} per rank, one decoder layer each, the first and the last "
+               f"holding the embedding and the loss alone ({d.layers} + 2 = {stages} slots; §3.3.2 takes one "
+               "layer from each end stage)")
+    d.strat.update(schedule="interleaved", recompute="none", zero_stage=1, overlap_grad_reduce=True,
+                   overlap_param_gather=True, overlap_p2p_comm=True, sequence_parallel=True)
+    d.a.append("FSDP without resharding after forward priced as the distributed optimizer (ZeRO-1): gradients "
+               "reduce-scattered once a step, parameters all-gathered once, both overlapped")
+    d.a.append("sequence parallelism with TP (not stated)")
+
+
 def _dgxc(d: Draft) -> None:
     """NVIDIA/dgxc-benchmarking's NeMo performance recipes (MIT): the NeMo pages' recipe defaults
     (``_nemo``) and what the recipes' code sets beyond them. Its READMEs up to v25.05.05 state no
@@ -407,5 +438,5 @@ def _dgxc(d: Draft) -> None:
 SOURCE_SETTINGS: dict[str, Callable[[Draft], None]] = {
     "narayanan21": _narayanan21, "korthikanti22": _korthikanti22, "megatron-readme": _megatron_readme,
     "torchtitan": _torchtitan, "nemo": _nemo, "megatron-bridge": _megatron_bridge,
-    "deepseek-v3-report": _deepseek_v3_report, "dgxc-benchmarking": _dgxc,
+    "deepseek-v3-report": _deepseek_v3_report, "dgxc-benchmarking": _dgxc, "llama3-report": _llama3_report,
 }

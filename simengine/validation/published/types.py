@@ -11,7 +11,7 @@ from typing import Any
 # ---------------------------------------------------------------------------------------------
 
 SOURCES: tuple[str, ...] = ("narayanan21", "korthikanti22", "megatron-readme", "torchtitan", "nemo", "megatron-bridge",
-                             "deepseek-v3-report", "dgxc-benchmarking")
+                             "deepseek-v3-report", "dgxc-benchmarking", "llama3-report")
 
 
 @dataclass(frozen=True)
