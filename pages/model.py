@@ -59,12 +59,15 @@ def _import(text: bytes | str, label: str) -> None:
 
 
 def _import_upload() -> None:
+    """The uploader emptied or holding another file: the box's messages are this event's alone."""
+    state.drop_notices(HF)
     f = st.session_state.get("hf.upload")
     if f is not None:
         _import(f.getvalue(), f.name)
 
 
 def _import_paste() -> None:
+    state.drop_notices(HF)
     _import(st.session_state.get("hf.paste", ""), "pasted config.json")
 
 

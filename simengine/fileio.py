@@ -5,6 +5,7 @@ read is no regular file, and bounded reads (never more than a limit, never a dev
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import tempfile
@@ -20,11 +21,12 @@ def write_atomic(path: str | os.PathLike, write: Callable[[IO[str]], object]) ->
 
     A path that is not a regular file — a device or pipe such as ``/dev/stdout``, ``/dev/full`` or a
     FIFO — is written in place: renaming onto it would replace the device node itself (and every
-    other process's ``/dev/stdout``) with a plain file. A symbolic link is followed, so the file
-    it points at is replaced, not the link."""
+    other process's ``/dev/stdout``) with a plain file. It is opened without waiting: a named pipe
+    that no process reads is an ``OSError`` at once, never a wait for a reader that may never come.
+    A symbolic link is followed, so the file it points at is replaced, not the link."""
     given = Path(path)
     if given.exists() and not given.is_file() and not given.is_dir():  # stat follows links
-        with given.open("w", encoding="utf-8") as fh:
+        with os.fdopen(_open_in_place(given), "w", encoding="utf-8") as fh:
             write(fh)
             fh.flush()
         return
@@ -41,6 +43,22 @@ def write_atomic(path: str | os.PathLike, write: Callable[[IO[str]], object]) ->
         with contextlib.suppress(OSError):
             Path(tmp).unlink()
         raise
+
+
+def _open_in_place(path: Path) -> int:
+    """A write descriptor on the device or pipe at ``path``, opened without blocking (a FIFO with
+    no reader: ``OSError`` ENXIO with a readable reason), then set back to blocking writes."""
+    nonblock = getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_TRUNC | nonblock)
+    except OSError as e:
+        if e.errno == errno.ENXIO and stat.S_ISFIFO(path.stat().st_mode):
+            raise OSError(errno.ENXIO, "a named pipe that no process is reading: start the reader first, "
+                                       "or give a regular file") from e
+        raise
+    if nonblock:
+        os.set_blocking(fd, True)   # the reader is there: writes wait for it as any pipe's do
+    return fd
 
 
 def _mode_for(target: Path) -> int:

@@ -144,3 +144,32 @@ def test_a_config_without_a_name_is_not_imported_as_imported_imported():
     at.button(key="hf.import").click().run()
     said = " ".join(str(s.value) for s in at.success)
     assert "Imported the model from" in said and "imported imported" not in said.lower()
+
+
+def test_an_emptied_or_changed_upload_drops_the_previous_files_message():
+    """A message queued for the import box by a run the next event cut short (the uploader emptied,
+    or another file dropped, while the page was still drawing the first) was drawn under the next
+    event: "Imported … from the previous file" under an empty box. The box's messages are the
+    latest event's alone (state.drop_notices)."""
+    from streamlit.testing.v1 import AppTest
+
+    from app_walk import ROOT
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.run()
+    at.switch_page("pages/model.py")
+    at.session_state["hf.box"] = True
+    at.run()
+    llama = json.dumps(LLAMA3_8B).encode()
+    at.file_uploader(key="hf.upload").upload("llama-3-8b.json", llama, "application/json").run()
+    assert "llama-3-8b.json" in " ".join(str(s.value) for s in at.success)
+    stale = [("success", "Imported the model from previous.json.", "hf")]   # queued, never drawn: the run was cut short
+    at.session_state["notices"] = stale
+    at.file_uploader(key="hf.upload").clear().run()
+    assert not at.exception
+    shown = [str(m.value) for m in (*at.success, *at.error, *at.info)]
+    assert not any("previous.json" in m or "llama-3-8b.json" in m for m in shown), shown
+    at.session_state["notices"] = stale
+    at.file_uploader(key="hf.upload").upload("other.json", llama, "application/json").run()
+    said = " ".join(str(s.value) for s in at.success)
+    assert "other.json" in said and "previous.json" not in said, said

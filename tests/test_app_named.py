@@ -124,3 +124,30 @@ def test_a_long_edited_name_keeps_its_mark_in_the_sidebar():
     assert "(edited)" in at.caption[0].value
     assert "(edited)" in at.sidebar.markdown[1].value
     assert len(at.sidebar.markdown[1].value.split(" ·")[0]) <= len("**Model** ") + NAME_CHARS + 1
+
+
+def test_a_link_of_an_edited_catalogue_preset_is_marked_edited():
+    """A share link (or saved file) of a section edited from a catalogue preset: only the size
+    presets were matched by name, so "Llama-3-70B" with 40 layers read as the 80-layer model in the
+    colleague's session. The presets and named scenarios are matched too; a named scenario sent
+    unchanged (its catalogue system at its own GPU count) is no edit."""
+    from ui.config_io import PRESET_KIND
+    from ui.share import encode_token
+    from simengine.presets import load_preset
+
+    cfg, _ = validate_scenario(scenario_preset("llama3-70b-tp4-pp4"))
+    token = encode_token(cfg)
+    at = open_app("pages/model.py", s=token)
+    assert "*(edited)*" not in at.caption[0].value and "(edited)" not in at.sidebar.markdown[1].value
+    at.switch_page("pages/system.py").run()
+    assert "*(edited)*" not in at.caption[0].value   # 64 GPUs: the scenario's count, not an edit of the preset's 8
+    assert "(edited)" not in at.sidebar.markdown[1].value
+
+    cfg["model"]["num_layers"] = 40
+    cfg["strategy"]["micro_batch_size"] = cfg["strategy"]["micro_batch_size"] * 2
+    at = open_app("pages/model.py", s=encode_token(cfg))
+    assert load_preset(PRESET_KIND["model"], "llama3-70b")["name"] == cfg["model"]["name"] == "Llama-3-70B"
+    assert "**Llama-3-70B** *(edited)*: the name of preset llama3-70b, with `num_layers` 80 → 40." in at.caption[0].value
+    assert "Llama-3-70B (edited)" in at.sidebar.markdown[1].value
+    at.switch_page("pages/strategy.py").run()
+    assert "*(edited)*: the name of preset llama3-70b-tp4-pp4, with `micro_batch_size`" in at.caption[0].value

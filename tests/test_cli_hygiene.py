@@ -106,6 +106,22 @@ def test_trace_into_a_pipe_writes_through_and_keeps_the_pipe(tmp_path):
     assert sorted(x.name for x in tmp_path.iterdir()) == ["trace.fifo"]  # no temporary file beside it
 
 
+def test_trace_into_a_pipe_nobody_reads_is_one_line_not_a_hang(tmp_path):
+    """A FIFO with no reader: opening it for writing waited for a reader for ever; now it is
+    refused at once, one line naming --trace, status 2, and the pipe stays a pipe."""
+    import os
+    import stat
+
+    fifo = tmp_path / "trace.fifo"
+    os.mkfifo(fifo)
+    p = subprocess.run([sys.executable, "-m", "simengine", "simulate", *SMALL, "--trace", str(fifo)], cwd=REPO,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
+    assert p.stderr.startswith("error: --trace: cannot write") and "no process is reading" in p.stderr, p.stderr
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["trace.fifo"]
+
+
 def test_trace_through_a_symlink_replaces_the_file_not_the_link(tmp_path):
     real = tmp_path / "real" / "trace.json"
     real.parent.mkdir()

@@ -324,6 +324,23 @@ def test_the_cli_names_the_band_a_tie_is_read_on(full):
     assert "uncertainty band of free memory (2 candidates)" in _table(res, None, [])
 
 
+def test_the_cli_tie_mark_is_a_word_not_an_equals_sign(full):
+    """A tie printed "  1=8 GPUs tp1 …", read as "1 = 8 GPUs"; now "1 (tie)" (rank.rank_label, the
+    one owner of the marks), the layout after a space, and the legend names the same mark."""
+    from simengine.search.cli import _table
+
+    res = dataclasses.replace(full, ties=[0, 1])
+    rows = _table(res, None, []).splitlines()
+    first, second, third = rows[1:4]
+    assert first.startswith("1 (tie) ") and second.startswith("2 (tie) ") and third.startswith("3 "), rows[:4]
+    assert first.split()[2] == f"{full.candidates[0].gpus}" and all("=" not in r[:11] for r in (first, second, third))
+    assert any(r.startswith("(tie) : a tie with #1") for r in rows)
+    from simengine.search.rank import rank_label
+
+    assert [rank_label(4, False), rank_label(4, True), rank_label(4, False, True), rank_label(4, True, True)] == \
+        ["5", "5 (tie)", "5*", "5* (tie)"]
+
+
 def test_cli_json_contract(capsys, tmp_path):
     from simengine.cli import main
 

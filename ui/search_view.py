@@ -235,7 +235,8 @@ def grid_options(df: pd.DataFrame, objective: str = "tokens_per_s") -> dict[str,
         # 270 px keeps the result group in view at 1,280 px; a longer label (a 16,384-GPU layout
         # with its split, cp and every flag, ~90 characters) wraps onto a second line, so rows that
         # differ only in their overlap flags never read alike; whole on hover too
-        col("rank", "#", width=56, pinned="left"),
+        col("rank", "#", width=56, pinned="left", headerTooltip="Rank on the objective, best first; a rank whose band reaches "
+            "#1's is ticked in 'tie with #1' (the CLI prints it '2 (tie)')"),
         col("layout", "layout", width=270, pinned="left", tooltipField="layout", wrapText=True, autoHeight=True),
         # what decides between layouts first: speed, whether it is a tie, and how close it runs to
         # the memory limit (a #1 with a few GiB free is a risk)

@@ -23,18 +23,18 @@ from __future__ import annotations
 import re
 
 import json
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 from urllib.parse import urlsplit
 
 import streamlit as st
 
 from simengine.errors import ConfigError
-from simengine.presets import SCENARIO_SIZES
+from simengine.presets import SCENARIO_SIZES, list_presets, load_preset, named_scenarios, scenario_preset
 
 from . import pins as pin_link
 from . import share
-from .config_io import SECTIONS, Issues, cross_issues, dumps, join_sections, notes_of, validate_section
+from .config_io import PRESET_KIND, SECTIONS, Issues, cross_issues, dumps, join_sections, notes_of, validate_section
 from .text import clip, md
 
 LINK_KEYS = ("s", "preset")
@@ -156,17 +156,45 @@ def scenario_notes() -> Issues:
 IN_PLACE_ORIGINS = frozenset({"edited", "search", "fit change", "calibrated", "refit to a training log"})
 
 
+def _preset_data(section: str):
+    """(origin, loader of the section dict) of each preset of ``section``'s kind (the size presets first), then
+    of each named scenario (presets/scenarios.json: a catalogue system at the scenario's GPU count)."""
+    kind = PRESET_KIND[section]
+    names = list_presets(kind)
+    for n in [s for s in SCENARIO_SIZES if s in names] + [n for n in names if n not in SCENARIO_SIZES]:
+        yield f"preset {n}", partial(load_preset, kind, n)
+    try:
+        scenarios = named_scenarios()
+    except ConfigError:   # a broken scenarios.json: the presets still match
+        scenarios = {}
+    for n in scenarios:
+        yield f"scenario {n}", partial(lambda name: scenario_preset(name)[section], n)
+
+
 @lru_cache(maxsize=8)
-def _size_sections(section: str) -> tuple[tuple[str, str, str], ...]:
-    """(size, name, canonical JSON) of ``section`` in each size preset (a broken one left out)."""
-    out = []
-    for size in SCENARIO_SIZES:
+def _preset_sections(section: str) -> tuple[tuple[str, str, str], ...]:
+    """(origin, name, canonical JSON) of ``section`` in each preset and named scenario, each text
+    once (a scenario's model is its preset's); a broken one left out."""
+    out: dict[str, tuple[str, str, str]] = {}
+    for label, load in _preset_data(section):
         try:
-            sec = share.size_canonical(size)[section]
+            canon, _ = validate_section(section, load())
         except (ConfigError, KeyError):
             continue
-        out.append((size, str(sec.get("name", "")), dumps(sec)))
-    return tuple(out)
+        if canon is not None:
+            out.setdefault(dumps(canon), (label, str(canon.get("name", "")), dumps(canon)))
+    return tuple(out.values())
+
+
+def _named_base(section: str, name: Any, text: str) -> tuple[str, str] | None:
+    """(canonical JSON, origin) of the preset or named scenario whose section carries ``name``,
+    the one ``text`` changed least (the first on a tie); None when none carries it."""
+    same = [(len(_changes(js, text)), i, js, label)
+            for i, (label, n, js) in enumerate(_preset_sections(section)) if n == name]
+    if not same:
+        return None
+    _, _, js, label = min(same)
+    return js, label
 
 
 @lru_cache(maxsize=16)
@@ -176,16 +204,16 @@ def _name_of(text: str) -> Any:
 
 def _keep_base(section: str, canonical: dict[str, Any], text: str, origin_label: str) -> None:
     """Remember the section as it was when it got its name (``cfg.base.<section>``): kept by an
-    in-place change that keeps the name, else the section itself — or the size preset whose name
-    it carries (a share link or a saved file of an edited size preset: "medium (64x H100 …)" on
-    48 GPUs is the medium preset, changed)."""
+    in-place change that keeps the name, else the section itself — or the preset (a size preset,
+    a catalogue model, system or strategy, a named scenario's section) whose name it carries (a
+    share link or a saved file of an edited preset: "medium (64x H100 …)" on 48 GPUs is the
+    medium preset, changed; "Llama-3-70B" with 40 layers the llama3-70b preset, changed)."""
     ss = _ss()
     name = canonical.get("name")
     base = ss.get(f"cfg.base.{section}")
     if origin_label in IN_PLACE_ORIGINS and isinstance(base, str) and _name_of(base) == name:
         return
-    size = next(((s, js) for s, n, js in _size_sections(section) if n == name), None)
-    ss[f"cfg.base.{section}"], ss[f"cfg.base_origin.{section}"] = (size[1], f"preset {size[0]}") if size else (text, origin_label)
+    ss[f"cfg.base.{section}"], ss[f"cfg.base_origin.{section}"] = _named_base(section, name, text) or (text, origin_label)
 
 
 def set_section(section: str, canonical: dict[str, Any], origin_label: str, *, reset_widgets: bool = True) -> None:
@@ -224,6 +252,13 @@ def notify(level: str, text: str, where: str = "") -> None:
     """Queue a message for this rerun: at the top of the page, or (``where``) at the spot that
     calls ``layout.show_notices(where)``, such as right under the upload it is about."""
     _ss().setdefault("notices", []).append((level, text, where))
+
+
+def drop_notices(where: str) -> None:
+    """Forget the messages queued for ``where`` and not drawn yet: a run that the next event cut
+    short never drew them, and the next run drew them under that event (an emptied upload box
+    said the previous file's "Imported …")."""
+    pop_notices(where)
 
 
 def pop_notices(where: str = "") -> list[tuple[str, str]]:

@@ -19,7 +19,7 @@ from ..calibration.cli import add_systems_dir, systems_dir
 from ..errors import ConfigError
 from ..terminal.cli import warn
 from .space import DIMS, LAYER_SPLIT_FIELDS
-from .rank import TIE_ON
+from .rank import TIE_MARK, TIE_ON, WHAT_IF_MARK, rank_label
 
 
 def add_parser(sub) -> None:
@@ -241,12 +241,11 @@ def run(args: argparse.Namespace) -> int:
 def _table(res, budget: float | None, fits: list[dict[str, Any]], scen_fits: bool | None = None) -> str:
     from ..api import time_and_cost_to_train
 
-    lines = [f"{'#':>3} {'layout':78s} {'tokens/s':>10} {'(band)':>19} {'MFU':>6} {'$/1M tok':>9} {'peak GiB':>8} {'free':>6}"]
+    lines = [f"{'#':10s} {'layout':78s} {'tokens/s':>10} {'(band)':>19} {'MFU':>6} {'$/1M tok':>9} {'peak GiB':>8} {'free':>6}"]
     for i, c in enumerate(res.candidates):
         lo, hi = c.band.get("tokens_per_s", (c.tokens_per_s, c.tokens_per_s))
         tied = i in res.ties and len(res.ties) > 1   # #1 is in its own band: a tie needs a second
-        tie = ("=" if tied else " ") if not c.what_if else ("?" if tied else "*")
-        lines.append(f"{i + 1:>3}{tie}{c.label():78s} {c.tokens_per_s:10,.0f} {lo:9,.0f}–{hi:<9,.0f} {c.mfu * 100:5.1f}% "
+        lines.append(f"{rank_label(i, tied, bool(c.what_if)):10s} {c.label():78s} {c.tokens_per_s:10,.0f} {lo:9,.0f}–{hi:<9,.0f} {c.mfu * 100:5.1f}% "
                      f"{c.cost_per_million_tokens_usd:9.4f} {c.peak_memory_gib:8.2f} {c.headroom_gib:6.2f}")
         if budget:
             seconds, usd = time_and_cost_to_train(budget, c.tokens_per_s, c.cost_per_million_tokens_usd)
@@ -254,8 +253,8 @@ def _table(res, budget: float | None, fits: list[dict[str, Any]], scen_fits: boo
     if not res.candidates:
         lines.append("  no layout of this space is valid and fits: the rejections below say why")
     if len(res.ties) > 1:
-        lines.append(f"'=' : within the best one's uncertainty band of {TIE_ON.get(res.objective, res.objective)} ({len(res.ties)} candidates): "
-                     "a tie, not a winner")
+        lines.append(f"{TIE_MARK} : a tie with #1, within the best one's uncertainty band of {TIE_ON.get(res.objective, res.objective)} "
+                     f"({len(res.ties)} candidates): not a winner")
     lines += _what_if_lines(res)
     lines += ["", f"space {res.space_size:,} candidates, {res.memory_checked:,} memory checks, {res.evaluated:,} timed, "
               f"{res.seconds:.2f} s; Pareto front {len(res.pareto)}", "rejected:"]
@@ -279,7 +278,7 @@ def _what_if_lines(res) -> list[str]:
     w = res.what_if()
     if not w["what_if_summary"]:
         return []
-    out = [f"'*' : a what-if ('?' where also a tie): {w['what_if_summary']}"]
+    out = [f"{WHAT_IF_MARK} : a what-if: {w['what_if_summary']}"]
     if w["first_shipped"] is None and w["shipped_schedules"]:
         out.append(f"  add --space strategy.schedule={','.join(w['shipped_schedules'])} for the best one it runs")
     return out

@@ -34,6 +34,16 @@ TIE_ON: dict[str, str] = {
 }
 
 
+TIE_MARK = "(tie)"     # after a rank whose band reaches #1's: a word, where "1=8 GPUs …" read as "1 = 8 GPUs"
+WHAT_IF_MARK = "*"     # after a rank priced as a what-if (its stack does not ship its schedule)
+
+
+def rank_label(i: int, tied: bool, what_if: bool = False) -> str:
+    """Row ``i`` (0-based) of a ranking as a table prints it: "3", "3 (tie)" (a tie with #1:
+    ``ties``), "3*" (a what-if), "3* (tie)". The one owner of these marks."""
+    return f"{i + 1}{WHAT_IF_MARK if what_if else ''}{' ' + TIE_MARK if tied else ''}"
+
+
 def check_objective(name: str) -> str:
     if not isinstance(name, str) or name not in OBJECTIVES:   # a list is unhashable: a message, not a TypeError
         raise ConfigError([("objective", f"unknown objective {str(name)[:60]!r} (one of {', '.join(OBJECTIVES)})")])
