@@ -12,9 +12,10 @@ from ui import fold, state
 from ui.chart_cache import draw, gantt_view, memory_view
 from ui.config_io import cross_issues, validate_section
 from ui.engine import MAX_TRACE_SPANS, chrome_trace, estimate_report, timeline
-from ui.labels import LEANER_SCHEDULE, SIM_PEAK_LABEL, allocated_limit_gib, reserved_gib, stage_pools_gib
+from ui.labels import LEANER_SCHEDULE, SIM_PEAK_LABEL, limit_caption, rank_limits_gib, reserved_gib, stage_pools_gib
 from ui.layout import boot, issues_box
-from ui.timeline_data import MAX_EXACT_SPANS, MAX_GANTT_RANKS, per_rank_view, representative_ranks, usable_window
+from ui.timeline_data import (MAX_EXACT_SPANS, MAX_GANTT_RANKS, exposed_words, per_rank_view, representative_ranks,
+                              usable_window)
 from ui.text import issues_md, md
 from ui.units import fmt_gib, fmt_pct, fmt_time, fmt_time_beside
 
@@ -120,8 +121,9 @@ system = state.section_dict("system")
 est = estimate_report(state.scenario_json())
 pools = stage_pools_gib(est["report"] if est.get("ok") else None)
 
-# per rank, GiB allocated past the most it may allocate and still fit (the engine's fit rule, ui/labels.py)
-over = [] if peak is None else [(float(p) - allocated_limit_gib(strategy, system, pools.get(int(r), 0.0)), int(r))
+# per rank, the most it may allocate and still fit (the engine's fit rule with its stage's pools, ui/labels.py)
+limits = rank_limits_gib(ranks["rank"], strategy, system, pools) if len(ranks) else {}
+over = [] if peak is None else [(float(p) - limits[int(r)], int(r))
                                 for r, p in zip(ranks["rank"], ranks["peak_gib"]) if pd.notna(p)]
 if over and max(over)[0] > 0:
     worst = max(over)[1]
@@ -149,9 +151,9 @@ st.subheader("Pipeline")
 
 
 @st.fragment
-def gantt_section(scenario_text: str, spans, total_ms: float, shown_ranks, pre=None) -> None:
+def gantt_section(scenario_text: str, spans, total_ms: float, shown_ranks, pre=None, exposed: str = "") -> None:
     """Window slider, labels toggle and the chart: a fragment, so moving the window redraws only
-    the chart (not the whole page)."""
+    the chart (not the whole page). ``exposed``: the critical rank's exposed communication in words."""
     # the slider takes what the toggle leaves: in columns [4, 1] a 1,280 px window cut its label to "Micro-batch l…"
     with st.container(horizontal=True, vertical_alignment="bottom", gap="medium"):
         window = st.slider("Time window [ms]", 0.0, float(round(total_ms, 3)), (0.0, float(round(total_ms, 3))),
@@ -164,11 +166,11 @@ def gantt_section(scenario_text: str, spans, total_ms: float, shown_ranks, pre=N
                        tuple(shown_ranks) if shown_ranks is not None else None, bool(labels), spans, pre)
     if gantt["aggregated"]:
         st.caption(f"{len(spans):,} spans in the step; more than {MAX_EXACT_SPANS:,} in this window, so each row shows "
-                   "the dominant phase per time bin (opacity = busy share); communication on a side stream (comm, pp, dp) "
-                   "is hidden while compute runs beside it. A phase that dominates no bin (short exposed collectives "
-                   "between kernels) does not show: its time is in the figures above and the per-rank table. "
-                   "Narrow the window for individual spans"
-                   + (" and their micro-batch labels." if labels else "."))
+                   "time bins, each bar split by phase: a phase's height is its share of the bar's time, the faint grey "
+                   "rest idle (hover for the shares). Short exposed collectives between kernels keep their share"
+                   + (f": on the critical rank, exposed communication is {exposed}" if exposed else "")
+                   + ". Communication on a side stream (comm, pp, dp) is hidden while compute runs beside it. "
+                   "Narrow the window for individual spans" + (" and their micro-batch labels." if labels else "."))
     else:
         st.caption(f"{gantt['shown']:,} span{'' if gantt['shown'] == 1 else 's'} shown. Colour = phase; hover for micro-batch, chunk and times. "
                    "Communication on the compute stream is exposed; on a side stream (comm, pp, dp) it is hidden "
@@ -197,7 +199,8 @@ if n_ranks > MAX_GANTT_RANKS:
     st.caption(f"{n_ranks:,} pipeline ranks: the chart and the memory curves show {len(shown_ranks)} of them (by default "
                "the first and last two, the ranks with the largest bubble, and evenly spaced ranks in between). "
                "The per-rank table below lists every rank.")
-gantt_section(scenario_text, spans, max(step * 1e3, 1e-6), shown_ranks, tl.get("gantt_full"))
+gantt_section(scenario_text, spans, max(step * 1e3, 1e-6), shown_ranks, tl.get("gantt_full"),
+              exposed_words(crit, step) if crit is not None else "")
 
 # ---- per rank ------------------------------------------------------------------------------
 # Every rank's figures on demand (the headline above gives the critical rank's; a table costs
@@ -218,13 +221,11 @@ box, is_open = fold.group("Memory over the step (allocated bytes per rank)", f"t
                           st.session_state.setdefault(f"tl.fold.{'oom' if oom else 'fits'}", {}), oom)
 if is_open:
     with box:
-        limit = allocated_limit_gib(strategy, system, max(pools.values(), default=0.0))
+        shown = {r: v for r, v in limits.items() if shown_ranks is None or r in shown_ranks}
         mem_spec = memory_view(scenario_text, tuple(shown_ranks) if shown_ranks is not None else None,
-                               limit, tl["memory"], float(step))
+                               tuple(sorted(shown.items())), tl["memory"], float(step))
         if mem_spec is not None:
-            st.caption(f"Allocated bytes per rank over the step; the dashed line, {fmt_gib(limit)}, is the most a rank may "
-                       f"allocate and still fit ({fmt_gib(system['gpu']['memory_gib'])} GPUs, less the memory outside "
-                       "PyTorch and the caching allocator's share).")
+            st.caption(limit_caption(shown, float(system["gpu"]["memory_gib"])))
             draw(mem_spec)
         else:
             st.caption("No memory-over-time series in this timeline.")

@@ -61,18 +61,22 @@ def test_gantt_tooltip_names_the_phase_and_no_negative_micro_batch():
 
 
 def test_aggregated_gantt_tooltip_is_its_named_columns():
-    """The binned Gantt's tooltip is the bar's data (no per-bar tooltip expression): its columns
-    are named as a reader wants them, and nothing else (no sort index, no Arrow index) rides along."""
-    df = pd.DataFrame({"row": ["rank 0 · compute", "rank 0 · dp"], "category": ["forward_compute", "dp_comm"],
-                       "start_ms": [0.0, 2.0], "end_ms": [2.0, 3.123456789], "occupancy": [0.8534, 0.2],
-                       "spans": [12, 1], "kind": ["forward_compute", "dp_comm"], "mb": [-1, -1], "chunk": [-1, -1]})
+    """The binned Gantt's tooltip is the data of a faint bar under each stacked bar (no
+    per-bar tooltip expression): its columns are named as a reader wants them, the phases' shares
+    in words, and nothing else (no sort index, no Arrow index, no stacking geometry) rides along."""
+    df = pd.DataFrame({"row": ["rank 0 · compute"] * 2 + ["rank 0 · dp"], "category": ["backward_compute", "tp_comm", "dp_comm"],
+                       "share": [0.6012, 0.2522, 0.2], "below": [0.0, 0.6012, 0.0], "occupancy": [0.8534, 0.8534, 0.2],
+                       "spans": [12, 12, 1], "start_ms": [0.0, 0.0, 2.0], "end_ms": [2.0, 2.0, 3.123456789]})
     spec = charts.gantt_chart(df, ["rank 0 · compute", "rank 0 · dp"], True, x_domain=(0.0, 4.0))
-    (layer,) = spec["layer"]
-    assert layer["mark"]["tooltip"] == {"content": "data"} and "tooltip" not in layer["encoding"]
-    assert "sort" not in layer["encoding"]["y"] and layer["encoding"]["y"]["scale"]["domain"] == ["rank 0 · compute", "rank 0 · dp"]
-    rows = layer["data"]["values"]
-    assert set(rows[0]) == {"row", "phase", "start ms", "end ms", "busy %", "spans"}
-    assert rows[0]["busy %"] == 85.3 and rows[1]["end ms"] == 3.1235 and rows[1]["phase"].startswith("DP comm")
+    hover, stack = spec["layer"]  # the stack over its grey bars (the tooltip's)
+    assert "tooltip" not in stack["mark"] and "tooltip" not in stack["encoding"]
+    assert hover["mark"]["tooltip"] == {"content": "data"} and "tooltip" not in hover["encoding"]
+    assert "sort" not in hover["encoding"]["y"] and hover["encoding"]["y"]["scale"]["domain"] == ["rank 0 · compute", "rank 0 · dp"]
+    rows = hover["data"]["values"]
+    assert [set(r) for r in rows] == [{"row", "phases", "start ms", "end ms", "busy %", "spans"}] * 2
+    assert rows[0]["phases"] == "backward compute 60.1 %, TP comm (exposed) 25.2 %" and rows[0]["busy %"] == 85.3
+    assert rows[1]["end ms"] == 3.1235 and rows[1]["phases"].startswith("DP comm")
+    assert [r["phase"] for r in stack["data"]["values"]] == ["backward compute", "TP comm (exposed)", "DP comm (exposed)"]
 
 
 def test_text_marks_take_the_viewers_theme_colour(monkeypatch):

@@ -356,8 +356,8 @@ def test_timeline_draws_spans_or_aggregates(gbs, needle):
     cfg["strategy"]["global_batch_size"] = gbs
     at = open_page("pages/timeline.py", s=encode_token(cfg))
     assert needle in texts(at.caption)
-    # the binned view colours a bin by its dominant phase: it says what that leaves out
-    assert ("dominates no bin" in texts(at.caption)) == (gbs == 512)
+    # the binned view splits each bar by phase, and says so
+    assert ("each bar split by phase" in texts(at.caption)) == (gbs == 512)
 
 
 def test_timeline_refuses_an_inconsistent_schedule():

@@ -4,6 +4,7 @@ peak over the GPU's memory is an alert, with the memory figure's kind named."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from app_walk import open_app, open_fold, scenario, texts
 from ui.share import encode_token, size_canonical
 
@@ -175,3 +176,61 @@ def test_a_what_if_schedule_is_said_as_on_the_estimate_page():
     assert "does not fit" not in warned   # the fit verdict stays the page's own alert
     est = at.switch_page("pages/estimate.py").run()
     assert "a what-if: Megatron-Core does not ship 'zb-h2'" in texts(est.warning).replace("\\", "")
+
+
+def _chart_frames(at) -> list:
+    import pyarrow as pa
+
+    return [pa.ipc.open_stream(d.data.data).read_all().to_pandas()
+            for c in at.get("vega_lite_chart") for d in c.proto.datasets]
+
+
+def test_memory_chart_draws_each_ranks_own_limit():
+    """FSDP2's all-gather buffers sit in another stream's pool whose size differs by stage, so each
+    stage may allocate a different amount (StageMemory.allocated_limit_gib): the chart drew one line,
+    the strictest stage's, for every rank. Now one line per rank at its stage's limit, said so."""
+    from ui.config_io import dumps
+    from ui.engine import estimate_report
+
+    cfg = size_canonical("medium")
+    cfg["strategy"].update(framework="torch-compile", zero_stage=3)
+    stages = estimate_report(dumps(cfg))["report"]["memory_by_stage"]
+    want = {m["stage"]: m["allocated_limit_gib"] for m in stages}
+    assert max(want.values()) - min(want.values()) > 0.01  # the stages' limits differ here
+    at = open_fold(open_app("pages/timeline.py", s=encode_token(cfg)), "tl.memory.fits")
+    assert not at.exception, [e.value for e in at.exception]
+    rules = next(f for f in _chart_frames(at) if "limit" in f.columns)
+    assert dict(zip(rules["rank"].astype(int), rules["limit"])) == pytest.approx(want, abs=1e-9)
+    caption = texts(at.caption)
+    assert "one per rank in its curve's colour" in caption
+    assert ", ".join(f"rank {r} {v:,.2f}" for r, v in sorted(want.items())) + " GiB" in caption
+
+
+def test_memory_chart_draws_one_labelled_limit_when_the_ranks_share_it():
+    from ui.config_io import dumps
+    from ui.engine import estimate_report
+
+    stages = estimate_report(dumps(size_canonical("medium")))["report"]["memory_by_stage"]
+    at = open_fold(open_app("pages/timeline.py", preset="medium"), "tl.memory.fits")
+    rules = next(f for f in _chart_frames(at) if "limit" in f.columns)
+    assert list(rules.columns) == ["limit"] and rules["limit"].tolist() == pytest.approx([stages[0]["allocated_limit_gib"]])
+    assert "the same on every rank shown" in texts(at.caption)
+
+
+def test_binned_caption_states_the_exposed_communication_the_estimate_reports():
+    """The binned view's caption says what short exposed collectives between kernels add up to:
+    the critical rank's exposed communication by kind and its share of the step, the figures of the
+    Estimate page's breakdown (sim/metrics.py), not the bins' own sums."""
+    from ui.config_io import dumps
+    from ui.engine import estimate_report
+    from ui.units import fmt_pct, fmt_time
+
+    r = estimate_report(dumps(size_canonical("medium")))["report"]
+    at = open_app("pages/timeline.py", preset="medium")
+    assert not at.exception, [e.value for e in at.exception]
+    caption = texts(at.caption)
+    assert "each bar split by phase" in caption
+    comm = {k: v for k, v in r["breakdown_s"].items() if k.endswith("_comm") and v > 0}
+    assert f"exposed communication is TP comm {fmt_time(comm['tp_comm'])}, " in caption
+    assert f"DP comm {fmt_time(comm['dp_comm'])}" in caption
+    assert f"({fmt_pct(sum(comm.values()) / r['step_time_s'])} of the step)" in caption

@@ -220,29 +220,55 @@ def test_timeline_tables_and_aggregation():
 
 
 def test_aggregated_gantt_merges_equal_neighbour_bins_and_keeps_the_busy_time():
-    """Adjacent bins of a row with the same dominant phase and busy share (to OCCUPANCY_STEP) are
-    one bar: far fewer marks, the same picture, the busy time conserved."""
+    """Adjacent bins of a row whose phases' shares agree (to OCCUPANCY_STEP) are one bar: far fewer
+    marks, the same picture, each phase's busy time conserved and stacked inside its bar."""
     from ui.timeline_data import GANTT_BINS, OCCUPANCY_STEP
 
     tl = timeline_tables(simulate(size_canonical("medium")))
     spans, step = tl["spans"], tl["step_time_s"]
     df, aggregated, rows = gantt_frame(spans, 0.0, step, max_spans=0)
-    assert aggregated and len(df) < len(rows) * GANTT_BINS / 3  # medium: 223 bars for 1,311 bins
+    bars = df.drop_duplicates(["row", "start_ms"])
+    assert aggregated and len(bars) < len(rows) * GANTT_BINS / 3  # medium: 624 bars for 2,565 touched bins
     width_ms = step * 1e3 / GANTT_BINS
-    for _, g in df.sort_values("start_ms").groupby("row"):
+    for _, g in bars.sort_values("start_ms").groupby("row"):
         starts, ends = g["start_ms"].to_numpy(), g["end_ms"].to_numpy()
         assert (starts[1:] >= ends[:-1] - 1e-9).all()  # no overlap inside a row
         n_bins = np.round((ends - starts) / width_ms)
         assert np.allclose((ends - starts) / width_ms, n_bins) and (n_bins >= 1).all()  # whole bins
-        touching = np.isclose(starts[1:], ends[:-1])
-        same = (g["category"].to_numpy()[1:] == g["category"].to_numpy()[:-1]) & (
-            np.round(g["occupancy"].to_numpy()[1:] / OCCUPANCY_STEP) == np.round(g["occupancy"].to_numpy()[:-1] / OCCUPANCY_STEP))
+    levels = df.assign(q=np.round(df["share"] / OCCUPANCY_STEP)).pivot_table(
+        index=["row", "start_ms", "end_ms"], columns="category", values="q", fill_value=0).reset_index()
+    for _, g in levels.sort_values("start_ms").groupby("row"):
+        touching = np.isclose(g["start_ms"].to_numpy()[1:], g["end_ms"].to_numpy()[:-1])
+        same = (g.iloc[1:, 3:].to_numpy() == g.iloc[:-1, 3:].to_numpy()).all(axis=1)
         assert not (touching & same).any()  # neighbours that look alike were merged
-    busy_ms = (df["occupancy"] * (df["end_ms"] - df["start_ms"])).groupby(df["row"]).sum()
+    top = df["below"] + df["share"]
+    assert (df["share"] > 0).all() and (top <= 1 + 1e-9).all()  # stacked inside the bar
+    assert np.allclose(top.groupby([df["row"], df["start_ms"]]).max(), bars.set_index(["row", "start_ms"])["occupancy"].sort_index())
+    busy_ms = (df["share"] * (df["end_ms"] - df["start_ms"])).groupby(df["row"]).sum()
     exact = spans.assign(row="rank " + spans["rank"].astype(str) + " · " + spans["stream"].astype(str),
                          ms=(spans["end_s"] - spans["start_s"]) * 1e3).groupby("row")["ms"].sum()
     assert np.allclose(busy_ms.sort_index(), exact.reindex(busy_ms.index).sort_index(), rtol=0.02)
     assert (df["spans"] >= 1).all() and df["spans"].max() <= len(spans)
+
+
+def test_binned_gantt_shows_each_phases_share_not_only_the_dominant_one():
+    """The binned view coloured a bin by its dominant phase only, so the exposed TP collectives
+    between the medium preset's kernels (27 % of its step) all but vanished (4 bars of 254). Each
+    bar now stacks every phase's share of its time: the TP comm the chart draws on each rank's
+    compute row is that rank's exposed TP time of sim/metrics.py (the Estimate page's figure)."""
+    tl = timeline_tables(simulate(size_canonical("medium")))
+    df, aggregated, rows = gantt_frame(tl["spans"])
+    assert aggregated
+    spec = valid_spec(charts.gantt_chart(df, rows, True))
+    stack = next(layer for layer in spec["layer"] if layer["encoding"]["y"]["field"] == "y0")
+    drawn = pd.DataFrame(stack["data"]["values"])
+    drawn = drawn.assign(row=np.floor(drawn["y1"]).astype(int).map(dict(enumerate(rows))),
+                         ms=(drawn["end ms"] - drawn["start ms"]) * (drawn["y0"] - drawn["y1"]) / (1 - 2 * charts.ROW_PAD))
+    tp = drawn[drawn["phase"] == "TP comm (exposed)"].groupby("row")["ms"].sum()
+    for _, rank in tl["ranks"].iterrows():
+        want = 1e3 * rank["exposed:tp_comm"]
+        assert tp[f"rank {rank['rank']} · compute"] == pytest.approx(want, rel=0.01), rank["rank"]
+    assert tp.sum() / 1e3 / len(tl["ranks"]) > 0.25 * tl["step_time_s"]
 
 
 def test_timeline_tables_are_defensive():
@@ -354,6 +380,26 @@ def test_the_memory_chart_keeps_its_height_for_deep_pipelines():
     df = pd.DataFrame({"rank": [0, 0], "t_ms": [0.0, 18_694.0], "GiB": 1.0})
     x = memory_time_chart(df, 80.0, 18_694.0)["layer"][0]["encoding"]["x"]
     assert x["scale"] == {"domain": [0, 18_694.0], "nice": False}   # it ran to a "nice" 20,000 ms
+
+
+def test_the_memory_chart_draws_a_limit_per_rank_where_they_differ():
+    """One black dashed line where every rank may allocate the same; where the stages' limits
+    differ (other streams' pools, FSDP2), one per rank in its curve's colour, at its own limit."""
+    import pandas as pd
+
+    from ui.charts import memory_time_chart
+
+    for ranks in (4, 35):
+        df = pd.DataFrame({"rank": [r for r in range(ranks) for _ in range(2)], "t_ms": [0.0, 1.0] * ranks, "GiB": 1.0})
+        same = valid_spec(memory_time_chart(df, dict.fromkeys(range(ranks), 72.96)))
+        rule = same["layer"][1]
+        assert same["datasets"][rule["data"]["name"]] == [{"limit": 72.96}] and rule["mark"]["color"] == "#111111"
+        own = {r: 72.5 + 0.01 * r for r in range(ranks)}
+        spec = valid_spec(memory_time_chart(df, own))
+        line, rule = spec["layer"]
+        assert rule["encoding"]["color"] == line["encoding"]["color"] and "color" not in rule["mark"]
+        assert {d["rank"]: d["limit"] for d in spec["datasets"][rule["data"]["name"]]} == own
+        assert "each rank's allocated limit" in spec["title"] and "each rank" not in same["title"]
 
 
 def test_calibration_charts_label_log_axes_alike_and_show_whole_series_names():

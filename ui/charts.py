@@ -14,8 +14,10 @@ import hashlib
 import json
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
+from .labels import common_limit_gib
 from .theme import MEMORY_COLORS, TIME_COLORS, TIME_LABELS, scale, span_label
 
 SCHEMA = "https://vega.github.io/schema/vega-lite/v6.json"
@@ -33,9 +35,15 @@ CANVAS = {"embedOptions": {"renderer": "canvas"}}
 # about as much per-mark work as the tooltip). Canvas marks opt out (Vega-Lite mark ``aria``).
 NO_ARIA = {"aria": False}
 GANTT_DECIMALS = 4  # ms: 0.1 µs, finer than the 3 decimals the tooltips show
-# The aggregated Gantt's bar columns, named as its tooltip shows them (row, phase, spans as is);
-# busy % is the share of the bar's time some span is running, in percent (0.1).
-AGG_TOOLTIP = {"start_ms": "start ms", "end_ms": "end ms", "occupancy": "busy %"}
+# The binned Gantt's tooltip: a bar's row, its phases' shares of its time in words, its times,
+# busy % (the share some span is running, in percent to 0.1) and the spans touching it.
+BINNED_TOOLTIP = ["row", "phases", "start ms", "end ms", "busy %", "spans"]
+ROW_PAD = 0.1  # of a binned row's height, left free above and below its stacked bar (rows stay apart)
+ROW_PX = 22    # a Gantt row's height
+IDLE_GREY = "#8c8c8c"  # a binned bar's idle rest, faint (the grey of "other" in ui/theme.py)
+# three a row: six side-stream labels of up to 320 px ran past a 1,280 px window's chart; no symbol
+# stroke: the bars' grey rim framed each swatch and washed out the side-stream tints
+GANTT_LEGEND = {"orient": "bottom", "title": None, "columns": 3, "symbolStrokeWidth": 0, "symbolOpacity": 1}
 # Zoom and pan along x (mouse wheel, drag): an interval selection bound to the scales
 # (Vega-Lite "bind": "scales", what Altair's ``interactive(bind_y=False)`` writes).
 ZOOM_X = {"name": "zoom_x", "select": {"type": "interval", "encodings": ["x"]}, "bind": "scales"}
@@ -210,45 +218,28 @@ def compare_chart(rows: list[dict[str, Any]]) -> Spec:
 
 def gantt_chart(df: pd.DataFrame, rows: list[str], aggregated: bool, x_domain: tuple[float, float] | None = None,
                 show_labels: bool = False) -> Spec:
-    """Rank × stream rows, one rect per span (or per time bin when aggregated), coloured by phase.
-
-    ``df`` columns: row, category, start_ms, end_ms, kind, mb, chunk (+ occupancy when aggregated).
-    Zoom/pan along time with the mouse wheel / drag (``ZOOM_X``).
-    """
+    """Rank × stream rows, one rect per span coloured by phase (``binned_gantt_chart`` when
+    ``aggregated``). ``df`` columns: row, category, start_ms, end_ms, mb, chunk, dur_ms (+ mid_ms,
+    label for the labels). Zoom/pan along time with the mouse wheel / drag (``ZOOM_X``)."""
+    if aggregated:
+        return binned_gantt_chart(df, rows, x_domain)
     cats = list(df["category"].unique()) if len(df) else []
     domain, rng = scale(cats)
-    df = _gantt_columns(df.assign(phase=df["category"].map(span_label)), aggregated, show_labels)
-    domain = [span_label(c) for c in domain]
+    df = _gantt_columns(df.assign(phase=df["category"].map(span_label)), show_labels)
     x_scale = {"scale": {"domain": list(x_domain)}} if x_domain else {}
-    y = field("row", "nominal", sort=rows, title=None, axis={"labelLimit": 160})
-    t0, t1 = ("start ms", "end ms") if aggregated else ("start_ms", "end_ms")
-    enc: Spec = {"y": y, "x": field(t0, "quantitative", title="time [ms]", **x_scale), "x2": {"field": t1},
-                 # three a row: six side-stream labels of up to 320 px ran past a 1,280 px window's chart
-                 # no symbol stroke: the bars' grey rim framed each swatch and washed out the side-stream tints
-                 "color": colour("phase", domain, rng, {"orient": "bottom", "title": None, "columns": 3,
-                                                         "symbolStrokeWidth": 0, "symbolOpacity": 1})}
-    mark: Spec = {}
-    if aggregated:
-        enc["opacity"] = field("busy %", "quantitative", scale={"domain": [0, 100], "range": [0.15, 1]}, legend=None)
-        # The tooltip is the bar's data, whose columns are named for it (AGG_TOOLTIP): a tooltip
-        # encoding is a formatted object built for every bar on every encode pass (vega-embed's
-        # compiled spec), per-bar work of the same order as drawing it.
-        df = df.rename(columns=AGG_TOOLTIP).assign(**{"busy %": lambda d: (100 * d["busy %"]).round(1)})
-        mark["tooltip"] = {"content": "data"}
-        # rows by an explicit domain, not a sort array (which adds a sort-index field to the data,
-        # and so to the tooltip)
-        enc["y"] = field("row", "nominal", scale={"domain": rows}, title=None, axis={"labelLimit": 160})
-    else:
-        # the phase in the legend's words (it showed the span's kind code: "F", "tp_comm"), and "—"
-        # for a span of no micro-batch or chunk (optimizer, DP collectives: they read "−1")
-        enc["tooltip"] = [tip("row", "nominal"), tip("phase", "nominal"),
-                          tip("mb", "nominal", title="micro-batch"), tip("chunk", "nominal"),
-                          tip("start_ms", "quantitative", ",.3f", "start [ms]"), tip("end_ms", "quantitative", ",.3f", "end [ms]"),
-                          tip("dur_ms", "quantitative", ",.3f", "duration [ms]")]
-    bars = {"mark": {"type": "bar", **NO_ARIA, **mark, "stroke": "#808080", "strokeOpacity": 0.35,
-                     "strokeWidth": 0.3 if not aggregated else 0}, "encoding": enc}
-    body: Spec = {"height": {"step": 22}, "usermeta": CANVAS}
-    if show_labels and not aggregated:
+    # the phase in the legend's words (it showed the span's kind code: "F", "tp_comm"), and "—"
+    # for a span of no micro-batch or chunk (optimizer, DP collectives: they read "−1")
+    enc: Spec = {"y": field("row", "nominal", sort=rows, title=None, axis={"labelLimit": 160}),
+                 "x": field("start_ms", "quantitative", title="time [ms]", **x_scale), "x2": {"field": "end_ms"},
+                 "color": colour("phase", [span_label(c) for c in domain], rng, GANTT_LEGEND),
+                 "tooltip": [tip("row", "nominal"), tip("phase", "nominal"),
+                             tip("mb", "nominal", title="micro-batch"), tip("chunk", "nominal"),
+                             tip("start_ms", "quantitative", ",.3f", "start [ms]"), tip("end_ms", "quantitative", ",.3f", "end [ms]"),
+                             tip("dur_ms", "quantitative", ",.3f", "duration [ms]")]}
+    bars = {"mark": {"type": "bar", **NO_ARIA, "stroke": "#808080", "strokeOpacity": 0.35, "strokeWidth": 0.3},
+            "encoding": enc}
+    body: Spec = {"height": {"step": ROW_PX}, "usermeta": CANVAS}
+    if show_labels:
         text = {"transform": [{"filter": "datum.label != ''"}],
                 "mark": {"type": "text", **NO_ARIA, "fontSize": 9, "color": "#111", "align": "center"},
                 "encoding": {"y": field("row", "nominal", sort=rows),
@@ -256,25 +247,86 @@ def gantt_chart(df: pd.DataFrame, rows: list[str], aggregated: bool, x_domain: t
         body["layer"] = [{**bars, "params": [ZOOM_X]}, text]
     else:
         body.update(bars, params=[ZOOM_X])
-    if aggregated:  # data inline in the one layer: Streamlit sends top-level data as an Arrow table, whose
-        # index column the browser adds to each row (and so to a data tooltip)
-        return {"$schema": SCHEMA, "config": CONFIG, "height": body.pop("height"), "usermeta": body.pop("usermeta"),
-                "layer": [{"data": {"values": rows_of(df)}, **body}]}
     return top([d := dataset(rows_of(df))], {"data": {"name": d[0]}, **body})
 
 
-def _gantt_columns(df: pd.DataFrame, aggregated: bool, labels: bool) -> pd.DataFrame:
+def binned_gantt_chart(df: pd.DataFrame, rows: list[str], x_domain: tuple[float, float] | None = None) -> Spec:
+    """The binned Gantt (``timeline_data._binned``): in each row's bar the phases' shares of its
+    time stacked from the row's foot, over a faint grey bar (the rest: idle) that carries the
+    tooltip (``BINNED_TOOLTIP``) and the zoom; the stack has neither, so Vega-Lite makes it
+    non-interactive and the pointer reaches the bar beneath. The stack's y axis is the row's
+    number (row i spans [i, i + 1]), the grey bars' the row bands: two independent y scales over
+    one height, the bands without padding, so they line up. The tooltip is the bar's data: a
+    tooltip encoding is a formatted object built for every bar on every encode pass, per-bar work
+    of the order of drawing it. Data inline in each layer: Streamlit sends top-level data as an
+    Arrow table, whose index column the browser adds to each row (and so to a data tooltip); rows
+    by an explicit domain, not a sort array (which adds a sort-index field to the data)."""
+    domain, rng = scale(list(df["category"].unique()))
+    x = field("start ms", "quantitative", title="time [ms]", **({"scale": {"domain": list(x_domain)}} if x_domain else {}))
+    stack = {"data": {"values": _stacked(df, rows)}, "mark": {"type": "bar", **NO_ARIA, "strokeWidth": 0},
+             "encoding": {"x": x, "x2": {"field": "end ms"}, "y2": {"field": "y1"},
+                          "y": field("y0", "quantitative", axis=None,
+                                     scale={"domain": [0, len(rows)], "reverse": True, "nice": False, "zero": False}),
+                          "color": colour("phase", [span_label(c) for c in domain], rng, GANTT_LEGEND)}}
+    hover = {"data": {"values": _binned_bars(df)}, "params": [ZOOM_X],
+             "mark": {"type": "bar", **NO_ARIA, "fill": IDLE_GREY, "fillOpacity": 0.15, "height": {"band": 1 - 2 * ROW_PAD},
+                      "tooltip": {"content": "data"}},
+             "encoding": {"x": x, "x2": {"field": "end ms"},
+                          "y": field("row", "nominal", title=None, axis={"labelLimit": 160, "orient": "left"},
+                                     scale={"domain": rows, "paddingInner": 0, "paddingOuter": 0})}}
+    # a height step is dropped for the stack's continuous y: the plot's height is set, and only the
+    # width fits the page (Streamlit's theme fits both, so the axis and legend shrank the rows)
+    return {"$schema": SCHEMA, "config": CONFIG, "height": ROW_PX * max(len(rows), 1), "usermeta": CANVAS,
+            "autosize": {"type": "fit-x", "contains": "padding"},
+            "resolve": {"scale": {"y": "independent"}}, "layer": [hover, stack]}
+
+
+def _stacked(df: pd.DataFrame, rows: list[str]) -> list[dict[str, Any]]:
+    """Each (bar, phase) as the stack draws it: row i's bar fills [i + ROW_PAD, i + 1 − ROW_PAD]
+    from its foot (i + 1 − ROW_PAD), the phase from ``below`` to ``below + share`` of that height."""
+    foot = df["row"].map({r: k for k, r in enumerate(rows)}).to_numpy(dtype=float) + 1 - ROW_PAD
+    height, below, share = 1 - 2 * ROW_PAD, df["below"].to_numpy(dtype=float), df["share"].to_numpy(dtype=float)
+    return _records({"phase": df["category"].map(span_label).tolist(), "start ms": _ms(df["start_ms"]).tolist(),
+                     "end ms": _ms(df["end_ms"]).tolist(), "y0": np.round(foot - height * below, 4).tolist(),
+                     "y1": np.round(foot - height * (below + share), 4).tolist()})
+
+
+def _binned_bars(df: pd.DataFrame) -> list[dict[str, Any]]:
+    """One row per binned bar, named as its tooltip shows them (``BINNED_TOOLTIP``): the phases'
+    shares of its time in words, largest first ("backward compute 70.1 %, TP comm (exposed) 26.9 %")."""
+    d = df.sort_values(["row", "start_ms", "share"], ascending=[True, True, False], kind="stable")
+    out: list[dict[str, Any]] = []
+    for row, start, end, busy, spans, cat, share in zip(
+            d["row"].tolist(), _ms(d["start_ms"]).tolist(), _ms(d["end_ms"]).tolist(), d["occupancy"].tolist(),
+            d["spans"].tolist(), d["category"].tolist(), d["share"].tolist()):
+        words = f"{span_label(cat)} {100 * share:.1f} %"
+        if out and out[-1]["row"] == row and out[-1]["start ms"] == start:
+            out[-1]["phases"] += ", " + words
+        else:
+            out.append({"row": row, "phases": words, "start ms": start, "end ms": end,
+                        "busy %": round(100 * busy, 1), "spans": int(spans)})
+    return out
+
+
+def _records(columns: dict[str, list[Any]]) -> list[dict[str, Any]]:
+    """Rows of equal-length columns as dicts (pandas' ``to_dict`` walks Arrow strings slowly)."""
+    names = list(columns)
+    return [dict(zip(names, values)) for values in zip(*columns.values())]
+
+
+def _ms(values: pd.Series) -> pd.Series:
+    return values.astype(float).round(GANTT_DECIMALS)
+
+
+def _gantt_columns(df: pd.DataFrame, labels: bool) -> pd.DataFrame:
     """Only the columns the Gantt encodes, times rounded: the chart's data is inlined in the page
     (JSON), so every column and digit is parsed by the browser once per bar."""
-    cols = ["row", "phase", "start_ms", "end_ms"] + (["occupancy", "spans"] if aggregated else ["mb", "chunk", "dur_ms"])
-    if labels and not aggregated:
-        cols += ["mid_ms", "label"]
+    cols = ["row", "phase", "start_ms", "end_ms", "mb", "chunk", "dur_ms"] + (["mid_ms", "label"] if labels else [])
     out = df[[c for c in cols if c in df.columns]]
     times = [c for c in ("start_ms", "end_ms", "dur_ms", "mid_ms") if c in out.columns]
-    out = out.assign(**{c: out[c].astype(float).round(GANTT_DECIMALS) for c in times})
-    if not aggregated:   # the tooltip's text: a negative number is the engine's "none" (optimizer, DP collectives)
-        out = out.assign(**{c: _index_text(out[c]) for c in ("mb", "chunk") if c in out.columns})
-    return out.assign(occupancy=out["occupancy"].astype(float).round(3)) if "occupancy" in out.columns else out
+    out = out.assign(**{c: _ms(out[c]) for c in times})
+    # the tooltip's text: a negative number is the engine's "none" (optimizer, DP collectives)
+    return out.assign(**{c: _index_text(out[c]) for c in ("mb", "chunk") if c in out.columns})
 
 
 def _index_text(values: pd.Series) -> list[str]:
@@ -294,25 +346,45 @@ def _rank_colour(n: int) -> Spec:
             "detail": field("rank", "nominal")}
 
 
-def memory_time_chart(df: pd.DataFrame, capacity_gib: float | None, end_ms: float | None = None) -> Spec:
-    """Allocated memory over the step per rank (step-after lines) and the allocated limit
-    (``capacity_gib``: the most a rank may allocate and still fit, ui/labels.py ``allocated_limit_gib``)."""
+def memory_time_chart(df: pd.DataFrame, limits: dict[int, float] | float | None, end_ms: float | None = None) -> Spec:
+    """Allocated memory over the step per rank (step-after lines) and the allocated limit: the most
+    a rank may allocate and still fit (ui/labels.py ``rank_limits_gib``). ``limits`` per rank draws
+    one dashed line per rank in its curve's colour where the ranks' limits differ (other streams'
+    pools differ by stage), one black line where they are the same; a number is every rank's."""
     df = df[["rank", "t_ms", "GiB"]].assign(t_ms=df["t_ms"].astype(float).round(GANTT_DECIMALS),
                                             GiB=df["GiB"].astype(float).round(4))  # 0.1 MiB; tooltips show 0.01 GiB
     curves = dataset(rows_of(df))
+    colours = _rank_colour(df["rank"].nunique())
     line = {"data": {"name": curves[0]}, "mark": {"type": "line", **NO_ARIA, "interpolate": "step-after", "strokeWidth": 1.6},
             "params": [ZOOM_X], "encoding": {
                 # the axis ends where the step does (a "nice" axis ran to 20,000 ms for an 18,694 ms step)
                 "x": field("t_ms", "quantitative", title="time [ms]",
                            **({"scale": {"domain": [0, end_ms], "nice": False}} if end_ms else {})),
-                "y": field("GiB", "quantitative", title="allocated [GiB]"),
-                **_rank_colour(df["rank"].nunique()),
+                "y": field("GiB", "quantitative", title="allocated [GiB]"), **colours,
                 "tooltip": [tip("rank", "nominal"), tip("t_ms", "quantitative", ",.2f"), tip("GiB", "quantitative", ",.2f")]}}
     layers, datasets = [line], [curves]
-    if capacity_gib:
-        cap = dataset([{"cap": capacity_gib}])
+    shared = _common_limit(limits)
+    if limits:
+        rows = [{"limit": shared}] if shared is not None else [{"rank": r, "limit": v} for r, v in sorted(limits.items())]
+        cap = dataset(rows)
         datasets.append(cap)
-        layers.append({"data": {"name": cap[0]}, "mark": {"type": "rule", "color": "#111111", "strokeDash": [5, 3]},
-                       "encoding": {"y": field("cap", "quantitative")}})
-    return top(datasets, {"layer": layers, "height": 260, "title": "Memory over the step (dashed = the allocated limit)",
+        layers.append(_limit_rule(cap[0], None if shared is not None else colours["color"]))
+    which = "the allocated limit" if shared is not None or not limits else "each rank's allocated limit, in its colour"
+    return top(datasets, {"layer": layers, "height": 260, "title": f"Memory over the step (dashed = {which})",
                           "usermeta": CANVAS})
+
+
+def _common_limit(limits: dict[int, float] | float | None) -> float | None:
+    """The one limit line to draw for every rank, or None (none, or one per rank)."""
+    if isinstance(limits, dict):
+        return common_limit_gib(limits)
+    return float(limits) if limits else None
+
+
+def _limit_rule(data: str, colour: Spec | None) -> Spec:
+    """Dashed horizontal rules at ``limit``: black, or in the rank's colour (``colour``)."""
+    what = "most this rank may allocate [GiB]" if colour else "most a rank may allocate [GiB]"
+    tips = ([tip("rank", "nominal")] if colour else []) + [tip("limit", "quantitative", ",.2f", what)]
+    mark = {"type": "rule", "strokeDash": [5, 3], **({} if colour else {"color": "#111111"})}
+    return {"data": {"name": data}, "mark": mark,
+            "encoding": {"y": field("limit", "quantitative"), **({"color": colour} if colour else {}), "tooltip": tips}}

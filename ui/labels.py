@@ -77,6 +77,39 @@ def stage_pools_gib(report: dict[str, Any] | None) -> dict[int, float]:
     return {int(m["stage"]): float(m.get("pools_gib", 0.0)) for m in report.get("memory_by_stage", [])}
 
 
+def rank_limits_gib(ranks: Any, strategy: dict[str, Any], system: dict[str, Any],
+                    pools: dict[int, float]) -> dict[int, float]:
+    """Per pipeline rank, the most it may allocate and still fit (``allocated_limit_gib`` with its
+    stage's pools, ``stage_pools_gib``: the engine's ``StageMemory.allocated_limit_gib``). Stages
+    differ when other streams' pools do (FSDP2's all-gather buffers); the rest is one GPU's."""
+    return {int(r): allocated_limit_gib(strategy, system, pools.get(int(r), 0.0)) for r in ranks}
+
+
+LIMIT_SAME_GIB = 0.005  # limits closer than this read the same at the 0.01 GiB the charts show
+
+
+def common_limit_gib(limits: dict[int, float]) -> float | None:
+    """The one limit every rank shares (to ``LIMIT_SAME_GIB``), or None when they differ."""
+    values = list(limits.values())
+    return min(values) if values and max(values) - min(values) < LIMIT_SAME_GIB else None
+
+
+def limit_caption(limits: dict[int, float], memory_gib: float) -> str:
+    """The Timeline memory chart's caption: what its dashed line(s) are (``memory_time_chart``)."""
+    head, shared = "Allocated bytes per rank over the step", common_limit_gib(limits)
+    why = f"{fmt_num(memory_gib)} GiB GPUs, less the memory outside PyTorch and the caching allocator's share"
+    if not limits:
+        return head + "."
+    if shared is not None:
+        return (f"{head}; the dashed line, {fmt_num(shared, ',.2f')} GiB, is the most a rank may allocate and still "
+                f"fit, the same on every rank shown ({why}).")
+    each = (", ".join(f"rank {r} {fmt_num(v, ',.2f')}" for r, v in sorted(limits.items())) if len(limits) <= 8 else
+            f"{fmt_num(min(limits.values()), ',.2f')}–{fmt_num(max(limits.values()), ',.2f')}")
+    return (f"{head}; the dashed lines, one per rank in its curve's colour, are the most each rank may allocate and "
+            f"still fit: {each} GiB ({why}, and what other CUDA streams' pools hold beside the peak, such as FSDP2's "
+            "all-gather buffers, which differs by stage).")
+
+
 def headline_limit_gib(report: dict[str, Any]) -> float | None:
     """The allocated limit of the stage the memory headline shows (the largest allocated peak):
     ``StageMemory.allocated_limit_gib``, the engine's own."""

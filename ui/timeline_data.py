@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .theme import TIME_LABELS, span_category
+from .theme import TIME_LABELS, scale, span_category
+from .units import fmt_pct, fmt_time
 
 SPAN_COLUMNS = ["rank", "stream", "kind", "mb", "chunk", "start_s", "end_s"]
 STREAM_ORDER = ["compute", "comm", "pp", "dp"]
@@ -125,6 +126,17 @@ def rank_column_name(col: str) -> str:
     return col
 
 
+def exposed_words(rank: pd.Series, step_s: float) -> str:
+    """A rank's exposed communication by kind, largest first, and its share of the step, from the
+    ranks table (``timeline_tables``: sim/metrics.py's figures, as the Estimate page's breakdown):
+    "TP comm 5.099 s, DP comm 68.51 ms, PP p2p 8.671 ms (27.3 % of the step)"."""
+    kinds = sorted(((k.removeprefix("exposed:"), float(v)) for k, v in rank.items()
+                    if str(k).startswith("exposed:") and pd.notna(v) and v > 0), key=lambda kv: -kv[1])
+    words = ", ".join(f"{TIME_LABELS.get(k, k).removesuffix(' (exposed)')} {fmt_time(v)}" for k, v in kinds)
+    share = fmt_pct(float(rank["exposed_comm_s"]) / step_s) if step_s > 0 else "—"
+    return f"{words or 'none'} ({share} of the step)"
+
+
 def per_rank_view(ranks: pd.DataFrame) -> pd.DataFrame:
     """The ranks table as the Timeline page shows it: readable headers, times in ms, the bubble in
     %, "yes" on the critical rank (blank elsewhere)."""
@@ -151,8 +163,9 @@ def gantt_frame(spans: pd.DataFrame, t0_s: float | None = None, t1_s: float | No
                 ranks: Any = None) -> tuple[pd.DataFrame, bool, list[str]]:
     """Spans in [t0, t1] as Gantt rows; aggregated into time bins beyond ``max_spans`` spans.
 
-    Aggregated rows carry the phase that dominates the bin, the busy share of the bin
-    (``occupancy``) and the number of spans touching it, so any size renders in O(rows·bins).
+    Aggregated rows are one per (bar, phase running in it): the phase's share of the bar's time,
+    the bar's busy share (``occupancy``) and the spans touching it (``_binned``), so any size
+    renders in O(rows · bins · phases).
     ``ranks`` (an iterable of rank numbers) keeps only those ranks' rows: the page passes a
     representative subset of a deep pipeline, so rows × bins stays bounded too.
     """
@@ -201,41 +214,64 @@ def _pairs(a: np.ndarray, b: np.ndarray, nb: int) -> tuple[np.ndarray, list[tupl
 
 def _binned(start: np.ndarray, end: np.ndarray, row_id: np.ndarray, cat_id: np.ndarray, t0: float, width: float,
             bins: int, row_names: np.ndarray, cat_names: np.ndarray) -> pd.DataFrame:
-    """Spans aggregated into ``bins`` time bins per row, adjacent look-alike bins merged.
+    """Spans aggregated into ``bins`` time bins per row, each bin split by phase, look-alike
+    neighbours merged.
 
-    Each bin carries the phase that dominates it (the most busy time), its busy share
-    (``occupancy``) and the spans touching it. Adjacent bins of a row with the same dominant
-    phase and the same busy share to ``OCCUPANCY_STEP`` (the bar's opacity) are one bar: a busy
-    compute row is mostly such runs, so the chart draws ~6x fewer marks (medium: 1,311 bins →
-    223 bars) with the same picture; a bar's ``spans`` counts each span touching it once.
-    Dense arrays over rows × bins × categories (bincount), so any size costs O(spans + cells)."""
+    One row per (bar, phase that runs in it): the phase's share of the bar's time (``share``,
+    drawn stacked on the shares of the phases before it, ``below``; the order of ``theme.scale``),
+    the bar's busy share (``occupancy``; the rest is idle) and the spans touching the bar. So a
+    phase that dominates no bin keeps its share: the exposed TP collectives between the medium
+    preset's kernels are 27 % of its step. Adjacent bins of a row whose phases' shares agree to
+    ``OCCUPANCY_STEP`` are one bar (medium: 2,565 touched bins → 624 bars of 1,701 pieces); a
+    bar's ``spans`` counts each span touching it once. Dense arrays over rows × bins × categories
+    (bincount), so any size costs O(spans + cells · categories)."""
     n_rows, n_cats, n = len(row_names), len(cat_names), len(start)
-    b0 = np.clip(((start - t0) / width).astype(np.int64), 0, bins - 1)
-    b1 = np.clip(((end - t0) / width).astype(np.int64), 0, bins - 1)
-    counts = b1 - b0 + 1
-    idx = np.repeat(np.arange(n), counts)  # one entry per (span, bin it touches)
-    b = b0[idx] + np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
-    busy = np.clip(np.minimum(end[idx], t0 + (b + 1) * width) - np.maximum(start[idx], t0 + b * width), 0.0, None)
+    idx, b, busy = _pieces(start, end, t0, width, bins)
     cell = row_id[idx] * bins + b  # row-major: (row, bin)
     by_cat = np.bincount(cell * n_cats + cat_id[idx], weights=busy, minlength=n_rows * bins * n_cats)
     by_cat = by_cat.reshape(n_rows * bins, n_cats)
     cells = np.flatnonzero(np.bincount(cell, minlength=n_rows * bins))  # bins some span touches
-    tot, dom = by_cat[cells].sum(axis=1), by_cat[cells].argmax(axis=1)
     r, bb = cells // bins, cells % bins
-    level = np.round(np.minimum(tot / width, 1.0) / OCCUPANCY_STEP)
-    new = np.ones(len(cells), dtype=bool)
-    new[1:] = (r[1:] != r[:-1]) | (dom[1:] != dom[:-1]) | (level[1:] != level[:-1]) | (bb[1:] != bb[:-1] + 1)
-    run = np.cumsum(new) - 1
-    heads = np.flatnonzero(new)
+    run = _runs(r, bb, np.round(by_cat[cells] / width / OCCUPANCY_STEP))
+    heads = np.flatnonzero(np.r_[True, run[1:] != run[:-1]])
     first, last = bb[heads], bb[np.r_[heads[1:] - 1, len(cells) - 1]]
-    occupancy = np.minimum(np.bincount(run, weights=tot) / ((last - first + 1) * width), 1.0)
+    cat_busy = np.zeros((len(heads), n_cats))
+    np.add.at(cat_busy, run, by_cat[cells])
+    share = cat_busy / ((last - first + 1) * width)[:, None]
+    occupancy = np.minimum(share.sum(axis=1), 1.0)
+    share /= np.maximum(share.sum(axis=1), 1.0)[:, None]  # overlapping spans of a row fill the bar, no more
     run_of_cell = np.full(n_rows * bins, -1, dtype=np.int64)
     run_of_cell[cells] = run
     touching = np.unique(run_of_cell[cell] * n + idx) // n  # each (run, span) pair once
-    cat = cat_names[dom[heads]]
-    return pd.DataFrame({"row": row_names[r[heads]], "category": cat, "occupancy": occupancy,
-                         "spans": np.bincount(touching, minlength=len(heads)), "start_ms": (t0 + first * width) * 1e3,
-                         "end_ms": (t0 + (last + 1) * width) * 1e3, "kind": cat, "mb": -1, "chunk": -1})
+    spans = np.bincount(touching, minlength=len(heads))
+    order = np.argsort([scale(list(cat_names))[0].index(c) for c in cat_names])
+    below = np.zeros_like(share)
+    below[:, order] = np.cumsum(share[:, order], axis=1) - share[:, order]
+    h, c = np.nonzero(cat_busy > 0)
+    return pd.DataFrame({"row": row_names[r[heads][h]], "category": cat_names[c], "share": share[h, c],
+                         "below": below[h, c], "occupancy": occupancy[h], "spans": spans[h],
+                         "start_ms": (t0 + first[h] * width) * 1e3, "end_ms": (t0 + (last[h] + 1) * width) * 1e3,
+                         "kind": cat_names[c], "mb": -1, "chunk": -1})
+
+
+def _pieces(start: np.ndarray, end: np.ndarray, t0: float, width: float,
+            bins: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(span index, bin, busy time) of every (span, bin it touches) pair."""
+    b0 = np.clip(((start - t0) / width).astype(np.int64), 0, bins - 1)
+    b1 = np.clip(((end - t0) / width).astype(np.int64), 0, bins - 1)
+    counts = b1 - b0 + 1
+    idx = np.repeat(np.arange(len(start)), counts)
+    b = b0[idx] + np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+    busy = np.clip(np.minimum(end[idx], t0 + (b + 1) * width) - np.maximum(start[idx], t0 + b * width), 0.0, None)
+    return idx, b, busy
+
+
+def _runs(r: np.ndarray, bb: np.ndarray, levels: np.ndarray) -> np.ndarray:
+    """Run number of each touched (row, bin) cell, in order: a run goes on while the row is the
+    same, the bins adjacent and every phase's share level (``levels``, cells × categories) equal."""
+    new = np.ones(len(r), dtype=bool)
+    new[1:] = (r[1:] != r[:-1]) | (bb[1:] != bb[:-1] + 1) | (levels[1:] != levels[:-1]).any(axis=1)
+    return np.cumsum(new) - 1
 
 
 def memory_frame(mem: pd.DataFrame, max_points: int = MEMORY_POINTS, max_total: int = MEMORY_TOTAL_POINTS,
