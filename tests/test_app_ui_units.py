@@ -220,22 +220,22 @@ def test_timeline_tables_and_aggregation():
 
 
 def test_aggregated_gantt_merges_equal_neighbour_bins_and_keeps_the_busy_time():
-    """Adjacent bins of a row whose phases' shares agree (to OCCUPANCY_STEP) are one bar: far fewer
+    """Adjacent bins of a row whose phases' shares agree (to MERGE_STEP) are one bar: far fewer
     marks, the same picture, each phase's busy time conserved and stacked inside its bar."""
-    from ui.timeline_data import GANTT_BINS, OCCUPANCY_STEP
+    from ui.timeline_data import GANTT_BINS, MERGE_STEP
 
     tl = timeline_tables(simulate(size_canonical("medium")))
     spans, step = tl["spans"], tl["step_time_s"]
     df, aggregated, rows = gantt_frame(spans, 0.0, step, max_spans=0)
     bars = df.drop_duplicates(["row", "start_ms"])
-    assert aggregated and len(bars) < len(rows) * GANTT_BINS / 3  # medium: 624 bars for 2,565 touched bins
+    assert aggregated and len(bars) < len(rows) * GANTT_BINS / 3  # medium: 200 bars for 2,565 touched bins
     width_ms = step * 1e3 / GANTT_BINS
     for _, g in bars.sort_values("start_ms").groupby("row"):
         starts, ends = g["start_ms"].to_numpy(), g["end_ms"].to_numpy()
         assert (starts[1:] >= ends[:-1] - 1e-9).all()  # no overlap inside a row
         n_bins = np.round((ends - starts) / width_ms)
         assert np.allclose((ends - starts) / width_ms, n_bins) and (n_bins >= 1).all()  # whole bins
-    levels = df.assign(q=np.round(df["share"] / OCCUPANCY_STEP)).pivot_table(
+    levels = df.assign(q=np.round(df["share"] / MERGE_STEP)).pivot_table(
         index=["row", "start_ms", "end_ms"], columns="category", values="q", fill_value=0).reset_index()
     for _, g in levels.sort_values("start_ms").groupby("row"):
         touching = np.isclose(g["start_ms"].to_numpy()[1:], g["end_ms"].to_numpy()[:-1])
