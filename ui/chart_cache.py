@@ -73,11 +73,11 @@ def gantt_view(scenario_json: str, window_ms: tuple[float, float], ranks: tuple[
 @st.cache_data(max_entries=ENTRIES, show_spinner=False)
 def memory_view(scenario_json: str, ranks: tuple[int, ...] | None, limits: tuple[tuple[int, float], ...] | float,
                 _memory: Any, step_s: float | None = None) -> dict[str, Any] | None:
-    """The memory-over-the-step chart; ``limits``: (rank, allocated limit) pairs (ui/labels.py
-    ``rank_limits_gib``) or every rank's one; ``step_s`` extends each curve to the step's end."""
+    """The memory-over-the-step chart; ``limits``: the shown ranks' (rank, allocated limit) pairs
+    (ui/labels.py ``rank_limits_gib``) or every rank's one; ``step_s`` extends each curve to the step's end."""
     memory = _memory
     if ranks is not None and len(memory):
         memory = memory[memory["rank"].isin(list(ranks))]
     mem = memory_frame(memory, max_points=VIEW_MEMORY_POINTS, max_total=VIEW_MEMORY_TOTAL, end_s=step_s)
-    shown = limits if isinstance(limits, (int, float)) else {r: v for r, v in limits if ranks is None or r in ranks}
+    shown = limits if isinstance(limits, (int, float)) else dict(limits)
     return memory_time_chart(mem, shown, step_s * 1e3 if step_s else None) if len(mem) else None

@@ -168,7 +168,11 @@ def _preset_data(section: str):
     except ConfigError:   # a broken scenarios.json: the presets still match
         scenarios = {}
     for n in scenarios:
-        yield f"scenario {n}", partial(lambda name: scenario_preset(name)[section], n)
+        yield f"scenario {n}", partial(_scenario_section, n, section)
+
+
+def _scenario_section(name: str, section: str) -> dict[str, Any]:
+    return scenario_preset(name)[section]
 
 
 @lru_cache(maxsize=8)

@@ -248,7 +248,8 @@ def _binned(start: np.ndarray, end: np.ndarray, row_id: np.ndarray, cat_id: np.n
     run_of_cell[cells] = run
     touching = np.unique(run_of_cell[cell] * n + idx) // n  # each (run, span) pair once
     spans = np.bincount(touching, minlength=len(heads))
-    order = np.argsort([scale(list(cat_names))[0].index(c) for c in cat_names])
+    legend = scale(list(cat_names))[0]
+    order = np.argsort([legend.index(c) for c in cat_names])
     below = np.zeros_like(share)
     below[:, order] = np.cumsum(share[:, order], axis=1) - share[:, order]
     h, c = np.nonzero(cat_busy > 0)

@@ -349,10 +349,16 @@ def _account_split(d: Draft) -> None:
     stages = d.pp * d.vpp
     if "405b" not in model or "llama" not in model or stages <= d.layers or (d.layers + 2) % stages:
         return
-    each = (d.layers + 2) // stages
-    d.strat["pipeline_layers"] = [each - 1] + [each] * (stages - 2) + [each - 1]
+    d.strat["pipeline_layers"] = _ends_as_layers(d.layers, stages)
     d.a.append(f"pipeline split with the embedding and the loss counted as layers ({d.layers} + 2 over {stages} "
                f"virtual stages, the end stages without a decoder layer: the recipe's account_for_*_in_pipeline_split)")
+
+
+def _ends_as_layers(layers: int, stages: int) -> list[int]:
+    """Decoder layers per virtual stage when the embedding and the loss count as one layer each
+    ((layers + 2) / stages slots per stage, the two end stages one decoder layer short)."""
+    each = (layers + 2) // stages
+    return [each - 1] + [each] * (stages - 2) + [each - 1]
 
 
 def _deepseek_v3_report(d: Draft) -> None:
@@ -402,7 +408,7 @@ def _llama3_report(d: Draft) -> None:
         d.a.append("micro-batch size not stated: 1")
     d.vpp = (d.layers + 2) // d.pp if (d.layers + 2) % d.pp == 0 else 1
     stages = d.pp * d.vpp
-    d.strat["pipeline_layers"] = [0] + [1] * (stages - 2) + [0]
+    d.strat["pipeline_layers"] = _ends_as_layers(d.layers, stages)
     d.a.append(f"virtual stages not stated: {d.vpp} per rank, one decoder layer each, the first and the last "
                f"holding the embedding and the loss alone ({d.layers} + 2 = {stages} slots; §3.3.2 takes one "
                "layer from each end stage)")
